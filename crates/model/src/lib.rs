@@ -1,0 +1,18 @@
+//! The shared vocabulary of wasmsand: resource [`Limits`], the [`RunResult`] of a command, its
+//! [`ErrorClass`], and [`CappedBuffer`], the bounded sink that holds a stream's output.
+//!
+//! Serde names follow the wire format of the JSON-RPC protocol (`exitCode`, `errorClass`, ...),
+//! so these types serialize to exactly what clients of the server expect.
+
+mod capped;
+mod limits;
+mod result;
+
+pub use capped::{CappedBuffer, LossyText};
+pub use limits::{Limits, LimitsPatch};
+pub use result::{ErrorClass, RunResult, Truncated};
+
+/// One kibibyte.
+pub const KIB: u64 = 1024;
+/// One mebibyte.
+pub const MIB: u64 = 1024 * KIB;

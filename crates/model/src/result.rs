@@ -1,0 +1,213 @@
+use serde::{Deserialize, Serialize};
+
+use crate::CappedBuffer;
+
+/// Why a run ended abnormally, in the wire spelling (`"TIMEOUT"`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorClass {
+    /// The run's wall-clock deadline passed.
+    Timeout,
+    /// The caller cancelled the run.
+    Cancelled,
+    /// The program asked for something the sandbox does not grant.
+    CapabilityDenied,
+    /// A resource limit (command size, tool calls, ...) stopped the run.
+    LimitExceeded,
+}
+
+impl ErrorClass {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Timeout => "TIMEOUT",
+            ErrorClass::Cancelled => "CANCELLED",
+            ErrorClass::CapabilityDenied => "CAPABILITY_DENIED",
+            ErrorClass::LimitExceeded => "LIMIT_EXCEEDED",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which output streams lost bytes to their cap.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Truncated {
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
+impl Truncated {
+    /// `Some` only when at least one stream was truncated: the wire form omits the field
+    /// otherwise.
+    pub fn if_any(stdout: bool, stderr: bool) -> Option<Self> {
+        (stdout || stderr).then_some(Self { stdout, stderr })
+    }
+}
+
+/// The outcome of one `run`. Serializes to the wire form clients expect: `truncated` and
+/// `errorClass` are absent unless set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunResult {
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub execution_time_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<Truncated>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_class: Option<ErrorClass>,
+}
+
+impl RunResult {
+    /// Builds a result from the two capped streams of a run, setting `truncated` when either
+    /// lost bytes. Invalid UTF-8 becomes U+FFFD (the wire format is text).
+    pub fn from_streams(
+        exit_code: i32,
+        stdout: &CappedBuffer,
+        stderr: &CappedBuffer,
+        execution_time_ms: u64,
+        error_class: Option<ErrorClass>,
+    ) -> Self {
+        Self {
+            exit_code,
+            stdout: stdout.to_text().text,
+            stderr: stderr.to_text().text,
+            execution_time_ms,
+            truncated: Truncated::if_any(stdout.truncated(), stderr.truncated()),
+            error_class,
+        }
+    }
+
+    /// The result of a command that was refused before anything ran (exit 1, the message on
+    /// stderr).
+    pub fn refused(message: impl Into<String>, error_class: ErrorClass) -> Self {
+        let mut stderr = message.into();
+        if !stderr.ends_with('\n') {
+            stderr.push('\n');
+        }
+        Self {
+            exit_code: 1,
+            stdout: String::new(),
+            stderr,
+            execution_time_ms: 0,
+            truncated: None,
+            error_class: Some(error_class),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn plain() -> RunResult {
+        RunResult {
+            exit_code: 0,
+            stdout: "hello\n".into(),
+            stderr: String::new(),
+            execution_time_ms: 3,
+            truncated: None,
+            error_class: None,
+        }
+    }
+
+    #[test]
+    fn optional_fields_are_absent_when_unset() {
+        let v = serde_json::to_value(plain()).unwrap();
+        assert_eq!(
+            v,
+            json!({"exitCode": 0, "stdout": "hello\n", "stderr": "", "executionTimeMs": 3})
+        );
+        let obj = v.as_object().unwrap();
+        assert!(!obj.contains_key("truncated"));
+        assert!(!obj.contains_key("errorClass"));
+    }
+
+    #[test]
+    fn truncated_and_error_class_pass_through() {
+        let r = RunResult {
+            truncated: Some(Truncated {
+                stdout: true,
+                stderr: false,
+            }),
+            error_class: Some(ErrorClass::Timeout),
+            exit_code: 124,
+            ..plain()
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["truncated"], json!({"stdout": true, "stderr": false}));
+        assert_eq!(v["errorClass"], "TIMEOUT");
+        assert_eq!(v["exitCode"], 124);
+        let back: RunResult = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn error_classes_use_wire_spelling() {
+        for (class, text) in [
+            (ErrorClass::Timeout, "TIMEOUT"),
+            (ErrorClass::Cancelled, "CANCELLED"),
+            (ErrorClass::CapabilityDenied, "CAPABILITY_DENIED"),
+            (ErrorClass::LimitExceeded, "LIMIT_EXCEEDED"),
+        ] {
+            assert_eq!(serde_json::to_value(class).unwrap(), json!(text));
+            assert_eq!(class.to_string(), text);
+            assert_eq!(
+                serde_json::from_value::<ErrorClass>(json!(text)).unwrap(),
+                class
+            );
+        }
+        assert!(serde_json::from_value::<ErrorClass>(json!("timeout")).is_err());
+    }
+
+    #[test]
+    fn result_without_optional_fields_deserializes() {
+        let r: RunResult =
+            serde_json::from_str(r#"{"exitCode":1,"stdout":"","stderr":"x","executionTimeMs":0}"#)
+                .unwrap();
+        assert_eq!(r.truncated, None);
+        assert_eq!(r.error_class, None);
+    }
+
+    #[test]
+    fn from_streams_sets_truncated_only_when_a_stream_overflowed() {
+        let mut out = CappedBuffer::new(5);
+        out.write(b"hello world\n");
+        let mut err = CappedBuffer::new(5);
+        err.write(b"ok");
+        let r = RunResult::from_streams(0, &out, &err, 1, None);
+        assert_eq!(r.stdout, "hello");
+        assert!(r.stdout.len() <= 5);
+        assert_eq!(
+            r.truncated,
+            Some(Truncated {
+                stdout: true,
+                stderr: false
+            })
+        );
+
+        let mut out = CappedBuffer::new(100);
+        out.write(b"fits");
+        let r = RunResult::from_streams(0, &out, &CappedBuffer::new(100), 1, None);
+        assert_eq!(r.truncated, None);
+    }
+
+    #[test]
+    fn refused_command_shape() {
+        let r = RunResult::refused(
+            "command too long (70000 bytes, max 65536)",
+            ErrorClass::LimitExceeded,
+        );
+        assert_eq!(r.exit_code, 1);
+        assert!(r.stderr.starts_with("command too long"));
+        assert!(r.stderr.ends_with('\n'));
+        assert_eq!(r.error_class, Some(ErrorClass::LimitExceeded));
+    }
+}

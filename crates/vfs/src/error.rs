@@ -1,0 +1,119 @@
+use std::fmt;
+
+/// The errno a filesystem operation failed with. The names are the POSIX ones so that the
+/// WASI adapter, the shell and the RPC layer can pass them through unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(clippy::upper_case_acronyms)]
+pub enum Errno {
+    ENOENT,
+    EEXIST,
+    ENOTDIR,
+    EISDIR,
+    ENOTEMPTY,
+    ENOSPC,
+    EROFS,
+    ELOOP,
+    EINVAL,
+    ENAMETOOLONG,
+    EACCES,
+    EFBIG,
+}
+
+impl Errno {
+    pub fn name(self) -> &'static str {
+        match self {
+            Errno::ENOENT => "ENOENT",
+            Errno::EEXIST => "EEXIST",
+            Errno::ENOTDIR => "ENOTDIR",
+            Errno::EISDIR => "EISDIR",
+            Errno::ENOTEMPTY => "ENOTEMPTY",
+            Errno::ENOSPC => "ENOSPC",
+            Errno::EROFS => "EROFS",
+            Errno::ELOOP => "ELOOP",
+            Errno::EINVAL => "EINVAL",
+            Errno::ENAMETOOLONG => "ENAMETOOLONG",
+            Errno::EACCES => "EACCES",
+            Errno::EFBIG => "EFBIG",
+        }
+    }
+
+    /// The text `strerror` gives on Linux, used when an operation has nothing more specific to
+    /// say.
+    pub fn description(self) -> &'static str {
+        match self {
+            Errno::ENOENT => "no such file or directory",
+            Errno::EEXIST => "file exists",
+            Errno::ENOTDIR => "not a directory",
+            Errno::EISDIR => "is a directory",
+            Errno::ENOTEMPTY => "directory not empty",
+            Errno::ENOSPC => "no space left on device",
+            Errno::EROFS => "read-only file system",
+            Errno::ELOOP => "too many levels of symbolic links",
+            Errno::EINVAL => "invalid argument",
+            Errno::ENAMETOOLONG => "file name too long",
+            Errno::EACCES => "permission denied",
+            Errno::EFBIG => "file too large",
+        }
+    }
+
+    /// The Linux errno number.
+    pub fn code(self) -> i32 {
+        match self {
+            Errno::ENOENT => 2,
+            Errno::EEXIST => 17,
+            Errno::ENOTDIR => 20,
+            Errno::EISDIR => 21,
+            Errno::ENOTEMPTY => 39,
+            Errno::ENOSPC => 28,
+            Errno::EROFS => 30,
+            Errno::ELOOP => 40,
+            Errno::EINVAL => 22,
+            Errno::ENAMETOOLONG => 36,
+            Errno::EACCES => 13,
+            Errno::EFBIG => 27,
+        }
+    }
+}
+
+impl fmt::Display for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A failed filesystem operation: the errno, the path it concerned and a message.
+/// Displays as `ENOSPC: file count limit reached (max: 3): /tmp/d.txt` (without the path part
+/// when the error concerns no path).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct VfsError {
+    pub errno: Errno,
+    pub path: String,
+    pub message: String,
+}
+
+impl VfsError {
+    pub fn new(errno: Errno, path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            errno,
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    /// An error whose message is the errno's standard description.
+    pub fn plain(errno: Errno, path: impl Into<String>) -> Self {
+        Self::new(errno, path, errno.description())
+    }
+}
+
+impl fmt::Display for VfsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.errno, self.message)?;
+        if !self.path.is_empty() {
+            write!(f, ": {}", self.path)?;
+        }
+        Ok(())
+    }
+}
+
+pub type VfsResult<T> = Result<T, VfsError>;

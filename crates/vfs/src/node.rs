@@ -1,0 +1,259 @@
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+
+/// A name inside a directory. Shared so that copying a B-tree chunk on write costs reference
+/// count bumps, not string allocations.
+pub(crate) type Name = Arc<str>;
+pub(crate) type Children = im::OrdMap<Name, Node>;
+
+/// What kind of node a path names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileType {
+    File,
+    Dir,
+    Symlink,
+    CharDevice,
+}
+
+/// The character devices the sandbox provides under `/dev`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Device {
+    /// Reads are empty, writes vanish.
+    Null,
+    /// Reads give zero bytes, writes vanish.
+    Zero,
+    /// Reads give random bytes, writes vanish.
+    Urandom,
+}
+
+/// The content of a regular file.
+#[derive(Clone)]
+pub(crate) enum Content {
+    /// Bytes the sandbox owns. Copied on write only while a clone or snapshot shares them;
+    /// otherwise appended to in place, so many small writes cost O(total).
+    Owned(Arc<Vec<u8>>),
+    /// Read-only bytes the host provides (tools, the Python stdlib). Never copied per sandbox
+    /// and not counted against the sandbox's byte limit; a write replaces them with an owned
+    /// copy.
+    Shared(Bytes),
+}
+
+impl Content {
+    pub(crate) fn empty() -> Self {
+        Content::Owned(Arc::new(Vec::new()))
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            Content::Owned(v) => v,
+            Content::Shared(b) => b,
+        }
+    }
+
+    pub(crate) fn len(&self) -> u64 {
+        self.as_slice().len() as u64
+    }
+
+    /// Bytes this content counts against the filesystem's byte limit.
+    pub(crate) fn counted_len(&self) -> u64 {
+        match self {
+            Content::Owned(v) => v.len() as u64,
+            Content::Shared(_) => 0,
+        }
+    }
+
+    /// The content as `Bytes` without copying.
+    pub(crate) fn to_bytes(&self) -> Bytes {
+        match self {
+            Content::Owned(v) => Bytes::from_owner(OwnedBytes(Arc::clone(v))),
+            Content::Shared(b) => b.clone(),
+        }
+    }
+
+    /// A mutable buffer, copying only when the content is shared with a clone, a snapshot, a
+    /// reader still holding its bytes, or the host.
+    pub(crate) fn make_mut(&mut self) -> &mut Vec<u8> {
+        if let Content::Shared(b) = self {
+            *self = Content::Owned(Arc::new(b.to_vec()));
+        }
+        match self {
+            Content::Owned(v) => Arc::make_mut(v),
+            Content::Shared(_) => unreachable!("replaced by an owned copy above"),
+        }
+    }
+}
+
+struct OwnedBytes(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for OwnedBytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+#[derive(Clone)]
+pub(crate) enum Kind {
+    File(Content),
+    Dir(Children),
+    Symlink(Arc<str>),
+    Device(Device),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Meta {
+    pub(crate) mode: u32,
+    pub(crate) ino: u64,
+    pub(crate) atime: SystemTime,
+    pub(crate) mtime: SystemTime,
+    pub(crate) ctime: SystemTime,
+}
+
+/// One node of the tree. Cloning is O(1) whatever it holds.
+#[derive(Clone)]
+pub(crate) struct Node {
+    pub(crate) kind: Kind,
+    pub(crate) meta: Meta,
+}
+
+impl Node {
+    pub(crate) fn new(kind: Kind, mode: u32, ino: u64, now: SystemTime) -> Self {
+        Self {
+            kind,
+            meta: Meta {
+                mode: mode & 0o7777,
+                ino,
+                atime: now,
+                mtime: now,
+                ctime: now,
+            },
+        }
+    }
+
+    pub(crate) fn file_type(&self) -> FileType {
+        match self.kind {
+            Kind::File(_) => FileType::File,
+            Kind::Dir(_) => FileType::Dir,
+            Kind::Symlink(_) => FileType::Symlink,
+            Kind::Device(_) => FileType::CharDevice,
+        }
+    }
+
+    pub(crate) fn children(&self) -> Option<&Children> {
+        match &self.kind {
+            Kind::Dir(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn children_mut(&mut self) -> Option<&mut Children> {
+        match &mut self.kind {
+            Kind::Dir(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn size(&self) -> u64 {
+        match &self.kind {
+            Kind::File(c) => c.len(),
+            Kind::Symlink(t) => t.len() as u64,
+            // Linux reports a directory's size as one block whatever it holds.
+            Kind::Dir(_) => 4096,
+            Kind::Device(_) => 0,
+        }
+    }
+
+    pub(crate) fn metadata(&self) -> Metadata {
+        let nlink = match &self.kind {
+            Kind::Dir(c) => {
+                2 + c
+                    .values()
+                    .filter(|n| matches!(n.kind, Kind::Dir(_)))
+                    .count() as u64
+            }
+            _ => 1,
+        };
+        Metadata {
+            file_type: self.file_type(),
+            size: self.size(),
+            mode: self.meta.mode,
+            ino: self.meta.ino,
+            nlink,
+            atime: self.meta.atime,
+            mtime: self.meta.mtime,
+            ctime: self.meta.ctime,
+            device: match self.kind {
+                Kind::Device(d) => Some(d),
+                _ => None,
+            },
+            shared: matches!(self.kind, Kind::File(Content::Shared(_))),
+        }
+    }
+
+    /// How many nodes this subtree holds (itself included) and how many counted file bytes.
+    pub(crate) fn census(&self) -> (u64, u64) {
+        match &self.kind {
+            Kind::File(c) => (1, c.counted_len()),
+            Kind::Dir(children) => children.values().fold((1, 0), |(n, b), child| {
+                let (cn, cb) = child.census();
+                (n + cn, b + cb)
+            }),
+            _ => (1, 0),
+        }
+    }
+}
+
+/// What `stat` and `lstat` report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Metadata {
+    pub file_type: FileType,
+    /// Bytes of content for files, the target's length for symlinks, 4096 for directories.
+    pub size: u64,
+    /// Permission bits (`0o7777` at most); the type is in `file_type`.
+    pub mode: u32,
+    /// Unique among the live nodes of one tree.
+    pub ino: u64,
+    pub nlink: u64,
+    pub atime: SystemTime,
+    pub mtime: SystemTime,
+    pub ctime: SystemTime,
+    /// Which device, for character devices.
+    pub device: Option<Device>,
+    /// Whether the content is read-only bytes shared with the host (not counted against the
+    /// byte limit).
+    pub shared: bool,
+}
+
+impl Metadata {
+    pub fn is_dir(&self) -> bool {
+        self.file_type == FileType::Dir
+    }
+
+    pub fn is_file(&self) -> bool {
+        self.file_type == FileType::File
+    }
+
+    pub fn is_symlink(&self) -> bool {
+        self.file_type == FileType::Symlink
+    }
+
+    /// `st_mode` as Linux spells it: type bits and permission bits.
+    pub fn st_mode(&self) -> u32 {
+        let kind = match self.file_type {
+            FileType::File => 0o100000,
+            FileType::Dir => 0o040000,
+            FileType::Symlink => 0o120000,
+            FileType::CharDevice => 0o020000,
+        };
+        kind | self.mode
+    }
+}
+
+/// One entry of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub file_type: FileType,
+    pub ino: u64,
+}
