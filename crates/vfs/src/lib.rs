@@ -427,9 +427,12 @@ impl Vfs {
             let w = self.walk(path, true)?;
             match w.node {
                 Some(node) if node.children().is_some() => return Ok(()),
-                Some(_) if w.rest == 0 => return Err(VfsError::plain(Errno::EEXIST, path)),
-                Some(_) => return Err(VfsError::plain(Errno::ENOTDIR, path)),
+                Some(_) => return Err(VfsError::plain(Errno::EEXIST, path)),
                 None => {
+                    // A dangling symlink as the last component exists, as `mkdir` sees it.
+                    if w.rest == 0 && self.exists_nofollow(path) {
+                        return Err(VfsError::plain(Errno::EEXIST, path));
+                    }
                     let (dir, name) = w.into_target(path)?;
                     self.insert_at(&dir, name, path, Kind::Dir(Children::new()), DIR_MODE)?;
                 }
