@@ -1,0 +1,124 @@
+//! Builds the guest workspace `wasm-tools/` for `wasm32-wasip1` and embeds the result, so that
+//! `cargo build`/`cargo test` alone produce every guest program (nothing to build by hand, no
+//! .wasm committed).
+//!
+//! The guests are built by a nested cargo into `<target>/wasm-tools`, inside the one target
+//! directory but apart from the host build (a nested cargo must not wait on the outer one's
+//! lock). The outer jobserver is inherited, so the two never run more jobs than allowed.
+
+use std::env;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TARGET: &str = "wasm32-wasip1";
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    let workspace = manifest_dir
+        .join("../../wasm-tools")
+        .canonicalize()
+        .expect("wasm-tools/ sits two levels above crates/tools");
+    let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
+    println!("cargo::rerun-if-env-changed=WASMSAND_TOOLS_TARGET_DIR");
+    let target_dir = env::var_os("WASMSAND_TOOLS_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| host_target_dir(&out_dir).join("wasm-tools"));
+
+    watch_sources(&workspace);
+    build(&workspace, &target_dir);
+
+    let release = target_dir.join(TARGET).join("release");
+    let list = fs::read_to_string(workspace.join("tools.txt")).expect("wasm-tools/tools.txt");
+    let mut files: Vec<String> = Vec::new();
+    let mut tools = String::new();
+    for line in list.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut parts = line.split_whitespace();
+        let (Some(tool), Some(file)) = (parts.next(), parts.next()) else {
+            panic!("wasm-tools/tools.txt: bad line {line:?}");
+        };
+        writeln!(tools, "    ({tool:?}, {file:?}),").unwrap();
+        if !files.iter().any(|f| f == file) {
+            files.push(file.to_owned());
+        }
+    }
+    let mut code = String::from("/// Every guest module: file name and wasm bytes.\n");
+    code.push_str("pub static FILES: &[(&str, &[u8])] = &[\n");
+    for file in &files {
+        let path = release.join(file);
+        assert!(
+            path.exists(),
+            "{} was not built; is it a binary of wasm-tools?",
+            path.display()
+        );
+        writeln!(
+            code,
+            "    ({file:?}, include_bytes!({:?})),",
+            path.display().to_string()
+        )
+        .unwrap();
+    }
+    code.push_str("];\n\n/// Every tool name and the file that provides it.\n");
+    code.push_str("pub static TOOLS: &[(&str, &str)] = &[\n");
+    code.push_str(&tools);
+    code.push_str("];\n");
+    fs::write(out_dir.join("tools.rs"), code).unwrap();
+}
+
+/// `<target>/<profile>/build/<pkg>/out` → `<target>` (or `<target>/<triple>` when
+/// cross-building the host side, which is still inside the one target dir).
+fn host_target_dir(out_dir: &Path) -> PathBuf {
+    out_dir
+        .ancestors()
+        .nth(4)
+        .expect("OUT_DIR is inside a target directory")
+        .to_path_buf()
+}
+
+fn watch_sources(workspace: &Path) {
+    for entry in fs::read_dir(workspace).unwrap().flatten() {
+        let name = entry.file_name();
+        // The guests' own target dir (if someone built there by hand) must not trigger
+        // rebuilds.
+        if name == "target" {
+            continue;
+        }
+        println!("cargo::rerun-if-changed={}", entry.path().display());
+    }
+}
+
+fn build(workspace: &Path, target_dir: &Path) {
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace)
+        .args(["build", "--release", "--locked", "--target", TARGET])
+        .arg("--target-dir")
+        .arg(target_dir);
+    // Settings meant for the host build must not leak into the guest build (clippy's driver,
+    // host RUSTFLAGS, a target triple, ...).
+    for var in [
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run cargo: {e}"));
+    if !status.success() {
+        panic!(
+            "building wasm-tools/ for {TARGET} failed (see above). If the target is missing, \
+             run `rustup target add {TARGET}` (scripts/test.sh does)."
+        );
+    }
+}

@@ -1,0 +1,336 @@
+//! rev, xxd and hexdump: small byte-level tools.
+
+use crate::util::{Out, errno_text};
+use std::io::{self, Read, Write};
+
+/// Reads every named file in turn (`-` or none: stdin), reporting unreadable ones GNU-style.
+pub fn read_inputs(tool: &str, files: &[String], mut each: impl FnMut(&[u8])) -> bool {
+    let mut ok = true;
+    let stdin_only = ["-".to_string()];
+    let files = if files.is_empty() {
+        &stdin_only[..]
+    } else {
+        files
+    };
+    for f in files {
+        let data = if f == "-" {
+            let mut v = Vec::new();
+            io::stdin().lock().read_to_end(&mut v).map(|_| v)
+        } else {
+            std::fs::read(f)
+        };
+        match data {
+            Ok(d) => each(&d),
+            Err(e) => {
+                eprintln!("{tool}: {f}: {}", errno_text(&e));
+                ok = false;
+            }
+        }
+    }
+    ok
+}
+
+pub fn rev(args: Vec<String>) -> i32 {
+    let mut out = Out::stdout();
+    let files: Vec<String> = args[1..].iter().filter(|a| *a != "--").cloned().collect();
+    let ok = read_inputs("rev", &files, |data| {
+        let text = String::from_utf8_lossy(data);
+        let mut rest: &str = &text;
+        while !rest.is_empty() {
+            let (line, nl, next) = match rest.find('\n') {
+                Some(p) => (&rest[..p], true, &rest[p + 1..]),
+                None => (rest, false, ""),
+            };
+            let r: String = line.chars().rev().collect();
+            out.write(r.as_bytes());
+            if nl {
+                out.write(b"\n");
+            }
+            rest = next;
+        }
+    });
+    out.flush();
+    if ok { 0 } else { 1 }
+}
+
+fn printable(b: u8) -> char {
+    if (0x20..0x7f).contains(&b) {
+        b as char
+    } else {
+        '.'
+    }
+}
+
+struct XxdOpts {
+    cols: usize,
+    group: usize,
+    len: Option<usize>,
+    seek: usize,
+    upper: bool,
+    plain: bool,
+    reverse: bool,
+    include: bool,
+}
+
+fn parse_int(s: &str) -> Option<usize> {
+    let s = s.trim();
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        usize::from_str_radix(h, 16).ok()
+    } else if s.len() > 1 && s.starts_with('0') {
+        usize::from_str_radix(&s[1..], 8).ok()
+    } else {
+        s.parse().ok()
+    }
+}
+
+pub fn xxd(args: Vec<String>) -> i32 {
+    let mut o = XxdOpts {
+        cols: 16,
+        group: 2,
+        len: None,
+        seek: 0,
+        upper: false,
+        plain: false,
+        reverse: false,
+        include: false,
+    };
+    let mut cols_set = false;
+    let mut group_set = false;
+    let mut files = Vec::new();
+    let mut i = 1;
+    while i < args.len() {
+        let a = args[i].as_str();
+        i += 1;
+        let mut value = |name: &str| -> Option<usize> {
+            // Accept `-c8`, `-c 8` and `-cols 8`.
+            let inline = a.trim_start_matches('-').strip_prefix(name).unwrap_or("");
+            if !inline.is_empty() {
+                return parse_int(inline);
+            }
+            let v = args.get(i).and_then(|s| parse_int(s));
+            i += 1;
+            v
+        };
+        let bad = |a: &str| {
+            eprintln!("xxd: invalid option or value: {a}");
+            2
+        };
+        match a {
+            "-p" | "-ps" | "-postscript" | "-plain" => o.plain = true,
+            "-r" | "-revert" => o.reverse = true,
+            "-u" => o.upper = true,
+            "-i" | "-include" => o.include = true,
+            "-a" | "-autoskip" => {}
+            _ if a.starts_with("-c") => match value("c") {
+                Some(v) => {
+                    o.cols = v;
+                    cols_set = true;
+                }
+                None => return bad(a),
+            },
+            _ if a.starts_with("-g") => match value("g") {
+                Some(v) => {
+                    o.group = v;
+                    group_set = true;
+                }
+                None => return bad(a),
+            },
+            _ if a.starts_with("-l") => match value("l") {
+                Some(v) => o.len = Some(v),
+                None => return bad(a),
+            },
+            _ if a.starts_with("-s") => match value("s") {
+                Some(v) => o.seek = v,
+                None => return bad(a),
+            },
+            "-" => files.push(a.to_string()),
+            _ if a.starts_with('-') => return bad(a),
+            _ => files.push(a.to_string()),
+        }
+    }
+    if o.plain && !cols_set {
+        o.cols = 30;
+    }
+    if o.include && !cols_set {
+        o.cols = 12;
+    }
+    let _ = group_set;
+    let input = files.first().cloned().unwrap_or_else(|| "-".into());
+    let mut data = Vec::new();
+    if !read_inputs("xxd", std::slice::from_ref(&input), |d| data = d.to_vec()) {
+        return 2;
+    }
+    let mut sink: Box<dyn Write> = match files.get(1) {
+        Some(f) => match std::fs::File::create(f) {
+            Ok(file) => Box::new(io::BufWriter::new(file)),
+            Err(e) => {
+                eprintln!("xxd: {f}: {}", errno_text(&e));
+                return 2;
+            }
+        },
+        None => Box::new(Out::stdout()),
+    };
+    let result = if o.reverse {
+        xxd_reverse(&data, o.plain, &mut sink)
+    } else {
+        let start = o.seek.min(data.len());
+        let end = o.len.map_or(data.len(), |l| (start + l).min(data.len()));
+        xxd_dump(&data[start..end], start, &o, &mut sink)
+    };
+    match result.and_then(|_| sink.flush()) {
+        Ok(()) => 0,
+        Err(e) => crate::util::report_write_error("xxd", &e),
+    }
+}
+
+fn xxd_dump(data: &[u8], base: usize, o: &XxdOpts, w: &mut dyn Write) -> io::Result<()> {
+    let hex = |b: u8| {
+        if o.upper {
+            format!("{b:02X}")
+        } else {
+            format!("{b:02x}")
+        }
+    };
+    if o.plain {
+        let cols = if o.cols == 0 { usize::MAX } else { o.cols };
+        for chunk in data.chunks(cols.min(data.len().max(1))) {
+            let line: String = chunk.iter().map(|&b| hex(b)).collect();
+            writeln!(w, "{line}")?;
+        }
+        return Ok(());
+    }
+    if o.include {
+        for (n, chunk) in data.chunks(o.cols.max(1)).enumerate() {
+            let items: Vec<String> = chunk.iter().map(|&b| format!("0x{}", hex(b))).collect();
+            let last = (n + 1) * o.cols.max(1) >= data.len();
+            writeln!(w, "  {}{}", items.join(", "), if last { "" } else { "," })?;
+        }
+        return Ok(());
+    }
+    let cols = o.cols.max(1);
+    let group = if o.group == 0 { cols } else { o.group };
+    // Width of a full line's hex area, so short last lines keep the text column aligned.
+    let full = cols * 2 + cols.div_ceil(group);
+    for (n, chunk) in data.chunks(cols).enumerate() {
+        let mut line = format!("{:08x}: ", base + n * cols);
+        let mut hexpart = String::new();
+        for (k, &b) in chunk.iter().enumerate() {
+            hexpart.push_str(&hex(b));
+            if (k + 1) % group == 0 {
+                hexpart.push(' ');
+            }
+        }
+        while hexpart.len() < full {
+            hexpart.push(' ');
+        }
+        line.push_str(&hexpart);
+        line.push(' ');
+        line.extend(chunk.iter().map(|&b| printable(b)));
+        writeln!(w, "{line}")?;
+    }
+    Ok(())
+}
+
+fn xxd_reverse(data: &[u8], plain: bool, w: &mut dyn Write) -> io::Result<()> {
+    let text = String::from_utf8_lossy(data);
+    let mut out = Vec::new();
+    let push_hex = |s: &str, out: &mut Vec<u8>, limit: Option<usize>| {
+        let digits: Vec<u8> = s
+            .chars()
+            .filter_map(|c| c.to_digit(16).map(|d| d as u8))
+            .collect();
+        let pairs = digits.len() / 2;
+        for k in 0..limit.map_or(pairs, |l| l.min(pairs)) {
+            out.push(digits[2 * k] << 4 | digits[2 * k + 1]);
+        }
+    };
+    if plain {
+        push_hex(&text, &mut out, None);
+    } else {
+        for line in text.lines() {
+            let Some((off, rest)) = line.split_once(':') else {
+                continue;
+            };
+            let Ok(off) = usize::from_str_radix(off.trim(), 16) else {
+                continue;
+            };
+            if out.len() < off {
+                out.resize(off, 0);
+            }
+            out.truncate(off);
+            // The hex area ends at the two spaces before the text column.
+            let hexpart = rest.split("  ").next().unwrap_or("");
+            push_hex(hexpart, &mut out, None);
+        }
+    }
+    w.write_all(&out)
+}
+
+pub fn hexdump(args: Vec<String>) -> i32 {
+    let mut canonical = false;
+    let mut files = Vec::new();
+    for a in &args[1..] {
+        match a.as_str() {
+            "-C" | "--canonical" => canonical = true,
+            "-v" | "--no-squeezing" => {}
+            _ if a.starts_with('-') && a != "-" => {
+                eprintln!("hexdump: unsupported option '{a}' (only -C is available)");
+                return 1;
+            }
+            _ => files.push(a.clone()),
+        }
+    }
+    let squeeze = !args.iter().any(|a| a == "-v");
+    let mut data = Vec::new();
+    let ok = read_inputs("hexdump", &files, |d| data.extend_from_slice(d));
+    let mut out = Out::stdout();
+    let mut prev: Option<&[u8]> = None;
+    let mut starred = false;
+    for (n, chunk) in data.chunks(16).enumerate() {
+        if squeeze && chunk.len() == 16 && prev == Some(chunk) {
+            if !starred {
+                out.write(b"*\n");
+                starred = true;
+            }
+            continue;
+        }
+        starred = false;
+        prev = Some(chunk);
+        let off = n * 16;
+        let mut line = String::new();
+        if canonical {
+            line.push_str(&format!("{off:08x} "));
+            for k in 0..16 {
+                if k == 8 {
+                    line.push(' ');
+                }
+                match chunk.get(k) {
+                    Some(b) => line.push_str(&format!(" {b:02x}")),
+                    None => line.push_str("   "),
+                }
+            }
+            line.push_str("  |");
+            line.extend(chunk.iter().map(|&b| printable(b)));
+            line.push('|');
+        } else {
+            // hexdump's default: 16-bit little-endian words.
+            line.push_str(&format!("{off:07x}"));
+            for pair in chunk.chunks(2) {
+                let v = pair[0] as u16 | (*pair.get(1).unwrap_or(&0) as u16) << 8;
+                line.push_str(&format!(" {v:04x}"));
+            }
+        }
+        line.push('\n');
+        out.write(line.as_bytes());
+    }
+    if !data.is_empty() || canonical {
+        let end = if canonical {
+            format!("{:08x}\n", data.len())
+        } else {
+            format!("{:07x}\n", data.len())
+        };
+        out.write(end.as_bytes());
+    }
+    out.flush();
+    if ok { 0 } else { 1 }
+}
