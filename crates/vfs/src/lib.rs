@@ -190,8 +190,8 @@ impl Vfs {
         out
     }
 
-    /// Creates the directories every sandbox has: `/bin`, `/dev` with `null`, `zero` and
-    /// `urandom`, `/etc`, `/home/user`, `/tmp` (sticky, world-writable), `/usr/bin`,
+    /// Creates the directories every sandbox has: `/bin`, `/dev` with `null`, `zero`,
+    /// `urandom`, `stdin`, `stdout` and `stderr`, `/etc`, `/home/user`, `/tmp` (sticky, world-writable), `/usr/bin`,
     /// `/usr/local/bin`, `/usr/local/lib`. Existing entries are kept.
     pub fn standard_layout(&mut self) -> VfsResult<()> {
         for dir in [
@@ -211,6 +211,9 @@ impl Vfs {
             ("/dev/null", Device::Null),
             ("/dev/zero", Device::Zero),
             ("/dev/urandom", Device::Urandom),
+            ("/dev/stdin", Device::Stdin),
+            ("/dev/stdout", Device::Stdout),
+            ("/dev/stderr", Device::Stderr),
         ] {
             if !self.exists_nofollow(name) {
                 self.mknod(name, dev)?;
@@ -235,12 +238,12 @@ impl Vfs {
                 Ok(c.to_bytes())
             }
             Kind::Dir(_) => Err(VfsError::plain(Errno::EISDIR, path)),
-            Kind::Device(Device::Null) => Ok(Bytes::new()),
-            Kind::Device(_) => Err(VfsError::new(
+            Kind::Device(Device::Zero | Device::Urandom) => Err(VfsError::new(
                 Errno::EINVAL,
                 path,
                 "device has no end; read it with read_at",
             )),
+            Kind::Device(_) => Ok(Bytes::new()),
             Kind::Symlink(_) => unreachable!("resolve follows the last symlink"),
         }
     }
@@ -322,7 +325,6 @@ impl Vfs {
                 })
             }
             Kind::Dir(_) => Err(VfsError::plain(Errno::EISDIR, path)),
-            Kind::Device(Device::Null) => Ok(Bytes::new()),
             Kind::Device(Device::Zero) => Ok(Bytes::from(vec![0u8; len])),
             Kind::Device(Device::Urandom) => {
                 let mut buf = vec![0u8; len];
@@ -331,6 +333,7 @@ impl Vfs {
                 })?;
                 Ok(Bytes::from(buf))
             }
+            Kind::Device(_) => Ok(Bytes::new()),
             Kind::Symlink(_) => unreachable!("resolve follows the last symlink"),
         }
     }
@@ -455,6 +458,21 @@ impl Vfs {
                 file_type: child.file_type(),
                 ino: child.meta.ino,
             })
+            .collect())
+    }
+
+    /// The entries of a directory with the metadata of each (symlinks not followed), sorted
+    /// by name.
+    pub fn readdir_metadata(&self, path: &str) -> VfsResult<Vec<(String, Metadata)>> {
+        let w = self.resolve(path, true)?;
+        let node = existing(&w, path)?;
+        let children = node
+            .children()
+            .ok_or_else(|| VfsError::plain(Errno::ENOTDIR, path))?;
+        check_mode(node, 0o400, path)?;
+        Ok(children
+            .iter()
+            .map(|(name, child)| (name.to_string(), child.metadata()))
             .collect())
     }
 

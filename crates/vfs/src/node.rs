@@ -26,6 +26,12 @@ pub enum Device {
     Zero,
     /// Reads give random bytes, writes vanish.
     Urandom,
+    /// `/dev/stdin`, `/dev/stdout`, `/dev/stderr`: the running program's own streams. The
+    /// filesystem only marks them (they act like `Null` here); whoever runs programs connects
+    /// them to the program's descriptors 0, 1 and 2.
+    Stdin,
+    Stdout,
+    Stderr,
 }
 
 /// The content of a regular file.

