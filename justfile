@@ -9,9 +9,10 @@ lint:
     cargo fmt --all --check
     cargo clippy --workspace --all-targets -- -D warnings
 
-# Criterion benchmarks (VFS clone/snapshot cost, chunked writes).
+# Criterion benchmarks (VFS clone/snapshot cost, chunked writes, run latency, module cache).
+# The dev profile is optimized (see Cargo.toml), so this reuses the test build.
 bench *ARGS:
-    cargo bench --workspace {{ARGS}}
+    cargo bench --profile dev --workspace {{ARGS}}
 
 # Repeated code introduced by the working-tree change.
 dupes:

@@ -51,13 +51,14 @@ pub struct CacheStats {
     pub rejected_entries: u64,
 }
 
-type Slot = Arc<OnceLock<Result<Module, String>>>;
+type Slot = Arc<OnceLock<Result<(Module, [u8; 32]), String>>>;
 
 pub(crate) struct ModuleCache {
     engine: Engine,
     dir: Option<PathBuf>,
     key_suffix: String,
-    modules: Mutex<HashMap<[u8; 32], Slot>>,
+    /// Keyed by xxh3-128 of the wasm: a memory hit must not cost a SHA-256 of megabytes.
+    modules: Mutex<HashMap<u128, Slot>>,
     memory_hits: AtomicU64,
     disk_hits: AtomicU64,
     compiles: AtomicU64,
@@ -95,14 +96,14 @@ impl ModuleCache {
     /// The compiled module for `wasm`. Concurrent loads of the same bytes wait for one
     /// compile instead of each doing it.
     pub(crate) fn load(&self, wasm: &[u8]) -> Result<(Module, [u8; 32]), ExecError> {
-        let hash: [u8; 32] = Sha256::digest(wasm).into();
+        let key = xxhash_rust::xxh3::xxh3_128(wasm);
         let (slot, fresh) = {
             let mut modules = self.modules.lock();
-            match modules.get(&hash) {
+            match modules.get(&key) {
                 Some(slot) => (slot.clone(), false),
                 None => {
                     let slot = Slot::default();
-                    modules.insert(hash, slot.clone());
+                    modules.insert(key, slot.clone());
                     (slot, true)
                 }
             }
@@ -110,10 +111,12 @@ impl ModuleCache {
         if !fresh && slot.get().is_some() {
             self.memory_hits.fetch_add(1, Ordering::Relaxed);
         }
-        slot.get_or_init(|| self.load_uncached(&hash, wasm))
-            .clone()
-            .map(|m| (m, hash))
-            .map_err(ExecError::Compile)
+        slot.get_or_init(|| {
+            let hash: [u8; 32] = Sha256::digest(wasm).into();
+            self.load_uncached(&hash, wasm).map(|m| (m, hash))
+        })
+        .clone()
+        .map_err(ExecError::Compile)
     }
 
     fn entry_path(&self, dir: &Path, hash: &[u8; 32]) -> PathBuf {

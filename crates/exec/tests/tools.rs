@@ -520,3 +520,38 @@ fn dev_files_behave_as_on_linux() {
     let r = run(&vfs, &["tee", "/dev/null"], b"gone\n");
     assert_eq!(r.stdout, "gone\n");
 }
+
+#[test]
+fn every_tool_instantiates_runs_and_answers_help() {
+    let vfs = vfs();
+    let guests_for_limit_tests = ["spin", "alloc", "flood"];
+    let mut ran = 0;
+    for tool in wasmsand_tools::tool_names() {
+        if guests_for_limit_tests.contains(&tool) {
+            continue;
+        }
+        let r = run(&vfs, &[tool, "--help"], b"");
+        if tool == "xargs" {
+            // A guest cannot start processes; the shell runs xargs itself.
+            assert_eq!(r.exit, Exit::Code(126));
+            assert!(
+                r.stderr.contains("the shell provides xargs"),
+                "{}",
+                r.stderr
+            );
+            continue;
+        }
+        assert!(
+            matches!(r.exit, Exit::Code(0..=2)),
+            "{tool} --help: {:?} {}",
+            r.exit,
+            r.stderr
+        );
+        assert!(
+            !(r.stdout.is_empty() && r.stderr.is_empty()),
+            "{tool} --help printed nothing"
+        );
+        ran += 1;
+    }
+    assert!(ran >= 65, "only {ran} tools");
+}
