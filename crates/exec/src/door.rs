@@ -108,7 +108,8 @@ fn door_call(
         return HOST_FAULT;
     };
     let cancel = data.cancel.clone();
-    let index = data.calls.fetch_add(1, Ordering::SeqCst) + 1;
+    data.calls.fetch_add(1, Ordering::SeqCst);
+    let index = door.next_index();
 
     let len = req_len as u32;
     if len > MAX_REQUEST_BYTES {

@@ -78,7 +78,7 @@ impl Exit {
 pub struct Outcome {
     pub exit: Exit,
     pub elapsed: Duration,
-    /// Calls the program made through the host door.
+    /// Calls this program made through the host door.
     pub host_calls: u64,
 }
 
@@ -110,11 +110,33 @@ impl std::fmt::Debug for Program {
     }
 }
 
-/// A host door offered to a guest, with the number of calls one run may make.
+/// A host door offered to a guest, with the number of calls allowed. Clones share the count,
+/// so one budget can span every program of a shell command line.
 #[derive(Clone)]
 pub struct Door {
     pub handler: Arc<dyn HostDoor>,
     pub max_calls: u64,
+    used: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Door {
+    pub fn new(handler: Arc<dyn HostDoor>, max_calls: u64) -> Self {
+        Self {
+            handler,
+            max_calls,
+            used: Arc::default(),
+        }
+    }
+
+    /// Calls made so far through this door and its clones.
+    pub fn calls_used(&self) -> u64 {
+        self.used.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Numbers the next call (1-based) across every clone.
+    pub(crate) fn next_index(&self) -> u64 {
+        self.used.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+    }
 }
 
 /// Everything one run needs.

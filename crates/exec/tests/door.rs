@@ -84,13 +84,7 @@ fn run_door(n: u32, door: Option<Door>) -> (Exit, String, u64) {
 #[test]
 fn requests_reach_the_handler_and_answers_come_back() {
     let pong = Arc::new(Pong::default());
-    let (exit, out, calls) = run_door(
-        2,
-        Some(Door {
-            handler: pong.clone(),
-            max_calls: 10,
-        }),
-    );
+    let (exit, out, calls) = run_door(2, Some(Door::new(pong.clone(), 10)));
     assert_eq!(exit, Exit::Code(0));
     assert_eq!(out, "pong 1\npong 2\n");
     assert_eq!(calls, 2);
@@ -103,13 +97,7 @@ fn requests_reach_the_handler_and_answers_come_back() {
 #[test]
 fn calls_past_the_budget_get_the_over_budget_answer() {
     let pong = Arc::new(Pong::default());
-    let (exit, out, calls) = run_door(
-        4,
-        Some(Door {
-            handler: pong.clone(),
-            max_calls: 2,
-        }),
-    );
+    let (exit, out, calls) = run_door(4, Some(Door::new(pong.clone(), 2)));
     assert_eq!(exit, Exit::Code(0), "the run ends normally");
     assert_eq!(
         out,
@@ -132,12 +120,18 @@ fn no_door_and_handler_faults_give_the_guest_error_codes() {
         fail_on: Some(1),
         ..Default::default()
     });
-    let (_, out, _) = run_door(
-        2,
-        Some(Door {
-            handler: pong,
-            max_calls: 10,
-        }),
-    );
+    let (_, out, _) = run_door(2, Some(Door::new(pong, 10)));
     assert_eq!(out, "rc=2\npong 2\n");
+}
+
+#[test]
+fn clones_of_a_door_share_one_budget() {
+    let pong = Arc::new(Pong::default());
+    let door = Door::new(pong.clone(), 3);
+    let (_, first, calls) = run_door(2, Some(door.clone()));
+    assert_eq!((first.as_str(), calls), ("pong 1\npong 2\n", 2));
+    let (_, second, calls) = run_door(2, Some(door.clone()));
+    assert_eq!(second, "pong 3\nbudget of 3 spent\n");
+    assert_eq!(calls, 2, "per program");
+    assert_eq!(door.calls_used(), 4, "across the budget");
 }
