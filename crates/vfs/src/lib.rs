@@ -445,13 +445,8 @@ impl Vfs {
 
     /// The entries of a directory, sorted by name (byte order), without `.` and `..`.
     pub fn readdir(&self, path: &str) -> VfsResult<Vec<DirEntry>> {
-        let w = self.resolve(path, true)?;
-        let node = existing(&w, path)?;
-        let children = node
-            .children()
-            .ok_or_else(|| VfsError::plain(Errno::ENOTDIR, path))?;
-        check_mode(node, 0o400, path)?;
-        Ok(children
+        Ok(self
+            .children_of(path)?
             .iter()
             .map(|(name, child)| DirEntry {
                 name: name.to_string(),
@@ -464,16 +459,22 @@ impl Vfs {
     /// The entries of a directory with the metadata of each (symlinks not followed), sorted
     /// by name.
     pub fn readdir_metadata(&self, path: &str) -> VfsResult<Vec<(String, Metadata)>> {
+        Ok(self
+            .children_of(path)?
+            .iter()
+            .map(|(name, child)| (name.to_string(), child.metadata()))
+            .collect())
+    }
+
+    /// The entries of the directory `path` leads to, if it may be listed.
+    fn children_of(&self, path: &str) -> VfsResult<&Children> {
         let w = self.resolve(path, true)?;
         let node = existing(&w, path)?;
         let children = node
             .children()
             .ok_or_else(|| VfsError::plain(Errno::ENOTDIR, path))?;
         check_mode(node, 0o400, path)?;
-        Ok(children
-            .iter()
-            .map(|(name, child)| (name.to_string(), child.metadata()))
-            .collect())
+        Ok(children)
     }
 
     /// Removes an empty directory.

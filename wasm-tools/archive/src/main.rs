@@ -603,7 +603,7 @@ fn tar_read(o: &TarOpts, op: TarOp) -> io::Result<i32> {
                     h.groupname().ok().flatten().unwrap_or("root")
                 );
                 let secs = h.mtime().unwrap_or(0) as i64;
-                let (y, mo, d) = civil(secs.div_euclid(86_400));
+                let (y, mo, d) = guest_rt::civil_from_days(secs.div_euclid(86_400));
                 let rem = secs.rem_euclid(86_400);
                 let link = match entry.link_name().ok().flatten() {
                     Some(t) if kind == 'l' => format!(" -> {}", t.display()),
@@ -666,16 +666,4 @@ fn tar_read(o: &TarOpts, op: TarOp) -> io::Result<i32> {
         eprintln!("tar: Exiting with failure status due to previous errors");
     }
     Ok(code)
-}
-
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }

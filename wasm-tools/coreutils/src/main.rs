@@ -7,7 +7,6 @@ mod stat;
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::Path;
 
 type UuMain = fn(std::vec::IntoIter<OsString>) -> i32;
 
@@ -122,15 +121,6 @@ fn lookup(name: &str) -> Option<UuMain> {
     Some(f)
 }
 
-fn basename(arg: &OsString) -> String {
-    Path::new(arg)
-        .file_name()
-        .unwrap_or(arg.as_os_str())
-        .to_string_lossy()
-        .trim_end_matches(".wasm")
-        .to_string()
-}
-
 fn usage() -> i32 {
     eprintln!(
         "usage: coreutils TOOL [ARGS...]\ntools: {}",
@@ -145,7 +135,7 @@ fn main() {
     if args.is_empty() {
         std::process::exit(usage());
     }
-    let mut name = basename(&args[0]);
+    let mut name = guest_rt::tool_name(&args[0]);
     if lookup(&name).is_none() {
         // Called as `coreutils TOOL ...`: uucore derives the program name shown in messages
         // from argv[1] once told so, which keeps `ls: cannot access ...` instead of
@@ -153,7 +143,7 @@ fn main() {
         if args.len() < 2 {
             std::process::exit(usage());
         }
-        name = basename(&args[1]);
+        name = guest_rt::tool_name(&args[1]);
         if lookup(&name).is_none() {
             eprintln!("coreutils: unknown tool '{name}'");
             std::process::exit(usage());

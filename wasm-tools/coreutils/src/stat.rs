@@ -177,23 +177,9 @@ fn perm_string(mode: u32) -> String {
     s
 }
 
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian.
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
 /// The sandbox's time zone is UTC.
 fn human_time((secs, nanos): (i64, u32)) -> String {
-    let (y, mo, d) = civil(secs.div_euclid(86_400));
+    let (y, mo, d) = guest_rt::civil_from_days(secs.div_euclid(86_400));
     let rem = secs.rem_euclid(86_400);
     format!(
         "{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}.{nanos:09} +0000",

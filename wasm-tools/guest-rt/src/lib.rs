@@ -9,3 +9,47 @@ pub fn enter_pwd() {
         let _ = std::env::set_current_dir(dir);
     }
 }
+
+/// The tool a multicall binary is asked to be: the file name of `arg` (argv[0] or argv[1])
+/// without a `.wasm` suffix.
+pub fn tool_name(arg: &std::ffi::OsStr) -> String {
+    std::path::Path::new(arg)
+        .file_name()
+        .unwrap_or(arg)
+        .to_string_lossy()
+        .trim_end_matches(".wasm")
+        .to_string()
+}
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar (the
+/// guests format dates themselves: WASI gives seconds, and the sandbox's zone is UTC).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn tool_names() {
+        assert_eq!(tool_name("/bin/ls".as_ref()), "ls");
+        assert_eq!(tool_name("coreutils.wasm".as_ref()), "coreutils");
+    }
+}

@@ -12,27 +12,20 @@ mod small;
 mod util;
 
 use std::ffi::OsString;
-use std::path::Path;
 
 pub const TOOLS: &[&str] = &[
     "grep", "egrep", "fgrep", "sed", "awk", "find", "xargs", "diff", "cmp", "rev", "xxd", "hexdump",
 ];
 
-fn basename(arg: &OsString) -> String {
-    Path::new(arg)
-        .file_name()
-        .unwrap_or(arg.as_os_str())
-        .to_string_lossy()
-        .trim_end_matches(".wasm")
-        .to_string()
-}
-
 fn main() {
     guest_rt::enter_pwd();
     let mut os_args: Vec<OsString> = std::env::args_os().collect();
-    let mut name = os_args.first().map(basename).unwrap_or_default();
+    let mut name = os_args
+        .first()
+        .map(|a| guest_rt::tool_name(a))
+        .unwrap_or_default();
     if !TOOLS.contains(&name.as_str()) {
-        match os_args.get(1).map(basename) {
+        match os_args.get(1).map(|a| guest_rt::tool_name(a)) {
             Some(n) if TOOLS.contains(&n.as_str()) => {
                 name = n;
                 os_args.remove(0);
