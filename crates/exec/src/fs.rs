@@ -9,7 +9,7 @@ use std::fmt;
 use std::io::{self, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::future::BoxFuture;
@@ -29,7 +29,7 @@ pub type SharedVfs = Arc<Mutex<Vfs>>;
 
 /// The precise errno of the last filesystem failure during one WASI call.
 #[derive(Debug, Default)]
-pub(crate) struct ErrnoSlot(AtomicU16);
+pub struct ErrnoSlot(AtomicU16);
 
 impl ErrnoSlot {
     pub(crate) fn clear(&self) {
@@ -123,12 +123,24 @@ fn metadata(m: &VfsMetadata) -> Metadata {
     }
 }
 
-/// The streams `/dev/stdin`, `/dev/stdout` and `/dev/stderr` lead to.
+/// The streams of one run (descriptors 0-2, and what `/dev/stdin`, `/dev/stdout` and
+/// `/dev/stderr` lead to).
 #[derive(Clone)]
 pub(crate) struct Stdio {
     pub(crate) stdin: Arc<Mutex<StdinFile>>,
     pub(crate) stdout: Output,
     pub(crate) stderr: Output,
+    pub(crate) errno: Arc<ErrnoSlot>,
+    /// Set when a write met a pipe whose reader is gone (see `Exit::status`).
+    pub(crate) broken_pipe: Arc<AtomicBool>,
+}
+
+impl Stdio {
+    /// A writer for descriptor 1 or 2.
+    pub(crate) fn output(&self, fd: u32) -> OutputFile {
+        let out = if fd == 1 { &self.stdout } else { &self.stderr };
+        OutputFile::new(out, fd, &self.errno, &self.broken_pipe)
+    }
 }
 
 /// One run's view of the sandbox filesystem.
@@ -251,15 +263,11 @@ impl FileOpener for VfsFs {
         })?;
         Ok(match meta.device {
             Some(Device::Stdin) => Blocking::boxed(SharedStdin(self.stdio.stdin.clone())),
-            Some(Device::Stdout) => Blocking::boxed(OutputFile::new(self.stdio.stdout.clone(), 1)),
-            Some(Device::Stderr) => Blocking::boxed(OutputFile::new(self.stdio.stderr.clone(), 2)),
-            _ => Blocking::boxed(VfsFile {
-                vfs: self.vfs.clone(),
-                errno: self.errno.clone(),
-                path: real,
-                pos: 0,
-                append: conf.append,
-            }),
+            Some(Device::Stdout) => Blocking::boxed(self.stdio.output(1)),
+            Some(Device::Stderr) => Blocking::boxed(self.stdio.output(2)),
+            _ => Blocking::boxed(
+                OpenFile::new(self.vfs.clone(), real, conf.append).handle(self.errno.clone()),
+            ),
         })
     }
 }
@@ -294,12 +302,55 @@ impl SyncFile for SharedStdin {
     }
 }
 
-/// An open regular file (or device): a position and the canonical path of what was opened.
-struct VfsFile {
+/// A file the caller opened for a program's standard stream (a shell redirection such as
+/// `> out.txt` or `< in.txt`): the caller creates or truncates it in the VFS first, with its own
+/// error messages. Clones share the offset, as duplicated descriptors do (`> f 2>&1`).
+#[derive(Clone)]
+pub struct OpenFile {
+    vfs: SharedVfs,
+    path: String,
+    pos: Arc<Mutex<u64>>,
+    append: bool,
+}
+
+impl OpenFile {
+    /// `path` must exist; writes go at the shared offset, or at the end with `append`.
+    pub fn new(vfs: SharedVfs, path: impl Into<String>, append: bool) -> Self {
+        Self {
+            vfs,
+            path: path.into(),
+            pos: Arc::default(),
+            append,
+        }
+    }
+
+    /// A handle for one run, reporting failures into that run's errno slot.
+    pub(crate) fn handle(&self, errno: Arc<ErrnoSlot>) -> VfsFile {
+        VfsFile {
+            vfs: self.vfs.clone(),
+            errno,
+            path: self.path.clone(),
+            pos: self.pos.clone(),
+            append: self.append,
+        }
+    }
+}
+
+impl fmt::Debug for OpenFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenFile")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+/// An open regular file (or device): the canonical path of what was opened and an offset
+/// (shared between handles made from one [`OpenFile`]).
+pub(crate) struct VfsFile {
     vfs: SharedVfs,
     errno: Arc<ErrnoSlot>,
     path: String,
-    pos: u64,
+    pos: Arc<Mutex<u64>>,
     append: bool,
 }
 
@@ -307,7 +358,7 @@ impl fmt::Debug for VfsFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("VfsFile")
             .field("path", &self.path)
-            .field("pos", &self.pos)
+            .field("pos", &*self.pos.lock())
             .finish()
     }
 }
@@ -330,39 +381,43 @@ impl VfsFile {
 
 impl SyncFile for VfsFile {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut pos = self.pos.lock();
         let data = self
             .vfs
             .lock()
-            .read_at(&self.path, self.pos, buf.len())
+            .read_at(&self.path, *pos, buf.len())
             .map_err(|e| self.io_fail(e))?;
         buf[..data.len()].copy_from_slice(&data);
-        self.pos += data.len() as u64;
+        *pos += data.len() as u64;
         Ok(data.len())
     }
 
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut pos = self.pos.lock();
         let mut vfs = self.vfs.lock();
         if self.append {
-            self.pos = vfs.stat(&self.path).map_err(|e| self.io_fail(e))?.size;
+            *pos = vfs.stat(&self.path).map_err(|e| self.io_fail(e))?.size;
         }
         let n = vfs
-            .write_at(&self.path, self.pos, buf)
+            .write_at(&self.path, *pos, buf)
             .map_err(|e| self.io_fail(e))?;
-        self.pos += n as u64;
+        *pos += n as u64;
         Ok(n)
     }
 
-    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
-        let new = match pos {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let size = self.size();
+        let mut pos = self.pos.lock();
+        let new = match to {
             SeekFrom::Start(n) => Some(n),
-            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
-            SeekFrom::End(d) => self.size().checked_add_signed(d),
+            SeekFrom::Current(d) => pos.checked_add_signed(d),
+            SeekFrom::End(d) => size.checked_add_signed(d),
         };
         let new = new.ok_or_else(|| {
             self.errno.set(WasiErrno::Inval);
             io::Error::new(io::ErrorKind::InvalidInput, "seek before start of file")
         })?;
-        self.pos = new;
+        *pos = new;
         Ok(new)
     }
 
@@ -395,6 +450,7 @@ impl SyncFile for VfsFile {
     }
 
     fn read_ready(&self) -> usize {
-        self.size().saturating_sub(self.pos).max(1) as usize
+        let pos = *self.pos.lock();
+        self.size().saturating_sub(pos).max(1) as usize
     }
 }

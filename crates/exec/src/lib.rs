@@ -28,7 +28,7 @@ use wasmer_wasix::{PluggableRuntime, UnsupportedVirtualNetworking};
 pub use cache::{CACHE_DIR_ENV, CacheStats, default_cache_dir};
 pub use door::{DoorFault, HostDoor};
 pub use engine::WASM_PAGE;
-pub use fs::SharedVfs;
+pub use fs::{OpenFile, SharedVfs};
 pub use stdio::{
     CancelToken, Input, Output, OutputBuffer, PIPE_CAPACITY, PipeReader, PipeWriter, pipe,
 };
@@ -45,7 +45,8 @@ pub enum ExecError {
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Exit {
-    /// The program exited (returned from `_start`, or called `proc_exit`).
+    /// The program exited (returned from `_start`, or called `proc_exit`). 141 when it wrote
+    /// to a pipe whose reader was gone, as SIGPIPE would have ended it.
     Code(i32),
     /// The deadline passed and the program was stopped.
     TimedOut,

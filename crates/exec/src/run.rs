@@ -1,7 +1,7 @@
 //! One run: build the WASI environment over the VFS, instantiate, call the entry point under a
 //! watchdog, and classify how it ended.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -16,7 +16,7 @@ use wasmer_wasix::{WasiEnv, WasiError, WasiProcess};
 
 use crate::file::Blocking;
 use crate::fs::{ErrnoSlot, SharedStdin, Stdio, VfsFs};
-use crate::stdio::{CancelToken, OutputFile, StdinFile, Wakeable};
+use crate::stdio::{CancelToken, StdinFile, Wakeable};
 use crate::{ExecError, Exit, Outcome, Process, Program, RunSpec, door};
 
 fn setup(e: impl std::fmt::Display) -> ExecError {
@@ -41,12 +41,16 @@ pub(crate) fn run(
 
     let mut store = Store::new(engine);
     let errno = Arc::new(ErrnoSlot::default());
-    let stdin = Arc::new(parking_lot::Mutex::new(StdinFile::new(spec.stdin)));
+    let broken_pipe = Arc::new(AtomicBool::new(false));
+    let stdin = Arc::new(parking_lot::Mutex::new(StdinFile::new(spec.stdin, &errno)));
     let stdio = Stdio {
         stdin: stdin.clone(),
-        stdout: spec.stdout.clone(),
-        stderr: spec.stderr.clone(),
+        stdout: spec.stdout,
+        stderr: spec.stderr,
+        errno: errno.clone(),
+        broken_pipe: broken_pipe.clone(),
     };
+    let (stdout, stderr) = (stdio.output(1), stdio.output(2));
     let fs: Arc<dyn virtual_fs::FileSystem + Send + Sync> =
         Arc::new(VfsFs::new(spec.vfs.clone(), errno.clone(), stdio));
     let argv0 = spec.args.first().cloned().unwrap_or_default();
@@ -61,8 +65,8 @@ pub(crate) fn run(
         .args(spec.args.iter().skip(1))
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(Blocking::boxed(SharedStdin(stdin)))
-        .stdout(Blocking::boxed(OutputFile::new(spec.stdout, 1)))
-        .stderr(Blocking::boxed(OutputFile::new(spec.stderr, 2)))
+        .stdout(Blocking::boxed(stdout))
+        .stderr(Blocking::boxed(stderr))
         .fs(fs)
         .preopen_dir("/")
         .map_err(setup)?
@@ -121,6 +125,10 @@ pub(crate) fn run(
 
     let exit = match fired {
         Some(exit) => exit,
+        // On Linux the first write to a pipe without a reader kills the writer with SIGPIPE,
+        // which a shell reports as 141 (and `set -o pipefail` sees); the guest got EPIPE and
+        // may have exited on its own terms, so the status is made what it would have been.
+        None if broken_pipe.load(Ordering::SeqCst) => Exit::Code(141),
         None => classify(result, &mut store, &instance, spec.memory_limit),
     };
     let code = exit.status();

@@ -12,6 +12,7 @@ use parking_lot::{Condvar, Mutex};
 use wasmsand_model::CappedBuffer;
 
 use crate::file::SyncFile;
+use crate::fs::{ErrnoSlot, OpenFile, VfsFile};
 
 /// Default bytes a pipe holds before its writer blocks (Linux's default pipe size).
 pub const PIPE_CAPACITY: usize = 64 * 1024;
@@ -323,6 +324,8 @@ pub enum Input {
     Empty,
     Bytes(Bytes),
     Pipe(PipeReader),
+    /// A VFS file (`< file`): seekable, as a redirected file is.
+    File(OpenFile),
 }
 
 /// Where a program's standard output or error goes.
@@ -332,6 +335,8 @@ pub enum Output {
     Null,
     Buffer(OutputBuffer),
     Pipe(Arc<PipeWriter>),
+    /// A VFS file (`> file`, `>> file`); VFS limits apply to what the program writes.
+    File(OpenFile),
 }
 
 impl From<PipeWriter> for Output {
@@ -356,15 +361,17 @@ pub(crate) enum InputState {
     Empty,
     Bytes(Bytes, usize),
     Pipe(PipeReader),
+    File(VfsFile),
 }
 
 impl StdinFile {
-    pub(crate) fn new(input: Input) -> Self {
+    pub(crate) fn new(input: Input, errno: &Arc<ErrnoSlot>) -> Self {
         Self {
             input: match input {
                 Input::Empty => InputState::Empty,
                 Input::Bytes(b) => InputState::Bytes(b, 0),
                 Input::Pipe(p) => InputState::Pipe(p),
+                Input::File(f) => InputState::File(f.handle(errno.clone())),
             },
         }
     }
@@ -381,6 +388,7 @@ impl SyncFile for StdinFile {
                 Ok(n)
             }
             InputState::Pipe(p) => p.read(buf),
+            InputState::File(f) => f.read(buf),
         }
     }
 
@@ -409,12 +417,14 @@ impl SyncFile for StdinFile {
             }
             InputState::Empty => Ok(0),
             InputState::Pipe(_) => Err(io::Error::other("illegal seek on a pipe")),
+            InputState::File(f) => f.seek(pos),
         }
     }
 
     fn size(&self) -> u64 {
         match &self.input {
             InputState::Bytes(b, _) => b.len() as u64,
+            InputState::File(f) => f.size(),
             _ => 0,
         }
     }
@@ -423,6 +433,7 @@ impl SyncFile for StdinFile {
         match &self.input {
             InputState::Bytes(b, pos) => (b.len() - pos).max(1),
             InputState::Pipe(p) => p.available().max(1),
+            InputState::File(f) => f.read_ready(),
             InputState::Empty => 1,
         }
     }
@@ -434,13 +445,37 @@ impl SyncFile for StdinFile {
 
 #[derive(Debug)]
 pub(crate) struct OutputFile {
-    output: Output,
+    sink: Sink,
     fd: u32,
+    broken_pipe: Arc<AtomicBool>,
+}
+
+#[derive(Debug)]
+enum Sink {
+    Null,
+    Buffer(OutputBuffer),
+    Pipe(Arc<PipeWriter>),
+    File(VfsFile),
 }
 
 impl OutputFile {
-    pub(crate) fn new(output: Output, fd: u32) -> Self {
-        Self { output, fd }
+    pub(crate) fn new(
+        output: &Output,
+        fd: u32,
+        errno: &Arc<ErrnoSlot>,
+        broken_pipe: &Arc<AtomicBool>,
+    ) -> Self {
+        let sink = match output {
+            Output::Null => Sink::Null,
+            Output::Buffer(b) => Sink::Buffer(b.clone()),
+            Output::Pipe(p) => Sink::Pipe(p.clone()),
+            Output::File(f) => Sink::File(f.handle(errno.clone())),
+        };
+        Self {
+            sink,
+            fd,
+            broken_pipe: broken_pipe.clone(),
+        }
     }
 }
 
@@ -453,10 +488,15 @@ impl SyncFile for OutputFile {
     }
 
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match &self.output {
-            Output::Null => Ok(buf.len()),
-            Output::Buffer(b) => Ok(b.write(buf)),
-            Output::Pipe(p) => p.write_some(buf),
+        match &mut self.sink {
+            Sink::Null => Ok(buf.len()),
+            Sink::Buffer(b) => Ok(b.write(buf)),
+            Sink::Pipe(p) => p.write_some(buf).inspect_err(|e| {
+                if e.kind() == io::ErrorKind::BrokenPipe {
+                    self.broken_pipe.store(true, Ordering::SeqCst);
+                }
+            }),
+            Sink::File(f) => f.write(buf),
         }
     }
 
