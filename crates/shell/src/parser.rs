@@ -1,0 +1,2395 @@
+//! The parser: a hand-written recursive descent over the source bytes.
+//!
+//! Shell lexing depends on the grammar (keywords only in command position, `case` patterns,
+//! here-documents, `[[ ]]`, `((`), so there is no separate token stream: each grammar rule reads
+//! the bytes it needs. All syntax characters are ASCII, so working on bytes never splits a
+//! UTF-8 sequence where it matters.
+//!
+//! Recursion only happens where the language nests (compound commands, substitutions,
+//! `${...}` words, brace expansions, arithmetic and `[[ ]]` parentheses), and every such step
+//! goes through [`Parser::nested`], which stops at [`MAX_DEPTH`]. Long flat input (many
+//! commands, long pipelines, long `&&` chains, long words) is handled by loops.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::ParseError;
+use crate::arith::{self, OPERATORS, Tok, Token};
+use crate::ast::*;
+
+/// How deeply constructs may nest (compound commands, substitutions, `${...}`, brace
+/// expansions, arithmetic and `[[ ]]` parentheses, all counted together).
+pub const MAX_DEPTH: usize = 200;
+
+const DEPTH_MESSAGE: &str = "maximum nesting depth exceeded";
+
+type R<T> = Result<T, ParseError>;
+
+/// Parses a whole script.
+pub fn parse(source: &str) -> Result<Script, ParseError> {
+    run_passes(source.as_bytes(), 0, 1, |p| p.program())
+}
+
+/// Parses a string as an arithmetic expression, as `let`, `$((x))` with `x` holding an
+/// expression, or an array subscript need at run time. Expansions (`$x`) are allowed.
+pub fn parse_arith(source: &str) -> Result<Arith, ParseError> {
+    run_passes(source.as_bytes(), 0, 1, |p| {
+        let start = p.pos;
+        let tokens = p.arith_tokens(ArithEnd::Eof, start)?;
+        let Some((tokens, end, _)) = tokens else {
+            return Err(p.err_at(p.pos, "syntax error in expression"));
+        };
+        p.finish_arith(tokens, start, end)
+    })
+}
+
+/// Runs a parse, and runs it again when it met here-documents: a body is read at the newline
+/// after its operator, when the redirection node is already built, so the second pass builds
+/// it with the body found by the first. Cheaper and simpler than patching the tree.
+fn run_passes<T>(
+    src: &[u8],
+    depth: usize,
+    line_base: usize,
+    f: impl Fn(&mut Parser<'_>) -> R<T>,
+) -> R<T> {
+    if depth > MAX_DEPTH {
+        return Err(ParseError {
+            line: line_base,
+            column: 1,
+            message: DEPTH_MESSAGE.into(),
+        });
+    }
+    let mut p = Parser::new(src, depth, line_base);
+    let out = f(&mut p)?;
+    if p.bodies.is_empty() {
+        return Ok(out);
+    }
+    p.pos = 0;
+    p.depth = depth;
+    p.pending.clear();
+    p.second_pass = true;
+    f(&mut p)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    AndAnd,
+    OrOr,
+    DSemiAmp,
+    DSemi,
+    SemiAmp,
+    Semi,
+    PipeAmp,
+    Pipe,
+    Amp,
+    LParen,
+    RParen,
+    Newline,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Command words, assignment values, redirection targets, patterns, `[[ ]]` operands.
+    Normal,
+    /// The right side of `=~`: parentheses and `|` belong to the regex.
+    Regex,
+    /// Inside `"..."`.
+    DQuote,
+    /// The word of `${x:-word}` (ends at `}`; at `/` too for a replacement pattern).
+    Param { dq: bool, slash: bool },
+    /// Inside `name[...]`.
+    Subscript,
+    /// The body of a here-document with an unquoted delimiter.
+    HereDoc,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tilde {
+    No,
+    /// At the start of the word.
+    Start,
+    /// At the start and after each unquoted `:` (assignment values).
+    Assign,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ArithEnd {
+    /// `))`; a lone `)` means this was not arithmetic after all.
+    DParen,
+    /// `;` (the first two parts of `for ((`).
+    Semi,
+    /// `:` or `}` (offset of `${x:off:len}`).
+    Colon,
+    /// `}`
+    Brace,
+    /// `]` (`$[...]`)
+    Bracket,
+    /// End of input (`parse_arith`).
+    Eof,
+}
+
+#[derive(Debug, Clone)]
+struct PendingDoc {
+    op_pos: usize,
+    delimiter: Vec<u8>,
+    quoted: bool,
+    strip_tabs: bool,
+}
+
+struct Parser<'a> {
+    src: &'a [u8],
+    pos: usize,
+    depth: usize,
+    line_base: usize,
+    /// Offsets of every newline, to turn positions into lines in O(log n).
+    newlines: Vec<usize>,
+    pending: Vec<PendingDoc>,
+    /// Here-document bodies by operator position, collected by the first pass.
+    bodies: HashMap<usize, Word>,
+    second_pass: bool,
+    /// Positions of `((` that turned out not to be arithmetic: never tried twice, which keeps
+    /// nested `((((` linear instead of exponential.
+    not_arith: HashSet<usize>,
+    backticks: HashMap<usize, Script>,
+}
+
+fn is_meta(c: u8) -> bool {
+    matches!(
+        c,
+        b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'<' | b'>' | b'(' | b')'
+    )
+}
+
+fn is_name_start(c: u8) -> bool {
+    c.is_ascii_alphabetic() || c == b'_'
+}
+
+fn is_name_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+const CLOSERS: &[&str] = &["then", "else", "elif", "fi", "do", "done", "esac", "}"];
+const RESERVED: &[&str] = &[
+    "if", "then", "else", "elif", "fi", "do", "done", "case", "esac", "while", "until", "for",
+    "select", "function", "in", "time", "{", "}", "!", "[[", "]]",
+];
+const DECL_BUILTINS: &[&str] = &["declare", "typeset", "local", "export", "readonly"];
+const COND_UNARY: &[u8] = b"abcdefghkprstuwxzGLNOSnovR";
+
+impl<'a> Parser<'a> {
+    fn new(src: &'a [u8], depth: usize, line_base: usize) -> Self {
+        let newlines = src
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c == b'\n')
+            .map(|(i, _)| i)
+            .collect();
+        Parser {
+            src,
+            pos: 0,
+            depth,
+            line_base,
+            newlines,
+            pending: Vec::new(),
+            bodies: HashMap::new(),
+            second_pass: false,
+            not_arith: HashSet::new(),
+            backticks: HashMap::new(),
+        }
+    }
+
+    // ----- positions and errors -----
+
+    fn at(&self, k: usize) -> Option<u8> {
+        self.src.get(self.pos + k).copied()
+    }
+
+    fn eof(&self) -> bool {
+        self.pos >= self.src.len()
+    }
+
+    fn starts(&self, s: &str) -> bool {
+        self.src[self.pos.min(self.src.len())..].starts_with(s.as_bytes())
+    }
+
+    fn delim_at(&self, k: usize) -> bool {
+        self.at(k).is_none_or(is_meta)
+    }
+
+    fn line_at(&self, pos: usize) -> usize {
+        self.line_base + self.newlines.partition_point(|&n| n < pos)
+    }
+
+    fn err_at(&self, pos: usize, message: impl Into<String>) -> ParseError {
+        let pos = pos.min(self.src.len());
+        let idx = self.newlines.partition_point(|&n| n < pos);
+        let line_start = if idx == 0 {
+            0
+        } else {
+            self.newlines[idx - 1] + 1
+        };
+        ParseError {
+            line: self.line_base + idx,
+            column: String::from_utf8_lossy(&self.src[line_start..pos])
+                .chars()
+                .count()
+                + 1,
+            message: message.into(),
+        }
+    }
+
+    /// Bash numbers an error at end of input as if the input ended with a newline and the
+    /// error were on the line after it (`bash -c 'if true'` reports line 2).
+    fn eof_err(&self, message: impl Into<String>) -> ParseError {
+        let mut e = self.err_at(self.src.len(), message);
+        let extra = usize::from(!self.src.is_empty() && !self.src.ends_with(b"\n"));
+        e.line = self.line_base + self.newlines.len() + extra;
+        e
+    }
+
+    fn unclosed(&self, open: usize, what: &str) -> ParseError {
+        self.err_at(
+            open,
+            format!("unexpected EOF while looking for matching `{what}'"),
+        )
+    }
+
+    /// The text of the token at the current position, as bash quotes it in messages.
+    fn token_text(&self) -> String {
+        if let Some((op, len)) = self.peek_op() {
+            if op == Op::Newline {
+                return "newline".into();
+            }
+            return lossy(&self.src[self.pos..self.pos + len]);
+        }
+        let mut end = self.pos;
+        while end < self.src.len() && (end == self.pos || !is_meta(self.src[end])) {
+            end += 1;
+            // Redirection operators are tokens of their own.
+            if matches!(self.src[end - 1], b'<' | b'>') {
+                while end < self.src.len() && matches!(self.src[end], b'<' | b'>' | b'&' | b'|') {
+                    end += 1;
+                }
+                break;
+            }
+        }
+        lossy(&self.src[self.pos..end])
+    }
+
+    #[inline(never)]
+    fn unexpected(&mut self) -> ParseError {
+        self.skip_blanks();
+        if self.eof() {
+            return self.eof_err("syntax error: unexpected end of file");
+        }
+        let t = self.token_text();
+        self.err_at(
+            self.pos,
+            format!("syntax error near unexpected token `{t}'"),
+        )
+    }
+
+    /// Where a word is required (a name, a redirection target), bash reports the end of the
+    /// line as the token `newline`, even at the end of input.
+    #[inline(never)]
+    fn expected_word(&mut self) -> ParseError {
+        self.skip_blanks();
+        if self.eof() {
+            return self.err_at(self.pos, "syntax error near unexpected token `newline'");
+        }
+        self.unexpected()
+    }
+
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.err_at(self.pos, DEPTH_MESSAGE));
+        }
+        let r = f(self);
+        self.depth -= 1;
+        r
+    }
+
+    // ----- low-level scanning -----
+
+    fn skip_blanks(&mut self) {
+        loop {
+            match self.at(0) {
+                Some(b' ' | b'\t') => self.pos += 1,
+                Some(b'\\') if self.at(1) == Some(b'\n') => self.pos += 2,
+                Some(b'#') => {
+                    while !self.eof() && self.at(0) != Some(b'\n') {
+                        self.pos += 1;
+                    }
+                }
+                _ => break,
+            }
+        }
+    }
+
+    fn skip_linebreaks(&mut self) -> R<()> {
+        loop {
+            self.skip_blanks();
+            if self.at(0) == Some(b'\n') {
+                self.newline()?;
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Consumes a newline token; the bodies of the here-documents started on its line follow.
+    #[inline(never)]
+    fn newline(&mut self) -> R<()> {
+        self.pos += 1;
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        for doc in std::mem::take(&mut self.pending) {
+            let body_line = self.line_at(self.pos);
+            let mut text = Vec::new();
+            // A missing delimiter is only a warning in bash: the body runs to the end.
+            while !self.eof() {
+                let end = self.src[self.pos..]
+                    .iter()
+                    .position(|&c| c == b'\n')
+                    .map_or(self.src.len(), |i| self.pos + i);
+                let mut line = &self.src[self.pos..end];
+                if doc.strip_tabs {
+                    while let [b'\t', rest @ ..] = line {
+                        line = rest;
+                    }
+                }
+                self.pos = (end + 1).min(self.src.len());
+                if line == doc.delimiter.as_slice() {
+                    break;
+                }
+                text.extend_from_slice(line);
+                if end < self.src.len() {
+                    text.push(b'\n');
+                }
+            }
+            if self.second_pass {
+                continue;
+            }
+            let body = if doc.quoted || text.is_empty() {
+                let mut w = Word::default();
+                if !text.is_empty() {
+                    w.parts.push(WordPart::Quoted(lossy(&text)));
+                }
+                w
+            } else {
+                run_passes(&text, self.depth + 1, body_line, |p| {
+                    let parts = p.word_parts(Mode::HereDoc, Tilde::No)?;
+                    Ok(Word { parts })
+                })?
+            };
+            self.bodies.insert(doc.op_pos, body);
+        }
+        Ok(())
+    }
+
+    fn peek_op(&self) -> Option<(Op, usize)> {
+        let c = self.at(0)?;
+        let n = self.at(1);
+        Some(match (c, n) {
+            (b';', Some(b';')) if self.at(2) == Some(b'&') => (Op::DSemiAmp, 3),
+            (b';', Some(b';')) => (Op::DSemi, 2),
+            (b';', Some(b'&')) => (Op::SemiAmp, 2),
+            (b';', _) => (Op::Semi, 1),
+            (b'&', Some(b'&')) => (Op::AndAnd, 2),
+            (b'&', Some(b'>')) => return None,
+            (b'&', _) => (Op::Amp, 1),
+            (b'|', Some(b'|')) => (Op::OrOr, 2),
+            (b'|', Some(b'&')) => (Op::PipeAmp, 2),
+            (b'|', _) => (Op::Pipe, 1),
+            (b'(', _) => (Op::LParen, 1),
+            (b')', _) => (Op::RParen, 1),
+            (b'\n', _) => (Op::Newline, 1),
+            _ => return None,
+        })
+    }
+
+    fn peek_reserved(&self) -> Option<&'static str> {
+        RESERVED
+            .iter()
+            .copied()
+            .find(|w| self.starts(w) && self.delim_at(w.len()))
+    }
+
+    fn expect_reserved(&mut self, word: &str) -> R<()> {
+        self.skip_blanks();
+        if self.peek_reserved() == Some(word) {
+            self.pos += word.len();
+            Ok(())
+        } else {
+            Err(self.unexpected())
+        }
+    }
+
+    fn at_list_end(&mut self) -> bool {
+        self.skip_blanks();
+        if self.eof() {
+            return true;
+        }
+        if let Some((op, _)) = self.peek_op() {
+            return matches!(op, Op::RParen | Op::DSemi | Op::DSemiAmp | Op::SemiAmp);
+        }
+        self.peek_reserved().is_some_and(|w| CLOSERS.contains(&w))
+    }
+
+    // ----- lists, pipelines, commands -----
+
+    fn program(&mut self) -> R<Script> {
+        let s = self.list()?;
+        self.skip_linebreaks()?;
+        if !self.eof() {
+            return Err(self.unexpected());
+        }
+        Ok(s)
+    }
+
+    #[inline(never)]
+    fn list(&mut self) -> R<Script> {
+        let mut items = Vec::new();
+        loop {
+            self.skip_linebreaks()?;
+            if self.at_list_end() {
+                break;
+            }
+            let and_or = self.and_or()?;
+            self.skip_blanks();
+            let (background, go_on) = match self.peek_op() {
+                Some((Op::Semi, _)) => {
+                    self.pos += 1;
+                    (false, true)
+                }
+                Some((Op::Amp, _)) => {
+                    self.pos += 1;
+                    (true, true)
+                }
+                Some((Op::Newline, _)) => (false, true),
+                _ => (false, false),
+            };
+            items.push(ListItem { and_or, background });
+            if !go_on {
+                break;
+            }
+        }
+        Ok(Script { items })
+    }
+
+    fn nonempty_list(&mut self) -> R<Script> {
+        let s = self.list()?;
+        if s.items.is_empty() {
+            return Err(self.unexpected());
+        }
+        Ok(s)
+    }
+
+    #[inline(never)]
+    fn and_or(&mut self) -> R<AndOr> {
+        let first = self.pipeline()?;
+        let mut rest = Vec::new();
+        loop {
+            self.skip_blanks();
+            let op = match self.peek_op() {
+                Some((Op::AndAnd, _)) => AndOrOp::And,
+                Some((Op::OrOr, _)) => AndOrOp::Or,
+                _ => break,
+            };
+            self.pos += 2;
+            self.skip_linebreaks()?;
+            rest.push((op, self.pipeline()?));
+        }
+        Ok(AndOr { first, rest })
+    }
+
+    #[inline(never)]
+    fn pipeline(&mut self) -> R<Pipeline> {
+        let (mut timed, mut negated) = (false, false);
+        loop {
+            self.skip_blanks();
+            match self.peek_reserved() {
+                Some("time") => {
+                    self.pos += 4;
+                    timed = true;
+                    self.skip_blanks();
+                    if self.starts("-p") && self.delim_at(2) {
+                        self.pos += 2;
+                    }
+                }
+                Some("!") => {
+                    self.pos += 1;
+                    negated = !negated;
+                }
+                _ => break,
+            }
+        }
+        let mut commands = vec![self.command()?];
+        loop {
+            self.skip_blanks();
+            match self.peek_op() {
+                Some((Op::Pipe, _)) => self.pos += 1,
+                Some((Op::PipeAmp, _)) => {
+                    self.pos += 2;
+                    let dup = Redirect {
+                        fd: Some(2),
+                        op: RedirOp::DupWrite,
+                        target: RedirTarget::Word(Word::literal("1")),
+                    };
+                    match commands.last_mut() {
+                        Some(Command::Simple(s)) => s.redirects.push(dup),
+                        Some(Command::Compound(_, r)) => r.push(dup),
+                        Some(Command::FunctionDef(f)) => {
+                            if let Command::Compound(_, r) = f.body.as_mut() {
+                                r.push(dup);
+                            }
+                        }
+                        None => {}
+                    }
+                }
+                _ => break,
+            }
+            self.skip_linebreaks()?;
+            commands.push(self.command()?);
+        }
+        Ok(Pipeline {
+            negated,
+            timed,
+            commands,
+        })
+    }
+
+    #[inline(never)]
+    fn command(&mut self) -> R<Command> {
+        self.skip_blanks();
+        if self.eof() {
+            return Err(self.unexpected());
+        }
+        if self.starts("((") {
+            return self.nested(|p| p.compound());
+        }
+        match self.peek_reserved() {
+            Some("if" | "while" | "until" | "for" | "select" | "case" | "{" | "[[") => {
+                return self.nested(|p| p.compound());
+            }
+            Some("function") => return self.nested(|p| p.function_keyword()),
+            Some("then" | "else" | "elif" | "fi" | "do" | "done" | "esac" | "}") => {
+                return Err(self.unexpected());
+            }
+            _ => {}
+        }
+        match self.peek_op() {
+            Some((Op::LParen, _)) => self.nested(|p| p.compound()),
+            Some(_) => Err(self.unexpected()),
+            None => self.simple(),
+        }
+    }
+
+    fn at_compound_start(&self) -> bool {
+        self.at(0) == Some(b'(')
+            || matches!(
+                self.peek_reserved(),
+                Some("if" | "while" | "until" | "for" | "select" | "case" | "{" | "[[")
+            )
+    }
+
+    /// A compound command and the redirections after it.
+    #[inline(never)]
+    fn compound(&mut self) -> R<Command> {
+        let cc = if self.starts("((") {
+            let open = self.pos;
+            match self.try_dparen()? {
+                Some(a) => CompoundCommand::Arith(a),
+                None => {
+                    self.pos = open;
+                    self.subshell()?
+                }
+            }
+        } else if self.at(0) == Some(b'(') {
+            self.subshell()?
+        } else {
+            match self.peek_reserved() {
+                Some("if") => self.if_command()?,
+                Some("while") => self.while_command(false)?,
+                Some("until") => self.while_command(true)?,
+                Some("for") => self.for_command(false)?,
+                Some("select") => self.for_command(true)?,
+                Some("case") => self.case_command()?,
+                Some("{") => {
+                    self.pos += 1;
+                    let body = self.nonempty_list()?;
+                    self.expect_reserved("}")?;
+                    CompoundCommand::Group(body)
+                }
+                Some("[[") => self.cond_command()?,
+                _ => return Err(self.unexpected()),
+            }
+        };
+        let mut redirects = Vec::new();
+        loop {
+            self.skip_blanks();
+            match self.try_redirect()? {
+                Some(r) => redirects.push(r),
+                None => break,
+            }
+        }
+        Ok(Command::Compound(cc, redirects))
+    }
+
+    #[inline(never)]
+    fn subshell(&mut self) -> R<CompoundCommand> {
+        self.pos += 1;
+        let body = self.nonempty_list()?;
+        self.skip_blanks();
+        if self.at(0) != Some(b')') {
+            return Err(self.unexpected());
+        }
+        self.pos += 1;
+        Ok(CompoundCommand::Subshell(body))
+    }
+
+    #[inline(never)]
+    fn if_command(&mut self) -> R<CompoundCommand> {
+        self.pos += 2;
+        let mut branches = Vec::new();
+        let mut else_body = None;
+        loop {
+            let cond = self.nonempty_list()?;
+            self.expect_reserved("then")?;
+            let body = self.nonempty_list()?;
+            branches.push((cond, body));
+            self.skip_blanks();
+            match self.peek_reserved() {
+                Some("elif") => self.pos += 4,
+                Some("else") => {
+                    self.pos += 4;
+                    else_body = Some(self.nonempty_list()?);
+                    self.expect_reserved("fi")?;
+                    break;
+                }
+                Some("fi") => {
+                    self.pos += 2;
+                    break;
+                }
+                _ => return Err(self.unexpected()),
+            }
+        }
+        Ok(CompoundCommand::If {
+            branches,
+            else_body,
+        })
+    }
+
+    #[inline(never)]
+    fn while_command(&mut self, until: bool) -> R<CompoundCommand> {
+        self.pos += 5;
+        let cond = self.nonempty_list()?;
+        let body = self.do_group()?;
+        Ok(if until {
+            CompoundCommand::Until { cond, body }
+        } else {
+            CompoundCommand::While { cond, body }
+        })
+    }
+
+    /// `do list done`, or `{ list }` which bash accepts after `for` too.
+    #[inline(never)]
+    fn do_group(&mut self) -> R<Script> {
+        self.skip_linebreaks()?;
+        match self.peek_reserved() {
+            Some("do") => {
+                self.pos += 2;
+                let body = self.nonempty_list()?;
+                self.expect_reserved("done")?;
+                Ok(body)
+            }
+            Some("{") => {
+                self.pos += 1;
+                let body = self.nonempty_list()?;
+                self.expect_reserved("}")?;
+                Ok(body)
+            }
+            _ => Err(self.unexpected()),
+        }
+    }
+
+    #[inline(never)]
+    fn for_command(&mut self, select: bool) -> R<CompoundCommand> {
+        self.pos += if select { 6 } else { 3 };
+        self.skip_blanks();
+        if !select && self.starts("((") {
+            return self.arith_for();
+        }
+        if self.delim_at(0) {
+            return Err(self.expected_word());
+        }
+        let start = self.pos;
+        self.word_parts(Mode::Normal, Tilde::No)?;
+        let var = lossy(&self.src[start..self.pos]);
+        self.skip_blanks();
+        let mut words = None;
+        if self.at(0) == Some(b';') && self.peek_op() == Some((Op::Semi, 1)) {
+            self.pos += 1;
+        } else {
+            self.skip_linebreaks()?;
+            if self.peek_reserved() == Some("in") {
+                self.pos += 2;
+                let mut list = Vec::new();
+                loop {
+                    self.skip_blanks();
+                    match self.at(0) {
+                        None | Some(b'\n') => break,
+                        Some(b';') if self.peek_op() == Some((Op::Semi, 1)) => {
+                            self.pos += 1;
+                            break;
+                        }
+                        Some(c) if is_meta(c) => return Err(self.unexpected()),
+                        _ => list.push(self.command_word()?),
+                    }
+                }
+                words = Some(list);
+            }
+        }
+        let body = self.do_group()?;
+        Ok(if select {
+            CompoundCommand::Select { var, words, body }
+        } else {
+            CompoundCommand::For { var, words, body }
+        })
+    }
+
+    #[inline(never)]
+    fn arith_for(&mut self) -> R<CompoundCommand> {
+        let open = self.pos;
+        self.pos += 2;
+        let mut parts = Vec::new();
+        for end in [ArithEnd::Semi, ArithEnd::Semi, ArithEnd::DParen] {
+            let start = self.pos;
+            match self.arith_tokens(end, open)? {
+                Some((tokens, stop, _)) if tokens.is_empty() => {
+                    let _ = stop;
+                    parts.push(None)
+                }
+                Some((tokens, stop, _)) => {
+                    parts.push(Some(self.finish_arith(tokens, start, stop)?))
+                }
+                None => return Err(self.unexpected()),
+            }
+        }
+        self.skip_blanks();
+        if self.peek_op() == Some((Op::Semi, 1)) {
+            self.pos += 1;
+        }
+        let body = self.do_group()?;
+        let mut parts = parts.into_iter();
+        Ok(CompoundCommand::ArithFor {
+            init: parts.next().flatten(),
+            cond: parts.next().flatten(),
+            step: parts.next().flatten(),
+            body,
+        })
+    }
+
+    #[inline(never)]
+    fn case_command(&mut self) -> R<CompoundCommand> {
+        self.pos += 4;
+        self.skip_blanks();
+        if self.delim_at(0) {
+            return Err(self.expected_word());
+        }
+        let word = Word {
+            parts: self.word_parts(Mode::Normal, Tilde::Start)?,
+        };
+        self.skip_linebreaks()?;
+        if self.peek_reserved() != Some("in") {
+            return Err(self.unexpected());
+        }
+        self.pos += 2;
+        let mut items = Vec::new();
+        loop {
+            self.skip_linebreaks()?;
+            if self.peek_reserved() == Some("esac") {
+                self.pos += 4;
+                break;
+            }
+            if self.at(0) == Some(b'(') {
+                self.pos += 1;
+            }
+            let mut patterns = Vec::new();
+            loop {
+                self.skip_blanks();
+                if self.delim_at(0) {
+                    return Err(self.unexpected());
+                }
+                patterns.push(Word {
+                    parts: self.word_parts(Mode::Normal, Tilde::Start)?,
+                });
+                self.skip_blanks();
+                if self.peek_op() == Some((Op::Pipe, 1)) {
+                    self.pos += 1;
+                } else {
+                    break;
+                }
+            }
+            if self.at(0) != Some(b')') {
+                return Err(self.unexpected());
+            }
+            self.pos += 1;
+            let body = self.list()?;
+            self.skip_blanks();
+            let terminator = match self.peek_op() {
+                Some((Op::DSemi, n)) => {
+                    self.pos += n;
+                    CaseTerminator::Break
+                }
+                Some((Op::SemiAmp, n)) => {
+                    self.pos += n;
+                    CaseTerminator::FallThrough
+                }
+                Some((Op::DSemiAmp, n)) => {
+                    self.pos += n;
+                    CaseTerminator::Continue
+                }
+                _ if self.peek_reserved() == Some("esac") => CaseTerminator::Break,
+                _ => return Err(self.unexpected()),
+            };
+            items.push(CaseItem {
+                patterns,
+                body,
+                terminator,
+            });
+        }
+        Ok(CompoundCommand::Case { word, items })
+    }
+
+    #[inline(never)]
+    fn function_keyword(&mut self) -> R<Command> {
+        self.pos += 8;
+        self.skip_blanks();
+        if self.delim_at(0) {
+            return Err(self.expected_word());
+        }
+        let start = self.pos;
+        self.word_parts(Mode::Normal, Tilde::No)?;
+        let name = lossy(&self.src[start..self.pos]);
+        self.skip_blanks();
+        if self.at(0) == Some(b'(') {
+            self.pos += 1;
+            self.skip_blanks();
+            if self.at(0) != Some(b')') {
+                return Err(self.unexpected());
+            }
+            self.pos += 1;
+        }
+        self.function_body(name)
+    }
+
+    #[inline(never)]
+    fn function_body(&mut self, name: String) -> R<Command> {
+        self.skip_linebreaks()?;
+        if !self.at_compound_start() {
+            return Err(self.unexpected());
+        }
+        let body = self.nested(|p| p.compound())?;
+        Ok(Command::FunctionDef(FunctionDef {
+            name,
+            body: Box::new(body),
+        }))
+    }
+
+    #[inline(never)]
+    fn simple(&mut self) -> R<Command> {
+        let line = self.line_at(self.pos);
+        let mut assignments = Vec::new();
+        let mut words: Vec<Arg> = Vec::new();
+        let mut redirects = Vec::new();
+        loop {
+            self.skip_blanks();
+            let process_subst = matches!(self.at(0), Some(b'<' | b'>')) && self.at(1) == Some(b'(');
+            if !process_subst {
+                if let Some(r) = self.try_redirect()? {
+                    redirects.push(r);
+                    continue;
+                }
+                if self.delim_at(0) {
+                    break;
+                }
+                let decl = match words.first() {
+                    None => true,
+                    Some(Arg::Word(w)) => {
+                        w.as_literal().is_some_and(|s| DECL_BUILTINS.contains(&s))
+                    }
+                    Some(Arg::Assignment(_)) => false,
+                };
+                if decl && let Some(a) = self.try_assignment()? {
+                    if words.is_empty() {
+                        assignments.push(a);
+                    } else {
+                        words.push(Arg::Assignment(a));
+                    }
+                    continue;
+                }
+            }
+            let start = self.pos;
+            let w = self.command_word()?;
+            if self.pos == start {
+                // Cannot happen for a non-delimiter; a guard against looping forever.
+                return Err(self.unexpected());
+            }
+            let first = words.is_empty() && assignments.is_empty() && redirects.is_empty();
+            words.push(Arg::Word(w));
+            if first {
+                let name_end = self.pos;
+                self.skip_blanks();
+                if self.at(0) == Some(b'(') {
+                    self.pos += 1;
+                    self.skip_blanks();
+                    if self.at(0) != Some(b')') {
+                        return Err(self.unexpected());
+                    }
+                    self.pos += 1;
+                    let name = lossy(&self.src[start..name_end]);
+                    return self.nested(|p| p.function_body(name));
+                }
+            }
+        }
+        if assignments.is_empty() && words.is_empty() && redirects.is_empty() {
+            return Err(self.unexpected());
+        }
+        Ok(Command::Simple(SimpleCommand {
+            assignments,
+            words,
+            redirects,
+            line,
+        }))
+    }
+
+    #[inline(never)]
+    fn try_redirect(&mut self) -> R<Option<Redirect>> {
+        let start = self.pos;
+        let mut i = 0;
+        while self.at(i).is_some_and(|c| c.is_ascii_digit()) {
+            i += 1;
+        }
+        let mut fd = None;
+        if i > 0 {
+            if !matches!(self.at(i), Some(b'<' | b'>')) {
+                return Ok(None);
+            }
+            match std::str::from_utf8(&self.src[start..start + i])
+                .ok()
+                .and_then(|s| s.parse::<u32>().ok())
+            {
+                Some(n) => fd = Some(n),
+                None => return Ok(None),
+            }
+        }
+        self.pos += i;
+        let (op, len, strip) = if fd.is_none() && self.starts("&>>") {
+            (RedirOp::AppendAll, 3, false)
+        } else if fd.is_none() && self.starts("&>") {
+            (RedirOp::WriteAll, 2, false)
+        } else if self.starts("<<<") {
+            (RedirOp::HereString, 3, false)
+        } else if self.starts("<<-") {
+            (RedirOp::HereDoc, 3, true)
+        } else if self.starts("<<") {
+            (RedirOp::HereDoc, 2, false)
+        } else if self.starts("<>") {
+            (RedirOp::ReadWrite, 2, false)
+        } else if self.starts("<&") {
+            (RedirOp::DupRead, 2, false)
+        } else if self.starts("<(") || self.starts(">(") {
+            self.pos = start;
+            return Ok(None);
+        } else if self.starts("<") {
+            (RedirOp::Read, 1, false)
+        } else if self.starts(">>") {
+            (RedirOp::Append, 2, false)
+        } else if self.starts(">|") {
+            (RedirOp::Clobber, 2, false)
+        } else if self.starts(">&") {
+            (RedirOp::DupWrite, 2, false)
+        } else if self.starts(">") {
+            (RedirOp::Write, 1, false)
+        } else {
+            self.pos = start;
+            return Ok(None);
+        };
+        let op_pos = self.pos;
+        self.pos += len;
+        self.skip_blanks();
+        let process_subst = matches!(self.at(0), Some(b'<' | b'>')) && self.at(1) == Some(b'(');
+        if self.delim_at(0) && !process_subst {
+            return Err(self.expected_word());
+        }
+        if op == RedirOp::HereDoc {
+            let wstart = self.pos;
+            self.word_parts(Mode::Normal, Tilde::No)?;
+            let raw = &self.src[wstart..self.pos];
+            let quoted = raw.iter().any(|c| matches!(c, b'\'' | b'"' | b'\\'));
+            let delimiter = remove_quotes(raw);
+            self.pending.push(PendingDoc {
+                op_pos,
+                delimiter: delimiter.clone(),
+                quoted,
+                strip_tabs: strip,
+            });
+            let body = self.bodies.get(&op_pos).cloned().unwrap_or_default();
+            return Ok(Some(Redirect {
+                fd,
+                op,
+                target: RedirTarget::HereDoc(HereDoc {
+                    delimiter: lossy(&delimiter),
+                    quoted,
+                    strip_tabs: strip,
+                    body,
+                }),
+            }));
+        }
+        let target = if op == RedirOp::HereString {
+            Word {
+                parts: self.word_parts(Mode::Normal, Tilde::Start)?,
+            }
+        } else {
+            self.command_word()?
+        };
+        Ok(Some(Redirect {
+            fd,
+            op,
+            target: RedirTarget::Word(target),
+        }))
+    }
+
+    /// The index of the `]` closing the `[` at `open`, if it closes before a blank.
+    fn scan_subscript(&self, open: usize) -> Option<usize> {
+        let mut depth = 0usize;
+        let mut j = open;
+        while j < self.src.len() {
+            match self.src[j] {
+                b'[' => depth += 1,
+                b']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(j);
+                    }
+                }
+                b'\\' => j += 1,
+                q @ (b'\'' | b'"') => {
+                    j += 1;
+                    while j < self.src.len() && self.src[j] != q {
+                        j += 1;
+                    }
+                }
+                c if is_meta(c) => return None,
+                _ => {}
+            }
+            j += 1;
+        }
+        None
+    }
+
+    /// `name=`, `name+=`, `name[sub]=` at the current position, with its value.
+    #[inline(never)]
+    fn try_assignment(&mut self) -> R<Option<Assignment>> {
+        let start = self.pos;
+        if !self.at(0).is_some_and(is_name_start) {
+            return Ok(None);
+        }
+        let mut i = 1;
+        while self.at(i).is_some_and(is_name_char) {
+            i += 1;
+        }
+        let name_end = start + i;
+        let mut sub = None;
+        if self.at(i) == Some(b'[') {
+            let Some(close) = self.scan_subscript(start + i) else {
+                return Ok(None);
+            };
+            sub = Some(start + i + 1);
+            i = close + 1 - start;
+        }
+        let append = self.at(i) == Some(b'+') && self.at(i + 1) == Some(b'=');
+        if !append && self.at(i) != Some(b'=') {
+            return Ok(None);
+        }
+        let name = lossy(&self.src[start..name_end]);
+        let index = match sub {
+            Some(s) => {
+                self.pos = s;
+                let parts = self.word_parts(Mode::Subscript, Tilde::No)?;
+                Some(Word { parts })
+            }
+            None => None,
+        };
+        self.pos = start + i + if append { 2 } else { 1 };
+        let value = if self.at(0) == Some(b'(') {
+            AssignValue::Array(self.array_literal()?)
+        } else {
+            AssignValue::Scalar(Word {
+                parts: self.word_parts(Mode::Normal, Tilde::Assign)?,
+            })
+        };
+        Ok(Some(Assignment {
+            name,
+            index,
+            append,
+            value,
+        }))
+    }
+
+    #[inline(never)]
+    fn array_literal(&mut self) -> R<Vec<ArrayElem>> {
+        let open = self.pos;
+        self.pos += 1;
+        let mut elems = Vec::new();
+        loop {
+            self.skip_linebreaks()?;
+            match self.at(0) {
+                None => return Err(self.unclosed(open, ")")),
+                Some(b')') => {
+                    self.pos += 1;
+                    return Ok(elems);
+                }
+                Some(c) if is_meta(c) => return Err(self.unexpected()),
+                _ => {}
+            }
+            if self.at(0) == Some(b'[')
+                && let Some(close) = self.scan_subscript(self.pos)
+                && self.src.get(close + 1) == Some(&b'=')
+            {
+                self.pos += 1;
+                let key = Word {
+                    parts: self.word_parts(Mode::Subscript, Tilde::No)?,
+                };
+                self.pos = close + 2;
+                let value = Word {
+                    parts: self.word_parts(Mode::Normal, Tilde::Assign)?,
+                };
+                elems.push(ArrayElem {
+                    key: Some(key),
+                    value,
+                });
+                continue;
+            }
+            let value = self.command_word()?;
+            elems.push(ArrayElem { key: None, value });
+        }
+    }
+
+    // ----- [[ ]] -----
+
+    #[inline(never)]
+    fn cond_command(&mut self) -> R<CompoundCommand> {
+        self.pos += 2;
+        let e = self.cond_or()?;
+        self.cond_skip();
+        if self.starts("]]") && self.delim_at(2) {
+            self.pos += 2;
+            return Ok(CompoundCommand::Cond(e));
+        }
+        Err(self.cond_unexpected("syntax error in conditional expression: unexpected token"))
+    }
+
+    fn cond_skip(&mut self) {
+        loop {
+            self.skip_blanks();
+            // Newlines are allowed inside `[[ ]]` where an operand or operator can follow.
+            if self.at(0) == Some(b'\n') && self.pending.is_empty() {
+                self.pos += 1;
+            } else {
+                return;
+            }
+        }
+    }
+
+    fn cond_token(&self) -> String {
+        match self.at(0) {
+            None | Some(b'\n') => "newline".into(),
+            _ if self.starts("]]") => "]]".into(),
+            _ => self.token_text(),
+        }
+    }
+
+    fn cond_unexpected(&self, prefix: &str) -> ParseError {
+        if self.eof() {
+            return self.eof_err("unexpected EOF while looking for `]]'");
+        }
+        let t = self.cond_token();
+        self.err_at(self.pos, format!("{prefix} `{t}'"))
+    }
+
+    fn at_cond_word(&self) -> bool {
+        !(self.delim_at(0) || (self.starts("]]") && self.delim_at(2)))
+    }
+
+    fn cond_or(&mut self) -> R<CondExpr> {
+        let mut lhs = self.cond_and()?;
+        loop {
+            self.cond_skip();
+            if !self.starts("||") {
+                return Ok(lhs);
+            }
+            self.pos += 2;
+            let rhs = self.cond_and()?;
+            lhs = CondExpr::Or(Box::new(lhs), Box::new(rhs));
+        }
+    }
+
+    fn cond_and(&mut self) -> R<CondExpr> {
+        let mut lhs = self.cond_term()?;
+        loop {
+            self.cond_skip();
+            if !self.starts("&&") {
+                return Ok(lhs);
+            }
+            self.pos += 2;
+            let rhs = self.cond_term()?;
+            lhs = CondExpr::And(Box::new(lhs), Box::new(rhs));
+        }
+    }
+
+    #[inline(never)]
+    fn cond_term(&mut self) -> R<CondExpr> {
+        self.cond_skip();
+        if self.at(0) == Some(b'!') && self.delim_at(1) {
+            self.pos += 1;
+            let e = self.nested(|p| p.cond_term())?;
+            return Ok(CondExpr::Not(Box::new(e)));
+        }
+        if self.at(0) == Some(b'(') {
+            self.pos += 1;
+            let e = self.nested(|p| p.cond_or())?;
+            self.cond_skip();
+            if self.at(0) != Some(b')') {
+                return Err(self.cond_unexpected_expected_paren());
+            }
+            self.pos += 1;
+            return Ok(e);
+        }
+        if !self.at_cond_word() {
+            return Err(
+                self.cond_unexpected("syntax error in conditional expression: unexpected token")
+            );
+        }
+        let raw_start = self.pos;
+        let w = Word {
+            parts: self.word_parts(Mode::Normal, Tilde::Start)?,
+        };
+        let raw = &self.src[raw_start..self.pos];
+        if let [b'-', c] = raw
+            && COND_UNARY.contains(c)
+        {
+            let c = *c as char;
+            self.cond_skip();
+            if !self.at_cond_word() {
+                return Err(self.cond_arg_error("unary"));
+            }
+            let arg = Word {
+                parts: self.word_parts(Mode::Normal, Tilde::Start)?,
+            };
+            return Ok(CondExpr::Unary(c, arg));
+        }
+        self.cond_skip();
+        let op = match self.at(0) {
+            Some(b'<') => Some((CondBinOp::StrLt, 1)),
+            Some(b'>') => Some((CondBinOp::StrGt, 1)),
+            _ if self.at_cond_word() => {
+                let end = (self.pos..self.src.len())
+                    .find(|&j| is_meta(self.src[j]))
+                    .unwrap_or(self.src.len());
+                let op = match &self.src[self.pos..end] {
+                    b"==" | b"=" => CondBinOp::PatEq,
+                    b"!=" => CondBinOp::PatNe,
+                    b"=~" => CondBinOp::Match,
+                    b"-eq" => CondBinOp::IntEq,
+                    b"-ne" => CondBinOp::IntNe,
+                    b"-lt" => CondBinOp::IntLt,
+                    b"-le" => CondBinOp::IntLe,
+                    b"-gt" => CondBinOp::IntGt,
+                    b"-ge" => CondBinOp::IntGe,
+                    b"-nt" => CondBinOp::NewerThan,
+                    b"-ot" => CondBinOp::OlderThan,
+                    b"-ef" => CondBinOp::SameFile,
+                    _ => {
+                        return Err(self.err_at(self.pos, "conditional binary operator expected"));
+                    }
+                };
+                Some((op, end - self.pos))
+            }
+            None | Some(b'\n') => {
+                return Err(self.err_at(
+                    self.pos,
+                    "unexpected token `newline', conditional binary operator expected",
+                ));
+            }
+            _ => None,
+        };
+        let Some((op, len)) = op else {
+            return Ok(CondExpr::Word(w));
+        };
+        self.pos += len;
+        self.cond_skip();
+        if !self.at_cond_word() {
+            return Err(self.cond_arg_error("binary"));
+        }
+        let mode = if op == CondBinOp::Match {
+            Mode::Regex
+        } else {
+            Mode::Normal
+        };
+        let rhs = Word {
+            parts: self.word_parts(mode, Tilde::Start)?,
+        };
+        Ok(CondExpr::Binary(w, op, rhs))
+    }
+
+    fn cond_unexpected_expected_paren(&self) -> ParseError {
+        if self.eof() {
+            return self.eof_err("unexpected EOF while looking for `]]'");
+        }
+        let t = self.cond_token();
+        self.err_at(self.pos, format!("unexpected token `{t}', expected `)'"))
+    }
+
+    fn cond_arg_error(&self, kind: &str) -> ParseError {
+        let t = self.cond_token();
+        self.err_at(
+            self.pos,
+            format!("unexpected argument `{t}' to conditional {kind} operator"),
+        )
+    }
+
+    // ----- words -----
+
+    /// A command argument: parsed, then brace expansion markers found.
+    #[inline(never)]
+    fn command_word(&mut self) -> R<Word> {
+        let parts = self.word_parts(Mode::Normal, Tilde::Start)?;
+        let parts = self.braces(parts)?;
+        Ok(Word { parts })
+    }
+
+    #[inline(never)]
+    fn word_parts(&mut self, mode: Mode, tilde: Tilde) -> R<Vec<WordPart>> {
+        let quoted_ctx = matches!(
+            mode,
+            Mode::DQuote | Mode::HereDoc | Mode::Param { dq: true, .. }
+        );
+        let mut parts = Vec::new();
+        let mut lit: Vec<u8> = Vec::new();
+        let word_start = self.pos;
+        let mut depth = 0usize;
+        fn flush(parts: &mut Vec<WordPart>, lit: &mut Vec<u8>, quoted: bool) {
+            if !lit.is_empty() {
+                let s = lossy(lit);
+                lit.clear();
+                parts.push(if quoted {
+                    WordPart::Quoted(s)
+                } else {
+                    WordPart::Literal(s)
+                });
+            }
+        }
+        while let Some(c) = self.at(0) {
+            let stop = match mode {
+                Mode::Normal => {
+                    is_meta(c)
+                        && !(self.pos == word_start
+                            && matches!(c, b'<' | b'>')
+                            && self.at(1) == Some(b'('))
+                }
+                Mode::Regex => {
+                    depth == 0 && (matches!(c, b' ' | b'\t' | b'\n' | b';' | b'&' | b')'))
+                }
+                Mode::DQuote => c == b'"',
+                Mode::Param { slash, .. } => depth == 0 && (c == b'}' || (slash && c == b'/')),
+                Mode::Subscript => depth == 0 && c == b']',
+                Mode::HereDoc => false,
+            };
+            if stop {
+                break;
+            }
+            match c {
+                b'\\' => match self.at(1) {
+                    None => {
+                        lit.push(b'\\');
+                        self.pos += 1;
+                    }
+                    Some(b'\n') => self.pos += 2,
+                    Some(n) if quoted_ctx => {
+                        let special = matches!(n, b'$' | b'`' | b'\\')
+                            || (n == b'"' && mode == Mode::DQuote)
+                            || (n == b'}' && matches!(mode, Mode::Param { .. }));
+                        if special {
+                            flush(&mut parts, &mut lit, quoted_ctx);
+                            parts.push(WordPart::Quoted((n as char).to_string()));
+                            self.pos += 2;
+                        } else {
+                            lit.push(b'\\');
+                            self.pos += 1;
+                        }
+                    }
+                    Some(_) => {
+                        flush(&mut parts, &mut lit, quoted_ctx);
+                        self.pos += 1;
+                        let len = utf8_len(&self.src[self.pos..]);
+                        parts.push(WordPart::Quoted(lossy(&self.src[self.pos..self.pos + len])));
+                        self.pos += len;
+                    }
+                },
+                b'\'' if !quoted_ctx => {
+                    flush(&mut parts, &mut lit, quoted_ctx);
+                    let open = self.pos;
+                    let Some(close) = self.src[open + 1..].iter().position(|&c| c == b'\'') else {
+                        return Err(self.unclosed(open, "'"));
+                    };
+                    let close = open + 1 + close;
+                    parts.push(WordPart::Quoted(lossy(&self.src[open + 1..close])));
+                    self.pos = close + 1;
+                }
+                b'"' if !matches!(mode, Mode::DQuote | Mode::HereDoc) => {
+                    flush(&mut parts, &mut lit, quoted_ctx);
+                    parts.push(self.double_quoted()?);
+                }
+                b'`' => {
+                    flush(&mut parts, &mut lit, quoted_ctx);
+                    parts.push(self.backtick(mode == Mode::DQuote)?);
+                }
+                b'$' => match self.dollar(quoted_ctx)? {
+                    Some(p) => {
+                        flush(&mut parts, &mut lit, quoted_ctx);
+                        parts.push(p);
+                    }
+                    None => {
+                        lit.push(b'$');
+                        self.pos += 1;
+                    }
+                },
+                b'~' if tilde != Tilde::No
+                    && !quoted_ctx
+                    && (self.pos == word_start
+                        || (tilde == Tilde::Assign
+                            && lit.last() == Some(&b':')
+                            && self.src[self.pos - 1] == b':')) =>
+                {
+                    match self.tilde_prefix(tilde, mode) {
+                        Some((user, len)) => {
+                            flush(&mut parts, &mut lit, quoted_ctx);
+                            parts.push(WordPart::Tilde(user));
+                            self.pos += len;
+                        }
+                        None => {
+                            lit.push(b'~');
+                            self.pos += 1;
+                        }
+                    }
+                }
+                b'<' | b'>'
+                    if mode == Mode::Normal
+                        && self.pos == word_start
+                        && self.at(1) == Some(b'(') =>
+                {
+                    let output = c == b'>';
+                    self.pos += 2;
+                    let open = self.pos - 1;
+                    let script = self.nested(|p| p.subst_body(open))?;
+                    parts.push(WordPart::ProcessSubst {
+                        output,
+                        script: Box::new(script),
+                    });
+                }
+                _ => {
+                    match (mode, c) {
+                        (Mode::Regex, b'(')
+                        | (Mode::Param { .. }, b'{')
+                        | (Mode::Subscript, b'[') => depth += 1,
+                        (Mode::Regex, b')')
+                        | (Mode::Param { .. }, b'}')
+                        | (Mode::Subscript, b']') => depth -= 1,
+                        _ => {}
+                    }
+                    lit.push(c);
+                    self.pos += 1;
+                }
+            }
+        }
+        flush(&mut parts, &mut lit, quoted_ctx);
+        Ok(parts)
+    }
+
+    /// `~user` at the current position: the user name and the length consumed.
+    #[inline(never)]
+    fn tilde_prefix(&self, tilde: Tilde, mode: Mode) -> Option<(String, usize)> {
+        let mut i = 1;
+        while self
+            .at(i)
+            .is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-' | b'+'))
+        {
+            i += 1;
+        }
+        let ok = match self.at(i) {
+            None | Some(b'/') => true,
+            Some(b':') => tilde == Tilde::Assign,
+            Some(c) => mode == Mode::Normal && is_meta(c),
+        };
+        ok.then(|| (lossy(&self.src[self.pos + 1..self.pos + i]), i))
+    }
+
+    #[inline(never)]
+    fn double_quoted(&mut self) -> R<WordPart> {
+        let open = self.pos;
+        self.pos += 1;
+        let parts = self.word_parts(Mode::DQuote, Tilde::No)?;
+        if self.at(0) != Some(b'"') {
+            return Err(self.unclosed(open, "\""));
+        }
+        self.pos += 1;
+        Ok(WordPart::DoubleQuoted(parts))
+    }
+
+    /// Body of `$(`, `<(`, `>(`: a script up to the closing parenthesis.
+    #[inline(never)]
+    fn subst_body(&mut self, _open: usize) -> R<Script> {
+        let s = self.list()?;
+        self.skip_linebreaks()?;
+        match self.at(0) {
+            Some(b')') => {
+                self.pos += 1;
+                Ok(s)
+            }
+            None => Err(self.eof_err("unexpected EOF while looking for matching `)'")),
+            _ => Err(self.unexpected()),
+        }
+    }
+
+    #[inline(never)]
+    fn backtick(&mut self, in_dq: bool) -> R<WordPart> {
+        let open = self.pos;
+        self.pos += 1;
+        let mut content = Vec::new();
+        loop {
+            match self.at(0) {
+                None => return Err(self.unclosed(open, "`")),
+                Some(b'`') => {
+                    self.pos += 1;
+                    break;
+                }
+                Some(b'\\') => match self.at(1) {
+                    Some(c @ (b'$' | b'`' | b'\\')) => {
+                        content.push(c);
+                        self.pos += 2;
+                    }
+                    Some(b'"') if in_dq => {
+                        content.push(b'"');
+                        self.pos += 2;
+                    }
+                    _ => {
+                        content.push(b'\\');
+                        self.pos += 1;
+                    }
+                },
+                Some(c) => {
+                    content.push(c);
+                    self.pos += 1;
+                }
+            }
+        }
+        if let Some(s) = self.backticks.get(&open) {
+            return Ok(WordPart::CommandSubst(Box::new(s.clone())));
+        }
+        let line = self.line_at(open);
+        let s = run_passes(&content, self.depth + 1, line, |p| p.program())?;
+        self.backticks.insert(open, s.clone());
+        Ok(WordPart::CommandSubst(Box::new(s)))
+    }
+
+    /// At `$`: the expansion, or `None` when the `$` is literal.
+    #[inline(never)]
+    fn dollar(&mut self, quoted_ctx: bool) -> R<Option<WordPart>> {
+        let open = self.pos;
+        let Some(n) = self.at(1) else { return Ok(None) };
+        Ok(Some(match n {
+            b'\'' if !quoted_ctx => {
+                self.pos += 2;
+                let s = self.ansi_c(open)?;
+                WordPart::Quoted(s)
+            }
+            b'"' if !quoted_ctx => {
+                self.pos += 1;
+                self.double_quoted()?
+            }
+            b'(' => {
+                self.pos += 1;
+                if self.at(1) == Some(b'(')
+                    && let Some(a) = self.try_dparen()?
+                {
+                    return Ok(Some(WordPart::Arith(Box::new(a))));
+                }
+                self.pos = open + 2;
+                let s = self.nested(|p| p.subst_body(open))?;
+                WordPart::CommandSubst(Box::new(s))
+            }
+            b'[' => {
+                self.pos += 2;
+                let start = self.pos;
+                let a = self.nested(|p| {
+                    let (tokens, end, _) = p
+                        .arith_tokens(ArithEnd::Bracket, open)?
+                        .ok_or_else(|| p.unclosed(open, "]"))?;
+                    p.finish_arith(tokens, start, end)
+                })?;
+                WordPart::Arith(Box::new(a))
+            }
+            b'{' => {
+                self.pos += 2;
+                self.nested(|p| p.param_brace(open, quoted_ctx))?
+            }
+            c if is_name_start(c) => {
+                let mut i = 2;
+                while self.at(i).is_some_and(is_name_char) {
+                    i += 1;
+                }
+                let name = lossy(&self.src[self.pos + 1..self.pos + i]);
+                self.pos += i;
+                simple_param(Param::Named(name))
+            }
+            c if c.is_ascii_digit() => {
+                self.pos += 2;
+                simple_param(Param::Positional(u32::from(c - b'0')))
+            }
+            b'@' | b'*' | b'#' | b'?' | b'$' | b'!' | b'-' => {
+                self.pos += 2;
+                simple_param(Param::Special(n as char))
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    /// `$'...'` with the current position after the opening quote.
+    #[inline(never)]
+    fn ansi_c(&mut self, open: usize) -> R<String> {
+        let mut out: Vec<u8> = Vec::new();
+        loop {
+            let Some(c) = self.at(0) else {
+                return Err(self.unclosed(open + 1, "'"));
+            };
+            self.pos += 1;
+            match c {
+                b'\'' => break,
+                b'\\' => {
+                    let Some(e) = self.at(0) else { continue };
+                    self.pos += 1;
+                    match e {
+                        b'a' => out.push(7),
+                        b'b' => out.push(8),
+                        b'e' | b'E' => out.push(0x1b),
+                        b'f' => out.push(12),
+                        b'n' => out.push(b'\n'),
+                        b'r' => out.push(b'\r'),
+                        b't' => out.push(b'\t'),
+                        b'v' => out.push(11),
+                        b'\\' | b'\'' | b'"' | b'?' => out.push(e),
+                        b'0'..=b'7' => {
+                            let mut v = u32::from(e - b'0');
+                            for _ in 0..2 {
+                                match self.at(0) {
+                                    Some(d @ b'0'..=b'7') => {
+                                        v = v * 8 + u32::from(d - b'0');
+                                        self.pos += 1;
+                                    }
+                                    _ => break,
+                                }
+                            }
+                            out.push((v & 0xff) as u8);
+                        }
+                        b'x' | b'u' | b'U' => {
+                            let max = match e {
+                                b'x' => 2,
+                                b'u' => 4,
+                                _ => 8,
+                            };
+                            let mut v: u32 = 0;
+                            let mut n = 0;
+                            while n < max {
+                                match self.at(0).and_then(|d| (d as char).to_digit(16)) {
+                                    Some(d) => {
+                                        v = v * 16 + d;
+                                        self.pos += 1;
+                                        n += 1;
+                                    }
+                                    None => break,
+                                }
+                            }
+                            if n == 0 {
+                                out.push(b'\\');
+                                out.push(e);
+                            } else if e == b'x' {
+                                out.push(v as u8);
+                            } else {
+                                let ch = char::from_u32(v).unwrap_or('\u{fffd}');
+                                let mut buf = [0u8; 4];
+                                out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+                            }
+                        }
+                        b'c' => match self.at(0) {
+                            Some(x) => {
+                                self.pos += 1;
+                                out.push(x.to_ascii_uppercase() ^ 0x40);
+                            }
+                            None => out.extend_from_slice(b"\\c"),
+                        },
+                        other => {
+                            out.push(b'\\');
+                            out.push(other);
+                        }
+                    }
+                }
+                _ => out.push(c),
+            }
+        }
+        Ok(lossy(&out))
+    }
+
+    fn param_name(&mut self) -> Option<Param> {
+        let c = self.at(0)?;
+        if is_name_start(c) {
+            let mut i = 1;
+            while self.at(i).is_some_and(is_name_char) {
+                i += 1;
+            }
+            let name = lossy(&self.src[self.pos..self.pos + i]);
+            self.pos += i;
+            return Some(Param::Named(name));
+        }
+        if c.is_ascii_digit() {
+            let mut i = 1;
+            while self.at(i).is_some_and(|c| c.is_ascii_digit()) {
+                i += 1;
+            }
+            let n = std::str::from_utf8(&self.src[self.pos..self.pos + i])
+                .ok()?
+                .parse()
+                .ok()?;
+            self.pos += i;
+            return Some(Param::Positional(n));
+        }
+        if matches!(c, b'@' | b'*' | b'#' | b'?' | b'$' | b'!' | b'-') {
+            self.pos += 1;
+            return Some(Param::Special(c as char));
+        }
+        None
+    }
+
+    fn opt_subscript(&mut self, open: usize) -> R<Option<Subscript>> {
+        if self.at(0) != Some(b'[') {
+            return Ok(None);
+        }
+        if self.starts("[@]") {
+            self.pos += 3;
+            return Ok(Some(Subscript::At));
+        }
+        if self.starts("[*]") {
+            self.pos += 3;
+            return Ok(Some(Subscript::Star));
+        }
+        self.pos += 1;
+        let parts = self.word_parts(Mode::Subscript, Tilde::No)?;
+        if self.at(0) != Some(b']') {
+            return Err(self.unclosed(open, "}"));
+        }
+        self.pos += 1;
+        Ok(Some(Subscript::Index(Word { parts })))
+    }
+
+    /// `${...}` with the position after `${`; `open` is the `$`.
+    #[inline(never)]
+    fn param_brace(&mut self, open: usize, in_dq: bool) -> R<WordPart> {
+        let make = |param, subscript, indirect, op| {
+            WordPart::Param(Box::new(ParamExp {
+                param,
+                subscript,
+                indirect,
+                op,
+            }))
+        };
+        if self.at(0) == Some(b'#') && self.at(1) != Some(b'}') {
+            let save = self.pos;
+            self.pos += 1;
+            if let Some(param) = self.param_name() {
+                let sub = self.opt_subscript(open)?;
+                if self.at(0) == Some(b'}') {
+                    self.pos += 1;
+                    return Ok(make(param, sub, false, ParamOp::Length));
+                }
+            }
+            self.pos = save;
+        }
+        let mut indirect = false;
+        if self.at(0) == Some(b'!') && self.at(1) != Some(b'}') {
+            let save = self.pos;
+            self.pos += 1;
+            if self
+                .at(0)
+                .is_some_and(|c| is_name_start(c) || c.is_ascii_digit())
+                || matches!(
+                    self.at(0),
+                    Some(b'@' | b'*' | b'#' | b'?' | b'$' | b'!' | b'-')
+                )
+            {
+                indirect = true;
+                if let Some(Param::Named(n)) = self.clone_param_name()
+                    && matches!(self.src.get(self.pos + n.len()), Some(b'*' | b'@'))
+                    && self.src.get(self.pos + n.len() + 1) == Some(&b'}')
+                {
+                    let star = self.src[self.pos + n.len()] == b'*';
+                    self.pos += n.len() + 2;
+                    return Ok(make(
+                        Param::Named(n),
+                        None,
+                        false,
+                        ParamOp::PrefixNames { star },
+                    ));
+                }
+            } else {
+                self.pos = save;
+            }
+        }
+        let Some(param) = self.param_name() else {
+            return self.bad_subst(open);
+        };
+        let sub = if matches!(param, Param::Named(_)) {
+            self.opt_subscript(open)?
+        } else {
+            None
+        };
+        if indirect
+            && matches!(sub, Some(Subscript::At | Subscript::Star))
+            && self.at(0) == Some(b'}')
+        {
+            self.pos += 1;
+            let star = sub == Some(Subscript::Star);
+            return Ok(make(param, None, false, ParamOp::Keys { star }));
+        }
+        let Some(c) = self.at(0) else {
+            return Err(self.unclosed(open, "}"));
+        };
+        let word = |p: &mut Self, dq: bool| -> R<Word> {
+            let parts = p.word_parts(Mode::Param { dq, slash: false }, Tilde::Start)?;
+            if p.at(0) != Some(b'}') {
+                return Err(p.unclosed(open, "}"));
+            }
+            p.pos += 1;
+            Ok(Word { parts })
+        };
+        let op = match c {
+            b'}' => {
+                self.pos += 1;
+                ParamOp::None
+            }
+            b':' if matches!(self.at(1), Some(b'-' | b'=' | b'?' | b'+')) => {
+                let k = self.at(1);
+                self.pos += 2;
+                let w = word(self, in_dq)?;
+                colon_op(k, true, w)
+            }
+            b'-' | b'=' | b'?' | b'+' => {
+                self.pos += 1;
+                let w = word(self, in_dq)?;
+                colon_op(Some(c), false, w)
+            }
+            b':' => {
+                self.pos += 1;
+                let start = self.pos;
+                let (tokens, end, stop) = self
+                    .arith_tokens(ArithEnd::Colon, open)?
+                    .ok_or_else(|| self.unclosed(open, "}"))?;
+                let offset = self.finish_arith(tokens, start, end)?;
+                let length = if stop == b':' {
+                    let start = self.pos;
+                    let (tokens, end, _) = self
+                        .arith_tokens(ArithEnd::Brace, open)?
+                        .ok_or_else(|| self.unclosed(open, "}"))?;
+                    Some(self.finish_arith(tokens, start, end)?)
+                } else {
+                    None
+                };
+                ParamOp::Substring { offset, length }
+            }
+            b'#' | b'%' => {
+                let longest = self.at(1) == Some(c);
+                self.pos += if longest { 2 } else { 1 };
+                let pattern = word(self, false)?;
+                if c == b'#' {
+                    ParamOp::RemovePrefix { longest, pattern }
+                } else {
+                    ParamOp::RemoveSuffix { longest, pattern }
+                }
+            }
+            b'/' => {
+                self.pos += 1;
+                let mode = match self.at(0) {
+                    Some(b'/') => ReplaceMode::All,
+                    Some(b'#') => ReplaceMode::Prefix,
+                    Some(b'%') => ReplaceMode::Suffix,
+                    _ => ReplaceMode::First,
+                };
+                if mode != ReplaceMode::First {
+                    self.pos += 1;
+                }
+                let parts = self.word_parts(
+                    Mode::Param {
+                        dq: false,
+                        slash: true,
+                    },
+                    Tilde::No,
+                )?;
+                let pattern = Word { parts };
+                let replacement = if self.at(0) == Some(b'/') {
+                    self.pos += 1;
+                    word(self, in_dq)?
+                } else if self.at(0) == Some(b'}') {
+                    self.pos += 1;
+                    Word::default()
+                } else {
+                    return Err(self.unclosed(open, "}"));
+                };
+                ParamOp::Replace {
+                    mode,
+                    pattern,
+                    replacement,
+                }
+            }
+            b'^' | b',' => {
+                let all = self.at(1) == Some(c);
+                self.pos += if all { 2 } else { 1 };
+                let pattern = word(self, false)?;
+                ParamOp::Case {
+                    upper: c == b'^',
+                    all,
+                    pattern,
+                }
+            }
+            b'@' if self.at(1).is_some_and(|c| c.is_ascii_alphabetic())
+                && self.at(2) == Some(b'}') =>
+            {
+                let t = self.at(1).unwrap_or(b'Q') as char;
+                self.pos += 3;
+                ParamOp::Transform(t)
+            }
+            _ => return self.bad_subst(open),
+        };
+        Ok(make(param, sub, indirect, op))
+    }
+
+    fn clone_param_name(&mut self) -> Option<Param> {
+        let save = self.pos;
+        let p = self.param_name();
+        self.pos = save;
+        p
+    }
+
+    /// A `${...}` bash accepts when parsing and rejects when expanding: skip to its `}`.
+    #[inline(never)]
+    fn bad_subst(&mut self, open: usize) -> R<WordPart> {
+        let mut depth = 0usize;
+        while let Some(c) = self.at(0) {
+            self.pos += 1;
+            match c {
+                b'\\' => self.pos += 1,
+                b'{' => depth += 1,
+                b'}' if depth == 0 => {
+                    let end = self.pos.min(self.src.len());
+                    return Ok(WordPart::BadSubst(lossy(&self.src[open..end])));
+                }
+                b'}' => depth -= 1,
+                b'\'' | b'"' => {
+                    while self.at(0).is_some_and(|d| d != c) {
+                        self.pos += 1;
+                    }
+                    self.pos += 1;
+                }
+                _ => {}
+            }
+        }
+        Err(self.unclosed(open, "}"))
+    }
+
+    // ----- arithmetic -----
+
+    /// At `((`: an arithmetic expression up to `))`, or `None` (position unchanged) when the
+    /// parentheses turn out to be nested subshells or a command substitution.
+    #[inline(never)]
+    fn try_dparen(&mut self) -> R<Option<Arith>> {
+        let open = self.pos;
+        if self.not_arith.contains(&open) {
+            return Ok(None);
+        }
+        let pending = self.pending.clone();
+        self.pos += 2;
+        let start = self.pos;
+        match self.nested(|p| p.arith_tokens(ArithEnd::DParen, open))? {
+            Some((tokens, end, _)) => Ok(Some(self.finish_arith(tokens, start, end)?)),
+            None => {
+                self.not_arith.insert(open);
+                self.pending = pending;
+                self.pos = open;
+                Ok(None)
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn finish_arith(&self, tokens: Vec<Token>, start: usize, end: usize) -> R<Arith> {
+        let source = lossy(&self.src[start..end]);
+        let budget = MAX_DEPTH.saturating_sub(self.depth);
+        match arith::parse_tokens(tokens, &source, budget) {
+            Ok(expr) => Ok(Arith { source, expr }),
+            Err(arith::TooDeep) => Err(self.err_at(start, DEPTH_MESSAGE)),
+        }
+    }
+
+    /// Stage one of arithmetic: tokens up to the end marker. Returns the tokens, where the
+    /// expression text ends, and the byte that ended it; `None` for a `((` that is no
+    /// arithmetic.
+    #[inline(never)]
+    fn arith_tokens(&mut self, end: ArithEnd, open: usize) -> R<Option<(Vec<Token>, usize, u8)>> {
+        let start = self.pos;
+        let mut tokens = Vec::new();
+        let (mut parens, mut brackets, mut ternary) = (0usize, 0usize, 0usize);
+        let closer = match end {
+            ArithEnd::Colon | ArithEnd::Brace => "}",
+            ArithEnd::Bracket => "]",
+            _ => ")",
+        };
+        loop {
+            while let Some(c) = self.at(0) {
+                if matches!(c, b' ' | b'\t' | b'\n') {
+                    self.pos += 1;
+                } else if c == b'\\' && self.at(1) == Some(b'\n') {
+                    self.pos += 2;
+                } else {
+                    break;
+                }
+            }
+            let here = self.pos;
+            let Some(c) = self.at(0) else {
+                if end == ArithEnd::Eof {
+                    return Ok(Some((tokens, here, 0)));
+                }
+                return Err(self.unclosed(open, closer));
+            };
+            match (end, c) {
+                (ArithEnd::DParen | ArithEnd::Semi, b')') if parens == 0 => {
+                    if end == ArithEnd::DParen && self.at(1) == Some(b')') {
+                        self.pos += 2;
+                        return Ok(Some((tokens, here, c)));
+                    }
+                    return Ok(None);
+                }
+                (ArithEnd::Semi, b';') if parens == 0 => {
+                    self.pos += 1;
+                    return Ok(Some((tokens, here, c)));
+                }
+                (ArithEnd::Colon, b':') if parens == 0 && ternary == 0 => {
+                    self.pos += 1;
+                    return Ok(Some((tokens, here, c)));
+                }
+                (ArithEnd::Colon | ArithEnd::Brace, b'}') if parens == 0 => {
+                    self.pos += 1;
+                    return Ok(Some((tokens, here, c)));
+                }
+                (ArithEnd::Bracket, b']') if brackets == 0 => {
+                    self.pos += 1;
+                    return Ok(Some((tokens, here, c)));
+                }
+                _ => {}
+            }
+            let tok = if c.is_ascii_digit() {
+                let mut i = 1;
+                while self
+                    .at(i)
+                    .is_some_and(|d| d.is_ascii_alphanumeric() || matches!(d, b'_' | b'#' | b'@'))
+                {
+                    i += 1;
+                }
+                let raw = lossy(&self.src[here..here + i]);
+                self.pos += i;
+                Tok::Num(raw)
+            } else if is_name_start(c) {
+                let mut i = 1;
+                while self.at(i).is_some_and(is_name_char) {
+                    i += 1;
+                }
+                let raw = lossy(&self.src[here..here + i]);
+                self.pos += i;
+                Tok::Ident(raw)
+            } else if c == b'$' {
+                match self.dollar(true)? {
+                    Some(p) => Tok::Word(Word { parts: vec![p] }),
+                    None => {
+                        self.pos += 1;
+                        Tok::Bad
+                    }
+                }
+            } else if c == b'"' {
+                let p = self.double_quoted()?;
+                Tok::Word(Word { parts: vec![p] })
+            } else if c == b'`' {
+                let p = self.backtick(false)?;
+                Tok::Word(Word { parts: vec![p] })
+            } else if c == b'\'' {
+                let Some(close) = self.src[here + 1..].iter().position(|&d| d == b'\'') else {
+                    return Err(self.unclosed(here, "'"));
+                };
+                self.pos = here + close + 2;
+                Tok::Bad
+            } else if let Some(op) = OPERATORS.iter().find(|o| self.starts(o)) {
+                self.pos += op.len();
+                match *op {
+                    "(" => {
+                        parens += 1;
+                        if self.depth + parens > MAX_DEPTH {
+                            return Err(self.err_at(here, DEPTH_MESSAGE));
+                        }
+                    }
+                    ")" => parens = parens.saturating_sub(1),
+                    "[" => brackets += 1,
+                    "]" => brackets = brackets.saturating_sub(1),
+                    "?" => ternary += 1,
+                    ":" => ternary = ternary.saturating_sub(1),
+                    _ => {}
+                }
+                Tok::Op(op)
+            } else {
+                self.pos += utf8_len(&self.src[here..]);
+                Tok::Bad
+            };
+            tokens.push(Token {
+                tok,
+                start: here - start,
+            });
+        }
+    }
+
+    // ----- brace expansion -----
+
+    /// Finds brace expansions in a parsed word. Matching braces are paired in one pass with a
+    /// stack, so a word full of unmatched `{` stays linear.
+    #[inline(never)]
+    fn braces(&self, parts: Vec<WordPart>) -> R<Vec<WordPart>> {
+        let has_brace = parts
+            .iter()
+            .any(|p| matches!(p, WordPart::Literal(s) if s.contains('{')));
+        if !has_brace {
+            return Ok(parts);
+        }
+        let mut atoms: Vec<Atom> = Vec::new();
+        for p in parts {
+            match p {
+                WordPart::Literal(s) => atoms.extend(s.bytes().map(Atom::Ch)),
+                other => atoms.push(Atom::Part(Some(other))),
+            }
+        }
+        let mut pairs: Vec<Option<(usize, Vec<usize>)>> = vec![None; atoms.len()];
+        let mut stack: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (i, a) in atoms.iter().enumerate() {
+            match a {
+                Atom::Ch(b'{') => stack.push((i, Vec::new())),
+                Atom::Ch(b',') => {
+                    if let Some(top) = stack.last_mut() {
+                        top.1.push(i);
+                    }
+                }
+                Atom::Ch(b'}') => {
+                    if let Some((o, commas)) = stack.pop() {
+                        pairs[o] = Some((i, commas));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let budget = MAX_DEPTH.saturating_sub(self.depth);
+        let n = atoms.len();
+        build_braces(&mut atoms, &pairs, 0, n, budget)
+            .ok_or_else(|| self.err_at(self.pos, DEPTH_MESSAGE))
+    }
+}
+
+enum Atom {
+    Ch(u8),
+    Part(Option<WordPart>),
+}
+
+/// Builds the parts of `atoms[lo..hi]`; `None` when nesting exceeds `budget`.
+fn build_braces(
+    atoms: &mut [Atom],
+    pairs: &[Option<(usize, Vec<usize>)>],
+    lo: usize,
+    hi: usize,
+    budget: usize,
+) -> Option<Vec<WordPart>> {
+    let mut out = Vec::new();
+    let mut lit: Vec<u8> = Vec::new();
+    let flush = |out: &mut Vec<WordPart>, lit: &mut Vec<u8>| {
+        if !lit.is_empty() {
+            out.push(WordPart::Literal(lossy(lit)));
+            lit.clear();
+        }
+    };
+    let mut i = lo;
+    while i < hi {
+        match &mut atoms[i] {
+            Atom::Ch(b'{') => {
+                if let Some((close, commas)) = &pairs[i] {
+                    let close = *close;
+                    if !commas.is_empty() {
+                        if budget == 0 {
+                            return None;
+                        }
+                        let mut bounds = vec![i];
+                        bounds.extend(commas.iter().copied());
+                        bounds.push(close);
+                        let mut alts = Vec::new();
+                        for w in bounds.windows(2) {
+                            let parts = build_braces(atoms, pairs, w[0] + 1, w[1], budget - 1)?;
+                            alts.push(Word { parts });
+                        }
+                        flush(&mut out, &mut lit);
+                        out.push(WordPart::Brace(BraceExp::List(alts)));
+                        i = close + 1;
+                        continue;
+                    }
+                    if let Some(seq) = brace_seq(&atoms[i + 1..close]) {
+                        flush(&mut out, &mut lit);
+                        out.push(WordPart::Brace(seq));
+                        i = close + 1;
+                        continue;
+                    }
+                }
+                lit.push(b'{');
+            }
+            Atom::Ch(c) => lit.push(*c),
+            Atom::Part(p) => {
+                flush(&mut out, &mut lit);
+                if let Some(p) = p.take() {
+                    out.push(p);
+                }
+            }
+        }
+        i += 1;
+    }
+    flush(&mut out, &mut lit);
+    Some(out)
+}
+
+fn brace_seq(atoms: &[Atom]) -> Option<BraceExp> {
+    let mut s = Vec::with_capacity(atoms.len());
+    for a in atoms {
+        match a {
+            Atom::Ch(c) => s.push(*c),
+            Atom::Part(_) => return None,
+        }
+    }
+    let s = std::str::from_utf8(&s).ok()?;
+    let fields: Vec<&str> = s.split("..").collect();
+    if !(2..=3).contains(&fields.len()) {
+        return None;
+    }
+    let is_int = |f: &str| {
+        let d = f.strip_prefix('-').unwrap_or(f);
+        !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit())
+    };
+    let is_char = |f: &str| f.len() == 1 && f.as_bytes()[0].is_ascii_alphabetic();
+    let ok = (is_int(fields[0]) && is_int(fields[1])) || (is_char(fields[0]) && is_char(fields[1]));
+    if !ok || (fields.len() == 3 && !is_int(fields[2])) {
+        return None;
+    }
+    Some(BraceExp::Seq {
+        start: fields[0].to_string(),
+        end: fields[1].to_string(),
+        step: fields.get(2).map(|s| s.to_string()),
+    })
+}
+
+fn simple_param(param: Param) -> WordPart {
+    WordPart::Param(Box::new(ParamExp {
+        param,
+        subscript: None,
+        indirect: false,
+        op: ParamOp::None,
+    }))
+}
+
+fn colon_op(kind: Option<u8>, colon: bool, word: Word) -> ParamOp {
+    match kind {
+        Some(b'-') => ParamOp::Default { colon, word },
+        Some(b'=') => ParamOp::Assign { colon, word },
+        Some(b'?') => ParamOp::Error { colon, word },
+        _ => ParamOp::Alternate { colon, word },
+    }
+}
+
+fn utf8_len(b: &[u8]) -> usize {
+    match b.first() {
+        None => 0,
+        Some(&c) if c < 0x80 => 1,
+        Some(&c) => {
+            let n = if c >= 0xF0 {
+                4
+            } else if c >= 0xE0 {
+                3
+            } else {
+                2
+            };
+            // Only continuation bytes belong to the character; stop early on malformed input.
+            1 + b[1..]
+                .iter()
+                .take(n - 1)
+                .take_while(|&&d| d & 0xC0 == 0x80)
+                .count()
+        }
+    }
+}
+
+/// The delimiter of a here-document: its word with quotes removed (no expansion happens).
+fn remove_quotes(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < raw.len() {
+        match raw[i] {
+            b'\'' => {
+                i += 1;
+                while i < raw.len() && raw[i] != b'\'' {
+                    out.push(raw[i]);
+                    i += 1;
+                }
+            }
+            b'"' => {
+                i += 1;
+                while i < raw.len() && raw[i] != b'"' {
+                    if raw[i] == b'\\'
+                        && i + 1 < raw.len()
+                        && matches!(raw[i + 1], b'$' | b'`' | b'"' | b'\\')
+                    {
+                        i += 1;
+                    }
+                    out.push(raw[i]);
+                    i += 1;
+                }
+            }
+            b'\\' if i + 1 < raw.len() => {
+                i += 1;
+                out.push(raw[i]);
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    out
+}
