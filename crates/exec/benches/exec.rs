@@ -26,9 +26,9 @@ fn runs(c: &mut Criterion) {
         ("true", vec!["true"], Bytes::new()),
         ("cat_1KiB_file", vec!["cat", "/home/user/kib"], Bytes::new()),
         ("wc_c_1KiB_stdin", vec!["wc", "-c"], kib.clone()),
-        ("spin_guest_module_true", vec!["true"], Bytes::new()),
+        ("small_module_flood_0", vec!["true"], Bytes::new()),
     ] {
-        let tool = if name == "spin_guest_module_true" {
+        let tool = if name == "small_module_flood_0" {
             "flood"
         } else {
             argv[0]
