@@ -16,6 +16,7 @@ use wasmer::{
 };
 
 use crate::Door;
+use crate::run::RunGuard;
 use crate::stdio::CancelToken;
 
 /// Largest request frame read from a guest.
@@ -43,6 +44,7 @@ pub trait HostDoor: Send + Sync {
 pub struct DoorFault(pub String);
 
 pub(crate) struct DoorEnv {
+    guard: Arc<RunGuard>,
     door: Option<Door>,
     cancel: CancelToken,
     calls: Arc<AtomicU64>,
@@ -59,6 +61,7 @@ pub(crate) fn define(
     door: Option<Door>,
     cancel: CancelToken,
     calls: Arc<AtomicU64>,
+    guard: Arc<RunGuard>,
 ) -> Option<FunctionEnv<DoorEnv>> {
     let wanted = module
         .imports()
@@ -69,6 +72,7 @@ pub(crate) fn define(
     let env = FunctionEnv::new(
         store,
         DoorEnv {
+            guard,
             door,
             cancel,
             calls,
@@ -108,6 +112,7 @@ fn door_call(
         return HOST_FAULT;
     };
     let cancel = data.cancel.clone();
+    let guard = data.guard.clone();
     data.calls.fetch_add(1, Ordering::SeqCst);
     let index = door.next_index();
 
@@ -134,7 +139,7 @@ fn door_call(
     let Ok(answer_len) = i32::try_from(answer.len()) else {
         return HOST_FAULT;
     };
-    let ptr = match alloc.call(&mut store, answer_len) {
+    let ptr = match guard.nested(|| alloc.call(&mut store, answer_len)) {
         Ok(p) if p != 0 => p as u32,
         _ => return HOST_FAULT,
     };

@@ -40,6 +40,10 @@ pub enum ExecError {
     Compile(String),
     #[error("cannot set up the program: {0}")]
     Setup(String),
+    /// wasmer or wasix panicked during the run; the panic was contained and the run reported
+    /// as failed instead of taking the caller's thread down.
+    #[error("internal error while running the program: {0}")]
+    Internal(String),
 }
 
 /// How a run ended.
@@ -287,6 +291,18 @@ impl Exec {
     /// failure to set the run up is reported as [`ExecError::Setup`].
     pub fn run(&self, program: &Program, spec: RunSpec) -> Result<Outcome, ExecError> {
         let engine = self.engine_for(spec.memory_limit);
-        run::run(process(), engine, program, spec)
+        // A server runs many sandboxes on shared threads: an engine bug must cost one run,
+        // not the process.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run::run(process(), engine, program, spec)
+        }))
+        .unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(ExecError::Internal(what))
+        })
     }
 }

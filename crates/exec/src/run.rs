@@ -1,7 +1,7 @@
 //! One run: build the WASI environment over the VFS, instantiate, call the entry point under a
 //! watchdog, and classify how it ended.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -77,7 +77,8 @@ pub(crate) fn run(
         .import_object(&mut store, &program.module)
         .map_err(setup)?;
     let late_memory = LateMemory::default();
-    wrap_imports(&mut store, &mut imports, &errno, &late_memory);
+    let guard = Arc::new(RunGuard::default());
+    wrap_imports(&mut store, &mut imports, &errno, &late_memory, &guard);
     let calls = Arc::new(AtomicU64::new(0));
     let door_env = door::define(
         &mut store,
@@ -86,6 +87,7 @@ pub(crate) fn run(
         spec.door,
         spec.cancel.clone(),
         calls.clone(),
+        guard.clone(),
     );
 
     let instance = match Instance::new(&mut store, &program.module, &imports) {
@@ -119,6 +121,7 @@ pub(crate) fn run(
         spec.cancel.clone(),
         store.interrupter(),
         wasi_process,
+        guard,
     );
     let result = call_entry(&mut store, &instance, spec.entry.as_deref());
     let fired = watchdog.finish();
@@ -259,6 +262,46 @@ const LOSSY: &[WasiErrno] = &[
 /// relative to either start at the sandbox's `/`.
 const ROOT_FDS: [i32; 2] = [3, 4];
 
+/// Keeps the store interrupt and host functions that call back into the instance apart.
+///
+/// Wrapped WASI calls and the door call the instance again from inside a host function
+/// (`Function::call`). A store interrupt that lands in such a nested call corrupts wasmer's
+/// per-thread store bookkeeping (observed as a panic, "Mismatched store context access"). So
+/// the watchdog first sets `stopping`, then interrupts only while no nested call is running;
+/// a host function increments `in_host` before checking `stopping`, and once stopping refuses
+/// to call in at all and traps instead. With sequentially consistent order on both sides,
+/// either the host function sees `stopping` or the watchdog sees it inside.
+#[derive(Default)]
+pub(crate) struct RunGuard {
+    stopping: AtomicBool,
+    in_host: AtomicU32,
+}
+
+impl RunGuard {
+    /// Runs `call` unless the run is being stopped, in which case the guest traps.
+    pub(crate) fn nested<T>(
+        &self,
+        call: impl FnOnce() -> Result<T, RuntimeError>,
+    ) -> Result<T, RuntimeError> {
+        self.in_host.fetch_add(1, Ordering::SeqCst);
+        let result = if self.stopping.load(Ordering::SeqCst) {
+            Err(RuntimeError::new("run stopped"))
+        } else {
+            call()
+        };
+        self.in_host.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+
+    fn begin_stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    fn may_interrupt(&self) -> bool {
+        self.in_host.load(Ordering::SeqCst) == 0
+    }
+}
+
 /// The instance's memory, known once the instance exists (after the imports are made).
 pub(crate) type LateMemory = Arc<OnceLock<Memory>>;
 
@@ -267,6 +310,7 @@ struct FixEnv {
     slot: Arc<ErrnoSlot>,
     memory: LateMemory,
     fix: Fix,
+    guard: Arc<RunGuard>,
 }
 
 fn wrap_imports(
@@ -274,6 +318,7 @@ fn wrap_imports(
     imports: &mut Imports,
     slot: &Arc<ErrnoSlot>,
     memory: &LateMemory,
+    guard: &Arc<RunGuard>,
 ) {
     let targets: Vec<(String, String, Function, Fix)> = imports
         .iter()
@@ -295,6 +340,7 @@ fn wrap_imports(
                 slot: slot.clone(),
                 memory: memory.clone(),
                 fix,
+                guard: guard.clone(),
             },
         );
         let wrapped = Function::new_with_env(store, &env, ty, call_fixed);
@@ -307,6 +353,7 @@ fn call_fixed(mut env: FunctionEnvMut<FixEnv>, args: &[Value]) -> Result<Vec<Val
     let original = data.original.clone();
     let slot = data.slot.clone();
     let fix = data.fix;
+    let guard = data.guard.clone();
     let memory = data.memory.get().cloned();
     slot.clear();
 
@@ -317,15 +364,15 @@ fn call_fixed(mut env: FunctionEnvMut<FixEnv>, args: &[Value]) -> Result<Vec<Val
                 Some((at, original_bytes, new_len)) => {
                     let mut args = args.to_vec();
                     args[len] = Value::I32(new_len as i32);
-                    let result = original.call(&mut store, &args);
+                    let result = guard.nested(|| original.call(&mut store, &args));
                     // The guest's string is put back as it was.
                     let _ = memory.view(&store).write(at, &original_bytes);
                     result?.into_vec()
                 }
-                None => original.call(&mut store, args)?.into_vec(),
+                None => guard.nested(|| original.call(&mut store, args))?.into_vec(),
             }
         }
-        _ => original.call(&mut store, args)?.into_vec(),
+        _ => guard.nested(|| original.call(&mut store, args))?.into_vec(),
     };
 
     if let Some(Value::I32(code)) = out.first_mut() {
@@ -440,6 +487,7 @@ impl Watchdog {
         cancel: CancelToken,
         interrupter: wasmer::Interrupter,
         process: WasiProcess,
+        guard: Arc<RunGuard>,
     ) -> Self {
         let shared = Arc::new(WatchShared {
             state: Mutex::new(WatchState::default()),
@@ -450,7 +498,7 @@ impl Watchdog {
         let s = shared.clone();
         let thread = thread::Builder::new()
             .name("wasmsand-watchdog".into())
-            .spawn(move || watch(&s, deadline, &cancel, &interrupter, &process))
+            .spawn(move || watch(&s, deadline, &cancel, &interrupter, &process, &guard))
             .ok();
         Self { shared, thread }
     }
@@ -475,6 +523,7 @@ fn watch(
     cancel: &CancelToken,
     interrupter: &wasmer::Interrupter,
     process: &WasiProcess,
+    guard: &RunGuard,
 ) {
     let mut st = shared.state.lock();
     loop {
@@ -499,12 +548,15 @@ fn watch(
         }
     }
     drop(st);
+    guard.begin_stop();
     // Everything sharing the token (other pipeline stages, pipes, the door) stops too.
     cancel.cancel();
     process.signal_process(Signal::Sigkill);
     let mut pause = Duration::from_micros(200);
     loop {
-        interrupter.interrupt();
+        if guard.may_interrupt() {
+            interrupter.interrupt();
+        }
         let mut st = shared.state.lock();
         if st.done {
             return;

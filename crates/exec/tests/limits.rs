@@ -171,3 +171,17 @@ fn output_cap_applies_while_running_with_streaming() {
     assert_eq!(*chunks.lock(), 1000, "streamed exactly what was kept");
     assert!(buf.snapshot().truncated());
 }
+
+#[test]
+fn deadline_lands_safely_while_a_guest_makes_syscalls_nonstop() {
+    // `cat /dev/zero > /dev/null` spends its time in wrapped WASI calls that call back into
+    // the instance; stopping it must never catch it inside one (see `RunGuard`).
+    for _ in 0..40 {
+        let vfs = vfs();
+        let mut s = RunSpec::new(vfs.clone(), ["cat", "/dev/zero"]);
+        s.deadline = Some(Instant::now() + Duration::from_millis(15));
+        let out = exec().run(&program("cat"), s).unwrap();
+        assert_eq!(out.exit, Exit::TimedOut);
+        assert_eq!(run(&vfs, &["true"], b"").exit, Exit::Code(0));
+    }
+}
