@@ -1229,28 +1229,29 @@ impl<'a> Parser<'a> {
     }
 
     fn cond_or(&mut self) -> R<CondExpr> {
-        let mut lhs = self.cond_and()?;
-        loop {
-            self.cond_skip();
-            if !self.starts("||") {
-                return Ok(lhs);
-            }
-            self.pos += 2;
-            let rhs = self.cond_and()?;
-            lhs = CondExpr::Or(Box::new(lhs), Box::new(rhs));
-        }
+        self.cond_chain("||", Self::cond_and, CondExpr::Or)
     }
 
     fn cond_and(&mut self) -> R<CondExpr> {
-        let mut lhs = self.cond_term()?;
+        self.cond_chain("&&", Self::cond_term, CondExpr::And)
+    }
+
+    /// One left-associative level of `[[ ]]`: `operand (op operand)*`.
+    fn cond_chain(
+        &mut self,
+        op: &str,
+        operand: fn(&mut Self) -> R<CondExpr>,
+        join: fn(Box<CondExpr>, Box<CondExpr>) -> CondExpr,
+    ) -> R<CondExpr> {
+        let mut lhs = operand(self)?;
         loop {
             self.cond_skip();
-            if !self.starts("&&") {
+            if !self.starts(op) {
                 return Ok(lhs);
             }
-            self.pos += 2;
-            let rhs = self.cond_term()?;
-            lhs = CondExpr::And(Box::new(lhs), Box::new(rhs));
+            self.pos += op.len();
+            let rhs = operand(self)?;
+            lhs = join(Box::new(lhs), Box::new(rhs));
         }
     }
 

@@ -24,14 +24,19 @@ struct Entry {
     nlink: u64,
 }
 
+#[cfg(not(target_os = "wasi"))]
+fn metadata(path: &Path, follow: bool) -> io::Result<std::fs::Metadata> {
+    if follow {
+        std::fs::metadata(path)
+    } else {
+        std::fs::symlink_metadata(path)
+    }
+}
+
 #[cfg(unix)]
 fn probe(path: &Path, follow: bool) -> io::Result<Entry> {
     use std::os::unix::fs::MetadataExt;
-    let m = if follow {
-        std::fs::metadata(path)?
-    } else {
-        std::fs::symlink_metadata(path)?
-    };
+    let m = metadata(path, follow)?;
     Ok(Entry {
         is_dir: m.is_dir(),
         apparent: m.len(),
@@ -41,25 +46,12 @@ fn probe(path: &Path, follow: bool) -> io::Result<Entry> {
     })
 }
 
-/// std's WASI `MetadataExt` is unstable, so inode and link count come from wasi-libc's
-/// stat()/lstat(). One call per entry, as std's own metadata would cost.
+/// Inode and link count come from wasi-libc's stat()/lstat(); one call per entry, as std's
+/// own metadata would cost.
 #[cfg(target_os = "wasi")]
 fn probe(path: &Path, follow: bool) -> io::Result<Entry> {
     use std::os::wasi::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: `st` is plain data that stat() fills in; `c` outlives the call.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    let rc = unsafe {
-        if follow {
-            libc::stat(c.as_ptr(), &mut st)
-        } else {
-            libc::lstat(c.as_ptr(), &mut st)
-        }
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let st = guest_rt::wasi_stat(path.as_os_str().as_bytes(), follow)?;
     let kind = st.st_mode & libc::S_IFMT;
     let apparent = st.st_size as u64;
     let disk = if kind == libc::S_IFDIR {
@@ -82,11 +74,7 @@ fn probe(path: &Path, follow: bool) -> io::Result<Entry> {
 
 #[cfg(not(any(unix, target_os = "wasi")))]
 fn probe(path: &Path, follow: bool) -> io::Result<Entry> {
-    let m = if follow {
-        std::fs::metadata(path)?
-    } else {
-        std::fs::symlink_metadata(path)?
-    };
+    let m = metadata(path, follow)?;
     Ok(Entry {
         is_dir: m.is_dir(),
         apparent: m.len(),

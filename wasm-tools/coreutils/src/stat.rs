@@ -48,21 +48,11 @@ fn info(m: &Metadata, _path: &str, _follow: bool) -> Info {
     }
 }
 
-/// std's WASI `MetadataExt` is unstable, so device, inode, link count and ctime come from
-/// wasi-libc's stat()/lstat().
+/// Device, inode, link count and ctime, which std's WASI metadata does not give.
 #[cfg(target_os = "wasi")]
 fn raw_stat(path: &str, follow: bool) -> Option<(u64, u64, u64, (i64, u32))> {
-    let c = std::ffi::CString::new(path).ok()?;
-    // SAFETY: `st` is plain data that stat() fills in; `c` outlives the call.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    let rc = unsafe {
-        if follow {
-            libc::stat(c.as_ptr(), &mut st)
-        } else {
-            libc::lstat(c.as_ptr(), &mut st)
-        }
-    };
-    (rc == 0).then_some((
+    let st = guest_rt::wasi_stat(path.as_bytes(), follow).ok()?;
+    Some((
         st.st_dev as u64,
         st.st_ino as u64,
         st.st_nlink as u64,

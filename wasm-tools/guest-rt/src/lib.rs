@@ -35,6 +35,27 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
+/// `stat()` (or `lstat()` without `follow`) through wasi-libc: std's WASI `MetadataExt` is
+/// unstable, so this is where inode, device, link count and ctime come from.
+#[cfg(target_os = "wasi")]
+pub fn wasi_stat(path: &[u8], follow: bool) -> std::io::Result<libc::stat> {
+    let c = std::ffi::CString::new(path)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: `st` is plain data that stat() fills in; `c` outlives the call.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let rc = unsafe {
+        if follow {
+            libc::stat(c.as_ptr(), &mut st)
+        } else {
+            libc::lstat(c.as_ptr(), &mut st)
+        }
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
