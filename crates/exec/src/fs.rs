@@ -324,6 +324,34 @@ impl OpenFile {
         }
     }
 
+    /// Reads at the shared offset, from the host (a shell builtin such as `read`).
+    pub fn read(&self, buf: &mut [u8]) -> Result<usize, VfsError> {
+        let mut pos = self.pos.lock();
+        let data = self.vfs.lock().read_at(&self.path, *pos, buf.len())?;
+        buf[..data.len()].copy_from_slice(&data);
+        *pos += data.len() as u64;
+        Ok(data.len())
+    }
+
+    /// Writes all of `data` at the shared offset (at the end with `append`), from the host.
+    pub fn write(&self, data: &[u8]) -> Result<(), VfsError> {
+        let mut pos = self.pos.lock();
+        let mut vfs = self.vfs.lock();
+        if self.append {
+            *pos = vfs.stat(&self.path)?.size;
+        }
+        let mut done = 0;
+        while done < data.len() {
+            done += vfs.write_at(&self.path, *pos + done as u64, &data[done..])?;
+        }
+        *pos += done as u64;
+        Ok(())
+    }
+
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
     /// A handle for one run, reporting failures into that run's errno slot.
     pub(crate) fn handle(&self, errno: Arc<ErrnoSlot>) -> VfsFile {
         VfsFile {

@@ -30,7 +30,8 @@ pub use door::{DoorFault, HostDoor};
 pub use engine::WASM_PAGE;
 pub use fs::{OpenFile, SharedVfs};
 pub use stdio::{
-    CancelToken, Input, Output, OutputBuffer, PIPE_CAPACITY, PipeReader, PipeWriter, pipe,
+    CancelToken, ChunkCallback, Input, Output, OutputBuffer, PIPE_CAPACITY, PipeReader, PipeWriter,
+    pipe,
 };
 
 /// Why a program could not be run at all.

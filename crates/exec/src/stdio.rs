@@ -77,7 +77,7 @@ impl fmt::Debug for CancelToken {
 struct PipeState {
     buf: VecDeque<u8>,
     writers: usize,
-    reader_open: bool,
+    readers: usize,
 }
 
 struct PipeShared {
@@ -105,7 +105,7 @@ pub fn pipe(capacity: usize, cancel: &CancelToken) -> (PipeWriter, PipeReader) {
         state: Mutex::new(PipeState {
             buf: VecDeque::new(),
             writers: 1,
-            reader_open: true,
+            readers: 1,
         }),
         readable: Condvar::new(),
         writable: Condvar::new(),
@@ -152,7 +152,7 @@ impl PipeWriter {
             if s.cancel.is_cancelled() {
                 return Err(cancelled_error());
             }
-            if !st.reader_open {
+            if st.readers == 0 {
                 return Err(io::Error::new(io::ErrorKind::BrokenPipe, "broken pipe"));
             }
             let room = s.capacity - st.buf.len();
@@ -192,7 +192,8 @@ impl fmt::Debug for PipeWriter {
     }
 }
 
-/// The read end of a [`pipe`].
+/// The read end of a [`pipe`]. Cloning adds a reader (a shell's `{ read a; cat; }` shares
+/// one stdin between a builtin and the programs after it).
 pub struct PipeReader {
     shared: Arc<PipeShared>,
 }
@@ -242,12 +243,23 @@ impl PipeReader {
     }
 }
 
+impl Clone for PipeReader {
+    fn clone(&self) -> Self {
+        self.shared.state.lock().readers += 1;
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
 impl Drop for PipeReader {
     fn drop(&mut self) {
         let mut st = self.shared.state.lock();
-        st.reader_open = false;
-        st.buf.clear();
-        self.shared.writable.notify_all();
+        st.readers -= 1;
+        if st.readers == 0 {
+            st.buf.clear();
+            self.shared.writable.notify_all();
+        }
     }
 }
 

@@ -1,13 +1,221 @@
 //! The bash-subset shell of wasmsand.
 //!
-//! For now this crate holds the parser: [`parse`] turns a script into an [`ast::Script`] without
-//! any I/O or global state, never panics, and bounds its own recursion, so it can be fed
-//! untrusted input (and fuzzed). The interpreter will live next to it.
+//! [`parse`] turns a script into an [`ast::Script`] without any I/O or global state, never
+//! panics, and bounds its own recursion, so it can be fed untrusted input (and fuzzed).
+//! [`run`] interprets a script against a [`ShellState`] (one bash session: variables,
+//! functions, cwd, options) with builtins in the host and every other command run as a WASI
+//! program through `wasmsand-exec`, under the run's deadline and the shell's own limits.
 
 pub mod arith;
 pub mod ast;
+mod builtins;
 mod error;
+mod eval;
+mod execute;
+mod expand;
+mod interp;
 pub mod parser;
+pub mod pattern;
+pub mod printf;
+pub mod vars;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use wasmsand_exec::{CancelToken, Door, Exec, Input, Output, SharedVfs};
+
+pub use builtins::builtin_names;
 pub use error::ParseError;
+pub use interp::{Abort, Options, ShellLimits, ShellState};
 pub use parser::{MAX_DEPTH, parse, parse_arith};
+pub use vars::{ATTR_EXPORT, ATTR_INTEGER, ATTR_READONLY, Value, Var, Vars};
+
+/// The contents of `/bin/bash` and `/bin/sh` in a sandbox: the shell is built in, and running
+/// a file that starts with this runs it.
+pub const SHELL_MARKER: &[u8] = b"#!/bin/bash\n# wasmsand: the shell is built into the sandbox\n";
+
+use interp::{Fd, Fds, Flow, InSrc, Interp, R, Runtime, THREAD_STACK};
+
+/// What one run of a script may use.
+pub struct RunConfig {
+    pub exec: &'static Exec,
+    pub vfs: SharedVfs,
+    pub deadline: Option<Instant>,
+    /// Cancels the run from another thread (every program and wait of the run wakes up).
+    pub cancel: CancelToken,
+    /// Per-program memory cap.
+    pub memory_limit: Option<u64>,
+    /// The `host.call` door for programs that import it, shared by the whole run.
+    pub door: Option<Door>,
+    pub stdin: Input,
+    pub stdout: Output,
+    pub stderr: Output,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOutcome {
+    /// `$?` after the script (what `bash -c` would exit with).
+    pub status: i32,
+    /// Set when the run was stopped early: deadline, cancellation, or a shell limit.
+    pub abort: Option<Abort>,
+}
+
+/// Runs `source` as `bash -c` would, in the session `state`, which it updates (variables,
+/// functions, cwd, options and `$?` persist to the next run).
+pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
+    let stdin = match cfg.stdin {
+        Input::Empty => InSrc::Empty,
+        Input::Bytes(b) => InSrc::Bytes(Arc::new(Mutex::new((b, 0)))),
+        Input::Pipe(p) => InSrc::Pipe(p),
+        Input::File(f) => InSrc::File(f),
+    };
+    let mut fds = Fds::default();
+    fds.set(0, Some(Fd::In(stdin)));
+    fds.set(1, Some(Fd::Out(cfg.stdout)));
+    fds.set(2, Some(Fd::Out(cfg.stderr)));
+    let rt = Arc::new(Runtime {
+        exec: cfg.exec,
+        vfs: cfg.vfs,
+        deadline: cfg.deadline,
+        cancel: cfg.cancel,
+        memory_limit: cfg.memory_limit,
+        door: cfg.door,
+        live_jobs: AtomicUsize::new(0),
+        processes: AtomicUsize::new(0),
+        next_pid: AtomicU32::new(state.pid + 1),
+        abort: Mutex::new(None),
+        aborted: AtomicBool::new(false),
+        started: Instant::now(),
+        shell_pid: state.pid,
+    });
+    let taken = std::mem::replace(state, ShellState::new(&[], "/"));
+    let source = source.to_string();
+    let rt2 = rt.clone();
+    // The tree walk recurses with the script's nesting: give it a stack sized for the
+    // depth limits rather than whatever the caller's thread has.
+    let result = std::thread::Builder::new()
+        .name("wasmsand-shell".into())
+        .stack_size(THREAD_STACK)
+        .spawn(move || {
+            let mut it = Interp::new(taken, rt2, fds);
+            let status = run_top(&mut it, &source);
+            let status = it.finish_shell(status);
+            it.st.status = status;
+            (it.st.clone(), status)
+        })
+        .map_err(|e| e.to_string())
+        .and_then(|h| {
+            h.join()
+                .map_err(|_| "the shell thread panicked".to_string())
+        });
+    match result {
+        Ok((st, status)) => {
+            *state = st;
+            let abort = rt.abort.lock().clone();
+            RunOutcome { status, abort }
+        }
+        Err(e) => {
+            // The state went down with the thread: start the session afresh rather than
+            // leave it unusable.
+            *state = ShellState::new(&[], "/");
+            RunOutcome {
+                status: 1,
+                abort: Some(Abort::Limit(format!("internal error: {e}"))),
+            }
+        }
+    }
+}
+
+/// Parses and runs the script. A syntax error on line N still runs what comes before it,
+/// as bash reads `-c` text command by command.
+fn run_top(it: &mut Interp, source: &str) -> i32 {
+    match parse(source) {
+        Ok(script) => match run_items(it, &script) {
+            Ok(s) => s,
+            Err(f) => flow_status(it, f),
+        },
+        Err(e) => {
+            let prefix: String = source
+                .split_inclusive('\n')
+                .take(e.line.saturating_sub(1))
+                .collect();
+            if !prefix.trim().is_empty()
+                && let Ok(script) = parse(&prefix)
+            {
+                match run_items(it, &script) {
+                    Ok(_) => {}
+                    Err(f) => return flow_status(it, f),
+                }
+            }
+            it.err_raw(&format!("{}\n", e.render()));
+            2
+        }
+    }
+}
+
+fn flow_status(it: &mut Interp, f: Flow) -> i32 {
+    match f {
+        Flow::Exit(s) | Flow::Fatal(s) | Flow::Return(s) => s,
+        Flow::Break(_) | Flow::Continue(_) => it.st.status,
+        Flow::Abort(a) => match a {
+            Abort::Timeout => 124,
+            Abort::Cancelled => 130,
+            Abort::Limit(_) => 1,
+        },
+    }
+}
+
+/// The top-level list: a fatal error skips the rest of its line, then the script goes on.
+fn run_items(it: &mut Interp, script: &ast::Script) -> R {
+    let mut status = it.st.status;
+    let mut skip_through: Option<usize> = None;
+    for item in &script.items {
+        let line = item_line(item);
+        if let (Some(limit), Some(l)) = (skip_through, line)
+            && l <= limit
+        {
+            continue;
+        }
+        skip_through = None;
+        let one = ast::Script {
+            items: vec![item.clone()],
+        };
+        match it.run_script(&one) {
+            Ok(s) => status = s,
+            Err(Flow::Fatal(s)) => {
+                status = s;
+                it.st.status = s;
+                skip_through = Some(it.line.max(line.unwrap_or(0)));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(status)
+}
+
+fn item_line(item: &ast::ListItem) -> Option<usize> {
+    fn cmd_line(c: &ast::Command) -> Option<usize> {
+        match c {
+            ast::Command::Simple(s) => Some(s.line),
+            ast::Command::FunctionDef(f) => cmd_line(&f.body),
+            ast::Command::Compound(c, _) => match c {
+                ast::CompoundCommand::Group(s) | ast::CompoundCommand::Subshell(s) => {
+                    s.items.first().and_then(item_line)
+                }
+                ast::CompoundCommand::If { branches, .. } => branches
+                    .first()
+                    .and_then(|(c, _)| c.items.first())
+                    .and_then(item_line),
+                ast::CompoundCommand::While { cond, .. }
+                | ast::CompoundCommand::Until { cond, .. } => {
+                    cond.items.first().and_then(item_line)
+                }
+                _ => None,
+            },
+        }
+    }
+    item.and_or.first.commands.first().and_then(cmd_line)
+}

@@ -714,6 +714,22 @@ impl Vfs {
         self.clone()
     }
 
+    /// An O(1) copy of this tree under other limits, without its snapshots: how a prepared
+    /// template becomes a sandbox's filesystem. What exists now is the copy's initial layout
+    /// (it does not count against the file-count limit).
+    pub fn with_options(&self, options: VfsOptions) -> Vfs {
+        let fresh = Vfs::new(options);
+        Vfs {
+            tree: self.tree.clone(),
+            baseline_nodes: self.tree.nodes,
+            policy: fresh.policy,
+            snapshots: im::OrdMap::new(),
+            next_snapshot: 1,
+            next_ino: self.next_ino,
+            in_layout: false,
+        }
+    }
+
     /// Records the current tree in O(1) and returns its id.
     pub fn snapshot(&mut self) -> SnapshotId {
         let id = self.next_snapshot;

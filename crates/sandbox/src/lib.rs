@@ -1,0 +1,577 @@
+//! `wasmsand`: the sandbox users hold.
+//!
+//! A [`Sandbox`] is one bash session over an in-memory copy-on-write filesystem: `run` a
+//! command line and get a [`RunResult`]; read and write its files; snapshot and restore it;
+//! `fork` it in O(1) into an independent sandbox carrying every file, variable, function, the
+//! cwd and all limits. Builtins run in the host, every other command is a WASI program run by
+//! wasmer; nothing reaches the host's files, network or stdio.
+//!
+//! ```no_run
+//! use wasmsand::{Sandbox, SandboxOptions};
+//! let sb = Sandbox::new(SandboxOptions::default());
+//! let r = sb.run("echo hello | wc -c").unwrap();
+//! assert_eq!(r.stdout, "6\n");
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use wasmsand_exec::{CancelToken, ChunkCallback, Exec, ExecOptions, Input, Output, OutputBuffer};
+use wasmsand_shell::{Abort, ShellState};
+use wasmsand_vfs::{FileType, Vfs, VfsOptions};
+
+pub use wasmsand_model::{ErrorClass, Limits, LimitsPatch, RunResult, Truncated};
+pub use wasmsand_vfs::{Errno, VfsError};
+
+/// Where a sandbox starts and what its user can change.
+pub const HOME: &str = "/home/user";
+/// The only trees a sandbox may change; everything else is read-only (`EROFS`).
+pub const WRITABLE_PATHS: &[&str] = &["/home/user", "/tmp"];
+
+/// Guest programs built only to test the exec layer: not installed in sandboxes.
+const TEST_GUESTS: &[&str] = &["spin", "alloc", "flood"];
+
+/// How to make a sandbox.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxOptions {
+    pub limits: Limits,
+    /// Environment variables (exported) added to, or replacing, the defaults (`HOME`, `PATH`,
+    /// `USER`, `SHELL`, `LANG`, `TMPDIR`, `TERM`).
+    pub env: Vec<(String, String)>,
+    /// Where compiled modules are cached on disk (default: [`wasmsand_exec::default_cache_dir`]).
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Why a sandbox operation failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SandboxError {
+    #[error("sandbox has been destroyed")]
+    Destroyed,
+    #[error("{0}")]
+    Fs(#[from] VfsError),
+    #[error("unknown snapshot: {0}")]
+    UnknownSnapshot(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl SandboxError {
+    /// The errno of a filesystem error (`ENOENT`, ...), for callers that map it.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            SandboxError::Fs(e) => Some(e.errno),
+            _ => None,
+        }
+    }
+}
+
+pub type Result<T, E = SandboxError> = std::result::Result<T, E>;
+
+/// A snapshot handle (`snapshot()` / `restore(id)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SnapshotId(pub u64);
+
+impl std::fmt::Display for SnapshotId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl std::str::FromStr for SnapshotId {
+    type Err = SandboxError;
+    fn from_str(s: &str) -> Result<Self> {
+        s.parse()
+            .map(SnapshotId)
+            .map_err(|_| SandboxError::UnknownSnapshot(s.to_string()))
+    }
+}
+
+/// What `list` and `stat` report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileInfo {
+    pub name: String,
+    pub kind: FileKind,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    File,
+    Dir,
+    Symlink,
+}
+
+impl FileKind {
+    /// The wire spelling (`"file"`, `"dir"`, `"symlink"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileKind::File => "file",
+            FileKind::Dir => "dir",
+            FileKind::Symlink => "symlink",
+        }
+    }
+}
+
+/// Per-run options of [`Sandbox::run_with`].
+#[derive(Default, Clone)]
+pub struct RunOptions {
+    /// Overrides the sandbox's timeout for this run.
+    pub timeout_ms: Option<u64>,
+    /// Receives stdout chunks while the command runs.
+    pub on_stdout: Option<ChunkCallback>,
+    /// Receives stderr chunks while the command runs.
+    pub on_stderr: Option<ChunkCallback>,
+    /// Bytes given to the command as its standard input.
+    pub stdin: Option<Bytes>,
+}
+
+struct Inner {
+    shell: ShellState,
+    vfs: Arc<Mutex<Vfs>>,
+    /// Shell state at each snapshot; the files are in the VFS's own snapshots.
+    snapshots: BTreeMap<u64, ShellState>,
+}
+
+/// One sandbox: a shell session, its filesystem and its limits. `Send + Sync`: a server can
+/// share one between threads, and `cancel` works from any thread while `run` is going.
+pub struct Sandbox {
+    inner: Mutex<Option<Inner>>,
+    running: Mutex<Option<CancelToken>>,
+    destroyed: AtomicBool,
+    limits: Limits,
+    exec: &'static Exec,
+}
+
+/// The prepared filesystem every sandbox starts as: the standard layout with every tool in
+/// `/bin` and `/usr/bin`, its bytes shared with the embedded modules (never copied).
+fn template() -> &'static Vfs {
+    static T: OnceLock<Vfs> = OnceLock::new();
+    T.get_or_init(|| {
+        let mut vfs = Vfs::new(VfsOptions::default());
+        vfs.layout(|v| -> std::result::Result<(), VfsError> {
+            v.standard_layout()?;
+            v.mkdir_p("/usr/local/share")?;
+            for name in wasmsand_tools::tool_names() {
+                if TEST_GUESTS.contains(&name) {
+                    continue;
+                }
+                let Some(wasm) = wasmsand_tools::wasm_for_tool(name) else {
+                    continue;
+                };
+                let bytes = Bytes::from_static(wasm);
+                v.write_shared(&format!("/usr/bin/{name}"), bytes.clone(), 0o755)?;
+                v.write_shared(&format!("/bin/{name}"), bytes, 0o755)?;
+            }
+            // The shell is built in; these files let `ls /bin`, `which bash` and `#!` lines
+            // find it.
+            for path in ["/bin/bash", "/bin/sh", "/usr/bin/bash", "/usr/bin/sh"] {
+                v.write_shared(
+                    path,
+                    Bytes::from_static(wasmsand_shell::SHELL_MARKER),
+                    0o755,
+                )?;
+            }
+            v.write("/etc/hostname", "sandbox\n")?;
+            v.write(
+                "/etc/passwd",
+                "root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000:user:/home/user:/bin/bash\n",
+            )?;
+            Ok(())
+        })
+        .expect("the template layout fits in an empty tree");
+        vfs
+    })
+}
+
+fn exec_for(cache_dir: &Option<PathBuf>) -> &'static Exec {
+    static EXECS: OnceLock<Mutex<HashMap<PathBuf, &'static Exec>>> = OnceLock::new();
+    match cache_dir {
+        None => Exec::shared(),
+        Some(dir) => {
+            let mut map = EXECS.get_or_init(Default::default).lock();
+            map.entry(dir.clone()).or_insert_with(|| {
+                // One engine per distinct cache directory for the life of the process.
+                Box::leak(Box::new(Exec::new(ExecOptions {
+                    cache_dir: Some(dir.clone()),
+                    no_disk_cache: false,
+                })))
+            })
+        }
+    }
+}
+
+fn default_env() -> Vec<(String, String)> {
+    [
+        ("HOME", HOME),
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("USER", "user"),
+        ("LOGNAME", "user"),
+        ("SHELL", "/bin/bash"),
+        ("LANG", "C.UTF-8"),
+        ("TMPDIR", "/tmp"),
+        ("TERM", "dumb"),
+        ("HOSTNAME", "sandbox"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+impl Sandbox {
+    /// A new sandbox: an O(1) copy of the prepared template under these limits.
+    pub fn new(options: SandboxOptions) -> Sandbox {
+        let limits = options.limits.clone();
+        let vfs = template().with_options(VfsOptions {
+            max_file_count: Some(limits.file_count),
+            fs_limit_bytes: Some(limits.fs_bytes),
+            writable_paths: Some(WRITABLE_PATHS.iter().map(|s| s.to_string()).collect()),
+        });
+        let mut env = default_env();
+        for (k, v) in options.env {
+            env.retain(|(name, _)| *name != k);
+            env.push((k, v));
+        }
+        let mut shell = ShellState::new(&env, HOME);
+        // A sandbox is one long session, like an interactive shell: aliases work.
+        shell.opts.expand_aliases = true;
+        Sandbox {
+            inner: Mutex::new(Some(Inner {
+                shell,
+                vfs: Arc::new(Mutex::new(vfs)),
+                snapshots: BTreeMap::new(),
+            })),
+            running: Mutex::new(None),
+            destroyed: AtomicBool::new(false),
+            limits,
+            exec: exec_for(&options.cache_dir),
+        }
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    fn with_inner<T>(&self, f: impl FnOnce(&mut Inner) -> Result<T>) -> Result<T> {
+        let mut g = self.inner.lock();
+        match g.as_mut() {
+            Some(inner) => f(inner),
+            None => Err(SandboxError::Destroyed),
+        }
+    }
+
+    /// Runs a command line with the sandbox's limits.
+    pub fn run(&self, command: &str) -> Result<RunResult> {
+        self.run_with(command, RunOptions::default())
+    }
+
+    /// Runs a command line, streaming its output to callbacks while it runs.
+    pub fn run_streaming(
+        &self,
+        command: &str,
+        on_stdout: ChunkCallback,
+        on_stderr: ChunkCallback,
+    ) -> Result<RunResult> {
+        self.run_with(
+            command,
+            RunOptions {
+                on_stdout: Some(on_stdout),
+                on_stderr: Some(on_stderr),
+                ..Default::default()
+            },
+        )
+    }
+
+    pub fn run_with(&self, command: &str, opts: RunOptions) -> Result<RunResult> {
+        if self.destroyed.load(Ordering::SeqCst) {
+            return Err(SandboxError::Destroyed);
+        }
+        let len = command.len() as u64;
+        if len > self.limits.command_bytes {
+            return Ok(RunResult::refused(
+                format!(
+                    "command too long ({len} bytes, limit: {})",
+                    self.limits.command_bytes
+                ),
+                ErrorClass::LimitExceeded,
+            ));
+        }
+        let timeout = opts.timeout_ms.unwrap_or(self.limits.timeout_ms);
+        self.with_inner(|inner| {
+            let started = Instant::now();
+            let cancel = CancelToken::new();
+            *self.running.lock() = Some(cancel.clone());
+            let mut stdout = OutputBuffer::new(self.limits.stdout_bytes);
+            if let Some(cb) = opts.on_stdout {
+                stdout = stdout.with_callback(cb);
+            }
+            let mut stderr = OutputBuffer::new(self.limits.stderr_bytes);
+            if let Some(cb) = opts.on_stderr {
+                stderr = stderr.with_callback(cb);
+            }
+            let cfg = wasmsand_shell::RunConfig {
+                exec: self.exec,
+                vfs: inner.vfs.clone(),
+                deadline: Some(started + Duration::from_millis(timeout)),
+                cancel,
+                memory_limit: Some(self.limits.memory_bytes),
+                door: None,
+                stdin: match opts.stdin {
+                    Some(b) => Input::Bytes(b),
+                    None => Input::Empty,
+                },
+                stdout: Output::Buffer(stdout.clone()),
+                stderr: Output::Buffer(stderr.clone()),
+            };
+            let outcome = wasmsand_shell::run(&mut inner.shell, command, cfg);
+            *self.running.lock() = None;
+            let (status, class) = match &outcome.abort {
+                None => (outcome.status, None),
+                Some(Abort::Timeout) => {
+                    stderr.write(b"command timed out\n");
+                    (124, Some(ErrorClass::Timeout))
+                }
+                Some(Abort::Cancelled) => {
+                    stderr.write(b"command cancelled\n");
+                    (130, Some(ErrorClass::Cancelled))
+                }
+                Some(Abort::Limit(_)) => (
+                    if outcome.status == 0 {
+                        1
+                    } else {
+                        outcome.status
+                    },
+                    Some(ErrorClass::LimitExceeded),
+                ),
+            };
+            inner.shell.status = status;
+            let elapsed = started.elapsed().as_millis() as u64;
+            Ok(RunResult::from_streams(
+                status,
+                &stdout.take(),
+                &stderr.take(),
+                elapsed,
+                class,
+            ))
+        })
+    }
+
+    /// Stops the command running now (from another thread): it ends with `CANCELLED`.
+    pub fn cancel(&self) {
+        if let Some(c) = self.running.lock().as_ref() {
+            c.cancel();
+        }
+    }
+
+    fn abs(inner: &Inner, path: &str) -> String {
+        wasmsand_vfs::path::join(&inner.shell.cwd, path)
+    }
+
+    /// The whole content of a file.
+    pub fn read_file(&self, path: &str) -> Result<Bytes> {
+        self.with_inner(|i| Ok(i.vfs.lock().read(&Self::abs(i, path))?))
+    }
+
+    /// Writes a file, creating missing parent directories.
+    pub fn write_file(&self, path: &str, data: &[u8]) -> Result<()> {
+        self.with_inner(|i| {
+            let p = Self::abs(i, path);
+            let mut vfs = i.vfs.lock();
+            if let Some(parent) = parent_of(&p)
+                && !vfs.exists(&parent)
+            {
+                vfs.mkdir_p(&parent)?;
+            }
+            Ok(vfs.write(&p, data)?)
+        })
+    }
+
+    /// The entries of a directory, sorted by name.
+    pub fn list(&self, path: &str) -> Result<Vec<FileInfo>> {
+        self.with_inner(|i| {
+            let p = Self::abs(i, path);
+            let vfs = i.vfs.lock();
+            let entries = vfs.readdir_metadata(&p)?;
+            Ok(entries
+                .into_iter()
+                .map(|(name, m)| FileInfo {
+                    name,
+                    kind: kind_of(m.file_type),
+                    size: if m.file_type == FileType::Dir {
+                        0
+                    } else {
+                        m.size
+                    },
+                })
+                .collect())
+        })
+    }
+
+    pub fn stat(&self, path: &str) -> Result<FileInfo> {
+        self.with_inner(|i| {
+            let p = Self::abs(i, path);
+            let m = i.vfs.lock().lstat(&p)?;
+            let name = p
+                .rsplit('/')
+                .find(|s| !s.is_empty())
+                .unwrap_or("/")
+                .to_string();
+            Ok(FileInfo {
+                name,
+                kind: kind_of(m.file_type),
+                size: if m.file_type == FileType::Dir {
+                    0
+                } else {
+                    m.size
+                },
+            })
+        })
+    }
+
+    /// Creates a directory and any missing parents.
+    pub fn mkdir(&self, path: &str) -> Result<()> {
+        self.with_inner(|i| Ok(i.vfs.lock().mkdir_p(&Self::abs(i, path))?))
+    }
+
+    /// Removes a file, an empty directory, or (with `recursive`) a whole tree.
+    pub fn remove(&self, path: &str, recursive: bool) -> Result<()> {
+        self.with_inner(|i| {
+            let p = Self::abs(i, path);
+            let mut vfs = i.vfs.lock();
+            let m = vfs.lstat(&p)?;
+            if m.file_type == FileType::Dir {
+                if recursive {
+                    vfs.remove_recursive(&p)?;
+                } else {
+                    vfs.rmdir(&p)?;
+                }
+            } else {
+                vfs.unlink(&p)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// An environment variable of the session (`None` when unset).
+    pub fn get_env(&self, name: &str) -> Result<Option<String>> {
+        self.with_inner(|i| Ok(i.shell.vars.scalar(name).map(str::to_string)))
+    }
+
+    /// Sets and exports a variable, as `export NAME=value` would.
+    pub fn set_env(&self, name: &str, value: &str) -> Result<()> {
+        if !valid_name(name) {
+            return Err(SandboxError::Invalid(format!(
+                "invalid variable name: {name:?}"
+            )));
+        }
+        self.with_inner(|i| {
+            if i.shell
+                .vars
+                .get(name)
+                .is_some_and(|v| v.has(wasmsand_shell::ATTR_READONLY))
+            {
+                return Err(SandboxError::Invalid(format!("{name}: readonly variable")));
+            }
+            i.shell.vars.put(
+                name,
+                wasmsand_shell::Var {
+                    value: wasmsand_shell::Value::Str(value.to_string()),
+                    attrs: wasmsand_shell::ATTR_EXPORT,
+                },
+            );
+            Ok(())
+        })
+    }
+
+    /// The session's working directory.
+    pub fn cwd(&self) -> Result<String> {
+        self.with_inner(|i| Ok(i.shell.cwd.clone()))
+    }
+
+    /// Records files and shell state (variables, functions, cwd, options) in O(1).
+    pub fn snapshot(&self) -> Result<SnapshotId> {
+        self.with_inner(|i| {
+            let id = i.vfs.lock().snapshot();
+            i.snapshots.insert(id.0, i.shell.clone());
+            Ok(SnapshotId(id.0))
+        })
+    }
+
+    /// Puts files and shell state back as they were at `id`; the snapshot stays usable.
+    pub fn restore(&self, id: SnapshotId) -> Result<()> {
+        self.with_inner(|i| {
+            let Some(shell) = i.snapshots.get(&id.0).cloned() else {
+                return Err(SandboxError::UnknownSnapshot(id.to_string()));
+            };
+            i.vfs
+                .lock()
+                .restore(wasmsand_vfs::SnapshotId(id.0))
+                .map_err(|_| SandboxError::UnknownSnapshot(id.to_string()))?;
+            i.shell = shell;
+            Ok(())
+        })
+    }
+
+    /// An independent sandbox in O(1): same files, shell state, snapshots and limits; later
+    /// changes on either side are invisible to the other.
+    pub fn fork(&self) -> Result<Sandbox> {
+        self.with_inner(|i| {
+            let vfs = i.vfs.lock().cow_clone();
+            Ok(Sandbox {
+                inner: Mutex::new(Some(Inner {
+                    shell: i.shell.clone(),
+                    vfs: Arc::new(Mutex::new(vfs)),
+                    snapshots: i.snapshots.clone(),
+                })),
+                running: Mutex::new(None),
+                destroyed: AtomicBool::new(false),
+                limits: self.limits.clone(),
+                exec: self.exec,
+            })
+        })
+    }
+
+    /// Releases the sandbox; every later call fails with [`SandboxError::Destroyed`].
+    pub fn destroy(&self) {
+        self.destroyed.store(true, Ordering::SeqCst);
+        self.cancel();
+        *self.inner.lock() = None;
+    }
+
+    pub fn is_destroyed(&self) -> bool {
+        self.destroyed.load(Ordering::SeqCst)
+    }
+
+    /// Bytes and files the sandbox's filesystem uses.
+    pub fn usage(&self) -> Result<wasmsand_vfs::Usage> {
+        self.with_inner(|i| Ok(i.vfs.lock().usage()))
+    }
+}
+
+fn kind_of(t: FileType) -> FileKind {
+    match t {
+        FileType::Dir => FileKind::Dir,
+        FileType::Symlink => FileKind::Symlink,
+        FileType::File | FileType::CharDevice => FileKind::File,
+    }
+}
+
+fn parent_of(p: &str) -> Option<String> {
+    let t = p.trim_end_matches('/');
+    let i = t.rfind('/')?;
+    Some(if i == 0 {
+        "/".into()
+    } else {
+        t[..i].to_string()
+    })
+}
+
+fn valid_name(name: &str) -> bool {
+    let mut c = name.chars();
+    matches!(c.next(), Some(f) if f == '_' || f.is_ascii_alphabetic())
+        && c.all(|x| x == '_' || x.is_ascii_alphanumeric())
+}

@@ -1,0 +1,584 @@
+//! Evaluation of arithmetic (`$(( ))`, `(( ))`, `let`, subscripts) and of `[[ ]]` / `test`.
+
+use std::time::SystemTime;
+
+use crate::ast::*;
+use crate::expand::AErr;
+use crate::interp::{AssignKey, Flow, Interp, R};
+use crate::vars::Value;
+
+/// How deep variable values may refer to further expressions (`a=b; b=c; ...`).
+const MAX_ARITH_RECURSION: u32 = 1024;
+
+type AR<T = i64> = Result<T, AErr>;
+
+impl Interp {
+    /// Evaluates an arithmetic expression: `Ok(Err(msg))` for an arithmetic error the caller
+    /// reports its own way.
+    pub(crate) fn arith(&mut self, a: &Arith) -> R<Result<i64, String>> {
+        // bash substitutes `$x` textually before parsing (`a="1+2"; $(($a*3))` is 7): when
+        // the expression holds expansions, expand the source text and parse again.
+        let res = match &a.expr {
+            Err(m) => Err(AErr::Msg(m.clone())),
+            Ok(e) if contains_expansion(e) => self.arith_textual(a),
+            Ok(e) => self.eval_ax(e, 0, &a.source),
+        };
+        match res {
+            Ok(v) => Ok(Ok(v)),
+            Err(AErr::Msg(m)) => Ok(Err(m)),
+            Err(AErr::Flow(f)) => Err(f),
+        }
+    }
+
+    fn arith_textual(&mut self, a: &Arith) -> AR {
+        let parsed = crate::parse(&format!("echo \"{}\"", dq_escape(&a.source)));
+        let text = match parsed {
+            Ok(script) => {
+                let word = script
+                    .items
+                    .first()
+                    .and_then(|i| i.and_or.first.commands.first())
+                    .and_then(|c| match c {
+                        Command::Simple(sc) => sc.words.get(1).cloned(),
+                        _ => None,
+                    });
+                match word {
+                    Some(Arg::Word(w)) => self.expand_string(&w)?,
+                    _ => a.source.clone(),
+                }
+            }
+            Err(_) => a.source.clone(),
+        };
+        self.eval_arith_text(&text)
+    }
+
+    /// An arithmetic error inside a word expansion ends the (sub)shell, as in bash.
+    pub(crate) fn arith_or_exit(&mut self, a: &Arith) -> R<i64> {
+        match self.arith(a)? {
+            Ok(v) => Ok(v),
+            Err(m) => {
+                self.err(&m);
+                Err(Flow::Fatal(1))
+            }
+        }
+    }
+
+    /// Evaluates text as an expression (variable values, subscripts, `let`, `declare -i`).
+    pub(crate) fn eval_arith_text(&mut self, text: &str) -> AR {
+        self.eval_text_depth(text, 0)
+    }
+
+    /// For callers that cannot propagate control flow (attribute-driven assignment).
+    pub(crate) fn eval_arith_str(&mut self, text: &str) -> Result<i64, String> {
+        match self.eval_arith_text(text) {
+            Ok(v) => Ok(v),
+            Err(AErr::Msg(m)) => Err(m),
+            Err(AErr::Flow(_)) => Err(format!("{text}: expression error")),
+        }
+    }
+
+    fn eval_text_depth(&mut self, text: &str, depth: u32) -> AR {
+        let t = text.trim();
+        if t.is_empty() {
+            return Ok(0);
+        }
+        if let Ok(v) = t.parse::<i64>() {
+            return Ok(v);
+        }
+        if depth > MAX_ARITH_RECURSION {
+            return Err(AErr::Msg(format!(
+                "{t}: expression recursion level exceeded (error token is \"{t}\")"
+            )));
+        }
+        match crate::parse_arith(t) {
+            Ok(a) => match &a.expr {
+                Ok(e) => {
+                    let e = e.clone();
+                    self.eval_ax(&e, depth + 1, t)
+                }
+                Err(m) => Err(AErr::Msg(m.clone())),
+            },
+            Err(e) => Err(AErr::Msg(format!("{t}: {}", e.message))),
+        }
+    }
+
+    fn var_num(&mut self, name: &str, depth: u32) -> AR {
+        let v = match self.get_var(name) {
+            Some(v) => v,
+            None => {
+                if self.st.opts.nounset {
+                    self.err(&format!("{name}: unbound variable"));
+                    return Err(AErr::Flow(Flow::Exit(127)));
+                }
+                return Ok(0);
+            }
+        };
+        self.eval_text_depth(&v, depth + 1)
+    }
+
+    fn elem_num(&mut self, name: &str, idx: &ArithExpr, depth: u32, src: &str) -> AR {
+        let key = self.elem_key(name, idx, depth, src)?;
+        let text = match (self.st.vars.get(name).map(|v| &v.value), key) {
+            (Some(Value::Indexed(m)), AssignKey::Index(i)) => {
+                let i = if i < 0 {
+                    m.keys().next_back().map(|k| k + 1 + i).unwrap_or(i)
+                } else {
+                    i
+                };
+                m.get(&i).cloned()
+            }
+            (Some(Value::Assoc(m)), AssignKey::Key(k)) => m.get(&k).cloned(),
+            (Some(Value::Str(s)), AssignKey::Index(0)) => Some(s.clone()),
+            _ => None,
+        };
+        match text {
+            Some(t) => self.eval_text_depth(&t, depth + 1),
+            None => Ok(0),
+        }
+    }
+
+    fn elem_key(&mut self, name: &str, idx: &ArithExpr, depth: u32, src: &str) -> AR<AssignKey> {
+        let is_assoc = matches!(
+            self.st.vars.get(name).map(|v| &v.value),
+            Some(Value::Assoc(_))
+        );
+        if is_assoc {
+            let key = match idx {
+                ArithExpr::Var(k) => k.clone(),
+                ArithExpr::Number(n) => n.to_string(),
+                ArithExpr::Expansion(w) => self.expand_string(w)?,
+                other => self.eval_ax(other, depth, src)?.to_string(),
+            };
+            Ok(AssignKey::Key(key))
+        } else {
+            Ok(AssignKey::Index(self.eval_ax(idx, depth, src)?))
+        }
+    }
+
+    fn store_lvalue(&mut self, lv: &LValue, v: i64, depth: u32, src: &str) -> AR<()> {
+        let r = match lv {
+            LValue::Var(name) => self.assign(name, None, v.to_string(), false),
+            LValue::Elem(name, idx) => {
+                let key = self.elem_key(name, idx, depth, src)?;
+                self.assign(name, Some(key), v.to_string(), false)
+            }
+        };
+        r.map_err(AErr::Msg)
+    }
+
+    fn load_lvalue(&mut self, lv: &LValue, depth: u32, src: &str) -> AR {
+        match lv {
+            LValue::Var(n) => self.var_num(n, depth),
+            LValue::Elem(n, i) => self.elem_num(n, i, depth, src),
+        }
+    }
+
+    pub(crate) fn eval_ax(&mut self, e: &ArithExpr, depth: u32, src: &str) -> AR {
+        if depth > MAX_ARITH_RECURSION {
+            return Err(AErr::Msg(format!(
+                "{src}: expression recursion level exceeded"
+            )));
+        }
+        use ArithBinOp::*;
+        Ok(match e {
+            ArithExpr::Number(n) => *n,
+            ArithExpr::Var(name) => self.var_num(name, depth)?,
+            ArithExpr::Elem(name, idx) => self.elem_num(name, idx, depth, src)?,
+            ArithExpr::Expansion(w) => {
+                let t = self.expand_string(w)?;
+                self.eval_text_depth(&t, depth + 1)?
+            }
+            ArithExpr::Unary(op, x) => {
+                let v = self.eval_ax(x, depth + 1, src)?;
+                match op {
+                    ArithUnaryOp::Neg => v.wrapping_neg(),
+                    ArithUnaryOp::Plus => v,
+                    ArithUnaryOp::Not => (v == 0) as i64,
+                    ArithUnaryOp::BitNot => !v,
+                }
+            }
+            ArithExpr::IncDec {
+                target,
+                increment,
+                prefix,
+            } => {
+                let old = self.load_lvalue(target, depth, src)?;
+                let new = if *increment {
+                    old.wrapping_add(1)
+                } else {
+                    old.wrapping_sub(1)
+                };
+                self.store_lvalue(target, new, depth, src)?;
+                if *prefix { new } else { old }
+            }
+            ArithExpr::Binary(LogAnd, a, b) => {
+                let x = self.eval_ax(a, depth + 1, src)?;
+                if x == 0 {
+                    0
+                } else {
+                    (self.eval_ax(b, depth + 1, src)? != 0) as i64
+                }
+            }
+            ArithExpr::Binary(LogOr, a, b) => {
+                let x = self.eval_ax(a, depth + 1, src)?;
+                if x != 0 {
+                    1
+                } else {
+                    (self.eval_ax(b, depth + 1, src)? != 0) as i64
+                }
+            }
+            ArithExpr::Binary(Comma, a, b) => {
+                self.eval_ax(a, depth + 1, src)?;
+                self.eval_ax(b, depth + 1, src)?
+            }
+            ArithExpr::Binary(op, a, b) => {
+                let x = self.eval_ax(a, depth + 1, src)?;
+                let y = self.eval_ax(b, depth + 1, src)?;
+                binop(*op, x, y, src)?
+            }
+            ArithExpr::Conditional(c, a, b) => {
+                if self.eval_ax(c, depth + 1, src)? != 0 {
+                    self.eval_ax(a, depth + 1, src)?
+                } else {
+                    self.eval_ax(b, depth + 1, src)?
+                }
+            }
+            ArithExpr::Assign { target, op, value } => {
+                let v = self.eval_ax(value, depth + 1, src)?;
+                let new = match op {
+                    None => v,
+                    Some(op) => {
+                        let old = self.load_lvalue(target, depth, src)?;
+                        binop(*op, old, v, src)?
+                    }
+                };
+                self.store_lvalue(target, new, depth, src)?;
+                new
+            }
+        })
+    }
+
+    // ---- [[ ]] ----
+
+    pub(crate) fn eval_cond(&mut self, c: &CondExpr) -> R<Result<bool, String>> {
+        Ok(Ok(match c {
+            CondExpr::Word(w) => !self.expand_string(w)?.is_empty(),
+            CondExpr::Not(x) => match self.eval_cond(x)? {
+                Ok(b) => !b,
+                e => return Ok(e),
+            },
+            CondExpr::And(a, b) => match self.eval_cond(a)? {
+                Ok(false) => false,
+                Ok(true) => return self.eval_cond(b),
+                e => return Ok(e),
+            },
+            CondExpr::Or(a, b) => match self.eval_cond(a)? {
+                Ok(true) => true,
+                Ok(false) => return self.eval_cond(b),
+                e => return Ok(e),
+            },
+            CondExpr::Unary(op, w) => {
+                let arg = self.expand_string(w)?;
+                return Ok(self.unary_test(*op, &arg));
+            }
+            CondExpr::Binary(l, op, r) => {
+                let left = self.expand_string(l)?;
+                match op {
+                    CondBinOp::PatEq | CondBinOp::PatNe => {
+                        let pat = self.expand_pattern(r)?;
+                        let m = self.pattern_matches(&pat, &left);
+                        m == (*op == CondBinOp::PatEq)
+                    }
+                    CondBinOp::Match => {
+                        let re = self.expand_regex(r)?;
+                        return Ok(self.regex_match(&left, &re));
+                    }
+                    _ => {
+                        let right = self.expand_string(r)?;
+                        if is_int_op(*op) {
+                            let a = match self.eval_arith_text(&left) {
+                                Ok(v) => v,
+                                Err(AErr::Msg(m)) => return Ok(Err(m)),
+                                Err(AErr::Flow(f)) => return Err(f),
+                            };
+                            let b = match self.eval_arith_text(&right) {
+                                Ok(v) => v,
+                                Err(AErr::Msg(m)) => return Ok(Err(m)),
+                                Err(AErr::Flow(f)) => return Err(f),
+                            };
+                            int_compare(*op, a, b)
+                        } else {
+                            return Ok(self.binary_test(&left, *op, &right));
+                        }
+                    }
+                }
+            }
+        }))
+    }
+
+    fn regex_match(&mut self, text: &str, re: &str) -> Result<bool, String> {
+        let compiled = regex::RegexBuilder::new(re)
+            .size_limit(1 << 20)
+            .build()
+            .map_err(|_| "invalid regular expression".to_string());
+        let compiled = match compiled {
+            Ok(c) => c,
+            // bash returns 2 for a bad regex without a message on stderr.
+            Err(_) => return Err(String::new()),
+        };
+        match compiled.captures(text) {
+            Some(caps) => {
+                let mut m = std::collections::BTreeMap::new();
+                for (i, g) in caps.iter().enumerate() {
+                    m.insert(
+                        i as i64,
+                        g.map(|g| g.as_str().to_string()).unwrap_or_default(),
+                    );
+                }
+                self.st.vars.put(
+                    "BASH_REMATCH",
+                    crate::vars::Var {
+                        value: Value::Indexed(m),
+                        attrs: 0,
+                    },
+                );
+                Ok(true)
+            }
+            None => {
+                self.st.vars.put(
+                    "BASH_REMATCH",
+                    crate::vars::Var {
+                        value: Value::Indexed(Default::default()),
+                        attrs: 0,
+                    },
+                );
+                Ok(false)
+            }
+        }
+    }
+
+    /// A unary test of `[[ ]]` and `test`: file tests, `-z`, `-n`, `-v`, `-o`.
+    pub(crate) fn unary_test(&mut self, op: char, arg: &str) -> Result<bool, String> {
+        use wasmsand_vfs::FileType;
+        match op {
+            'z' => return Ok(arg.is_empty()),
+            'n' => return Ok(!arg.is_empty()),
+            'v' => {
+                return Ok(match arg.find('[') {
+                    Some(i) if arg.ends_with(']') => {
+                        let (name, key) = (&arg[..i], &arg[i + 1..arg.len() - 1]);
+                        match self.st.vars.get(name).map(|v| v.value.clone()) {
+                            Some(Value::Assoc(m)) => m.contains_key(key),
+                            Some(Value::Indexed(m)) => key
+                                .parse::<i64>()
+                                .map(|k| m.contains_key(&k))
+                                .unwrap_or(false),
+                            Some(Value::Str(_)) => key == "0",
+                            _ => false,
+                        }
+                    }
+                    _ => self
+                        .st
+                        .vars
+                        .get(arg)
+                        .is_some_and(|v| !matches!(v.value, Value::Unset)),
+                });
+            }
+            'o' => return Ok(self.option_value(arg).unwrap_or(false)),
+            't' => return Ok(false),
+            _ => {}
+        }
+        if arg.is_empty() {
+            return Ok(false);
+        }
+        let path = wasmsand_vfs::path::join(&self.st.cwd, arg);
+        let vfs = self.rt.vfs.lock();
+        if op == 'L' || op == 'h' {
+            return Ok(vfs
+                .lstat(&path)
+                .is_ok_and(|m| m.file_type == FileType::Symlink));
+        }
+        let Ok(m) = vfs.stat(&path) else {
+            return Ok(false);
+        };
+        Ok(match op {
+            'e' | 'a' => true,
+            'f' => m.file_type == FileType::File,
+            'd' => m.file_type == FileType::Dir,
+            'c' => m.file_type == FileType::CharDevice,
+            'b' | 'p' | 'S' => false,
+            's' => m.size > 0 && m.file_type != FileType::Dir || m.file_type == FileType::Dir,
+            'r' => m.mode & 0o400 != 0,
+            'w' => m.mode & 0o200 != 0 && vfs.is_writable(&path),
+            'x' => m.mode & 0o100 != 0,
+            'u' => m.mode & 0o4000 != 0,
+            'g' => m.mode & 0o2000 != 0,
+            'k' => m.mode & 0o1000 != 0,
+            'O' | 'G' => true,
+            'N' => m.mtime > m.atime,
+            _ => return Err(format!("-{op}: unary operator expected")),
+        })
+    }
+
+    pub(crate) fn binary_test(
+        &mut self,
+        left: &str,
+        op: CondBinOp,
+        right: &str,
+    ) -> Result<bool, String> {
+        Ok(match op {
+            CondBinOp::StrLt => left < right,
+            CondBinOp::StrGt => left > right,
+            CondBinOp::PatEq => left == right,
+            CondBinOp::PatNe => left != right,
+            CondBinOp::NewerThan | CondBinOp::OlderThan | CondBinOp::SameFile => {
+                let vfs = self.rt.vfs.lock();
+                let a = vfs.stat(&wasmsand_vfs::path::join(&self.st.cwd, left)).ok();
+                let b = vfs
+                    .stat(&wasmsand_vfs::path::join(&self.st.cwd, right))
+                    .ok();
+                let t = |m: &Option<wasmsand_vfs::Metadata>| {
+                    m.as_ref()
+                        .map(|m| m.mtime)
+                        .unwrap_or(SystemTime::UNIX_EPOCH)
+                };
+                match op {
+                    CondBinOp::NewerThan => a.is_some() && (b.is_none() || t(&a) > t(&b)),
+                    CondBinOp::OlderThan => b.is_some() && (a.is_none() || t(&a) < t(&b)),
+                    _ => match (&a, &b) {
+                        (Some(x), Some(y)) => x.ino == y.ino,
+                        _ => false,
+                    },
+                }
+            }
+            _ => {
+                let parse = |s: &str| -> Result<i64, String> {
+                    let t = s.trim();
+                    t.parse::<i64>()
+                        .map_err(|_| format!("{s}: integer expression expected"))
+                };
+                int_compare(op, parse(left)?, parse(right)?)
+            }
+        })
+    }
+}
+
+fn is_int_op(op: CondBinOp) -> bool {
+    matches!(
+        op,
+        CondBinOp::IntEq
+            | CondBinOp::IntNe
+            | CondBinOp::IntLt
+            | CondBinOp::IntLe
+            | CondBinOp::IntGt
+            | CondBinOp::IntGe
+    )
+}
+
+fn int_compare(op: CondBinOp, a: i64, b: i64) -> bool {
+    match op {
+        CondBinOp::IntEq => a == b,
+        CondBinOp::IntNe => a != b,
+        CondBinOp::IntLt => a < b,
+        CondBinOp::IntLe => a <= b,
+        CondBinOp::IntGt => a > b,
+        CondBinOp::IntGe => a >= b,
+        _ => false,
+    }
+}
+
+fn binop(op: ArithBinOp, x: i64, y: i64, src: &str) -> AR {
+    use ArithBinOp::*;
+    Ok(match op {
+        BitOr => x | y,
+        BitXor => x ^ y,
+        BitAnd => x & y,
+        Eq => (x == y) as i64,
+        Ne => (x != y) as i64,
+        Lt => (x < y) as i64,
+        Le => (x <= y) as i64,
+        Gt => (x > y) as i64,
+        Ge => (x >= y) as i64,
+        Shl => x.wrapping_shl(y as u32),
+        Shr => x.wrapping_shr(y as u32),
+        Add => x.wrapping_add(y),
+        Sub => x.wrapping_sub(y),
+        Mul => x.wrapping_mul(y),
+        Div | Rem => {
+            if y == 0 {
+                let token = src
+                    .rfind(['/', '%'])
+                    .map(|i| src[i + 1..].trim())
+                    .unwrap_or("0");
+                return Err(AErr::Msg(format!(
+                    "{}: division by 0 (error token is \"{token}\")",
+                    src.trim()
+                )));
+            }
+            if op == Div {
+                x.wrapping_div(y)
+            } else {
+                x.wrapping_rem(y)
+            }
+        }
+        Pow => {
+            if y < 0 {
+                return Err(AErr::Msg(format!(
+                    "{}: exponent less than 0 (error token is \"{y}\")",
+                    src.trim()
+                )));
+            }
+            let mut r: i64 = 1;
+            let mut b = x;
+            let mut e = y as u64;
+            while e > 0 {
+                if e & 1 == 1 {
+                    r = r.wrapping_mul(b);
+                }
+                b = b.wrapping_mul(b);
+                e >>= 1;
+            }
+            r
+        }
+        LogAnd => ((x != 0) && (y != 0)) as i64,
+        LogOr => ((x != 0) || (y != 0)) as i64,
+        Comma => y,
+    })
+}
+
+fn contains_expansion(e: &ArithExpr) -> bool {
+    match e {
+        ArithExpr::Expansion(_) => true,
+        ArithExpr::Number(_) | ArithExpr::Var(_) => false,
+        ArithExpr::Elem(_, i) => contains_expansion(i),
+        ArithExpr::Unary(_, x) => contains_expansion(x),
+        ArithExpr::IncDec { target, .. } => match target {
+            LValue::Var(_) => false,
+            LValue::Elem(_, i) => contains_expansion(i),
+        },
+        ArithExpr::Binary(_, a, b) => contains_expansion(a) || contains_expansion(b),
+        ArithExpr::Conditional(a, b, c) => {
+            contains_expansion(a) || contains_expansion(b) || contains_expansion(c)
+        }
+        ArithExpr::Assign { target, value, .. } => {
+            contains_expansion(value)
+                || match target {
+                    LValue::Var(_) => false,
+                    LValue::Elem(_, i) => contains_expansion(i),
+                }
+        }
+    }
+}
+
+/// Escapes `"` and backslashes that would end or alter a double-quoted string, keeping `$`
+/// expansions live.
+fn dq_escape(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c == '"' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}

@@ -1,0 +1,1165 @@
+//! Running the tree: lists, and-or lists, pipelines, commands, redirections, functions.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use parking_lot::Mutex;
+use wasmsand_exec::{OpenFile, Output, pipe};
+
+use crate::ast::*;
+use crate::interp::{Abort, Fd, Fds, Flow, InSrc, Interp, Job, R, THREAD_STACK, strerror};
+use crate::vars::{ATTR_EXPORT, Var};
+
+/// Capacity of the pipes between pipeline stages (as Linux's default).
+const PIPE_BYTES: usize = 64 * 1024;
+
+impl Interp {
+    pub(crate) fn run_script(&mut self, s: &Script) -> R {
+        let mut status = self.st.status;
+        for item in &s.items {
+            self.check()?;
+            status = if item.background {
+                self.spawn_background(&item.and_or)?;
+                0
+            } else {
+                self.run_and_or(&item.and_or)?
+            };
+            self.st.status = status;
+        }
+        Ok(status)
+    }
+
+    fn run_and_or(&mut self, ao: &AndOr) -> R {
+        let mut last_ran = 0usize;
+        let mut status = if ao.rest.is_empty() {
+            self.run_pipeline(&ao.first)?
+        } else {
+            self.cond += 1;
+            let r = self.run_pipeline(&ao.first);
+            self.cond -= 1;
+            r?
+        };
+        for (i, (op, p)) in ao.rest.iter().enumerate() {
+            self.st.status = status;
+            let go = match op {
+                AndOrOp::And => status == 0,
+                AndOrOp::Or => status != 0,
+            };
+            if !go {
+                continue;
+            }
+            let is_last = i + 1 == ao.rest.len();
+            if is_last {
+                status = self.run_pipeline(p)?;
+                last_ran = i + 1;
+            } else {
+                self.cond += 1;
+                let r = self.run_pipeline(p);
+                self.cond -= 1;
+                status = r?;
+            }
+        }
+        let final_negated = if ao.rest.is_empty() {
+            ao.first.negated
+        } else {
+            ao.rest.last().is_some_and(|(_, p)| p.negated)
+        };
+        if status != 0 && self.cond == 0 && last_ran == ao.rest.len() && !final_negated {
+            self.st.status = status;
+            self.run_err_trap()?;
+            if self.st.opts.errexit {
+                return Err(Flow::Exit(status));
+            }
+        }
+        Ok(status)
+    }
+
+    fn run_err_trap(&mut self) -> R<()> {
+        if self.in_trap {
+            return Ok(());
+        }
+        if let Some(action) = self.st.traps.get("ERR").cloned() {
+            self.run_trap_action(&action)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn run_trap_action(&mut self, action: &str) -> R<()> {
+        let saved = self.st.status;
+        self.in_trap = true;
+        let r = self.eval_string(action);
+        self.in_trap = false;
+        match r {
+            Ok(_) => {
+                self.st.status = saved;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Parses and runs text (`eval`, traps, `bash -c` in the same state).
+    pub(crate) fn eval_string(&mut self, src: &str) -> R {
+        match crate::parse(src) {
+            Ok(script) => {
+                self.enter()?;
+                let r = self.run_script(&script);
+                self.depth -= 1;
+                r
+            }
+            Err(e) => {
+                let msg = e.render();
+                self.err_raw(&format!("{msg}\n"));
+                Ok(2)
+            }
+        }
+    }
+
+    /// One more level of nesting (function, eval, source, substitution), bounded.
+    pub(crate) fn enter(&mut self) -> R<()> {
+        if self.depth >= self.st.limits.max_depth {
+            let name = self
+                .funcnames
+                .last()
+                .cloned()
+                .unwrap_or_else(|| "eval".into());
+            return Err(self.limit(format!(
+                "{name}: maximum nesting level exceeded ({})",
+                self.st.limits.max_depth
+            )));
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    fn run_pipeline(&mut self, p: &Pipeline) -> R {
+        let started = p.timed.then(std::time::Instant::now);
+        if p.negated {
+            self.cond += 1;
+        }
+        let r = if p.commands.len() == 1 {
+            self.run_command(&p.commands[0]).map(|s| (s, vec![s]))
+        } else {
+            self.run_stages(&p.commands)
+        };
+        if p.negated {
+            self.cond -= 1;
+        }
+        let (status, statuses) = r?;
+        let arr = statuses
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i as i64, s.to_string()))
+            .collect();
+        self.st.vars.put(
+            "PIPESTATUS",
+            Var {
+                value: crate::vars::Value::Indexed(arr),
+                attrs: 0,
+            },
+        );
+        if let Some(t) = started {
+            let secs = t.elapsed().as_secs_f64();
+            let text = format!(
+                "\nreal\t{}m{:.3}s\nuser\t0m0.000s\nsys\t0m0.000s\n",
+                (secs / 60.0) as u64,
+                secs % 60.0
+            );
+            self.err_raw(&text);
+        }
+        let status = if p.negated {
+            (status == 0) as i32
+        } else {
+            status
+        };
+        self.st.status = status;
+        Ok(status)
+    }
+
+    /// Runs a multi-stage pipeline: every stage a subshell on its own thread except the last,
+    /// which runs on this thread (in a subshell too, as bash without `lastpipe`).
+    fn run_stages(&mut self, cmds: &[Command]) -> R<(i32, Vec<i32>)> {
+        let n = cmds.len();
+        let mut handles = Vec::new();
+        let mut next_in: Option<wasmsand_exec::PipeReader> = None;
+        let mut last_status = 0;
+        let mut spawn_error = None;
+        for (i, cmd) in cmds.iter().enumerate() {
+            let mut child = self.fork();
+            if let Some(r) = next_in.take() {
+                child.fds.set(0, Some(Fd::In(InSrc::Pipe(r))));
+            }
+            if i + 1 < n {
+                let (w, r) = pipe(PIPE_BYTES, &self.rt.cancel);
+                child.fds.set(1, Some(Fd::Out(Output::from(w))));
+                next_in = Some(r);
+                if let Err(e) = self.reserve_job() {
+                    spawn_error = Some(e);
+                    break;
+                }
+                let cmd = cmd.clone();
+                let rt = self.rt.clone();
+                let h = std::thread::Builder::new()
+                    .stack_size(THREAD_STACK)
+                    .spawn(move || {
+                        let s = child.run_as_subshell(|c| c.run_command(&cmd));
+                        drop(child);
+                        rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
+                        s
+                    });
+                match h {
+                    Ok(h) => handles.push(h),
+                    Err(e) => {
+                        self.rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
+                        spawn_error = Some(self.limit(format!("fork: {e}")));
+                        break;
+                    }
+                }
+            } else if self.st.opts.lastpipe {
+                let saved = std::mem::replace(&mut self.fds, child.fds.clone());
+                drop(child);
+                let r = self.run_command(cmd);
+                self.fds = saved;
+                last_status = r?;
+            } else {
+                last_status = child.run_as_subshell(|c| c.run_command(cmd));
+            }
+        }
+        drop(next_in);
+        let mut statuses: Vec<i32> = handles.into_iter().map(|h| h.join().unwrap_or(1)).collect();
+        if let Some(e) = spawn_error {
+            return Err(e);
+        }
+        self.check()?;
+        statuses.push(last_status);
+        let status = if self.st.opts.pipefail {
+            statuses
+                .iter()
+                .rev()
+                .find(|s| **s != 0)
+                .copied()
+                .unwrap_or(0)
+        } else {
+            last_status
+        };
+        Ok((status, statuses))
+    }
+
+    /// Counts one more live subshell thread, failing the run past the limit.
+    pub(crate) fn reserve_job(&mut self) -> R<()> {
+        let live = self.rt.live_jobs.fetch_add(1, Ordering::SeqCst) + 1;
+        if live > self.st.limits.max_live_jobs {
+            self.rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
+            return Err(self.limit(format!(
+                "fork: retry: Resource temporarily unavailable (more than {} subshells at once)",
+                self.st.limits.max_live_jobs
+            )));
+        }
+        if let Err(e) = self.count_process() {
+            self.rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Runs `f` as a subshell body: `exit` ends only it, its EXIT trap runs at its end.
+    pub(crate) fn run_as_subshell(&mut self, f: impl FnOnce(&mut Interp) -> R) -> i32 {
+        self.subshell = true;
+        self.st.traps = im::OrdMap::new();
+        let status = match f(self) {
+            Ok(s) => s,
+            Err(Flow::Exit(s)) | Err(Flow::Return(s)) | Err(Flow::Fatal(s)) => s,
+            Err(Flow::Break(_)) | Err(Flow::Continue(_)) => self.st.status,
+            Err(Flow::Abort(_)) => return 1,
+        };
+        self.st.status = status;
+        self.finish_shell(status)
+    }
+
+    /// End of a (sub)shell: its EXIT trap, then its background jobs are waited for.
+    pub(crate) fn finish_shell(&mut self, status: i32) -> i32 {
+        let mut status = status;
+        if let Some(action) = self.st.traps.get("EXIT").cloned() {
+            self.st.traps.remove("EXIT");
+            self.st.status = status;
+            self.in_trap = true;
+            match self.eval_string(&action) {
+                Err(Flow::Exit(s)) => status = s,
+                Err(Flow::Abort(_)) => status = 1,
+                _ => {}
+            }
+            self.in_trap = false;
+        }
+        self.reap_jobs(true);
+        status
+    }
+
+    /// Joins finished background jobs; with `stop`, stops the ones still running first.
+    pub(crate) fn reap_jobs(&mut self, stop: bool) {
+        if self.jobs.is_empty() {
+            return;
+        }
+        if stop && self.jobs.iter().any(|j| !j.handle.is_finished()) {
+            // A run ends with its command: jobs still running are stopped, as a sandbox
+            // cannot leave work going on after it answered.
+            self.rt.cancel.cancel();
+        }
+        for j in self.jobs.drain(..) {
+            let _ = j.handle.join();
+        }
+    }
+
+    fn spawn_background(&mut self, ao: &AndOr) -> R<()> {
+        self.reserve_job()?;
+        let mut child = self.fork();
+        // Non-interactive bash gives background jobs /dev/null as stdin.
+        child.fds.set(0, Some(Fd::In(InSrc::Empty)));
+        let ao = ao.clone();
+        let rt = self.rt.clone();
+        let pid = self.next_pid();
+        let h = std::thread::Builder::new()
+            .stack_size(THREAD_STACK)
+            .spawn(move || {
+                let s = child.run_as_subshell(|c| c.run_and_or(&ao));
+                drop(child);
+                rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
+                s
+            });
+        match h {
+            Ok(handle) => {
+                self.jobs.push(Job { pid, handle });
+                self.last_bg = Some(pid);
+                Ok(())
+            }
+            Err(e) => {
+                self.rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
+                Err(self.limit(format!("fork: {e}")))
+            }
+        }
+    }
+
+    pub(crate) fn run_command(&mut self, cmd: &Command) -> R {
+        self.check()?;
+        match cmd {
+            Command::Simple(s) => self.run_simple(s),
+            Command::Compound(c, redirs) => {
+                if redirs.is_empty() {
+                    return self.run_compound(c);
+                }
+                let saved = self.fds.clone();
+                let r = match self.apply_redirects(redirs) {
+                    Ok(Ok(())) => self.run_compound(c),
+                    Ok(Err(status)) => Ok(status),
+                    Err(e) => Err(e),
+                };
+                self.fds = saved;
+                r
+            }
+            Command::FunctionDef(f) => {
+                self.st
+                    .functions
+                    .insert(f.name.clone(), Arc::new(f.clone()));
+                Ok(0)
+            }
+        }
+    }
+
+    fn run_compound(&mut self, c: &CompoundCommand) -> R {
+        match c {
+            CompoundCommand::Group(s) => self.run_script(s),
+            CompoundCommand::Subshell(s) => {
+                self.count_process()?;
+                let mut child = self.fork();
+                let status = child.run_as_subshell(|c| c.run_script(s));
+                drop(child);
+                self.check()?;
+                Ok(status)
+            }
+            CompoundCommand::If {
+                branches,
+                else_body,
+            } => {
+                for (cond, body) in branches {
+                    self.cond += 1;
+                    let r = self.run_script(cond);
+                    self.cond -= 1;
+                    if r? == 0 {
+                        return self.run_script(body);
+                    }
+                }
+                match else_body {
+                    Some(b) => self.run_script(b),
+                    None => Ok(0),
+                }
+            }
+            CompoundCommand::While { cond, body } => self.run_while(cond, body, false),
+            CompoundCommand::Until { cond, body } => self.run_while(cond, body, true),
+            CompoundCommand::For { var, words, body } => {
+                let items = match words {
+                    Some(w) => self.expand_words(w)?,
+                    None => self.st.positional.clone(),
+                };
+                self.loops += 1;
+                let r = self.run_for(var, items, body);
+                self.loops -= 1;
+                r
+            }
+            CompoundCommand::Select { .. } => {
+                self.err("select: not supported in this shell");
+                Ok(1)
+            }
+            CompoundCommand::ArithFor {
+                init,
+                cond,
+                step,
+                body,
+            } => {
+                self.loops += 1;
+                let r = self.run_arith_for(init, cond, step, body);
+                self.loops -= 1;
+                r
+            }
+            CompoundCommand::Case { word, items } => self.run_case(word, items),
+            CompoundCommand::Arith(a) => match self.arith(a)? {
+                Ok(v) => Ok((v == 0) as i32),
+                Err(msg) => {
+                    self.err(&format!("((: {msg}"));
+                    Ok(1)
+                }
+            },
+            CompoundCommand::Cond(c) => {
+                if self.st.opts.xtrace {
+                    self.trace(&["[[ ... ]]".to_string()]);
+                }
+                match self.eval_cond(c)? {
+                    Ok(true) => Ok(0),
+                    Ok(false) => Ok(1),
+                    Err(msg) => {
+                        self.err(&msg);
+                        Ok(2)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs a loop body; `Some(flow)` when the loop must stop (break) or propagate.
+    fn loop_body(&mut self, body: &Script) -> R<LoopStep> {
+        match self.run_script(body) {
+            Ok(s) => Ok(LoopStep::Next(s)),
+            Err(Flow::Break(n)) => {
+                if n > 1 {
+                    Err(Flow::Break(n - 1))
+                } else {
+                    Ok(LoopStep::Stop)
+                }
+            }
+            Err(Flow::Continue(n)) => {
+                if n > 1 {
+                    Err(Flow::Continue(n - 1))
+                } else {
+                    Ok(LoopStep::Next(self.st.status))
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn run_while(&mut self, cond: &Script, body: &Script, until: bool) -> R {
+        self.loops += 1;
+        let r = (|| {
+            let mut status = 0;
+            loop {
+                self.check()?;
+                self.cond += 1;
+                let c = self.run_script(cond);
+                self.cond -= 1;
+                let c = match c {
+                    Ok(c) => c,
+                    Err(Flow::Break(_)) => break,
+                    Err(Flow::Continue(_)) => continue,
+                    Err(e) => return Err(e),
+                };
+                if (c == 0) == until {
+                    break;
+                }
+                match self.loop_body(body)? {
+                    LoopStep::Next(s) => status = s,
+                    LoopStep::Stop => break,
+                }
+            }
+            Ok(status)
+        })();
+        self.loops -= 1;
+        r
+    }
+
+    fn run_for(&mut self, var: &str, items: Vec<String>, body: &Script) -> R {
+        let mut status = 0;
+        for item in items {
+            self.check()?;
+            if let Err(msg) = self.set_var(var, item) {
+                self.err(&msg);
+                return Err(Flow::Exit(1));
+            }
+            match self.loop_body(body)? {
+                LoopStep::Next(s) => status = s,
+                LoopStep::Stop => break,
+            }
+        }
+        Ok(status)
+    }
+
+    fn run_arith_for(
+        &mut self,
+        init: &Option<Arith>,
+        cond: &Option<Arith>,
+        step: &Option<Arith>,
+        body: &Script,
+    ) -> R {
+        let mut status = 0;
+        if let Some(a) = init
+            && let Err(m) = self.arith(a)?
+        {
+            self.err(&format!("((: {m}"));
+            return Ok(1);
+        }
+        loop {
+            self.check()?;
+            if let Some(a) = cond {
+                match self.arith(a)? {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(m) => {
+                        self.err(&format!("((: {m}"));
+                        return Ok(1);
+                    }
+                }
+            }
+            match self.loop_body(body)? {
+                LoopStep::Next(s) => status = s,
+                LoopStep::Stop => break,
+            }
+            if let Some(a) = step
+                && let Err(m) = self.arith(a)?
+            {
+                self.err(&format!("((: {m}"));
+                return Ok(1);
+            }
+        }
+        Ok(status)
+    }
+
+    fn run_case(&mut self, word: &Word, items: &[CaseItem]) -> R {
+        let subject = self.expand_string(word)?;
+        let mut status = 0;
+        let mut i = 0;
+        let mut fall = false;
+        while i < items.len() {
+            let item = &items[i];
+            let mut hit = fall;
+            if !hit {
+                for p in &item.patterns {
+                    let pat = self.expand_pattern(p)?;
+                    if self.pattern_matches(&pat, &subject) {
+                        hit = true;
+                        break;
+                    }
+                }
+            }
+            if hit {
+                status = self.run_script(&item.body)?;
+                match item.terminator {
+                    CaseTerminator::Break => return Ok(status),
+                    CaseTerminator::FallThrough => fall = true,
+                    CaseTerminator::Continue => fall = false,
+                }
+            }
+            i += 1;
+        }
+        Ok(status)
+    }
+
+    pub(crate) fn pattern_matches(&self, pat: &str, text: &str) -> bool {
+        if self.st.opts.nocasematch {
+            crate::pattern::matches(&pat.to_lowercase(), &text.to_lowercase())
+        } else {
+            crate::pattern::matches(pat, text)
+        }
+    }
+
+    // ---- simple commands ----
+
+    fn run_simple(&mut self, cmd: &SimpleCommand) -> R {
+        self.line = cmd.line;
+        self.subst_status = None;
+        let mut argv: Vec<String> = Vec::new();
+        let mut decl_args: Vec<DeclArg> = Vec::new();
+        let is_decl = cmd.words.iter().any(|a| matches!(a, Arg::Assignment(_)));
+        for a in &cmd.words {
+            match a {
+                Arg::Word(w) => {
+                    let fields = self.expand_word_fields(w)?;
+                    if is_decl {
+                        decl_args.extend(fields.iter().cloned().map(DeclArg::Plain));
+                    }
+                    argv.extend(fields);
+                }
+                Arg::Assignment(asg) => {
+                    let v = self.eval_assignment(asg)?;
+                    argv.push(format!("{}=", asg.name));
+                    decl_args.push(DeclArg::Assign(asg.clone(), v));
+                }
+            }
+        }
+        let argv = self.expand_alias(argv)?;
+        if argv.is_empty() {
+            return self.run_assignments_only(cmd);
+        }
+        if self.st.opts.xtrace {
+            let mut t: Vec<String> = Vec::new();
+            for a in &cmd.assignments {
+                t.push(format!("{}=...", a.name));
+            }
+            t.extend(argv.iter().cloned());
+            self.trace(&t);
+        }
+        let saved = self.fds.clone();
+        let r = match self.apply_redirects(&cmd.redirects) {
+            Ok(Ok(())) => {
+                if is_decl && crate::builtins::is_declaration(&argv[0]) {
+                    self.with_prefix_assignments(&cmd.assignments, |me| {
+                        me.run_declaration(&argv[0].clone(), decl_args)
+                    })
+                } else {
+                    self.dispatch(cmd, argv)
+                }
+            }
+            Ok(Err(status)) => Ok(status),
+            Err(e) => Err(e),
+        };
+        if std::mem::take(&mut self.keep_redirs) {
+            return r;
+        }
+        self.fds = saved;
+        r
+    }
+
+    fn run_assignments_only(&mut self, cmd: &SimpleCommand) -> R {
+        for a in &cmd.assignments {
+            let v = self.eval_assignment(a)?;
+            if self.st.opts.xtrace {
+                let shown = match &v {
+                    AssignedValue::Scalar(s) => {
+                        format!("{}={}", a.name, crate::expand::quote_for_trace(s))
+                    }
+                    AssignedValue::Elem(k, s) => format!("{}[{k}]={s}", a.name),
+                    AssignedValue::Array(_) => format!("{}=(...)", a.name),
+                };
+                self.trace(&[shown]);
+            }
+            if let Err(msg) = self.store_assignment(a, v) {
+                self.err(&msg);
+                return Err(Flow::Fatal(1));
+            }
+        }
+        let saved = self.fds.clone();
+        let r = self.apply_redirects(&cmd.redirects);
+        self.fds = saved;
+        match r? {
+            Ok(()) => Ok(self.subst_status.unwrap_or(0)),
+            Err(s) => Ok(s),
+        }
+    }
+
+    /// Runs `f` with `A=1 B=2` set for its duration (builtins and functions see them).
+    fn with_prefix_assignments(
+        &mut self,
+        assigns: &[Assignment],
+        f: impl FnOnce(&mut Interp) -> R,
+    ) -> R {
+        if assigns.is_empty() {
+            return f(self);
+        }
+        let mut saved = Vec::new();
+        for a in assigns {
+            let v = self.eval_assignment(a)?;
+            saved.push((a.name.clone(), self.st.vars.get(&a.name).cloned()));
+            if let Err(msg) = self.store_assignment(a, v) {
+                self.err(&msg);
+                return Ok(1);
+            }
+            if let Some(var) = self.st.vars.get_mut(&a.name) {
+                var.attrs |= ATTR_EXPORT;
+            }
+        }
+        let r = f(self);
+        for (name, old) in saved.into_iter().rev() {
+            match old {
+                Some(v) => self.st.vars.put(&name, v),
+                None => {
+                    self.st.vars.remove(&name);
+                }
+            }
+        }
+        r
+    }
+
+    /// Finds what `argv[0]` names and runs it.
+    fn dispatch(&mut self, cmd: &SimpleCommand, argv: Vec<String>) -> R {
+        let name = argv[0].clone();
+        if !name.contains('/') {
+            if let Some(f) = self.st.functions.get(&name).cloned() {
+                return self
+                    .with_prefix_assignments(&cmd.assignments, |me| me.call_function(&f, argv));
+            }
+            if crate::builtins::is_builtin(&name) {
+                return self
+                    .with_prefix_assignments(&cmd.assignments, |me| me.run_builtin(&name, &argv));
+            }
+        }
+        let mut env = self.st.vars.environ();
+        for a in &cmd.assignments {
+            let v = self.eval_assignment(a)?;
+            let s = match v {
+                AssignedValue::Scalar(s) => s,
+                AssignedValue::Elem(..) | AssignedValue::Array(_) => continue,
+            };
+            env.retain(|(k, _)| k != &a.name);
+            env.push((a.name.clone(), s));
+        }
+        self.run_external(argv, env)
+    }
+
+    /// Runs a command found through `$PATH` or given by path: a wasm program or a script.
+    pub(crate) fn run_external(&mut self, argv: Vec<String>, env: Vec<(String, String)>) -> R {
+        let name = argv[0].clone();
+        let path = if name.contains('/') {
+            wasmsand_vfs::path::join(&self.st.cwd, &name)
+        } else {
+            match self.find_in_path(&name) {
+                Some(p) => p,
+                None => {
+                    self.err(&format!("{name}: command not found"));
+                    return Ok(127);
+                }
+            }
+        };
+        let (meta, data) = {
+            let vfs = self.rt.vfs.lock();
+            let meta = vfs.stat(&path);
+            let data = match &meta {
+                Ok(m) if m.file_type == wasmsand_vfs::FileType::File => vfs.read(&path).ok(),
+                _ => None,
+            };
+            (meta, data)
+        };
+        let meta = match meta {
+            Ok(m) => m,
+            Err(e) => {
+                self.err(&format!("{name}: {}", strerror(e.errno)));
+                return Ok(127);
+            }
+        };
+        if meta.file_type == wasmsand_vfs::FileType::Dir {
+            self.err(&format!("{name}: Is a directory"));
+            return Ok(126);
+        }
+        if meta.mode & 0o111 == 0 {
+            self.err(&format!("{name}: Permission denied"));
+            return Ok(126);
+        }
+        let data = data.unwrap_or_default();
+        if data.as_ref() == crate::SHELL_MARKER {
+            let mut args = argv;
+            args[0] = "bash".into();
+            return self.run_builtin("bash", &args);
+        }
+        if data.starts_with(b"\0asm") {
+            let program = match self.program_for(&data) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.err(&format!("{name}: cannot execute: {e}"));
+                    return Ok(126);
+                }
+            };
+            return self.run_program(&program, argv, env);
+        }
+        self.run_script_file(&path, &data, argv, env)
+    }
+
+    /// Runs an executable text file: its `#!` line picks the interpreter; without one it is
+    /// a shell script (as bash does on ENOEXEC).
+    fn run_script_file(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+    ) -> R {
+        let text = String::from_utf8_lossy(data).into_owned();
+        let mut interp_argv: Vec<String> = Vec::new();
+        if let Some(rest) = text.strip_prefix("#!") {
+            let line = rest.lines().next().unwrap_or("").trim();
+            let mut parts = line.split_whitespace();
+            let prog = parts.next().unwrap_or("");
+            let base = prog.rsplit('/').next().unwrap_or(prog);
+            if base == "env" {
+                interp_argv.extend(parts.map(str::to_string));
+            } else {
+                interp_argv.push(base.to_string());
+                if let Some(arg) = line[prog.len()..].split_whitespace().next() {
+                    interp_argv.push(arg.to_string());
+                }
+            }
+        }
+        let is_shell =
+            interp_argv.is_empty() || matches!(interp_argv[0].as_str(), "bash" | "sh" | "dash");
+        if is_shell {
+            return self.run_shell_script(&text, argv[0].clone(), argv[1..].to_vec(), env);
+        }
+        let mut full = interp_argv;
+        full.push(path.to_string());
+        full.extend(argv.into_iter().skip(1));
+        let name = full[0].clone();
+        if crate::builtins::is_builtin(&name) {
+            return self.run_builtin(&name, &full);
+        }
+        self.run_external(full, env)
+    }
+
+    /// A shell script in a child shell: exported variables and functions carry over (as
+    /// `bash script` would see the environment), nothing flows back.
+    pub(crate) fn run_shell_script(
+        &mut self,
+        text: &str,
+        arg0: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+    ) -> R {
+        self.count_process()?;
+        let mut child = self.fork();
+        child.st.vars = crate::vars::Vars::default();
+        for (k, v) in env {
+            child.st.vars.put(
+                &k,
+                Var {
+                    value: crate::vars::Value::Str(v),
+                    attrs: ATTR_EXPORT,
+                },
+            );
+        }
+        for (k, v) in [("IFS", " \t\n"), ("PS4", "+ "), ("OPTIND", "1")] {
+            child.st.vars.put(k, Var::scalar(v));
+        }
+        child.st.functions = im::HashMap::new();
+        child.st.opts = crate::interp::Options {
+            expand_aliases: false,
+            ..Default::default()
+        };
+        child.st.aliases = im::OrdMap::new();
+        child.st.arg0 = arg0;
+        child.st.positional = args;
+        child.st.status = 0;
+        child.line = 1;
+        let status = match crate::parse(text) {
+            Ok(script) => child.run_as_subshell(|c| {
+                c.enter()?;
+                let r = c.run_script(&script);
+                c.depth -= 1;
+                r
+            }),
+            Err(e) => {
+                let msg = e.render();
+                child.err_raw(&format!("{msg}\n"));
+                2
+            }
+        };
+        drop(child);
+        self.check()?;
+        Ok(status)
+    }
+
+    pub(crate) fn call_function(&mut self, f: &Arc<FunctionDef>, argv: Vec<String>) -> R {
+        self.enter()?;
+        let saved_pos = std::mem::replace(&mut self.st.positional, argv[1..].to_vec());
+        let saved_loops = std::mem::replace(&mut self.loops, 0);
+        self.st.vars.push_frame();
+        self.funcnames.push(f.name.clone());
+        let r = self.run_command(&f.body);
+        self.funcnames.pop();
+        self.st.vars.pop_frame();
+        self.loops = saved_loops;
+        self.st.positional = saved_pos;
+        self.depth -= 1;
+        match r {
+            Err(Flow::Return(s)) => Ok(s),
+            Err(Flow::Break(_)) | Err(Flow::Continue(_)) => Ok(self.st.status),
+            other => other,
+        }
+    }
+
+    /// `set -x`: the command on stderr after `PS4`.
+    pub(crate) fn trace(&mut self, words: &[String]) {
+        let ps4 = self.get_var("PS4").unwrap_or_else(|| "+ ".into());
+        let mut line = String::new();
+        line.push_str(&ps4);
+        for (i, w) in words.iter().enumerate() {
+            if i > 0 {
+                line.push(' ');
+            }
+            line.push_str(&crate::expand::quote_for_trace(w));
+        }
+        line.push('\n');
+        self.err_raw(&line);
+    }
+
+    // ---- redirections ----
+
+    /// Applies redirections to the descriptor table. `Ok(Err(status))` when one failed (the
+    /// message was printed; the command does not run).
+    pub(crate) fn apply_redirects(&mut self, redirs: &[Redirect]) -> R<Result<(), i32>> {
+        for r in redirs {
+            if let Err(msg) = self.redirect(r)? {
+                self.err(&msg);
+                return Ok(Err(1));
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    fn redirect(&mut self, r: &Redirect) -> R<Result<(), String>> {
+        let default_fd = match r.op {
+            RedirOp::Read
+            | RedirOp::ReadWrite
+            | RedirOp::DupRead
+            | RedirOp::HereDoc
+            | RedirOp::HereString => 0,
+            _ => 1,
+        };
+        let fd = r.fd.unwrap_or(default_fd);
+        if fd > 9 {
+            return Ok(Err(format!("{fd}: Bad file descriptor")));
+        }
+        let word = match &r.target {
+            RedirTarget::HereDoc(h) => {
+                let body = if h.quoted {
+                    crate::expand::literal_text(&h.body)
+                } else {
+                    self.expand_heredoc(&h.body)?
+                };
+                self.check_size(body.len(), "here-document")?;
+                self.fds
+                    .set(fd, Some(Fd::In(bytes_input(body.into_bytes()))));
+                return Ok(Ok(()));
+            }
+            RedirTarget::Word(w) => w,
+        };
+        if r.op == RedirOp::HereString {
+            let mut s = self.expand_string(word)?;
+            s.push('\n');
+            self.check_size(s.len(), "here-string")?;
+            self.fds.set(fd, Some(Fd::In(bytes_input(s.into_bytes()))));
+            return Ok(Ok(()));
+        }
+        let fields = self.expand_word_fields(word)?;
+        let target = match fields.as_slice() {
+            [one] => one.clone(),
+            _ => {
+                let raw = crate::expand::source_text(word);
+                return Ok(Err(format!("{raw}: ambiguous redirect")));
+            }
+        };
+        match r.op {
+            RedirOp::DupRead | RedirOp::DupWrite => {
+                if target == "-" {
+                    self.fds.set(fd, None);
+                    return Ok(Ok(()));
+                }
+                let src = target.trim_end_matches('-');
+                if let Ok(n) = src.parse::<u32>() {
+                    let Some(entry) = self.fds.get(n).cloned() else {
+                        return Ok(Err(format!("{n}: Bad file descriptor")));
+                    };
+                    self.fds.set(fd, Some(entry));
+                    if target.ends_with('-') {
+                        self.fds.set(n, None);
+                    }
+                    return Ok(Ok(()));
+                }
+                if r.op == RedirOp::DupRead {
+                    return Ok(Err(format!("{target}: ambiguous redirect")));
+                }
+                // `>& file` is `&> file` when no descriptor was given.
+                let out = match self.open_output(&target, false, true)? {
+                    Ok(o) => o,
+                    Err(m) => return Ok(Err(m)),
+                };
+                if r.fd.is_none() {
+                    self.fds.set(2, Some(Fd::Out(out.clone())));
+                }
+                self.fds.set(fd, Some(Fd::Out(out)));
+                Ok(Ok(()))
+            }
+            RedirOp::Read => {
+                let src = match self.open_input(&target) {
+                    Ok(s) => s,
+                    Err(m) => return Ok(Err(m)),
+                };
+                self.fds.set(fd, Some(Fd::In(src)));
+                Ok(Ok(()))
+            }
+            RedirOp::ReadWrite => {
+                let abs = wasmsand_vfs::path::join(&self.st.cwd, &target);
+                let created = self.rt.vfs.lock().create(&abs, false);
+                if let Err(e) = created {
+                    return Ok(Err(format!("{target}: {}", strerror(e.errno))));
+                }
+                let f = OpenFile::new(self.rt.vfs.clone(), abs, false);
+                self.fds.set(fd, Some(Fd::In(InSrc::File(f))));
+                Ok(Ok(()))
+            }
+            RedirOp::Write | RedirOp::Clobber | RedirOp::Append => {
+                let append = r.op == RedirOp::Append;
+                let clobber = r.op == RedirOp::Clobber;
+                match self.open_output(&target, append, clobber)? {
+                    Ok(o) => {
+                        self.fds.set(fd, Some(Fd::Out(o)));
+                        Ok(Ok(()))
+                    }
+                    Err(m) => Ok(Err(m)),
+                }
+            }
+            RedirOp::WriteAll | RedirOp::AppendAll => {
+                match self.open_output(&target, r.op == RedirOp::AppendAll, false)? {
+                    Ok(o) => {
+                        self.fds.set(1, Some(Fd::Out(o.clone())));
+                        self.fds.set(2, Some(Fd::Out(o)));
+                        Ok(Ok(()))
+                    }
+                    Err(m) => Ok(Err(m)),
+                }
+            }
+            RedirOp::HereDoc | RedirOp::HereString => unreachable!("handled above"),
+        }
+    }
+
+    pub(crate) fn check_size(&mut self, len: usize, what: &str) -> R<()> {
+        if len > self.st.limits.max_word_bytes {
+            return Err(self.limit(format!(
+                "{what}: too large ({len} bytes, limit: {})",
+                self.st.limits.max_word_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn open_input(&mut self, target: &str) -> Result<InSrc, String> {
+        match target {
+            "/dev/stdin" => {
+                return Ok(match self.fds.get(0) {
+                    Some(Fd::In(s)) => s.clone(),
+                    _ => InSrc::Empty,
+                });
+            }
+            "/dev/null" => return Ok(InSrc::Empty),
+            _ => {}
+        }
+        let abs = wasmsand_vfs::path::join(&self.st.cwd, target);
+        let vfs = self.rt.vfs.lock();
+        match vfs.stat(&abs) {
+            Ok(_) => {}
+            Err(e) => return Err(format!("{target}: {}", strerror(e.errno))),
+        }
+        drop(vfs);
+        Ok(InSrc::File(OpenFile::new(self.rt.vfs.clone(), abs, false)))
+    }
+
+    /// Opens (creating, truncating unless `append`) a file for output.
+    pub(crate) fn open_output(
+        &mut self,
+        target: &str,
+        append: bool,
+        clobber: bool,
+    ) -> R<Result<Output, String>> {
+        match target {
+            "/dev/null" => return Ok(Ok(Output::Null)),
+            "/dev/stdout" => return Ok(Ok(self.fds.output(1).unwrap_or(Output::Null))),
+            "/dev/stderr" => return Ok(Ok(self.fds.output(2).unwrap_or(Output::Null))),
+            _ => {}
+        }
+        if target.is_empty() {
+            return Ok(Err(": No such file or directory".into()));
+        }
+        let abs = wasmsand_vfs::path::join(&self.st.cwd, target);
+        let mut vfs = self.rt.vfs.lock();
+        let existing = vfs.stat(&abs);
+        if let Ok(m) = &existing {
+            if m.file_type == wasmsand_vfs::FileType::Dir {
+                return Ok(Err(format!("{target}: Is a directory")));
+            }
+            if m.file_type == wasmsand_vfs::FileType::CharDevice {
+                drop(vfs);
+                return Ok(Ok(Output::File(OpenFile::new(
+                    self.rt.vfs.clone(),
+                    abs,
+                    append,
+                ))));
+            }
+            if self.st.opts.noclobber && !append && !clobber {
+                return Ok(Err(format!("{target}: cannot overwrite existing file")));
+            }
+        }
+        let r = if append {
+            vfs.create(&abs, false).map(|_| ())
+        } else if existing.is_ok() {
+            vfs.truncate(&abs, 0)
+        } else {
+            vfs.create(&abs, false).map(|_| ())
+        };
+        if let Err(e) = r {
+            return Ok(Err(format!("{target}: {}", strerror(e.errno))));
+        }
+        drop(vfs);
+        Ok(Ok(Output::File(OpenFile::new(
+            self.rt.vfs.clone(),
+            abs,
+            append,
+        ))))
+    }
+}
+
+enum LoopStep {
+    Next(i32),
+    Stop,
+}
+
+pub(crate) fn bytes_input(data: Vec<u8>) -> InSrc {
+    InSrc::Bytes(Arc::new(Mutex::new((bytes::Bytes::from(data), 0))))
+}
+
+/// An argument of a declaration builtin: a plain word or an assignment (already evaluated).
+#[derive(Debug, Clone)]
+pub(crate) enum DeclArg {
+    Plain(String),
+    Assign(Assignment, AssignedValue),
+}
+
+/// The value side of an assignment after expansion.
+#[derive(Debug, Clone)]
+pub(crate) enum AssignedValue {
+    Scalar(String),
+    /// `name[key]=value`: the key as expanded text (arithmetic or a string, depending on the
+    /// array's kind when it is stored).
+    Elem(String, String),
+    /// `(a b [k]=v)`: elements with their expanded keys.
+    Array(Vec<(Option<String>, String)>),
+}
+
+#[allow(dead_code)]
+fn _assert_send() {
+    fn is_send<T: Send>() {}
+    is_send::<Interp>();
+    is_send::<Fds>();
+    let _ = Abort::Timeout;
+}

@@ -1,0 +1,1322 @@
+//! Word expansion: brace, tilde, parameter, command substitution, arithmetic, field
+//! splitting, pathname expansion and quote removal, in bash's order.
+
+use std::collections::BTreeMap;
+
+use wasmsand_exec::{Output, OutputBuffer};
+
+use crate::ast::*;
+use crate::execute::AssignedValue;
+use crate::interp::{AssignKey, Fd, Flow, Interp, R};
+use crate::pattern;
+use crate::vars::{ATTR_INTEGER, ATTR_READONLY, Value, Var};
+
+/// A run of text inside a field being built, with how it may still be changed.
+#[derive(Debug, Clone)]
+struct Piece {
+    text: String,
+    /// Quoted text is neither split nor globbed, and keeps an otherwise empty field alive.
+    quoted: bool,
+    /// Unquoted expansion results are split on IFS.
+    split: bool,
+}
+
+type Field = Vec<Piece>;
+
+/// A parameter's value before the operator is applied.
+enum PV {
+    Unset,
+    Str(String),
+    /// `$@`, `$*`, `${a[@]}`, `${a[*]}`; `star` for the `*` forms.
+    List(Vec<String>, bool),
+}
+
+/// An arithmetic failure: a message for the script, or control flow from inside an
+/// expansion in the expression.
+pub(crate) enum AErr {
+    Msg(String),
+    Flow(Flow),
+}
+
+impl From<Flow> for AErr {
+    fn from(f: Flow) -> Self {
+        AErr::Flow(f)
+    }
+}
+
+impl Interp {
+    /// Full expansion of several words into fields (command arguments, `for` lists).
+    pub(crate) fn expand_words(&mut self, words: &[Word]) -> R<Vec<String>> {
+        let mut out = Vec::new();
+        for w in words {
+            out.extend(self.expand_word_fields(w)?);
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn expand_word_fields(&mut self, word: &Word) -> R<Vec<String>> {
+        // Fast path: a plain literal word without glob characters is itself.
+        if let [WordPart::Literal(s)] = word.parts.as_slice()
+            && !s.contains(['*', '?', '['])
+        {
+            return Ok(vec![s.clone()]);
+        }
+        let words = self.brace_expand(word)?;
+        let mut out = Vec::new();
+        for w in &words {
+            let mut fields: Vec<Field> = vec![Vec::new()];
+            self.expand_parts(&w.parts, false, &mut fields)?;
+            let ifs = self.get_var("IFS");
+            let ifs = ifs.as_deref().unwrap_or(" \t\n");
+            for f in fields {
+                for f in split_field(f, ifs) {
+                    self.glob_field(f, &mut out)?;
+                }
+            }
+            if out.len() > self.st.limits.max_brace_words {
+                return Err(self.limit(format!(
+                    "expansion: too many words (limit: {})",
+                    self.st.limits.max_brace_words
+                )));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Expansion without splitting nor globbing (assignments, `case` subjects, `[[ ]]`,
+    /// here-strings): lists are joined with spaces.
+    pub(crate) fn expand_string(&mut self, word: &Word) -> R<String> {
+        if let [WordPart::Literal(s)] | [WordPart::Quoted(s)] = word.parts.as_slice() {
+            return Ok(s.clone());
+        }
+        let mut fields: Vec<Field> = vec![Vec::new()];
+        self.expand_parts(&word.parts, false, &mut fields)?;
+        let s = join_fields(&fields, |p| p.text.clone());
+        self.check_size(s.len(), "expansion")?;
+        Ok(s)
+    }
+
+    /// A pattern: quoted parts are escaped so they match literally.
+    pub(crate) fn expand_pattern(&mut self, word: &Word) -> R<String> {
+        let mut fields: Vec<Field> = vec![Vec::new()];
+        self.expand_parts(&word.parts, false, &mut fields)?;
+        Ok(join_fields(&fields, |p| {
+            if p.quoted {
+                pattern::escape(&p.text)
+            } else {
+                p.text.clone()
+            }
+        }))
+    }
+
+    /// An extended regex for `=~`: quoted parts match literally.
+    pub(crate) fn expand_regex(&mut self, word: &Word) -> R<String> {
+        let mut fields: Vec<Field> = vec![Vec::new()];
+        self.expand_parts(&word.parts, false, &mut fields)?;
+        Ok(join_fields(&fields, |p| {
+            if p.quoted {
+                regex_escape(&p.text)
+            } else {
+                p.text.clone()
+            }
+        }))
+    }
+
+    pub(crate) fn expand_heredoc(&mut self, body: &Word) -> R<String> {
+        let mut fields: Vec<Field> = vec![Vec::new()];
+        self.expand_parts(&body.parts, true, &mut fields)?;
+        Ok(join_fields(&fields, |p| p.text.clone()))
+    }
+
+    fn expand_parts(&mut self, parts: &[WordPart], in_dq: bool, out: &mut Vec<Field>) -> R<()> {
+        for part in parts {
+            match part {
+                WordPart::Literal(s) => push(out, s.clone(), in_dq, false),
+                WordPart::Quoted(s) => push(out, s.clone(), true, false),
+                WordPart::DoubleQuoted(inner) => {
+                    let only_list =
+                        matches!(inner.as_slice(), [WordPart::Param(p)] if is_list_param(p));
+                    if !only_list {
+                        push(out, String::new(), true, false);
+                    }
+                    self.expand_parts(inner, true, out)?;
+                }
+                WordPart::Param(p) => self.expand_param(p, in_dq, out)?,
+                WordPart::CommandSubst(s) => {
+                    let text = self.command_subst(s)?;
+                    push(out, text, in_dq, !in_dq);
+                }
+                WordPart::ProcessSubst { .. } => {
+                    self.err("process substitution is not supported in this shell");
+                    return Err(Flow::Exit(1));
+                }
+                WordPart::Arith(a) => {
+                    let v = self.arith_or_exit(a)?;
+                    push(out, v.to_string(), in_dq, !in_dq);
+                }
+                WordPart::Tilde(user) => {
+                    let v = match user.as_str() {
+                        "" => self.get_var("HOME").unwrap_or_default(),
+                        "+" => self.st.cwd.clone(),
+                        "-" => self.get_var("OLDPWD").unwrap_or_else(|| "~-".into()),
+                        "user" => "/home/user".into(),
+                        "root" => "/root".into(),
+                        u => format!("~{u}"),
+                    };
+                    push(out, v, true, false);
+                }
+                WordPart::Brace(b) => {
+                    // Only reached where bash does not brace-expand: keep the text.
+                    push(out, brace_text(b), in_dq, false);
+                }
+                WordPart::BadSubst(raw) => {
+                    self.err(&format!("{raw}: bad substitution"));
+                    return Err(Flow::Fatal(1));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs a command substitution in a subshell and returns its output without trailing
+    /// newlines.
+    pub(crate) fn command_subst(&mut self, s: &Script) -> R<String> {
+        self.enter()?;
+        let r = self.command_subst_inner(s);
+        self.depth -= 1;
+        r
+    }
+
+    fn command_subst_inner(&mut self, s: &Script) -> R<String> {
+        // `$(< file)` reads the file without a subshell.
+        if let [item] = s.items.as_slice()
+            && !item.background
+            && item.and_or.rest.is_empty()
+            && let [Command::Simple(sc)] = item.and_or.first.commands.as_slice()
+            && sc.words.is_empty()
+            && sc.assignments.is_empty()
+            && let [r] = sc.redirects.as_slice()
+            && r.op == RedirOp::Read
+            && r.fd.is_none()
+            && let RedirTarget::Word(w) = &r.target
+        {
+            let name = self.expand_string(w)?;
+            let abs = wasmsand_vfs::path::join(&self.st.cwd, &name);
+            let data = self.rt.vfs.lock().read(&abs);
+            return match data {
+                Ok(d) => {
+                    self.check_size(d.len(), "command substitution")?;
+                    self.subst_status = Some(0);
+                    Ok(trim_newlines(String::from_utf8_lossy(&d).into_owned()))
+                }
+                Err(e) => {
+                    self.err(&format!("{name}: {}", crate::interp::strerror(e.errno)));
+                    self.subst_status = Some(1);
+                    Ok(String::new())
+                }
+            };
+        }
+        self.count_process()?;
+        let cap = self.st.limits.max_word_bytes as u64;
+        let buf = OutputBuffer::new(cap + 1);
+        let mut child = self.fork();
+        child.fds.set(1, Some(Fd::Out(Output::Buffer(buf.clone()))));
+        let status = child.run_as_subshell(|c| c.run_script(s));
+        drop(child);
+        self.check()?;
+        let out = buf.take();
+        if out.len() as u64 > cap {
+            return Err(self.limit(format!(
+                "command substitution: output too large (limit: {cap} bytes)"
+            )));
+        }
+        self.subst_status = Some(status);
+        self.st.status = status;
+        let text = String::from_utf8_lossy(out.as_bytes()).into_owned();
+        Ok(trim_newlines(text))
+    }
+
+    // ---- parameters ----
+
+    fn param_value(&mut self, param: &Param, sub: &Option<Subscript>) -> R<PV> {
+        match param {
+            Param::Named(name) => self.named_value(name, sub),
+            Param::Positional(0) => Ok(PV::Str(self.st.arg0.clone())),
+            Param::Positional(n) => Ok(match self.st.positional.get(*n as usize - 1) {
+                Some(v) => PV::Str(v.clone()),
+                None => PV::Unset,
+            }),
+            Param::Special(c) => Ok(match c {
+                '@' => PV::List(self.st.positional.clone(), false),
+                '*' => PV::List(self.st.positional.clone(), true),
+                '#' => PV::Str(self.st.positional.len().to_string()),
+                '?' => PV::Str(self.st.status.to_string()),
+                '$' => PV::Str(self.rt.shell_pid.to_string()),
+                '!' => match self.last_bg {
+                    Some(p) => PV::Str(p.to_string()),
+                    None => PV::Unset,
+                },
+                '-' => PV::Str(self.option_flags()),
+                _ => PV::Unset,
+            }),
+        }
+    }
+
+    pub(crate) fn option_flags(&self) -> String {
+        let o = &self.st.opts;
+        let mut s = String::from("h");
+        if o.errexit {
+            s.push('e');
+        }
+        if o.noglob {
+            s.push('f');
+        }
+        if o.nounset {
+            s.push('u');
+        }
+        if o.xtrace {
+            s.push('x');
+        }
+        if o.noclobber {
+            s.push('C');
+        }
+        s.push('B');
+        s.push('c');
+        s
+    }
+
+    fn named_value(&mut self, name: &str, sub: &Option<Subscript>) -> R<PV> {
+        let Some(sub) = sub else {
+            return Ok(match self.get_var(name) {
+                Some(v) => PV::Str(v),
+                None => PV::Unset,
+            });
+        };
+        let var = self.st.vars.get(name).cloned();
+        match sub {
+            Subscript::At | Subscript::Star => {
+                let star = matches!(sub, Subscript::Star);
+                let items = match var.map(|v| v.value) {
+                    Some(Value::Str(s)) => vec![s],
+                    Some(Value::Indexed(m)) => m.into_values().collect(),
+                    Some(Value::Assoc(m)) => m.into_values().collect(),
+                    _ => Vec::new(),
+                };
+                Ok(PV::List(items, star))
+            }
+            Subscript::Index(w) => {
+                let is_assoc = matches!(var.as_ref().map(|v| &v.value), Some(Value::Assoc(_)));
+                if is_assoc {
+                    let key = self.expand_string(w)?;
+                    Ok(match var.map(|v| v.value) {
+                        Some(Value::Assoc(m)) => m.get(&key).cloned().map_or(PV::Unset, PV::Str),
+                        _ => PV::Unset,
+                    })
+                } else {
+                    let text = self.expand_string(w)?;
+                    let i = match self.eval_arith_text(&text) {
+                        Ok(i) => i,
+                        Err(AErr::Msg(m)) => {
+                            self.err(&m);
+                            return Err(Flow::Exit(1));
+                        }
+                        Err(AErr::Flow(f)) => return Err(f),
+                    };
+                    Ok(match var.map(|v| v.value) {
+                        Some(Value::Str(s)) if i == 0 || i == -1 => PV::Str(s),
+                        Some(Value::Indexed(m)) => {
+                            let idx = if i < 0 {
+                                m.keys().next_back().map(|k| k + 1 + i).unwrap_or(-1)
+                            } else {
+                                i
+                            };
+                            m.get(&idx).cloned().map_or(PV::Unset, PV::Str)
+                        }
+                        _ => PV::Unset,
+                    })
+                }
+            }
+        }
+    }
+
+    fn expand_param(&mut self, pe: &ParamExp, in_dq: bool, out: &mut Vec<Field>) -> R<()> {
+        // `${!prefix*}` and `${!arr[@]}` are name and key lists, not indirections.
+        match &pe.op {
+            ParamOp::PrefixNames { star } => {
+                let Param::Named(prefix) = &pe.param else {
+                    return Ok(());
+                };
+                let names: Vec<String> = self
+                    .st
+                    .vars
+                    .names()
+                    .into_iter()
+                    .filter(|n| n.starts_with(prefix.as_str()))
+                    .collect();
+                self.push_value(PV::List(names, *star), in_dq, out);
+                return Ok(());
+            }
+            ParamOp::Keys { star } => {
+                let Param::Named(name) = &pe.param else {
+                    return Ok(());
+                };
+                let keys = match self.st.vars.get(name).map(|v| &v.value) {
+                    Some(Value::Indexed(m)) => m.keys().map(|k| k.to_string()).collect(),
+                    Some(Value::Assoc(m)) => m.keys().cloned().collect(),
+                    Some(Value::Str(_)) => vec!["0".to_string()],
+                    _ => Vec::new(),
+                };
+                self.push_value(PV::List(keys, *star), in_dq, out);
+                return Ok(());
+            }
+            _ => {}
+        }
+        let (param, sub) = if pe.indirect {
+            let target = match self.param_value(&pe.param, &pe.subscript)? {
+                PV::Str(s) => s,
+                PV::List(l, _) => l.join(" "),
+                PV::Unset => {
+                    if self.st.opts.nounset {
+                        let n = param_name(&pe.param);
+                        self.err(&format!("{n}: unbound variable"));
+                        return Err(Flow::Exit(127));
+                    }
+                    String::new()
+                }
+            };
+            match parse_param_ref(&target) {
+                Some(r) => r,
+                None => {
+                    self.err(&format!("{target}: invalid indirect expansion"));
+                    return Err(Flow::Exit(1));
+                }
+            }
+        } else {
+            (pe.param.clone(), pe.subscript.clone())
+        };
+        let value = self.param_value(&param, &sub)?;
+        let is_set_nonnull = |v: &PV, colon: bool| match v {
+            PV::Unset => false,
+            PV::Str(s) => !colon || !s.is_empty(),
+            PV::List(l, _) => {
+                if colon {
+                    l.iter().any(|s| !s.is_empty())
+                } else {
+                    !l.is_empty()
+                }
+            }
+        };
+        match &pe.op {
+            ParamOp::None => {
+                if matches!(value, PV::Unset) && self.st.opts.nounset {
+                    self.err(&format!(
+                        "{}: unbound variable",
+                        param_display(&param, &sub)
+                    ));
+                    return Err(Flow::Exit(127));
+                }
+                self.push_value(value, in_dq, out);
+            }
+            ParamOp::Length => {
+                let n = match value {
+                    PV::Unset => {
+                        if self.st.opts.nounset {
+                            self.err(&format!(
+                                "{}: unbound variable",
+                                param_display(&param, &sub)
+                            ));
+                            return Err(Flow::Exit(127));
+                        }
+                        0
+                    }
+                    PV::Str(s) => s.chars().count(),
+                    PV::List(l, _) => l.len(),
+                };
+                push(out, n.to_string(), in_dq, !in_dq);
+            }
+            ParamOp::Default { colon, word } => {
+                if is_set_nonnull(&value, *colon) {
+                    self.push_value(value, in_dq, out);
+                } else {
+                    self.expand_parts(&word.parts, in_dq, out)?;
+                }
+            }
+            ParamOp::Alternate { colon, word } => {
+                if is_set_nonnull(&value, *colon) {
+                    self.expand_parts(&word.parts, in_dq, out)?;
+                }
+            }
+            ParamOp::Assign { colon, word } => {
+                if is_set_nonnull(&value, *colon) {
+                    self.push_value(value, in_dq, out);
+                } else {
+                    let v = self.expand_string(word)?;
+                    let Param::Named(name) = &param else {
+                        self.err(&format!(
+                            "${}: cannot assign in this way",
+                            param_name(&param)
+                        ));
+                        return Err(Flow::Exit(1));
+                    };
+                    let key = match &sub {
+                        Some(Subscript::Index(w)) => Some(self.subscript_key(name, w)?),
+                        _ => None,
+                    };
+                    if let Err(m) = self.assign(name, key, v.clone(), false) {
+                        self.err(&m);
+                        return Err(Flow::Exit(1));
+                    }
+                    push(out, v, in_dq, !in_dq);
+                }
+            }
+            ParamOp::Error { colon, word } => {
+                if is_set_nonnull(&value, *colon) {
+                    self.push_value(value, in_dq, out);
+                } else {
+                    let msg = self.expand_string(word)?;
+                    let msg = if msg.is_empty() {
+                        if *colon {
+                            "parameter null or not set".to_string()
+                        } else {
+                            "parameter not set".to_string()
+                        }
+                    } else {
+                        msg
+                    };
+                    self.err(&format!("{}: {msg}", param_display(&param, &sub)));
+                    return Err(Flow::Exit(127));
+                }
+            }
+            op => {
+                if matches!(value, PV::Unset) && self.st.opts.nounset {
+                    self.err(&format!(
+                        "{}: unbound variable",
+                        param_display(&param, &sub)
+                    ));
+                    return Err(Flow::Exit(127));
+                }
+                let is_positional_list = matches!(param, Param::Special('@' | '*'));
+                let v = self.apply_op(op, value, is_positional_list)?;
+                self.push_value(v, in_dq, out);
+            }
+        }
+        Ok(())
+    }
+
+    fn subscript_key(&mut self, name: &str, w: &Word) -> R<AssignKey> {
+        let text = self.expand_string(w)?;
+        let is_assoc = matches!(
+            self.st.vars.get(name).map(|v| &v.value),
+            Some(Value::Assoc(_))
+        );
+        if is_assoc {
+            return Ok(AssignKey::Key(text));
+        }
+        match self.eval_arith_text(&text) {
+            Ok(i) => Ok(AssignKey::Index(i)),
+            Err(AErr::Msg(m)) => {
+                self.err(&m);
+                Err(Flow::Exit(1))
+            }
+            Err(AErr::Flow(f)) => Err(f),
+        }
+    }
+
+    fn apply_op(&mut self, op: &ParamOp, value: PV, positional: bool) -> R<PV> {
+        let each = |v: PV, f: &mut dyn FnMut(&str) -> String| -> PV {
+            match v {
+                PV::Unset => PV::Str(f("")),
+                PV::Str(s) => PV::Str(f(&s)),
+                PV::List(l, star) => PV::List(l.iter().map(|s| f(s)).collect(), star),
+            }
+        };
+        Ok(match op {
+            ParamOp::Substring { offset, length } => {
+                let off = self.arith_or_exit(offset)?;
+                let len = match length {
+                    Some(l) => Some(self.arith_or_exit(l)?),
+                    None => None,
+                };
+                match value {
+                    PV::List(l, star) => {
+                        // `${@:0}` starts with $0.
+                        let mut items = l;
+                        let mut off = off;
+                        if positional {
+                            items.insert(0, self.st.arg0.clone());
+                        }
+                        let n = items.len() as i64;
+                        if off < 0 {
+                            off += n;
+                            if off < 0 {
+                                return Ok(PV::List(Vec::new(), star));
+                            }
+                        }
+                        let start = off.min(n) as usize;
+                        let end = match len {
+                            None => n as usize,
+                            Some(l) if l < 0 => {
+                                self.err(&format!("{l}: substring expression < 0"));
+                                return Err(Flow::Exit(1));
+                            }
+                            Some(l) => (start as i64 + l).min(n) as usize,
+                        };
+                        PV::List(items[start..end.max(start)].to_vec(), star)
+                    }
+                    PV::Unset => PV::Str(String::new()),
+                    PV::Str(s) => {
+                        let chars: Vec<char> = s.chars().collect();
+                        let n = chars.len() as i64;
+                        let start = if off < 0 { n + off } else { off };
+                        if start < 0 || start > n {
+                            return Ok(PV::Str(String::new()));
+                        }
+                        let end = match len {
+                            None => n,
+                            Some(l) if l < 0 => {
+                                let e = n + l;
+                                if e < start {
+                                    self.err(&format!("{l}: substring expression < 0"));
+                                    return Err(Flow::Exit(1));
+                                }
+                                e
+                            }
+                            Some(l) => (start + l).min(n),
+                        };
+                        PV::Str(chars[start as usize..end as usize].iter().collect())
+                    }
+                }
+            }
+            ParamOp::RemovePrefix { longest, pattern } => {
+                let pat = self.expand_pattern(pattern)?;
+                each(
+                    value,
+                    &mut |s| match pattern::strip_prefix_len(s, &pat, *longest) {
+                        Some(n) => s[n..].to_string(),
+                        None => s.to_string(),
+                    },
+                )
+            }
+            ParamOp::RemoveSuffix { longest, pattern } => {
+                let pat = self.expand_pattern(pattern)?;
+                each(
+                    value,
+                    &mut |s| match pattern::strip_suffix_start(s, &pat, *longest) {
+                        Some(n) => s[..n].to_string(),
+                        None => s.to_string(),
+                    },
+                )
+            }
+            ParamOp::Replace {
+                mode,
+                pattern: pw,
+                replacement,
+            } => {
+                let pat = self.expand_pattern(pw)?;
+                let rep = self.expand_string(replacement)?;
+                let mode = *mode;
+                each(value, &mut |s| replace(s, &pat, &rep, mode))
+            }
+            ParamOp::Case {
+                upper,
+                all,
+                pattern: pw,
+            } => {
+                let pat = self.expand_pattern(pw)?;
+                let (upper, all) = (*upper, *all);
+                each(value, &mut |s| change_case(s, &pat, upper, all))
+            }
+            ParamOp::Transform(c) => {
+                let c = *c;
+                match c {
+                    'Q' => each(value, &mut |s| crate::printf::quote_single(s)),
+                    'E' => each(value, &mut |s| {
+                        String::from_utf8_lossy(&crate::printf::echo_escapes(s).0).into_owned()
+                    }),
+                    'P' => value,
+                    'U' => each(value, &mut |s| s.to_uppercase()),
+                    'L' => each(value, &mut |s| s.to_lowercase()),
+                    'u' => each(value, &mut |s| change_case(s, "", true, false)),
+                    'a' => value,
+                    'A' | 'K' | 'k' => value,
+                    _ => {
+                        self.err(&format!("@{c}: bad substitution"));
+                        return Err(Flow::Exit(1));
+                    }
+                }
+            }
+            _ => value,
+        })
+    }
+
+    fn push_value(&mut self, v: PV, in_dq: bool, out: &mut Vec<Field>) {
+        match v {
+            PV::Unset => push(out, String::new(), in_dq, false),
+            PV::Str(s) => push(out, s, in_dq, !in_dq),
+            PV::List(items, star) => {
+                if in_dq && star {
+                    let ifs = self.get_var("IFS");
+                    let sep = match ifs.as_deref() {
+                        None => " ".to_string(),
+                        Some(s) => s.chars().next().map(String::from).unwrap_or_default(),
+                    };
+                    push(out, items.join(&sep), true, false);
+                    return;
+                }
+                for (i, item) in items.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(Vec::new());
+                    }
+                    push(out, item, in_dq, !in_dq);
+                }
+            }
+        }
+    }
+
+    // ---- globbing ----
+
+    fn glob_field(&mut self, f: Field, out: &mut Vec<String>) -> R<()> {
+        let literal: String = f.iter().map(|p| p.text.as_str()).collect();
+        let globbable = !self.st.opts.noglob
+            && f.iter()
+                .any(|p| !p.quoted && p.text.contains(['*', '?', '[']));
+        if !globbable {
+            out.push(literal);
+            return Ok(());
+        }
+        let pat: String = f
+            .iter()
+            .map(|p| {
+                if p.quoted {
+                    pattern::escape(&p.text)
+                } else {
+                    p.text.clone()
+                }
+            })
+            .collect();
+        if !pattern::has_meta(&pat) {
+            out.push(literal);
+            return Ok(());
+        }
+        let opts = pattern::GlobOptions {
+            dotglob: self.st.opts.dotglob,
+            nullglob: self.st.opts.nullglob,
+            nocaseglob: self.st.opts.nocaseglob,
+            max_results: self.st.limits.max_glob_results,
+        };
+        let r = {
+            let vfs = self.rt.vfs.lock();
+            pattern::glob(&vfs, &self.st.cwd, &pat, &opts)
+        };
+        match r {
+            Ok(v) if v.is_empty() => {
+                if self.st.opts.failglob {
+                    self.err(&format!("no match: {literal}"));
+                    return Err(Flow::Exit(1));
+                }
+                if !self.st.opts.nullglob {
+                    out.push(literal);
+                }
+            }
+            Ok(v) => out.extend(v),
+            Err(e) => return Err(self.limit(format!("{literal}: {e}"))),
+        }
+        Ok(())
+    }
+
+    // ---- brace expansion ----
+
+    /// Expands the brace parts of a word into several words, bounded.
+    pub(crate) fn brace_expand(&mut self, word: &Word) -> R<Vec<Word>> {
+        if !word.parts.iter().any(|p| matches!(p, WordPart::Brace(_))) {
+            return Ok(vec![word.clone()]);
+        }
+        let limit = self.st.limits.max_brace_words;
+        let mut acc: Vec<Vec<WordPart>> = vec![Vec::new()];
+        for part in &word.parts {
+            match part {
+                WordPart::Brace(b) => {
+                    let alts = self.brace_alternatives(b)?;
+                    if acc.len().saturating_mul(alts.len()) > limit {
+                        return Err(
+                            self.limit(format!("brace expansion: too many words (limit: {limit})"))
+                        );
+                    }
+                    let mut next = Vec::with_capacity(acc.len() * alts.len());
+                    for prefix in &acc {
+                        for alt in &alts {
+                            let mut p = prefix.clone();
+                            p.extend(alt.parts.iter().cloned());
+                            next.push(p);
+                        }
+                    }
+                    acc = next;
+                }
+                other => {
+                    for p in acc.iter_mut() {
+                        p.push(other.clone());
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for parts in acc {
+            let w = Word { parts };
+            // Alternatives may hold braces of their own (`{a,b{1,2}}`).
+            let more = self.brace_expand(&w)?;
+            out.extend(more);
+            if out.len() > limit {
+                return Err(self.limit(format!("brace expansion: too many words (limit: {limit})")));
+            }
+        }
+        Ok(out)
+    }
+
+    fn brace_alternatives(&mut self, b: &BraceExp) -> R<Vec<Word>> {
+        match b {
+            BraceExp::List(words) => Ok(words.clone()),
+            BraceExp::Seq { start, end, step } => {
+                let limit = self.st.limits.max_brace_words;
+                let step_n: i64 = step
+                    .as_deref()
+                    .and_then(|s| s.parse::<i64>().ok())
+                    .unwrap_or(1);
+                let step_abs = step_n.unsigned_abs().max(1) as i128;
+                if let (Ok(a), Ok(z)) = (start.parse::<i64>(), end.parse::<i64>()) {
+                    let count = ((a as i128 - z as i128).abs() / step_abs) + 1;
+                    if count > limit as i128 {
+                        return Err(
+                            self.limit(format!("brace expansion: too many words (limit: {limit})"))
+                        );
+                    }
+                    let width = if has_zero_pad(start) || has_zero_pad(end) {
+                        start.len().max(end.len())
+                    } else {
+                        0
+                    };
+                    let mut v = Vec::new();
+                    let mut i = a as i128;
+                    let up = z as i128 >= a as i128;
+                    while (up && i <= z as i128) || (!up && i >= z as i128) {
+                        let s = if width > 0 {
+                            if i < 0 {
+                                format!("-{:0w$}", -i, w = width - 1)
+                            } else {
+                                format!("{:0w$}", i, w = width)
+                            }
+                        } else {
+                            i.to_string()
+                        };
+                        v.push(Word::literal(&s));
+                        if up { i += step_abs } else { i -= step_abs }
+                    }
+                    return Ok(v);
+                }
+                let (Some(a), Some(z)) = (single_char(start), single_char(end)) else {
+                    return Ok(vec![Word::literal(&brace_text(b))]);
+                };
+                let (a, z) = (a as u32, z as u32);
+                let mut v = Vec::new();
+                let mut i = a as i64;
+                let up = z >= a;
+                while (up && i <= z as i64) || (!up && i >= z as i64) {
+                    if let Some(c) = char::from_u32(i as u32) {
+                        v.push(Word {
+                            parts: vec![WordPart::Quoted(c.to_string())],
+                        });
+                    }
+                    if up {
+                        i += step_abs as i64
+                    } else {
+                        i -= step_abs as i64
+                    }
+                }
+                Ok(v)
+            }
+        }
+    }
+
+    // ---- assignments ----
+
+    pub(crate) fn eval_assignment(&mut self, a: &Assignment) -> R<AssignedValue> {
+        Ok(match &a.value {
+            AssignValue::Scalar(w) => {
+                let v = self.expand_string(w)?;
+                match &a.index {
+                    Some(iw) => {
+                        let k = self.expand_string(iw)?;
+                        AssignedValue::Elem(k, v)
+                    }
+                    None => AssignedValue::Scalar(v),
+                }
+            }
+            AssignValue::Array(elems) => {
+                let mut out = Vec::new();
+                for e in elems {
+                    match &e.key {
+                        Some(k) => {
+                            let k = self.expand_string(k)?;
+                            let v = self.expand_string(&e.value)?;
+                            out.push((Some(k), v));
+                        }
+                        None => {
+                            for f in self.expand_word_fields(&e.value)? {
+                                out.push((None, f));
+                            }
+                        }
+                    }
+                }
+                AssignedValue::Array(out)
+            }
+        })
+    }
+
+    /// Stores an evaluated assignment; the message is for `bash: line N: ...`.
+    pub(crate) fn store_assignment(
+        &mut self,
+        a: &Assignment,
+        v: AssignedValue,
+    ) -> Result<(), String> {
+        match v {
+            AssignedValue::Scalar(s) => self.assign(&a.name, None, s, a.append),
+            AssignedValue::Elem(k, s) => {
+                let key = self.key_for(&a.name, &k)?;
+                self.assign(&a.name, Some(key), s, a.append)
+            }
+            AssignedValue::Array(items) => self.assign_array(&a.name, items, a.append),
+        }
+    }
+
+    pub(crate) fn key_for(&mut self, name: &str, k: &str) -> Result<AssignKey, String> {
+        let is_assoc = matches!(
+            self.st.vars.get(name).map(|v| &v.value),
+            Some(Value::Assoc(_))
+        );
+        if is_assoc {
+            Ok(AssignKey::Key(k.to_string()))
+        } else {
+            match self.eval_arith_text(k) {
+                Ok(i) => Ok(AssignKey::Index(i)),
+                Err(AErr::Msg(m)) => Err(m),
+                Err(AErr::Flow(_)) => Err(format!("{k}: bad array subscript")),
+            }
+        }
+    }
+
+    pub(crate) fn assign_array(
+        &mut self,
+        name: &str,
+        items: Vec<(Option<String>, String)>,
+        append: bool,
+    ) -> Result<(), String> {
+        let existing = self.st.vars.get(name).cloned();
+        if let Some(v) = &existing
+            && v.has(ATTR_READONLY)
+        {
+            return Err(format!("{name}: readonly variable"));
+        }
+        let attrs = existing.as_ref().map(|v| v.attrs).unwrap_or(0);
+        let is_assoc = matches!(existing.as_ref().map(|v| &v.value), Some(Value::Assoc(_)));
+        let integer = attrs & ATTR_INTEGER != 0;
+        if is_assoc {
+            let mut m = match (append, existing.map(|v| v.value)) {
+                (true, Some(Value::Assoc(m))) => m,
+                _ => BTreeMap::new(),
+            };
+            let mut pending_key: Option<String> = None;
+            for (k, v) in items {
+                match k {
+                    Some(k) => {
+                        m.insert(k, crate::interp::apply_case_attrs(attrs, v));
+                    }
+                    // bash 5.1+: `(k1 v1 k2 v2)` pairs up keys and values.
+                    None => match pending_key.take() {
+                        Some(key) => {
+                            m.insert(key, v);
+                        }
+                        None => pending_key = Some(v),
+                    },
+                }
+            }
+            if let Some(k) = pending_key {
+                m.insert(k, String::new());
+            }
+            self.st.vars.put(
+                name,
+                Var {
+                    value: Value::Assoc(m),
+                    attrs,
+                },
+            );
+            return Ok(());
+        }
+        let mut m = match (append, existing.map(|v| v.value)) {
+            (true, Some(Value::Indexed(m))) => m,
+            (true, Some(Value::Str(s))) => BTreeMap::from([(0, s)]),
+            _ => BTreeMap::new(),
+        };
+        let mut next = m.keys().next_back().map(|k| k + 1).unwrap_or(0);
+        for (k, v) in items {
+            let idx = match k {
+                Some(k) => match self.eval_arith_text(&k) {
+                    Ok(i) => i,
+                    Err(AErr::Msg(msg)) => return Err(msg),
+                    Err(AErr::Flow(_)) => return Err(format!("{k}: bad array subscript")),
+                },
+                None => next,
+            };
+            let v = if integer {
+                match self.eval_arith_text(&v) {
+                    Ok(n) => n.to_string(),
+                    Err(AErr::Msg(msg)) => return Err(msg),
+                    Err(AErr::Flow(_)) => v,
+                }
+            } else {
+                crate::interp::apply_case_attrs(attrs, v)
+            };
+            m.insert(idx, v);
+            next = idx + 1;
+        }
+        self.st.vars.put(
+            name,
+            Var {
+                value: Value::Indexed(m),
+                attrs,
+            },
+        );
+        Ok(())
+    }
+
+    /// Alias expansion of the command word (one level per alias, no loops).
+    pub(crate) fn expand_alias(&mut self, argv: Vec<String>) -> R<Vec<String>> {
+        if !self.st.opts.expand_aliases || argv.is_empty() || self.st.aliases.is_empty() {
+            return Ok(argv);
+        }
+        let mut argv = argv;
+        let mut seen: Vec<String> = Vec::new();
+        while let Some(value) = self.st.aliases.get(&argv[0]).cloned() {
+            if seen.contains(&argv[0]) || seen.len() > 16 {
+                break;
+            }
+            seen.push(argv[0].clone());
+            let Ok(script) = crate::parse(&value) else {
+                break;
+            };
+            let words = match script.items.as_slice() {
+                [item] if item.and_or.rest.is_empty() => {
+                    match item.and_or.first.commands.as_slice() {
+                        [Command::Simple(sc)] if sc.assignments.is_empty() => sc
+                            .words
+                            .iter()
+                            .filter_map(|a| match a {
+                                Arg::Word(w) => Some(w.clone()),
+                                Arg::Assignment(_) => None,
+                            })
+                            .collect::<Vec<_>>(),
+                        _ => break,
+                    }
+                }
+                _ => break,
+            };
+            let mut expanded = self.expand_words(&words)?;
+            let trailing_space = value.ends_with(' ');
+            expanded.extend(argv.drain(1..));
+            argv = expanded;
+            if argv.is_empty() || !trailing_space {
+                break;
+            }
+        }
+        Ok(argv)
+    }
+}
+
+fn is_list_param(p: &ParamExp) -> bool {
+    if p.indirect || !matches!(p.op, ParamOp::None) {
+        return false;
+    }
+    matches!(p.param, Param::Special('@'))
+        || (matches!(p.subscript, Some(Subscript::At)) && matches!(p.param, Param::Named(_)))
+}
+
+fn push(out: &mut [Field], text: String, quoted: bool, split: bool) {
+    if let Some(f) = out.last_mut() {
+        f.push(Piece {
+            text,
+            quoted,
+            split,
+        });
+    }
+}
+
+fn join_fields(fields: &[Field], f: impl Fn(&Piece) -> String) -> String {
+    let mut s = String::new();
+    for (i, field) in fields.iter().enumerate() {
+        if i > 0 {
+            s.push(' ');
+        }
+        for p in field {
+            s.push_str(&f(p));
+        }
+    }
+    s
+}
+
+/// Splits a field on IFS where its pieces allow it.
+fn split_field(f: Field, ifs: &str) -> Vec<Field> {
+    if !f.iter().any(|p| p.split && !p.text.is_empty()) || ifs.is_empty() {
+        return if field_alive(&f) { vec![f] } else { Vec::new() };
+    }
+    let is_ws = |c: char| ifs.contains(c) && matches!(c, ' ' | '\t' | '\n');
+    let is_delim = |c: char| ifs.contains(c);
+    let mut out: Vec<Field> = Vec::new();
+    let mut cur: Field = Vec::new();
+    // Whether the text so far ended on a non-whitespace delimiter (which already ended a
+    // field, so following IFS whitespace must not end another).
+    let mut after_hard = false;
+    for p in f {
+        if !p.split {
+            if !p.text.is_empty() || p.quoted {
+                after_hard = false;
+            }
+            cur.push(p);
+            continue;
+        }
+        let mut buf = String::new();
+        for c in p.text.chars() {
+            if !is_delim(c) {
+                buf.push(c);
+                after_hard = false;
+                continue;
+            }
+            if !buf.is_empty() {
+                cur.push(Piece {
+                    text: std::mem::take(&mut buf),
+                    quoted: false,
+                    split: false,
+                });
+            }
+            if is_ws(c) {
+                if field_alive(&cur) {
+                    out.push(std::mem::take(&mut cur));
+                }
+            } else {
+                if !after_hard || field_alive(&cur) {
+                    out.push(std::mem::take(&mut cur));
+                }
+                cur.clear();
+                after_hard = true;
+            }
+        }
+        if !buf.is_empty() {
+            cur.push(Piece {
+                text: buf,
+                quoted: false,
+                split: false,
+            });
+        }
+    }
+    if field_alive(&cur) {
+        out.push(cur);
+    }
+    out
+}
+
+fn field_alive(f: &Field) -> bool {
+    f.iter().any(|p| p.quoted || !p.text.is_empty())
+}
+
+fn trim_newlines(mut s: String) -> String {
+    while s.ends_with('\n') {
+        s.pop();
+    }
+    s
+}
+
+fn has_zero_pad(s: &str) -> bool {
+    let d = s.strip_prefix('-').unwrap_or(s);
+    d.len() > 1 && d.starts_with('0')
+}
+
+fn single_char(s: &str) -> Option<char> {
+    let mut c = s.chars();
+    let first = c.next()?;
+    c.next().is_none().then_some(first)
+}
+
+fn brace_text(b: &BraceExp) -> String {
+    match b {
+        BraceExp::List(words) => {
+            let inner: Vec<String> = words.iter().map(literal_text).collect();
+            format!("{{{}}}", inner.join(","))
+        }
+        BraceExp::Seq { start, end, step } => match step {
+            Some(s) => format!("{{{start}..{end}..{s}}}"),
+            None => format!("{{{start}..{end}}}"),
+        },
+    }
+}
+
+/// The text of a word's literal and quoted parts (a quoted here-doc body, messages).
+pub(crate) fn literal_text(w: &Word) -> String {
+    let mut s = String::new();
+    for p in &w.parts {
+        match p {
+            WordPart::Literal(t) | WordPart::Quoted(t) => s.push_str(t),
+            WordPart::DoubleQuoted(inner) => s.push_str(&literal_text(&Word {
+                parts: inner.clone(),
+            })),
+            WordPart::Brace(b) => s.push_str(&brace_text(b)),
+            WordPart::BadSubst(t) => s.push_str(t),
+            WordPart::Tilde(u) => {
+                s.push('~');
+                s.push_str(u);
+            }
+            WordPart::Param(p) => {
+                s.push('$');
+                s.push_str(&param_name(&p.param));
+            }
+            WordPart::CommandSubst(_) | WordPart::ProcessSubst { .. } => s.push_str("$(...)"),
+            WordPart::Arith(a) => {
+                s.push_str("$((");
+                s.push_str(&a.source);
+                s.push_str("))");
+            }
+        }
+    }
+    s
+}
+
+/// A word as the user wrote it, roughly (for `ambiguous redirect`).
+pub(crate) fn source_text(w: &Word) -> String {
+    literal_text(w)
+}
+
+fn param_name(p: &Param) -> String {
+    match p {
+        Param::Named(n) => n.clone(),
+        Param::Positional(n) => n.to_string(),
+        Param::Special(c) => c.to_string(),
+    }
+}
+
+fn param_display(p: &Param, sub: &Option<Subscript>) -> String {
+    match sub {
+        Some(Subscript::Index(w)) => format!("{}[{}]", param_name(p), literal_text(w)),
+        _ => param_name(p),
+    }
+}
+
+/// `name`, `name[sub]`, `1`, `@`: the target of `${!ref}`.
+fn parse_param_ref(s: &str) -> Option<(Param, Option<Subscript>)> {
+    if let Ok(n) = s.parse::<u32>() {
+        return Some((Param::Positional(n), None));
+    }
+    if s.len() == 1 && "@*#?$!-".contains(s) {
+        return Some((Param::Special(s.chars().next()?), None));
+    }
+    let (name, sub) = match s.find('[') {
+        Some(i) if s.ends_with(']') => {
+            let inner = &s[i + 1..s.len() - 1];
+            let sub = match inner {
+                "@" => Subscript::At,
+                "*" => Subscript::Star,
+                k => Subscript::Index(Word::literal(k)),
+            };
+            (&s[..i], Some(sub))
+        }
+        _ => (s, None),
+    };
+    crate::vars::is_valid_name(name).then(|| (Param::Named(name.to_string()), sub))
+}
+
+fn replace(s: &str, pat: &str, rep: &str, mode: ReplaceMode) -> String {
+    match mode {
+        ReplaceMode::Prefix => match pattern::strip_prefix_len(s, pat, true) {
+            Some(n) => format!("{rep}{}", &s[n..]),
+            None => s.to_string(),
+        },
+        ReplaceMode::Suffix => match pattern::strip_suffix_start(s, pat, true) {
+            Some(n) => format!("{}{rep}", &s[..n]),
+            None => s.to_string(),
+        },
+        ReplaceMode::First | ReplaceMode::All => {
+            if pat.is_empty() {
+                return s.to_string();
+            }
+            let mut out = String::new();
+            let mut pos = 0;
+            while pos <= s.len() {
+                match pattern::find(s, pat, pos) {
+                    Some((a, b)) => {
+                        out.push_str(&s[pos..a]);
+                        out.push_str(rep);
+                        if b == a {
+                            // An empty match: copy one char and move on.
+                            match s[a..].chars().next() {
+                                Some(c) => {
+                                    out.push(c);
+                                    pos = a + c.len_utf8();
+                                }
+                                None => {
+                                    pos = s.len() + 1;
+                                    break;
+                                }
+                            }
+                        } else {
+                            pos = b;
+                        }
+                        if mode == ReplaceMode::First {
+                            break;
+                        }
+                    }
+                    None => break,
+                }
+            }
+            if pos <= s.len() {
+                out.push_str(&s[pos..]);
+            }
+            out
+        }
+    }
+}
+
+fn change_case(s: &str, pat: &str, upper: bool, all: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for (i, c) in s.chars().enumerate() {
+        let applies = (all || i == 0)
+            && (pat.is_empty() || pattern::matches(pat, c.encode_utf8(&mut [0u8; 4])));
+        if applies {
+            if upper {
+                out.extend(c.to_uppercase());
+            } else {
+                out.extend(c.to_lowercase());
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+pub(crate) fn regex_escape(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// How `set -x` shows a word: bare when safe, else single-quoted as bash does.
+pub(crate) fn quote_for_trace(s: &str) -> String {
+    let safe = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./=:,+@%^".contains(c) || !c.is_ascii());
+    if safe {
+        s.to_string()
+    } else {
+        crate::printf::quote_single(s)
+    }
+}

@@ -1,0 +1,705 @@
+//! The interpreter: runs a parsed script against a [`ShellState`] and a run's resources.
+//!
+//! Builtins run here, in the host; every other command runs as a WASI program through
+//! `wasmsand-exec`. A pipeline's stages, background jobs and subshells each get a clone of the
+//! interpreter (the state is made of persistent maps, so a clone is cheap) on their own thread,
+//! which is what makes them subshells: what they change is not seen by the parent.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use wasmsand_exec::{
+    CancelToken, Door, Exec, Exit, Input, OpenFile, Output, PipeReader, Program, RunSpec, SharedVfs,
+};
+
+use crate::ast::*;
+use crate::vars::{ATTR_EXPORT, Value, Var, Vars};
+
+/// Bounds on what one script may make the host do. Each has a clear error when exceeded.
+#[derive(Debug, Clone)]
+pub struct ShellLimits {
+    /// Nested function calls, `eval`, `source` and command substitutions.
+    pub max_depth: u32,
+    /// Bytes of one variable value, word, command substitution result or here-doc.
+    pub max_word_bytes: usize,
+    /// Words one brace expansion may produce.
+    pub max_brace_words: usize,
+    /// Paths one glob may produce.
+    pub max_glob_results: usize,
+    /// Subshells, pipeline stages and background jobs alive at once.
+    pub max_live_jobs: usize,
+    /// Subshells, pipeline stages, background jobs and programs started by one run.
+    pub max_processes: usize,
+}
+
+impl Default for ShellLimits {
+    fn default() -> Self {
+        Self {
+            max_depth: 1000,
+            max_word_bytes: 32 << 20,
+            max_brace_words: 200_000,
+            max_glob_results: 100_000,
+            max_live_jobs: 64,
+            max_processes: 20_000,
+        }
+    }
+}
+
+/// Shell options (`set -o`, `shopt`).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub errexit: bool,
+    pub nounset: bool,
+    pub pipefail: bool,
+    pub xtrace: bool,
+    pub noglob: bool,
+    pub noclobber: bool,
+    pub allexport: bool,
+    pub nullglob: bool,
+    pub dotglob: bool,
+    pub failglob: bool,
+    pub nocaseglob: bool,
+    pub nocasematch: bool,
+    pub expand_aliases: bool,
+    pub lastpipe: bool,
+}
+
+/// Everything a later command can observe: one bash session's state. Cloning it is cheap
+/// (persistent maps), which is how a sandbox forks.
+#[derive(Debug, Clone)]
+pub struct ShellState {
+    pub vars: Vars,
+    pub functions: im::HashMap<String, Arc<FunctionDef>>,
+    pub aliases: im::OrdMap<String, String>,
+    pub cwd: String,
+    pub opts: Options,
+    pub status: i32,
+    pub positional: Vec<String>,
+    pub arg0: String,
+    pub traps: im::OrdMap<String, String>,
+    pub dirstack: Vec<String>,
+    pub umask: u32,
+    pub limits: ShellLimits,
+    /// `$$`: stable for the session, like a shell process's pid.
+    pub pid: u32,
+}
+
+impl ShellState {
+    /// A fresh session in `cwd` with the given environment (all exported).
+    pub fn new(env: &[(String, String)], cwd: &str) -> ShellState {
+        let mut vars = Vars::default();
+        for (k, v) in env {
+            vars.put(
+                k,
+                Var {
+                    value: Value::Str(v.clone()),
+                    attrs: ATTR_EXPORT,
+                },
+            );
+        }
+        for (k, v) in [("IFS", " \t\n"), ("PS4", "+ "), ("OPTIND", "1")] {
+            if vars.get(k).is_none() {
+                vars.put(k, Var::scalar(v));
+            }
+        }
+        vars.put(
+            "PWD",
+            Var {
+                value: Value::Str(cwd.to_string()),
+                attrs: ATTR_EXPORT,
+            },
+        );
+        ShellState {
+            vars,
+            functions: im::HashMap::new(),
+            aliases: im::OrdMap::new(),
+            cwd: cwd.to_string(),
+            opts: Options::default(),
+            status: 0,
+            positional: Vec::new(),
+            arg0: "bash".into(),
+            traps: im::OrdMap::new(),
+            dirstack: Vec::new(),
+            umask: 0o022,
+            limits: ShellLimits::default(),
+            pid: 1000 + random_u32() % 30000,
+        }
+    }
+}
+
+/// Why a whole run stopped early.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Abort {
+    Timeout,
+    Cancelled,
+    /// A shell limit (recursion, expansion size, jobs): the message was already printed.
+    Limit(String),
+}
+
+/// Non-local control flow through the interpreter.
+#[derive(Debug)]
+pub(crate) enum Flow {
+    Break(u32),
+    Continue(u32),
+    Return(i32),
+    /// `exit`, or a fatal error in a non-interactive shell (unbound variable, bad
+    /// substitution): ends the current (sub)shell with this status.
+    Exit(i32),
+    /// An error that makes a non-interactive bash abandon the rest of the current top-level
+    /// line (bad substitution, arithmetic error, assignment to a readonly variable) and go on
+    /// with the next one.
+    Fatal(i32),
+    Abort(Abort),
+}
+
+pub(crate) type R<T = i32> = Result<T, Flow>;
+
+/// What a run shares across its threads (pipeline stages, background jobs).
+pub(crate) struct Runtime {
+    pub exec: &'static Exec,
+    pub vfs: SharedVfs,
+    pub deadline: Option<Instant>,
+    pub cancel: CancelToken,
+    pub memory_limit: Option<u64>,
+    pub door: Option<Door>,
+    pub live_jobs: AtomicUsize,
+    pub processes: AtomicUsize,
+    pub next_pid: AtomicU32,
+    pub abort: Mutex<Option<Abort>>,
+    pub aborted: AtomicBool,
+    pub started: Instant,
+    pub shell_pid: u32,
+}
+
+impl Runtime {
+    pub fn set_abort(&self, a: Abort) {
+        let mut g = self.abort.lock();
+        if g.is_none() {
+            *g = Some(a);
+        }
+        self.aborted.store(true, Ordering::SeqCst);
+        // Wakes every pipe wait and stops every program of the run.
+        self.cancel.cancel();
+    }
+}
+
+/// One open descriptor of the shell.
+#[derive(Debug, Clone)]
+pub(crate) enum Fd {
+    In(InSrc),
+    Out(Output),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum InSrc {
+    Empty,
+    Pipe(PipeReader),
+    File(OpenFile),
+    /// A here-doc or here-string, consumed through a shared cursor.
+    Bytes(Arc<Mutex<(bytes::Bytes, usize)>>),
+}
+
+/// The descriptor table: 0..=9 as bash allows in redirections.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Fds {
+    pub slots: [Option<Fd>; 10],
+}
+
+impl Fds {
+    pub fn get(&self, fd: u32) -> Option<&Fd> {
+        self.slots.get(fd as usize).and_then(Option::as_ref)
+    }
+
+    pub fn set(&mut self, fd: u32, v: Option<Fd>) {
+        if let Some(slot) = self.slots.get_mut(fd as usize) {
+            *slot = v;
+        }
+    }
+
+    pub fn output(&self, fd: u32) -> Option<Output> {
+        match self.get(fd) {
+            Some(Fd::Out(o)) => Some(o.clone()),
+            _ => None,
+        }
+    }
+
+    /// The descriptor as a program's standard input.
+    pub fn input(&self, fd: u32) -> Input {
+        match self.get(fd) {
+            Some(Fd::In(InSrc::Pipe(p))) => Input::Pipe(p.clone()),
+            Some(Fd::In(InSrc::File(f))) => Input::File(f.clone()),
+            Some(Fd::In(InSrc::Bytes(c))) => {
+                // A program reads all it is given: hand it the rest and move the cursor past.
+                let mut g = c.lock();
+                let rest = g.0.slice(g.1.min(g.0.len())..);
+                g.1 = g.0.len();
+                Input::Bytes(rest)
+            }
+            _ => Input::Empty,
+        }
+    }
+}
+
+/// A running interpreter: the session state plus this thread's view of the run.
+pub(crate) struct Interp {
+    pub st: ShellState,
+    pub rt: Arc<Runtime>,
+    pub fds: Fds,
+    pub depth: u32,
+    pub funcnames: Vec<String>,
+    pub loops: u32,
+    pub line: usize,
+    /// Inside a condition (`if`, `while`, `!`, left of `&&`/`||`): `set -e` and the ERR trap
+    /// do not apply.
+    pub cond: u32,
+    pub subshell: bool,
+    pub jobs: Vec<Job>,
+    pub last_bg: Option<u32>,
+    /// Status of the last command substitution of the current simple command.
+    pub subst_status: Option<i32>,
+    pub in_trap: bool,
+    /// Inside `source`: `return` is allowed.
+    pub sourcing: u32,
+    /// Set by `exec` without a command: keep this command's redirections.
+    pub keep_redirs: bool,
+    pub getopts_optind: usize,
+    pub getopts_char: usize,
+}
+
+pub(crate) struct Job {
+    pub pid: u32,
+    pub handle: std::thread::JoinHandle<i32>,
+}
+
+/// Stack for every interpreter thread: the tree walk recurses per nesting level and per
+/// function call, bounded by [`ShellLimits::max_depth`]. Only touched pages cost memory.
+pub(crate) const THREAD_STACK: usize = 256 << 20;
+
+type ProgramCache = BTreeMap<(usize, usize), (bytes::Bytes, Program)>;
+
+fn programs() -> &'static Mutex<ProgramCache> {
+    static P: OnceLock<Mutex<ProgramCache>> = OnceLock::new();
+    P.get_or_init(Default::default)
+}
+
+impl Interp {
+    pub fn new(st: ShellState, rt: Arc<Runtime>, fds: Fds) -> Interp {
+        Interp {
+            st,
+            rt,
+            fds,
+            depth: 0,
+            funcnames: Vec::new(),
+            loops: 0,
+            line: 1,
+            cond: 0,
+            subshell: false,
+            jobs: Vec::new(),
+            last_bg: None,
+            subst_status: None,
+            in_trap: false,
+            sourcing: 0,
+            keep_redirs: false,
+            getopts_optind: 0,
+            getopts_char: 0,
+        }
+    }
+
+    /// A copy for a subshell (pipeline stage, `( )`, `$( )`, background job).
+    pub fn fork(&self) -> Interp {
+        Interp {
+            st: self.st.clone(),
+            rt: self.rt.clone(),
+            fds: self.fds.clone(),
+            depth: self.depth,
+            funcnames: self.funcnames.clone(),
+            loops: 0,
+            line: self.line,
+            cond: self.cond,
+            subshell: true,
+            jobs: Vec::new(),
+            last_bg: self.last_bg,
+            subst_status: None,
+            in_trap: false,
+            sourcing: 0,
+            keep_redirs: false,
+            getopts_optind: 0,
+            getopts_char: 0,
+        }
+    }
+
+    /// The deadline and cancellation, checked in every loop iteration and command.
+    pub fn check(&self) -> R<()> {
+        if self.rt.aborted.load(Ordering::Relaxed) {
+            let a = self.rt.abort.lock().clone().unwrap_or(Abort::Cancelled);
+            return Err(Flow::Abort(a));
+        }
+        if self.rt.cancel.is_cancelled() {
+            return Err(Flow::Abort(Abort::Cancelled));
+        }
+        if let Some(d) = self.rt.deadline
+            && Instant::now() >= d
+        {
+            self.rt.set_abort(Abort::Timeout);
+            return Err(Flow::Abort(Abort::Timeout));
+        }
+        Ok(())
+    }
+
+    /// Stops the whole run on a limit, after telling the script why.
+    pub fn limit(&mut self, msg: String) -> Flow {
+        self.err(&msg);
+        self.rt.set_abort(Abort::Limit(msg.clone()));
+        Flow::Abort(Abort::Limit(msg))
+    }
+
+    // ---- output ----
+
+    /// Writes to a descriptor. A closed or input-only descriptor is `EBADF`.
+    pub fn write_fd(&mut self, fd: u32, data: &[u8]) -> Result<(), String> {
+        match self.fds.get(fd) {
+            Some(Fd::Out(o)) => write_output(o, data),
+            _ => Err("Bad file descriptor".into()),
+        }
+    }
+
+    /// Standard output of a builtin; a failed write is reported as bash does and is status 1
+    /// (a broken pipe is 141, as SIGPIPE would end a real shell's subshell).
+    pub fn out(&mut self, data: &[u8]) -> Result<(), i32> {
+        match self.write_fd(1, data) {
+            Ok(()) => Ok(()),
+            Err(e) if e == "Broken pipe" => Err(141),
+            Err(e) => {
+                let name = self.funcnames.last().cloned().unwrap_or_default();
+                let _ = name;
+                self.err(&format!("write error: {e}"));
+                Err(1)
+            }
+        }
+    }
+
+    /// `bash: line N: msg` on stderr.
+    pub fn err(&mut self, msg: &str) {
+        let text = format!("bash: line {}: {}\n", self.line, msg);
+        let _ = self.write_fd(2, text.as_bytes());
+    }
+
+    pub fn err_raw(&mut self, text: &str) {
+        let _ = self.write_fd(2, text.as_bytes());
+    }
+
+    // ---- variables ----
+
+    pub fn get_var(&self, name: &str) -> Option<String> {
+        match name {
+            "RANDOM" => Some((random_u32() % 32768).to_string()),
+            "SECONDS" => Some(self.rt.started.elapsed().as_secs().to_string()),
+            "LINENO" => Some(self.line.to_string()),
+            "BASHPID" => Some(self.rt.shell_pid.to_string()),
+            _ => self.st.vars.scalar(name).map(str::to_string),
+        }
+    }
+
+    /// Assigns a scalar, honouring `readonly`, `-i`, case attributes and `allexport`.
+    pub fn set_var(&mut self, name: &str, value: String) -> Result<(), String> {
+        self.assign(name, None, value, false)
+    }
+
+    /// `name=value`, `name+=value`, `name[key]=value`.
+    pub fn assign(
+        &mut self,
+        name: &str,
+        key: Option<AssignKey>,
+        value: String,
+        append: bool,
+    ) -> Result<(), String> {
+        if value.len() > self.st.limits.max_word_bytes {
+            return Err(format!(
+                "{name}: value too large ({} bytes, limit: {})",
+                value.len(),
+                self.st.limits.max_word_bytes
+            ));
+        }
+        let existing = self.st.vars.get(name).cloned();
+        let attrs = existing.as_ref().map(|v| v.attrs).unwrap_or(0);
+        if attrs & crate::vars::ATTR_READONLY != 0 {
+            return Err(format!("{name}: readonly variable"));
+        }
+        let value = if attrs & crate::vars::ATTR_INTEGER != 0 {
+            let base = if append {
+                match (&existing, &key) {
+                    (Some(v), None) => v.scalar_value().unwrap_or("0").to_string(),
+                    _ => "0".into(),
+                }
+            } else {
+                "0".into()
+            };
+            let n = self.eval_arith_str(&value).map_err(|e| e.to_string())?;
+            if append {
+                let b = self.eval_arith_str(&base).unwrap_or(0);
+                b.wrapping_add(n).to_string()
+            } else {
+                n.to_string()
+            }
+        } else {
+            value
+        };
+        let value = apply_case_attrs(attrs, value);
+        let mut var = existing.unwrap_or(Var {
+            value: Value::Unset,
+            attrs: 0,
+        });
+        if self.st.opts.allexport {
+            var.attrs |= ATTR_EXPORT;
+        }
+        let int_append = attrs & crate::vars::ATTR_INTEGER != 0;
+        match key {
+            None => match &mut var.value {
+                Value::Indexed(m) => {
+                    let slot = m.entry(0).or_default();
+                    if append && !int_append {
+                        slot.push_str(&value)
+                    } else {
+                        *slot = value
+                    }
+                }
+                Value::Assoc(m) => {
+                    let slot = m.entry("0".into()).or_default();
+                    if append && !int_append {
+                        slot.push_str(&value)
+                    } else {
+                        *slot = value
+                    }
+                }
+                Value::Str(s) if append && !int_append => s.push_str(&value),
+                v => *v = Value::Str(value),
+            },
+            Some(AssignKey::Index(i)) => {
+                let m = match &mut var.value {
+                    Value::Indexed(m) => m,
+                    v => {
+                        let mut m = BTreeMap::new();
+                        if let Value::Str(s) = v {
+                            m.insert(0, std::mem::take(s));
+                        }
+                        *v = Value::Indexed(m);
+                        let Value::Indexed(m) = v else { unreachable!() };
+                        m
+                    }
+                };
+                let i = if i < 0 {
+                    let top = m.keys().next_back().map(|k| k + 1).unwrap_or(0);
+                    if top + i < 0 {
+                        return Err(format!("{name}[{i}]: bad array subscript"));
+                    }
+                    top + i
+                } else {
+                    i
+                };
+                let slot = m.entry(i).or_default();
+                if append && !int_append {
+                    slot.push_str(&value)
+                } else {
+                    *slot = value
+                }
+            }
+            Some(AssignKey::Key(k)) => {
+                let m = match &mut var.value {
+                    Value::Assoc(m) => m,
+                    v => {
+                        *v = Value::Assoc(BTreeMap::new());
+                        let Value::Assoc(m) = v else { unreachable!() };
+                        m
+                    }
+                };
+                let slot = m.entry(k).or_default();
+                if append && !int_append {
+                    slot.push_str(&value)
+                } else {
+                    *slot = value
+                }
+            }
+        }
+        self.st.vars.put(name, var);
+        if name == "PWD" {
+            // bash lets scripts set PWD; cd keeps its own idea of the directory.
+        }
+        Ok(())
+    }
+
+    pub fn unset_var(&mut self, name: &str) -> Result<(), String> {
+        if let Some(v) = self.st.vars.get(name)
+            && v.has(crate::vars::ATTR_READONLY)
+        {
+            return Err(format!("unset: {name}: cannot unset: readonly variable"));
+        }
+        if self.st.vars.in_function() {
+            // A local stays declared (and shadowing) after unset, as in bash.
+            if let Some(v) = self.st.vars.get_mut(name) {
+                v.value = Value::Unset;
+                v.attrs = 0;
+                return Ok(());
+            }
+        }
+        self.st.vars.remove(name);
+        Ok(())
+    }
+
+    // ---- programs ----
+
+    /// Resolves a command name to a program file in the VFS through `$PATH`.
+    pub fn find_in_path(&self, name: &str) -> Option<String> {
+        let path = self
+            .get_var("PATH")
+            .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        let vfs = self.rt.vfs.lock();
+        for dir in path.split(':') {
+            let dir = if dir.is_empty() { "." } else { dir };
+            let full = wasmsand_vfs::path::join(&self.st.cwd, &format!("{dir}/{name}"));
+            if let Ok(m) = vfs.stat(&full)
+                && m.file_type == wasmsand_vfs::FileType::File
+                && m.mode & 0o111 != 0
+            {
+                return Some(full);
+            }
+        }
+        None
+    }
+
+    /// The compiled program for a wasm file's contents. Tool files share their bytes with
+    /// the embedded modules, so the buffer's address identifies them without hashing 4 MB
+    /// per run; the cache holds a clone of each buffer, so an address cannot be reused.
+    pub fn program_for(&mut self, data: &bytes::Bytes) -> Result<Program, String> {
+        let key = (data.as_ptr() as usize, data.len());
+        if let Some((_, p)) = programs().lock().get(&key) {
+            return Ok(p.clone());
+        }
+        let p = self.rt.exec.load(data).map_err(|e| e.to_string())?;
+        let mut cache = programs().lock();
+        if cache.len() >= 256 {
+            cache.clear();
+        }
+        cache.insert(key, (data.clone(), p.clone()));
+        Ok(p)
+    }
+
+    /// Runs a WASI program with the shell's descriptors 0-2.
+    pub fn run_program(
+        &mut self,
+        program: &Program,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+    ) -> R<i32> {
+        self.check()?;
+        self.count_process()?;
+        let stdout = self.fds.output(1).unwrap_or(Output::Null);
+        let stderr = self.fds.output(2).unwrap_or(Output::Null);
+        let name = argv.first().cloned().unwrap_or_default();
+        let spec = RunSpec {
+            args: argv,
+            env,
+            cwd: self.st.cwd.clone(),
+            vfs: self.rt.vfs.clone(),
+            stdin: self.fds.input(0),
+            stdout,
+            stderr,
+            deadline: self.rt.deadline,
+            cancel: self.rt.cancel.clone(),
+            memory_limit: self.rt.memory_limit,
+            door: self.rt.door.clone(),
+            entry: None,
+        };
+        match self.rt.exec.run(program, spec) {
+            Ok(outcome) => match outcome.exit {
+                Exit::Code(c) => Ok(c),
+                Exit::TimedOut => {
+                    self.rt.set_abort(Abort::Timeout);
+                    Err(Flow::Abort(Abort::Timeout))
+                }
+                Exit::Cancelled => {
+                    self.check()?;
+                    Err(Flow::Abort(Abort::Cancelled))
+                }
+                e @ Exit::OutOfMemory(_) => {
+                    self.err(&format!("{name}: out of memory (memory limit exceeded)"));
+                    Ok(e.status())
+                }
+                Exit::Trap(msg) => {
+                    self.err(&format!("{name}: program crashed: {msg}"));
+                    Ok(134)
+                }
+            },
+            Err(e) => {
+                self.err(&format!("{name}: {e}"));
+                Ok(126)
+            }
+        }
+    }
+
+    pub fn count_process(&mut self) -> R<()> {
+        let n = self.rt.processes.fetch_add(1, Ordering::SeqCst) + 1;
+        if n > self.st.limits.max_processes {
+            return Err(self.limit(format!(
+                "fork: too many processes in one run (limit: {})",
+                self.st.limits.max_processes
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn next_pid(&self) -> u32 {
+        self.rt.next_pid.fetch_add(1, Ordering::SeqCst)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum AssignKey {
+    Index(i64),
+    Key(String),
+}
+
+pub(crate) fn apply_case_attrs(attrs: u8, value: String) -> String {
+    if attrs & crate::vars::ATTR_LOWER != 0 {
+        value.to_lowercase()
+    } else if attrs & crate::vars::ATTR_UPPER != 0 {
+        value.to_uppercase()
+    } else {
+        value
+    }
+}
+
+pub(crate) fn write_output(o: &Output, data: &[u8]) -> Result<(), String> {
+    match o {
+        Output::Null => Ok(()),
+        Output::Buffer(b) => {
+            b.write(data);
+            Ok(())
+        }
+        Output::Pipe(p) => p.write_all(data).map_err(|e| match e.kind() {
+            std::io::ErrorKind::BrokenPipe => "Broken pipe".to_string(),
+            _ => e.to_string(),
+        }),
+        Output::File(f) => f.write(data).map_err(|e| strerror(e.errno)),
+    }
+}
+
+pub(crate) fn random_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.finish() as u32
+}
+
+/// The `strerror` text bash prints (`No such file or directory`).
+pub(crate) fn strerror(e: wasmsand_vfs::Errno) -> String {
+    let d = e.description();
+    let mut c = d.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}

@@ -1,0 +1,216 @@
+//! Shell variables: scalars, indexed and associative arrays, attributes, and bash's dynamic
+//! scoping of `local`.
+//!
+//! Locals use shallow binding: the visible value always sits in one map, and each function
+//! frame remembers what it shadowed, restoring it on return. Lookups stay one map probe, and
+//! a fork clones the whole table in O(1) (persistent maps).
+
+use std::collections::{BTreeMap, HashMap};
+
+pub const ATTR_EXPORT: u8 = 1;
+pub const ATTR_READONLY: u8 = 2;
+pub const ATTR_INTEGER: u8 = 4;
+pub const ATTR_LOWER: u8 = 8;
+pub const ATTR_UPPER: u8 = 16;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    /// Declared (`local x`, `export x`) but without a value.
+    Unset,
+    Str(String),
+    Indexed(BTreeMap<i64, String>),
+    Assoc(BTreeMap<String, String>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Var {
+    pub value: Value,
+    pub attrs: u8,
+}
+
+impl Var {
+    pub fn scalar(s: impl Into<String>) -> Var {
+        Var {
+            value: Value::Str(s.into()),
+            attrs: 0,
+        }
+    }
+
+    pub fn has(&self, attr: u8) -> bool {
+        self.attrs & attr != 0
+    }
+
+    /// The value as a scalar: a string, or element 0 of an array (bash's `$arr`).
+    pub fn scalar_value(&self) -> Option<&str> {
+        match &self.value {
+            Value::Unset => None,
+            Value::Str(s) => Some(s),
+            Value::Indexed(m) => m.get(&0).map(String::as_str),
+            Value::Assoc(m) => m.get("0").map(String::as_str),
+        }
+    }
+
+    pub fn is_array(&self) -> bool {
+        matches!(self.value, Value::Indexed(_) | Value::Assoc(_))
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Frame {
+    /// Name → the variable as it was before this frame's `local` (None: it did not exist).
+    saved: HashMap<String, Option<Var>>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Vars {
+    map: im::HashMap<String, Var>,
+    frames: Vec<Frame>,
+}
+
+impl Vars {
+    pub fn get(&self, name: &str) -> Option<&Var> {
+        self.map.get(name)
+    }
+
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut Var> {
+        self.map.get_mut(name)
+    }
+
+    pub fn scalar(&self, name: &str) -> Option<&str> {
+        self.map.get(name).and_then(Var::scalar_value)
+    }
+
+    /// Sets or replaces a variable wholesale (attributes included).
+    pub fn put(&mut self, name: &str, var: Var) {
+        self.map.insert(name.to_string(), var);
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<Var> {
+        self.map.remove(name)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.map.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Var)> {
+        self.map.iter()
+    }
+
+    /// Exported variables that have a value, sorted by name, as a program's environment.
+    pub fn environ(&self) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = self
+            .map
+            .iter()
+            .filter(|(_, v)| v.has(ATTR_EXPORT))
+            .filter_map(|(k, v)| match &v.value {
+                Value::Str(s) => Some((k.clone(), s.clone())),
+                _ => None,
+            })
+            .collect();
+        env.sort();
+        env
+    }
+
+    pub fn in_function(&self) -> bool {
+        !self.frames.is_empty()
+    }
+
+    pub fn push_frame(&mut self) {
+        self.frames.push(Frame::default());
+    }
+
+    pub fn pop_frame(&mut self) {
+        if let Some(frame) = self.frames.pop() {
+            for (name, old) in frame.saved {
+                match old {
+                    Some(v) => {
+                        self.map.insert(name, v);
+                    }
+                    None => {
+                        self.map.remove(&name);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes `name` local to the innermost function: remembers the visible variable so the
+    /// function's return restores it. The new local starts unset without attributes, except
+    /// that bash keeps the value when it was already local to this same frame.
+    pub fn make_local(&mut self, name: &str) -> bool {
+        let Some(frame) = self.frames.last_mut() else {
+            return false;
+        };
+        if frame.saved.contains_key(name) {
+            return true;
+        }
+        let old = self.map.get(name).cloned();
+        frame.saved.insert(name.to_string(), old);
+        self.map.insert(
+            name.to_string(),
+            Var {
+                value: Value::Unset,
+                attrs: 0,
+            },
+        );
+        true
+    }
+
+    /// Runs `f` on the global binding of `name` (`declare -g` inside a function): the value
+    /// the outermost frame shadowed, or the visible one when no frame shadows it.
+    pub fn with_global<R>(&mut self, name: &str, f: impl FnOnce(&mut Option<Var>) -> R) -> R {
+        for frame in self.frames.iter_mut() {
+            if let Some(slot) = frame.saved.get_mut(name) {
+                return f(slot);
+            }
+        }
+        let mut slot = self.map.get(name).cloned();
+        let r = f(&mut slot);
+        match slot {
+            Some(v) => {
+                self.map.insert(name.to_string(), v);
+            }
+            None => {
+                self.map.remove(name);
+            }
+        }
+        r
+    }
+}
+
+pub fn is_valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locals_restore_on_return() {
+        let mut v = Vars::default();
+        v.put("x", Var::scalar("global"));
+        v.push_frame();
+        v.make_local("x");
+        v.put("x", Var::scalar("local"));
+        v.make_local("y");
+        assert_eq!(v.scalar("x"), Some("local"));
+        v.with_global("x", |g| *g = Some(Var::scalar("changed")));
+        v.pop_frame();
+        assert_eq!(v.scalar("x"), Some("changed"));
+        assert!(v.get("y").is_none());
+    }
+
+    #[test]
+    fn names() {
+        assert!(is_valid_name("_a1"));
+        assert!(!is_valid_name("1a"));
+        assert!(!is_valid_name(""));
+        assert!(!is_valid_name("a-b"));
+    }
+}
