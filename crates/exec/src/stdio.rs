@@ -226,6 +226,35 @@ impl PipeReader {
         }
     }
 
+    /// As [`PipeReader::read`], giving up at `deadline` with `ErrorKind::TimedOut` (a
+    /// shell's `read -t`).
+    pub fn read_until(&self, buf: &mut [u8], deadline: std::time::Instant) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let s = &self.shared;
+        let mut st = s.state.lock();
+        loop {
+            if s.cancel.is_cancelled() {
+                return Err(cancelled_error());
+            }
+            if !st.buf.is_empty() {
+                let n = buf.len().min(st.buf.len());
+                for (dst, src) in buf.iter_mut().zip(st.buf.drain(..n)) {
+                    *dst = src;
+                }
+                s.writable.notify_all();
+                return Ok(n);
+            }
+            if st.writers == 0 {
+                return Ok(0);
+            }
+            if s.readable.wait_until(&mut st, deadline).timed_out() && st.buf.is_empty() {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "read timed out"));
+            }
+        }
+    }
+
     /// Reads until end of file.
     pub fn read_to_end(&self) -> io::Result<Vec<u8>> {
         let mut out = Vec::new();

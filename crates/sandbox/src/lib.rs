@@ -225,7 +225,7 @@ fn default_env() -> Vec<(String, String)> {
 impl Sandbox {
     /// A new sandbox: an O(1) copy of the prepared template under these limits.
     pub fn new(options: SandboxOptions) -> Sandbox {
-        let limits = options.limits.clone();
+        let limits = options.limits;
         let vfs = template().with_options(VfsOptions {
             max_file_count: Some(limits.file_count),
             fs_limit_bytes: Some(limits.fs_bytes),
@@ -236,9 +236,8 @@ impl Sandbox {
             env.retain(|(name, _)| *name != k);
             env.push((k, v));
         }
-        let mut shell = ShellState::new(&env, HOME);
-        // A sandbox is one long session, like an interactive shell: aliases work.
-        shell.opts.expand_aliases = true;
+        // Like `bash -c`: aliases are expanded after `shopt -s expand_aliases`.
+        let shell = ShellState::new(&env, HOME);
         Sandbox {
             inner: Mutex::new(Some(Inner {
                 shell,
@@ -529,7 +528,7 @@ impl Sandbox {
                 })),
                 running: Mutex::new(None),
                 destroyed: AtomicBool::new(false),
-                limits: self.limits.clone(),
+                limits: self.limits,
                 exec: self.exec,
             })
         })

@@ -1,7 +1,6 @@
 //! The builtins: everything bash does in its own process, run here in the host.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::ast::CondBinOp;
@@ -28,6 +27,7 @@ const BUILTINS: &[&str] = &[
     "declare",
     "dirs",
     "echo",
+    "env",
     "eval",
     "exec",
     "exit",
@@ -106,7 +106,7 @@ impl Interp {
             "return" => {
                 if !self.st.vars.in_function() && self.sourcing == 0 {
                     self.err("return: can only `return' from a function or sourced script");
-                    return Ok(1);
+                    return Ok(2);
                 }
                 let s = self.status_arg("return", args)?;
                 Err(Flow::Return(s))
@@ -189,6 +189,7 @@ impl Interp {
             "bash" | "sh" => self.b_bash(args),
             "xargs" => self.b_xargs(args),
             "chmod" => Ok(self.b_chmod(args)),
+            "env" => self.b_env(args),
             "declare" | "typeset" | "local" | "export" | "readonly" => {
                 let dargs = args.iter().cloned().map(DeclArg::Plain).collect();
                 self.run_declaration(name, dargs)
@@ -963,7 +964,28 @@ impl Interp {
         assoc: bool,
         value: Option<(crate::ast::Assignment, AssignedValue)>,
     ) -> Result<(), String> {
-        // Evaluate in the visible scope by temporarily binding, then move into the global slot.
+        if !self.st.vars.is_shadowed(name) {
+            let mut var = self.st.vars.get(name).cloned().unwrap_or(Var {
+                value: Value::Unset,
+                attrs: 0,
+            });
+            if assoc && !matches!(var.value, Value::Assoc(_)) {
+                var.value = Value::Assoc(BTreeMap::new());
+            } else if array && !matches!(var.value, Value::Indexed(_) | Value::Assoc(_)) {
+                var.value = Value::Indexed(BTreeMap::new());
+            }
+            var.attrs = (var.attrs | add) & !remove;
+            self.st.vars.put(name, var);
+            return match value {
+                Some((a, AssignedValue::Array(items))) => {
+                    self.assign_array(&a.name, items, a.append)
+                }
+                Some((a, v)) => self.store_assignment(&a, v),
+                None => Ok(()),
+            };
+        }
+        // A local hides the global: assign in the visible slot, then move the result into
+        // the global binding and put the local back.
         let visible = self.st.vars.get(name).cloned();
         let global = self.st.vars.with_global(name, |g| g.clone());
         let mut var = global.unwrap_or(Var {
@@ -1067,7 +1089,7 @@ impl Interp {
         })
     }
 
-    fn set_option(&mut self, name: &str, on: bool) -> bool {
+    pub(crate) fn set_option(&mut self, name: &str, on: bool) -> bool {
         let o = &mut self.st.opts;
         match name {
             "errexit" => o.errexit = on,
@@ -1077,6 +1099,7 @@ impl Interp {
             "noglob" => o.noglob = on,
             "noclobber" => o.noclobber = on,
             "allexport" => o.allexport = on,
+            "noexec" => o.noexec = on,
             "posix"
             | "braceexpand"
             | "hashall"
@@ -1088,7 +1111,6 @@ impl Interp {
             | "ignoreeof"
             | "emacs"
             | "vi"
-            | "noexec"
             | "physical"
             | "privileged"
             | "functrace"
@@ -1139,9 +1161,8 @@ impl Interp {
                     'f' => "noglob",
                     'C' => "noclobber",
                     'a' => "allexport",
-                    'h' | 'B' | 'H' | 'm' | 'b' | 'v' | 'n' | 'T' | 'E' | 'P' | 'k' | 't' => {
-                        "posix"
-                    }
+                    'n' => "noexec",
+                    'h' | 'B' | 'H' | 'm' | 'b' | 'v' | 'T' | 'E' | 'P' | 'k' | 't' => "posix",
                     'o' => {
                         i += 1;
                         match args.get(i) {
@@ -1260,6 +1281,31 @@ impl Interp {
 
     // ---- read / mapfile ----
 
+    /// Reads one byte from descriptor `fd` before `deadline`: `Ok(None)` at end of input,
+    /// `Err(())` when the deadline passed first.
+    fn read_byte_by(&mut self, fd: u32, deadline: Instant) -> R<Result<Option<u8>, ()>> {
+        let mut b = [0u8; 1];
+        if let Some(Fd::In(InSrc::Pipe(p))) = self.fds.get(fd).cloned() {
+            let until = match self.rt.deadline {
+                Some(d) if d < deadline => d,
+                _ => deadline,
+            };
+            return match p.read_until(&mut b, until) {
+                Ok(0) => Ok(Ok(None)),
+                Ok(_) => Ok(Ok(Some(b[0]))),
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    self.check()?;
+                    Ok(Err(()))
+                }
+                Err(_) => {
+                    self.check()?;
+                    Ok(Ok(None))
+                }
+            };
+        }
+        Ok(Ok(self.read_byte(fd)?))
+    }
+
     /// Reads one byte from descriptor `fd`; `None` at end of input.
     fn read_byte(&mut self, fd: u32) -> R<Option<u8>> {
         let mut b = [0u8; 1];
@@ -1367,12 +1413,14 @@ impl Interp {
             {
                 break;
             }
-            if let Some(d) = deadline
-                && Instant::now() > d
-            {
-                return Ok(142);
-            }
-            let Some(b) = self.read_byte(fd)? else {
+            let next = match deadline {
+                Some(d) => match self.read_byte_by(fd, d)? {
+                    Ok(b) => b,
+                    Err(()) => return Ok(142),
+                },
+                None => self.read_byte(fd)?,
+            };
+            let Some(b) = next else {
                 break;
             };
             if b == delim && !exact {
@@ -1401,13 +1449,8 @@ impl Interp {
         let at_eof = !got_delim && nchars.is_none_or(|n| count < n);
         let text = String::from_utf8_lossy(&buf).into_owned();
         let ifs = self.get_var("IFS").unwrap_or_else(|| " \t\n".into());
-        let status = if at_eof && buf.is_empty() {
-            1
-        } else if at_eof && !got_delim && nchars.is_none() {
-            1
-        } else {
-            0
-        };
+        // End of input before the delimiter is status 1, even when some text was read.
+        let status = i32::from(at_eof);
         if let Some(arr) = array {
             let fields = split_read(
                 &text,
@@ -1562,7 +1605,7 @@ impl Interp {
             return self.out_str(" 1) SIGHUP\t 2) SIGINT\t 3) SIGQUIT\t15) SIGTERM\n");
         }
         let (action, sigs) = if args.len() == 1 {
-            (None, &args[..])
+            (None, args)
         } else if args[0] == "-" {
             (None, &args[1..])
         } else {
@@ -1590,10 +1633,11 @@ impl Interp {
     fn b_wait(&mut self, args: &[String]) -> i32 {
         let mut status = 0;
         if args.is_empty() {
+            // `wait` without operands waits for every job and returns 0.
             for j in self.jobs.drain(..) {
-                status = j.handle.join().unwrap_or(1);
+                let _ = j.handle.join();
             }
-            return 0.max(status * 0);
+            return 0;
         }
         for a in args {
             let pid: Option<u32> = a.trim_start_matches('%').parse().ok();
@@ -2046,14 +2090,10 @@ impl Interp {
             break;
         }
         let env = self.st.vars.environ();
-        let prelude: String = opts
-            .iter()
-            .map(|(n, on)| format!("set {}o {n}\n", if *on { '-' } else { '+' }))
-            .collect();
         if let Some(cmd) = command {
             let arg0 = args.get(i).cloned().unwrap_or_else(|| "bash".into());
             let rest = args.get(i + 1..).map(|s| s.to_vec()).unwrap_or_default();
-            return self.run_shell_script(&format!("{prelude}{cmd}"), arg0, rest, env);
+            return self.run_shell_script(&cmd, arg0, rest, env, true, &opts);
         }
         let (text, arg0, rest) = match args.get(i) {
             Some(file) => {
@@ -2086,7 +2126,69 @@ impl Interp {
                 )
             }
         };
-        self.run_shell_script(&format!("{prelude}{text}"), arg0, rest, env)
+        self.run_shell_script(&text, arg0, rest, env, false, &opts)
+    }
+
+    // ---- env ----
+
+    /// `env`: the guest's could not start a program, so the shell runs the command itself
+    /// with the modified environment.
+    fn b_env(&mut self, args: &[String]) -> R {
+        let mut env = self.st.vars.environ();
+        let mut i = 0;
+        while i < args.len() {
+            let a = args[i].as_str();
+            if a == "-i" || a == "-" || a == "--ignore-environment" {
+                env.clear();
+            } else if a == "-u" || a == "--unset" {
+                i += 1;
+                if let Some(n) = args.get(i) {
+                    env.retain(|(k, _)| k != n);
+                }
+            } else if let Some(n) = a.strip_prefix("-u") {
+                env.retain(|(k, _)| k != n);
+            } else if a == "--" {
+                i += 1;
+                break;
+            } else if a.starts_with('-') && a.len() > 1 {
+                self.err_raw(&format!("env: invalid option -- '{}'\n", &a[1..]));
+                return Ok(125);
+            } else if let Some((k, v)) = a.split_once('=') {
+                env.retain(|(name, _)| name != k);
+                env.push((k.to_string(), v.to_string()));
+            } else {
+                break;
+            }
+            i += 1;
+        }
+        let cmd = &args[i.min(args.len())..];
+        if cmd.is_empty() {
+            let text: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+            return Ok(self.out_str(&text));
+        }
+        let name = cmd[0].clone();
+        if is_builtin(&name) || self.st.functions.contains_key(&name) {
+            // A subshell whose exported variables are exactly `env`.
+            let mut child = self.fork();
+            for (k, _) in child.st.vars.environ() {
+                child.st.vars.remove(&k);
+            }
+            for (k, v) in &env {
+                child.st.vars.put(
+                    k,
+                    Var {
+                        value: Value::Str(v.clone()),
+                        attrs: ATTR_EXPORT,
+                    },
+                );
+            }
+            let cmd = cmd.to_vec();
+            let s = child.run_as_subshell(|c| c.run_argv(cmd));
+            drop(child);
+            self.check()?;
+            return Ok(s);
+        }
+        self.run_external(cmd.to_vec(), env)
     }
 
     // ---- xargs ----
@@ -2545,6 +2647,22 @@ fn dq(s: &str) -> String {
     out
 }
 
+/// `${x@a}`: the attribute letters.
+pub(crate) fn attr_letters(v: &Var) -> String {
+    attr_flags(v).trim_start_matches('-').to_string()
+}
+
+/// `${x@A}`: a command that recreates the variable.
+pub(crate) fn assignment_form(name: &str, v: &Var) -> String {
+    let flags = attr_flags(v);
+    match &v.value {
+        Value::Str(s) if flags == "--" => format!("{name}={}", crate::printf::quote_single(s)),
+        Value::Str(s) => format!("declare {flags} {name}={}", crate::printf::quote_single(s)),
+        Value::Unset => format!("declare {flags} {name}"),
+        _ => declare_line(name, v),
+    }
+}
+
 fn attr_flags(v: &Var) -> String {
     let mut f = String::new();
     match v.value {
@@ -2635,7 +2753,12 @@ fn quote_q_single(s: &str) -> String {
     crate::printf::quote_single(s)
 }
 
-#[allow(dead_code)]
-fn _unused(o: Ordering) -> Ordering {
-    o
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn builtin_table_is_sorted_for_binary_search() {
+        let mut sorted = super::BUILTINS.to_vec();
+        sorted.sort();
+        assert_eq!(sorted, super::BUILTINS);
+    }
 }

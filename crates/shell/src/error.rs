@@ -19,3 +19,41 @@ impl ParseError {
         format!("bash: line {}: {}", self.line, self.message)
     }
 }
+
+/// Where a script came from, which decides how bash words its syntax errors.
+#[derive(Debug, Clone, Copy)]
+pub enum SourceKind<'a> {
+    /// `bash -c TEXT` (and a sandbox's command line).
+    DashC,
+    /// `eval TEXT`.
+    Eval,
+    /// A script file run by name (`bash x.sh`, `./x.sh`).
+    Script(&'a str),
+}
+
+impl ParseError {
+    /// The full stderr text bash prints for this error in `source` (newline-terminated): the
+    /// message, then the offending line for `near unexpected token` errors.
+    pub fn render_in(&self, source: &str, kind: SourceKind<'_>) -> String {
+        let (head, line_prefix) = match kind {
+            SourceKind::DashC => (
+                format!("bash: -c: line {}: ", self.line),
+                format!("bash: -c: line {}: ", self.line),
+            ),
+            SourceKind::Eval => ("bash: ".to_string(), "bash: ".to_string()),
+            SourceKind::Script(name) => (
+                format!("{name}: line {}: ", self.line),
+                format!("{name}: line {}: ", self.line),
+            ),
+        };
+        let mut out = format!("{head}{}\n", self.message);
+        if self.message.starts_with("syntax error near") {
+            let text = source
+                .lines()
+                .nth(self.line.saturating_sub(1))
+                .unwrap_or("");
+            out.push_str(&format!("{line_prefix}`{text}'\n"));
+        }
+        out
+    }
+}

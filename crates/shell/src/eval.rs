@@ -108,7 +108,7 @@ impl Interp {
             None => {
                 if self.st.opts.nounset {
                     self.err(&format!("{name}: unbound variable"));
-                    return Err(AErr::Flow(Flow::Exit(127)));
+                    return Err(AErr::Flow(Flow::Unbound));
                 }
                 return Ok(0);
             }

@@ -18,6 +18,9 @@ impl Interp {
         let mut status = self.st.status;
         for item in &s.items {
             self.check()?;
+            if self.st.opts.noexec {
+                return Ok(status);
+            }
             status = if item.background {
                 self.spawn_background(&item.and_or)?;
                 0
@@ -108,8 +111,7 @@ impl Interp {
                 r
             }
             Err(e) => {
-                let msg = e.render();
-                self.err_raw(&format!("{msg}\n"));
+                self.err_raw(&e.render_in(src, crate::SourceKind::Eval));
                 Ok(2)
             }
         }
@@ -269,6 +271,7 @@ impl Interp {
         let status = match f(self) {
             Ok(s) => s,
             Err(Flow::Exit(s)) | Err(Flow::Return(s)) | Err(Flow::Fatal(s)) => s,
+            Err(Flow::Unbound) => 1,
             Err(Flow::Break(_)) | Err(Flow::Continue(_)) => self.st.status,
             Err(Flow::Abort(_)) => return 1,
         };
@@ -649,14 +652,21 @@ impl Interp {
         for a in &cmd.assignments {
             let v = self.eval_assignment(a)?;
             if self.st.opts.xtrace {
-                let shown = match &v {
-                    AssignedValue::Scalar(s) => {
-                        format!("{}={}", a.name, crate::expand::quote_for_trace(s))
+                match &v {
+                    AssignedValue::Scalar(s) => self.trace_assignment(&a.name, s),
+                    AssignedValue::Elem(k, s) => {
+                        self.trace_assignment(&format!("{}[{k}]", a.name), s)
                     }
-                    AssignedValue::Elem(k, s) => format!("{}[{k}]={s}", a.name),
-                    AssignedValue::Array(_) => format!("{}=(...)", a.name),
-                };
-                self.trace(&[shown]);
+                    AssignedValue::Array(items) => {
+                        let body: Vec<String> = items
+                            .iter()
+                            .map(|(_, v)| crate::expand::quote_for_trace(v))
+                            .collect();
+                        let ps4 = self.get_var("PS4").unwrap_or_else(|| "+ ".into());
+                        let line = format!("{ps4}{}=({})\n", a.name, body.join(" "));
+                        self.err_raw(&line);
+                    }
+                }
             }
             if let Err(msg) = self.store_assignment(a, v) {
                 self.err(&msg);
@@ -737,7 +747,11 @@ impl Interp {
         let path = if name.contains('/') {
             wasmsand_vfs::path::join(&self.st.cwd, &name)
         } else {
-            match self.find_in_path(&name) {
+            let path_var = env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.as_str());
+            match self.find_in(&name, path_var) {
                 Some(p) => p,
                 None => {
                     self.err(&format!("{name}: command not found"));
@@ -816,7 +830,14 @@ impl Interp {
         let is_shell =
             interp_argv.is_empty() || matches!(interp_argv[0].as_str(), "bash" | "sh" | "dash");
         if is_shell {
-            return self.run_shell_script(&text, argv[0].clone(), argv[1..].to_vec(), env);
+            return self.run_shell_script(
+                &text,
+                argv[0].clone(),
+                argv[1..].to_vec(),
+                env,
+                false,
+                &[],
+            );
         }
         let mut full = interp_argv;
         full.push(path.to_string());
@@ -836,6 +857,8 @@ impl Interp {
         arg0: String,
         args: Vec<String>,
         env: Vec<(String, String)>,
+        from_dash_c: bool,
+        set_opts: &[(String, bool)],
     ) -> R {
         self.count_process()?;
         let mut child = self.fork();
@@ -862,19 +885,21 @@ impl Interp {
         child.st.positional = args;
         child.st.status = 0;
         child.line = 1;
-        let status = match crate::parse(text) {
-            Ok(script) => child.run_as_subshell(|c| {
-                c.enter()?;
-                let r = c.run_script(&script);
-                c.depth -= 1;
-                r
-            }),
-            Err(e) => {
-                let msg = e.render();
-                child.err_raw(&format!("{msg}\n"));
-                2
-            }
+        for (name, on) in set_opts {
+            child.set_option(name, *on);
+        }
+        let name = child.st.arg0.clone();
+        let kind = if from_dash_c {
+            crate::SourceKind::DashC
+        } else {
+            crate::SourceKind::Script(&name)
         };
+        let status = child.run_as_subshell(|c| {
+            c.enter()?;
+            let s = crate::run_top(c, text, kind);
+            c.depth -= 1;
+            Ok(s)
+        });
         drop(child);
         self.check()?;
         Ok(status)
@@ -886,9 +911,23 @@ impl Interp {
         let saved_loops = std::mem::replace(&mut self.loops, 0);
         self.st.vars.push_frame();
         self.funcnames.push(f.name.clone());
-        let r = self.run_command(&f.body);
+        self.set_funcname();
+        let mut r = self.run_command(&f.body);
+        if !self.in_trap
+            && let Some(action) = self.st.traps.get("RETURN").cloned()
+        {
+            let st = match &r {
+                Ok(s) | Err(Flow::Return(s)) => *s,
+                _ => self.st.status,
+            };
+            self.st.status = st;
+            if let Err(e) = self.run_trap_action(&action) {
+                r = Err(e);
+            }
+        }
         self.funcnames.pop();
         self.st.vars.pop_frame();
+        self.set_funcname();
         self.loops = saved_loops;
         self.st.positional = saved_pos;
         self.depth -= 1;
@@ -897,6 +936,35 @@ impl Interp {
             Err(Flow::Break(_)) | Err(Flow::Continue(_)) => Ok(self.st.status),
             other => other,
         }
+    }
+
+    /// `FUNCNAME`: the call stack, innermost first (unset outside functions).
+    fn set_funcname(&mut self) {
+        if self.funcnames.is_empty() {
+            self.st.vars.remove("FUNCNAME");
+            return;
+        }
+        let m = self
+            .funcnames
+            .iter()
+            .rev()
+            .enumerate()
+            .map(|(i, n)| (i as i64, n.clone()))
+            .collect();
+        self.st.vars.put(
+            "FUNCNAME",
+            Var {
+                value: crate::vars::Value::Indexed(m),
+                attrs: 0,
+            },
+        );
+    }
+
+    /// `set -x` for an assignment: `+ name=value` with the value quoted as needed.
+    fn trace_assignment(&mut self, name: &str, value: &str) {
+        let ps4 = self.get_var("PS4").unwrap_or_else(|| "+ ".into());
+        let line = format!("{ps4}{name}={}\n", crate::expand::quote_for_trace(value));
+        self.err_raw(&line);
     }
 
     /// `set -x`: the command on stderr after `PS4`.
@@ -1156,10 +1224,8 @@ pub(crate) enum AssignedValue {
     Array(Vec<(Option<String>, String)>),
 }
 
-#[allow(dead_code)]
-fn _assert_send() {
+// Subshells move interpreters to other threads.
+const _: fn() = || {
     fn is_send<T: Send>() {}
     is_send::<Interp>();
-    is_send::<Fds>();
-    let _ = Abort::Timeout;
-}
+};

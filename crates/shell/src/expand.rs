@@ -58,12 +58,14 @@ impl Interp {
         // Fast path: a plain literal word without glob characters is itself.
         if let [WordPart::Literal(s)] = word.parts.as_slice()
             && !s.contains(['*', '?', '['])
+            && !s.contains("=~")
         {
             return Ok(vec![s.clone()]);
         }
         let words = self.brace_expand(word)?;
         let mut out = Vec::new();
         for w in &words {
+            let w = &assignment_tilde(w);
             let mut fields: Vec<Field> = vec![Vec::new()];
             self.expand_parts(&w.parts, false, &mut fields)?;
             let ifs = self.get_var("IFS");
@@ -379,7 +381,7 @@ impl Interp {
                     if self.st.opts.nounset {
                         let n = param_name(&pe.param);
                         self.err(&format!("{n}: unbound variable"));
-                        return Err(Flow::Exit(127));
+                        return Err(Flow::Unbound);
                     }
                     String::new()
                 }
@@ -413,7 +415,7 @@ impl Interp {
                         "{}: unbound variable",
                         param_display(&param, &sub)
                     ));
-                    return Err(Flow::Exit(127));
+                    return Err(Flow::Unbound);
                 }
                 self.push_value(value, in_dq, out);
             }
@@ -425,7 +427,7 @@ impl Interp {
                                 "{}: unbound variable",
                                 param_display(&param, &sub)
                             ));
-                            return Err(Flow::Exit(127));
+                            return Err(Flow::Unbound);
                         }
                         0
                     }
@@ -438,12 +440,12 @@ impl Interp {
                 if is_set_nonnull(&value, *colon) {
                     self.push_value(value, in_dq, out);
                 } else {
-                    self.expand_parts(&word.parts, in_dq, out)?;
+                    self.expand_operand(word, in_dq, out)?;
                 }
             }
             ParamOp::Alternate { colon, word } => {
                 if is_set_nonnull(&value, *colon) {
-                    self.expand_parts(&word.parts, in_dq, out)?;
+                    self.expand_operand(word, in_dq, out)?;
                 }
             }
             ParamOp::Assign { colon, word } => {
@@ -484,8 +486,23 @@ impl Interp {
                         msg
                     };
                     self.err(&format!("{}: {msg}", param_display(&param, &sub)));
-                    return Err(Flow::Exit(127));
+                    return Err(Flow::Unbound);
                 }
+            }
+            ParamOp::Transform(c @ ('A' | 'a'))
+                if matches!(&param, Param::Named(_))
+                    && !matches!(sub, Some(Subscript::Index(_))) =>
+            {
+                let Param::Named(name) = &param else {
+                    unreachable!()
+                };
+                let var = self.st.vars.get(name).cloned();
+                let text = match var {
+                    None => String::new(),
+                    Some(v) if *c == 'a' => crate::builtins::attr_letters(&v),
+                    Some(v) => crate::builtins::assignment_form(name, &v),
+                };
+                push(out, text, in_dq, !in_dq);
             }
             op => {
                 if matches!(value, PV::Unset) && self.st.opts.nounset {
@@ -493,11 +510,34 @@ impl Interp {
                         "{}: unbound variable",
                         param_display(&param, &sub)
                     ));
-                    return Err(Flow::Exit(127));
+                    return Err(Flow::Unbound);
                 }
                 let is_positional_list = matches!(param, Param::Special('@' | '*'));
                 let v = self.apply_op(op, value, is_positional_list)?;
                 self.push_value(v, in_dq, out);
+            }
+        }
+        Ok(())
+    }
+
+    /// The word of `${x:-word}` / `${x:+word}`: unquoted, even its literal text is split.
+    fn expand_operand(&mut self, word: &Word, in_dq: bool, out: &mut Vec<Field>) -> R<()> {
+        let mut tmp: Vec<Field> = vec![Vec::new()];
+        self.expand_parts(&word.parts, in_dq, &mut tmp)?;
+        for (i, mut field) in tmp.into_iter().enumerate() {
+            if !in_dq {
+                for p in field.iter_mut() {
+                    if !p.quoted {
+                        p.split = true;
+                    }
+                }
+            }
+            if i == 0 {
+                if let Some(f) = out.last_mut() {
+                    f.extend(field);
+                }
+            } else {
+                out.push(field);
             }
         }
         Ok(())
@@ -613,7 +653,7 @@ impl Interp {
                 replacement,
             } => {
                 let pat = self.expand_pattern(pw)?;
-                let rep = self.expand_string(replacement)?;
+                let rep = self.expand_pattern(replacement)?;
                 let mode = *mode;
                 each(value, &mut |s| replace(s, &pat, &rep, mode))
             }
@@ -1030,6 +1070,29 @@ impl Interp {
     }
 }
 
+/// bash expands a tilde after the `=` of an argument that looks like an assignment
+/// (`echo x=~`, `[ x=~ = ... ]`).
+fn assignment_tilde(w: &Word) -> std::borrow::Cow<'_, Word> {
+    if let Some(WordPart::Literal(s)) = w.parts.first()
+        && let Some(eq) = s.find("=~")
+        && crate::vars::is_valid_name(&s[..eq])
+    {
+        let rest = &s[eq + 2..];
+        if rest.is_empty() || rest.starts_with('/') || rest.starts_with(':') {
+            let mut parts = vec![
+                WordPart::Literal(s[..=eq].to_string()),
+                WordPart::Tilde(String::new()),
+            ];
+            if !rest.is_empty() {
+                parts.push(WordPart::Literal(rest.to_string()));
+            }
+            parts.extend(w.parts[1..].iter().cloned());
+            return std::borrow::Cow::Owned(Word { parts });
+        }
+    }
+    std::borrow::Cow::Borrowed(w)
+}
+
 fn is_list_param(p: &ParamExp) -> bool {
     if p.indirect || !matches!(p.op, ParamOp::None) {
         return false;
@@ -1061,31 +1124,38 @@ fn join_fields(fields: &[Field], f: impl Fn(&Piece) -> String) -> String {
     s
 }
 
-/// Splits a field on IFS where its pieces allow it.
+/// Splits a field on IFS where its pieces allow it. IFS whitespace runs delimit (and are
+/// trimmed at both ends); every other IFS character delimits on its own, with the whitespace
+/// around it, so `a,,b` has an empty field and `a , b` does not.
 fn split_field(f: Field, ifs: &str) -> Vec<Field> {
     if !f.iter().any(|p| p.split && !p.text.is_empty()) || ifs.is_empty() {
         return if field_alive(&f) { vec![f] } else { Vec::new() };
     }
+    #[derive(PartialEq)]
+    enum Last {
+        /// Start of the word or just after a non-whitespace delimiter.
+        Hard,
+        /// A field was just ended by whitespace.
+        Space,
+        Text,
+    }
     let is_ws = |c: char| ifs.contains(c) && matches!(c, ' ' | '\t' | '\n');
-    let is_delim = |c: char| ifs.contains(c);
     let mut out: Vec<Field> = Vec::new();
     let mut cur: Field = Vec::new();
-    // Whether the text so far ended on a non-whitespace delimiter (which already ended a
-    // field, so following IFS whitespace must not end another).
-    let mut after_hard = false;
+    let mut last = Last::Hard;
     for p in f {
         if !p.split {
             if !p.text.is_empty() || p.quoted {
-                after_hard = false;
+                last = Last::Text;
             }
             cur.push(p);
             continue;
         }
         let mut buf = String::new();
         for c in p.text.chars() {
-            if !is_delim(c) {
+            if !ifs.contains(c) {
                 buf.push(c);
-                after_hard = false;
+                last = Last::Text;
                 continue;
             }
             if !buf.is_empty() {
@@ -1098,13 +1168,14 @@ fn split_field(f: Field, ifs: &str) -> Vec<Field> {
             if is_ws(c) {
                 if field_alive(&cur) {
                     out.push(std::mem::take(&mut cur));
+                    last = Last::Space;
                 }
             } else {
-                if !after_hard || field_alive(&cur) {
+                if field_alive(&cur) || last == Last::Hard {
                     out.push(std::mem::take(&mut cur));
                 }
                 cur.clear();
-                after_hard = true;
+                last = Last::Hard;
             }
         }
         if !buf.is_empty() {
@@ -1229,14 +1300,33 @@ fn parse_param_ref(s: &str) -> Option<(Param, Option<Subscript>)> {
     crate::vars::is_valid_name(name).then(|| (Param::Named(name.to_string()), sub))
 }
 
+/// The replacement text for one match: bash 5.2's `patsub_replacement` puts the matched
+/// text where an unescaped `&` is (`rep` is in pattern form: quoted characters escaped).
+fn substitute(rep: &str, matched: &str) -> String {
+    let mut out = String::new();
+    let mut chars = rep.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            }
+            '&' => out.push_str(matched),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn replace(s: &str, pat: &str, rep: &str, mode: ReplaceMode) -> String {
     match mode {
         ReplaceMode::Prefix => match pattern::strip_prefix_len(s, pat, true) {
-            Some(n) => format!("{rep}{}", &s[n..]),
+            Some(n) => format!("{}{}", substitute(rep, &s[..n]), &s[n..]),
             None => s.to_string(),
         },
         ReplaceMode::Suffix => match pattern::strip_suffix_start(s, pat, true) {
-            Some(n) => format!("{}{rep}", &s[..n]),
+            Some(n) => format!("{}{}", &s[..n], substitute(rep, &s[n..])),
             None => s.to_string(),
         },
         ReplaceMode::First | ReplaceMode::All => {
@@ -1249,7 +1339,7 @@ fn replace(s: &str, pat: &str, rep: &str, mode: ReplaceMode) -> String {
                 match pattern::find(s, pat, pos) {
                     Some((a, b)) => {
                         out.push_str(&s[pos..a]);
-                        out.push_str(rep);
+                        out.push_str(&substitute(rep, &s[a..b]));
                         if b == a {
                             // An empty match: copy one char and move on.
                             match s[a..].chars().next() {

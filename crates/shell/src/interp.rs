@@ -65,6 +65,8 @@ pub struct Options {
     pub nocasematch: bool,
     pub expand_aliases: bool,
     pub lastpipe: bool,
+    /// `set -n`: read commands without running them.
+    pub noexec: bool,
 }
 
 /// Everything a later command can observe: one bash session's state. Cloning it is cheap
@@ -152,6 +154,9 @@ pub(crate) enum Flow {
     /// line (bad substitution, arithmetic error, assignment to a readonly variable) and go on
     /// with the next one.
     Fatal(i32),
+    /// `set -u` on an unset variable, `${x:?}`: the shell exits, with 127 at the top level
+    /// and 1 in a subshell, as bash does.
+    Unbound,
     Abort(Abort),
 }
 
@@ -552,8 +557,14 @@ impl Interp {
 
     /// Resolves a command name to a program file in the VFS through `$PATH`.
     pub fn find_in_path(&self, name: &str) -> Option<String> {
-        let path = self
-            .get_var("PATH")
+        self.find_in(name, None)
+    }
+
+    /// As [`Self::find_in_path`], with `path` instead of `$PATH` (`PATH=... cmd`).
+    pub fn find_in(&self, name: &str, path: Option<&str>) -> Option<String> {
+        let path = path
+            .map(str::to_string)
+            .or_else(|| self.get_var("PATH"))
             .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
         let vfs = self.rt.vfs.lock();
         for dir in path.split(':') {

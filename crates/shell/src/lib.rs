@@ -27,7 +27,7 @@ use parking_lot::Mutex;
 use wasmsand_exec::{CancelToken, Door, Exec, Input, Output, SharedVfs};
 
 pub use builtins::builtin_names;
-pub use error::ParseError;
+pub use error::{ParseError, SourceKind};
 pub use interp::{Abort, Options, ShellLimits, ShellState};
 pub use parser::{MAX_DEPTH, parse, parse_arith};
 pub use vars::{ATTR_EXPORT, ATTR_INTEGER, ATTR_READONLY, Value, Var, Vars};
@@ -101,7 +101,7 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
         .stack_size(THREAD_STACK)
         .spawn(move || {
             let mut it = Interp::new(taken, rt2, fds);
-            let status = run_top(&mut it, &source);
+            let status = run_top(&mut it, &source, SourceKind::DashC);
             let status = it.finish_shell(status);
             it.st.status = status;
             (it.st.clone(), status)
@@ -131,7 +131,7 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
 
 /// Parses and runs the script. A syntax error on line N still runs what comes before it,
 /// as bash reads `-c` text command by command.
-fn run_top(it: &mut Interp, source: &str) -> i32 {
+pub(crate) fn run_top(it: &mut Interp, source: &str, kind: SourceKind<'_>) -> i32 {
     match parse(source) {
         Ok(script) => match run_items(it, &script) {
             Ok(s) => s,
@@ -150,7 +150,7 @@ fn run_top(it: &mut Interp, source: &str) -> i32 {
                     Err(f) => return flow_status(it, f),
                 }
             }
-            it.err_raw(&format!("{}\n", e.render()));
+            it.err_raw(&e.render_in(source, kind));
             2
         }
     }
@@ -159,6 +159,7 @@ fn run_top(it: &mut Interp, source: &str) -> i32 {
 fn flow_status(it: &mut Interp, f: Flow) -> i32 {
     match f {
         Flow::Exit(s) | Flow::Fatal(s) | Flow::Return(s) => s,
+        Flow::Unbound => 127,
         Flow::Break(_) | Flow::Continue(_) => it.st.status,
         Flow::Abort(a) => match a {
             Abort::Timeout => 124,

@@ -1336,7 +1336,9 @@ impl<'a> Parser<'a> {
         };
         self.pos += len;
         self.cond_skip();
-        if !self.at_cond_word() {
+        // A regex may start with a group: `[[ $x =~ (a|b)+ ]]`.
+        let regex_group = op == CondBinOp::Match && self.at(0) == Some(b'(');
+        if !regex_group && !self.at_cond_word() {
             return Err(self.cond_arg_error("binary"));
         }
         let mode = if op == CondBinOp::Match {
@@ -1754,7 +1756,9 @@ impl<'a> Parser<'a> {
                 _ => out.push(c),
             }
         }
-        Ok(lossy(&out))
+        // A NUL ends the string, as C strings do in bash.
+        let end = out.iter().position(|b| *b == 0).unwrap_or(out.len());
+        Ok(lossy(&out[..end]))
     }
 
     fn param_name(&mut self) -> Option<Param> {

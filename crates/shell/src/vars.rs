@@ -159,6 +159,11 @@ impl Vars {
         true
     }
 
+    /// Whether a function frame holds a local `name` hiding the global one.
+    pub fn is_shadowed(&self, name: &str) -> bool {
+        self.frames.iter().any(|f| f.saved.contains_key(name))
+    }
+
     /// Runs `f` on the global binding of `name` (`declare -g` inside a function): the value
     /// the outermost frame shadowed, or the visible one when no frame shadows it.
     pub fn with_global<R>(&mut self, name: &str, f: impl FnOnce(&mut Option<Var>) -> R) -> R {
