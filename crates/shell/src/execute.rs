@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 use wasmsand_exec::{OpenFile, Output, pipe};
 
 use crate::ast::*;
-use crate::interp::{Abort, Fd, Fds, Flow, InSrc, Interp, Job, R, THREAD_STACK, strerror};
+use crate::interp::{Fd, Flow, InSrc, Interp, Job, R, THREAD_STACK, strerror};
 use crate::vars::{ATTR_EXPORT, Var};
 
 /// Capacity of the pipes between pipeline stages (as Linux's default).
