@@ -699,6 +699,7 @@ impl Interp {
             Some(v) => match u32::from_str_radix(v, 8) {
                 Ok(n) if n <= 0o777 => {
                     self.st.umask = n;
+                    self.rt.vfs.lock().set_umask(n);
                     0
                 }
                 _ => {

@@ -293,20 +293,14 @@ impl Interp {
             }
             self.in_trap = false;
         }
-        self.reap_jobs(true);
+        self.wait_jobs();
         status
     }
 
-    /// Joins finished background jobs; with `stop`, stops the ones still running first.
-    pub(crate) fn reap_jobs(&mut self, stop: bool) {
-        if self.jobs.is_empty() {
-            return;
-        }
-        if stop && self.jobs.iter().any(|j| !j.handle.is_finished()) {
-            // A run ends with its command: jobs still running are stopped, as a sandbox
-            // cannot leave work going on after it answered.
-            self.rt.cancel.cancel();
-        }
+    /// Waits for the background jobs still running: a run (or subshell) ends when what it
+    /// started has ended, as a caller reading its output would wait for the pipe to close.
+    /// The run's deadline bounds the wait.
+    pub(crate) fn wait_jobs(&mut self) {
         for j in self.jobs.drain(..) {
             let _ = j.handle.join();
         }

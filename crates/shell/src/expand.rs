@@ -220,18 +220,32 @@ impl Interp {
         }
         self.count_process()?;
         let cap = self.st.limits.max_word_bytes as u64;
-        let buf = OutputBuffer::new(cap + 1);
+        // Past the cap the whole run stops: a producer like `cat /dev/zero` would otherwise
+        // run on (its bytes dropped) until the deadline.
+        let rt = self.rt.clone();
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let buf =
+            OutputBuffer::new(cap + 1).with_callback(std::sync::Arc::new(move |chunk: &[u8]| {
+                let total = seen
+                    .fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed)
+                    + chunk.len() as u64;
+                if total > cap {
+                    rt.set_abort(crate::interp::Abort::Limit(format!(
+                        "command substitution: output too large (limit: {cap} bytes)"
+                    )));
+                }
+            }));
         let mut child = self.fork();
         child.fds.set(1, Some(Fd::Out(Output::Buffer(buf.clone()))));
         let status = child.run_as_subshell(|c| c.run_script(s));
         drop(child);
-        self.check()?;
         let out = buf.take();
         if out.len() as u64 > cap {
             return Err(self.limit(format!(
                 "command substitution: output too large (limit: {cap} bytes)"
             )));
         }
+        self.check()?;
         self.subst_status = Some(status);
         self.st.status = status;
         let text = String::from_utf8_lossy(out.as_bytes()).into_owned();

@@ -342,14 +342,17 @@ impl Interp {
             let a = self.rt.abort.lock().clone().unwrap_or(Abort::Cancelled);
             return Err(Flow::Abort(a));
         }
-        if self.rt.cancel.is_cancelled() {
-            return Err(Flow::Abort(Abort::Cancelled));
-        }
+        // The deadline first: a run stopped at its deadline also has its token cancelled
+        // (that is how blocked waits wake), and must still be reported as a timeout.
         if let Some(d) = self.rt.deadline
             && Instant::now() >= d
         {
             self.rt.set_abort(Abort::Timeout);
             return Err(Flow::Abort(Abort::Timeout));
+        }
+        if self.rt.cancel.is_cancelled() {
+            self.rt.set_abort(Abort::Cancelled);
+            return Err(Flow::Abort(Abort::Cancelled));
         }
         Ok(())
     }
@@ -632,6 +635,7 @@ impl Interp {
                 }
                 Exit::Cancelled => {
                     self.check()?;
+                    self.rt.set_abort(Abort::Cancelled);
                     Err(Flow::Abort(Abort::Cancelled))
                 }
                 e @ Exit::OutOfMemory(_) => {

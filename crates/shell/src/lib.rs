@@ -91,6 +91,7 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
         started: Instant::now(),
         shell_pid: state.pid,
     });
+    rt.vfs.lock().set_umask(state.umask);
     let taken = std::mem::replace(state, ShellState::new(&[], "/"));
     let source = source.to_string();
     let rt2 = rt.clone();

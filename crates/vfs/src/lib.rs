@@ -31,7 +31,8 @@ pub const MAX_SYMLINKS: u32 = 40;
 pub const MAX_FILE_SIZE: u64 = 4 << 30;
 
 const DIR_MODE: u32 = 0o755;
-const FILE_MODE: u32 = 0o644;
+/// The umask a new tree starts with, as a login shell's.
+const DEFAULT_UMASK: u32 = 0o022;
 const SYMLINK_MODE: u32 = 0o777;
 
 /// Limits and policy of a filesystem. Carried unchanged by [`Vfs::cow_clone`].
@@ -105,6 +106,8 @@ pub struct Vfs {
     next_snapshot: u64,
     next_ino: u64,
     in_layout: bool,
+    /// Permission bits new files and directories do not get (the shell's `umask`).
+    umask: u32,
 }
 
 /// Where a path leads: the canonical directory that holds the target, the target's name in
@@ -169,6 +172,7 @@ impl Vfs {
             next_snapshot: 1,
             next_ino: 2,
             in_layout: false,
+            umask: DEFAULT_UMASK,
         }
     }
 
@@ -178,6 +182,23 @@ impl Vfs {
         vfs.layout(|v| v.standard_layout())
             .expect("the standard layout fits in an empty tree");
         vfs
+    }
+
+    /// The umask applied to files and directories created from now on.
+    pub fn set_umask(&mut self, umask: u32) {
+        self.umask = umask & 0o777;
+    }
+
+    pub fn umask(&self) -> u32 {
+        self.umask
+    }
+
+    fn file_mode(&self) -> u32 {
+        0o666 & !self.umask
+    }
+
+    fn dir_mode(&self) -> u32 {
+        0o777 & !self.umask
     }
 
     /// Runs `build` to lay out the initial tree: limits and writable paths do not apply, and
@@ -252,7 +273,8 @@ impl Vfs {
     /// `O_CREAT|O_TRUNC` does). On `ENOSPC` the file is left as it was.
     pub fn write(&mut self, path: &str, data: impl AsRef<[u8]>) -> VfsResult<()> {
         let data = data.as_ref();
-        self.put_file(path, FILE_MODE, || Content::Owned(Arc::new(data.to_vec())))
+        let mode = self.file_mode();
+        self.put_file(path, mode, || Content::Owned(Arc::new(data.to_vec())))
     }
 
     /// Creates or replaces a read-only-shared file: the bytes are the host's and are never
@@ -292,8 +314,8 @@ impl Vfs {
             };
         }
         drop(w);
-        self.put_file(path, FILE_MODE, Content::empty)
-            .map(|()| true)
+        let mode = self.file_mode();
+        self.put_file(path, mode, Content::empty).map(|()| true)
     }
 
     /// Creates a character device node.
@@ -411,7 +433,8 @@ impl Vfs {
 
     /// Creates one directory; its parent must exist.
     pub fn mkdir(&mut self, path: &str) -> VfsResult<()> {
-        self.insert_new(path, || Kind::Dir(Children::new()), DIR_MODE)
+        let mode = self.dir_mode();
+        self.insert_new(path, || Kind::Dir(Children::new()), mode)
     }
 
     /// Creates a directory and any missing parents (`mkdir -p`). Each directory created
@@ -437,7 +460,8 @@ impl Vfs {
                         return Err(VfsError::plain(Errno::EEXIST, path));
                     }
                     let (dir, name) = w.into_target(path)?;
-                    self.insert_at(&dir, name, path, Kind::Dir(Children::new()), DIR_MODE)?;
+                    let mode = self.dir_mode();
+                    self.insert_at(&dir, name, path, Kind::Dir(Children::new()), mode)?;
                 }
             }
         }
@@ -727,6 +751,7 @@ impl Vfs {
             next_snapshot: 1,
             next_ino: self.next_ino,
             in_layout: false,
+            umask: self.umask,
         }
     }
 

@@ -457,3 +457,21 @@ fn many_small_appends_cost_linear_time() {
     assert_eq!(v.stat("/tmp/big").unwrap().size, 64 << 20);
     assert_eq!(v.usage().bytes_used, 64 << 20);
 }
+
+#[test]
+fn umask_applies_to_new_files_and_directories() {
+    let mut v = Vfs::new(VfsOptions::default());
+    assert_eq!(v.umask(), 0o022);
+    v.write("/a", "x").unwrap();
+    v.mkdir("/d").unwrap();
+    assert_eq!(v.stat("/a").unwrap().mode, 0o644);
+    assert_eq!(v.stat("/d").unwrap().mode, 0o755);
+    v.set_umask(0o027);
+    v.create("/b", false).unwrap();
+    v.mkdir_p("/e/f").unwrap();
+    assert_eq!(v.stat("/b").unwrap().mode, 0o640);
+    assert_eq!(v.stat("/e/f").unwrap().mode, 0o750);
+    // Existing files keep their modes; a clone keeps the umask.
+    assert_eq!(v.stat("/a").unwrap().mode, 0o644);
+    assert_eq!(v.cow_clone().umask(), 0o027);
+}

@@ -7,6 +7,7 @@ mod core_tools;
 mod dispatch;
 mod du;
 mod stat;
+mod tac;
 
 use dispatch::UuMain;
 
@@ -53,7 +54,7 @@ fn lookup(name: &str) -> Option<UuMain> {
         "comm" => |a| uu_comm::uumain(a),
         "join" => |a| uu_join::uumain(a),
         "tee" => |a| uu_tee::uumain(a),
-        "tac" => |a| uu_tac::uumain(a),
+        "tac" => tac::uumain,
         "nl" => |a| uu_nl::uumain(a),
         "fold" => |a| uu_fold::uumain(a),
         "expand" => |a| uu_expand::uumain(a),

@@ -1,0 +1,99 @@
+use serde_json::{Value, json};
+use wasmsand::SandboxError;
+
+/// JSON-RPC 2.0 error codes used on the wire.
+pub mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// A sandbox operation failed (a filesystem errno, a destroyed sandbox). The source
+    /// system's server answered these with code 1 and its clients expect that, so the code
+    /// is kept; the errno name travels in `data.errno`.
+    pub const SANDBOX_ERROR: i64 = 1;
+}
+
+/// A JSON-RPC error object: what a request gets instead of a result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message} ({code})")]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn parse_error() -> Self {
+        Self::new(code::PARSE_ERROR, "Parse error")
+    }
+
+    pub fn too_large() -> Self {
+        Self::new(code::PARSE_ERROR, "Request too large")
+    }
+
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(code::INVALID_REQUEST, message)
+    }
+
+    pub fn method_not_found(method: &str) -> Self {
+        Self::new(
+            code::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+        )
+    }
+
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(code::INVALID_PARAMS, message)
+    }
+
+    pub fn internal(message: impl std::fmt::Display) -> Self {
+        Self::new(code::INTERNAL_ERROR, format!("Internal error: {message}"))
+    }
+
+    pub fn unknown_sandbox(id: &str) -> Self {
+        Self::invalid_params(format!("Unknown sandboxId: {id}"))
+    }
+
+    /// Maps a sandbox failure; `fork` names the fork the request addressed (None: the root),
+    /// so that a fork destroyed under a queued request reads as the unknown id it now is.
+    pub fn from_sandbox(err: SandboxError, fork: Option<&str>) -> Self {
+        match err {
+            SandboxError::Destroyed => match fork {
+                Some(id) => Self::unknown_sandbox(id),
+                None => Self::new(code::SANDBOX_ERROR, "sandbox has been destroyed"),
+            },
+            SandboxError::Fs(e) => Self {
+                code: code::SANDBOX_ERROR,
+                message: e.to_string(),
+                data: Some(json!({"errno": e.errno.name(), "path": e.path})),
+            },
+            SandboxError::UnknownSnapshot(id) => {
+                Self::invalid_params(format!("Unknown snapshot: {id}"))
+            }
+            SandboxError::Invalid(message) => Self::invalid_params(message),
+        }
+    }
+
+    /// The `error` member of a response.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({"code": self.code, "message": self.message});
+        if let Some(data) = &self.data {
+            v["data"] = data.clone();
+        }
+        v
+    }
+
+    /// A whole error response line for `id` (null when the request's id could not be read).
+    pub fn response(&self, id: Option<&Value>) -> Value {
+        json!({"jsonrpc": "2.0", "id": id.cloned().unwrap_or(Value::Null), "error": self.to_json()})
+    }
+}

@@ -1,0 +1,509 @@
+//! `wasmsand-dispatch`: the JSON-RPC 2.0 method table of wasmsand, over one root sandbox and
+//! the forks made from it, with no knowledge of any transport.
+//!
+//! - [`Dispatcher`] answers one request at a time in the calling thread ([`Dispatcher::handle`]).
+//!   Every request may name its sandbox with `sandboxId` (absent or null: the root).
+//! - [`Server`] adds what a transport needs: requests on the same sandbox run in arrival order,
+//!   requests on different sandboxes run concurrently, `kill` and `create` take effect at once,
+//!   and the [`Outbox`] lets the server call the client and match its answers by id.
+//! - The line-JSON `type` protocol (`shell`, `write_file`, `read_file`, `reset`, `status`) is
+//!   answered by the same dispatcher against the root sandbox ([`Dispatcher::handle`] picks the
+//!   protocol from the object's members).
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use wasmsand_dispatch::{DispatchConfig, Dispatcher};
+//! let d = Dispatcher::new(DispatchConfig::default());
+//! let req = serde_json::json!({"jsonrpc":"2.0","id":1,"method":"run","params":{"command":"echo hi"}});
+//! let resp = d.handle(&req, &(Arc::new(|_| {}) as wasmsand_dispatch::Notify)).unwrap();
+//! assert_eq!(resp["result"]["stdout"], "hi\n");
+//! ```
+
+mod error;
+mod legacy;
+mod params;
+mod server;
+mod text;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use base64::Engine as _;
+use parking_lot::Mutex;
+use serde_json::{Map, Value, json};
+use wasmsand::{ErrorClass, Limits, LimitsPatch, RunOptions, Sandbox, SandboxOptions, SnapshotId};
+
+pub use error::{RpcError, code};
+pub use server::{CallError, Outbox, Server};
+
+use params::Params;
+
+/// Receives the notifications (`output` chunks) a request sends while it runs.
+pub type Notify = Arc<dyn Fn(Value) + Send + Sync>;
+
+/// Smallest and largest line cap a client may ask for with `create`'s `limits.rpcBytes`, so
+/// that a client can neither make every request too large nor lift the memory bound.
+pub const MIN_RPC_BYTES: u64 = 1024;
+pub const MAX_RPC_BYTES: u64 = 128 * 1024 * 1024;
+
+/// How the root sandbox is made (a `create` request can still change its limits).
+#[derive(Debug, Clone, Default)]
+pub struct DispatchConfig {
+    pub limits: Limits,
+    pub env: Vec<(String, String)>,
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// One parsed JSON-RPC request.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// `None` for a notification (no answer is sent).
+    pub id: Option<Value>,
+    pub method: String,
+    pub params: Map<String, Value>,
+}
+
+impl Request {
+    /// Validates a JSON-RPC 2.0 request object. On failure, the error comes with the id to
+    /// answer with (null when none could be read).
+    pub fn parse(v: &Value) -> Result<Request, (Option<Value>, RpcError)> {
+        let Some(obj) = v.as_object() else {
+            let message = if v.is_array() {
+                "Invalid Request: batch requests are not supported"
+            } else {
+                "Invalid Request: not an object"
+            };
+            return Err((None, RpcError::invalid_request(message)));
+        };
+        let id = match obj.get("id") {
+            None => None,
+            Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => Some(id.clone()),
+            Some(_) => {
+                return Err((
+                    None,
+                    RpcError::invalid_request("Invalid Request: id must be a string or a number"),
+                ));
+            }
+        };
+        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err((
+                id,
+                RpcError::invalid_request("Invalid Request: jsonrpc must be \"2.0\""),
+            ));
+        }
+        let Some(method) = obj.get("method").and_then(Value::as_str) else {
+            return Err((
+                id,
+                RpcError::invalid_request("Invalid Request: method must be a string"),
+            ));
+        };
+        let params = match obj.get("params") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => m.clone(),
+            Some(_) => {
+                return Err((id, RpcError::invalid_params("params must be an object")));
+            }
+        };
+        Ok(Request {
+            id,
+            method: method.to_string(),
+            params,
+        })
+    }
+
+    /// The answer to this request, or `None` for a notification.
+    pub fn respond(&self, outcome: Result<Value, RpcError>) -> Option<Value> {
+        let id = self.id.as_ref()?;
+        Some(match outcome {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err(e) => e.response(Some(id)),
+        })
+    }
+}
+
+struct Root {
+    live: Arc<Sandbox>,
+    /// Never run on: `reset` forks it to get the initial state back in O(1).
+    pristine: Sandbox,
+}
+
+struct Fork {
+    sandbox: Arc<Sandbox>,
+    parent: Option<String>,
+}
+
+#[derive(Default)]
+struct State {
+    root: Option<Root>,
+    forks: HashMap<String, Fork>,
+    /// Fork ids count up and are never reused, so a stale id can never reach a newer fork.
+    next_fork: u64,
+}
+
+/// The method table over a root sandbox and its forks. `Send + Sync`; see the crate docs.
+pub struct Dispatcher {
+    config: DispatchConfig,
+    state: Mutex<State>,
+    /// Whether any request has arrived: `create` is only accepted as the first.
+    seen: AtomicBool,
+    killed: AtomicBool,
+    rpc_bytes: AtomicU64,
+    started: Instant,
+}
+
+impl Dispatcher {
+    pub fn new(config: DispatchConfig) -> Dispatcher {
+        Dispatcher {
+            rpc_bytes: AtomicU64::new(config.limits.rpc_bytes),
+            config,
+            state: Mutex::new(State {
+                next_fork: 1,
+                ..State::default()
+            }),
+            seen: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+            started: Instant::now(),
+        }
+    }
+
+    /// The longest request line a transport should accept now (`create` may change it).
+    pub fn rpc_bytes(&self) -> u64 {
+        self.rpc_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Whether `kill` has run: a transport then stops.
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::SeqCst)
+    }
+
+    /// Records that a request arrived, in arrival order (for `create`'s "must be first").
+    pub fn note_arrival(&self) {
+        self.seen.store(true, Ordering::SeqCst);
+    }
+
+    /// Answers one request object of either protocol in the calling thread: a JSON-RPC
+    /// request (`"jsonrpc"` member) or a line-JSON `type` request. `None` for a JSON-RPC
+    /// notification.
+    pub fn handle(&self, request: &Value, notify: &Notify) -> Option<Value> {
+        if let Some(obj) = request.as_object()
+            && !obj.contains_key("jsonrpc")
+            && obj.contains_key("type")
+        {
+            self.note_arrival();
+            return Some(self.handle_typed(obj));
+        }
+        match Request::parse(request) {
+            Ok(req) => self.execute(&req, notify),
+            Err((id, e)) => Some(e.response(id.as_ref())),
+        }
+    }
+
+    /// Runs a parsed JSON-RPC request and builds its answer.
+    pub fn execute(&self, req: &Request, notify: &Notify) -> Option<Value> {
+        let outcome = self.call(req, notify);
+        req.respond(outcome)
+    }
+
+    fn call(&self, req: &Request, notify: &Notify) -> Result<Value, RpcError> {
+        let p = Params(&req.params);
+        if req.method == "create" {
+            return self.create(p);
+        }
+        self.note_arrival();
+        match req.method.as_str() {
+            "run" => self.run(p, req.id.as_ref(), notify),
+            "files.write" => {
+                let data = p.base64("data")?;
+                self.on(p, |sb| Ok(sb.write_file(p.str("path")?, &data)?))
+            }
+            "files.read" => self.on(p, |sb| {
+                let data = sb.read_file(p.str("path")?)?;
+                Ok(json!({"data": base64::engine::general_purpose::STANDARD.encode(&data)}))
+            }),
+            "files.list" => self.on(p, |sb| {
+                let entries: Vec<Value> = sb
+                    .list(p.str("path")?)?
+                    .into_iter()
+                    .map(|e| json!({"name": e.name, "type": e.kind.as_str(), "size": e.size}))
+                    .collect();
+                Ok(json!({"entries": entries}))
+            }),
+            "files.mkdir" => self.on(p, |sb| Ok(sb.mkdir(p.str("path")?)?)),
+            "files.rm" => {
+                let recursive = p.opt_bool("recursive")?.unwrap_or(false);
+                self.on(p, |sb| Ok(sb.remove(p.str("path")?, recursive)?))
+            }
+            "files.stat" => self.on(p, |sb| {
+                let info = sb.stat(p.str("path")?)?;
+                Ok(json!({"name": info.name, "type": info.kind.as_str(), "size": info.size}))
+            }),
+            "env.set" => self.on(p, |sb| Ok(sb.set_env(p.str("name")?, p.str("value")?)?)),
+            "env.get" => self.on(p, |sb| Ok(json!({"value": sb.get_env(p.str("name")?)?}))),
+            "snapshot.create" => self.on(p, |sb| Ok(json!({"id": sb.snapshot()?.to_string()}))),
+            "snapshot.restore" => {
+                let id = p.snapshot_id("id")?;
+                self.on(p, |sb| Ok(sb.restore(id)?))
+            }
+            "sandbox.fork" => self.fork(p),
+            "sandbox.destroy" => self.destroy_fork(p),
+            "sandbox.list" => Ok(self.list()),
+            "kill" => {
+                self.kill();
+                Ok(json!({"ok": true}))
+            }
+            other => Err(RpcError::method_not_found(other)),
+        }
+    }
+
+    /// Runs `f` on the sandbox the request names; `()` answers `{ok: true}`.
+    fn on<T: IntoResult>(
+        &self,
+        p: Params,
+        f: impl FnOnce(&Sandbox) -> Result<T, Failure>,
+    ) -> Result<Value, RpcError> {
+        let (sb, fork) = self.resolve(p)?;
+        match f(&sb) {
+            Ok(v) => Ok(v.into_result()),
+            Err(Failure::Rpc(e)) => Err(e),
+            Err(Failure::Sandbox(e)) => Err(RpcError::from_sandbox(e, fork.as_deref())),
+        }
+    }
+
+    /// The sandbox a request addresses, and its fork id (None for the root).
+    fn resolve(&self, p: Params) -> Result<(Arc<Sandbox>, Option<String>), RpcError> {
+        match p.0.get("sandboxId") {
+            None | Some(Value::Null) => Ok((self.root()?, None)),
+            Some(Value::String(id)) => {
+                let state = self.state.lock();
+                match state.forks.get(id) {
+                    Some(f) => Ok((f.sandbox.clone(), Some(id.clone()))),
+                    None => Err(RpcError::unknown_sandbox(id)),
+                }
+            }
+            Some(_) => Err(RpcError::invalid_params("sandboxId must be a string")),
+        }
+    }
+
+    /// The root sandbox, made with the configured limits on first use when no `create` came.
+    fn root(&self) -> Result<Arc<Sandbox>, RpcError> {
+        if self.is_killed() {
+            return Err(RpcError::new(
+                code::SANDBOX_ERROR,
+                "sandbox has been destroyed",
+            ));
+        }
+        let mut state = self.state.lock();
+        if state.root.is_none() {
+            state.root = Some(self.make_root(self.config.limits));
+        }
+        Ok(state.root.as_ref().expect("just set").live.clone())
+    }
+
+    fn make_root(&self, limits: Limits) -> Root {
+        let live = Sandbox::new(SandboxOptions {
+            limits,
+            env: self.config.env.clone(),
+            cache_dir: self.config.cache_dir.clone(),
+        });
+        let pristine = live.fork().expect("a new sandbox forks");
+        Root {
+            live: Arc::new(live),
+            pristine,
+        }
+    }
+
+    fn create(&self, p: Params) -> Result<Value, RpcError> {
+        if self.seen.swap(true, Ordering::SeqCst) {
+            let created = self.state.lock().root.is_some();
+            return Err(RpcError::invalid_request(if created {
+                "Sandbox already created"
+            } else {
+                "create must be the first request"
+            }));
+        }
+        let mut limits = self.config.limits;
+        if let Some(t) = p.opt_u64("timeoutMs")? {
+            limits.timeout_ms = t;
+        }
+        if let Some(b) = p.opt_u64("fsLimitBytes")? {
+            limits.fs_bytes = b;
+        }
+        if let Some(v) = p.0.get("limits").filter(|v| !v.is_null()) {
+            let patch: LimitsPatch = serde_json::from_value(v.clone())
+                .map_err(|e| RpcError::invalid_params(format!("Invalid param: limits: {e}")))?;
+            limits.apply(&patch);
+        }
+        let rpc = limits.rpc_bytes.clamp(MIN_RPC_BYTES, MAX_RPC_BYTES);
+        self.rpc_bytes.store(rpc, Ordering::Relaxed);
+        let root = self.make_root(limits);
+        self.state.lock().root = Some(root);
+        Ok(json!({"ok": true}))
+    }
+
+    fn run(&self, p: Params, id: Option<&Value>, notify: &Notify) -> Result<Value, RpcError> {
+        let command = p.str("command")?;
+        let stream = p.opt_bool("stream")?.unwrap_or(false);
+        let (sb, fork) = self.resolve(p)?;
+        let mut opts = RunOptions::default();
+        // Chunks are decoded as UTF-8 across chunk boundaries, so a character split between
+        // two writes is not turned into two replacement characters.
+        let streams = match (stream, id) {
+            (true, Some(id)) => {
+                let out = text::StreamSender::new(id.clone(), "stdout", notify.clone());
+                let err = text::StreamSender::new(id.clone(), "stderr", notify.clone());
+                opts.on_stdout = Some(out.callback());
+                opts.on_stderr = Some(err.callback());
+                Some((out, err))
+            }
+            _ => None,
+        };
+        let result = sb.run_with(command, opts);
+        if let Some((out, err)) = streams {
+            out.finish();
+            err.finish();
+        }
+        let result = result.map_err(|e| RpcError::from_sandbox(e, fork.as_deref()))?;
+        serde_json::to_value(result).map_err(RpcError::internal)
+    }
+
+    fn fork(&self, p: Params) -> Result<Value, RpcError> {
+        let (parent, parent_id) = self.resolve(p)?;
+        let child = parent
+            .fork()
+            .map_err(|e| RpcError::from_sandbox(e, parent_id.as_deref()))?;
+        let mut state = self.state.lock();
+        if self.is_killed() {
+            child.destroy();
+            return Err(RpcError::new(
+                code::SANDBOX_ERROR,
+                "sandbox has been destroyed",
+            ));
+        }
+        let id = state.next_fork.to_string();
+        state.next_fork += 1;
+        state.forks.insert(
+            id.clone(),
+            Fork {
+                sandbox: Arc::new(child),
+                parent: parent_id,
+            },
+        );
+        Ok(json!({"sandboxId": id}))
+    }
+
+    fn destroy_fork(&self, p: Params) -> Result<Value, RpcError> {
+        let id = match p.0.get("sandboxId") {
+            None | Some(Value::Null) => {
+                return Err(RpcError::invalid_params(
+                    "Missing required param: sandboxId (the root is ended with kill)",
+                ));
+            }
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return Err(RpcError::invalid_params("sandboxId must be a string")),
+        };
+        let fork = self.state.lock().forks.remove(&id);
+        match fork {
+            Some(f) => {
+                f.sandbox.destroy();
+                Ok(json!({"ok": true}))
+            }
+            None => Err(RpcError::unknown_sandbox(&id)),
+        }
+    }
+
+    fn list(&self) -> Value {
+        let state = self.state.lock();
+        let mut ids: Vec<(&String, &Fork)> = state.forks.iter().collect();
+        ids.sort_by(|a, b| (a.0.len(), a.0).cmp(&(b.0.len(), b.0)));
+        let forks: Vec<Value> = ids
+            .into_iter()
+            .map(|(id, f)| json!({"sandboxId": id, "parent": f.parent}))
+            .collect();
+        Value::Array(forks)
+    }
+
+    /// Destroys every fork and the root; commands running in them end as cancelled.
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        let (root, forks) = {
+            let mut state = self.state.lock();
+            (state.root.take(), std::mem::take(&mut state.forks))
+        };
+        for f in forks.into_values() {
+            f.sandbox.destroy();
+        }
+        if let Some(r) = root {
+            r.live.destroy();
+            r.pristine.destroy();
+        }
+    }
+
+    /// Puts the root back to its initial state (files, variables, cwd, snapshots).
+    fn reset_root(&self) -> Result<(), RpcError> {
+        self.root()?;
+        let old = {
+            let mut state = self.state.lock();
+            let root = state.root.as_mut().expect("root() made it");
+            let fresh = root
+                .pristine
+                .fork()
+                .map_err(|e| RpcError::from_sandbox(e, None))?;
+            std::mem::replace(&mut root.live, Arc::new(fresh))
+        };
+        old.destroy();
+        Ok(())
+    }
+
+    fn uptime_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+}
+
+/// What a method body can fail with.
+enum Failure {
+    Rpc(RpcError),
+    Sandbox(wasmsand::SandboxError),
+}
+
+impl From<RpcError> for Failure {
+    fn from(e: RpcError) -> Self {
+        Failure::Rpc(e)
+    }
+}
+
+impl From<wasmsand::SandboxError> for Failure {
+    fn from(e: wasmsand::SandboxError) -> Self {
+        Failure::Sandbox(e)
+    }
+}
+
+trait IntoResult {
+    fn into_result(self) -> Value;
+}
+
+impl IntoResult for () {
+    fn into_result(self) -> Value {
+        json!({"ok": true})
+    }
+}
+
+impl IntoResult for Value {
+    fn into_result(self) -> Value {
+        self
+    }
+}
+
+fn is_timeout(r: &wasmsand::RunResult) -> bool {
+    r.error_class == Some(ErrorClass::Timeout)
+}
+
+fn parse_snapshot_id(s: &str) -> Result<SnapshotId, RpcError> {
+    s.parse()
+        .map_err(|_| RpcError::invalid_params(format!("Unknown snapshot: {s}")))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,63 @@
+use base64::Engine as _;
+use serde_json::{Map, Value};
+use wasmsand::SnapshotId;
+
+use crate::RpcError;
+
+/// Typed access to a request's named params, with the -32602 messages clients see.
+#[derive(Clone, Copy)]
+pub(crate) struct Params<'a>(pub &'a Map<String, Value>);
+
+fn missing(name: &str) -> RpcError {
+    RpcError::invalid_params(format!("Missing required param: {name}"))
+}
+
+fn wrong(name: &str, what: &str) -> RpcError {
+    RpcError::invalid_params(format!("Invalid param: {name} must be {what}"))
+}
+
+impl<'a> Params<'a> {
+    pub fn str(self, name: &str) -> Result<&'a str, RpcError> {
+        match self.0.get(name) {
+            None | Some(Value::Null) => Err(missing(name)),
+            Some(Value::String(s)) => Ok(s),
+            Some(_) => Err(wrong(name, "a string")),
+        }
+    }
+
+    pub fn opt_bool(self, name: &str) -> Result<Option<bool>, RpcError> {
+        match self.0.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err(wrong(name, "a boolean")),
+        }
+    }
+
+    pub fn opt_u64(self, name: &str) -> Result<Option<u64>, RpcError> {
+        match self.0.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| wrong(name, "a non-negative integer")),
+        }
+    }
+
+    pub fn base64(self, name: &str) -> Result<Vec<u8>, RpcError> {
+        let s = self.str(name)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .map_err(|_| wrong(name, "base64"))
+    }
+
+    /// Snapshot ids are strings on the wire; a number is accepted too since it is what the
+    /// string spells.
+    pub fn snapshot_id(self, name: &str) -> Result<SnapshotId, RpcError> {
+        match self.0.get(name) {
+            None | Some(Value::Null) => Err(missing(name)),
+            Some(Value::String(s)) => crate::parse_snapshot_id(s),
+            Some(Value::Number(n)) => crate::parse_snapshot_id(&n.to_string()),
+            Some(_) => Err(wrong(name, "a string")),
+        }
+    }
+}

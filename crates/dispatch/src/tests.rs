@@ -1,0 +1,444 @@
+//! The dispatcher tests of the source plan (fork routing, destroy, kill, result passthrough)
+//! against real sandboxes, plus the parameter and error mapping of every method.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::*;
+
+fn quiet() -> Notify {
+    Arc::new(|_| {})
+}
+
+fn d() -> Dispatcher {
+    Dispatcher::new(DispatchConfig::default())
+}
+
+fn call(d: &Dispatcher, method: &str, params: Value) -> Result<Value, RpcError> {
+    let req = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let resp = d
+        .handle(&req, &quiet())
+        .expect("a request with an id is answered");
+    assert_eq!(resp["id"], 1);
+    if let Some(e) = resp.get("error") {
+        return Err(RpcError {
+            code: e["code"].as_i64().unwrap(),
+            message: e["message"].as_str().unwrap().to_string(),
+            data: e.get("data").cloned(),
+        });
+    }
+    Ok(resp["result"].clone())
+}
+
+fn fork(d: &Dispatcher, from: Option<&str>) -> String {
+    let r = call(d, "sandbox.fork", json!({"sandboxId": from})).unwrap();
+    r["sandboxId"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn fork_returns_a_string_sandbox_id() {
+    let d = d();
+    let r = call(&d, "sandbox.fork", json!({})).unwrap();
+    assert!(r["sandboxId"].is_string());
+}
+
+#[test]
+fn run_is_routed_to_the_fork_named() {
+    let d = d();
+    let f = fork(&d, None);
+    call(
+        &d,
+        "run",
+        json!({"command": "echo fork > /tmp/who", "sandboxId": f}),
+    )
+    .unwrap();
+    let on_fork = call(
+        &d,
+        "run",
+        json!({"command": "cat /tmp/who", "sandboxId": f}),
+    )
+    .unwrap();
+    assert_eq!(on_fork["stdout"], "fork\n");
+    let on_root = call(&d, "run", json!({"command": "cat /tmp/who"})).unwrap();
+    assert_eq!(on_root["exitCode"], 1);
+}
+
+#[test]
+fn files_read_is_routed_to_the_fork_named() {
+    let d = d();
+    let f = fork(&d, None);
+    call(
+        &d,
+        "files.write",
+        json!({"path": "/tmp/test.txt", "data": "Zm9yaw==", "sandboxId": f}),
+    )
+    .unwrap();
+    let r = call(
+        &d,
+        "files.read",
+        json!({"path": "/tmp/test.txt", "sandboxId": f}),
+    )
+    .unwrap();
+    assert_eq!(r["data"], "Zm9yaw==");
+    let e = call(&d, "files.read", json!({"path": "/tmp/test.txt"})).unwrap_err();
+    assert_eq!(e.code, code::SANDBOX_ERROR);
+    assert_eq!(e.data.unwrap()["errno"], "ENOENT");
+}
+
+#[test]
+fn no_sandbox_id_or_null_means_the_root() {
+    let d = d();
+    call(&d, "env.set", json!({"name": "WHO", "value": "root"})).unwrap();
+    let r = call(&d, "env.get", json!({"name": "WHO", "sandboxId": null})).unwrap();
+    assert_eq!(r, json!({"value": "root"}));
+    let r = call(&d, "env.get", json!({"name": "NOPE"})).unwrap();
+    assert_eq!(r, json!({"value": null}));
+}
+
+#[test]
+fn unknown_and_ill_typed_sandbox_ids_are_rejected() {
+    let d = d();
+    let e = call(
+        &d,
+        "run",
+        json!({"command": "echo hello", "sandboxId": "999"}),
+    )
+    .unwrap_err();
+    assert_eq!(e.code, -32602);
+    assert_eq!(e.message, "Unknown sandboxId: 999");
+    let e = call(&d, "run", json!({"command": "echo hello", "sandboxId": 1})).unwrap_err();
+    assert_eq!(e.code, -32602);
+    assert_eq!(e.message, "sandboxId must be a string");
+}
+
+#[test]
+fn fork_from_a_fork_gets_a_new_id_and_the_forks_state() {
+    let d = d();
+    let f1 = fork(&d, None);
+    call(
+        &d,
+        "env.set",
+        json!({"name": "GEN", "value": "one", "sandboxId": f1}),
+    )
+    .unwrap();
+    let f2 = fork(&d, Some(&f1));
+    assert_ne!(f1, f2);
+    let r = call(&d, "env.get", json!({"name": "GEN", "sandboxId": f2})).unwrap();
+    assert_eq!(r["value"], "one");
+    let list = call(&d, "sandbox.list", json!({})).unwrap();
+    assert_eq!(
+        list,
+        json!([{"sandboxId": f1, "parent": null}, {"sandboxId": f2, "parent": f1}])
+    );
+}
+
+#[test]
+fn destroy_removes_a_fork_and_ids_are_never_reused() {
+    let d = d();
+    let f = fork(&d, None);
+    assert_eq!(
+        call(&d, "sandbox.destroy", json!({"sandboxId": f})).unwrap(),
+        json!({"ok": true})
+    );
+    let e = call(&d, "run", json!({"command": "echo hello", "sandboxId": f})).unwrap_err();
+    assert_eq!(
+        (e.code, e.message),
+        (-32602, format!("Unknown sandboxId: {f}"))
+    );
+    let e = call(&d, "sandbox.destroy", json!({"sandboxId": f})).unwrap_err();
+    assert_eq!(e.code, -32602);
+    let g = fork(&d, None);
+    assert_ne!(f, g);
+}
+
+#[test]
+fn destroy_requires_a_sandbox_id() {
+    let d = d();
+    let e = call(&d, "sandbox.destroy", json!({})).unwrap_err();
+    assert_eq!(e.code, -32602);
+    assert!(e.message.contains("sandboxId"), "{}", e.message);
+}
+
+#[test]
+fn kill_destroys_every_fork_and_the_root() {
+    let d = d();
+    let f = fork(&d, None);
+    let root = d.root().unwrap();
+    let fork_sb = d.state.lock().forks[&f].sandbox.clone();
+    assert_eq!(call(&d, "kill", json!({})).unwrap(), json!({"ok": true}));
+    assert!(d.is_killed());
+    assert!(root.is_destroyed());
+    assert!(fork_sb.is_destroyed());
+    assert!(call(&d, "run", json!({"command": "true"})).is_err());
+}
+
+#[test]
+fn run_passes_truncated_and_error_class_through() {
+    let d = d();
+    call(
+        &d,
+        "create",
+        json!({"limits": {"stdoutBytes": 5}, "timeoutMs": 200}),
+    )
+    .unwrap();
+    let r = call(&d, "run", json!({"command": "echo hello world"})).unwrap();
+    assert_eq!(r["stdout"], "hello");
+    assert_eq!(r["truncated"], json!({"stdout": true, "stderr": false}));
+    let r = call(&d, "run", json!({"command": "sleep 5"})).unwrap();
+    assert_eq!(r["exitCode"], 124);
+    assert_eq!(r["errorClass"], "TIMEOUT");
+}
+
+#[test]
+fn run_omits_truncated_and_error_class_when_absent() {
+    let d = d();
+    let r = call(&d, "run", json!({"command": "echo hello"})).unwrap();
+    let obj = r.as_object().unwrap();
+    assert_eq!(r["exitCode"], 0);
+    assert_eq!(r["stdout"], "hello\n");
+    assert!(obj.contains_key("executionTimeMs"));
+    assert!(!obj.contains_key("truncated"));
+    assert!(!obj.contains_key("errorClass"));
+}
+
+#[test]
+fn create_must_be_first_and_only_once() {
+    let d = d();
+    call(
+        &d,
+        "create",
+        json!({"wasmDir": "/ignored", "limits": {"commandBytes": 10}}),
+    )
+    .unwrap();
+    let e = call(&d, "create", json!({})).unwrap_err();
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (-32600, "Sandbox already created")
+    );
+    let r = call(&d, "run", json!({"command": "echo this is too long"})).unwrap();
+    assert_eq!(r["errorClass"], "LIMIT_EXCEEDED");
+
+    let d2 = self::d();
+    call(&d2, "run", json!({"command": "true"})).unwrap();
+    let e = call(&d2, "create", json!({})).unwrap_err();
+    assert_eq!(e.code, -32600);
+}
+
+#[test]
+fn create_rejects_misspelt_limits() {
+    let d = d();
+    let e = call(&d, "create", json!({"limits": {"stdoutbytes": 5}})).unwrap_err();
+    assert_eq!(e.code, -32602);
+}
+
+#[test]
+fn file_methods_shapes() {
+    let d = d();
+    call(&d, "files.mkdir", json!({"path": "/tmp/a/b"})).unwrap();
+    call(
+        &d,
+        "files.write",
+        json!({"path": "/tmp/a/f.txt", "data": "aGVsbG8="}),
+    )
+    .unwrap();
+    let list = call(&d, "files.list", json!({"path": "/tmp/a"})).unwrap();
+    assert_eq!(
+        list,
+        json!({"entries": [
+            {"name": "b", "type": "dir", "size": 0},
+            {"name": "f.txt", "type": "file", "size": 5},
+        ]})
+    );
+    let st = call(&d, "files.stat", json!({"path": "/tmp/a/f.txt"})).unwrap();
+    assert_eq!(st, json!({"name": "f.txt", "type": "file", "size": 5}));
+    let e = call(&d, "files.rm", json!({"path": "/tmp/a"})).unwrap_err();
+    assert_eq!(e.data.unwrap()["errno"], "ENOTEMPTY");
+    call(&d, "files.rm", json!({"path": "/tmp/a", "recursive": true})).unwrap();
+    let e = call(&d, "files.stat", json!({"path": "/tmp/a"})).unwrap_err();
+    assert_eq!(e.data.unwrap()["errno"], "ENOENT");
+    let e = call(&d, "files.write", json!({"path": "/etc/x", "data": ""})).unwrap_err();
+    assert_eq!(e.data.unwrap()["errno"], "EROFS");
+}
+
+#[test]
+fn snapshots_round_trip() {
+    let d = d();
+    call(&d, "files.write", json!({"path": "/tmp/s", "data": "MQ=="})).unwrap();
+    let id = call(&d, "snapshot.create", json!({})).unwrap()["id"].clone();
+    assert!(id.is_string());
+    call(&d, "files.write", json!({"path": "/tmp/s", "data": "Mg=="})).unwrap();
+    call(&d, "snapshot.restore", json!({"id": id})).unwrap();
+    let r = call(&d, "files.read", json!({"path": "/tmp/s"})).unwrap();
+    assert_eq!(r["data"], "MQ==");
+    let e = call(&d, "snapshot.restore", json!({"id": "nope"})).unwrap_err();
+    assert_eq!(e.code, -32602);
+}
+
+#[test]
+fn param_errors() {
+    let d = d();
+    let e = call(&d, "run", json!({})).unwrap_err();
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (-32602, "Missing required param: command")
+    );
+    let e = call(&d, "run", json!({"command": 5})).unwrap_err();
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (-32602, "Invalid param: command must be a string")
+    );
+    let e = call(&d, "files.write", json!({"path": "/tmp/x", "data": "!!"})).unwrap_err();
+    assert_eq!(e.code, -32602);
+    let e = call(&d, "env.set", json!({"name": "1BAD", "value": "x"})).unwrap_err();
+    assert_eq!(e.code, -32602);
+    let e = call(&d, "no.such", json!({})).unwrap_err();
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (-32601, "Method not found: no.such")
+    );
+}
+
+#[test]
+fn invalid_requests() {
+    let d = d();
+    let n = quiet();
+    for (req, id) in [
+        (json!([]), Value::Null),
+        (json!(7), Value::Null),
+        (
+            json!({"jsonrpc": "1.0", "id": 3, "method": "run"}),
+            json!(3),
+        ),
+        (json!({"jsonrpc": "2.0", "id": 4}), json!(4)),
+        (
+            json!({"jsonrpc": "2.0", "id": {}, "method": "run"}),
+            Value::Null,
+        ),
+    ] {
+        let r = d.handle(&req, &n).unwrap();
+        assert_eq!(r["error"]["code"], -32600, "{req}");
+        assert_eq!(r["id"], id, "{req}");
+    }
+    let r = d
+        .handle(
+            &json!({"jsonrpc": "2.0", "id": 5, "method": "run", "params": [1]}),
+            &n,
+        )
+        .unwrap();
+    assert_eq!(r["error"]["code"], -32602);
+}
+
+#[test]
+fn notifications_get_no_answer() {
+    let d = d();
+    let req = json!({"jsonrpc": "2.0", "method": "env.set", "params": {"name": "N", "value": "1"}});
+    assert!(d.handle(&req, &quiet()).is_none());
+    assert_eq!(
+        call(&d, "env.get", json!({"name": "N"})).unwrap()["value"],
+        "1"
+    );
+}
+
+#[test]
+fn streaming_sends_output_notifications_then_the_result() {
+    let d = d();
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let notify: Notify = Arc::new(move |v| sink.lock().push(v));
+    let req = json!({"jsonrpc": "2.0", "id": "r1", "method": "run",
+        "params": {"command": "echo out; echo err >&2", "stream": true}});
+    let resp = d.handle(&req, &notify).unwrap();
+    assert_eq!(resp["result"]["stdout"], "out\n");
+    let seen = seen.lock();
+    assert!(seen.contains(&json!({"jsonrpc": "2.0", "method": "output",
+        "params": {"requestId": "r1", "stream": "stdout", "data": "out\n"}})));
+    assert!(seen.contains(&json!({"jsonrpc": "2.0", "method": "output",
+        "params": {"requestId": "r1", "stream": "stderr", "data": "err\n"}})));
+}
+
+#[test]
+fn typed_protocol_session() {
+    let d = d();
+    let h = |v: Value| d.handle(&v, &quiet()).unwrap();
+    let r =
+        h(json!({"type": "shell", "command": "echo 'Hello'", "id": "1", "time_limit_ms": 1000}));
+    assert_eq!(
+        r,
+        json!({"type": "shell", "id": "1", "stdout": "Hello\n", "stderr": "", "exit_code": 0, "timed_out": false})
+    );
+    let r = h(json!({"type": "write_file", "path": "/tmp/test", "content": "data", "id": "2"}));
+    assert_eq!(
+        r,
+        json!({"type": "write_file", "id": "2", "success": true, "error": null})
+    );
+    let r = h(json!({"type": "shell", "command": "cat /tmp/test", "id": "3"}));
+    assert_eq!(r["stdout"], "data");
+    let r = h(json!({"type": "reset", "id": "4"}));
+    assert_eq!(r, json!({"type": "reset", "id": "4", "success": true}));
+    let r = h(json!({"type": "read_file", "path": "/tmp/test", "id": "5"}));
+    assert_eq!(r["success"], false);
+    assert_eq!(r["id"], "5");
+    assert!(r["error"].as_str().unwrap().contains("ENOENT"));
+}
+
+#[test]
+fn typed_protocol_errors_echo_the_id() {
+    let d = d();
+    let h = |v: Value| d.handle(&v, &quiet()).unwrap();
+    let r = h(json!({"type": "shell", "id": "x1"}));
+    assert_eq!(r["id"], "x1");
+    assert_eq!(r["error"], "missing required field: command");
+    assert_eq!(r["exit_code"], Value::Null);
+    let r = h(json!({"type": "bogus", "id": "x2"}));
+    assert_eq!(
+        (r["id"].clone(), r["type"].clone()),
+        (json!("x2"), json!("bogus"))
+    );
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown request type")
+    );
+    let r = h(json!({"type": "shell", "command": "sleep 3", "id": "x3", "time_limit_ms": 100}));
+    assert_eq!(r["timed_out"], true);
+    assert_eq!(r["exit_code"], Value::Null);
+    assert_eq!(r["error"], "Command execution failed: timeout exceeded");
+}
+
+#[test]
+fn typed_write_and_read_with_encodings_and_mode() {
+    let d = d();
+    let h = |v: Value| d.handle(&v, &quiet()).unwrap();
+    let r = h(
+        json!({"type": "write_file", "path": "/tmp/bin.sh", "content": "ZWNobyBoaQo=",
+        "encoding": "base64", "mode": "0755", "id": "w"}),
+    );
+    assert_eq!(r["success"], true, "{r}");
+    // `[ -x ]` reads the sandbox's own mode bits (the guests' `stat` sees WASI's coarser view).
+    let r = h(
+        json!({"type": "shell", "command": "/tmp/bin.sh; [ -x /tmp/bin.sh ] && echo x", "id": "s"}),
+    );
+    assert_eq!(r["stdout"], "hi\nx\n", "{r}");
+    h(json!({"type": "write_file", "path": "/tmp/plain", "content": "", "id": "p"}));
+    let r = h(json!({"type": "shell", "command": "[ -x /tmp/plain ] || echo not", "id": "s2"}));
+    assert_eq!(r["stdout"], "not\n", "{r}");
+    let r = h(json!({"type": "read_file", "path": "/tmp/bin.sh", "encoding": "base64", "id": "r"}));
+    assert_eq!(r["content"], "ZWNobyBoaQo=");
+    let r =
+        h(json!({"type": "write_file", "path": "/tmp/x", "content": "", "mode": "999", "id": "m"}));
+    assert_eq!(r["success"], false);
+}
+
+#[test]
+fn typed_status_reports_uptime_and_limits() {
+    let d = d();
+    let r = d
+        .handle(&json!({"type": "status", "id": "s"}), &quiet())
+        .unwrap();
+    assert_eq!(r["ready"], true);
+    assert_eq!(r["memory_limit_bytes"], Limits::default().memory_bytes);
+    assert!(r["uptime_ms"].is_u64());
+    assert!(r["memory_used_bytes"].is_u64());
+}
