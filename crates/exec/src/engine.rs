@@ -9,6 +9,8 @@ use wasmer::sys::vm::{
 use wasmer::sys::{BaseTunables, Cranelift, EngineBuilder, Features, NativeEngineExt, Tunables};
 use wasmer::{Engine, MemoryType, Pages, TableType};
 
+use crate::memory::PooledMemory;
+
 /// WebAssembly page size.
 pub const WASM_PAGE: u64 = 65_536;
 
@@ -44,7 +46,7 @@ pub(crate) fn engine_fingerprint() -> String {
 }
 
 /// The process's engine: no memory cap below wasm32's 4 GiB, but the sandbox's tunables
-/// (huge pages for linear memory).
+/// (pooled linear memories).
 pub(crate) fn new_engine() -> Engine {
     let compiler = Cranelift::default();
     let mut engine: Engine = EngineBuilder::new(compiler)
@@ -70,7 +72,8 @@ pub(crate) fn limited_engine(base: &Engine, limit_bytes: u64) -> Engine {
     engine
 }
 
-/// Caps every memory a module declares or grows at `limit` pages, and asks for huge pages. A module whose declared
+/// Caps every memory a module declares or grows at `limit` pages, and backs instances' memories
+/// with pooled reservations ([`PooledMemory`]). A module whose declared
 /// minimum already exceeds the cap fails to instantiate; growth past the cap fails inside the
 /// guest (`memory.grow` returns -1, so `malloc` returns NULL) instead of taking host memory.
 struct LimitingTunables {
@@ -125,23 +128,16 @@ impl Tunables for LimitingTunables {
         vm_definition_location: NonNull<VMMemoryDefinition>,
     ) -> Result<VMMemory, MemoryError> {
         self.validate(ty)?;
+        let ty = self.adjust(ty);
         // SAFETY: forwarded unchanged from the caller, who upholds the trait's contract.
-        let memory = unsafe {
-            self.base
-                .create_vm_memory(&self.adjust(ty), style, vm_definition_location)
-        }?;
-        // Instantiating copies the module's data segments into fresh memory; the page faults
-        // of that copy are most of a run's cost for a large module (a multicall binary carries
-        // megabytes of tables). Transparent huge pages cut the fault count ~500-fold: a
-        // measured 3.0 ms -> 1.9 ms per `true` of the coreutils multicall. Advisory only: where
-        // THP is off this changes nothing.
-        // SAFETY: the base tunables just initialized the definition at this location, and
-        // madvise only gives the kernel a hint about that mapping.
         unsafe {
-            let def = vm_definition_location.as_ref();
-            libc::madvise(def.base.cast(), def.current_length, libc::MADV_HUGEPAGE);
+            match PooledMemory::new(&ty, style, vm_definition_location) {
+                Some(memory) => Ok(VMMemory(Box::new(memory?))),
+                None => self
+                    .base
+                    .create_vm_memory(&ty, style, vm_definition_location),
+            }
         }
-        Ok(memory)
     }
 
     fn create_host_table(&self, ty: &TableType, style: &TableStyle) -> Result<VMTable, String> {

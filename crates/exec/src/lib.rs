@@ -13,6 +13,7 @@ mod door;
 mod engine;
 mod file;
 mod fs;
+mod memory;
 mod run;
 pub mod stdio;
 

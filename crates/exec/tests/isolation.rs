@@ -115,3 +115,48 @@ fn guest_sees_only_the_environment_it_is_given() {
         "HOME=/home/user\nPATH=/bin:/usr/bin\nTZ=UTC\nLC_ALL=C\nPWD=/home/user\n"
     );
 }
+
+/// A module whose `probe` checks that its memory is exactly its initial image (size, data
+/// segment, zeroes everywhere else), then grows it and fills all of it with garbage.
+fn scribbler(pages: u32, offset: u32) -> wasmsand_exec::Program {
+    let wat = format!(
+        r#"(module
+          (import "wasi_snapshot_preview1" "proc_exit" (func (param i32)))
+          (memory (export "memory") {pages})
+          (data (i32.const {offset}) "seed")
+          (func (export "probe") (result i32)
+            (local $i i32)
+            (if (i32.ne (memory.size) (i32.const {pages})) (then (return (i32.const 1))))
+            (if (i32.ne (i32.load (i32.const {offset})) (i32.const 0x64656573))
+              (then (return (i32.const 2))))
+            (i32.store (i32.const {offset}) (i32.const 0))
+            (block $done
+              (loop $scan
+                (br_if $done (i32.ge_u (local.get $i) (i32.const {bytes})))
+                (if (i32.load (local.get $i)) (then (return (i32.const 3))))
+                (local.set $i (i32.add (local.get $i) (i32.const 4)))
+                (br $scan)))
+            (drop (memory.grow (i32.const 3)))
+            (memory.fill (i32.const 0) (i32.const 0xab) (i32.mul (memory.size) (i32.const 65536)))
+            (i32.const 0)))"#,
+        bytes = pages * 65536
+    );
+    exec().load(wat.as_bytes()).unwrap()
+}
+
+#[test]
+fn memory_of_one_run_never_reaches_the_next() {
+    // Linear memories are reused between runs; each run must still start from its module's
+    // initial image, whichever module used the memory before.
+    let small = scribbler(2, 1000);
+    let large = scribbler(5, 200_000);
+    for (i, program) in [&small, &large, &small, &small, &large, &large, &small]
+        .into_iter()
+        .enumerate()
+    {
+        let mut spec = RunSpec::new(vfs(), ["probe"]);
+        spec.entry = Some("probe".into());
+        let r = exec().run(program, spec).unwrap();
+        assert_eq!(r.exit, Exit::Code(0), "run {i}");
+    }
+}
