@@ -25,14 +25,19 @@ enum Job {
 }
 
 /// A dispatcher driven by a transport: `submit` each incoming line or object in arrival
-/// order; answers and notifications go to the sink as whole JSON values.
+/// order; answers and notifications go to the sink as whole JSON values. The answer to `kill`
+/// is the last thing the sink receives.
 pub struct Server {
     inner: Arc<Inner>,
 }
 
 struct Inner {
     dispatcher: Arc<Dispatcher>,
+    /// Everything sent goes through here (answers, notifications, calls to the client).
     sink: Notify,
+    raw_sink: Notify,
+    /// Set once `kill` has answered: nothing is sent after that.
+    sealed: Arc<Mutex<bool>>,
     /// Pending jobs of each lane with a live worker (the job being run is not in the queue).
     lanes: Mutex<HashMap<Lane, VecDeque<Job>>>,
     idle: Condvar,
@@ -41,11 +46,27 @@ struct Inner {
 
 impl Server {
     pub fn new(dispatcher: Arc<Dispatcher>, sink: Notify) -> Server {
+        let sealed = Arc::new(Mutex::new(false));
+        let raw_sink = sink;
+        let sink: Notify = {
+            let sealed = sealed.clone();
+            let raw_sink = raw_sink.clone();
+            Arc::new(move |v| {
+                // Checked and sent under one lock, so nothing slips in after `kill`'s answer
+                // (the answers of the commands it cancelled would otherwise race it).
+                let sealed = sealed.lock();
+                if !*sealed {
+                    raw_sink(v);
+                }
+            })
+        };
         Server {
             inner: Arc::new(Inner {
                 dispatcher,
                 outbox: Outbox::new(sink.clone()),
                 sink,
+                raw_sink,
+                sealed,
                 lanes: Mutex::new(HashMap::new()),
                 idle: Condvar::new(),
             }),
@@ -113,7 +134,11 @@ impl Server {
         };
         // These act on the whole server, so they take effect at arrival instead of waiting
         // behind a lane: `kill` must stop running commands, `create` must be first.
-        if matches!(req.method.as_str(), "create" | "kill" | "sandbox.list") {
+        if req.method == "kill" {
+            self.kill(&req);
+            return;
+        }
+        if matches!(req.method.as_str(), "create" | "sandbox.list") {
             if let Some(answer) = d.execute(&req, &self.inner.sink) {
                 (self.inner.sink)(answer);
             }
@@ -150,6 +175,15 @@ impl Server {
         if spawned.is_err() {
             // Out of threads: the lane still runs, only on the caller's thread.
             self.inner.work(&lane);
+        }
+    }
+
+    /// Requests not answered when `kill` arrives are never answered: the server is sealed
+    /// before the sandboxes are destroyed, and `kill`'s answer is the last message.
+    fn kill(&self, req: &Request) {
+        *self.inner.sealed.lock() = true;
+        if let Some(answer) = self.inner.dispatcher.execute(req, &self.inner.sink) {
+            (self.inner.raw_sink)(answer);
         }
     }
 

@@ -2,6 +2,7 @@
 //! against real sandboxes, plus the parameter and error mapping of every method.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -441,4 +442,130 @@ fn typed_status_reports_uptime_and_limits() {
     assert_eq!(r["memory_limit_bytes"], Limits::default().memory_bytes);
     assert!(r["uptime_ms"].is_u64());
     assert!(r["memory_used_bytes"].is_u64());
+}
+
+/// A server whose sink records every message.
+fn recording_server() -> (Server, Arc<parking_lot::Mutex<Vec<Value>>>) {
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let server = Server::new(Arc::new(d()), Arc::new(move |v| sink.lock().push(v)));
+    (server, seen)
+}
+
+fn submit(server: &Server, id: u64, method: &str, params: Value) {
+    server.submit(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+}
+
+fn ids(seen: &[Value]) -> Vec<u64> {
+    seen.iter().filter_map(|v| v["id"].as_u64()).collect()
+}
+
+#[test]
+fn server_runs_lanes_concurrently_and_each_lane_in_order() {
+    let (server, seen) = recording_server();
+    submit(&server, 1, "sandbox.fork", json!({}));
+    submit(&server, 2, "sandbox.fork", json!({}));
+    server.wait_idle();
+    submit(
+        &server,
+        3,
+        "run",
+        json!({"command": "sleep 1", "sandboxId": "1"}),
+    );
+    submit(
+        &server,
+        4,
+        "files.write",
+        json!({"path": "/tmp/x", "data": "", "sandboxId": "1"}),
+    );
+    submit(
+        &server,
+        5,
+        "files.list",
+        json!({"path": "/", "sandboxId": "2"}),
+    );
+    server.wait_idle();
+    assert_eq!(ids(&seen.lock()), [1, 2, 5, 3, 4]);
+}
+
+#[test]
+fn kill_answer_is_the_last_message() {
+    let (server, seen) = recording_server();
+    submit(&server, 1, "sandbox.fork", json!({}));
+    server.wait_idle();
+    submit(
+        &server,
+        2,
+        "run",
+        json!({"command": "sleep 30", "sandboxId": "1"}),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    submit(&server, 3, "kill", json!({}));
+    server.wait_idle();
+    submit(&server, 4, "run", json!({"command": "echo late"}));
+    server.wait_idle();
+    assert_eq!(ids(&seen.lock()), [1, 3]);
+}
+
+#[test]
+fn outbox_calls_the_client_and_matches_answers_by_id() {
+    let (server, seen) = recording_server();
+    let server = Arc::new(server);
+    let caller = {
+        let server = server.clone();
+        std::thread::spawn(move || {
+            let ok =
+                server
+                    .outbox()
+                    .call("tool.call", json!({"name": "t"}), Duration::from_secs(10));
+            let err = server
+                .outbox()
+                .call("tool.call", json!({}), Duration::from_secs(10));
+            let late = server
+                .outbox()
+                .call("tool.call", json!({}), Duration::from_millis(50));
+            (ok, err, late)
+        })
+    };
+    let wait_for = |n: usize| loop {
+        if let Some(v) = seen.lock().get(n).cloned() {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let first = wait_for(0);
+    assert_eq!(first["method"], "tool.call");
+    assert_eq!(first["params"], json!({"name": "t"}));
+    let id = first["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("cb_"));
+    server.submit(json!({"jsonrpc": "2.0", "id": id, "result": {"answer": 42}}));
+    let second = wait_for(1);
+    server.submit(
+        json!({"jsonrpc": "2.0", "id": second["id"], "error": {"code": 5, "message": "no"}}),
+    );
+    let (ok, err, late) = caller.join().unwrap();
+    assert_eq!(ok.unwrap(), json!({"answer": 42}));
+    match err {
+        Err(CallError::Remote(e)) => assert_eq!((e.code, e.message.as_str()), (5, "no")),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(late, Err(CallError::Timeout(_))));
+    // Answers are not requests: nothing was sent back for them.
+    assert_eq!(seen.lock().len(), 3);
+}
+
+#[test]
+fn server_answers_bad_lines_at_once() {
+    let (server, seen) = recording_server();
+    server.submit_line(b"{not json");
+    server.submit_line(b"   ");
+    server.submit_line(br#"{"type":"shell","id":"q","command":"#);
+    server.reject_too_large();
+    server.submit(json!({"jsonrpc": "2.0", "id": 9, "method": "run", "params": {"command": "true", "sandboxId": false}}));
+    let seen = seen.lock();
+    assert_eq!(seen[0]["error"]["code"], -32700);
+    assert_eq!(seen[1]["id"], "q");
+    assert_eq!(seen[2]["error"]["message"], "Request too large");
+    assert_eq!(seen[3]["error"]["message"], "sandboxId must be a string");
+    assert_eq!(seen.len(), 4);
 }

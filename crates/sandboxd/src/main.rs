@@ -1,8 +1,8 @@
 //! `sandboxd`: wasmsand's server. Reads line-delimited JSON on stdin (JSON-RPC 2.0, and the
 //! line-JSON `type` protocol on the same stream), answers on stdout, logs on stderr.
 //!
-//! Shutdown: `kill` destroys every sandbox (running commands end as cancelled), answers, and
-//! exits 0 at once. End of input is a clean shutdown of another kind: requests already read
+//! Shutdown: `kill` destroys every sandbox (running commands end as cancelled), answers (the
+//! last line written: requests not yet answered never are), and exits 0 at once. End of input is a clean shutdown of another kind: requests already read
 //! run to their end and are answered, then the process exits 0, so `printf '...' | sandboxd`
 //! gets every answer.
 
@@ -158,7 +158,6 @@ fn serve(config: DispatchConfig) -> ExitCode {
         !dispatcher.is_killed()
     });
     if dispatcher.is_killed() {
-        // Answers of commands that `kill` cancelled are not wanted: its answer is the last.
         out.close();
         return ExitCode::SUCCESS;
     }
