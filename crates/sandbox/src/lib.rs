@@ -45,6 +45,11 @@ pub struct SandboxOptions {
     pub env: Vec<(String, String)>,
     /// Where compiled modules are cached on disk (default: [`wasmsand_exec::default_cache_dir`]).
     pub cache_dir: Option<PathBuf>,
+    /// Files added to the initial layout (parents created), e.g. a project to work on. They
+    /// are part of the layout: anywhere in the tree, not counted against the file count, and
+    /// their bytes are shared, not copied, when given as `Bytes::from_static` or shared
+    /// `Bytes`.
+    pub files: Vec<(String, Bytes)>,
 }
 
 /// Why a sandbox operation failed.
@@ -226,11 +231,22 @@ impl Sandbox {
     /// A new sandbox: an O(1) copy of the prepared template under these limits.
     pub fn new(options: SandboxOptions) -> Sandbox {
         let limits = options.limits;
-        let vfs = template().with_options(VfsOptions {
+        let mut vfs = template().with_options(VfsOptions {
             max_file_count: Some(limits.file_count),
             fs_limit_bytes: Some(limits.fs_bytes),
             writable_paths: Some(WRITABLE_PATHS.iter().map(|s| s.to_string()).collect()),
         });
+        if !options.files.is_empty() {
+            vfs.layout(|v| {
+                for (path, data) in &options.files {
+                    let p = wasmsand_vfs::path::join(HOME, path);
+                    if let Some(parent) = parent_of(&p) {
+                        let _ = v.mkdir_p(&parent);
+                    }
+                    let _ = v.write_shared(&p, data.clone(), 0o644);
+                }
+            });
+        }
         let mut env = default_env();
         for (k, v) in options.env {
             env.retain(|(name, _)| *name != k);

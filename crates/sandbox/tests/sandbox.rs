@@ -430,3 +430,26 @@ fn new_sandboxes_are_independent_and_cheap() {
     many[0].write_file("/tmp/x", b"1").unwrap();
     assert!(many[1].read_file("/tmp/x").is_err());
 }
+
+#[test]
+fn initial_files_are_part_of_the_layout() {
+    let sb = Sandbox::new(SandboxOptions {
+        limits: Limits {
+            file_count: 1,
+            ..Limits::default()
+        },
+        files: vec![
+            (
+                "project/main.sh".into(),
+                bytes::Bytes::from_static(b"echo from project\n"),
+            ),
+            ("/opt/data/x.txt".into(), bytes::Bytes::from_static(b"x\n")),
+        ],
+        ..Default::default()
+    });
+    let r = sb
+        .run("bash project/main.sh; cat /opt/data/x.txt; touch one")
+        .unwrap();
+    assert_eq!(r.stdout, "from project\nx\n");
+    assert_eq!(r.exit_code, 0, "{r:?}");
+}

@@ -105,6 +105,9 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
             let status = run_top(&mut it, &source, SourceKind::DashC);
             let status = it.finish_shell(status);
             it.st.status = status;
+            // `set -n` stops this script; a session that never ran anything again would be
+            // stuck, so (as an interactive bash ignores -n) it does not outlive the run.
+            it.st.opts.noexec = false;
             (it.st.clone(), status)
         })
         .map_err(|e| e.to_string())
