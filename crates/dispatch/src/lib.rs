@@ -307,6 +307,7 @@ impl Dispatcher {
             limits,
             env: self.config.env.clone(),
             cache_dir: self.config.cache_dir.clone(),
+            ..SandboxOptions::default()
         });
         let pristine = live.fork().expect("a new sandbox forks");
         Root {

@@ -126,6 +126,7 @@ fn exec(command: &str, limits: Limits, cache_dir: Option<PathBuf>) -> ExitCode {
         limits,
         env: Vec::new(),
         cache_dir,
+        ..SandboxOptions::default()
     });
     match sb.run(command) {
         Ok(r) => {
