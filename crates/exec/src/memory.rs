@@ -4,8 +4,8 @@
 //! copied into is then a page fault (zero-fill plus cgroup charge), and dropping the store
 //! unmaps it all again. For the coreutils module (half a megabyte of data) that was ~40% of a
 //! run of `true` (~0.3 ms of faults and ~50 us of munmap). A released reservation keeps the
-//! pages its data segments were written to, zeroed, and gives everything else back to the
-//! kernel; the next instance copies its data into pages that are already there.
+//! pages the run touched, zeroed; the next instance copies its data into pages that are
+//! already there.
 //!
 //! Invariant of a region in the pool: every byte of it reads as zero. Whoever takes it makes
 //! exactly its own initial size accessible. That is what a fresh mapping gives, so no state of
@@ -13,17 +13,16 @@
 
 use std::ops::Range;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use wasmer::sys::vm::{
-    LinearMemory, MemoryError, MemoryStyle, Trap, VMMemoryDefinition, VMOwnedMemory, VMSharedMemory,
+    LinearMemory, MemoryError, MemoryStyle, VMMemoryDefinition, VMOwnedMemory, VMSharedMemory,
 };
 use wasmer::{MemoryType, Pages};
 
 /// Reservations kept for reuse; more concurrent runs than this allocate and free their own.
 const POOL_SIZE: usize = 8;
-/// Resident (zeroed) bytes a pooled region may keep; a larger data image is faulted in anew.
+/// Resident (zeroed) bytes a pooled region may keep, from its start.
 const MAX_KEEP: usize = 8 << 20;
 const OS_PAGE: usize = 4096;
 
@@ -63,11 +62,7 @@ impl Region {
                 std::io::Error::last_os_error()
             )));
         }
-        // Transparent huge pages cut the faults of a large data image (the multicall
-        // coreutils carries megabytes) ~500-fold the first time a region is used. Advisory
-        // only: where THP is off this changes nothing.
-        // SAFETY: a hint about the mapping just made.
-        unsafe { libc::madvise(ptr, len, libc::MADV_HUGEPAGE) };
+        // No MADV_HUGEPAGE: a huge page would make the scrub zero 2 MiB for a few bytes used.
         Ok(Self {
             base: NonNull::new(ptr.cast()).expect("mmap never returns null on success"),
             len,
@@ -97,24 +92,44 @@ impl Region {
         Ok(())
     }
 
-    /// Brings the region back to all zeroes, keeping the pages of `keep` resident. False if
+    /// Brings the region back to all zeroes. Pages the last run touched stay resident and are
+    /// zeroed in place, up to `MAX_KEEP`: the next run of the same tool touches the same pages
+    /// (data image, stack, heap), and a page fault costs ~10x a memset of the page. False if
     /// the kernel refused, in which case the region must not be reused.
-    fn scrub(&mut self, keep: Range<usize>) -> bool {
+    fn scrub(&mut self) -> bool {
         let base = self.base.as_ptr();
-        // SAFETY: `keep` is within the accessible part (checked by the caller); everything
-        // else handed to madvise lies within the reservation.
+        let keep_end = self.touched.min(MAX_KEEP) / OS_PAGE * OS_PAGE;
+        // SAFETY: every range handed to madvise, mincore and write_bytes lies within the
+        // reservation, and write_bytes only within its accessible part.
         unsafe {
-            std::ptr::write_bytes(base.add(keep.start), 0, keep.len());
+            // Private anonymous pages read as zero after MADV_DONTNEED.
             let dontneed = |r: Range<usize>| {
                 r.is_empty()
                     || libc::madvise(base.add(r.start).cast(), r.len(), libc::MADV_DONTNEED) == 0
             };
-            // Private anonymous pages read as zero after MADV_DONTNEED.
-            if !(dontneed(0..keep.start) && dontneed(keep.end..self.touched)) {
+            if !dontneed(keep_end..self.touched) {
                 return false;
             }
+            let mut resident = vec![0u8; keep_end / OS_PAGE];
+            if libc::mincore(base.cast(), keep_end, resident.as_mut_ptr()) != 0 {
+                return dontneed(0..keep_end);
+            }
+            // Resident pages past the accessible part were zeroed when it last shrank.
+            let writable = self.accessible.min(keep_end) / OS_PAGE;
+            let mut page = 0;
+            while page < writable {
+                if resident[page] & 1 == 0 {
+                    page += 1;
+                    continue;
+                }
+                let start = page;
+                while page < writable && resident[page] & 1 != 0 {
+                    page += 1;
+                }
+                std::ptr::write_bytes(base.add(start * OS_PAGE), 0, (page - start) * OS_PAGE);
+            }
         }
-        self.touched = self.accessible;
+        self.touched = keep_end.max(self.accessible);
         true
     }
 }
@@ -133,9 +148,6 @@ pub(crate) struct PooledMemory {
     definition: NonNull<VMMemoryDefinition>,
     ty: MemoryType,
     style: MemoryStyle,
-    /// Span written by data initializers, to be kept resident for the next instance.
-    data_lo: AtomicUsize,
-    data_hi: AtomicUsize,
 }
 
 impl std::fmt::Debug for Region {
@@ -208,8 +220,6 @@ impl PooledMemory {
             definition,
             ty: *ty,
             style: *style,
-            data_lo: AtomicUsize::new(usize::MAX),
-            data_hi: AtomicUsize::new(0),
         })
     }
 
@@ -278,16 +288,6 @@ impl LinearMemory for PooledMemory {
         Err(MemoryError::MemoryNotShared)
     }
 
-    unsafe fn initialize_with_data(&self, start: usize, data: &[u8]) -> Result<(), Trap> {
-        self.data_lo.fetch_min(start, Ordering::Relaxed);
-        self.data_hi
-            .fetch_max(start + data.len(), Ordering::Relaxed);
-        // SAFETY: the caller checked `start + data.len()` against the current length.
-        unsafe {
-            wasmer::sys::vm::initialize_memory_with_data(self.definition.as_ref(), start, data)
-        }
-    }
-
     fn copy(&self) -> Result<Box<dyn LinearMemory + Send + Sync + 'static>, MemoryError> {
         let copy = VMOwnedMemory::new(&self.ty(), &self.style)?;
         let len = self.current_length();
@@ -306,23 +306,9 @@ impl LinearMemory for PooledMemory {
 
 impl Drop for PooledMemory {
     fn drop(&mut self) {
-        let Some(mut region) = self.region.take() else {
-            return;
-        };
-        let (lo, hi) = (
-            self.data_lo.load(Ordering::Relaxed),
-            self.data_hi.load(Ordering::Relaxed),
-        );
-        let keep = if lo < hi {
-            let start = lo / OS_PAGE * OS_PAGE;
-            let end = hi.div_ceil(OS_PAGE) * OS_PAGE;
-            start..end.min(region.accessible).min(start + MAX_KEEP)
-        } else {
-            0..0
-        };
-        let keep = if keep.start < keep.end { keep } else { 0..0 };
-        // The next user sets the accessible size to its own initial size.
-        if region.scrub(keep) {
+        if let Some(mut region) = self.region.take()
+            && region.scrub()
+        {
             let mut pool = POOL.lock();
             if pool.len() < POOL_SIZE {
                 pool.push(region);
