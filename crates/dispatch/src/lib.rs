@@ -348,7 +348,11 @@ impl Dispatcher {
         let command = p.str("command")?;
         let stream = p.opt_bool("stream")?.unwrap_or(false);
         let (sb, fork) = self.resolve(p)?;
-        let mut opts = RunOptions::default();
+        let mut opts = RunOptions {
+            // A per-run override of the sandbox's timeout (the Python SDK's `timeout_ms=`).
+            timeout_ms: p.opt_u64("timeoutMs")?,
+            ..RunOptions::default()
+        };
         // Chunks are decoded as UTF-8 across chunk boundaries, so a character split between
         // two writes is not turned into two replacement characters.
         let streams = match (stream, id) {

@@ -1,0 +1,187 @@
+//! `sandboxd`: wasmsand's server. Reads line-delimited JSON on stdin (JSON-RPC 2.0, and the
+//! line-JSON `type` protocol on the same stream), answers on stdout, logs on stderr.
+//!
+//! Shutdown: `kill` destroys every sandbox (running commands end as cancelled), answers (the
+//! last line written: requests not yet answered never are), and exits 0 at once. End of input is a clean shutdown of another kind: requests already read
+//! run to their end and are answered, then the process exits 0, so `printf '...' | sandboxd`
+//! gets every answer.
+//!
+//! The server is a library function ([`run`]) so that the Python module can carry it: its RPC
+//! transport starts `python -m wasmsand._sandboxd` when no `sandboxd` binary is installed.
+
+mod lines;
+mod output;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use wasmsand::{Limits, Sandbox, SandboxOptions};
+use wasmsand_dispatch::{DispatchConfig, Dispatcher, Notify, Server};
+
+use lines::Event;
+use output::Output;
+
+const MIB: u64 = 1024 * 1024;
+
+/// A WebAssembly sandbox for LLM agents, served as line-delimited JSON on stdio.
+///
+/// Without a subcommand, serves JSON-RPC 2.0 (run, files.*, env.*, snapshot.*, sandbox.*,
+/// kill) and the line-JSON `type` protocol (shell, write_file, read_file, reset, status) on
+/// stdin/stdout until `kill` or the end of input.
+#[derive(Debug, Parser)]
+#[command(name = "sandboxd", version, about, long_about)]
+struct Cli {
+    /// Memory one program may use, in MiB
+    #[arg(long, value_name = "MB", global = true, value_parser = clap::value_parser!(u64).range(1..))]
+    memory_limit: Option<u64>,
+    /// Wall-clock limit of one command, in milliseconds
+    #[arg(long, value_name = "MS", global = true)]
+    timeout_ms: Option<u64>,
+    /// Bytes of file content a sandbox's filesystem may hold
+    #[arg(long, value_name = "BYTES", global = true)]
+    fs_limit_bytes: Option<u64>,
+    /// Files, directories and symlinks a sandbox may create
+    #[arg(long, value_name = "N", global = true)]
+    file_count: Option<u64>,
+    /// Longest request line accepted, in bytes
+    #[arg(long, value_name = "BYTES", global = true, value_parser = clap::value_parser!(u64).range(1..))]
+    rpc_bytes: Option<u64>,
+    /// Where compiled modules are cached (default: $WASMSAND_CACHE_DIR, else the user cache)
+    #[arg(long, value_name = "DIR", global = true)]
+    cache_dir: Option<PathBuf>,
+    /// Sandbox mode; only `simple` exists in this build
+    #[arg(long, value_enum, default_value_t = Mode::Simple, global = true)]
+    mode: Mode,
+    /// Disk image of the v86 mode (accepted only with --mode v86)
+    #[arg(long, value_name = "PATH", global = true)]
+    disk_image: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// Commands run as WebAssembly in this process
+    Simple,
+    /// An x86 emulator with a disk image (not in this build)
+    V86,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one command line in a fresh sandbox, print its stdout and stderr, exit with its code
+    Exec {
+        /// The command line, e.g. 'echo hi | wc -c'
+        command: String,
+    },
+}
+
+impl Cli {
+    fn limits(&self) -> Limits {
+        let mut l = Limits::default();
+        if let Some(mb) = self.memory_limit {
+            l.memory_bytes = mb.saturating_mul(MIB);
+        }
+        if let Some(v) = self.timeout_ms {
+            l.timeout_ms = v;
+        }
+        if let Some(v) = self.fs_limit_bytes {
+            l.fs_bytes = v;
+        }
+        if let Some(v) = self.file_count {
+            l.file_count = v;
+        }
+        if let Some(v) = self.rpc_bytes {
+            l.rpc_bytes = v;
+        }
+        l
+    }
+}
+
+/// Runs `sandboxd` with these command-line arguments (program name first) and returns its
+/// exit status.
+pub fn run<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            // `--help` and `--version` are "errors" that print to stdout and succeed.
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    if cli.mode == Mode::V86 {
+        eprintln!(
+            "sandboxd: this build has no v86 mode; only --mode simple (WebAssembly) is available"
+        );
+        return 2;
+    }
+    if cli.disk_image.is_some() {
+        eprintln!("sandboxd: --disk-image is accepted only with --mode v86");
+        return 2;
+    }
+    let limits = cli.limits();
+    match cli.command {
+        Some(Command::Exec { command }) => exec(&command, limits, cli.cache_dir),
+        None => serve(DispatchConfig {
+            limits,
+            env: Vec::new(),
+            cache_dir: cli.cache_dir,
+        }),
+    }
+}
+
+fn exec(command: &str, limits: Limits, cache_dir: Option<PathBuf>) -> u8 {
+    let sb = Sandbox::new(SandboxOptions {
+        limits,
+        env: Vec::new(),
+        cache_dir,
+        ..SandboxOptions::default()
+    });
+    match sb.run(command) {
+        Ok(r) => {
+            let _ = std::io::stdout().write_all(r.stdout.as_bytes());
+            let _ = std::io::stdout().flush();
+            let _ = std::io::stderr().write_all(r.stderr.as_bytes());
+            r.exit_code.clamp(0, 255) as u8
+        }
+        Err(e) => {
+            eprintln!("sandboxd: {e}");
+            1
+        }
+    }
+}
+
+fn serve(config: DispatchConfig) -> u8 {
+    let dispatcher = Arc::new(Dispatcher::new(config));
+    let out = Arc::new(Output::stdout());
+    let sink: Notify = {
+        let out = out.clone();
+        Arc::new(move |v| out.send(&v))
+    };
+    let server = Server::new(dispatcher.clone(), sink);
+    let cap = || usize::try_from(dispatcher.rpc_bytes()).unwrap_or(usize::MAX);
+    let read = lines::read_lines(std::io::stdin().lock(), cap, |event| {
+        match event {
+            Event::Line(line) => server.submit_line(line),
+            Event::TooLarge => server.reject_too_large(),
+        }
+        !dispatcher.is_killed()
+    });
+    if dispatcher.is_killed() {
+        out.close();
+        return 0;
+    }
+    if let Err(e) = read {
+        eprintln!("sandboxd: reading stdin: {e}");
+    }
+    server.wait_idle();
+    out.close();
+    0
+}
