@@ -202,33 +202,16 @@ impl PipeReader {
     /// Reads what is there (at most `buf.len()`), blocking while the pipe is empty and a
     /// writer is open. `Ok(0)` is end of file.
     pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        let s = &self.shared;
-        let mut st = s.state.lock();
-        loop {
-            if s.cancel.is_cancelled() {
-                return Err(cancelled_error());
-            }
-            if !st.buf.is_empty() {
-                let n = buf.len().min(st.buf.len());
-                for (dst, src) in buf.iter_mut().zip(st.buf.drain(..n)) {
-                    *dst = src;
-                }
-                s.writable.notify_all();
-                return Ok(n);
-            }
-            if st.writers == 0 {
-                return Ok(0);
-            }
-            s.readable.wait(&mut st);
-        }
+        self.read_by(buf, None)
     }
 
     /// As [`PipeReader::read`], giving up at `deadline` with `ErrorKind::TimedOut` (a
     /// shell's `read -t`).
     pub fn read_until(&self, buf: &mut [u8], deadline: std::time::Instant) -> io::Result<usize> {
+        self.read_by(buf, Some(deadline))
+    }
+
+    fn read_by(&self, buf: &mut [u8], deadline: Option<std::time::Instant>) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }
@@ -249,8 +232,13 @@ impl PipeReader {
             if st.writers == 0 {
                 return Ok(0);
             }
-            if s.readable.wait_until(&mut st, deadline).timed_out() && st.buf.is_empty() {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "read timed out"));
+            match deadline {
+                None => s.readable.wait(&mut st),
+                Some(d) => {
+                    if s.readable.wait_until(&mut st, d).timed_out() && st.buf.is_empty() {
+                        return Err(io::Error::new(io::ErrorKind::TimedOut, "read timed out"));
+                    }
+                }
             }
         }
     }
