@@ -75,6 +75,16 @@ fn scripts_modules_stdin_and_shebangs() {
     sb.write_file("show.py", b"import sys\nprint(sys.argv)\n")
         .unwrap();
     assert_eq!(ok(&sb, "python3 show.py 1 2"), "['show.py', '1', '2']\n");
+    // As with a real python3, a script imports its siblings, and -c / -m see the cwd.
+    sb.write_file("proj/util.py", b"NAME = 'util'\n").unwrap();
+    sb.write_file("proj/main.py", b"import util\nprint(util.NAME)\n")
+        .unwrap();
+    assert_eq!(ok(&sb, "python3 proj/main.py"), "util\n");
+    assert_eq!(
+        ok(&sb, "cd ~/proj && python3 -c 'import util; print(util.NAME)'"),
+        "util\n"
+    );
+    assert_eq!(ok(&sb, "cd ~/proj && python3 -m main && cd ~"), "util\n");
     // A script on stdin, from a pipe and from a here-doc; `-` takes arguments after it.
     assert_eq!(ok(&sb, "echo 'print(6 * 7)' | python3"), "42\n");
     assert_eq!(

@@ -20,20 +20,30 @@ pub(crate) fn prepare(program: &Program, argv: Vec<String>) -> (Option<String>, 
 
 /// CPython under WASI starts in `/` whatever the host says (wasi-libc keeps the working
 /// directory in guest memory, set to `/` at start, and the snapshot was taken there), and the
-/// build runs isolated (`-I`: no `PYTHON*` variables), so nothing in the environment can move
-/// it. The command line is therefore run through a one-expression `-c` prelude that changes to
-/// `$PWD` (which the exec layer always sets to the run's directory) and hands the real
-/// arguments to the reactor's own argument handling, `_reactor.run` — the same route the
-/// upstream host takes for its import-path prelude. The prelude's source is dropped from
-/// `linecache` so no traceback or `inspect` call shows it; the real program runs in a fresh
-/// `__main__` and its own tracebacks never include the prelude's frame.
+/// build runs isolated (`-I`: no `PYTHON*` variables, and no script directory or cwd on
+/// `sys.path`), so nothing in the environment can move it. The command line is therefore run
+/// through a `-c` prelude that changes to `$PWD` (which the exec layer always sets to the run's
+/// directory), puts on `sys.path` what a non-isolated `python3` puts there (the script's
+/// directory, the cwd for `-m`, `''` for `-c` and stdin: agents' multi-file projects import
+/// their siblings), and hands the real arguments to the reactor's own argument handling,
+/// `_reactor.run`, the route the upstream host takes for its own import-path prelude. The
+/// prelude's source is dropped from `linecache`; the program runs in a fresh `__main__`, and
+/// its tracebacks start below the prelude's frame.
+const PRELUDE: &str = "\
+import os, sys, linecache, _reactor
+linecache._interactive_cache.clear()
+os.chdir(os.environ.get('PWD') or '/')
+a = sys.argv[1:]
+i = 0
+while i < len(a) and a[i].startswith('-') and a[i] not in ('-', '-c', '-m'):
+    i += 2 if a[i] == '-X' else 1
+t = a[i] if i < len(a) else '-'
+sys.path.insert(0, '' if t in ('-', '-c') else os.getcwd() if t == '-m' else os.path.dirname(os.path.abspath(t)))
+sys.exit(_reactor.run([ARGV0, *a], dict(os.environ)))
+";
+
 fn python_argv(argv: Vec<String>) -> Vec<String> {
-    let prelude = format!(
-        "__import__('linecache')._interactive_cache.clear() or \
-         __import__('os').chdir(__import__('os').environ.get('PWD') or '/') or \
-         __import__('sys').exit(__import__('_reactor').run(\
-         [{PYTHON_ARGV0:?}, *__import__('sys').argv[1:]], dict(__import__('os').environ)))"
-    );
+    let prelude = PRELUDE.replace("ARGV0", &format!("{PYTHON_ARGV0:?}"));
     let mut out = Vec::with_capacity(argv.len() + 2);
     out.push(argv.first().cloned().unwrap_or_else(|| PYTHON_ARGV0.into()));
     out.push("-c".into());
