@@ -81,7 +81,10 @@ fn scripts_modules_stdin_and_shebangs() {
         .unwrap();
     assert_eq!(ok(&sb, "python3 proj/main.py"), "util\n");
     assert_eq!(
-        ok(&sb, "cd ~/proj && python3 -c 'import util; print(util.NAME)'"),
+        ok(
+            &sb,
+            "cd ~/proj && python3 -c 'import util; print(util.NAME)'"
+        ),
         "util\n"
     );
     assert_eq!(ok(&sb, "cd ~/proj && python3 -m main && cd ~"), "util\n");
