@@ -11,3 +11,13 @@ rustup toolchain install --profile minimal --no-self-update >/dev/null 2>&1 || r
 rustup target add wasm32-wasip1 >/dev/null
 
 cargo test --workspace --locked "$@"
+
+# The Python module: built by pip through its PEP 517 backend (maturin, from PyPI) into a fresh
+# venv, reusing the target dir above (the wheel builds in the same dev profile), then its
+# pytest suite against both transports.
+VENV="${WASMSAND_TEST_VENV:-target/py-test-venv}"
+rm -rf "$VENV"
+python3 -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --upgrade pip
+"$VENV/bin/python" -m pip install --quiet "./bindings/python[test]"
+"$VENV/bin/python" -m pytest -q bindings/python/tests

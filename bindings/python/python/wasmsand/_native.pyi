@@ -1,0 +1,17 @@
+"""Type stubs of the Rust extension module."""
+
+from typing import Callable
+
+__version__: str
+
+class NativeDispatcher:
+    """One root sandbox and its forks, in this process, answering JSON-RPC text."""
+
+    def __init__(self) -> None: ...
+    def call(self, request: str, on_notify: Callable[[str], None] | None = None) -> str | None:
+        """Answers one JSON-RPC request (GIL released while it runs)."""
+    def is_killed(self) -> bool:
+        """Whether ``kill`` has run."""
+
+def sandboxd_main(argv: list[str]) -> int:
+    """Runs the sandboxd server on this process's stdin/stdout."""

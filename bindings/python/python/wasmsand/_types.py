@@ -1,0 +1,91 @@
+"""Plain result and option types of the wasmsand SDK."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
+
+__all__ = ["CommandResult", "FileInfo", "Limits"]
+
+
+@dataclass
+class CommandResult:
+    """What one command line produced.
+
+    ``truncated`` is ``None`` unless an output stream was cut at its limit, then
+    ``{"stdout": bool, "stderr": bool}``; ``error_class`` is ``None`` or one of
+    ``"TIMEOUT"``, ``"CANCELLED"``, ``"CAPABILITY_DENIED"``, ``"LIMIT_EXCEEDED"``.
+    """
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    execution_time_ms: float
+    truncated: dict[str, bool] | None = None
+    error_class: str | None = None
+
+
+@dataclass
+class FileInfo:
+    """An entry of ``files.list`` or the answer of ``files.stat``; ``type`` is ``"file"``,
+    ``"dir"`` or ``"symlink"``."""
+
+    name: str
+    type: str
+    size: int
+
+
+_WIRE = {
+    "stdout_bytes": "stdoutBytes",
+    "stderr_bytes": "stderrBytes",
+    "command_bytes": "commandBytes",
+    "file_count": "fileCount",
+    "memory_bytes": "memoryBytes",
+    "tool_calls": "toolCalls",
+    "rpc_bytes": "rpcBytes",
+    "fs_bytes": "fsBytes",
+    "timeout_ms": "timeoutMs",
+}
+
+
+@dataclass
+class Limits:
+    """Resource limits; a field left ``None`` keeps its default (stdout/stderr 1 MiB each,
+    command 64 KiB, 10 000 files, 512 MiB per program, 500 tool calls per run)."""
+
+    stdout_bytes: int | None = None
+    stderr_bytes: int | None = None
+    command_bytes: int | None = None
+    file_count: int | None = None
+    memory_bytes: int | None = None
+    tool_calls: int | None = None
+    rpc_bytes: int | None = None
+    fs_bytes: int | None = None
+    timeout_ms: int | None = None
+
+    @classmethod
+    def coerce(cls, value: "Limits | Mapping[str, Any] | None") -> "Limits":
+        """A ``Limits`` from ``None``, a ``Limits`` or a dict with snake_case keys."""
+        if value is None:
+            return cls()
+        if isinstance(value, Limits):
+            return value
+        if not isinstance(value, Mapping):
+            raise TypeError(f"limits must be a dict or a Limits, not {type(value).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"unknown limit(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**dict(value))
+
+    def to_wire(self) -> dict[str, int]:
+        """The camelCase form the server takes, with only the fields that are set."""
+        out: dict[str, int] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"limit {f.name} must be a non-negative integer, not {v!r}")
+            out[_WIRE[f.name]] = v
+        return out

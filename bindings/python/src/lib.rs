@@ -1,0 +1,79 @@
+//! `wasmsand._native`: the Rust side of the Python module.
+//!
+//! The in-process transport speaks the very JSON-RPC the `sandboxd` server speaks, to the
+//! same [`Dispatcher`], just without a pipe in between: both transports then behave the same
+//! by construction, and one Python layer maps results and errors for both. A request runs with
+//! the GIL released; output notifications re-acquire it only to call the Python callback.
+
+use std::sync::Arc;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use serde_json::Value;
+use wasmsand_dispatch::{DispatchConfig, Dispatcher, Notify};
+
+/// One root sandbox and its forks, in this process.
+#[pyclass(module = "wasmsand._native", frozen)]
+struct NativeDispatcher {
+    inner: Arc<Dispatcher>,
+}
+
+#[pymethods]
+impl NativeDispatcher {
+    #[new]
+    fn new() -> Self {
+        NativeDispatcher {
+            inner: Arc::new(Dispatcher::new(DispatchConfig::default())),
+        }
+    }
+
+    /// Answers one JSON-RPC request (a JSON text); returns the response as JSON text, or
+    /// `None` for a notification. `on_notify(json_text)` receives the `output` notifications
+    /// a streaming `run` sends while it runs (from the thread running the command).
+    #[pyo3(signature = (request, on_notify=None))]
+    fn call(
+        &self,
+        py: Python<'_>,
+        request: &str,
+        on_notify: Option<Py<PyAny>>,
+    ) -> PyResult<Option<String>> {
+        let req: Value = serde_json::from_str(request)
+            .map_err(|e| PyValueError::new_err(format!("request is not JSON: {e}")))?;
+        let notify: Notify = match on_notify {
+            Some(cb) => Arc::new(move |v: Value| {
+                let text = v.to_string();
+                Python::attach(|py| {
+                    // A failing callback must not take the command down: report it the way
+                    // Python reports exceptions in threads, and go on.
+                    if let Err(e) = cb.call1(py, (text,)) {
+                        e.write_unraisable(py, None);
+                    }
+                });
+            }),
+            None => Arc::new(|_| {}),
+        };
+        let inner = self.inner.clone();
+        let answer = py.detach(move || inner.handle(&req, &notify));
+        Ok(answer.map(|v| v.to_string()))
+    }
+
+    /// Whether `kill` has run.
+    fn is_killed(&self) -> bool {
+        self.inner.is_killed()
+    }
+}
+
+/// Runs the `sandboxd` server on this process's stdin/stdout (`python -m wasmsand._sandboxd`),
+/// with `argv` as its command line; returns its exit status.
+#[pyfunction]
+fn sandboxd_main(py: Python<'_>, argv: Vec<String>) -> u8 {
+    py.detach(move || sandboxd::run(argv))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeDispatcher>()?;
+    m.add_function(wrap_pyfunction!(sandboxd_main, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

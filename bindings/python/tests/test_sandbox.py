@@ -1,0 +1,250 @@
+"""The Python SDK against both transports: every test runs in-process and over RPC."""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+
+import pytest
+
+from wasmsand import CommandResult, FileInfo, Limits, Sandbox, SandboxError
+
+TRANSPORTS = ["inprocess", "rpc"]
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def sb(transport: str):
+    with Sandbox(transport=transport) as s:
+        yield s
+
+
+# ---- commands ----
+
+
+def test_run_returns_a_command_result(sb: Sandbox) -> None:
+    r = sb.commands.run("echo hello | wc -c")
+    assert isinstance(r, CommandResult)
+    assert r.stdout == "6\n"
+    assert r.stderr == ""
+    assert r.exit_code == 0
+    assert r.execution_time_ms >= 0
+    assert r.truncated is None
+    assert r.error_class is None
+
+
+def test_exit_codes_and_stderr(sb: Sandbox) -> None:
+    r = sb.commands.run("echo oops >&2; exit 3")
+    assert (r.exit_code, r.stderr) == (3, "oops\n")
+    r = sb.commands.run("nosuchcommand")
+    assert r.exit_code == 127
+    assert "command not found" in r.stderr
+
+
+def test_shell_state_persists(sb: Sandbox) -> None:
+    sb.commands.run("cd /tmp; X=42; f() { echo f$1; }")
+    assert sb.commands.run("pwd; echo $X; f 1").stdout == "/tmp\n42\nf1\n"
+
+
+# ---- limits (seed 001 task 4 through the SDK) ----
+
+
+def test_stdout_truncation(transport: str) -> None:
+    with Sandbox(transport=transport, limits={"stdout_bytes": 5}) as s:
+        r = s.commands.run("echo hello world")
+        assert r.stdout == "hello"
+        assert r.truncated == {"stdout": True, "stderr": False}
+
+
+def test_stderr_truncation_with_a_limits_object(transport: str) -> None:
+    with Sandbox(transport=transport, limits=Limits(stderr_bytes=5)) as s:
+        r = s.commands.run("echo error message >&2")
+        assert r.stderr == "error"
+        assert r.truncated == {"stdout": False, "stderr": True}
+
+
+def test_command_too_long(transport: str) -> None:
+    with Sandbox(transport=transport, limits={"command_bytes": 10}) as s:
+        r = s.commands.run("echo this is a long command")
+        assert r.exit_code == 1
+        assert r.error_class == "LIMIT_EXCEEDED"
+        assert "command too long" in r.stderr
+
+
+def test_file_count_limit(transport: str) -> None:
+    with Sandbox(transport=transport, limits={"file_count": 1}) as s:
+        s.files.write("/tmp/a.txt", b"x")
+        with pytest.raises(OSError) as e:
+            s.files.write("/tmp/b.txt", b"x")
+        assert e.value.errno == errno.ENOSPC
+
+
+def test_timeout_leaves_the_sandbox_usable(transport: str) -> None:
+    with Sandbox(transport=transport, timeout_ms=300) as s:
+        r = s.commands.run("while :; do :; done")
+        assert r.exit_code == 124
+        assert r.error_class == "TIMEOUT"
+        assert s.commands.run("echo alive").stdout == "alive\n"
+        # A per-run override.
+        r = s.commands.run("sleep 0.5; echo slept", timeout_ms=5_000)
+        assert r.stdout == "slept\n"
+
+
+def test_unknown_limit_is_rejected() -> None:
+    with pytest.raises(ValueError):
+        Sandbox(limits={"stdout_byte": 5})
+
+
+# ---- files ----
+
+
+def test_files_round_trip(sb: Sandbox) -> None:
+    sb.files.write("/home/user/a.txt", b"bytes\n")
+    sb.files.write("/home/user/sub/b.txt", "text ✓\n")
+    assert sb.files.read("/home/user/a.txt") == b"bytes\n"
+    assert sb.commands.run("cat sub/b.txt").stdout == "text ✓\n"
+    sb.files.mkdir("/home/user/d/e")
+    names = [(f.name, f.type) for f in sb.files.list("/home/user")]
+    assert names == [("a.txt", "file"), ("d", "dir"), ("sub", "dir")]
+    st = sb.files.stat("/home/user/a.txt")
+    assert st == FileInfo(name="a.txt", type="file", size=6)
+    sb.files.rm("/home/user/a.txt")
+    sb.files.rm("/home/user/d", recursive=True)
+    assert [f.name for f in sb.files.list("/home/user")] == ["sub"]
+
+
+def test_filesystem_errors_are_builtin_exceptions(sb: Sandbox) -> None:
+    with pytest.raises(FileNotFoundError):
+        sb.files.read("/home/user/missing")
+    sb.files.mkdir("/home/user/dir")
+    with pytest.raises(IsADirectoryError):
+        sb.files.read("/home/user/dir")
+    sb.files.write("/home/user/f", b"")
+    with pytest.raises(NotADirectoryError):
+        sb.files.list("/home/user/f")
+    with pytest.raises(PermissionError) as e:
+        sb.files.write("/etc/passwd", b"x")
+    assert e.value.errno == errno.EROFS
+    sb.files.write("/home/user/dir/x", b"1")
+    with pytest.raises(OSError) as e2:
+        sb.files.rm("/home/user/dir")
+    assert e2.value.errno == errno.ENOTEMPTY
+
+
+# ---- snapshots and forks ----
+
+
+def test_snapshot_restore(sb: Sandbox) -> None:
+    sb.commands.run("echo v1 > f; V=1")
+    snap = sb.snapshot()
+    sb.commands.run("echo v2 > f; V=2; touch g")
+    sb.restore(snap)
+    assert sb.commands.run("cat f; echo $V; ls").stdout == "v1\n1\nf\n"
+
+
+def test_forks_are_isolated_and_nest(sb: Sandbox) -> None:
+    sb.commands.run("echo root > f; R=1")
+    child = sb.fork()
+    assert child.sandbox_id is not None
+    assert child.commands.run("cat f; echo $R").stdout == "root\n1\n"
+    child.commands.run("echo child > f")
+    assert sb.files.read("f") == b"root\n"
+    grandchild = child.fork()
+    grandchild.files.write("/home/user/g", b"g")
+    with pytest.raises(FileNotFoundError):
+        child.files.read("/home/user/g")
+    child.destroy()
+    with pytest.raises(RuntimeError):
+        child.commands.run("true")
+    assert grandchild.files.read("f") == b"child\n"
+    with pytest.raises(RuntimeError, match="kill"):
+        sb.destroy()
+
+
+def test_context_manager_destroys_a_fork(sb: Sandbox) -> None:
+    with sb.fork() as child:
+        child.commands.run("true")
+    with pytest.raises(RuntimeError):
+        child.files.list("/")
+    assert sb.commands.run("echo root-alive").stdout == "root-alive\n"
+
+
+def test_kill_ends_the_sandbox(transport: str) -> None:
+    s = Sandbox(transport=transport)
+    child = s.fork()
+    s.kill()
+    with pytest.raises(RuntimeError):
+        s.commands.run("true")
+    with pytest.raises(RuntimeError):
+        child.commands.run("true")
+    s.kill()  # idempotent
+
+
+# ---- streaming and threads ----
+
+
+def test_streaming_callbacks(sb: Sandbox) -> None:
+    out: list[tuple[float, str]] = []
+    err: list[str] = []
+    start = time.monotonic()
+    r = sb.commands.run(
+        "echo one; sleep 0.4; echo two; echo e >&2",
+        on_stdout=lambda d: out.append((time.monotonic(), d)),
+        on_stderr=err.append,
+    )
+    end = time.monotonic()
+    assert "".join(d for _, d in out) == r.stdout == "one\ntwo\n"
+    assert "".join(err) == "e\n"
+    assert out[0][0] - start < (end - start) - 0.3
+
+
+def test_gil_is_released_during_a_command(sb: Sandbox) -> None:
+    ticks = 0
+    stop = threading.Event()
+
+    def spin() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            time.sleep(0.001)
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        before = ticks
+        r = sb.commands.run("sleep 1")
+        during = ticks - before
+    finally:
+        stop.set()
+        t.join()
+    assert r.exit_code == 0
+    assert during > 100, during
+
+
+def test_sandboxes_from_several_threads(transport: str) -> None:
+    with Sandbox(transport=transport) as root:
+        forks = [root.fork() for _ in range(4)]
+        results: dict[int, str] = {}
+
+        def work(i: int) -> None:
+            results[i] = forks[i].commands.run(f"sleep 0.2; echo {i} | tr 0-9 a-j").stdout
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        start = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert results == {i: "abcdefghij"[i] + "\n" for i in range(4)}
+        # Four 0.2 s commands on four forks overlapped.
+        assert time.monotonic() - start < 0.7
+
+
+def test_errors_carry_codes(sb: Sandbox) -> None:
+    with pytest.raises((ValueError, SandboxError)):
+        sb.restore("no-such-snapshot")
