@@ -57,6 +57,29 @@ impl NativeDispatcher {
         Ok(answer.map(|v| v.to_string()))
     }
 
+    /// Who answers the dispatcher's calls to the client (host tools):
+    /// `handler(method, params_json) -> result_json`. An exception becomes the error the
+    /// guest sees: its message only, never the Python traceback.
+    fn set_request_handler(&self, handler: Py<PyAny>) {
+        self.inner
+            .set_client(Arc::new(move |method: &str, params: Value| {
+                Python::attach(|py| {
+                    let answer = handler
+                        .call1(py, (method, params.to_string()))
+                        .and_then(|r| r.extract::<String>(py));
+                    match answer {
+                        Ok(text) => serde_json::from_str(&text)
+                            .map_err(|e| format!("the tool's result is not JSON: {e}")),
+                        Err(e) => Err(e
+                            .value(py)
+                            .str()
+                            .map(|s| s.to_string())
+                            .unwrap_or_else(|_| "the tool failed".to_string())),
+                    }
+                })
+            }));
+    }
+
     /// Whether `kill` has run.
     fn is_killed(&self) -> bool {
         self.inner.is_killed()

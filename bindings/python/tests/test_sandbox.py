@@ -248,3 +248,79 @@ def test_sandboxes_from_several_threads(transport: str) -> None:
 def test_errors_carry_codes(sb: Sandbox) -> None:
     with pytest.raises((ValueError, SandboxError)):
         sb.restore("no-such-snapshot")
+
+
+# ---- python3 and host tools (seed 004) ----
+
+
+def test_python3_runs_in_the_sandbox(sb: Sandbox) -> None:
+    sb.files.write("/home/user/data.txt", "3\n4\n")
+    r = sb.commands.run(
+        "python3 -c 'import sys; print(sum(int(l) for l in open(\"data.txt\")), sys.argv[1:])' a b"
+    )
+    assert r.stdout == "7 ['a', 'b']\n", r.stderr
+    r = sb.commands.run("python3 -c 'import sys; sys.exit(7)'")
+    assert r.exit_code == 7
+
+
+def test_tool_called_from_python(transport: str) -> None:
+    seen: list[dict] = []
+
+    def lookup(city: str) -> dict:
+        """Weather of a city."""
+        seen.append({"city": city})
+        return {"city": city, "temp": 21}
+
+    with Sandbox(transport=transport, tools={"lookup": lookup}) as sb:
+        assert sb.tools.list() == ["lookup"]
+        r = sb.commands.run(
+            "python3 -c 'from host import tools; r = tools.lookup(city=\"Oslo\"); print(r[\"city\"], r[\"temp\"])'"
+        )
+        assert r.stdout == "Oslo 21\n", r.stderr
+        assert seen == [{"city": "Oslo"}]
+        # Forks carry tools.
+        child = sb.fork()
+        r = child.commands.run("python3 -c 'from host import tools; print(tools.lookup(city=\"Rome\")[\"city\"])'")
+        assert r.stdout == "Rome\n", r.stderr
+
+
+def test_tool_budget_and_errors(transport: str) -> None:
+    def boom() -> None:
+        raise ValueError("the database is down")
+
+    with Sandbox(transport=transport, limits={"tool_calls": 3}) as sb:
+        sb.tools.register("ping", lambda: "pong")
+        sb.tools.register("boom", boom)
+        script = (
+            "from host import tools\n"
+            "import host\n"
+            "for i in range(5):\n"
+            "    try:\n"
+            "        tools.ping()\n"
+            "        print('ok', i)\n"
+            "    except host.ToolError as e:\n"
+            "        print('refused', i, type(e).__name__)\n"
+        )
+        sb.files.write("/home/user/t.py", script)
+        r = sb.commands.run("python3 t.py")
+        assert r.stdout.splitlines() == [
+            "ok 0",
+            "ok 1",
+            "ok 2",
+            "refused 3 ToolBudgetExceeded",
+            "refused 4 ToolBudgetExceeded",
+        ], r.stderr
+        assert r.exit_code == 0
+        r = sb.commands.run(
+            "python3 -c 'from host import tools\ntry:\n    tools.boom()\nexcept Exception as e:\n    print(type(e).__name__, e)'"
+        )
+        assert "the database is down" in r.stdout, r
+        assert "Traceback" not in r.stdout
+        assert sb.tools.unregister("boom") is True
+        assert sb.tools.list() == ["ping"]
+
+
+def test_no_tools_is_a_clear_error(sb: Sandbox) -> None:
+    r = sb.commands.run("python3 -c 'from host import tools'")
+    assert r.exit_code == 1
+    assert "no tools" in r.stderr

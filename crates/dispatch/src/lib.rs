@@ -44,6 +44,10 @@ use params::Params;
 /// Receives the notifications (`output` chunks) a request sends while it runs.
 pub type Notify = Arc<dyn Fn(Value) + Send + Sync>;
 
+/// Calls the client (method, params) and waits for its result or its error message: how
+/// host tools registered with `tools.register` reach the code that implements them.
+pub type ClientCall = Arc<dyn Fn(&str, Value) -> Result<Value, String> + Send + Sync>;
+
 /// Smallest and largest line cap a client may ask for with `create`'s `limits.rpcBytes`, so
 /// that a client can neither make every request too large nor lift the memory bound.
 pub const MIN_RPC_BYTES: u64 = 1024;
@@ -152,9 +156,16 @@ pub struct Dispatcher {
     killed: AtomicBool,
     rpc_bytes: AtomicU64,
     started: Instant,
+    /// How tool calls reach the client; set by the transport.
+    client: Mutex<Option<ClientCall>>,
 }
 
 impl Dispatcher {
+    /// Lets tools registered by the client (`tools.register`) call it back through `call`.
+    pub fn set_client(&self, call: ClientCall) {
+        *self.client.lock() = Some(call);
+    }
+
     pub fn new(config: DispatchConfig) -> Dispatcher {
         Dispatcher {
             rpc_bytes: AtomicU64::new(config.limits.rpc_bytes),
@@ -166,6 +177,7 @@ impl Dispatcher {
             seen: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             started: Instant::now(),
+            client: Mutex::new(None),
         }
     }
 
@@ -241,6 +253,12 @@ impl Dispatcher {
                 Ok(json!({"name": info.name, "type": info.kind.as_str(), "size": info.size}))
             }),
             "env.set" => self.on(p, |sb| Ok(sb.set_env(p.str("name")?, p.str("value")?)?)),
+            "tools.register" => self.register_tool(p),
+            "tools.unregister" => self.on(p, |sb| {
+                let name = p.str("name")?;
+                Ok(json!({"removed": sb.remove_tool(name)}))
+            }),
+            "tools.list" => self.on(p, |sb| Ok(json!({"tools": sb.tool_names()}))),
             "env.get" => self.on(p, |sb| Ok(json!({"value": sb.get_env(p.str("name")?)?}))),
             "snapshot.create" => self.on(p, |sb| Ok(json!({"id": sb.snapshot()?.to_string()}))),
             "snapshot.restore" => {
@@ -372,6 +390,47 @@ impl Dispatcher {
         }
         let result = result.map_err(|e| RpcError::from_sandbox(e, fork.as_deref()))?;
         serde_json::to_value(result).map_err(RpcError::internal)
+    }
+
+    /// `tools.register {name, description?, inputSchema?}`: a tool guests call (`from host
+    /// import tools`) that the client implements; each call becomes a `tool.call {name, args,
+    /// sandboxId}` request to the client, whose error message (never a traceback) reaches
+    /// the guest as `host.ToolError`.
+    fn register_tool(&self, p: Params) -> Result<Value, RpcError> {
+        let name = p.str("name")?.to_string();
+        let description = match p.0.get("description") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "Invalid param: description must be a string",
+                ));
+            }
+        };
+        let input_schema = p.0.get("inputSchema").filter(|v| !v.is_null()).cloned();
+        let Some(client) = self.client.lock().clone() else {
+            return Err(RpcError::invalid_request(
+                "this transport cannot call the client back, so it cannot host tools",
+            ));
+        };
+        let sandbox_id = p.0.get("sandboxId").cloned().unwrap_or(Value::Null);
+        let tool_name = name.clone();
+        let handler: wasmsand::ToolHandler = Arc::new(move |args: Value| {
+            client(
+                "tool.call",
+                json!({"name": tool_name, "args": args, "sandboxId": sandbox_id}),
+            )
+        });
+        self.on(p, |sb| {
+            sb.add_tool(wasmsand::Tool {
+                name,
+                description,
+                input_schema,
+                handler,
+            })
+            .map_err(|e| Failure::Rpc(RpcError::invalid_params(e.to_string())))?;
+            Ok(json!({"ok": true}))
+        })
     }
 
     fn fork(&self, p: Params) -> Result<Value, RpcError> {

@@ -60,17 +60,30 @@ impl Server {
                 }
             })
         };
-        Server {
-            inner: Arc::new(Inner {
-                dispatcher,
-                outbox: Outbox::new(sink.clone()),
-                sink,
-                raw_sink,
-                sealed,
-                lanes: Mutex::new(HashMap::new()),
-                idle: Condvar::new(),
-            }),
-        }
+        let inner = Arc::new(Inner {
+            dispatcher,
+            outbox: Outbox::new(sink.clone()),
+            sink,
+            raw_sink,
+            sealed,
+            lanes: Mutex::new(HashMap::new()),
+            idle: Condvar::new(),
+        });
+        // Weak: the dispatcher must not keep its own server alive.
+        let weak = Arc::downgrade(&inner);
+        inner.dispatcher.set_client(Arc::new(move |method, params| {
+            let inner = weak
+                .upgrade()
+                .ok_or_else(|| "the server is shutting down".to_string())?;
+            inner
+                .outbox
+                .call(method, params, TOOL_CALL_TIMEOUT)
+                .map_err(|e| match e {
+                    CallError::Remote(e) => e.message,
+                    other => other.to_string(),
+                })
+        }));
+        Server { inner }
     }
 
     pub fn dispatcher(&self) -> &Arc<Dispatcher> {
@@ -227,6 +240,9 @@ impl Inner {
         }
     }
 }
+
+/// How long a tool call may wait for the client's answer.
+pub const TOOL_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Why a call to the client failed.
 #[derive(Debug, thiserror::Error)]

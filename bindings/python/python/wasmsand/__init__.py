@@ -8,7 +8,16 @@
 
 from ._errors import SandboxError
 from ._types import CommandResult, FileInfo, Limits
-from .sandbox import Commands, Files, Sandbox
+from .sandbox import Commands, Files, Sandbox, Tools
 
-__all__ = ["Sandbox", "Commands", "Files", "CommandResult", "FileInfo", "Limits", "SandboxError"]
+__all__ = [
+    "Sandbox",
+    "Commands",
+    "Files",
+    "Tools",
+    "CommandResult",
+    "FileInfo",
+    "Limits",
+    "SandboxError",
+]
 __version__ = "0.1.0"

@@ -10,6 +10,8 @@ class NativeDispatcher:
     def __init__(self) -> None: ...
     def call(self, request: str, on_notify: Callable[[str], None] | None = None) -> str | None:
         """Answers one JSON-RPC request (GIL released while it runs)."""
+    def set_request_handler(self, handler: Callable[[str, str], str]) -> None:
+        """Answers the dispatcher's calls to the client (host tools), JSON in and out."""
     def is_killed(self) -> bool:
         """Whether ``kill`` has run."""
 

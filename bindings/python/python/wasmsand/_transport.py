@@ -67,6 +67,17 @@ class InProcessTransport(Transport):
             raise_for_error(msg["error"])
         return msg.get("result")
 
+    def set_request_handler(self, handler: RequestHandler | None) -> None:
+        self._request_handler = handler
+
+        def answer(method: str, params: str) -> str:
+            h = self._request_handler
+            if h is None:
+                raise LookupError(f"no handler for {method}")
+            return json.dumps(h(method, json.loads(params)))
+
+        self._native.set_request_handler(answer)
+
     def close(self) -> None:
         self._closed = True
 

@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping
 from ._transport import InProcessTransport, RpcTransport, Transport
 from ._types import CommandResult, FileInfo, Limits
 
-__all__ = ["Sandbox", "Commands", "Files"]
+__all__ = ["Sandbox", "Commands", "Files", "Tools"]
 
 OutputCallback = Callable[[str], None]
 
@@ -19,10 +19,34 @@ class _Handle:
     """What a sandbox object shares with its ``commands`` and ``files``: the transport, its
     id, and whether it was destroyed."""
 
-    def __init__(self, transport: Transport, sandbox_id: str | None) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        sandbox_id: str | None,
+        tools: dict[str, Callable[..., Any]] | None = None,
+    ) -> None:
         self.transport = transport
         self.sandbox_id = sandbox_id
         self.destroyed = False
+        # The Python functions behind registered tools, shared by a root and its forks (one
+        # transport answers every `tool.call`).
+        self.tools: dict[str, Callable[..., Any]] = tools if tools is not None else {}
+        if tools is None:
+            transport.set_request_handler(self._answer)
+
+    def _answer(self, method: str, params: dict[str, Any]) -> Any:
+        if method != "tool.call":
+            raise LookupError(f"unknown request from the sandbox: {method}")
+        name = str(params.get("name"))
+        fn = self.tools.get(name)
+        if fn is None:
+            raise LookupError(f"no tool named {name!r}")
+        args = params.get("args")
+        if args is None:
+            return fn()
+        if isinstance(args, dict):
+            return fn(**args)
+        return fn(args)
 
     def call(self, method: str, params: dict[str, Any], on_notify: Any = None) -> Any:
         if self.destroyed:
@@ -110,6 +134,46 @@ class Files:
         return FileInfo(name=r["name"], type=r["type"], size=r["size"])
 
 
+class Tools:
+    """Host functions that code in the sandbox calls: in ``python3``, ``from host import
+    tools; tools.name(key=value)`` calls the registered function with those keyword
+    arguments and gets its (JSON-serializable) return value. An exception in the function
+    raises ``host.ToolError`` with its message in the guest, without the host's traceback.
+    Each run may make at most ``limits["tool_calls"]`` calls (500 by default)."""
+
+    def __init__(self, handle: _Handle) -> None:
+        self._h = handle
+
+    def register(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+    ) -> None:
+        """Offers ``fn`` as ``name``; registering a name again replaces it. Forks made
+        later carry the tool."""
+        if not callable(fn):
+            raise TypeError("a tool must be callable")
+        params: dict[str, Any] = {
+            "name": name,
+            "description": description if description is not None else (fn.__doc__ or "").strip(),
+        }
+        if input_schema is not None:
+            params["inputSchema"] = input_schema
+        self._h.tools[name] = fn
+        self._h.call("tools.register", params)
+
+    def unregister(self, name: str) -> bool:
+        """Withdraws a tool; ``False`` if there was none of that name."""
+        return bool(self._h.call("tools.unregister", {"name": name})["removed"])
+
+    def list(self) -> list[str]:
+        """The names of the registered tools, sorted."""
+        return list(self._h.call("tools.list", {})["tools"])
+
+
 class Sandbox:
     """A WebAssembly sandbox: a bash-like shell with coreutils, jq and more over an
     in-memory copy-on-write filesystem, with hard limits.
@@ -130,6 +194,7 @@ class Sandbox:
         limits: Limits | Mapping[str, Any] | None = None,
         transport: str = "inprocess",
         sandboxd_path: str | os.PathLike[str] | None = None,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
         _handle: _Handle | None = None,
     ) -> None:
         if _handle is not None:
@@ -159,6 +224,9 @@ class Sandbox:
             self._h = _Handle(t, None)
         self.commands = Commands(self._h)
         self.files = Files(self._h)
+        self.tools = Tools(self._h)
+        for name, fn in (tools or {}).items():
+            self.tools.register(name, fn)
         self._kill_lock = threading.Lock()
 
     @property
@@ -177,7 +245,7 @@ class Sandbox:
     def fork(self) -> "Sandbox":
         """An independent copy in O(1): files, variables, functions, cwd and limits."""
         r = self._h.call("sandbox.fork", {})
-        return Sandbox(_handle=_Handle(self._h.transport, str(r["sandboxId"])))
+        return Sandbox(_handle=_Handle(self._h.transport, str(r["sandboxId"]), self._h.tools))
 
     def destroy(self) -> None:
         """Destroys this fork; a root sandbox is ended with ``kill()``."""
