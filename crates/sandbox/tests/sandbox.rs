@@ -453,3 +453,24 @@ fn initial_files_are_part_of_the_layout() {
     assert_eq!(r.stdout, "from project\nx\n");
     assert_eq!(r.exit_code, 0, "{r:?}");
 }
+
+#[test]
+fn compiling_a_module_does_not_count_against_the_run() {
+    // A fresh cache directory means a fresh engine cache: the first `wc` compiles its module
+    // (about a second here), far beyond this run's 300 ms.
+    let dir = tempfile::tempdir().unwrap();
+    let sb = Sandbox::new(SandboxOptions {
+        limits: Limits {
+            timeout_ms: 300,
+            ..Limits::default()
+        },
+        cache_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    });
+    let r = sb.run("echo hello | wc -c").unwrap();
+    assert_eq!(r.stdout, "6\n", "{r:?}");
+    assert_eq!(r.error_class, None);
+    // The deadline still holds for the script itself.
+    let r = sb.run("while :; do :; done").unwrap();
+    assert_eq!(r.error_class, Some(ErrorClass::Timeout));
+}

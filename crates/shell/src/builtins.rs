@@ -1287,7 +1287,7 @@ impl Interp {
     fn read_byte_by(&mut self, fd: u32, deadline: Instant) -> R<Result<Option<u8>, ()>> {
         let mut b = [0u8; 1];
         if let Some(Fd::In(InSrc::Pipe(p))) = self.fds.get(fd).cloned() {
-            let until = match self.rt.deadline {
+            let until = match self.rt.deadline() {
                 Some(d) if d < deadline => d,
                 _ => deadline,
             };

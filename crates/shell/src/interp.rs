@@ -166,7 +166,10 @@ pub(crate) type R<T = i32> = Result<T, Flow>;
 pub(crate) struct Runtime {
     pub exec: &'static Exec,
     pub vfs: SharedVfs,
-    pub deadline: Option<Instant>,
+    /// The run's deadline as given; see [`Runtime::deadline`].
+    pub base_deadline: Option<Instant>,
+    /// Time spent compiling modules during this run, which does not count against it.
+    pub compile_nanos: std::sync::atomic::AtomicU64,
     pub cancel: CancelToken,
     pub memory_limit: Option<u64>,
     pub door: Option<Door>,
@@ -180,6 +183,15 @@ pub(crate) struct Runtime {
 }
 
 impl Runtime {
+    /// When the run must end. Compiling a module the cache did not have (a minute for
+    /// CPython, once per machine) is the host's cost, not the script's: it moves the
+    /// deadline, so a first `python3` does not time out on its own compilation.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.base_deadline.map(|d| {
+            d + std::time::Duration::from_nanos(self.compile_nanos.load(Ordering::Relaxed))
+        })
+    }
+
     pub fn set_abort(&self, a: Abort) {
         let mut g = self.abort.lock();
         if g.is_none() {
@@ -344,7 +356,7 @@ impl Interp {
         }
         // The deadline first: a run stopped at its deadline also has its token cancelled
         // (that is how blocked waits wake), and must still be reported as a timeout.
-        if let Some(d) = self.rt.deadline
+        if let Some(d) = self.rt.deadline()
             && Instant::now() >= d
         {
             self.rt.set_abort(Abort::Timeout);
@@ -591,7 +603,14 @@ impl Interp {
         if let Some((_, p)) = programs().lock().get(&key) {
             return Ok(p.clone());
         }
+        let started = Instant::now();
         let p = self.rt.exec.load(data).map_err(|e| e.to_string())?;
+        // A memory hit takes microseconds; anything slow was a compile or a disk load.
+        if started.elapsed() > std::time::Duration::from_millis(20) {
+            self.rt
+                .compile_nanos
+                .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
         let mut cache = programs().lock();
         if cache.len() >= 256 {
             cache.clear();
@@ -621,7 +640,7 @@ impl Interp {
             stdin: self.fds.input(0),
             stdout,
             stderr,
-            deadline: self.rt.deadline,
+            deadline: self.rt.deadline(),
             cancel: self.rt.cancel.clone(),
             memory_limit: self.rt.memory_limit,
             door: self.rt.door.clone(),

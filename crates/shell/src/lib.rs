@@ -80,7 +80,8 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
     let rt = Arc::new(Runtime {
         exec: cfg.exec,
         vfs: cfg.vfs,
-        deadline: cfg.deadline,
+        base_deadline: cfg.deadline,
+        compile_nanos: std::sync::atomic::AtomicU64::new(0),
         cancel: cfg.cancel,
         memory_limit: cfg.memory_limit,
         door: cfg.door,
