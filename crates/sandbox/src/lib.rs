@@ -29,6 +29,9 @@ mod tools;
 pub use tools::{Tool, ToolHandler, ToolSetError};
 
 pub use wasmsand_model::{ErrorClass, Limits, LimitsPatch, RunResult, Truncated};
+/// A snapshot handle (`snapshot()` / `restore(id)`): the VFS's own, whose snapshot holds the
+/// files; the sandbox keeps the shell state under the same id.
+pub use wasmsand_vfs::SnapshotId;
 pub use wasmsand_vfs::{Errno, VfsError};
 
 /// Where a sandbox starts and what its user can change.
@@ -79,25 +82,6 @@ impl SandboxError {
 }
 
 pub type Result<T, E = SandboxError> = std::result::Result<T, E>;
-
-/// A snapshot handle (`snapshot()` / `restore(id)`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SnapshotId(pub u64);
-
-impl std::fmt::Display for SnapshotId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-impl std::str::FromStr for SnapshotId {
-    type Err = SandboxError;
-    fn from_str(s: &str) -> Result<Self> {
-        s.parse()
-            .map(SnapshotId)
-            .map_err(|_| SandboxError::UnknownSnapshot(s.to_string()))
-    }
-}
 
 /// What `list` and `stat` report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -523,7 +507,7 @@ impl Sandbox {
         self.with_inner(|i| {
             let id = i.vfs.lock().snapshot();
             i.snapshots.insert(id.0, i.shell.clone());
-            Ok(SnapshotId(id.0))
+            Ok(id)
         })
     }
 
@@ -535,7 +519,7 @@ impl Sandbox {
             };
             i.vfs
                 .lock()
-                .restore(wasmsand_vfs::SnapshotId(id.0))
+                .restore(id)
                 .map_err(|_| SandboxError::UnknownSnapshot(id.to_string()))?;
             i.shell = shell;
             Ok(())

@@ -7,7 +7,7 @@ use crate::ast::CondBinOp;
 use crate::execute::{AssignedValue, DeclArg};
 use crate::expand::AErr;
 use crate::interp::{Fd, Flow, InSrc, Interp, R, strerror};
-use crate::printf::{echo_escapes, printf_with_time, quote_q};
+use crate::printf::{echo_escapes, printf_with_time, quote_single};
 use crate::vars::{
     ATTR_EXPORT, ATTR_INTEGER, ATTR_LOWER, ATTR_READONLY, ATTR_UPPER, Value, Var, is_valid_name,
 };
@@ -1013,9 +1013,6 @@ impl Interp {
             None => {
                 self.st.vars.remove(name);
             }
-        }
-        if !self.st.vars.in_function() {
-            return r;
         }
         r
     }
@@ -2745,13 +2742,8 @@ fn set_quote(s: &str) -> String {
     {
         s.to_string()
     } else {
-        quote_q_single(s)
+        quote_single(s)
     }
-}
-
-fn quote_q_single(s: &str) -> String {
-    let _ = quote_q;
-    crate::printf::quote_single(s)
 }
 
 #[cfg(test)]

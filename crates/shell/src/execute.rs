@@ -266,7 +266,6 @@ impl Interp {
 
     /// Runs `f` as a subshell body: `exit` ends only it, its EXIT trap runs at its end.
     pub(crate) fn run_as_subshell(&mut self, f: impl FnOnce(&mut Interp) -> R) -> i32 {
-        self.subshell = true;
         self.st.traps = im::OrdMap::new();
         let status = match f(self) {
             Ok(s) => s,

@@ -272,7 +272,6 @@ pub(crate) struct Interp {
     /// Inside a condition (`if`, `while`, `!`, left of `&&`/`||`): `set -e` and the ERR trap
     /// do not apply.
     pub cond: u32,
-    pub subshell: bool,
     pub jobs: Vec<Job>,
     pub last_bg: Option<u32>,
     /// Status of the last command substitution of the current simple command.
@@ -313,7 +312,6 @@ impl Interp {
             loops: 0,
             line: 1,
             cond: 0,
-            subshell: false,
             jobs: Vec::new(),
             last_bg: None,
             subst_status: None,
@@ -325,27 +323,17 @@ impl Interp {
         }
     }
 
-    /// A copy for a subshell (pipeline stage, `( )`, `$( )`, background job).
+    /// A copy for a subshell (pipeline stage, `( )`, `$( )`, background job): the session
+    /// and descriptors, with where it stands in the script; loops, jobs and traps start
+    /// afresh.
     pub fn fork(&self) -> Interp {
-        Interp {
-            st: self.st.clone(),
-            rt: self.rt.clone(),
-            fds: self.fds.clone(),
-            depth: self.depth,
-            funcnames: self.funcnames.clone(),
-            loops: 0,
-            line: self.line,
-            cond: self.cond,
-            subshell: true,
-            jobs: Vec::new(),
-            last_bg: self.last_bg,
-            subst_status: None,
-            in_trap: false,
-            sourcing: 0,
-            keep_redirs: false,
-            getopts_optind: 0,
-            getopts_char: 0,
-        }
+        let mut child = Interp::new(self.st.clone(), self.rt.clone(), self.fds.clone());
+        child.depth = self.depth;
+        child.funcnames = self.funcnames.clone();
+        child.line = self.line;
+        child.cond = self.cond;
+        child.last_bg = self.last_bg;
+        child
     }
 
     /// The deadline and cancellation, checked in every loop iteration and command.
@@ -393,8 +381,6 @@ impl Interp {
             Ok(()) => Ok(()),
             Err(e) if e == "Broken pipe" => Err(141),
             Err(e) => {
-                let name = self.funcnames.last().cloned().unwrap_or_default();
-                let _ = name;
                 self.err(&format!("write error: {e}"));
                 Err(1)
             }
@@ -544,9 +530,6 @@ impl Interp {
             }
         }
         self.st.vars.put(name, var);
-        if name == "PWD" {
-            // bash lets scripts set PWD; cd keeps its own idea of the directory.
-        }
         Ok(())
     }
 

@@ -110,7 +110,7 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
             // `set -n` stops this script; a session that never ran anything again would be
             // stuck, so (as an interactive bash ignores -n) it does not outlive the run.
             it.st.opts.noexec = false;
-            (it.st.clone(), status)
+            (it.st, status)
         })
         .map_err(|e| e.to_string())
         .and_then(|h| {
