@@ -10,6 +10,7 @@
 //! transport starts `python -m wasmsand._sandboxd` when no `sandboxd` binary is installed.
 
 mod lines;
+mod mcp;
 mod output;
 
 use std::ffi::OsString;
@@ -77,6 +78,9 @@ enum Command {
         /// The command line, e.g. 'echo hi | wc -c'
         command: String,
     },
+    /// Serve wasmsand's tools over MCP (Model Context Protocol) on stdio, or over streamable
+    /// HTTP with --http; see docs/mcp.md
+    Mcp(mcp::McpArgs),
 }
 
 impl Cli {
@@ -129,6 +133,7 @@ where
     let limits = cli.limits();
     match cli.command {
         Some(Command::Exec { command }) => exec(&command, limits, cli.cache_dir),
+        Some(Command::Mcp(args)) => mcp::serve(args, limits, cli.cache_dir),
         None => serve(DispatchConfig {
             limits,
             env: Vec::new(),

@@ -1,0 +1,270 @@
+//! `wasmsand-mcp`: wasmsand as a Model Context Protocol server, on the official Rust SDK
+//! (`rmcp`).
+//!
+//! Tools (snake_case: several MCP clients reject dots in tool names, so the PRD's `sandbox.run`
+//! is `sandbox_run`, and `session.create` is `session_create`, ...):
+//!
+//! - `sandbox_run(command, session_id?, files?, timeout_ms?, env?, cwd?, stdin?)`: without
+//!   `session_id`, a fresh sandbox for that call only. The result is `structuredContent`
+//!   `{exit_code, stdout, stderr, truncated, error_class, timed_out, duration_ms, session_id}`
+//!   and one readable text block. With a `progressToken`, output chunks go out as progress
+//!   notifications while the command runs; a cancellation notification stops the run
+//!   (`CANCELLED`) and leaves the session usable.
+//! - `session_create`, `session_fork`, `session_list`, `session_destroy`; `files_read`,
+//!   `files_write`, `files_list`; `snapshot_create`, `snapshot_restore`.
+//!
+//! Session ids are minted by the server (128 random bits) and belong to the client that made
+//! them; an unknown, foreign, destroyed or expired id is a tool error (`isError: true`), never
+//! a protocol error. Live sessions are capped per client and in total, and reaped when idle.
+//!
+//! Transports: [`Mcp::serve_stdio`] (what `sandboxd mcp` runs) and [`Mcp::http_router`], an
+//! axum `Router` serving streamable HTTP at `/mcp` that checks the `Host` header against
+//! [`HttpOptions::allowed_hosts`] (loopback only by default), for `sandboxd mcp --http ADDR`
+//! and for the HTTP service to mount. See `docs/mcp.md`.
+
+mod run;
+mod server;
+mod store;
+mod types;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ServiceExt as _;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use wasmsand::Limits;
+
+pub use server::McpHandler;
+use server::{ClientKind, Shared};
+use store::{Caps, Store};
+
+/// What an MCP server offers and how far its clients may go.
+#[derive(Debug, Clone)]
+pub struct McpConfig {
+    /// Limits of every sandbox, and the most a session may ask for (`timeout_ms` aside).
+    pub limits: Limits,
+    /// Environment variables added to every sandbox.
+    pub env: Vec<(String, String)>,
+    /// Where compiled modules are cached (default: wasmsand's).
+    pub cache_dir: Option<PathBuf>,
+    /// The longest `timeout_ms` a run or session may have; longer requests are clamped.
+    pub max_timeout_ms: u64,
+    /// Live sessions the server holds in total.
+    pub max_sessions: usize,
+    /// Live sessions one client may hold.
+    pub max_sessions_per_client: usize,
+    /// A session unused for this long is destroyed.
+    pub session_idle_ttl: Duration,
+    /// The largest file `files_read` returns.
+    pub max_read_bytes: u64,
+}
+
+impl McpConfig {
+    pub const DEFAULT_MAX_TIMEOUT_MS: u64 = 300_000;
+    pub const DEFAULT_MAX_SESSIONS: usize = 256;
+    pub const DEFAULT_MAX_SESSIONS_PER_CLIENT: usize = 16;
+    pub const DEFAULT_SESSION_IDLE_TTL: Duration = Duration::from_secs(30 * 60);
+    pub const DEFAULT_MAX_READ_BYTES: u64 = 4 * 1024 * 1024;
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig {
+            limits: Limits::default(),
+            env: Vec::new(),
+            cache_dir: None,
+            max_timeout_ms: Self::DEFAULT_MAX_TIMEOUT_MS,
+            max_sessions: Self::DEFAULT_MAX_SESSIONS,
+            max_sessions_per_client: Self::DEFAULT_MAX_SESSIONS_PER_CLIENT,
+            session_idle_ttl: Self::DEFAULT_SESSION_IDLE_TTL,
+            max_read_bytes: Self::DEFAULT_MAX_READ_BYTES,
+        }
+    }
+}
+
+/// Names the authenticated client of an HTTP request. A server that mounts
+/// [`Mcp::http_router`] behind its own authentication inserts one into the request's
+/// extensions; the sessions of a principal are visible only to it and count against its cap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal(pub String);
+
+/// The streamable HTTP endpoint's checks against DNS rebinding and cross-site requests.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Accepted `Host` header values: a host name (any port) or `host:port`. `*` accepts any
+    /// host. Default: loopback only.
+    pub allowed_hosts: Vec<String>,
+    /// Accepted `Origin` header values (requests without one pass), e.g.
+    /// `https://app.example.com:443` or `http://localhost:*`. `*` accepts any origin. Default:
+    /// loopback origins.
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
+            allowed_origins: ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
+}
+
+/// One MCP server: the sessions and settings its connections share. Cheap to clone.
+#[derive(Clone)]
+pub struct Mcp {
+    shared: Arc<Shared>,
+}
+
+impl Mcp {
+    pub fn new(config: McpConfig) -> Mcp {
+        let store = Store::new(Caps {
+            global: config.max_sessions,
+            per_owner: config.max_sessions_per_client,
+            idle_ttl: config.session_idle_ttl,
+        });
+        Mcp {
+            shared: Arc::new(Shared::new(config, store)),
+        }
+    }
+
+    pub fn config(&self) -> &McpConfig {
+        &self.shared.config
+    }
+
+    /// Live sessions of all clients.
+    pub fn session_count(&self) -> usize {
+        self.shared.store.len()
+    }
+
+    /// A handler for one connection whose client is `client` throughout (stdio, a test's
+    /// in-memory transport).
+    pub fn handler(&self, client: &str) -> McpHandler {
+        McpHandler::new(self.shared.clone(), ClientKind::Fixed(client.into()))
+    }
+
+    /// Serves MCP on this process's stdin and stdout until the client closes stdin. Nothing
+    /// else may write to stdout meanwhile.
+    pub async fn serve_stdio(&self) -> std::io::Result<()> {
+        let service = self
+            .handler("stdio")
+            .serve(rmcp::transport::io::stdio_pipes())
+            .await
+            .map_err(std::io::Error::other)?;
+        service.waiting().await.map_err(std::io::Error::other)?;
+        Ok(())
+    }
+
+    /// The streamable HTTP transport as a tower service, for routers other than axum's.
+    pub fn http_service(
+        &self,
+        options: &HttpOptions,
+    ) -> StreamableHttpService<McpHandler, LocalSessionManager> {
+        let shared = self.shared.clone();
+        let mut config = StreamableHttpServerConfig::default();
+        config = if options.allowed_hosts.iter().any(|h| h == "*") {
+            config.disable_allowed_hosts()
+        } else if options.allowed_hosts.is_empty() {
+            config.with_allowed_hosts(HttpOptions::default().allowed_hosts)
+        } else {
+            config.with_allowed_hosts(options.allowed_hosts.clone())
+        };
+        config = if options.allowed_origins.iter().any(|o| o == "*") {
+            config.disable_allowed_origins()
+        } else {
+            config
+                .with_allowed_origins(options.allowed_origins.clone())
+                .enforce_origin_validation()
+        };
+        StreamableHttpService::new(
+            move || Ok(McpHandler::new(shared.clone(), ClientKind::Http)),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        )
+    }
+
+    /// An axum `Router` serving streamable HTTP at `/mcp`, to serve alone or merge into a
+    /// larger router.
+    pub fn http_router(&self, options: &HttpOptions) -> axum::Router {
+        axum::Router::new().route_service("/mcp", self.http_service(options))
+    }
+
+    /// Serves [`Mcp::http_router`] on `listener` until `shutdown` completes.
+    pub async fn serve_http(
+        &self,
+        listener: tokio::net::TcpListener,
+        options: &HttpOptions,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        axum::serve(listener, self.http_router(options))
+            .with_graceful_shutdown(shutdown)
+            .await
+    }
+
+    /// Destroys every session (running commands end as cancelled).
+    pub fn shutdown(&self) {
+        self.shared.store.clear();
+    }
+}
+
+/// Where `sandboxd mcp` serves.
+#[derive(Debug, Clone)]
+pub enum Listen {
+    Stdio,
+    /// Streamable HTTP at `http://ADDR/mcp`. The bound address (port 0 picks one) is printed
+    /// on stdout as `http://HOST:PORT/mcp`, one line, once the server accepts connections.
+    Http(SocketAddr, HttpOptions),
+}
+
+/// Runs a server to its end in a runtime of its own: until stdin closes (stdio), or until
+/// SIGINT or SIGTERM (HTTP).
+pub fn serve_blocking(config: McpConfig, listen: Listen) -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("wasmsand-mcp")
+        .build()?;
+    let mcp = Mcp::new(config);
+    let result = rt.block_on(async {
+        match listen {
+            Listen::Stdio => mcp.serve_stdio().await,
+            Listen::Http(addr, options) => {
+                let listener = tokio::net::TcpListener::bind(addr).await?;
+                let bound = listener.local_addr()?;
+                {
+                    use std::io::Write as _;
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "http://{bound}/mcp")?;
+                    out.flush()?;
+                }
+                mcp.serve_http(listener, &options, stop_signal()).await
+            }
+        }
+    });
+    mcp.shutdown();
+    // A command still running in a one-off sandbox must not hold the process up.
+    rt.shutdown_background();
+    result
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn stop_signal() {
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}

@@ -1,0 +1,77 @@
+//! `sandboxd mcp`: wasmsand's tools over the Model Context Protocol (crate `wasmsand-mcp`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use wasmsand::Limits;
+use wasmsand_mcp::{HttpOptions, Listen, McpConfig};
+
+#[derive(Debug, Args)]
+pub(crate) struct McpArgs {
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio (port 0 picks a free port; the
+    /// URL is printed on stdout once it accepts connections)
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
+    /// A Host header the HTTP endpoint accepts: a name (any port) or name:port; repeatable;
+    /// '*' accepts any [default: localhost, 127.0.0.1, ::1]
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    allowed_hosts: Vec<String>,
+    /// An Origin header the HTTP endpoint accepts (requests without one pass); repeatable;
+    /// '*' accepts any [default: http://localhost:*, http://127.0.0.1:*, http://[::1]:*]
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    allowed_origins: Vec<String>,
+    /// The longest timeout_ms a run may ask for; longer ones are clamped (and so is --timeout-ms,
+    /// the default)
+    #[arg(long, value_name = "MS", default_value_t = McpConfig::DEFAULT_MAX_TIMEOUT_MS)]
+    max_timeout_ms: u64,
+    /// Live sessions the server holds in total
+    #[arg(long, value_name = "N", default_value_t = McpConfig::DEFAULT_MAX_SESSIONS)]
+    max_sessions: usize,
+    /// Live sessions one client may hold
+    #[arg(long, value_name = "N", default_value_t = McpConfig::DEFAULT_MAX_SESSIONS_PER_CLIENT)]
+    max_sessions_per_client: usize,
+    /// A session unused for this many milliseconds is destroyed
+    #[arg(long, value_name = "MS", default_value_t = McpConfig::DEFAULT_SESSION_IDLE_TTL.as_millis() as u64)]
+    session_idle_ms: u64,
+}
+
+pub(crate) fn serve(args: McpArgs, mut limits: Limits, cache_dir: Option<PathBuf>) -> u8 {
+    // The default timeout of a run (--timeout-ms) never exceeds the most a run may ask for.
+    limits.timeout_ms = limits.timeout_ms.min(args.max_timeout_ms.max(1));
+    let config = McpConfig {
+        limits,
+        env: Vec::new(),
+        cache_dir,
+        max_timeout_ms: args.max_timeout_ms.max(1),
+        max_sessions: args.max_sessions,
+        max_sessions_per_client: args.max_sessions_per_client,
+        session_idle_ttl: Duration::from_millis(args.session_idle_ms),
+        max_read_bytes: McpConfig::DEFAULT_MAX_READ_BYTES,
+    };
+    let listen = match args.http {
+        None if !args.allowed_hosts.is_empty() || !args.allowed_origins.is_empty() => {
+            eprintln!("sandboxd mcp: --allowed-host and --allowed-origin apply only with --http");
+            return 2;
+        }
+        None => Listen::Stdio,
+        Some(addr) => {
+            let mut options = HttpOptions::default();
+            if !args.allowed_hosts.is_empty() {
+                options.allowed_hosts = args.allowed_hosts;
+            }
+            if !args.allowed_origins.is_empty() {
+                options.allowed_origins = args.allowed_origins;
+            }
+            Listen::Http(addr, options)
+        }
+    };
+    match wasmsand_mcp::serve_blocking(config, listen) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("sandboxd mcp: {e}");
+            1
+        }
+    }
+}
