@@ -135,6 +135,8 @@ pub struct Sandbox {
     inner: Mutex<Option<Inner>>,
     running: Mutex<Option<CancelToken>>,
     destroyed: AtomicBool,
+    /// Set by `signal_term` for the run going now: its end runs the shell's TERM trap.
+    term: AtomicBool,
     limits: Limits,
     exec: &'static Exec,
     /// Host tools offered to guests through the `host.call` door (`from host import tools`).
@@ -256,6 +258,7 @@ impl Sandbox {
             })),
             running: Mutex::new(None),
             destroyed: AtomicBool::new(false),
+            term: AtomicBool::new(false),
             limits,
             exec: exec_for(&options.cache_dir),
             tools: Mutex::default(),
@@ -315,6 +318,7 @@ impl Sandbox {
             let started = Instant::now();
             let cancel = CancelToken::new();
             *self.running.lock() = Some(cancel.clone());
+            self.term.store(false, Ordering::SeqCst);
             let mut stdout = OutputBuffer::new(self.limits.stdout_bytes);
             if let Some(cb) = opts.on_stdout {
                 stdout = stdout.with_callback(cb);
@@ -324,9 +328,10 @@ impl Sandbox {
                 stderr = stderr.with_callback(cb);
             }
             let cfg = wasmsand_shell::RunConfig {
+            let deadline = started + Duration::from_millis(timeout);
                 exec: self.exec,
                 vfs: inner.vfs.clone(),
-                deadline: Some(started + Duration::from_millis(timeout)),
+                deadline: Some(deadline),
                 cancel,
                 memory_limit: Some(self.limits.memory_bytes),
                 door: self.tool_door(),
@@ -337,7 +342,12 @@ impl Sandbox {
                 stdout: Output::Buffer(stdout.clone()),
                 stderr: Output::Buffer(stderr.clone()),
             };
-            let outcome = wasmsand_shell::run(&mut inner.shell, command, cfg);
+            let mut outcome = wasmsand_shell::run(&mut inner.shell, command, cfg);
+            let terminated =
+                outcome.abort == Some(Abort::Cancelled) && self.term.swap(false, Ordering::SeqCst);
+            if terminated {
+                outcome = self.run_term_trap(inner, deadline, &stdout, &stderr);
+            }
             *self.running.lock() = None;
             let (status, class) = match &outcome.abort {
                 None => (outcome.status, None),
@@ -346,6 +356,10 @@ impl Sandbox {
                     (124, Some(ErrorClass::Timeout))
                 }
                 Some(Abort::Cancelled) => {
+                // Terminated: the trap's `exit` status, or 143 as for SIGTERM.
+                Some(Abort::Cancelled) if terminated => {
+                    (outcome.status, Some(ErrorClass::Cancelled))
+                }
                     stderr.write(b"command cancelled\n");
                     (130, Some(ErrorClass::Cancelled))
                 }
@@ -371,6 +385,80 @@ impl Sandbox {
     }
 
     /// Stops the command running now (from another thread): it ends with `CANCELLED`.
+    /// Asks the command running now to terminate, as SIGTERM would (from another thread).
+    /// Its current program is stopped; if the shell has a `trap ... TERM`, the trap then runs
+    /// (under a fresh cancel token, so a later [`Self::cancel`] still stops it, the KILL after
+    /// a grace period) and the run ends with the trap's `exit` status, else 143. Without a
+    /// trap it is [`Self::cancel`] with status 143. Either way the result is `CANCELLED`.
+    /// `false` when no command was running.
+    pub fn signal_term(&self) -> bool {
+        let running = self.running.lock();
+        match running.as_ref() {
+            Some(c) => {
+                self.term.store(true, Ordering::SeqCst);
+                c.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The TERM trap of a run stopped by `signal_term`, in the same session and streams.
+    fn run_term_trap(
+        &self,
+        inner: &mut Inner,
+        deadline: Instant,
+        stdout: &OutputBuffer,
+        stderr: &OutputBuffer,
+    ) -> wasmsand_shell::RunOutcome {
+        const TERM_STATUS: i32 = 128 + 15;
+        let action = inner
+            .shell
+            .traps
+            .get("SIGTERM")
+            .cloned()
+            .unwrap_or_default();
+        let terminated = wasmsand_shell::RunOutcome {
+            status: TERM_STATUS,
+            abort: Some(Abort::Cancelled),
+        };
+        // `trap '' TERM` ignores the signal, but the run is already stopped: it ends as
+        // terminated.
+        if action.trim().is_empty() {
+            return terminated;
+        }
+        let cancel = CancelToken::new();
+        *self.running.lock() = Some(cancel.clone());
+        inner.shell.status = TERM_STATUS;
+        let cfg = wasmsand_shell::RunConfig {
+            exec: self.exec,
+            vfs: inner.vfs.clone(),
+            deadline: Some(deadline),
+            cancel,
+            memory_limit: Some(self.limits.memory_bytes),
+            door: self.tool_door(),
+            stdin: Input::Empty,
+            stdout: Output::Buffer(stdout.clone()),
+            stderr: Output::Buffer(stderr.clone()),
+        };
+        // The interrupted script cannot resume: a trap that does not `exit` ends the run as
+        // terminated.
+        let script = format!("{action}\nexit {TERM_STATUS}");
+        let trap = wasmsand_shell::run(&mut inner.shell, &script, cfg);
+        match trap.abort {
+            Some(Abort::Timeout) => trap,
+            // KILLed during the trap, as SIGKILL would end it.
+            Some(Abort::Cancelled) => wasmsand_shell::RunOutcome {
+                status: 128 + 9,
+                abort: Some(Abort::Cancelled),
+            },
+            _ => wasmsand_shell::RunOutcome {
+                status: trap.status,
+                abort: Some(Abort::Cancelled),
+            },
+        }
+    }
+
     pub fn cancel(&self) {
         if let Some(c) = self.running.lock().as_ref() {
             c.cancel();
@@ -539,6 +627,7 @@ impl Sandbox {
                 })),
                 running: Mutex::new(None),
                 destroyed: AtomicBool::new(false),
+                term: AtomicBool::new(false),
                 limits: self.limits,
                 exec: self.exec,
                 tools: Mutex::new(self.tools.lock().clone()),

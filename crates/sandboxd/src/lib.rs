@@ -12,6 +12,7 @@
 mod lines;
 mod mcp;
 mod output;
+mod service;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -81,6 +82,9 @@ enum Command {
     /// Serve wasmsand's tools over MCP (Model Context Protocol) on stdio, or over streamable
     /// HTTP with --http; see docs/mcp.md
     Mcp(mcp::McpArgs),
+    /// Serve the code-interpreter HTTP + WebSocket API (sessions, runs, live logs, uploads,
+    /// artifacts) under /api/v1/sandbox; see docs/service.md
+    Serve(service::ServeArgs),
 }
 
 impl Cli {
@@ -137,6 +141,7 @@ where
         None => serve(DispatchConfig {
             limits,
             env: Vec::new(),
+        Some(Command::Serve(args)) => service::serve(args, cli.cache_dir),
             cache_dir: cli.cache_dir,
         }),
     }

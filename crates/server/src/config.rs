@@ -1,0 +1,385 @@
+//! Service configuration: every knob has the PRD's default and its `SANDBOX_*` environment key.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where runs, artifacts metadata and idempotency entries are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreConfig {
+    Memory,
+    Sqlite(PathBuf),
+}
+
+impl StoreConfig {
+    /// `memory` or `sqlite:PATH` (a bare `sqlite` means `<data_dir>/meta/sandbox_store.db`).
+    pub fn parse(s: &str, data_dir: &std::path::Path) -> Result<StoreConfig, String> {
+        match s {
+            "memory" => Ok(StoreConfig::Memory),
+            "sqlite" => Ok(StoreConfig::Sqlite(
+                data_dir.join("meta").join("sandbox_store.db"),
+            )),
+            _ => match s.strip_prefix("sqlite:") {
+                Some(p) if !p.is_empty() => Ok(StoreConfig::Sqlite(PathBuf::from(p))),
+                _ => Err(format!(
+                    "unknown store {s:?}: expected `memory`, `sqlite` or `sqlite:PATH`"
+                )),
+            },
+        }
+    }
+
+    pub fn mode(&self) -> &'static str {
+        match self {
+            StoreConfig::Memory => "memory",
+            StoreConfig::Sqlite(_) => "sqlite",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Root of the on-disk layout (`<data_dir>/<user_id>/runs/<run_id>/artifacts/...`).
+    pub data_dir: PathBuf,
+    pub store: StoreConfig,
+    /// Compiled-module cache of the sandboxes (default: wasmsand's own default).
+    pub cache_dir: Option<PathBuf>,
+    pub default_runtime: String,
+    pub network_default: String,
+    pub max_concurrent_runs: usize,
+    pub queue_max_length: usize,
+    pub queue_ttl_sec: u64,
+    pub max_cpu: f64,
+    pub max_mem_mb: u64,
+    pub max_log_bytes: u64,
+    pub max_upload_mb: u64,
+    pub max_upload_files: u64,
+    pub max_upload_depth: usize,
+    /// Largest expansion of a compressed upload (uncompressed / compressed bytes).
+    pub max_upload_ratio: u64,
+    pub workspace_cap_mb: u64,
+    pub workspace_file_count: u64,
+    pub artifact_ttl_hours: u64,
+    /// A finer artifact TTL in seconds that wins over `artifact_ttl_hours` (tests, small
+    /// disks).
+    pub artifact_ttl_sec: Option<u64>,
+    pub max_artifact_bytes_per_run_mb: u64,
+    pub max_artifact_bytes_per_user_mb: u64,
+    pub supported_spec_versions: Vec<String>,
+    pub idempotency_ttl_sec: u64,
+    pub default_startup_timeout_sec: u64,
+    pub default_exec_timeout_sec: u64,
+    /// Longest `timeout_sec` / `startup_timeout_sec` a request may ask for; larger ones are
+    /// clamped (the status reports the clamped value).
+    pub max_timeout_sec: u64,
+    pub cancel_grace_seconds: u64,
+    pub ws_heartbeat_sec: u64,
+    /// Bytes of WebSocket frames each run keeps for late and reconnecting clients.
+    pub ws_ring_bytes: usize,
+    /// How long a finished run's frames stay in memory for late clients.
+    pub log_retention_sec: u64,
+    pub session_default_ttl_sec: u64,
+    pub session_max_ttl_sec: u64,
+    pub max_sessions: usize,
+    pub sweep_interval_sec: u64,
+    pub pids_limit: u64,
+    pub ulimit_nofile: u64,
+    pub ulimit_nproc: u64,
+    pub enable_execution: bool,
+    pub background_execution: bool,
+    /// Extra names for templates, e.g. `python:3.11-slim` → `wasmsand/default`.
+    pub image_aliases: BTreeMap<String, String>,
+    /// The owner recorded on runs and used in the on-disk layout (the service has no auth yet).
+    pub user_id: String,
+}
+
+pub const MIB: u64 = 1024 * 1024;
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: std::env::temp_dir().join("wasmsand-service"),
+            store: StoreConfig::Memory,
+            cache_dir: None,
+            default_runtime: "wasm".into(),
+            network_default: "deny_all".into(),
+            max_concurrent_runs: 8,
+            queue_max_length: 100,
+            queue_ttl_sec: 120,
+            max_cpu: 4.0,
+            max_mem_mb: 8192,
+            max_log_bytes: 10 * MIB,
+            max_upload_mb: 64,
+            max_upload_files: 1000,
+            max_upload_depth: 10,
+            max_upload_ratio: 100,
+            workspace_cap_mb: 256,
+            workspace_file_count: 10_000,
+            artifact_ttl_hours: 24,
+            artifact_ttl_sec: None,
+            max_artifact_bytes_per_run_mb: 32,
+            max_artifact_bytes_per_user_mb: 128,
+            supported_spec_versions: vec!["1.0".into()],
+            idempotency_ttl_sec: 600,
+            default_startup_timeout_sec: 20,
+            default_exec_timeout_sec: 60,
+            max_timeout_sec: 3600,
+            cancel_grace_seconds: 5,
+            ws_heartbeat_sec: 10,
+            ws_ring_bytes: 4 * MIB as usize,
+            log_retention_sec: 3600,
+            session_default_ttl_sec: 3600,
+            session_max_ttl_sec: 24 * 3600,
+            max_sessions: 1000,
+            sweep_interval_sec: 900,
+            pids_limit: 256,
+            ulimit_nofile: 1024,
+            ulimit_nproc: 512,
+            enable_execution: true,
+            background_execution: true,
+            image_aliases: BTreeMap::new(),
+            user_id: "default".into(),
+        }
+    }
+}
+
+fn parse_bool(s: &str) -> Option<bool> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+/// `1.0,1.1` or `["1.0","1.1"]`.
+fn parse_list(s: &str) -> Option<Vec<String>> {
+    let t = s.trim();
+    if t.starts_with('[') {
+        return serde_json::from_str::<Vec<String>>(t).ok();
+    }
+    let v: Vec<String> = t
+        .split(',')
+        .map(|x| x.trim().to_string())
+        .filter(|x| !x.is_empty())
+        .collect();
+    (!v.is_empty()).then_some(v)
+}
+
+/// `alias=template,alias2=template` or a JSON object.
+fn parse_aliases(s: &str) -> Option<BTreeMap<String, String>> {
+    let t = s.trim();
+    if t.starts_with('{') {
+        return serde_json::from_str(t).ok();
+    }
+    let mut map = BTreeMap::new();
+    for pair in t.split(',').filter(|p| !p.trim().is_empty()) {
+        let (k, v) = pair.split_once('=')?;
+        map.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    Some(map)
+}
+
+impl Config {
+    /// The defaults overridden by `SANDBOX_*` variables from `lookup` (the process
+    /// environment in `from_env`). A value that does not parse is an error naming the key.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
+        let mut c = Config::default();
+        macro_rules! num {
+            ($key:literal, $field:expr) => {
+                if let Some(v) = lookup($key) {
+                    $field = v
+                        .trim()
+                        .parse()
+                        .map_err(|_| format!("{}: not a valid number: {v:?}", $key))?;
+                }
+            };
+        }
+        macro_rules! flag {
+            ($key:literal, $field:expr) => {
+                if let Some(v) = lookup($key) {
+                    $field =
+                        parse_bool(&v).ok_or_else(|| format!("{}: not a boolean: {v:?}", $key))?;
+                }
+            };
+        }
+        if let Some(v) = lookup("SANDBOX_DATA_DIR") {
+            c.data_dir = PathBuf::from(v);
+        }
+        if let Some(v) = lookup("SANDBOX_DEFAULT_RUNTIME") {
+            c.default_runtime = v;
+        }
+        if let Some(v) = lookup("SANDBOX_NETWORK_DEFAULT") {
+            c.network_default = v;
+        }
+        num!("SANDBOX_MAX_CONCURRENT_RUNS", c.max_concurrent_runs);
+        num!("SANDBOX_QUEUE_MAX_LENGTH", c.queue_max_length);
+        num!("SANDBOX_QUEUE_TTL_SEC", c.queue_ttl_sec);
+        num!("SANDBOX_MAX_CPU", c.max_cpu);
+        num!("SANDBOX_MAX_MEM_MB", c.max_mem_mb);
+        num!("SANDBOX_MAX_LOG_BYTES", c.max_log_bytes);
+        num!("SANDBOX_MAX_UPLOAD_MB", c.max_upload_mb);
+        num!("SANDBOX_MAX_UPLOAD_FILES", c.max_upload_files);
+        num!("SANDBOX_MAX_UPLOAD_DEPTH", c.max_upload_depth);
+        num!("SANDBOX_MAX_UPLOAD_RATIO", c.max_upload_ratio);
+        num!("SANDBOX_WORKSPACE_CAP_MB", c.workspace_cap_mb);
+        num!("SANDBOX_WORKSPACE_FILE_COUNT", c.workspace_file_count);
+        num!("SANDBOX_ARTIFACT_TTL_HOURS", c.artifact_ttl_hours);
+        if let Some(v) = lookup("SANDBOX_ARTIFACT_TTL_SEC") {
+            c.artifact_ttl_sec = Some(
+                v.trim()
+                    .parse()
+                    .map_err(|_| format!("SANDBOX_ARTIFACT_TTL_SEC: not a valid number: {v:?}"))?,
+            );
+        }
+        num!(
+            "SANDBOX_MAX_ARTIFACT_BYTES_PER_RUN_MB",
+            c.max_artifact_bytes_per_run_mb
+        );
+        num!(
+            "SANDBOX_MAX_ARTIFACT_BYTES_PER_USER_MB",
+            c.max_artifact_bytes_per_user_mb
+        );
+        if let Some(v) = lookup("SANDBOX_SUPPORTED_SPEC_VERSIONS") {
+            c.supported_spec_versions = parse_list(&v).ok_or_else(|| {
+                format!("SANDBOX_SUPPORTED_SPEC_VERSIONS: not a list of versions: {v:?}")
+            })?;
+        }
+        num!("SANDBOX_IDEMPOTENCY_TTL_SEC", c.idempotency_ttl_sec);
+        num!(
+            "SANDBOX_DEFAULT_STARTUP_TIMEOUT_SEC",
+            c.default_startup_timeout_sec
+        );
+        num!(
+            "SANDBOX_DEFAULT_EXEC_TIMEOUT_SEC",
+            c.default_exec_timeout_sec
+        );
+        num!("SANDBOX_MAX_TIMEOUT_SEC", c.max_timeout_sec);
+        num!("SANDBOX_CANCEL_GRACE_SECONDS", c.cancel_grace_seconds);
+        num!("SANDBOX_WS_HEARTBEAT_SEC", c.ws_heartbeat_sec);
+        num!("SANDBOX_WS_RING_BYTES", c.ws_ring_bytes);
+        num!("SANDBOX_LOG_RETENTION_SEC", c.log_retention_sec);
+        num!("SANDBOX_SESSION_TTL_SEC", c.session_default_ttl_sec);
+        num!("SANDBOX_SESSION_MAX_TTL_SEC", c.session_max_ttl_sec);
+        num!("SANDBOX_MAX_SESSIONS", c.max_sessions);
+        num!("SANDBOX_SWEEP_INTERVAL_SEC", c.sweep_interval_sec);
+        num!("SANDBOX_PIDS_LIMIT", c.pids_limit);
+        num!("SANDBOX_ULIMIT_NOFILE", c.ulimit_nofile);
+        num!("SANDBOX_ULIMIT_NPROC", c.ulimit_nproc);
+        flag!("SANDBOX_ENABLE_EXECUTION", c.enable_execution);
+        flag!("SANDBOX_BACKGROUND_EXECUTION", c.background_execution);
+        if let Some(v) = lookup("SANDBOX_IMAGE_ALIASES") {
+            c.image_aliases = parse_aliases(&v).ok_or_else(|| {
+                format!("SANDBOX_IMAGE_ALIASES: expected alias=template,...: {v:?}")
+            })?;
+        }
+        if let Some(v) = lookup("SANDBOX_USER_ID") {
+            c.user_id = v;
+        }
+        let backend = lookup("SANDBOX_STORE_BACKEND");
+        let db_path = lookup("SANDBOX_STORE_DB_PATH");
+        match (backend.as_deref(), db_path) {
+            (None | Some("memory"), None) => {}
+            (None | Some("sqlite"), Some(p)) => c.store = StoreConfig::Sqlite(PathBuf::from(p)),
+            (Some(b), None) => c.store = StoreConfig::parse(b, &c.data_dir)?,
+            (Some(b), Some(_)) => {
+                return Err(format!(
+                    "SANDBOX_STORE_DB_PATH is only meaningful with the sqlite store, not {b:?}"
+                ));
+            }
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    pub fn from_env() -> Result<Config, String> {
+        Config::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_concurrent_runs == 0 {
+            return Err("SANDBOX_MAX_CONCURRENT_RUNS must be at least 1".into());
+        }
+        if self.supported_spec_versions.is_empty() {
+            return Err("SANDBOX_SUPPORTED_SPEC_VERSIONS must name at least one version".into());
+        }
+        if self.default_runtime != "wasm" {
+            return Err(format!(
+                "SANDBOX_DEFAULT_RUNTIME: only `wasm` is available, not {:?}",
+                self.default_runtime
+            ));
+        }
+        if self.network_default != "deny_all" {
+            return Err(format!(
+                "SANDBOX_NETWORK_DEFAULT: only `deny_all` exists, not {:?}",
+                self.network_default
+            ));
+        }
+        if self.ws_heartbeat_sec == 0 {
+            return Err("SANDBOX_WS_HEARTBEAT_SEC must be at least 1".into());
+        }
+        if self.max_cpu.is_nan() || self.max_cpu <= 0.0 {
+            return Err("SANDBOX_MAX_CPU must be positive".into());
+        }
+        Ok(())
+    }
+
+    pub fn artifact_ttl(&self) -> Duration {
+        Duration::from_secs(
+            self.artifact_ttl_sec
+                .unwrap_or(self.artifact_ttl_hours.saturating_mul(3600)),
+        )
+    }
+
+    pub fn grace(&self) -> Duration {
+        Duration::from_secs(self.cancel_grace_seconds)
+    }
+
+    /// Linear memory is 32-bit: a program cannot use more than 4 GiB whatever the policy says.
+    pub fn effective_max_mem_mb(&self) -> u64 {
+        self.max_mem_mb.min(4096)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults_are_the_prds() {
+        let c = Config::from_lookup(|_| None).unwrap();
+        assert_eq!(c.queue_max_length, 100);
+        assert_eq!(c.queue_ttl_sec, 120);
+        assert_eq!(c.max_concurrent_runs, 8);
+        assert_eq!(c.max_log_bytes, 10 * MIB);
+        assert_eq!(c.idempotency_ttl_sec, 600);
+        assert_eq!(c.supported_spec_versions, vec!["1.0".to_string()]);
+        assert_eq!(c.cancel_grace_seconds, 5);
+        assert_eq!(c.store, StoreConfig::Memory);
+    }
+
+    #[test]
+    fn keys_override_and_bad_values_name_the_key() {
+        let c = Config::from_lookup(lookup(&[
+            ("SANDBOX_SUPPORTED_SPEC_VERSIONS", r#"["1.0","1.1"]"#),
+            ("SANDBOX_IMAGE_ALIASES", "python:3.11-slim=wasmsand/default"),
+            ("SANDBOX_STORE_BACKEND", "sqlite:/tmp/x.db"),
+            ("SANDBOX_QUEUE_MAX_LENGTH", "3"),
+        ]))
+        .unwrap();
+        assert_eq!(c.supported_spec_versions, vec!["1.0", "1.1"]);
+        assert_eq!(c.image_aliases["python:3.11-slim"], "wasmsand/default");
+        assert_eq!(c.store, StoreConfig::Sqlite("/tmp/x.db".into()));
+        assert_eq!(c.queue_max_length, 3);
+        let e = Config::from_lookup(lookup(&[("SANDBOX_QUEUE_TTL_SEC", "soon")])).unwrap_err();
+        assert!(e.contains("SANDBOX_QUEUE_TTL_SEC"), "{e}");
+        let e = Config::from_lookup(lookup(&[("SANDBOX_DEFAULT_RUNTIME", "docker")])).unwrap_err();
+        assert!(e.contains("wasm"), "{e}");
+    }
+}

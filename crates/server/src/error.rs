@@ -1,0 +1,158 @@
+//! The error envelope `{"error": {"code", "message", "details"}}`, and its RFC 7807 form for
+//! clients that send `Accept: application/problem+json`.
+
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub details: Value,
+    pub headers: Vec<(HeaderName, String)>,
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            details: json!({}),
+            headers: Vec::new(),
+        }
+    }
+
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = details;
+        self
+    }
+
+    pub fn with_header(mut self, name: HeaderName, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    pub fn not_found(what: &str, id: &str) -> Self {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{what} '{id}' not found"),
+        )
+        .with_details(json!({ "resource": what, "id": id }))
+    }
+
+    pub fn too_large(what: &str, limit: u64) -> Self {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request",
+            format!("{what} exceeds the limit of {limit} bytes"),
+        )
+        .with_details(json!({ "limit_bytes": limit }))
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", message)
+    }
+
+    fn envelope(&self) -> Value {
+        json!({ "error": { "code": self.code, "message": self.message, "details": self.details } })
+    }
+
+    fn problem(&self) -> Value {
+        let mut p = json!({
+            "type": self.code,
+            "title": self.message,
+            "status": self.status.as_u16(),
+            "detail": self.message,
+            "code": self.code,
+            "details": self.details,
+        });
+        // RFC 7807 extension members: each detail also at the top level, unless it would
+        // shadow a standard member.
+        if let (Some(obj), Some(details)) = (p.as_object_mut(), self.details.as_object()) {
+            for (k, v) in details {
+                obj.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        p
+    }
+}
+
+/// Marks an error response so the content-negotiation layer can re-render it.
+#[derive(Clone)]
+struct ErrorMark(Arc<ApiError>);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut resp = (self.status, axum::Json(self.envelope())).into_response();
+        for (name, value) in &self.headers {
+            if let Ok(v) = HeaderValue::from_str(value) {
+                resp.headers_mut().insert(name.clone(), v);
+            }
+        }
+        resp.extensions_mut().insert(ErrorMark(Arc::new(self)));
+        resp
+    }
+}
+
+fn wants_problem(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.to_ascii_lowercase().contains("application/problem+json"))
+}
+
+/// Middleware: errors as `application/problem+json` when the client asks for it.
+pub async fn negotiate(req: Request, next: Next) -> Response {
+    let problem = wants_problem(req.headers());
+    let resp = next.run(req).await;
+    if !problem {
+        return resp;
+    }
+    let Some(ErrorMark(err)) = resp.extensions().get::<ErrorMark>().cloned() else {
+        return resp;
+    };
+    let (mut parts, _) = resp.into_parts();
+    let body = serde_json::to_vec(&err.problem()).unwrap_or_default();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problem_keeps_details_as_extensions() {
+        let e = ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_spec_version",
+            "Unsupported",
+        )
+        .with_details(json!({"supported": ["1.0"], "provided": "0.9", "status": "x"}));
+        let p = e.problem();
+        assert_eq!(p["type"], "invalid_spec_version");
+        assert_eq!(p["status"], 400);
+        assert_eq!(p["supported"], json!(["1.0"]));
+        assert_eq!(p["details"]["status"], "x");
+        assert_eq!(e.envelope()["error"]["details"]["provided"], "0.9");
+    }
+}

@@ -1,0 +1,231 @@
+//! `wasmsand-server`: the code-interpreter service of seed 003 over [`wasmsand::Sandbox`].
+//!
+//! REST under `/api/v1/sandbox` for sessions (sandboxes kept between runs), runs (commands
+//! executed in the background through a bounded queue, with a state machine, timeouts and
+//! cancel), uploads into a session's workspace and artifacts captured after a run; a
+//! WebSocket per run streams its output and events as numbered JSON frames. Runs,
+//! artifact lists and idempotency entries live in a [`store::Store`] (memory or SQLite);
+//! sessions live in memory only. See `docs/service.md`.
+
+pub mod api;
+mod artifacts;
+pub mod config;
+pub mod error;
+mod images;
+pub mod logs;
+pub mod policy;
+mod runs;
+mod sessions;
+pub mod store;
+mod upload;
+mod util;
+mod ws;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+pub use config::{Config, StoreConfig};
+use images::Images;
+use runs::{LiveRun, Queue};
+use sessions::Session;
+use store::{MemoryStore, SqliteStore, Store};
+
+/// The version reported as `runtime_version`: this crate's, which is the workspace's.
+pub const RUNTIME_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Reason code of runs that were in flight when a previous process stopped.
+pub const REASON_SERVER_RESTART: &str = "server_restart";
+
+/// Shared state of one service instance.
+pub struct App {
+    pub config: Config,
+    pub policy_hash: String,
+    pub store: Arc<dyn Store>,
+    images: Arc<Images>,
+    runs: Mutex<HashMap<String, Arc<LiveRun>>>,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    queue: Queue,
+    idem_locks: Mutex<HashMap<String, std::sync::Weak<tokio::sync::Mutex<()>>>>,
+    shutting_down: AtomicBool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Config(String),
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("cannot listen on {addr}: {err}")]
+    Bind { addr: String, err: std::io::Error },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl App {
+    /// Opens the store (failing unfinished runs of a previous process) and prepares the
+    /// state. Must be called inside a tokio runtime.
+    pub fn new(config: Config) -> Result<Arc<App>, StartError> {
+        config.validate().map_err(StartError::Config)?;
+        std::fs::create_dir_all(&config.data_dir)?;
+        let store: Arc<dyn Store> = match &config.store {
+            StoreConfig::Memory => Arc::new(MemoryStore::new()),
+            StoreConfig::Sqlite(path) => Arc::new(SqliteStore::open(path)?),
+        };
+        let failed = store.fail_unfinished(
+            REASON_SERVER_RESTART,
+            "the server stopped while this run was in flight",
+            util::now_ms(),
+        )?;
+        if failed > 0 {
+            tracing::warn!(
+                failed,
+                "runs left unfinished by a previous process marked failed"
+            );
+        }
+        let app = Arc::new(App {
+            policy_hash: policy::policy_hash(&config),
+            images: Arc::new(Images::new(
+                config.image_aliases.clone(),
+                config.cache_dir.clone(),
+            )),
+            queue: Queue::new(config.max_concurrent_runs),
+            store,
+            runs: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(HashMap::new()),
+            idem_locks: Mutex::new(HashMap::new()),
+            shutting_down: AtomicBool::new(false),
+            config,
+        });
+        // The template digest walks every file of the template: do it before the first run
+        // needs it.
+        let images = app.images.clone();
+        tokio::spawn(async move {
+            images.digest().await;
+        });
+        runs::spawn_sweeper(&app);
+        Ok(app)
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// Stops taking runs, cancels queued and running ones (they end `failed` with reason
+    /// `server_shutdown`, recorded in the store) and destroys the sessions.
+    pub async fn shutdown(self: &Arc<Self>) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        runs::shutdown(self).await;
+        let sessions: Vec<_> = self.sessions.lock().drain().map(|(_, s)| s).collect();
+        for s in sessions {
+            s.sandbox.destroy();
+        }
+    }
+}
+
+/// A bound, not yet serving, instance.
+pub struct Server {
+    pub app: Arc<App>,
+    listener: tokio::net::TcpListener,
+}
+
+impl Server {
+    pub async fn bind(config: Config, addr: &str) -> Result<Server, StartError> {
+        let app = App::new(config)?;
+        let listener =
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|err| StartError::Bind {
+                    addr: addr.to_string(),
+                    err,
+                })?;
+        Ok(Server { app, listener })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting, ends runs and sessions, and
+    /// lets open connections finish (WebSocket streams end with their runs).
+    pub async fn serve(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let app = self.app.clone();
+        let router = api::router(app.clone());
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let app2 = app.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            app2.shutdown().await;
+            let _ = stop_tx.send(());
+        });
+        let served = axum::serve(
+            self.listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            let _ = stop_rx.await;
+        });
+        // Idle keep-alive connections would hold graceful shutdown open forever.
+        tokio::select! {
+            r = served => r,
+            _ = async {
+                while !app.is_shutting_down() {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                tokio::time::sleep(Duration::from_secs(30)).await;
+            } => Ok(()),
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+/// `sandboxd serve`: binds, prints the address, serves until SIGINT/SIGTERM.
+pub fn run_blocking(config: Config, listen: &str) -> Result<(), StartError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("wasmsand-server")
+        .build()?;
+    rt.block_on(async {
+        let server = Server::bind(config, listen).await?;
+        let addr = server.local_addr();
+        println!(
+            "wasmsand service listening on http://{addr}{} (store: {})",
+            api::BASE,
+            server.app.store.mode()
+        );
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        server.serve(shutdown_signal()).await?;
+        Ok(())
+    })
+}

@@ -1,0 +1,81 @@
+//! `policy_hash` (PRD §17): SHA-256 of a versioned prefix and the canonical JSON of the
+//! effective server policy, in lowercase hex.
+
+use serde_json::{Value, json};
+
+use crate::config::Config;
+use crate::util::{canonical_json, sha256_hex};
+
+pub const POLICY_PREFIX: &str = "tldw.sandbox.policy:v1\n";
+
+/// The canonical input set with its effective values. Keys that name Docker security
+/// profiles have no meaning for the wasm runtime and are `null`; secrets and test toggles are
+/// not part of it.
+pub fn effective_policy(c: &Config) -> Value {
+    json!({
+        "SANDBOX_DEFAULT_RUNTIME": c.default_runtime,
+        "SANDBOX_NETWORK_DEFAULT": c.network_default,
+        "SANDBOX_MAX_UPLOAD_MB": c.max_upload_mb,
+        "SANDBOX_MAX_LOG_BYTES": c.max_log_bytes,
+        "SANDBOX_WORKSPACE_CAP_MB": c.workspace_cap_mb,
+        "SANDBOX_ARTIFACT_TTL_HOURS": c.artifact_ttl_hours,
+        "SANDBOX_MAX_ARTIFACT_BYTES_PER_RUN_MB": c.max_artifact_bytes_per_run_mb,
+        "SANDBOX_MAX_ARTIFACT_BYTES_PER_USER_MB": c.max_artifact_bytes_per_user_mb,
+        "SANDBOX_MAX_CPU": c.max_cpu,
+        "SANDBOX_MAX_MEM_MB": c.max_mem_mb,
+        "SANDBOX_PIDS_LIMIT": c.pids_limit,
+        "SANDBOX_ULIMIT_NOFILE": c.ulimit_nofile,
+        "SANDBOX_ULIMIT_NPROC": c.ulimit_nproc,
+        "SANDBOX_DEFAULT_STARTUP_TIMEOUT_SEC": c.default_startup_timeout_sec,
+        "SANDBOX_DEFAULT_EXEC_TIMEOUT_SEC": c.default_exec_timeout_sec,
+        "SANDBOX_CANCEL_GRACE_SECONDS": c.cancel_grace_seconds,
+        "SANDBOX_ENABLE_EXECUTION": c.enable_execution,
+        "SANDBOX_BACKGROUND_EXECUTION": c.background_execution,
+        "SANDBOX_DOCKER_SECCOMP": null,
+        "SANDBOX_DOCKER_APPARMOR_PROFILE": null,
+        "SANDBOX_SUPPORTED_SPEC_VERSIONS": c.supported_spec_versions,
+    })
+}
+
+pub fn policy_hash(c: &Config) -> String {
+    let mut input = String::from(POLICY_PREFIX);
+    input.push_str(&canonical_json(&effective_policy(c)));
+    sha256_hex(input.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_is_sha256_of_prefix_and_sorted_compact_json() {
+        let c = Config::default();
+        let text = format!("{POLICY_PREFIX}{}", canonical_json(&effective_policy(&c)));
+        assert!(text.starts_with(
+            "tldw.sandbox.policy:v1\n{\"SANDBOX_ARTIFACT_TTL_HOURS\":24,\"SANDBOX_BACKGROUND_EXECUTION\":true,"
+        ));
+        assert!(text.contains("\"SANDBOX_MAX_CPU\":4.0,"));
+        assert!(text.ends_with("\"SANDBOX_SUPPORTED_SPEC_VERSIONS\":[\"1.0\"],\"SANDBOX_ULIMIT_NOFILE\":1024,\"SANDBOX_ULIMIT_NPROC\":512,\"SANDBOX_WORKSPACE_CAP_MB\":256}"));
+        let h = policy_hash(&c);
+        assert_eq!(h.len(), 64);
+        assert!(
+            h.chars()
+                .all(|ch| ch.is_ascii_hexdigit() && !ch.is_ascii_uppercase())
+        );
+        assert_eq!(h, sha256_hex(text.as_bytes()));
+    }
+
+    #[test]
+    fn hash_changes_with_policy_only() {
+        let a = Config::default();
+        let mut b = Config::default();
+        assert_eq!(policy_hash(&a), policy_hash(&b));
+        b.max_log_bytes += 1;
+        assert_ne!(policy_hash(&a), policy_hash(&b));
+        let c = Config {
+            ws_heartbeat_sec: 3,
+            ..Config::default()
+        };
+        assert_eq!(policy_hash(&a), policy_hash(&c));
+    }
+}

@@ -1,0 +1,103 @@
+//! Sessions: a sandbox kept between runs, with its workspace, until its TTL or a DELETE.
+//! In memory only: a restart ends every session.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use serde_json::{Value, json};
+use wasmsand::Sandbox;
+
+use crate::App;
+use crate::util::{iso, now_ms};
+
+pub struct Session {
+    pub id: String,
+    pub sandbox: Arc<Sandbox>,
+    pub base_image: String,
+    pub image_digest: String,
+    pub spec_version: String,
+    pub created_at: i64,
+    pub expires_at: AtomicI64,
+    pub env: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+    pub cpu: f64,
+    pub memory_mb: u64,
+    /// Default `timeout_sec` of the session's runs.
+    pub timeout_sec: u64,
+    pub network_policy: String,
+    /// Runs of one session execute one at a time, in submission order; uploads wait too.
+    pub lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Session {
+    pub fn view(&self, policy_hash: &str) -> Value {
+        json!({
+            "session_id": self.id,
+            "expires_at": iso(self.expires_at.load(Ordering::SeqCst)),
+            "created_at": iso(self.created_at),
+            "runtime": "wasm",
+            "runtime_version": crate::RUNTIME_VERSION,
+            "base_image": self.base_image,
+            "image_digest": self.image_digest,
+            "policy_hash": policy_hash,
+            "spec_version": self.spec_version,
+            "network_policy": self.network_policy,
+            "resources": { "cpu": self.cpu, "memory_mb": self.memory_mb },
+            "timeout_sec": self.timeout_sec,
+            "env": self.env,
+            "labels": self.labels,
+        })
+    }
+
+    pub fn expired(&self, now: i64) -> bool {
+        self.expires_at.load(Ordering::SeqCst) <= now
+    }
+}
+
+impl App {
+    pub(crate) fn session(&self, id: &str) -> Option<Arc<Session>> {
+        let s = self.sessions.lock().get(id).cloned()?;
+        if s.expired(now_ms()) {
+            self.remove_session(id);
+            return None;
+        }
+        Some(s)
+    }
+
+    pub(crate) fn insert_session(&self, s: Arc<Session>) -> bool {
+        let mut map = self.sessions.lock();
+        if map.len() >= self.config.max_sessions {
+            return false;
+        }
+        map.insert(s.id.clone(), s);
+        true
+    }
+
+    pub(crate) fn remove_session(&self, id: &str) -> Option<Arc<Session>> {
+        let s = self.sessions.lock().remove(id)?;
+        // A run going on in it ends (its result is recorded as failed: the sandbox is gone).
+        s.sandbox.destroy();
+        Some(s)
+    }
+
+    /// Sessions held now (expired ones not yet reaped included).
+    pub fn session_count(&self) -> usize {
+        self.sessions.lock().len()
+    }
+
+    pub(crate) fn reap_sessions(&self) -> usize {
+        let now = now_ms();
+        let expired: Vec<String> = self
+            .sessions
+            .lock()
+            .values()
+            .filter(|s| s.expired(now))
+            .map(|s| s.id.clone())
+            .collect();
+        for id in &expired {
+            self.remove_session(id);
+        }
+        expired.len()
+    }
+}

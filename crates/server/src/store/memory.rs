@@ -1,0 +1,110 @@
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+
+use super::{IdemEntry, Phase, RunRecord, Store, StoreResult};
+
+/// Everything in maps; gone with the process.
+#[derive(Default)]
+pub struct MemoryStore {
+    runs: Mutex<HashMap<String, RunRecord>>,
+    idem: Mutex<HashMap<(String, String, String), IdemEntry>>,
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Store for MemoryStore {
+    fn mode(&self) -> &'static str {
+        "memory"
+    }
+
+    fn blocking(&self) -> bool {
+        false
+    }
+
+    fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
+        self.runs.lock().insert(run.id.clone(), run.clone());
+        Ok(())
+    }
+
+    fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
+        Ok(self.runs.lock().get(id).cloned())
+    }
+
+    fn fail_unfinished(&self, reason_code: &str, message: &str, now: i64) -> StoreResult<usize> {
+        let mut n = 0;
+        for r in self.runs.lock().values_mut() {
+            if !r.phase.is_terminal() {
+                r.phase = Phase::Failed;
+                r.reason_code = Some(reason_code.into());
+                r.message = Some(message.into());
+                r.finished_at = Some(now);
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn runs_with_artifacts_before(&self, cutoff: i64) -> StoreResult<Vec<RunRecord>> {
+        Ok(self
+            .runs
+            .lock()
+            .values()
+            .filter(|r| {
+                !r.artifacts_expired
+                    && !r.artifacts.is_empty()
+                    && r.finished_at.is_some_and(|f| f < cutoff)
+            })
+            .cloned()
+            .collect())
+    }
+
+    fn user_artifact_bytes(&self, user_id: &str) -> StoreResult<u64> {
+        Ok(self
+            .runs
+            .lock()
+            .values()
+            .filter(|r| r.user_id == user_id && !r.artifacts_expired)
+            .map(|r| r.resource_usage.artifact_bytes)
+            .sum())
+    }
+
+    fn idem_get(&self, endpoint: &str, user_id: &str, key: &str) -> StoreResult<Option<IdemEntry>> {
+        Ok(self
+            .idem
+            .lock()
+            .get(&(endpoint.to_string(), user_id.to_string(), key.to_string()))
+            .cloned())
+    }
+
+    fn idem_put(&self, entry: &IdemEntry) -> StoreResult<()> {
+        self.idem.lock().insert(
+            (
+                entry.endpoint.clone(),
+                entry.user_id.clone(),
+                entry.key.clone(),
+            ),
+            entry.clone(),
+        );
+        Ok(())
+    }
+
+    fn idem_purge(&self, cutoff: i64) -> StoreResult<usize> {
+        let mut m = self.idem.lock();
+        let before = m.len();
+        m.retain(|_, e| e.created_at >= cutoff);
+        Ok(before - m.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn memory_store_behaves() {
+        super::super::tests::exercise(&super::MemoryStore::new());
+    }
+}

@@ -1,0 +1,9 @@
+//! End-to-end tests of the service over real HTTP and WebSocket on loopback.
+
+mod api;
+mod artifacts;
+mod common;
+mod restart;
+mod runs;
+mod uploads;
+mod ws;
