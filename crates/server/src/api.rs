@@ -51,7 +51,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/runs/{id}/stream", get(stream_run))
         .route("/runs/{id}/cancel", post(cancel_run))
         .route("/runs/{id}/artifacts", get(list_artifacts))
-        .route("/runs/{id}/artifacts/{*path}", get(get_artifact));
+        .route("/runs/{id}/artifacts/{*path}", get(get_artifact))
+        .route("/admin/runs", get(crate::admin::list_runs))
+        .route("/admin/runs/{id}", get(crate::admin::get_run))
+        .route("/admin/idempotency", get(crate::admin::list_idempotency))
+        .route("/admin/usage", get(crate::admin::usage));
     Router::new()
         .nest(BASE, api)
         .fallback(not_found)

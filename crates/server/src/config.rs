@@ -77,6 +77,9 @@ pub struct Config {
     pub ws_ring_bytes: usize,
     /// How long a finished run's frames stay in memory for late clients.
     pub log_retention_sec: u64,
+    /// Most finished runs whose frames stay in memory (the oldest go first); older ones
+    /// stream their `end` frame rebuilt from the store.
+    pub max_retained_runs: usize,
     pub session_default_ttl_sec: u64,
     pub session_max_ttl_sec: u64,
     pub max_sessions: usize,
@@ -127,6 +130,7 @@ impl Default for Config {
             ws_heartbeat_sec: 10,
             ws_ring_bytes: 4 * MIB as usize,
             log_retention_sec: 3600,
+            max_retained_runs: 10_000,
             session_default_ttl_sec: 3600,
             session_max_ttl_sec: 24 * 3600,
             max_sessions: 1000,
@@ -257,6 +261,7 @@ impl Config {
         num!("SANDBOX_WS_HEARTBEAT_SEC", c.ws_heartbeat_sec);
         num!("SANDBOX_WS_RING_BYTES", c.ws_ring_bytes);
         num!("SANDBOX_LOG_RETENTION_SEC", c.log_retention_sec);
+        num!("SANDBOX_MAX_RETAINED_RUNS", c.max_retained_runs);
         num!("SANDBOX_SESSION_TTL_SEC", c.session_default_ttl_sec);
         num!("SANDBOX_SESSION_MAX_TTL_SEC", c.session_max_ttl_sec);
         num!("SANDBOX_MAX_SESSIONS", c.max_sessions);

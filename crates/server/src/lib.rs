@@ -7,6 +7,7 @@
 //! artifact lists and idempotency entries live in a [`store::Store`] (memory or SQLite);
 //! sessions live in memory only. See `docs/service.md`.
 
+mod admin;
 pub mod api;
 mod artifacts;
 pub mod config;

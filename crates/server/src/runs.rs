@@ -653,10 +653,7 @@ pub fn spawn_sweeper(app: &Arc<App>) {
             app.reap_sessions();
             let now = now_ms();
             let retention = app.config.log_retention_sec as i64 * 1000;
-            app.runs.lock().retain(|_, r| {
-                let rec = r.record.lock();
-                !(rec.phase.is_terminal() && rec.finished_at.is_some_and(|f| f + retention < now))
-            });
+            forget_finished(&app, now - retention);
             let cutoff = now - app.config.idempotency_ttl_sec as i64 * 1000;
             let _ = store::call(&app.store, move |s| s.idem_purge(cutoff)).await;
             if last_artifact_sweep.elapsed() >= artifact_every {
@@ -665,6 +662,32 @@ pub fn spawn_sweeper(app: &Arc<App>) {
             }
         }
     });
+}
+
+/// Drops finished runs from memory: those finished before `cutoff`, then the oldest past
+/// `max_retained_runs`. Their records stay in the store.
+fn forget_finished(app: &App, cutoff: i64) {
+    let mut runs = app.runs.lock();
+    runs.retain(|_, r| {
+        let rec = r.record.lock();
+        !(rec.phase.is_terminal() && rec.finished_at.is_some_and(|f| f < cutoff))
+    });
+    let mut finished: Vec<(i64, String)> = runs
+        .values()
+        .filter_map(|r| {
+            let rec = r.record.lock();
+            rec.phase
+                .is_terminal()
+                .then(|| (rec.finished_at.unwrap_or(0), rec.id.clone()))
+        })
+        .collect();
+    if finished.len() > app.config.max_retained_runs {
+        finished.sort();
+        let excess = finished.len() - app.config.max_retained_runs;
+        for (_, id) in finished.into_iter().take(excess) {
+            runs.remove(&id);
+        }
+    }
 }
 
 impl App {

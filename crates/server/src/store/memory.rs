@@ -93,6 +93,14 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    fn list_runs(&self) -> StoreResult<Vec<RunRecord>> {
+        Ok(self.runs.lock().values().cloned().collect())
+    }
+
+    fn list_idempotency(&self) -> StoreResult<Vec<IdemEntry>> {
+        Ok(self.idem.lock().values().cloned().collect())
+    }
+
     fn idem_purge(&self, cutoff: i64) -> StoreResult<usize> {
         let mut m = self.idem.lock();
         let before = m.len();

@@ -154,6 +154,10 @@ pub trait Store: Send + Sync + 'static {
     fn idem_put(&self, entry: &IdemEntry) -> StoreResult<()>;
     /// Forgets entries created before `cutoff`.
     fn idem_purge(&self, cutoff: i64) -> StoreResult<usize>;
+    /// Every run (the admin API filters and pages them).
+    fn list_runs(&self) -> StoreResult<Vec<RunRecord>>;
+    /// Every idempotency entry.
+    fn list_idempotency(&self) -> StoreResult<Vec<IdemEntry>>;
 }
 
 /// Runs a store call off the async threads when the store blocks.
@@ -261,6 +265,15 @@ pub(crate) mod tests {
         assert_eq!(store.idem_get("runs", "u", "k").unwrap().unwrap(), e);
         assert!(store.idem_get("sessions", "u", "k").unwrap().is_none());
         assert!(store.idem_get("runs", "v", "k").unwrap().is_none());
+        assert_eq!(store.list_idempotency().unwrap(), vec![e.clone()]);
+        let mut ids: Vec<String> = store
+            .list_runs()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        ids.sort();
+        assert_eq!(ids, ["r1", "r2", "r3"]);
         assert_eq!(store.idem_purge(100).unwrap(), 0);
         assert_eq!(store.idem_purge(101).unwrap(), 1);
         assert!(store.idem_get("runs", "u", "k").unwrap().is_none());

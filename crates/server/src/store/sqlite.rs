@@ -193,6 +193,31 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn list_runs(&self) -> StoreResult<Vec<RunRecord>> {
+        let conn = self.conn.lock();
+        let mut st = conn.prepare("SELECT body FROM runs").map_err(err)?;
+        let bodies: Vec<String> = st
+            .query_map([], |r| r.get(0))
+            .map_err(err)?
+            .collect::<Result<_, _>>()
+            .map_err(err)?;
+        bodies.into_iter().map(decode_run).collect()
+    }
+
+    fn list_idempotency(&self) -> StoreResult<Vec<IdemEntry>> {
+        let conn = self.conn.lock();
+        let mut st = conn.prepare("SELECT body FROM idempotency").map_err(err)?;
+        let bodies: Vec<String> = st
+            .query_map([], |r| r.get(0))
+            .map_err(err)?
+            .collect::<Result<_, _>>()
+            .map_err(err)?;
+        bodies
+            .into_iter()
+            .map(|b| serde_json::from_str(&b).map_err(err))
+            .collect()
+    }
+
     fn idem_purge(&self, cutoff: i64) -> StoreResult<usize> {
         self.conn
             .lock()

@@ -1,5 +1,6 @@
 //! End-to-end tests of the service over real HTTP and WebSocket on loopback.
 
+mod admin;
 mod api;
 mod artifacts;
 mod common;

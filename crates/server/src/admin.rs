@@ -1,0 +1,249 @@
+//! Read-only admin API (PRD §30): runs with filters and paging, one run in full, idempotency
+//! entries, artifact usage per user. Backed by the store, with in-flight runs shown as they
+//! are now. The service has no auth yet, so these endpoints are as open as the rest.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::App;
+use crate::error::{ApiError, ApiResult};
+use crate::store::{self, RunRecord};
+use crate::util::iso;
+
+const MAX_LIMIT: usize = 200;
+
+fn limit_offset(q: &HashMap<String, String>) -> ApiResult<(usize, usize)> {
+    let num = |name: &str, default: usize| -> ApiResult<usize> {
+        match q.get(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<usize>()
+                .map_err(|_| ApiError::invalid(format!("{name} must be a non-negative integer"))),
+        }
+    };
+    let limit = num("limit", 50)?;
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(ApiError::invalid(format!(
+            "limit must be in [1, {MAX_LIMIT}]"
+        )));
+    }
+    Ok((limit, num("offset", 0)?))
+}
+
+/// Parses an ISO-8601 filter bound into epoch milliseconds.
+fn bound(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<i64>> {
+    let Some(v) = q.get(name) else {
+        return Ok(None);
+    };
+    let t = time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc3339)
+        .map_err(|_| ApiError::invalid(format!("{name} must be an ISO-8601 (RFC 3339) time")))?;
+    Ok(Some((t.unix_timestamp_nanos() / 1_000_000) as i64))
+}
+
+fn summary(r: &RunRecord) -> Value {
+    json!({
+        "id": r.id,
+        "user_id": r.user_id,
+        "spec_version": r.spec_version,
+        "runtime": r.runtime,
+        "runtime_version": r.runtime_version,
+        "base_image": r.base_image,
+        "phase": r.phase.as_str(),
+        "exit_code": r.exit_code,
+        "started_at": r.started_at.map(iso),
+        "finished_at": r.finished_at.map(iso),
+        "image_digest": r.image_digest,
+        "policy_hash": r.policy_hash,
+    })
+}
+
+/// Every run the store knows, with live ones as they stand now.
+async fn all_runs(app: &Arc<App>) -> ApiResult<Vec<RunRecord>> {
+    let mut runs = store::call(&app.store, |s| s.list_runs())
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    for r in &mut runs {
+        if let Some(live) = app.live_run(&r.id) {
+            *r = live.snapshot();
+        }
+    }
+    Ok(runs)
+}
+
+pub async fn list_runs(
+    State(app): State<Arc<App>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let (limit, offset) = limit_offset(&q)?;
+    let (sort_key, desc) = match q.get("sort").map(String::as_str) {
+        None => ("started_at", true),
+        Some(s) => {
+            let (k, dir) = s.split_once(':').unwrap_or((s, "desc"));
+            if !matches!(k, "started_at" | "finished_at") || !matches!(dir, "asc" | "desc") {
+                return Err(ApiError::invalid(
+                    "sort must be started_at or finished_at, optionally with :asc or :desc",
+                ));
+            }
+            (k, dir == "desc")
+        }
+    };
+    let ranges = [
+        (
+            "started_at",
+            bound(&q, "started_at_from")?,
+            bound(&q, "started_at_to")?,
+        ),
+        (
+            "finished_at",
+            bound(&q, "finished_at_from")?,
+            bound(&q, "finished_at_to")?,
+        ),
+    ];
+    let text = |name: &str| q.get(name).map(String::as_str);
+    let needle = text("q").map(str::to_lowercase);
+    let mut runs: Vec<RunRecord> = all_runs(&app)
+        .await?
+        .into_iter()
+        .filter(|r| text("user_id").is_none_or(|u| r.user_id == u))
+        .filter(|r| text("phase").is_none_or(|p| r.phase.as_str() == p))
+        .filter(|r| text("runtime").is_none_or(|p| r.runtime == p))
+        .filter(|r| text("image_digest").is_none_or(|p| r.image_digest == p))
+        .filter(|r| text("base_image").is_none_or(|p| r.base_image == p))
+        .filter(|r| {
+            needle.as_ref().is_none_or(|n| {
+                r.base_image.to_lowercase().contains(n)
+                    || r.message
+                        .as_deref()
+                        .is_some_and(|m| m.to_lowercase().contains(n))
+            })
+        })
+        .filter(|r| {
+            ranges.iter().all(|(field, from, to)| {
+                let t = if *field == "started_at" {
+                    r.started_at
+                } else {
+                    r.finished_at
+                };
+                // Inclusive bounds; a run without the time does not match a bounded filter.
+                match (from, to, t) {
+                    (None, None, _) => true,
+                    (_, _, None) => false,
+                    (f, t2, Some(t)) => f.is_none_or(|f| t >= f) && t2.is_none_or(|e| t <= e),
+                }
+            })
+        })
+        .collect();
+    runs.sort_by(|a, b| {
+        let key = |r: &RunRecord| {
+            if sort_key == "started_at" {
+                r.started_at
+            } else {
+                r.finished_at
+            }
+        };
+        let o = key(a).cmp(&key(b)).then(a.created_at.cmp(&b.created_at));
+        if desc { o.reverse() } else { o }
+    });
+    let total = runs.len();
+    let items: Vec<Value> = runs.iter().skip(offset).take(limit).map(summary).collect();
+    Ok(axum::Json(json!({
+        "items": items,
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+        "has_more": offset + items.len() < total,
+    }))
+    .into_response())
+}
+
+pub async fn get_run(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResult<Response> {
+    let r = app
+        .run_record(&id)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .ok_or_else(|| ApiError::not_found("run", &id))?;
+    let mut v = summary(&r);
+    v["message"] = json!(r.message);
+    v["reason_code"] = json!(r.reason_code);
+    v["session_id"] = json!(r.session_id);
+    v["created_at"] = json!(iso(r.created_at));
+    v["resource_usage"] = json!(r.resource_usage);
+    v["artifacts"] = if r.artifacts_expired {
+        json!([])
+    } else {
+        json!(
+            r.artifacts
+                .iter()
+                .map(|a| json!({ "path": a.path, "size": a.size }))
+                .collect::<Vec<_>>()
+        )
+    };
+    Ok(axum::Json(v).into_response())
+}
+
+pub async fn list_idempotency(
+    State(app): State<Arc<App>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let (limit, offset) = limit_offset(&q)?;
+    let endpoint = q.get("endpoint").map(String::as_str).unwrap_or("any");
+    if !matches!(endpoint, "runs" | "sessions" | "any") {
+        return Err(ApiError::invalid("endpoint must be runs, sessions or any"));
+    }
+    let mut entries = store::call(&app.store, |s| s.list_idempotency())
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let user = q.get("user_id");
+    entries.retain(|e| {
+        (endpoint == "any" || e.endpoint == endpoint) && user.is_none_or(|u| &e.user_id == u)
+    });
+    entries.sort_by_key(|e| std::cmp::Reverse(e.created_at));
+    let total = entries.len();
+    let items: Vec<Value> = entries
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|e| {
+            json!({
+                "endpoint": e.endpoint,
+                "user_key": e.user_id,
+                "key": e.key,
+                "created_at": iso(e.created_at),
+                "object_id": e.object_id,
+            })
+        })
+        .collect();
+    Ok(axum::Json(json!({
+        "items": items, "total": total, "limit": limit, "offset": offset,
+        "has_more": offset + items.len() < total,
+    }))
+    .into_response())
+}
+
+pub async fn usage(
+    State(app): State<Arc<App>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let (limit, _) = limit_offset(&q)?;
+    let mut by_user: BTreeMap<String, u64> = BTreeMap::new();
+    for r in all_runs(&app).await? {
+        let bytes = if r.artifacts_expired {
+            0
+        } else {
+            r.resource_usage.artifact_bytes
+        };
+        *by_user.entry(r.user_id).or_default() += bytes;
+    }
+    let mut items: Vec<(String, u64)> = by_user.into_iter().collect();
+    items.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let items: Vec<Value> = items
+        .into_iter()
+        .take(limit)
+        .map(|(u, b)| json!({ "user_id": u, "artifact_bytes": b }))
+        .collect();
+    Ok(axum::Json(json!({ "items": items })).into_response())
+}
