@@ -47,9 +47,10 @@ impl Shared {
 pub(crate) enum ClientKind {
     /// One client for the life of the connection (stdio).
     Fixed(Arc<str>),
-    /// Over HTTP, per request: the [`Principal`] an embedding server attached, else the MCP
-    /// session of a client on a protocol revision that has them, else the one anonymous HTTP
-    /// client (the endpoint only answers loopback hosts unless configured otherwise).
+    /// Over HTTP, per request: the [`Principal`] an embedding server attached after its own
+    /// authentication, else the one anonymous HTTP client. Not the transport's MCP session:
+    /// that expires on its own schedule (and the 2026-07-28 revision has none), while the
+    /// sandbox sessions it made live on.
     Http,
 }
 
@@ -72,12 +73,6 @@ impl McpHandler {
                 let parts = ctx.extensions.get::<axum::http::request::Parts>();
                 if let Some(p) = parts.and_then(|p| p.extensions.get::<Principal>()) {
                     return format!("principal:{}", p.0);
-                }
-                if let Some(s) = parts
-                    .and_then(|p| p.headers.get("mcp-session-id"))
-                    .and_then(|v| v.to_str().ok())
-                {
-                    return format!("mcp-session:{s}");
                 }
                 "http".to_string()
             }

@@ -138,10 +138,10 @@ where
     match cli.command {
         Some(Command::Exec { command }) => exec(&command, limits, cli.cache_dir),
         Some(Command::Mcp(args)) => mcp::serve(args, limits, cli.cache_dir),
+        Some(Command::Serve(args)) => service::serve(args, cli.cache_dir),
         None => serve(DispatchConfig {
             limits,
             env: Vec::new(),
-        Some(Command::Serve(args)) => service::serve(args, cli.cache_dir),
             cache_dir: cli.cache_dir,
         }),
     }
