@@ -545,7 +545,7 @@ async fn output_streams_as_progress_and_cancel_stops_the_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_caps_and_idle_expiry() {
-    let c = stdio(&["--max-sessions-per-client", "2", "--session-idle-ms", "300"]).await;
+    let c = stdio(&["--max-sessions-per-client", "2"]).await;
     let a = c.new_session().await;
     c.new_session().await;
     let e = c.call_err("session_create", json!({})).await;
@@ -553,9 +553,13 @@ async fn session_caps_and_idle_expiry() {
     // A forked session counts as well.
     let e = c.call_err("session_fork", json!({"session_id": a})).await;
     assert!(e.contains("maximum of 2"), "{e}");
+    c.call("session_destroy", json!({"session_id": a})).await;
+    c.new_session().await;
 
     // Idle sessions go away on their own; the reaper's pace is not part of the contract, so
     // this waits (up to PATIENCE) instead of asserting a moment.
+    let c = stdio(&["--session-idle-ms", "200"]).await;
+    let a = c.new_session().await;
     let deadline = Instant::now() + PATIENCE;
     loop {
         let list = c.call("session_list", json!({})).await;
@@ -563,13 +567,13 @@ async fn session_caps_and_idle_expiry() {
             break;
         }
         assert!(Instant::now() < deadline, "sessions never expired: {list}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let e = c
         .call_err("sandbox_run", json!({"session_id": a, "command": "true"}))
         .await;
     assert!(e.contains("unknown session_id"), "{e}");
-    c.new_session().await;
+    assert!(e.contains("expired after 0.2 s idle"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
