@@ -88,6 +88,8 @@ pub enum AssignValue {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArrayElem {
     pub key: Option<Word>,
+    /// `[k]+=v`: appends to the element.
+    pub append: bool,
     pub value: Word,
 }
 

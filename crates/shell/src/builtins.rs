@@ -7,9 +7,10 @@ use crate::ast::CondBinOp;
 use crate::execute::{AssignedValue, DeclArg};
 use crate::expand::AErr;
 use crate::interp::{Fd, Flow, InSrc, Interp, R, strerror};
-use crate::printf::{echo_escapes, printf_with_time, quote_single};
+use crate::printf::{echo_escapes, quote_single};
 use crate::vars::{
-    ATTR_EXPORT, ATTR_INTEGER, ATTR_LOWER, ATTR_READONLY, ATTR_UPPER, Value, Var, is_valid_name,
+    ATTR_EXPORT, ATTR_INTEGER, ATTR_LOWER, ATTR_NAMEREF, ATTR_READONLY, ATTR_TRACE, ATTR_UPPER,
+    Value, Var, is_valid_name,
 };
 
 const BUILTINS: &[&str] = &[
@@ -35,6 +36,7 @@ const BUILTINS: &[&str] = &[
     "false",
     "getopts",
     "hash",
+    "help",
     "let",
     "local",
     "mapfile",
@@ -63,6 +65,78 @@ const BUILTINS: &[&str] = &[
     "wait",
     "which",
     "xargs",
+];
+
+/// `help -s NAME`: each builtin's synopsis, as bash 5.2 prints it.
+const HELP_SYNOPSES: &[(&str, &str)] = &[
+    (".", ". filename [arguments]"),
+    (":", ":"),
+    ("[", "[ arg... ]"),
+    ("alias", "alias [-p] [name[=value] ... ]"),
+    ("break", "break [n]"),
+    ("builtin", "builtin [shell-builtin [arg ...]]"),
+    ("cd", "cd [-L|[-P [-e]] [-@]] [dir]"),
+    ("command", "command [-pVv] command [arg ...]"),
+    ("continue", "continue [n]"),
+    (
+        "declare",
+        "declare [-aAfFgiIlnrtux] [name[=value] ...] or declare -p [-aAfFilnrtux] [name ...]",
+    ),
+    ("dirs", "dirs [-clpv] [+N] [-N]"),
+    ("echo", "echo [-neE] [arg ...]"),
+    ("eval", "eval [arg ...]"),
+    (
+        "exec",
+        "exec [-cl] [-a name] [command [argument ...]] [redirection ...]",
+    ),
+    ("exit", "exit [n]"),
+    ("export", "export [-fn] [name[=value] ...] or export -p"),
+    ("false", "false"),
+    ("getopts", "getopts optstring name [arg ...]"),
+    ("hash", "hash [-lr] [-p pathname] [-dt] [name ...]"),
+    ("help", "help [-dms] [pattern ...]"),
+    ("let", "let arg [arg ...]"),
+    ("local", "local [option] name[=value] ..."),
+    (
+        "mapfile",
+        "mapfile [-d delim] [-n count] [-O origin] [-s count] [-t] [-u fd] [-C callback] [-c quantum] [array]",
+    ),
+    ("popd", "popd [-n] [+N | -N]"),
+    ("printf", "printf [-v var] format [arguments]"),
+    ("pushd", "pushd [-n] [+N | -N | dir]"),
+    ("pwd", "pwd [-LP]"),
+    (
+        "read",
+        "read [-ers] [-a array] [-d delim] [-i text] [-n nchars] [-N nchars] [-p prompt] [-t timeout] [-u fd] [name ...]",
+    ),
+    (
+        "readarray",
+        "readarray [-d delim] [-n count] [-O origin] [-s count] [-t] [-u fd] [-C callback] [-c quantum] [array]",
+    ),
+    (
+        "readonly",
+        "readonly [-aAf] [name[=value] ...] or readonly -p",
+    ),
+    ("return", "return [n]"),
+    (
+        "set",
+        "set [-abefhkmnptuvxBCEHPT] [-o option-name] [--] [-] [arg ...]",
+    ),
+    ("shift", "shift [n]"),
+    ("shopt", "shopt [-pqsu] [-o] [optname ...]"),
+    ("source", "source filename [arguments]"),
+    ("test", "test [expr]"),
+    ("trap", "trap [-lp] [[arg] signal_spec ...]"),
+    ("true", "true"),
+    ("type", "type [-afptP] name [name ...]"),
+    (
+        "typeset",
+        "typeset [-aAfFgiIlnrtux] name[=value] ... or typeset -p [-aAfFilnrtux] [name ...]",
+    ),
+    ("umask", "umask [-p] [-S] [mode]"),
+    ("unalias", "unalias [-a] name [name ...]"),
+    ("unset", "unset [-f] [-v] [-n] [name ...]"),
+    ("wait", "wait [-fn] [-p var] [id ...]"),
 ];
 
 const KEYWORDS: &[&str] = &[
@@ -100,6 +174,10 @@ impl Interp {
             "cd" => Ok(self.b_cd(args)),
             "pwd" => Ok(self.b_pwd(args)),
             "exit" => {
+                if args.len() > 1 {
+                    self.err("exit: too many arguments");
+                    return Err(Flow::Exit(1));
+                }
                 let s = self.status_arg("exit", args)?;
                 Err(Flow::Exit(s))
             }
@@ -114,11 +192,24 @@ impl Interp {
             "break" | "continue" => {
                 let n = match args.first() {
                     None => 1,
-                    Some(a) => match a.parse::<u32>() {
-                        Ok(n) if n > 0 => n,
-                        _ => {
+                    Some(a) => match a.trim().parse::<i64>() {
+                        Ok(n) if n > 0 => n.min(u32::MAX as i64) as u32,
+                        Ok(_) => {
+                            // bash reports the count and still leaves the loop.
                             self.err(&format!("{name}: {a}: loop count out of range"));
-                            return Ok(1);
+                            self.st.status = 1;
+                            if self.loops == 0 {
+                                return Ok(1);
+                            }
+                            return Err(if name == "break" {
+                                Flow::Break(1)
+                            } else {
+                                Flow::Continue(1)
+                            });
+                        }
+                        Err(_) => {
+                            self.err(&format!("{name}: {a}: numeric argument required"));
+                            return Err(Flow::Exit(128));
                         }
                     },
                 };
@@ -129,6 +220,7 @@ impl Interp {
                     return Ok(0);
                 }
                 let n = n.min(self.loops);
+                self.st.status = 0;
                 Err(if name == "break" {
                     Flow::Break(n)
                 } else {
@@ -138,8 +230,12 @@ impl Interp {
             "shift" => {
                 let n = match args.first() {
                     None => 1,
-                    Some(a) => match a.parse::<usize>() {
-                        Ok(n) => n,
+                    Some(a) => match a.trim().parse::<i64>() {
+                        Ok(n) if n >= 0 => n as usize,
+                        Ok(_) => {
+                            self.err(&format!("shift: {a}: shift count out of range"));
+                            return Ok(1);
+                        }
                         Err(_) => {
                             self.err(&format!("shift: {a}: numeric argument required"));
                             return Ok(1);
@@ -153,6 +249,10 @@ impl Interp {
                 Ok(0)
             }
             "eval" => {
+                let args = match args.first() {
+                    Some(a) if a == "--" => &args[1..],
+                    _ => args,
+                };
                 let src = args.join(" ");
                 self.eval_string(&src)
             }
@@ -178,6 +278,7 @@ impl Interp {
                 None => Ok(0),
             },
             "hash" => Ok(0),
+            "help" => Ok(self.b_help(args)),
             "alias" => Ok(self.b_alias(args)),
             "unalias" => Ok(self.b_unalias(args)),
             "pushd" => Ok(self.b_pushd(args)),
@@ -199,6 +300,35 @@ impl Interp {
                 Ok(2)
             }
         }
+    }
+
+    /// `help NAME`: the synopsis line (the long descriptions are not carried).
+    fn b_help(&mut self, args: &[String]) -> i32 {
+        let topics: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+        let mut text = String::new();
+        let mut status = 0;
+        if topics.is_empty() {
+            for (_, syn) in HELP_SYNOPSES {
+                text.push_str(&format!(" {syn}\n"));
+            }
+        }
+        for t in topics {
+            let hits: Vec<&(&str, &str)> = HELP_SYNOPSES
+                .iter()
+                .filter(|(n, _)| crate::pattern::matches(t, n))
+                .collect();
+            if hits.is_empty() {
+                self.err(&format!(
+                    "help: no help topics match `{t}'.  Try `help help' or `man -k {t}' or `info {t}'."
+                ));
+                status = 1;
+            }
+            for (n, syn) in hits {
+                text.push_str(&format!("{n}: {syn}\n"));
+            }
+        }
+        let s = self.out_str(&text);
+        if s != 0 { s } else { status }
     }
 
     fn status_arg(&mut self, name: &str, args: &[String]) -> R<i32> {
@@ -274,6 +404,11 @@ impl Interp {
         if args.first().map(String::as_str) == Some("-v") {
             match args.get(1) {
                 Some(v) => {
+                    let base = v.split('[').next().unwrap_or("");
+                    if !is_valid_name(base) || (v.contains('[') && !v.ends_with(']')) {
+                        self.err(&format!("printf: `{v}': not a valid identifier"));
+                        return Ok(2);
+                    }
                     var = Some(v.clone());
                     args = &args[2..];
                 }
@@ -295,7 +430,8 @@ impl Interp {
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0);
         let start = now - self.rt.started.elapsed().as_secs() as i64;
-        let p = printf_with_time(fmt, &args[1..], now, start);
+        let tz = self.get_var("TZ");
+        let p = crate::printf::printf_in_zone(fmt, &args[1..], now, start, tz.as_deref());
         for e in &p.errors {
             self.err(e);
         }
@@ -504,6 +640,39 @@ impl Interp {
             },
             Some(d) => d.to_string(),
         };
+        // CDPATH: a relative name not starting with `.` is looked for in each of its
+        // directories first; bash prints where it went when that was not the current one.
+        let starts_dot = target == "."
+            || target == ".."
+            || target.starts_with("./")
+            || target.starts_with("../");
+        if !target.starts_with('/')
+            && !starts_dot
+            && !print
+            && let Some(cdpath) = self.get_var("CDPATH")
+        {
+            for dir in cdpath.split(':') {
+                let candidate = if dir.is_empty() {
+                    format!("./{target}")
+                } else {
+                    format!("{}/{target}", dir.trim_end_matches('/'))
+                };
+                let abs = wasmsand_vfs::path::join(&self.st.cwd, &candidate);
+                let is_dir = self
+                    .rt
+                    .vfs
+                    .lock()
+                    .stat(&abs)
+                    .is_ok_and(|m| m.file_type == wasmsand_vfs::FileType::Dir);
+                if is_dir && self.change_dir(&candidate, physical).is_ok() {
+                    if !dir.is_empty() {
+                        let cwd = self.st.cwd.clone();
+                        return self.out_str(&format!("{cwd}\n"));
+                    }
+                    return 0;
+                }
+            }
+        }
         match self.change_dir(&target, physical) {
             Ok(()) => {
                 if print {
@@ -714,29 +883,65 @@ impl Interp {
 
     fn b_unset(&mut self, args: &[String]) -> i32 {
         let mut funcs = false;
+        let mut vars_only = false;
+        let mut nameref = false;
         let mut status = 0;
+        let mut options_done = false;
         for a in args {
-            match a.as_str() {
-                "-f" => {
-                    funcs = true;
+            if !options_done && a.starts_with('-') && a.len() > 1 {
+                if a == "--" {
+                    options_done = true;
                     continue;
                 }
-                "-v" | "-n" => {
-                    funcs = false;
-                    continue;
+                for c in a[1..].chars() {
+                    match c {
+                        'f' => funcs = true,
+                        'v' => vars_only = true,
+                        'n' => nameref = true,
+                        _ => {
+                            self.err(&format!("unset: -{c}: invalid option"));
+                            self.err_raw("unset: usage: unset [-f] [-v] [-n] [name ...]\n");
+                            return 2;
+                        }
+                    }
                 }
-                _ => {}
+                continue;
             }
-            if funcs {
+            options_done = true;
+            if funcs && !vars_only {
                 self.st.functions.remove(a);
                 continue;
             }
-            if let Some(i) = a.find('[')
-                && a.ends_with(']')
-            {
-                let name = a[..i].to_string();
-                let key = a[i + 1..a.len() - 1].to_string();
-                if key == "@" || key == "*" {
+            let (name, key) = match a.find('[') {
+                Some(i) if a.ends_with(']') => {
+                    (a[..i].to_string(), Some(a[i + 1..a.len() - 1].to_string()))
+                }
+                _ => (a.clone(), None),
+            };
+            if !is_valid_name(&name) {
+                self.err(&format!("unset: `{a}': not a valid identifier"));
+                status = 1;
+                continue;
+            }
+            let (name, key) = if nameref && key.is_none() {
+                (name, None)
+            } else {
+                let (target, sub) = self.resolve_ref(&name);
+                (target, key.or(sub))
+            };
+            if let Some(key) = key {
+                if let Some(v) = self.st.vars.get(&name)
+                    && v.has(ATTR_READONLY)
+                {
+                    self.err(&format!("unset: {name}: cannot unset: readonly variable"));
+                    status = 1;
+                    continue;
+                }
+                let is_assoc = matches!(
+                    self.st.vars.get(&name).map(|v| &v.value),
+                    Some(Value::Assoc(_))
+                );
+                if !is_assoc && (key == "@" || key == "*") {
                     let _ = self.unset_var(&name);
                     continue;
                 }
@@ -754,26 +959,25 @@ impl Interp {
                         (Value::Assoc(m), Ok(crate::interp::AssignKey::Key(k))) => {
                             m.remove(&k);
                         }
-                        (Value::Str(_), Ok(crate::interp::AssignKey::Index(0))) => {
+                        (Value::Str(_), Ok(crate::interp::AssignKey::Index(0 | -1))) => {
                             var.value = Value::Unset;
+                        }
+                        (_, Err(m)) => {
+                            self.err(&format!("unset: {m}"));
+                            status = 1;
                         }
                         _ => {}
                     }
                 }
                 continue;
             }
-            if !is_valid_name(a) {
-                self.err(&format!("unset: `{a}': not a valid identifier"));
-                status = 1;
-                continue;
-            }
-            if self.st.vars.get(a).is_some() {
-                if let Err(m) = self.unset_var(a) {
+            if self.st.vars.get(&name).is_some() {
+                if let Err(m) = self.unset_var(&name) {
                     self.err(&m);
                     status = 1;
                 }
-            } else {
-                self.st.functions.remove(a);
+            } else if !vars_only && !nameref {
+                self.st.functions.remove(&name);
             }
         }
         status
@@ -813,6 +1017,7 @@ impl Interp {
                         'i' => ATTR_INTEGER,
                         'l' => ATTR_LOWER,
                         'u' => ATTR_UPPER,
+                        't' => ATTR_TRACE,
                         'a' => {
                             array = true;
                             0
@@ -825,7 +1030,7 @@ impl Interp {
                             print = true;
                             0
                         }
-                        'g' => {
+                        'g' if name != "local" && name != "export" && name != "readonly" => {
                             global = true;
                             0
                         }
@@ -833,7 +1038,7 @@ impl Interp {
                             funcs = true;
                             0
                         }
-                        'F' => {
+                        'F' if name != "export" && name != "readonly" => {
                             func_names = true;
                             0
                         }
@@ -842,9 +1047,10 @@ impl Interp {
                             add &= !ATTR_EXPORT;
                             0
                         }
-                        'n' | 't' => 0,
+                        'n' => ATTR_NAMEREF,
                         _ => {
                             self.err(&format!("{name}: -{c}: invalid option"));
+                            self.err_raw(&format!("{name}: usage: {}\n", decl_usage(name)));
                             return Ok(2);
                         }
                     };
@@ -852,6 +1058,7 @@ impl Interp {
                         add |= bit;
                     } else {
                         remove |= bit;
+                        add &= !bit;
                     }
                 }
                 continue;
@@ -863,44 +1070,45 @@ impl Interp {
             return Ok(1);
         }
         if funcs || func_names {
-            let mut names: Vec<String> = if items.is_empty() {
-                self.st.functions.keys().cloned().collect()
-            } else {
-                items
-                    .iter()
-                    .map(|a| match a {
-                        DeclArg::Plain(s) => s.clone(),
-                        DeclArg::Assign(a, _) => a.name.clone(),
-                    })
-                    .collect()
-            };
-            names.sort();
-            let mut status = 0;
-            let mut text = String::new();
-            for n in names {
-                if self.st.functions.contains_key(&n) {
-                    text.push_str(&format!("declare -f {n}\n"));
-                } else {
-                    status = 1;
-                }
-            }
-            let s = self.out_str(&text);
-            return Ok(if s != 0 { s } else { status });
+            return Ok(self.print_functions(&items, func_names));
         }
-        if items.is_empty() || (print && items.iter().all(|a| matches!(a, DeclArg::Plain(_)))) {
-            return Ok(self.print_declarations(name, &items, add, print));
+        if items.is_empty() {
+            return Ok(self.list_declarations(name, add, array, assoc, print));
+        }
+        if print {
+            return Ok(self.print_declarations(name, &items));
         }
         let make_local = (name == "local" || (self.st.vars.in_function() && !global))
             && name != "export"
             && name != "readonly";
         let mut status = 0;
         for item in items {
-            let (var_name, value) = match item {
-                DeclArg::Plain(s) => (s, None),
-                DeclArg::Assign(a, v) => (a.name.clone(), Some((a, v))),
+            if name == "local"
+                && let DeclArg::Plain(s) = &item
+                && s == "-"
+            {
+                // `local -`: the function's option changes end with it.
+                if let Some(slot) = self.saved_opts.last_mut()
+                    && slot.is_none()
+                {
+                    *slot = Some(self.st.opts.clone());
+                }
+                continue;
+            }
+            let (var_name, shown, value) = match item {
+                DeclArg::Plain(s) => match self.plain_declaration(&s, array || assoc)? {
+                    PlainDecl::Name(n) => (n, s, None),
+                    PlainDecl::Assign(a, v) => (a.name.clone(), s, Some((a, v))),
+                    PlainDecl::Invalid => {
+                        self.err(&format!("{name}: `{s}': not a valid identifier"));
+                        status = 1;
+                        continue;
+                    }
+                },
+                DeclArg::Assign(a, v) => (a.name.clone(), a.name.clone(), Some((a, v))),
             };
             if !is_valid_name(&var_name) {
-                self.err(&format!("{name}: `{var_name}': not a valid identifier"));
+                self.err(&format!("{name}: `{shown}': not a valid identifier"));
                 status = 1;
                 continue;
             }
@@ -911,6 +1119,30 @@ impl Interp {
                 self.err(&format!("{var_name}: readonly variable"));
                 status = 1;
                 continue;
+            }
+            if add & ATTR_NAMEREF != 0 {
+                if let Err(m) = self.declare_nameref(&var_name, add, make_local, value) {
+                    self.err(&format!("{name}: {m}"));
+                    status = 1;
+                }
+                continue;
+            }
+            if let Some(existing) = self.st.vars.get(&var_name).map(|v| &v.value) {
+                let stays_visible = !make_local || self.st.vars.is_local_here(&var_name);
+                if stays_visible && assoc && matches!(existing, Value::Indexed(_)) {
+                    self.err(&format!(
+                        "{name}: {var_name}: cannot convert indexed to associative array"
+                    ));
+                    status = 1;
+                    continue;
+                }
+                if stays_visible && array && !assoc && matches!(existing, Value::Assoc(_)) {
+                    self.err(&format!(
+                        "{name}: {var_name}: cannot convert associative to indexed array"
+                    ));
+                    status = 1;
+                    continue;
+                }
             }
             if make_local {
                 self.st.vars.make_local(&var_name);
@@ -927,8 +1159,9 @@ impl Interp {
                 value: Value::Unset,
                 attrs: 0,
             });
+            let was_unset = matches!(var.value, Value::Unset);
             if assoc && !matches!(var.value, Value::Assoc(_)) {
-                var.value = Value::Assoc(BTreeMap::new());
+                var.value = Value::Assoc(crate::vars::AssocMap::new());
             } else if array && !matches!(var.value, Value::Indexed(_) | Value::Assoc(_)) {
                 var.value = match std::mem::replace(&mut var.value, Value::Unset) {
                     Value::Str(s) => Value::Indexed(BTreeMap::from([(0, s)])),
@@ -936,6 +1169,14 @@ impl Interp {
                 };
             }
             var.attrs = (var.attrs | add) & !remove;
+            if was_unset && value.is_none() && var.is_array() {
+                var.attrs |= crate::vars::ATTR_NOVALUE;
+            }
+            if add & ATTR_UPPER != 0 {
+                var.attrs &= !ATTR_LOWER;
+            } else if add & ATTR_LOWER != 0 {
+                var.attrs &= !ATTR_UPPER;
+            }
             let readonly_after = var.attrs & ATTR_READONLY != 0;
             var.attrs &= !ATTR_READONLY;
             self.st.vars.put(&var_name, var);
@@ -956,6 +1197,141 @@ impl Interp {
         Ok(status)
     }
 
+    /// A declaration argument that came from an expansion (`export "$n=$v"`, `local $x`,
+    /// `builtin declare a=1`): bash splits it at its first `=` as it would an assignment
+    /// word. A `(...)` value is an array literal only for arrays (bash 5.2).
+    fn plain_declaration(&mut self, s: &str, array: bool) -> R<PlainDecl> {
+        let Some(eq) = s.find('=') else {
+            return Ok(PlainDecl::Name(s.to_string()));
+        };
+        let (lhs, val) = (&s[..eq], &s[eq + 1..]);
+        let (lhs, append) = match lhs.strip_suffix('+') {
+            Some(l) => (l, true),
+            None => (lhs, false),
+        };
+        let (name, index) = match lhs.find('[') {
+            Some(i) if lhs.ends_with(']') && i + 1 < lhs.len() => {
+                (&lhs[..i], Some(lhs[i + 1..lhs.len() - 1].to_string()))
+            }
+            _ => (lhs, None),
+        };
+        if !is_valid_name(name) {
+            return Ok(PlainDecl::Invalid);
+        }
+        let is_array_var = self.st.vars.get(name).is_some_and(|v| v.is_array());
+        let mut a = crate::ast::Assignment {
+            name: name.to_string(),
+            index: None,
+            append,
+            value: crate::ast::AssignValue::Scalar(crate::ast::Word::default()),
+        };
+        if index.is_none()
+            && (array || is_array_var)
+            && val.starts_with('(')
+            && val.ends_with(')')
+            && let Ok(script) = crate::parse(&format!("{name}={val}"))
+            && let Some(crate::ast::ListItem {
+                and_or:
+                    crate::ast::AndOr {
+                        first: crate::ast::Pipeline { commands, .. },
+                        ..
+                    },
+                ..
+            }) = script.items.first()
+            && let Some(crate::ast::Command::Simple(sc)) = commands.first()
+            && let Some(parsed) = sc.assignments.first()
+            && matches!(parsed.value, crate::ast::AssignValue::Array(_))
+        {
+            a.value = parsed.value.clone();
+            let v = self.eval_assignment(&a)?;
+            return Ok(PlainDecl::Assign(a, v));
+        }
+        let v = match index {
+            Some(k) => AssignedValue::Elem(k, val.to_string()),
+            None => AssignedValue::Scalar(val.to_string()),
+        };
+        Ok(PlainDecl::Assign(a, v))
+    }
+
+    /// `declare -n name[=target]`: the value is stored as is, never followed.
+    fn declare_nameref(
+        &mut self,
+        name: &str,
+        add: u8,
+        make_local: bool,
+        value: Option<(crate::ast::Assignment, AssignedValue)>,
+    ) -> Result<(), String> {
+        let target = match value {
+            Some((_, AssignedValue::Scalar(t))) => Some(t),
+            Some(_) => return Err(format!("{name}: reference variable cannot be an array")),
+            None => None,
+        };
+        if let Some(t) = &target {
+            let base = t.split('[').next().unwrap_or("");
+            let sub_ok = match t.find('[') {
+                Some(i) => t.ends_with(']') && i + 1 < t.len() - 1,
+                None => true,
+            };
+            if !(t.is_empty() || is_valid_name(base) && sub_ok) {
+                return Err(format!("`{t}': invalid variable name for name reference"));
+            }
+            if t == name {
+                return Err(format!(
+                    "{name}: nameref variable self references not allowed"
+                ));
+            }
+        }
+        if make_local {
+            self.st.vars.make_local(name);
+        }
+        let mut var = self.st.vars.get(name).cloned().unwrap_or(Var {
+            value: Value::Unset,
+            attrs: 0,
+        });
+        var.attrs |= add;
+        if let Some(t) = target {
+            var.value = Value::Str(t);
+        }
+        self.st.vars.put(name, var);
+        Ok(())
+    }
+
+    fn print_functions(&mut self, items: &[DeclArg], names_only: bool) -> i32 {
+        let mut names: Vec<String> = if items.is_empty() {
+            let mut v: Vec<String> = self.st.functions.keys().cloned().collect();
+            v.sort();
+            v
+        } else {
+            items
+                .iter()
+                .map(|a| match a {
+                    DeclArg::Plain(s) => s.clone(),
+                    DeclArg::Assign(a, _) => a.name.clone(),
+                })
+                .collect()
+        };
+        let mut status = 0;
+        let mut text = String::new();
+        for n in names.drain(..) {
+            match self.st.functions.get(&n).cloned() {
+                Some(_) if names_only => {
+                    if items.is_empty() {
+                        text.push_str(&format!("declare -f {n}\n"));
+                    } else {
+                        text.push_str(&format!("{n}\n"));
+                    }
+                }
+                Some(f) => {
+                    text.push_str(&crate::printer::function_text(&f));
+                    text.push('\n');
+                }
+                None => status = 1,
+            }
+        }
+        let s = self.out_str(&text);
+        if s != 0 { s } else { status }
+    }
+
     fn declare_global(
         &mut self,
         name: &str,
@@ -971,7 +1347,7 @@ impl Interp {
                 attrs: 0,
             });
             if assoc && !matches!(var.value, Value::Assoc(_)) {
-                var.value = Value::Assoc(BTreeMap::new());
+                var.value = Value::Assoc(crate::vars::AssocMap::new());
             } else if array && !matches!(var.value, Value::Indexed(_) | Value::Assoc(_)) {
                 var.value = Value::Indexed(BTreeMap::new());
             }
@@ -991,7 +1367,7 @@ impl Interp {
         let global = self.st.vars.with_global(name, |g| g.clone());
         let mut var = global.unwrap_or(Var {
             value: if assoc {
-                Value::Assoc(BTreeMap::new())
+                Value::Assoc(crate::vars::AssocMap::new())
             } else if array {
                 Value::Indexed(BTreeMap::new())
             } else {
@@ -1017,39 +1393,66 @@ impl Interp {
         r
     }
 
-    fn print_declarations(&mut self, name: &str, items: &[DeclArg], filter: u8, _p: bool) -> i32 {
-        let names: Vec<String> = if items.is_empty() {
-            self.st
-                .vars
-                .names()
-                .into_iter()
-                .filter(|n| {
-                    let v = self.st.vars.get(n);
-                    filter == 0 || v.is_some_and(|v| v.attrs & filter == filter)
-                })
-                .collect()
-        } else {
-            items
-                .iter()
-                .filter_map(|a| match a {
-                    DeclArg::Plain(s) => Some(s.clone()),
-                    _ => None,
-                })
-                .collect()
-        };
+    /// `declare -p` / `export` / `readonly -p` without names: every variable with the
+    /// requested attributes; plain `declare` lists them as `set` does.
+    fn list_declarations(
+        &mut self,
+        name: &str,
+        filter: u8,
+        array: bool,
+        assoc: bool,
+        print: bool,
+    ) -> i32 {
+        let set_style = matches!(name, "declare" | "typeset" | "local")
+            && filter == 0
+            && !array
+            && !assoc
+            && !print;
+        let locals_only = name == "local";
+        let mut text = String::new();
+        for n in self.st.vars.names() {
+            let Some(v) = self.st.vars.get(&n) else {
+                continue;
+            };
+            if v.attrs & filter != filter
+                || (array && !matches!(v.value, Value::Indexed(_)))
+                || (assoc && !matches!(v.value, Value::Assoc(_)))
+                || (locals_only && !self.st.vars.is_local_here(&n))
+            {
+                continue;
+            }
+            if set_style {
+                text.push_str(&set_line(&n, v));
+            } else {
+                text.push_str(&declare_line(&n, v));
+                text.push('\n');
+            }
+        }
+        self.out_str(&text)
+    }
+
+    fn print_declarations(&mut self, name: &str, items: &[DeclArg]) -> i32 {
         let mut text = String::new();
         let mut status = 0;
-        for n in names {
+        for a in items {
+            let n = match a {
+                DeclArg::Plain(s) => s.clone(),
+                DeclArg::Assign(a, _) => a.name.clone(),
+            };
             let Some(v) = self.st.vars.get(&n).cloned() else {
                 self.err(&format!("{name}: {n}: not found"));
                 status = 1;
                 continue;
             };
+            text.clear();
             text.push_str(&declare_line(&n, &v));
             text.push('\n');
+            let s = self.out_str(&text);
+            if s != 0 {
+                return s;
+            }
         }
-        let s = self.out_str(&text);
-        if s != 0 { s } else { status }
+        status
     }
 
     fn b_let(&mut self, args: &[String]) -> R {
@@ -1083,6 +1486,10 @@ impl Interp {
             "noglob" => o.noglob,
             "noclobber" => o.noclobber,
             "allexport" => o.allexport,
+            "noexec" => o.noexec,
+            "errtrace" => o.errtrace,
+            "functrace" => o.functrace,
+            n if SET_OPTIONS.contains(&n) => o.extra.contains(n),
             _ => return None,
         })
     }
@@ -1098,28 +1505,78 @@ impl Interp {
             "noclobber" => o.noclobber = on,
             "allexport" => o.allexport = on,
             "noexec" => o.noexec = on,
-            "posix"
-            | "braceexpand"
-            | "hashall"
-            | "interactive-comments"
-            | "monitor"
-            | "notify"
-            | "verbose"
-            | "nolog"
-            | "ignoreeof"
-            | "emacs"
-            | "vi"
-            | "physical"
-            | "privileged"
-            | "functrace"
-            | "errtrace"
-            | "histexpand"
-            | "history"
-            | "keyword"
-            | "onecmd" => {}
+            "errtrace" => o.errtrace = on,
+            "functrace" => o.functrace = on,
+            n if SET_OPTIONS.contains(&n) => {
+                if on {
+                    o.extra.insert(n.to_string());
+                } else {
+                    o.extra.remove(n);
+                }
+            }
             _ => return false,
         }
         true
+    }
+
+    /// `shopt` options: the ones the shell models, then the rest as plain flags.
+    pub(crate) fn shopt_value(&self, name: &str) -> Option<bool> {
+        let o = &self.st.opts;
+        Some(match name {
+            "nullglob" => o.nullglob,
+            "dotglob" => o.dotglob,
+            "failglob" => o.failglob,
+            "nocaseglob" => o.nocaseglob,
+            "nocasematch" => o.nocasematch,
+            "expand_aliases" => o.expand_aliases,
+            "lastpipe" => o.lastpipe,
+            n if SHOPT_OPTIONS.iter().any(|(k, _)| *k == n) => o.extra.contains(n),
+            _ => return None,
+        })
+    }
+
+    fn set_shopt(&mut self, name: &str, on: bool) -> bool {
+        let o = &mut self.st.opts;
+        let slot = match name {
+            "nullglob" => &mut o.nullglob,
+            "dotglob" => &mut o.dotglob,
+            "failglob" => &mut o.failglob,
+            "nocaseglob" => &mut o.nocaseglob,
+            "nocasematch" => &mut o.nocasematch,
+            "expand_aliases" => &mut o.expand_aliases,
+            "lastpipe" => &mut o.lastpipe,
+            n if SHOPT_OPTIONS.iter().any(|(k, _)| *k == n) => {
+                if on {
+                    o.extra.insert(n.to_string());
+                } else {
+                    o.extra.remove(n);
+                }
+                return true;
+            }
+            _ => return false,
+        };
+        *slot = on;
+        true
+    }
+
+    /// `$SHELLOPTS`: the `set -o` options that are on.
+    pub(crate) fn shellopts(&self) -> String {
+        SET_OPTIONS
+            .iter()
+            .filter(|n| self.option_value(n) == Some(true))
+            .copied()
+            .collect::<Vec<_>>()
+            .join(":")
+    }
+
+    /// `$BASHOPTS`: the `shopt` options that are on.
+    pub(crate) fn bashopts(&self) -> String {
+        SHOPT_OPTIONS
+            .iter()
+            .filter(|(n, _)| self.shopt_value(n) == Some(true))
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(":")
     }
 
     fn b_set(&mut self, args: &[String]) -> i32 {
@@ -1143,7 +1600,16 @@ impl Interp {
             }
             if a == "-" {
                 self.st.opts.xtrace = false;
-                self.st.positional = args[i + 1..].to_vec();
+                self.st.opts.extra.remove("verbose");
+                if i + 1 < args.len() {
+                    self.st.positional = args[i + 1..].to_vec();
+                }
+                return 0;
+            }
+            if a == "+" {
+                if i + 1 < args.len() {
+                    self.st.positional = args[i + 1..].to_vec();
+                }
                 return 0;
             }
             let on = a.starts_with('-');
@@ -1160,7 +1626,17 @@ impl Interp {
                     'C' => "noclobber",
                     'a' => "allexport",
                     'n' => "noexec",
-                    'h' | 'B' | 'H' | 'm' | 'b' | 'v' | 'T' | 'E' | 'P' | 'k' | 't' => "posix",
+                    'h' => "hashall",
+                    'B' => "braceexpand",
+                    'H' => "histexpand",
+                    'm' => "monitor",
+                    'b' => "notify",
+                    'v' => "verbose",
+                    'T' => "functrace",
+                    'E' => "errtrace",
+                    'P' => "physical",
+                    'k' => "keyword",
+                    't' => "onecmd",
                     'o' => {
                         i += 1;
                         match args.get(i) {
@@ -1190,17 +1666,8 @@ impl Interp {
     }
 
     fn options_listing(&self, dash: bool) -> String {
-        let names = [
-            "allexport",
-            "errexit",
-            "noclobber",
-            "noglob",
-            "nounset",
-            "pipefail",
-            "xtrace",
-        ];
         let mut s = String::new();
-        for n in names {
+        for n in SET_OPTIONS {
             let v = self.option_value(n).unwrap_or(false);
             if dash {
                 s.push_str(&format!("{n:<15}\t{}\n", if v { "on" } else { "off" }));
@@ -1214,59 +1681,79 @@ impl Interp {
     fn b_shopt(&mut self, args: &[String]) -> i32 {
         let mut mode: Option<bool> = None;
         let mut quiet = false;
+        let mut print = false;
+        let mut set_o = false;
         let mut names = Vec::new();
+        let mut options_done = false;
         for a in args {
-            match a.as_str() {
-                "-s" => mode = Some(true),
-                "-u" => mode = Some(false),
-                "-q" => quiet = true,
-                "-o" | "-p" => {}
-                n => names.push(n.to_string()),
+            if !options_done && a.starts_with('-') && a.len() > 1 {
+                if a == "--" {
+                    options_done = true;
+                    continue;
+                }
+                for c in a[1..].chars() {
+                    match c {
+                        's' => mode = Some(true),
+                        'u' => mode = Some(false),
+                        'q' => quiet = true,
+                        'p' => print = true,
+                        'o' => set_o = true,
+                        _ => {
+                            self.err(&format!("shopt: -{c}: invalid option"));
+                            self.err_raw("shopt: usage: shopt [-pqsu] [-o] [optname ...]\n");
+                            return 2;
+                        }
+                    }
+                }
+                continue;
             }
+            options_done = true;
+            names.push(a.clone());
         }
+        let all: Vec<String> = if set_o {
+            SET_OPTIONS.iter().map(|s| s.to_string()).collect()
+        } else {
+            SHOPT_OPTIONS.iter().map(|(s, _)| s.to_string()).collect()
+        };
+        let listing = names.is_empty();
+        let targets = if listing { all } else { names };
         let mut status = 0;
         let mut text = String::new();
-        for n in &names {
-            let o = &mut self.st.opts;
-            let slot: Option<&mut bool> = match n.as_str() {
-                "nullglob" => Some(&mut o.nullglob),
-                "dotglob" => Some(&mut o.dotglob),
-                "failglob" => Some(&mut o.failglob),
-                "nocaseglob" => Some(&mut o.nocaseglob),
-                "nocasematch" => Some(&mut o.nocasematch),
-                "expand_aliases" => Some(&mut o.expand_aliases),
-                "lastpipe" => Some(&mut o.lastpipe),
-                "pipefail" => Some(&mut o.pipefail),
-                _ => None,
+        for n in &targets {
+            let current = if set_o {
+                self.option_value(n)
+            } else {
+                self.shopt_value(n)
             };
-            match (slot, mode) {
-                (Some(s), Some(m)) => *s = m,
-                (Some(s), None) => {
-                    let v = *s;
+            let Some(v) = current else {
+                self.err(&format!("shopt: {n}: invalid shell option name"));
+                status = 1;
+                continue;
+            };
+            match mode {
+                Some(m) if !listing => {
+                    if set_o {
+                        self.set_option(n, m);
+                    } else {
+                        self.set_shopt(n, m);
+                    }
+                }
+                Some(m) => {
+                    // `shopt -s` alone lists the options that are on.
+                    if v == m {
+                        text.push_str(&shopt_line(n, v, print, set_o));
+                    }
+                }
+                None => {
                     if !v {
                         status = 1;
                     }
-                    text.push_str(&format!("{n:<15}\t{}\n", if v { "on" } else { "off" }));
-                }
-                (None, _) => {
-                    // Accepted so scripts that set them keep going; they change nothing here.
-                    if !matches!(
-                        n.as_str(),
-                        "extglob"
-                            | "globstar"
-                            | "checkwinsize"
-                            | "histappend"
-                            | "cmdhist"
-                            | "extquote"
-                            | "promptvars"
-                            | "sourcepath"
-                            | "inherit_errexit"
-                    ) {
-                        self.err(&format!("shopt: {n}: invalid shell option name"));
-                        status = 1;
-                    }
+                    text.push_str(&shopt_line(n, v, print, set_o));
                 }
             }
+        }
+        if listing {
+            status = 0;
         }
         if !quiet && !text.is_empty() {
             let s = self.out_str(&text);
@@ -1277,10 +1764,6 @@ impl Interp {
         status
     }
 
-    // ---- read / mapfile ----
-
-    /// Reads one byte from descriptor `fd` before `deadline`: `Ok(None)` at end of input,
-    /// `Err(())` when the deadline passed first.
     fn read_byte_by(&mut self, fd: u32, deadline: Instant) -> R<Result<Option<u8>, ()>> {
         let mut b = [0u8; 1];
         if let Some(Fd::In(InSrc::Pipe(p))) = self.fds.get(fd).cloned() {
@@ -1425,6 +1908,10 @@ impl Interp {
                 got_delim = true;
                 break;
             }
+            if b == 0 {
+                // bash strings cannot hold NUL: `read` drops it.
+                continue;
+            }
             if b == b'\\' && !raw {
                 match self.read_byte(fd)? {
                     Some(b'\n') => continue,
@@ -1505,6 +1992,7 @@ impl Interp {
                 attrs,
             },
         );
+        let items = items.into_iter().map(|(k, v)| (k, false, v)).collect();
         self.assign_array(name, items, false)
     }
 
@@ -1514,38 +2002,99 @@ impl Interp {
         let mut max: Option<usize> = None;
         let mut skip = 0usize;
         let mut fd = 0u32;
+        let mut origin: Option<i64> = None;
+        let mut callback: Option<String> = None;
+        let mut quantum = 5000usize;
         let mut target = "MAPFILE".to_string();
         let mut i = 0;
         while i < args.len() {
             let a = args[i].as_str();
-            let mut next = || {
+            if !(a.starts_with('-') && a.len() > 1) {
+                target = a.to_string();
                 i += 1;
-                args.get(i).cloned().unwrap_or_default()
-            };
-            match a {
-                "-t" => trim = true,
-                "-d" => delim = next().bytes().next().unwrap_or(0),
-                "-n" => max = next().parse().ok().filter(|n| *n > 0),
-                "-s" => skip = next().parse().unwrap_or(0),
-                "-u" => fd = next().parse().unwrap_or(0),
-                "-O" | "-c" | "-C" => {
-                    next();
+                continue;
+            }
+            let flags: Vec<char> = a[1..].chars().collect();
+            for (j, c) in flags.iter().enumerate() {
+                let takes_value = matches!(c, 'd' | 'n' | 's' | 'u' | 'O' | 'c' | 'C');
+                let value = if takes_value {
+                    let rest: String = flags[j + 1..].iter().collect();
+                    if rest.is_empty() {
+                        i += 1;
+                        args.get(i).cloned().unwrap_or_default()
+                    } else {
+                        rest
+                    }
+                } else {
+                    String::new()
+                };
+                let bad_count = |me: &mut Interp, v: &str| {
+                    me.err(&format!("{name}: {v}: invalid line count"));
+                };
+                match c {
+                    't' => trim = true,
+                    'd' => delim = value.bytes().next().unwrap_or(0),
+                    'n' => match value.parse::<usize>() {
+                        Ok(n) => max = (n > 0).then_some(n),
+                        Err(_) => {
+                            bad_count(self, &value);
+                            return Ok(1);
+                        }
+                    },
+                    's' => match value.parse::<usize>() {
+                        Ok(n) => skip = n,
+                        Err(_) => {
+                            bad_count(self, &value);
+                            return Ok(1);
+                        }
+                    },
+                    'u' => fd = value.parse().unwrap_or(0),
+                    'O' => match value.parse::<i64>() {
+                        Ok(n) if n >= 0 => origin = Some(n),
+                        _ => {
+                            self.err(&format!("{name}: {value}: invalid array origin"));
+                            return Ok(1);
+                        }
+                    },
+                    'c' => match value.parse::<usize>() {
+                        Ok(n) if n > 0 => quantum = n,
+                        _ => {
+                            self.err(&format!("{name}: {value}: invalid callback quantum"));
+                            return Ok(1);
+                        }
+                    },
+                    'C' => callback = Some(value),
+                    c => {
+                        self.err(&format!("{name}: -{c}: invalid option"));
+                        return Ok(2);
+                    }
                 }
-                s if s.starts_with('-') && s.len() > 1 => {
-                    self.err(&format!("{name}: {s}: invalid option"));
-                    return Ok(2);
+                if takes_value {
+                    break;
                 }
-                s => target = s.to_string(),
             }
             i += 1;
         }
-        let mut items = Vec::new();
+        if !is_valid_name(&target) {
+            self.err(&format!("{name}: `{target}': not a valid identifier"));
+            return Ok(1);
+        }
+        if origin.is_none() {
+            if let Err(m) = self.assign_array_fresh(&target, Vec::new()) {
+                self.err(&format!("{name}: {m}"));
+                return Ok(1);
+            }
+        } else if !self.st.vars.get(&target).is_some_and(|v| v.is_array()) {
+            let _ = self.assign_array(&target, Vec::new(), true);
+        }
+        let mut index = origin.unwrap_or(0);
         let mut line = Vec::new();
         let mut seen = 0usize;
+        let mut stored = 0usize;
         let mut total = 0usize;
         let limit = self.st.limits.max_word_bytes;
         loop {
-            if max.is_some_and(|m| items.len() >= m) {
+            if max.is_some_and(|m| stored >= m) {
                 break;
             }
             let b = self.read_byte(fd)?;
@@ -1563,11 +2112,30 @@ impl Interp {
                 }
             };
             if end && !line.is_empty() {
-                if trim && line.last() == Some(&delim) {
+                // A NUL delimiter cannot be kept: bash strings end there.
+                if (trim || delim == 0) && line.last() == Some(&delim) {
                     line.pop();
                 }
                 if seen >= skip {
-                    items.push((None, String::from_utf8_lossy(&line).into_owned()));
+                    let text = String::from_utf8_lossy(&line).into_owned();
+                    if let Some(cb) = &callback
+                        && (stored + 1).is_multiple_of(quantum)
+                    {
+                        let cmd = format!("{cb} {index} {}", crate::printf::quote_single(&text));
+                        self.eval_string(&cmd)?;
+                    }
+                    let r = self.assign(
+                        &target,
+                        Some(crate::interp::AssignKey::Index(index)),
+                        text,
+                        false,
+                    );
+                    if let Err(m) = r {
+                        self.err(&format!("{name}: {m}"));
+                        return Ok(1);
+                    }
+                    index += 1;
+                    stored += 1;
                 }
                 seen += 1;
                 line.clear();
@@ -1576,39 +2144,85 @@ impl Interp {
                 break;
             }
         }
-        if let Err(m) = self.assign_array_fresh(&target, items) {
-            self.err(&format!("{name}: {m}"));
-            return Ok(1);
-        }
         Ok(0)
     }
 
     // ---- traps, jobs, getopts ----
 
     fn b_trap(&mut self, args: &[String]) -> i32 {
-        let list = |me: &mut Interp| {
-            let mut text = String::new();
-            for (sig, action) in me.st.traps.iter() {
-                text.push_str(&format!(
-                    "trap -- {} {sig}\n",
-                    crate::printf::quote_single(action)
-                ));
+        let mut args: &[String] = args;
+        let mut print = false;
+        while let Some(first) = args.first() {
+            match first.as_str() {
+                "-p" => print = true,
+                "-l" => {
+                    let mut text = String::new();
+                    for (i, (n, name)) in signals().iter().enumerate() {
+                        text.push_str(&format!("{n:2}) SIG{name}"));
+                        text.push(if (i + 1).is_multiple_of(5) { '\n' } else { '\t' });
+                    }
+                    if !text.ends_with('\n') {
+                        text.push('\n');
+                    }
+                    return self.out_str(&text);
+                }
+                "--" => {
+                    args = &args[1..];
+                    break;
+                }
+                o if o.starts_with('-') && o.len() > 1 && o != "-" => {
+                    self.err(&format!("trap: {o}: invalid option"));
+                    self.err_raw("trap: usage: trap [-lp] [[arg] signal_spec ...]\n");
+                    return 2;
+                }
+                _ => break,
             }
-            me.out_str(&text)
-        };
-        if args.is_empty() || args[0] == "-p" {
-            return list(self);
+            args = &args[1..];
         }
-        if args[0] == "-l" {
-            return self.out_str(" 1) SIGHUP\t 2) SIGINT\t 3) SIGQUIT\t15) SIGTERM\n");
+        if print || args.is_empty() {
+            let traps = self
+                .inherited_traps
+                .clone()
+                .unwrap_or_else(|| self.st.traps.clone());
+            let mut status = 0;
+            let wanted: Vec<String> = if args.is_empty() {
+                let mut all: Vec<String> = traps.keys().cloned().collect();
+                all.sort_by_key(|k| signal_order(k));
+                all
+            } else {
+                let mut v = Vec::new();
+                for a in args {
+                    match signal_name(a) {
+                        Some(n) => v.push(n),
+                        None => {
+                            self.err(&format!("trap: {a}: invalid signal specification"));
+                            status = 1;
+                        }
+                    }
+                }
+                v
+            };
+            let mut text = String::new();
+            for sig in wanted {
+                if let Some(action) = traps.get(&sig) {
+                    text.push_str(&format!(
+                        "trap -- {} {sig}\n",
+                        crate::printf::quote_single(action)
+                    ));
+                }
+            }
+            let s = self.out_str(&text);
+            return if s != 0 { s } else { status };
         }
-        let (action, sigs) = if args.len() == 1 {
+        // `trap N` alone (a signal number) resets it, as `trap - N` would.
+        let (action, sigs) = if args.len() == 1 || args[0] == "-" {
+            (None, if args[0] == "-" { &args[1..] } else { args })
+        } else if args[0].parse::<u32>().is_ok() && signal_name(&args[0]).is_some() {
             (None, args)
-        } else if args[0] == "-" {
-            (None, &args[1..])
         } else {
             (Some(args[0].clone()), &args[1..])
         };
+        self.inherited_traps = None;
         let mut status = 0;
         for s in sigs {
             let Some(sig) = signal_name(s) else {
@@ -1661,6 +2275,10 @@ impl Interp {
         }
         let spec = args[0].clone();
         let var = args[1].clone();
+        if !is_valid_name(&var) {
+            self.err(&format!("getopts: `{var}': not a valid identifier"));
+            return 1;
+        }
         let params: Vec<String> = if args.len() > 2 {
             args[2..].to_vec()
         } else {
@@ -1785,49 +2403,155 @@ impl Interp {
         path.map(|p| ("file", p))
     }
 
+    /// Every meaning of `name` in lookup order (`type -a`): alias, keyword, function,
+    /// builtin, then each executable file along `$PATH`.
+    fn describe_all(&self, name: &str, skip_funcs: bool) -> Vec<(&'static str, String)> {
+        let mut v = Vec::new();
+        if self.st.opts.expand_aliases
+            && let Some(a) = self.st.aliases.get(name)
+        {
+            v.push(("alias", a.clone()));
+        }
+        if KEYWORDS.contains(&name) {
+            v.push(("keyword", String::new()));
+        }
+        if !skip_funcs && self.st.functions.contains_key(name) {
+            v.push(("function", String::new()));
+        }
+        if is_builtin(name) {
+            v.push(("builtin", String::new()));
+        }
+        v.extend(self.path_files(name).into_iter().map(|p| ("file", p)));
+        v
+    }
+
+    /// The executable files `name` finds: itself when it has a slash, else along `$PATH`.
+    fn path_files(&self, name: &str) -> Vec<String> {
+        let vfs = self.rt.vfs.lock();
+        let ok = |p: &str| {
+            vfs.stat(p)
+                .is_ok_and(|m| m.mode & 0o111 != 0 && m.file_type == wasmsand_vfs::FileType::File)
+        };
+        if name.contains('/') {
+            let p = wasmsand_vfs::path::join(&self.st.cwd, name);
+            return if ok(&p) {
+                vec![name.to_string()]
+            } else {
+                Vec::new()
+            };
+        }
+        if name.is_empty() {
+            return Vec::new();
+        }
+        let path = self
+            .get_var("PATH")
+            .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        let mut out: Vec<String> = Vec::new();
+        for dir in path.split(':') {
+            let shown = if dir.is_empty() {
+                name.to_string()
+            } else {
+                format!("{}/{name}", dir.trim_end_matches('/'))
+            };
+            let full = wasmsand_vfs::path::join(&self.st.cwd, &shown);
+            if ok(&full) && !out.contains(&shown) {
+                out.push(shown);
+            }
+        }
+        out
+    }
+
     fn b_type(&mut self, args: &[String]) -> i32 {
         let mut terse = false;
         let mut path_only = false;
+        let mut force_path = false;
+        let mut all = false;
+        let mut skip_funcs = false;
         let mut names = Vec::new();
+        let mut options_done = false;
         for a in args {
-            match a.as_str() {
-                "-t" => terse = true,
-                "-p" | "-P" => path_only = true,
-                "-a" | "-f" => {}
-                n => names.push(n.to_string()),
+            if !options_done && a.starts_with('-') && a.len() > 1 {
+                if a == "--" {
+                    options_done = true;
+                    continue;
+                }
+                for c in a[1..].chars() {
+                    match c {
+                        't' => terse = true,
+                        'p' => path_only = true,
+                        'P' => force_path = true,
+                        'a' => all = true,
+                        'f' => skip_funcs = true,
+                        _ => {
+                            self.err(&format!("type: -{c}: invalid option"));
+                            self.err_raw("type: usage: type [-afptP] name [name ...]\n");
+                            return 2;
+                        }
+                    }
+                }
+                continue;
             }
+            options_done = true;
+            names.push(a.clone());
         }
         let mut status = 0;
-        let mut text = String::new();
         for n in names {
-            match self.describe(&n) {
-                None => {
-                    if !terse && !path_only {
-                        self.err(&format!("type: {n}: not found"));
-                    }
-                    status = 1;
+            let mut text = String::new();
+            let found = if force_path {
+                let files = self.path_files(&n);
+                let files = if all {
+                    files
+                } else {
+                    files.into_iter().take(1).collect()
+                };
+                for f in &files {
+                    text.push_str(&format!("{f}\n"));
                 }
-                Some((kind, extra)) => {
+                !files.is_empty()
+            } else {
+                let mut meanings = self.describe_all(&n, skip_funcs);
+                if !all {
+                    meanings.truncate(1);
+                }
+                for (kind, extra) in &meanings {
                     if path_only {
-                        if kind == "file" {
+                        if *kind == "file" {
                             text.push_str(&format!("{extra}\n"));
                         }
                     } else if terse {
                         text.push_str(&format!("{kind}\n"));
                     } else {
-                        text.push_str(&match kind {
+                        text.push_str(&match *kind {
                             "alias" => format!("{n} is aliased to `{extra}'\n"),
                             "keyword" => format!("{n} is a shell keyword\n"),
-                            "function" => format!("{n} is a function\n"),
+                            "function" => {
+                                let body = self
+                                    .st
+                                    .functions
+                                    .get(&n)
+                                    .map(|f| crate::printer::function_text(f))
+                                    .unwrap_or_default();
+                                format!("{n} is a function\n{body}\n")
+                            }
                             "builtin" => format!("{n} is a shell builtin\n"),
                             _ => format!("{n} is {extra}\n"),
                         });
                     }
                 }
+                !meanings.is_empty()
+            };
+            if !found {
+                if !terse && !path_only && !force_path {
+                    self.err(&format!("type: {n}: not found"));
+                }
+                status = 1;
+            }
+            let s = self.out_str(&text);
+            if s != 0 {
+                return s;
             }
         }
-        let s = self.out_str(&text);
-        if s != 0 { s } else { status }
+        status
     }
 
     fn b_which(&mut self, args: &[String]) -> i32 {
@@ -1874,21 +2598,38 @@ impl Interp {
             return Ok(0);
         };
         if let Some(long) = verbose {
-            if long {
-                return Ok(self.b_type(&rest[..1]));
-            }
             let mut status = 0;
-            let mut text = String::new();
+            let mut found = false;
             for n in rest {
-                match self.describe(n) {
-                    Some(("file", p)) => text.push_str(&format!("{p}\n")),
-                    Some(("alias", v)) => text.push_str(&format!("alias {n}='{v}'\n")),
-                    Some(_) => text.push_str(&format!("{n}\n")),
-                    None => status = 1,
+                let text = match self.describe(n) {
+                    Some(_) if long => {
+                        if self.b_type(std::slice::from_ref(n)) != 0 {
+                            status = 1;
+                        } else {
+                            found = true;
+                        }
+                        continue;
+                    }
+                    Some(("file", p)) => format!("{p}\n"),
+                    Some(("alias", v)) => {
+                        format!("alias {n}={}\n", crate::printf::quote_single(&v))
+                    }
+                    Some(_) => format!("{n}\n"),
+                    None => {
+                        if long {
+                            self.err(&format!("command: {n}: not found"));
+                        }
+                        continue;
+                    }
+                };
+                found = true;
+                let s = self.out_str(&text);
+                if s != 0 {
+                    return Ok(s);
                 }
             }
-            let s = self.out_str(&text);
-            return Ok(if s != 0 { s } else { status });
+            // Found at least one name: bash's status is then 0.
+            return Ok(if found { 0 } else { status.max(1) });
         }
         if is_builtin(name) {
             return self.run_builtin(&name.clone(), rest);
@@ -1953,7 +2694,19 @@ impl Interp {
         let path = if file.contains('/') {
             wasmsand_vfs::path::join(&self.st.cwd, file)
         } else {
-            self.find_in_path(file)
+            // `source` looks along PATH for a readable file; no exec bit is needed.
+            let path_var = self.get_var("PATH").unwrap_or_default();
+            let vfs = self.rt.vfs.lock();
+            path_var
+                .split(':')
+                .map(|d| {
+                    let d = if d.is_empty() { "." } else { d };
+                    wasmsand_vfs::path::join(&self.st.cwd, &format!("{d}/{file}"))
+                })
+                .find(|p| {
+                    vfs.stat(p)
+                        .is_ok_and(|m| m.file_type == wasmsand_vfs::FileType::File)
+                })
                 .unwrap_or_else(|| wasmsand_vfs::path::join(&self.st.cwd, file))
         };
         let data = self.rt.vfs.lock().read(&path);
@@ -1982,7 +2735,9 @@ impl Interp {
             None
         };
         self.sourcing += 1;
+        let offset = std::mem::replace(&mut self.line_offset, 0);
         let r = self.run_script(&script);
+        self.line_offset = offset;
         self.sourcing -= 1;
         if let Some(p) = saved_pos {
             self.st.positional = p;
@@ -2613,23 +3368,178 @@ fn test_binop(op: &str) -> Option<CondBinOp> {
     })
 }
 
+/// `set -o` options, in the order bash lists them.
+const SET_OPTIONS: &[&str] = &[
+    "allexport",
+    "braceexpand",
+    "emacs",
+    "errexit",
+    "errtrace",
+    "functrace",
+    "hashall",
+    "histexpand",
+    "history",
+    "ignoreeof",
+    "interactive-comments",
+    "keyword",
+    "monitor",
+    "noclobber",
+    "noexec",
+    "noglob",
+    "nolog",
+    "notify",
+    "nounset",
+    "onecmd",
+    "physical",
+    "pipefail",
+    "posix",
+    "privileged",
+    "verbose",
+    "vi",
+    "xtrace",
+];
+
+/// `shopt` options of bash 5.2 in its order, with their defaults under `bash -c`.
+pub(crate) const SHOPT_OPTIONS: &[(&str, bool)] = &[
+    ("autocd", false),
+    ("assoc_expand_once", false),
+    ("cdable_vars", false),
+    ("cdspell", false),
+    ("checkhash", false),
+    ("checkjobs", false),
+    ("checkwinsize", true),
+    ("cmdhist", true),
+    ("compat31", false),
+    ("compat32", false),
+    ("compat40", false),
+    ("compat41", false),
+    ("compat42", false),
+    ("compat43", false),
+    ("compat44", false),
+    ("complete_fullquote", true),
+    ("direxpand", false),
+    ("dirspell", false),
+    ("dotglob", false),
+    ("execfail", false),
+    ("expand_aliases", false),
+    ("extdebug", false),
+    ("extglob", false),
+    ("extquote", true),
+    ("failglob", false),
+    ("force_fignore", true),
+    ("globasciiranges", true),
+    ("globskipdots", true),
+    ("globstar", false),
+    ("gnu_errfmt", false),
+    ("histappend", false),
+    ("histreedit", false),
+    ("histverify", false),
+    ("hostcomplete", true),
+    ("huponexit", false),
+    ("inherit_errexit", false),
+    ("interactive_comments", true),
+    ("lastpipe", false),
+    ("lithist", false),
+    ("localvar_inherit", false),
+    ("localvar_unset", false),
+    ("login_shell", false),
+    ("mailwarn", false),
+    ("no_empty_cmd_completion", false),
+    ("nocaseglob", false),
+    ("nocasematch", false),
+    ("noexpand_translation", false),
+    ("nullglob", false),
+    ("patsub_replacement", true),
+    ("progcomp", true),
+    ("progcomp_alias", false),
+    ("promptvars", true),
+    ("restricted_shell", false),
+    ("shift_verbose", false),
+    ("sourcepath", true),
+    ("varredir_close", false),
+    ("xpg_echo", false),
+];
+
+fn shopt_line(n: &str, v: bool, print: bool, set_o: bool) -> String {
+    match (print, set_o) {
+        (true, true) => format!("set {}o {n}\n", if v { '-' } else { '+' }),
+        (true, false) => format!("shopt {} {n}\n", if v { "-s" } else { "-u" }),
+        _ => format!("{n:<15}\t{}\n", if v { "on" } else { "off" }),
+    }
+}
+
+/// Linux's signals as `trap -l` lists them: number and name without `SIG`.
+fn signals() -> Vec<(u32, String)> {
+    const NAMES: [&str; 31] = [
+        "HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "BUS", "FPE", "KILL", "USR1", "SEGV", "USR2",
+        "PIPE", "ALRM", "TERM", "STKFLT", "CHLD", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "URG",
+        "XCPU", "XFSZ", "VTALRM", "PROF", "WINCH", "IO", "PWR", "SYS",
+    ];
+    let mut v: Vec<(u32, String)> = NAMES
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (i as u32 + 1, n.to_string()))
+        .collect();
+    v.push((34, "RTMIN".into()));
+    for i in 1..=15 {
+        v.push((34 + i, format!("RTMIN+{i}")));
+    }
+    for i in (1..=14).rev() {
+        v.push((64 - i, format!("RTMAX-{i}")));
+    }
+    v.push((64, "RTMAX".into()));
+    v
+}
+
+/// A trap's canonical name (`EXIT`, `SIGINT`, `ERR`) from a name or number in any case,
+/// with or without `SIG`.
 fn signal_name(s: &str) -> Option<String> {
     let u = s.to_uppercase();
     let u = u.strip_prefix("SIG").unwrap_or(&u).to_string();
-    Some(match u.as_str() {
-        "0" | "EXIT" => "EXIT".into(),
-        "ERR" | "DEBUG" | "RETURN" => u,
-        "1" | "HUP" => "SIGHUP".into(),
-        "2" | "INT" => "SIGINT".into(),
-        "3" | "QUIT" => "SIGQUIT".into(),
-        "15" | "TERM" => "SIGTERM".into(),
-        "USR1" | "10" => "SIGUSR1".into(),
-        "USR2" | "12" => "SIGUSR2".into(),
-        "PIPE" | "13" => "SIGPIPE".into(),
-        "ALRM" | "14" => "SIGALRM".into(),
-        "CHLD" | "17" => "SIGCHLD".into(),
-        _ => return None,
-    })
+    match u.as_str() {
+        "0" | "EXIT" => return Some("EXIT".into()),
+        "ERR" | "DEBUG" | "RETURN" => return Some(u),
+        _ => {}
+    }
+    let table = signals();
+    if let Ok(n) = u.parse::<u32>() {
+        return table
+            .iter()
+            .find(|(k, _)| *k == n)
+            .map(|(_, name)| format!("SIG{name}"));
+    }
+    table
+        .iter()
+        .find(|(_, name)| *name == u)
+        .map(|(_, name)| format!("SIG{name}"))
+}
+
+/// Where a trap comes in `trap -p`: EXIT, the signals by number, then DEBUG, ERR, RETURN.
+fn signal_order(name: &str) -> u32 {
+    match name {
+        "EXIT" => 0,
+        "DEBUG" => 100,
+        "ERR" => 101,
+        "RETURN" => 102,
+        n => {
+            let bare = n.strip_prefix("SIG").unwrap_or(n);
+            signals()
+                .iter()
+                .find(|(_, s)| s == bare)
+                .map(|(k, _)| *k)
+                .unwrap_or(99)
+        }
+    }
+}
+
+/// A scalar as `declare -p` prints it: double-quoted, or `$'...'` when it holds control
+/// characters.
+fn decl_quote(s: &str) -> String {
+    if s.chars().any(|c| c.is_control()) {
+        crate::printf::quote_single(s)
+    } else {
+        dq(s)
+    }
 }
 
 /// Double-quoted value as `declare -p` prints it.
@@ -2668,20 +3578,18 @@ fn attr_flags(v: &Var) -> String {
         Value::Assoc(_) => f.push('A'),
         _ => {}
     }
-    if v.has(ATTR_INTEGER) {
-        f.push('i');
-    }
-    if v.has(ATTR_LOWER) {
-        f.push('l');
-    }
-    if v.has(ATTR_READONLY) {
-        f.push('r');
-    }
-    if v.has(ATTR_UPPER) {
-        f.push('u');
-    }
-    if v.has(ATTR_EXPORT) {
-        f.push('x');
+    for (bit, c) in [
+        (ATTR_INTEGER, 'i'),
+        (ATTR_NAMEREF, 'n'),
+        (ATTR_READONLY, 'r'),
+        (ATTR_TRACE, 't'),
+        (ATTR_EXPORT, 'x'),
+        (ATTR_LOWER, 'l'),
+        (ATTR_UPPER, 'u'),
+    ] {
+        if v.has(bit) {
+            f.push(c);
+        }
     }
     if f.is_empty() {
         "--".into()
@@ -2694,7 +3602,10 @@ pub(crate) fn declare_line(name: &str, v: &Var) -> String {
     let flags = attr_flags(v);
     match &v.value {
         Value::Unset => format!("declare {flags} {name}"),
-        Value::Str(s) => format!("declare {flags} {name}={}", dq(s)),
+        Value::Str(s) => format!("declare {flags} {name}={}", decl_quote(s)),
+        Value::Indexed(_) | Value::Assoc(_) if v.has(crate::vars::ATTR_NOVALUE) => {
+            format!("declare {flags} {name}")
+        }
         Value::Indexed(m) => {
             let body: Vec<String> = m.iter().map(|(k, v)| format!("[{k}]={}", dq(v))).collect();
             format!("declare {flags} {name}=({})", body.join(" "))
@@ -2743,6 +3654,25 @@ fn set_quote(s: &str) -> String {
         s.to_string()
     } else {
         quote_single(s)
+    }
+}
+
+/// What a declaration argument from an expansion turned out to be.
+enum PlainDecl {
+    Name(String),
+    Assign(crate::ast::Assignment, AssignedValue),
+    Invalid,
+}
+
+fn decl_usage(name: &str) -> &'static str {
+    match name {
+        "export" => "export [-fn] [name[=value] ...] or export -p",
+        "readonly" => "readonly [-aAf] [name[=value] ...] or readonly -p",
+        "local" => "local [option] name[=value] ...",
+        "typeset" => {
+            "typeset [-aAfFgiIlnrtux] name[=value] ... or typeset -p [-aAfFilnrtux] [name ...]"
+        }
+        _ => "declare [-aAfFgiIlnrtux] name[=value] ... or declare -p [-aAfFilnrtux] [name ...]",
     }
 }
 

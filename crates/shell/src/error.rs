@@ -32,6 +32,12 @@ pub enum SourceKind<'a> {
 }
 
 impl ParseError {
+    /// An error inside `[[ ]]`: bash drops the line without changing `$?` (and says nothing
+    /// at all about a missing operand).
+    pub fn keeps_status(&self) -> bool {
+        self.message.is_empty() || self.message.contains("conditional")
+    }
+
     /// The full stderr text bash prints for this error in `source` (newline-terminated): the
     /// message, then the offending line for `near unexpected token` errors.
     pub fn render_in(&self, source: &str, kind: SourceKind<'_>) -> String {
@@ -46,6 +52,9 @@ impl ParseError {
                 format!("{name}: line {}: ", self.line),
             ),
         };
+        if self.message.is_empty() {
+            return String::new();
+        }
         let mut out = format!("{head}{}\n", self.message);
         if self.message.starts_with("syntax error near") {
             let text = source

@@ -19,6 +19,8 @@ impl Interp {
         // bash substitutes `$x` textually before parsing (`a="1+2"; $(($a*3))` is 7): when
         // the expression holds expansions, expand the source text and parse again.
         let res = match &a.expr {
+            // `$(( ${base}#ff ))`, `(( x$foo = 1 ))`: only the expanded text is an expression.
+            Err(_) if a.source.contains(['$', '`']) => self.arith_textual(a),
             Err(m) => Err(AErr::Msg(m.clone())),
             Ok(e) if contains_expansion(e) => self.arith_textual(a),
             Ok(e) => self.eval_ax(e, 0, &a.source),
@@ -82,7 +84,11 @@ impl Interp {
         if t.is_empty() {
             return Ok(0);
         }
-        if let Ok(v) = t.parse::<i64>() {
+        // A decimal fast path; `017` is octal and goes through the parser.
+        let digits = t.trim_start_matches(['-', '+']);
+        if !(digits.len() > 1 && digits.starts_with('0'))
+            && let Ok(v) = t.parse::<i64>()
+        {
             return Ok(v);
         }
         if depth > MAX_ARITH_RECURSION {
@@ -117,6 +123,7 @@ impl Interp {
     }
 
     fn elem_num(&mut self, name: &str, idx: &ArithExpr, depth: u32, src: &str) -> AR {
+        let name = &self.resolve_ref(name).0;
         let key = self.elem_key(name, idx, depth, src)?;
         let text = match (self.st.vars.get(name).map(|v| &v.value), key) {
             (Some(Value::Indexed(m)), AssignKey::Index(i)) => {
@@ -138,6 +145,7 @@ impl Interp {
     }
 
     fn elem_key(&mut self, name: &str, idx: &ArithExpr, depth: u32, src: &str) -> AR<AssignKey> {
+        let name = &self.resolve_ref(name).0;
         let is_assoc = matches!(
             self.st.vars.get(name).map(|v| &v.value),
             Some(Value::Assoc(_))
@@ -319,6 +327,7 @@ impl Interp {
     fn regex_match(&mut self, text: &str, re: &str) -> Result<bool, String> {
         let compiled = regex::RegexBuilder::new(re)
             .size_limit(1 << 20)
+            .case_insensitive(self.st.opts.nocasematch)
             .build()
             .map_err(|_| "invalid regular expression".to_string());
         let compiled = match compiled {
@@ -364,24 +373,41 @@ impl Interp {
             'z' => return Ok(arg.is_empty()),
             'n' => return Ok(!arg.is_empty()),
             'v' => {
-                return Ok(match arg.find('[') {
-                    Some(i) if arg.ends_with(']') => {
-                        let (name, key) = (&arg[..i], &arg[i + 1..arg.len() - 1]);
-                        match self.st.vars.get(name).map(|v| v.value.clone()) {
-                            Some(Value::Assoc(m)) => m.contains_key(key),
-                            Some(Value::Indexed(m)) => key
-                                .parse::<i64>()
-                                .map(|k| m.contains_key(&k))
-                                .unwrap_or(false),
-                            Some(Value::Str(_)) => key == "0",
-                            _ => false,
+                let (name, key) = match arg.find('[') {
+                    Some(i) if arg.ends_with(']') => (&arg[..i], Some(&arg[i + 1..arg.len() - 1])),
+                    _ => (arg, None),
+                };
+                if key.is_none()
+                    && let Ok(n) = name.parse::<usize>()
+                {
+                    return Ok(n <= self.st.positional.len());
+                }
+                let (rname, rsub) = self.resolve_ref(name);
+                let key = key.map(str::to_string).or(rsub);
+                let value = self.st.vars.get(&rname).map(|v| v.value.clone());
+                let whole = key.as_deref().is_some_and(|k| k == "@" || k == "*");
+                return Ok(match (value, key) {
+                    (Some(Value::Assoc(m)), Some(_)) if whole => !m.is_empty(),
+                    (Some(Value::Indexed(m)), Some(_)) if whole => !m.is_empty(),
+                    (Some(Value::Assoc(m)), Some(k)) => m.contains_key(&k),
+                    (Some(Value::Indexed(m)), Some(k)) => match self.eval_arith_text(&k) {
+                        Ok(i) => {
+                            let i = if i < 0 {
+                                m.keys().next_back().map(|t| t + 1 + i).unwrap_or(i)
+                            } else {
+                                i
+                            };
+                            m.contains_key(&i)
                         }
+                        Err(_) => false,
+                    },
+                    (Some(Value::Str(_)), Some(k)) => {
+                        matches!(self.eval_arith_text(&k), Ok(0 | -1))
                     }
-                    _ => self
-                        .st
-                        .vars
-                        .get(arg)
-                        .is_some_and(|v| !matches!(v.value, Value::Unset)),
+                    (Some(Value::Indexed(m)), None) => m.contains_key(&0),
+                    (Some(Value::Assoc(m)), None) => m.contains_key("0"),
+                    (Some(Value::Str(_)), None) => true,
+                    _ => matches!(name, "RANDOM" | "SECONDS" | "LINENO" | "BASHPID"),
                 });
             }
             'o' => return Ok(self.option_value(arg).unwrap_or(false)),

@@ -69,7 +69,26 @@ impl Interp {
         };
         if status != 0 && self.cond == 0 && last_ran == ao.rest.len() && !final_negated {
             self.st.status = status;
-            self.run_err_trap()?;
+            let last = ao.rest.last().map_or(&ao.first, |(_, p)| p);
+            // bash traps ERR for the failing command itself, not again for the compound
+            // command (`if`, loop, group) whose status it became.
+            let compound = matches!(
+                last.commands.last(),
+                Some(Command::Compound(
+                    CompoundCommand::Group(_)
+                        | CompoundCommand::If { .. }
+                        | CompoundCommand::While { .. }
+                        | CompoundCommand::Until { .. }
+                        | CompoundCommand::For { .. }
+                        | CompoundCommand::ArithFor { .. }
+                        | CompoundCommand::Select { .. }
+                        | CompoundCommand::Case { .. },
+                    _
+                ))
+            );
+            if !compound {
+                self.run_err_trap()?;
+            }
             if self.st.opts.errexit {
                 return Err(Flow::Exit(status));
             }
@@ -78,7 +97,8 @@ impl Interp {
     }
 
     fn run_err_trap(&mut self) -> R<()> {
-        if self.in_trap {
+        // Without `set -E` functions do not inherit the ERR trap.
+        if self.in_trap || (!self.funcnames.is_empty() && !self.st.opts.errtrace) {
             return Ok(());
         }
         if let Some(action) = self.st.traps.get("ERR").cloned() {
@@ -90,7 +110,12 @@ impl Interp {
     pub(crate) fn run_trap_action(&mut self, action: &str) -> R<()> {
         let saved = self.st.status;
         self.in_trap = true;
-        let r = self.eval_string(action);
+        // `$LINENO` in a trap is the line where it fired.
+        let (line, offset) = (self.line, self.line_offset);
+        self.line_offset = line.saturating_sub(1);
+        let r = self.eval_text(action);
+        self.line_offset = offset;
+        self.line = line;
         self.in_trap = false;
         match r {
             Ok(_) => {
@@ -101,8 +126,34 @@ impl Interp {
         }
     }
 
-    /// Parses and runs text (`eval`, traps, `bash -c` in the same state).
+    /// `BASH_COMMAND` for the traps, and the DEBUG trap, before a simple command runs.
+    fn before_command(&mut self, cmd: &SimpleCommand) -> R<()> {
+        let debug = self.st.traps.get("DEBUG").cloned();
+        let wants_text = debug.is_some() || self.st.traps.contains_key("ERR");
+        if !wants_text {
+            return Ok(());
+        }
+        let text = crate::printer::simple_command_text(cmd);
+        self.st.vars.put("BASH_COMMAND", Var::scalar(text));
+        if let Some(action) = debug
+            && (self.funcnames.is_empty() || self.st.opts.functrace)
+        {
+            self.run_trap_action(&action)?;
+        }
+        Ok(())
+    }
+
+    /// `eval`: the text's lines count on from the line of the `eval` itself.
     pub(crate) fn eval_string(&mut self, src: &str) -> R {
+        let (line, offset) = (self.line, self.line_offset);
+        self.line_offset = line;
+        let r = self.eval_text(src);
+        self.line_offset = offset;
+        r
+    }
+
+    /// Parses and runs text (`eval`, traps, `bash -c` in the same state).
+    pub(crate) fn eval_text(&mut self, src: &str) -> R {
         match crate::parse(src) {
             Ok(script) => {
                 self.enter()?;
@@ -112,7 +163,7 @@ impl Interp {
             }
             Err(e) => {
                 self.err_raw(&e.render_in(src, crate::SourceKind::Eval));
-                Ok(2)
+                Ok(if e.keeps_status() { self.st.status } else { 2 })
             }
         }
     }
@@ -266,7 +317,19 @@ impl Interp {
 
     /// Runs `f` as a subshell body: `exit` ends only it, its EXIT trap runs at its end.
     pub(crate) fn run_as_subshell(&mut self, f: impl FnOnce(&mut Interp) -> R) -> i32 {
-        self.st.traps = im::OrdMap::new();
+        let parent = std::mem::take(&mut self.st.traps);
+        for (sig, action) in parent.iter() {
+            // Ignored signals stay ignored; `set -E`/`set -T` carry ERR and DEBUG/RETURN.
+            let keep = (action.is_empty() && sig.starts_with("SIG"))
+                || (sig == "ERR" && self.st.opts.errtrace)
+                || ((sig == "DEBUG" || sig == "RETURN") && self.st.opts.functrace);
+            if keep {
+                self.st.traps.insert(sig.clone(), action.clone());
+            }
+        }
+        if !parent.is_empty() {
+            self.inherited_traps = Some(parent);
+        }
         let status = match f(self) {
             Ok(s) => s,
             Err(Flow::Exit(s)) | Err(Flow::Return(s)) | Err(Flow::Fatal(s)) => s,
@@ -391,6 +454,10 @@ impl Interp {
             CompoundCommand::While { cond, body } => self.run_while(cond, body, false),
             CompoundCommand::Until { cond, body } => self.run_while(cond, body, true),
             CompoundCommand::For { var, words, body } => {
+                if !crate::vars::is_valid_name(var) {
+                    self.err(&format!("`{var}': not a valid identifier"));
+                    return Ok(1);
+                }
                 let items = match words {
                     Some(w) => self.expand_words(w)?,
                     None => self.st.positional.clone(),
@@ -481,7 +548,10 @@ impl Interp {
                 }
                 match self.loop_body(body)? {
                     LoopStep::Next(s) => status = s,
-                    LoopStep::Stop => break,
+                    LoopStep::Stop => {
+                        status = self.st.status;
+                        break;
+                    }
                 }
             }
             Ok(status)
@@ -500,7 +570,10 @@ impl Interp {
             }
             match self.loop_body(body)? {
                 LoopStep::Next(s) => status = s,
-                LoopStep::Stop => break,
+                LoopStep::Stop => {
+                    status = self.st.status;
+                    break;
+                }
             }
         }
         Ok(status)
@@ -534,7 +607,10 @@ impl Interp {
             }
             match self.loop_body(body)? {
                 LoopStep::Next(s) => status = s,
-                LoopStep::Stop => break,
+                LoopStep::Stop => {
+                    status = self.st.status;
+                    break;
+                }
             }
             if let Some(a) = step
                 && let Err(m) = self.arith(a)?
@@ -587,8 +663,11 @@ impl Interp {
     // ---- simple commands ----
 
     fn run_simple(&mut self, cmd: &SimpleCommand) -> R {
-        self.line = cmd.line;
+        self.line = cmd.line + self.line_offset;
         self.subst_status = None;
+        if !self.in_trap && !self.st.traps.is_empty() {
+            self.before_command(cmd)?;
+        }
         let mut argv: Vec<String> = Vec::new();
         let mut decl_args: Vec<DeclArg> = Vec::new();
         let is_decl = cmd.words.iter().any(|a| matches!(a, Arg::Assignment(_)));
@@ -653,7 +732,7 @@ impl Interp {
                     AssignedValue::Array(items) => {
                         let body: Vec<String> = items
                             .iter()
-                            .map(|(_, v)| crate::expand::quote_for_trace(v))
+                            .map(|(_, _, v)| crate::expand::quote_for_trace(v))
                             .collect();
                         let ps4 = self.get_var("PS4").unwrap_or_else(|| "+ ".into());
                         let line = format!("{ps4}{}=({})\n", a.name, body.join(" "));
@@ -905,9 +984,16 @@ impl Interp {
         self.st.vars.push_frame();
         self.funcnames.push(f.name.clone());
         self.set_funcname();
+        let return_trap_before = self.st.traps.get("RETURN").cloned();
+        self.saved_opts.push(None);
         let mut r = self.run_command(&f.body);
+        if let Some(Some(opts)) = self.saved_opts.pop() {
+            self.st.opts = opts;
+        }
+        // A RETURN trap fires for a function that set it, or for every one under `set -T`.
         if !self.in_trap
             && let Some(action) = self.st.traps.get("RETURN").cloned()
+            && (self.st.opts.functrace || return_trap_before.as_ref() != Some(&action))
         {
             let st = match &r {
                 Ok(s) | Err(Flow::Return(s)) => *s,
@@ -1213,8 +1299,8 @@ pub(crate) enum AssignedValue {
     /// `name[key]=value`: the key as expanded text (arithmetic or a string, depending on the
     /// array's kind when it is stored).
     Elem(String, String),
-    /// `(a b [k]=v)`: elements with their expanded keys.
-    Array(Vec<(Option<String>, String)>),
+    /// `(a b [k]=v [k]+=v)`: elements with their expanded keys and whether they append.
+    Array(Vec<(Option<String>, bool, String)>),
 }
 
 // Subshells move interpreters to other threads.

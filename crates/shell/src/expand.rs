@@ -62,10 +62,17 @@ impl Interp {
         {
             return Ok(vec![s.clone()]);
         }
+        let braced = word.parts.iter().any(|p| matches!(p, WordPart::Brace(_)));
         let words = self.brace_expand(word)?;
         let mut out = Vec::new();
         for w in &words {
             let w = &assignment_tilde(w);
+            // Tilde expansion comes after brace expansion: `{~,x}`, `~{,/a}`.
+            let w = &if braced {
+                leading_tilde(w)
+            } else {
+                std::borrow::Cow::Borrowed(&**w)
+            };
             let mut fields: Vec<Field> = vec![Vec::new()];
             self.expand_parts(&w.parts, false, &mut fields)?;
             let ifs = self.get_var("IFS");
@@ -158,7 +165,8 @@ impl Interp {
                 }
                 WordPart::Tilde(user) => {
                     let v = match user.as_str() {
-                        "" => self.get_var("HOME").unwrap_or_default(),
+                        // Without HOME, bash falls back on the user's home directory.
+                        "" => self.get_var("HOME").unwrap_or_else(|| "/home/user".into()),
                         "+" => self.st.cwd.clone(),
                         "-" => self.get_var("OLDPWD").unwrap_or_else(|| "~-".into()),
                         "user" => "/home/user".into(),
@@ -248,7 +256,12 @@ impl Interp {
         self.check()?;
         self.subst_status = Some(status);
         self.st.status = status;
-        let text = String::from_utf8_lossy(out.as_bytes()).into_owned();
+        let mut text = String::from_utf8_lossy(out.as_bytes()).into_owned();
+        if text.contains('\0') {
+            // bash strings cannot hold NUL: it drops them (with a warning).
+            self.err("warning: command substitution: ignored null byte in input");
+            text.retain(|c| c != '\0');
+        }
         Ok(trim_newlines(text))
     }
 
@@ -279,29 +292,41 @@ impl Interp {
     }
 
     pub(crate) fn option_flags(&self) -> String {
-        let o = &self.st.opts;
-        let mut s = String::from("h");
-        if o.errexit {
-            s.push('e');
+        let mut s = String::new();
+        for (c, name) in [
+            ('a', "allexport"),
+            ('b', "notify"),
+            ('e', "errexit"),
+            ('f', "noglob"),
+            ('h', "hashall"),
+            ('k', "keyword"),
+            ('m', "monitor"),
+            ('n', "noexec"),
+            ('t', "onecmd"),
+            ('u', "nounset"),
+            ('v', "verbose"),
+            ('x', "xtrace"),
+            ('B', "braceexpand"),
+            ('C', "noclobber"),
+            ('E', "errtrace"),
+            ('H', "histexpand"),
+            ('P', "physical"),
+            ('T', "functrace"),
+        ] {
+            if self.option_value(name) == Some(true) {
+                s.push(c);
+            }
         }
-        if o.noglob {
-            s.push('f');
-        }
-        if o.nounset {
-            s.push('u');
-        }
-        if o.xtrace {
-            s.push('x');
-        }
-        if o.noclobber {
-            s.push('C');
-        }
-        s.push('B');
         s.push('c');
         s
     }
 
     fn named_value(&mut self, name: &str, sub: &Option<Subscript>) -> R<PV> {
+        let (resolved, ref_sub) = self.resolve_ref(name);
+        if let (Some(k), None) = (ref_sub, sub) {
+            return Ok(self.element_value(&resolved, &k).map_or(PV::Unset, PV::Str));
+        }
+        let name = resolved.as_str();
         let Some(sub) = sub else {
             return Ok(match self.get_var(name) {
                 Some(v) => PV::Str(v),
@@ -315,7 +340,7 @@ impl Interp {
                 let items = match var.map(|v| v.value) {
                     Some(Value::Str(s)) => vec![s],
                     Some(Value::Indexed(m)) => m.into_values().collect(),
-                    Some(Value::Assoc(m)) => m.into_values().collect(),
+                    Some(Value::Assoc(m)) => m.values().cloned().collect(),
                     _ => Vec::new(),
                 };
                 Ok(PV::List(items, star))
@@ -376,6 +401,7 @@ impl Interp {
                 let Param::Named(name) = &pe.param else {
                     return Ok(());
                 };
+                let name = &self.resolve_ref(name).0;
                 let keys = match self.st.vars.get(name).map(|v| &v.value) {
                     Some(Value::Indexed(m)) => m.keys().map(|k| k.to_string()).collect(),
                     Some(Value::Assoc(m)) => m.keys().cloned().collect(),
@@ -386,6 +412,22 @@ impl Interp {
                 return Ok(());
             }
             _ => {}
+        }
+        if pe.indirect
+            && pe.subscript.is_none()
+            && let Param::Named(n) = &pe.param
+            && let Some(v) = self.st.vars.get(n)
+            && v.has(crate::vars::ATTR_NAMEREF)
+        {
+            let target = v
+                .scalar_value()
+                .map_or(PV::Unset, |t| PV::Str(t.to_string()));
+            let v = match &pe.op {
+                ParamOp::None => target,
+                op => self.apply_op(op, target, false)?,
+            };
+            self.push_value(v, in_dq, out);
+            return Ok(());
         }
         let (param, sub) = if pe.indirect {
             let target = match self.param_value(&pe.param, &pe.subscript)? {
@@ -410,6 +452,39 @@ impl Interp {
         } else {
             (pe.param.clone(), pe.subscript.clone())
         };
+        // Slices of an indexed array count indices, not elements (sparse arrays differ).
+        if let ParamOp::Substring { offset, length } = &pe.op
+            && let Param::Named(n) = &param
+            && let Some(Subscript::At | Subscript::Star) = &sub
+        {
+            let resolved = self.resolve_ref(n).0;
+            if let Some(Value::Indexed(m)) = self.st.vars.get(&resolved).map(|v| v.value.clone()) {
+                let star = matches!(sub, Some(Subscript::Star));
+                let off = self.arith_or_exit(offset)?;
+                let len = match length {
+                    Some(l) => Some(self.arith_or_exit(l)?),
+                    None => None,
+                };
+                if let Some(l) = len
+                    && l < 0
+                {
+                    self.err(&format!("{l}: substring expression < 0"));
+                    return Err(Flow::Fatal(1));
+                }
+                let top = m.keys().next_back().map(|k| k + 1).unwrap_or(0);
+                let start = if off < 0 { top + off } else { off };
+                let items: Vec<String> = if start < 0 {
+                    Vec::new()
+                } else {
+                    m.range(start..)
+                        .map(|(_, v)| v.clone())
+                        .take(len.map_or(usize::MAX, |l| l as usize))
+                        .collect()
+                };
+                self.push_value(PV::List(items, star), in_dq, out);
+                return Ok(());
+            }
+        }
         let value = self.param_value(&param, &sub)?;
         let is_set_nonnull = |v: &PV, colon: bool| match v {
             PV::Unset => false,
@@ -559,6 +634,7 @@ impl Interp {
 
     fn subscript_key(&mut self, name: &str, w: &Word) -> R<AssignKey> {
         let text = self.expand_string(w)?;
+        let name = &self.resolve_ref(name).0;
         let is_assoc = matches!(
             self.st.vars.get(name).map(|v| &v.value),
             Some(Value::Assoc(_))
@@ -611,7 +687,7 @@ impl Interp {
                             None => n as usize,
                             Some(l) if l < 0 => {
                                 self.err(&format!("{l}: substring expression < 0"));
-                                return Err(Flow::Exit(1));
+                                return Err(Flow::Fatal(1));
                             }
                             Some(l) => (start as i64 + l).min(n) as usize,
                         };
@@ -631,7 +707,7 @@ impl Interp {
                                 let e = n + l;
                                 if e < start {
                                     self.err(&format!("{l}: substring expression < 0"));
-                                    return Err(Flow::Exit(1));
+                                    return Err(Flow::Fatal(1));
                                 }
                                 e
                             }
@@ -752,21 +828,37 @@ impl Interp {
             out.push(literal);
             return Ok(());
         }
+        let ignore: Vec<String> = self
+            .get_var("GLOBIGNORE")
+            .unwrap_or_default()
+            .split(':')
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect();
         let opts = pattern::GlobOptions {
-            dotglob: self.st.opts.dotglob,
+            // A GLOBIGNORE turns dotglob on (`.` and `..` are still never matched).
+            dotglob: self.st.opts.dotglob || !ignore.is_empty(),
             nullglob: self.st.opts.nullglob,
             nocaseglob: self.st.opts.nocaseglob,
             max_results: self.st.limits.max_glob_results,
         };
-        let r = {
+        let mut r = {
             let vfs = self.rt.vfs.lock();
             pattern::glob(&vfs, &self.st.cwd, &pat, &opts)
         };
+        if !ignore.is_empty()
+            && let Ok(v) = &mut r
+        {
+            v.retain(|p| {
+                let base = p.rsplit('/').next().unwrap_or(p);
+                base != "." && base != ".." && !ignore.iter().any(|i| pattern::matches(i, p))
+            });
+        }
         match r {
             Ok(v) if v.is_empty() => {
                 if self.st.opts.failglob {
                     self.err(&format!("no match: {literal}"));
-                    return Err(Flow::Exit(1));
+                    return Err(Flow::Fatal(1));
                 }
                 if !self.st.opts.nullglob {
                     out.push(literal);
@@ -911,11 +1003,11 @@ impl Interp {
                         Some(k) => {
                             let k = self.expand_string(k)?;
                             let v = self.expand_string(&e.value)?;
-                            out.push((Some(k), v));
+                            out.push((Some(k), e.append, v));
                         }
                         None => {
                             for f in self.expand_word_fields(&e.value)? {
-                                out.push((None, f));
+                                out.push((None, false, f));
                             }
                         }
                     }
@@ -942,6 +1034,7 @@ impl Interp {
     }
 
     pub(crate) fn key_for(&mut self, name: &str, k: &str) -> Result<AssignKey, String> {
+        let name = &self.resolve_ref(name).0;
         let is_assoc = matches!(
             self.st.vars.get(name).map(|v| &v.value),
             Some(Value::Assoc(_))
@@ -960,28 +1053,36 @@ impl Interp {
     pub(crate) fn assign_array(
         &mut self,
         name: &str,
-        items: Vec<(Option<String>, String)>,
+        items: Vec<(Option<String>, bool, String)>,
         append: bool,
     ) -> Result<(), String> {
+        let resolved = self.resolve_ref(name).0;
+        let name = resolved.as_str();
         let existing = self.st.vars.get(name).cloned();
         if let Some(v) = &existing
             && v.has(ATTR_READONLY)
         {
             return Err(format!("{name}: readonly variable"));
         }
-        let attrs = existing.as_ref().map(|v| v.attrs).unwrap_or(0);
+        let attrs = existing.as_ref().map(|v| v.attrs).unwrap_or(0) & !crate::vars::ATTR_NOVALUE;
         let is_assoc = matches!(existing.as_ref().map(|v| &v.value), Some(Value::Assoc(_)));
         let integer = attrs & ATTR_INTEGER != 0;
         if is_assoc {
             let mut m = match (append, existing.map(|v| v.value)) {
                 (true, Some(Value::Assoc(m))) => m,
-                _ => BTreeMap::new(),
+                _ => crate::vars::AssocMap::new(),
             };
             let mut pending_key: Option<String> = None;
-            for (k, v) in items {
+            for (k, add, v) in items {
                 match k {
                     Some(k) => {
-                        m.insert(k, crate::interp::apply_case_attrs(attrs, v));
+                        let v = crate::interp::apply_case_attrs(attrs, v);
+                        let slot = m.slot(k);
+                        if add {
+                            slot.push_str(&v);
+                        } else {
+                            *slot = v;
+                        }
                     }
                     // bash 5.1+: `(k1 v1 k2 v2)` pairs up keys and values.
                     None => match pending_key.take() {
@@ -1010,9 +1111,16 @@ impl Interp {
             _ => BTreeMap::new(),
         };
         let mut next = m.keys().next_back().map(|k| k + 1).unwrap_or(0);
-        for (k, v) in items {
+        for (k, add, v) in items {
             let idx = match k {
                 Some(k) => match self.eval_arith_text(&k) {
+                    Ok(i) if i < 0 => {
+                        let top = m.keys().next_back().map(|k| k + 1).unwrap_or(0);
+                        if top + i < 0 {
+                            return Err(format!("[{k}]: bad array subscript"));
+                        }
+                        top + i
+                    }
                     Ok(i) => i,
                     Err(AErr::Msg(msg)) => return Err(msg),
                     Err(AErr::Flow(_)) => return Err(format!("{k}: bad array subscript")),
@@ -1020,13 +1128,30 @@ impl Interp {
                 None => next,
             };
             let v = if integer {
+                let base = if add {
+                    m.get(&idx).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                };
                 match self.eval_arith_text(&v) {
-                    Ok(n) => n.to_string(),
+                    Ok(n) => {
+                        let b = if base.is_empty() {
+                            0
+                        } else {
+                            self.eval_arith_text(&base).unwrap_or(0)
+                        };
+                        b.wrapping_add(n).to_string()
+                    }
                     Err(AErr::Msg(msg)) => return Err(msg),
                     Err(AErr::Flow(_)) => v,
                 }
             } else {
-                crate::interp::apply_case_attrs(attrs, v)
+                let v = crate::interp::apply_case_attrs(attrs, v);
+                if add {
+                    format!("{}{v}", m.get(&idx).map(String::as_str).unwrap_or(""))
+                } else {
+                    v
+                }
             };
             m.insert(idx, v);
             next = idx + 1;
@@ -1107,8 +1232,51 @@ fn assignment_tilde(w: &Word) -> std::borrow::Cow<'_, Word> {
     std::borrow::Cow::Borrowed(w)
 }
 
+/// A word that brace expansion left starting with an unquoted `~user` prefix.
+fn leading_tilde(w: &Word) -> std::borrow::Cow<'_, Word> {
+    if let Some(WordPart::Literal(s)) = w.parts.first()
+        && let Some(rest) = s.strip_prefix('~')
+    {
+        let end = rest.find('/').unwrap_or(rest.len());
+        let user = &rest[..end];
+        let user_ok = user.is_empty()
+            || user == "+"
+            || user == "-"
+            || user
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        let ends_prefix = end < rest.len()
+            || match w.parts.get(1) {
+                None => true,
+                Some(WordPart::Literal(n)) => n.starts_with('/'),
+                _ => false,
+            };
+        if user_ok && ends_prefix {
+            let mut parts = vec![WordPart::Tilde(user.to_string())];
+            if end < rest.len() {
+                parts.push(WordPart::Literal(rest[end..].to_string()));
+            }
+            parts.extend(w.parts[1..].iter().cloned());
+            return std::borrow::Cow::Owned(Word { parts });
+        }
+    }
+    std::borrow::Cow::Borrowed(w)
+}
+
 fn is_list_param(p: &ParamExp) -> bool {
-    if p.indirect || !matches!(p.op, ParamOp::None) {
+    // Per-element operators keep `"${a[@]...}"` a list: an empty one is no word at all.
+    let per_element = matches!(
+        p.op,
+        ParamOp::None
+            | ParamOp::Substring { .. }
+            | ParamOp::RemovePrefix { .. }
+            | ParamOp::RemoveSuffix { .. }
+            | ParamOp::Replace { .. }
+            | ParamOp::Case { .. }
+            | ParamOp::Alternate { .. }
+            | ParamOp::Transform('Q' | 'E' | 'U' | 'L' | 'u' | 'P')
+    );
+    if p.indirect || !per_element {
         return false;
     }
     matches!(p.param, Param::Special('@'))

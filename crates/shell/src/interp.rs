@@ -16,7 +16,7 @@ use wasmsand_exec::{
 };
 
 use crate::ast::*;
-use crate::vars::{ATTR_EXPORT, Value, Var, Vars};
+use crate::vars::{ATTR_EXPORT, ATTR_NAMEREF, Value, Var, Vars};
 
 /// Bounds on what one script may make the host do. Each has a clear error when exceeded.
 #[derive(Debug, Clone)]
@@ -49,7 +49,7 @@ impl Default for ShellLimits {
 }
 
 /// Shell options (`set -o`, `shopt`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Options {
     pub errexit: bool,
     pub nounset: bool,
@@ -67,6 +67,47 @@ pub struct Options {
     pub lastpipe: bool,
     /// `set -n`: read commands without running them.
     pub noexec: bool,
+    /// `set -E`: the ERR trap applies in functions and subshells.
+    pub errtrace: bool,
+    /// `set -T`: DEBUG and RETURN traps apply in functions.
+    pub functrace: bool,
+    /// Options the shell only records (`set -o vi`, `shopt -s extglob`): their names when on.
+    pub extra: std::collections::BTreeSet<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        let mut extra: std::collections::BTreeSet<String> =
+            ["braceexpand", "hashall", "interactive-comments"]
+                .into_iter()
+                .map(String::from)
+                .collect();
+        for (name, on) in crate::builtins::SHOPT_OPTIONS {
+            if *on {
+                extra.insert(name.to_string());
+            }
+        }
+        Options {
+            errexit: false,
+            nounset: false,
+            pipefail: false,
+            xtrace: false,
+            noglob: false,
+            noclobber: false,
+            allexport: false,
+            nullglob: false,
+            dotglob: false,
+            failglob: false,
+            nocaseglob: false,
+            nocasematch: false,
+            expand_aliases: false,
+            lastpipe: false,
+            noexec: false,
+            errtrace: false,
+            functrace: false,
+            extra,
+        }
+    }
 }
 
 /// Everything a later command can observe: one bash session's state. Cloning it is cheap
@@ -283,6 +324,13 @@ pub(crate) struct Interp {
     pub keep_redirs: bool,
     pub getopts_optind: usize,
     pub getopts_char: usize,
+    /// In a subshell that has not set a trap yet: the parent's traps, which `trap -p` still
+    /// lists (bash shows them so `$(trap -p)` can save them).
+    pub inherited_traps: Option<im::OrdMap<String, String>>,
+    /// Added to parsed line numbers: `eval` text and traps count from where they ran.
+    pub line_offset: usize,
+    /// Per function call: the options `local -` saved, restored on return.
+    pub saved_opts: Vec<Option<Options>>,
 }
 
 pub(crate) struct Job {
@@ -320,6 +368,9 @@ impl Interp {
             keep_redirs: false,
             getopts_optind: 0,
             getopts_char: 0,
+            inherited_traps: None,
+            line_offset: 0,
+            saved_opts: Vec::new(),
         }
     }
 
@@ -331,6 +382,7 @@ impl Interp {
         child.depth = self.depth;
         child.funcnames = self.funcnames.clone();
         child.line = self.line;
+        child.line_offset = self.line_offset;
         child.cond = self.cond;
         child.last_bg = self.last_bg;
         child
@@ -405,7 +457,75 @@ impl Interp {
             "SECONDS" => Some(self.rt.started.elapsed().as_secs().to_string()),
             "LINENO" => Some(self.line.to_string()),
             "BASHPID" => Some(self.rt.shell_pid.to_string()),
-            _ => self.st.vars.scalar(name).map(str::to_string),
+            "SHELLOPTS" => Some(self.shellopts()),
+            "BASHOPTS" => Some(self.bashopts()),
+            _ => match self.st.vars.get(name) {
+                Some(v) if v.has(ATTR_NAMEREF) => {
+                    let (target, sub) = self.resolve_ref(name);
+                    match sub {
+                        None if target == name => v.scalar_value().map(str::to_string),
+                        None => self.get_var(&target),
+                        Some(k) => self.element_value(&target, &k),
+                    }
+                }
+                Some(v) => v.scalar_value().map(str::to_string),
+                None => None,
+            },
+        }
+    }
+
+    /// Where a `declare -n` chain ends: the variable's name, and the subscript when the
+    /// reference is to an element (`declare -n r='a[1]'`). A name that is no reference is
+    /// its own end.
+    pub fn resolve_ref(&self, name: &str) -> (String, Option<String>) {
+        let mut cur = name.to_string();
+        // bash bounds reference chains too (and rejects cycles); a fixed depth does both.
+        for _ in 0..16 {
+            let Some(v) = self.st.vars.get(&cur) else {
+                break;
+            };
+            if !v.has(ATTR_NAMEREF) {
+                break;
+            }
+            let Value::Str(t) = &v.value else {
+                break;
+            };
+            if t.is_empty() || *t == cur {
+                break;
+            }
+            if let Some(i) = t.find('[')
+                && t.ends_with(']')
+            {
+                return (t[..i].to_string(), Some(t[i + 1..t.len() - 1].to_string()));
+            }
+            cur = t.clone();
+        }
+        (cur, None)
+    }
+
+    /// `a[k]` read without side effects: a key for associative arrays, a number or a
+    /// variable's number for indexed ones.
+    pub fn element_value(&self, name: &str, key: &str) -> Option<String> {
+        let v = self.st.vars.get(name)?;
+        match &v.value {
+            Value::Assoc(m) => m.get(key).cloned(),
+            Value::Indexed(m) => {
+                let k = key.trim();
+                let i = k.parse::<i64>().ok().or_else(|| {
+                    self.st
+                        .vars
+                        .scalar(k)
+                        .and_then(|s| s.trim().parse::<i64>().ok())
+                })?;
+                let i = if i < 0 {
+                    m.keys().next_back().map(|t| t + 1 + i)?
+                } else {
+                    i
+                };
+                m.get(&i).cloned()
+            }
+            Value::Str(s) if matches!(key.trim(), "0" | "-1") => Some(s.clone()),
+            _ => None,
         }
     }
 
@@ -422,6 +542,16 @@ impl Interp {
         value: String,
         append: bool,
     ) -> Result<(), String> {
+        if self.st.vars.get(name).is_some_and(|v| v.has(ATTR_NAMEREF)) {
+            let (target, sub) = self.resolve_ref(name);
+            if target != name {
+                let key = match (sub, key) {
+                    (Some(k), None) => Some(self.key_for(&target, &k)?),
+                    (_, k) => k,
+                };
+                return self.assign(&target, key, value, append);
+            }
+        }
         if value.len() > self.st.limits.max_word_bytes {
             return Err(format!(
                 "{name}: value too large ({} bytes, limit: {})",
@@ -461,6 +591,7 @@ impl Interp {
         if self.st.opts.allexport {
             var.attrs |= ATTR_EXPORT;
         }
+        var.attrs &= !crate::vars::ATTR_NOVALUE;
         let int_append = attrs & crate::vars::ATTR_INTEGER != 0;
         match key {
             None => match &mut var.value {
@@ -473,7 +604,7 @@ impl Interp {
                     }
                 }
                 Value::Assoc(m) => {
-                    let slot = m.entry("0".into()).or_default();
+                    let slot = m.slot("0".into());
                     if append && !int_append {
                         slot.push_str(&value)
                     } else {
@@ -516,12 +647,12 @@ impl Interp {
                 let m = match &mut var.value {
                     Value::Assoc(m) => m,
                     v => {
-                        *v = Value::Assoc(BTreeMap::new());
+                        *v = Value::Assoc(crate::vars::AssocMap::new());
                         let Value::Assoc(m) = v else { unreachable!() };
                         m
                     }
                 };
-                let slot = m.entry(k).or_default();
+                let slot = m.slot(k);
                 if append && !int_append {
                     slot.push_str(&value)
                 } else {

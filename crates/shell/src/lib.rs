@@ -16,6 +16,7 @@ mod expand;
 mod interp;
 pub mod parser;
 pub mod pattern;
+mod printer;
 pub mod printf;
 mod reactor;
 pub mod vars;
@@ -144,20 +145,25 @@ pub(crate) fn run_top(it: &mut Interp, source: &str, kind: SourceKind<'_>) -> i3
             Err(f) => flow_status(it, f),
         },
         Err(e) => {
-            let prefix: String = source
-                .split_inclusive('\n')
-                .take(e.line.saturating_sub(1))
-                .collect();
-            if !prefix.trim().is_empty()
-                && let Ok(script) = parse(&prefix)
-            {
-                match run_items(it, &script) {
-                    Ok(_) => {}
-                    Err(f) => return flow_status(it, f),
+            // bash runs the complete commands before the error: the longest prefix of whole
+            // lines that parses (an unfinished `if` at the end fails only at end of file).
+            let lines: Vec<&str> = source.split_inclusive('\n').collect();
+            let last = e.line.saturating_sub(1).min(lines.len());
+            for k in (1..=last).rev().take(64) {
+                let prefix: String = lines[..k].concat();
+                if prefix.trim().is_empty() {
+                    break;
+                }
+                if let Ok(script) = parse(&prefix) {
+                    match run_items(it, &script) {
+                        Ok(_) => {}
+                        Err(f) => return flow_status(it, f),
+                    }
+                    break;
                 }
             }
             it.err_raw(&e.render_in(source, kind));
-            2
+            if e.keeps_status() { it.st.status } else { 2 }
         }
     }
 }

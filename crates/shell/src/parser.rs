@@ -1161,24 +1161,32 @@ impl<'a> Parser<'a> {
             }
             if self.at(0) == Some(b'[')
                 && let Some(close) = self.scan_subscript(self.pos)
-                && self.src.get(close + 1) == Some(&b'=')
+                && (self.src.get(close + 1) == Some(&b'=')
+                    || (self.src.get(close + 1) == Some(&b'+')
+                        && self.src.get(close + 2) == Some(&b'=')))
             {
+                let append = self.src.get(close + 1) == Some(&b'+');
                 self.pos += 1;
                 let key = Word {
                     parts: self.word_parts(Mode::Subscript, Tilde::No)?,
                 };
-                self.pos = close + 2;
+                self.pos = close + if append { 3 } else { 2 };
                 let value = Word {
                     parts: self.word_parts(Mode::Normal, Tilde::Assign)?,
                 };
                 elems.push(ArrayElem {
                     key: Some(key),
+                    append,
                     value,
                 });
                 continue;
             }
             let value = self.command_word()?;
-            elems.push(ArrayElem { key: None, value });
+            elems.push(ArrayElem {
+                key: None,
+                append: false,
+                value,
+            });
         }
     }
 
@@ -1192,6 +1200,12 @@ impl<'a> Parser<'a> {
         if self.starts("]]") && self.delim_at(2) {
             self.pos += 2;
             return Ok(CompoundCommand::Cond(e));
+        }
+        if self.eof() {
+            return Err(self.eof_err("unexpected EOF while looking for `]]'"));
+        }
+        if self.at_cond_word() {
+            return Err(self.err_at(self.pos, "syntax error in conditional expression"));
         }
         Err(self.cond_unexpected("syntax error in conditional expression: unexpected token"))
     }
@@ -1274,9 +1288,18 @@ impl<'a> Parser<'a> {
             return Ok(e);
         }
         if !self.at_cond_word() {
-            return Err(
-                self.cond_unexpected("syntax error in conditional expression: unexpected token")
-            );
+            // bash says nothing about a missing operand before `]]` (`[[ ]]`, `[[ ! ]]`).
+            if self.starts("]]") {
+                return Err(self.err_at(self.pos, ""));
+            }
+            if self.eof() {
+                return Err(self.eof_err("unexpected EOF while looking for `]]'"));
+            }
+            let t = self.cond_token();
+            return Err(self.err_at(
+                self.pos,
+                format!("unexpected token `{t}' in conditional command"),
+            ));
         }
         let raw_start = self.pos;
         let w = Word {
@@ -1539,6 +1562,7 @@ impl<'a> Parser<'a> {
         let ok = match self.at(i) {
             None | Some(b'/') => true,
             Some(b':') => tilde == Tilde::Assign,
+            Some(b'}') => matches!(mode, Mode::Param { .. }),
             Some(c) => mode == Mode::Normal && is_meta(c),
         };
         ok.then(|| (lossy(&self.src[self.pos + 1..self.pos + i]), i))

@@ -36,12 +36,24 @@ pub fn printf(format: &str, args: &[String]) -> Printf {
 /// `printf format args...` with the clock given: `now` is what `%(...)T` shows for an empty
 /// argument or `-1`, `shell_start` what it shows for `-2` (seconds since the epoch, UTC).
 pub fn printf_with_time(format: &str, args: &[String], now: i64, shell_start: i64) -> Printf {
+    printf_in_zone(format, args, now, shell_start, None)
+}
+
+/// As [`printf_with_time`], with `%(...)T` in the zone a POSIX `TZ` value names.
+pub fn printf_in_zone(
+    format: &str,
+    args: &[String],
+    now: i64,
+    shell_start: i64,
+    tz: Option<&str>,
+) -> Printf {
     let mut st = State {
         res: Printf::default(),
         args,
         next: 0,
         now,
         shell_start,
+        zone: tz.map(parse_tz).unwrap_or((0, "UTC".into())),
     };
     let fmt: Vec<char> = format.chars().collect();
     loop {
@@ -340,6 +352,46 @@ struct State<'a> {
     next: usize,
     now: i64,
     shell_start: i64,
+    /// Seconds east of UTC and the zone's abbreviation.
+    zone: (i64, String),
+}
+
+/// A POSIX `TZ` value's standard offset and name (`JST-9`, `UTC+3`, `<+05>-5`); summer
+/// time rules are ignored and zone files are not read (the sandbox has none), so a name like
+/// `Europe/Paris` is UTC, as glibc treats a zone it cannot find.
+fn parse_tz(tz: &str) -> (i64, String) {
+    let tz = tz.strip_prefix(':').unwrap_or(tz);
+    let (name, rest) = if let Some(r) = tz.strip_prefix('<') {
+        match r.find('>') {
+            Some(e) => (r[..e].to_string(), &r[e + 1..]),
+            None => return (0, "UTC".into()),
+        }
+    } else {
+        let e = tz
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(tz.len());
+        (tz[..e].to_string(), &tz[e..])
+    };
+    if name.len() < 3 {
+        return (0, "UTC".into());
+    }
+    let (sign, rest) = match rest.as_bytes().first() {
+        Some(b'-') => (1, &rest[1..]),
+        Some(b'+') => (-1, &rest[1..]),
+        _ => (-1, rest),
+    };
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == ':'))
+        .unwrap_or(rest.len());
+    if end == 0 {
+        return (0, name);
+    }
+    let mut secs = 0i64;
+    for (i, part) in rest[..end].split(':').take(3).enumerate() {
+        let n: i64 = part.parse().unwrap_or(0);
+        secs += n * [3600, 60, 1][i];
+    }
+    (sign * secs, name)
 }
 
 impl State<'_> {
@@ -456,7 +508,12 @@ impl State<'_> {
                 -2 => self.shell_start,
                 t => t,
             };
-            let text = strftime(&tfmt, t);
+            let tfmt = if tfmt.is_empty() {
+                "%X".to_string()
+            } else {
+                tfmt
+            };
+            let text = strftime(&tfmt, t, &self.zone);
             self.put_str(text.as_bytes(), &spec);
             return Ok(i + 1);
         }
@@ -1103,7 +1160,8 @@ const MONTHS: [&str; 12] = [
 ];
 
 /// `strftime` in UTC with the C locale's names and formats.
-fn strftime(fmt: &str, t: i64) -> String {
+fn strftime(fmt: &str, t: i64, zone: &(i64, String)) -> String {
+    let t = t + zone.0;
     let days = t.div_euclid(86_400);
     let secs = t.rem_euclid(86_400);
     let (year, month, mday) = civil_from_days(days);
@@ -1232,11 +1290,13 @@ fn strftime(fmt: &str, t: i64) -> String {
             'y' => num(year.rem_euclid(100), 2, '0'),
             'Y' => num(year, 1, '0'),
             'z' => {
-                text = "+0000".into();
+                let off = zone.0.abs();
+                let sign = if zone.0 < 0 { '-' } else { '+' };
+                text = format!("{sign}{:02}{:02}", off / 3600, off / 60 % 60);
                 None
             }
             'Z' => {
-                text = "UTC".into();
+                text = zone.1.clone();
                 None
             }
             '%' => {

@@ -12,6 +12,12 @@ pub const ATTR_READONLY: u8 = 2;
 pub const ATTR_INTEGER: u8 = 4;
 pub const ATTR_LOWER: u8 = 8;
 pub const ATTR_UPPER: u8 = 16;
+/// `declare -n`: the value is the name of another variable, which every use goes to.
+pub const ATTR_NAMEREF: u8 = 32;
+/// `declare -t`: only listed by `declare -p`.
+pub const ATTR_TRACE: u8 = 64;
+/// An array declared (`declare -a x`) but never assigned: `declare -p` shows no `=()`.
+pub const ATTR_NOVALUE: u8 = 128;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
@@ -19,7 +25,100 @@ pub enum Value {
     Unset,
     Str(String),
     Indexed(BTreeMap<i64, String>),
-    Assoc(BTreeMap<String, String>),
+    Assoc(AssocMap),
+}
+
+/// An associative array that lists its keys in the order bash does.
+///
+/// Scripts see that order (`${!m[@]}`, `declare -p`), and bash's is its hash table's: keys
+/// sorted by FNV-1 bucket in a 1024-bucket table, the most recently inserted first within a
+/// bucket. Each entry keeps when it was inserted so the order can be recreated on demand.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AssocMap {
+    entries: BTreeMap<String, (u64, String)>,
+    next_seq: u64,
+}
+
+/// Buckets of a bash associative array (`ASSOC_HASH_BUCKETS`).
+const ASSOC_BUCKETS: u32 = 1024;
+
+fn bash_hash(s: &str) -> u32 {
+    let mut h: u32 = 2_166_136_261;
+    for b in s.bytes() {
+        h = h.wrapping_mul(16_777_619);
+        h ^= u32::from(b);
+    }
+    h
+}
+
+impl AssocMap {
+    pub fn new() -> AssocMap {
+        AssocMap::default()
+    }
+
+    pub fn get(&self, k: &str) -> Option<&String> {
+        self.entries.get(k).map(|(_, v)| v)
+    }
+
+    pub fn contains_key(&self, k: &str) -> bool {
+        self.entries.contains_key(k)
+    }
+
+    /// Sets a key; an existing key keeps its place, as bash updates in place.
+    pub fn insert(&mut self, k: String, v: String) {
+        self.slot(k).clone_from(&v);
+    }
+
+    /// The value of `k`, created empty (and placed as newest) when missing.
+    pub fn slot(&mut self, k: String) -> &mut String {
+        let seq = self.next_seq;
+        let e = self
+            .entries
+            .entry(k)
+            .or_insert_with(|| (seq, String::new()));
+        if e.0 == seq {
+            self.next_seq += 1;
+        }
+        &mut e.1
+    }
+
+    pub fn remove(&mut self, k: &str) -> Option<String> {
+        self.entries.remove(k).map(|(_, v)| v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Entries in bash's order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &String)> {
+        let mut v: Vec<(u32, std::cmp::Reverse<u64>, &String, &String)> = self
+            .entries
+            .iter()
+            .map(|(k, (seq, val))| {
+                (
+                    bash_hash(k) & (ASSOC_BUCKETS - 1),
+                    std::cmp::Reverse(*seq),
+                    k,
+                    val,
+                )
+            })
+            .collect();
+        v.sort();
+        v.into_iter().map(|(_, _, k, val)| (k, val))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.iter().map(|(k, _)| k)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &String> {
+        self.iter().map(|(_, v)| v)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,6 +256,13 @@ impl Vars {
             },
         );
         true
+    }
+
+    /// Whether `name` is local to the innermost function.
+    pub fn is_local_here(&self, name: &str) -> bool {
+        self.frames
+            .last()
+            .is_some_and(|f| f.saved.contains_key(name))
     }
 
     /// Whether a function frame holds a local `name` hiding the global one.

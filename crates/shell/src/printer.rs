@@ -1,0 +1,615 @@
+//! Functions printed back as bash prints them (`declare -f`, `type`): bash does not keep the
+//! text a function was written with but reprints its parsed form in a fixed layout (four
+//! spaces per level, `;` between commands, `do`/`then` placement), and scripts compare that
+//! output.
+
+use crate::ast::*;
+
+/// `name () \n{ \n    body\n}` as `declare -f name` prints it.
+pub(crate) fn function_text(f: &FunctionDef) -> String {
+    let mut p = Printer::default();
+    p.function(f, false);
+    p.out
+}
+
+/// A simple command as `BASH_COMMAND` shows it.
+pub(crate) fn simple_command_text(c: &SimpleCommand) -> String {
+    let mut p = Printer::default();
+    p.command(&Command::Simple(c.clone()));
+    p.out
+}
+
+#[derive(Default)]
+struct Printer {
+    out: String,
+    indent: usize,
+    /// Here-document bodies to write after the current command's line.
+    heredocs: Vec<HereDoc>,
+}
+
+impl Printer {
+    fn ind(&mut self) {
+        for _ in 0..self.indent {
+            self.out.push(' ');
+        }
+    }
+
+    fn newline(&mut self) {
+        self.out.push('\n');
+        self.ind();
+    }
+
+    /// bash's `semicolon()`: ends a command list unless it already ends with a terminator.
+    fn semicolon(&mut self) {
+        if !self.out.ends_with(['&', ';', '\n']) {
+            self.out.push(';');
+        }
+    }
+
+    fn function(&mut self, f: &FunctionDef, keyword: bool) {
+        if keyword {
+            self.out.push_str("function ");
+        }
+        self.out.push_str(&f.name);
+        self.out.push_str(" () ");
+        match f.body.as_ref() {
+            Command::Compound(CompoundCommand::Group(s), redirs) => {
+                self.newline();
+                self.out.push_str("{ ");
+                self.indent += 4;
+                self.list(s, true);
+                self.indent -= 4;
+                self.newline();
+                self.out.push('}');
+                self.redirects(redirs);
+            }
+            other => {
+                self.newline();
+                self.command(other);
+            }
+        }
+        self.flush_heredocs();
+    }
+
+    /// A command list, one command per line.
+    fn list(&mut self, s: &Script, first_on_new_line: bool) {
+        for (i, item) in s.items.iter().enumerate() {
+            if i > 0 {
+                let prev = &s.items[i - 1];
+                if prev.background {
+                    self.out.push(' ');
+                } else if self.out.ends_with('\n') {
+                    self.ind();
+                } else {
+                    self.out.push(';');
+                    self.newline();
+                }
+            } else if first_on_new_line {
+                self.newline();
+            }
+            self.and_or(&item.and_or);
+            if item.background {
+                self.out.push_str(" &");
+            }
+            self.flush_heredocs();
+        }
+    }
+
+    /// A list on one line, as in `if a; then` and `while b; do`.
+    fn inline_list(&mut self, s: &Script) {
+        for (i, item) in s.items.iter().enumerate() {
+            if i > 0 {
+                if s.items[i - 1].background {
+                    self.out.push(' ');
+                } else {
+                    self.out.push_str("; ");
+                }
+            }
+            self.and_or(&item.and_or);
+            if item.background {
+                self.out.push_str(" &");
+            }
+        }
+    }
+
+    fn flush_heredocs(&mut self) {
+        if self.heredocs.is_empty() {
+            return;
+        }
+        for h in std::mem::take(&mut self.heredocs) {
+            self.out.push('\n');
+            self.out.push_str(&word_text(&h.body, true));
+            self.out.push_str(&h.delimiter);
+        }
+        self.out.push('\n');
+    }
+
+    fn and_or(&mut self, ao: &AndOr) {
+        self.pipeline(&ao.first);
+        for (op, p) in &ao.rest {
+            self.out.push_str(match op {
+                AndOrOp::And => " && ",
+                AndOrOp::Or => " || ",
+            });
+            self.pipeline(p);
+        }
+    }
+
+    fn pipeline(&mut self, p: &Pipeline) {
+        if p.timed {
+            self.out.push_str("time ");
+        }
+        if p.negated {
+            self.out.push_str("! ");
+        }
+        for (i, c) in p.commands.iter().enumerate() {
+            if i > 0 {
+                self.out.push_str(" | ");
+            }
+            self.command(c);
+        }
+    }
+
+    fn command(&mut self, c: &Command) {
+        match c {
+            Command::Simple(s) => {
+                let mut parts: Vec<String> = Vec::new();
+                for a in &s.assignments {
+                    parts.push(assignment_text(a));
+                }
+                for w in &s.words {
+                    parts.push(match w {
+                        Arg::Word(w) => word_text(w, false),
+                        Arg::Assignment(a) => assignment_text(a),
+                    });
+                }
+                self.out.push_str(&parts.join(" "));
+                self.redirects(&s.redirects);
+            }
+            Command::Compound(c, redirs) => {
+                self.compound(c);
+                self.redirects(redirs);
+            }
+            Command::FunctionDef(f) => self.function(f, true),
+        }
+    }
+
+    fn redirects(&mut self, redirs: &[Redirect]) {
+        for r in redirs {
+            if !self.out.is_empty() && !self.out.ends_with([' ', '\n']) {
+                self.out.push(' ');
+            }
+            if let Some(fd) = r.fd {
+                self.out.push_str(&fd.to_string());
+            }
+            let op = match r.op {
+                RedirOp::Read => "<",
+                RedirOp::Write => ">",
+                RedirOp::Append => ">>",
+                RedirOp::Clobber => ">|",
+                RedirOp::ReadWrite => "<>",
+                RedirOp::DupRead => "<&",
+                RedirOp::DupWrite => ">&",
+                RedirOp::WriteAll => "&>",
+                RedirOp::AppendAll => "&>>",
+                RedirOp::HereDoc => "<<",
+                RedirOp::HereString => "<<<",
+            };
+            self.out.push_str(op);
+            match &r.target {
+                RedirTarget::HereDoc(h) => {
+                    if h.strip_tabs {
+                        self.out.push('-');
+                    }
+                    if h.quoted {
+                        self.out.push_str(&format!("'{}'", h.delimiter));
+                    } else {
+                        self.out.push_str(&h.delimiter);
+                    }
+                    self.heredocs.push(h.clone());
+                }
+                RedirTarget::Word(w) => {
+                    if !matches!(r.op, RedirOp::DupRead | RedirOp::DupWrite) {
+                        self.out.push(' ');
+                    }
+                    self.out.push_str(&word_text(w, false));
+                }
+            }
+        }
+    }
+
+    fn body(&mut self, s: &Script) {
+        self.indent += 4;
+        self.list(s, false);
+        self.semicolon();
+        self.indent -= 4;
+    }
+
+    fn compound(&mut self, c: &CompoundCommand) {
+        match c {
+            CompoundCommand::Group(s) => {
+                self.out.push_str("{ ");
+                self.indent += 4;
+                self.list(s, true);
+                self.indent -= 4;
+                self.newline();
+                self.out.push('}');
+            }
+            CompoundCommand::Subshell(s) => {
+                self.out.push_str("( ");
+                self.list(s, false);
+                self.out.push_str(" )");
+            }
+            CompoundCommand::If {
+                branches,
+                else_body,
+            } => self.if_chain(branches, else_body.as_ref()),
+            CompoundCommand::While { cond, body } | CompoundCommand::Until { cond, body } => {
+                let kw = if matches!(c, CompoundCommand::While { .. }) {
+                    "while "
+                } else {
+                    "until "
+                };
+                self.out.push_str(kw);
+                self.inline_list(cond);
+                self.out.push_str("; do");
+                self.indent += 4;
+                self.newline();
+                self.indent -= 4;
+                self.body(body);
+                self.newline();
+                self.out.push_str("done");
+            }
+            CompoundCommand::For { var, words, body }
+            | CompoundCommand::Select { var, words, body } => {
+                let kw = if matches!(c, CompoundCommand::For { .. }) {
+                    "for"
+                } else {
+                    "select"
+                };
+                let list = match words {
+                    Some(ws) => ws
+                        .iter()
+                        .map(|w| word_text(w, false))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    None => "\"$@\"".to_string(),
+                };
+                self.out.push_str(&format!("{kw} {var} in {list};"));
+                self.do_body(body);
+            }
+            CompoundCommand::ArithFor {
+                init,
+                cond,
+                step,
+                body,
+            } => {
+                fn t(a: &Option<Arith>) -> &str {
+                    a.as_ref().map(|a| a.source.trim()).unwrap_or("")
+                }
+                self.out
+                    .push_str(&format!("for (({}; {}; {}))", t(init), t(cond), t(step)));
+                self.do_body(body);
+            }
+            CompoundCommand::Case { word, items } => {
+                self.out
+                    .push_str(&format!("case {} in ", word_text(word, false)));
+                self.indent += 4;
+                for item in items {
+                    self.newline();
+                    let pats: Vec<String> =
+                        item.patterns.iter().map(|w| word_text(w, false)).collect();
+                    self.out.push_str(&pats.join(" | "));
+                    self.out.push(')');
+                    if !item.body.items.is_empty() {
+                        self.indent += 4;
+                        self.list(&item.body, true);
+                        self.indent -= 4;
+                    }
+                    self.newline();
+                    self.out.push_str(match item.terminator {
+                        CaseTerminator::Break => ";;",
+                        CaseTerminator::FallThrough => ";&",
+                        CaseTerminator::Continue => ";;&",
+                    });
+                }
+                self.indent -= 4;
+                self.newline();
+                self.out.push_str("esac");
+            }
+            CompoundCommand::Arith(a) => {
+                self.out.push_str(&format!("(( {} ))", a.source.trim()));
+            }
+            CompoundCommand::Cond(e) => {
+                self.out.push_str("[[ ");
+                self.out.push_str(&cond_text(e));
+                self.out.push_str(" ]]");
+            }
+        }
+    }
+
+    fn do_body(&mut self, body: &Script) {
+        self.newline();
+        self.out.push_str("do");
+        self.indent += 4;
+        self.newline();
+        self.indent -= 4;
+        self.body(body);
+        self.newline();
+        self.out.push_str("done");
+    }
+
+    fn if_chain(&mut self, branches: &[(Script, Script)], else_body: Option<&Script>) {
+        let Some(((cond, then), rest)) = branches.split_first() else {
+            return;
+        };
+        self.out.push_str("if ");
+        self.inline_list(cond);
+        self.out.push_str("; then");
+        self.indent += 4;
+        self.newline();
+        self.indent -= 4;
+        self.body(then);
+        if !rest.is_empty() {
+            self.newline();
+            self.out.push_str("else");
+            self.indent += 4;
+            self.newline();
+            self.if_chain(rest, else_body);
+            self.out.push(';');
+            self.indent -= 4;
+        } else if let Some(e) = else_body {
+            self.newline();
+            self.out.push_str("else");
+            self.indent += 4;
+            self.newline();
+            self.indent -= 4;
+            self.body(e);
+        }
+        self.newline();
+        self.out.push_str("fi");
+    }
+}
+
+fn cond_text(e: &CondExpr) -> String {
+    match e {
+        CondExpr::Word(w) => word_text(w, false),
+        CondExpr::Unary(op, w) => format!("-{op} {}", word_text(w, false)),
+        CondExpr::Binary(l, op, r) => {
+            let op = match op {
+                CondBinOp::PatEq => "==",
+                CondBinOp::PatNe => "!=",
+                CondBinOp::Match => "=~",
+                CondBinOp::StrLt => "<",
+                CondBinOp::StrGt => ">",
+                CondBinOp::IntEq => "-eq",
+                CondBinOp::IntNe => "-ne",
+                CondBinOp::IntLt => "-lt",
+                CondBinOp::IntLe => "-le",
+                CondBinOp::IntGt => "-gt",
+                CondBinOp::IntGe => "-ge",
+                CondBinOp::NewerThan => "-nt",
+                CondBinOp::OlderThan => "-ot",
+                CondBinOp::SameFile => "-ef",
+            };
+            format!("{} {op} {}", word_text(l, false), word_text(r, false))
+        }
+        CondExpr::Not(e) => format!("! {}", cond_text(e)),
+        CondExpr::And(a, b) => format!("{} && {}", cond_text(a), cond_text(b)),
+        CondExpr::Or(a, b) => format!("{} || {}", cond_text(a), cond_text(b)),
+    }
+}
+
+fn assignment_text(a: &Assignment) -> String {
+    let mut s = a.name.clone();
+    if let Some(i) = &a.index {
+        s.push('[');
+        s.push_str(&word_text(i, false));
+        s.push(']');
+    }
+    if a.append {
+        s.push('+');
+    }
+    s.push('=');
+    match &a.value {
+        AssignValue::Scalar(w) => s.push_str(&word_text(w, false)),
+        AssignValue::Array(elems) => {
+            let items: Vec<String> = elems
+                .iter()
+                .map(|e| match &e.key {
+                    Some(k) => format!(
+                        "[{}]{}={}",
+                        word_text(k, false),
+                        if e.append { "+" } else { "" },
+                        word_text(&e.value, false)
+                    ),
+                    None => word_text(&e.value, false),
+                })
+                .collect();
+            s.push('(');
+            s.push_str(&items.join(" "));
+            s.push(')');
+        }
+    }
+    s
+}
+
+/// A word written back in source form. `raw` is for here-document bodies, whose quoted
+/// text is not requoted.
+fn word_text(w: &Word, raw: bool) -> String {
+    let mut s = String::new();
+    parts_text(&w.parts, false, raw, &mut s);
+    s
+}
+
+fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
+    for (i, p) in parts.iter().enumerate() {
+        match p {
+            WordPart::Literal(t) => s.push_str(t),
+            WordPart::Quoted(t) if raw => s.push_str(t),
+            WordPart::Quoted(t) if in_dq => {
+                for c in t.chars() {
+                    if matches!(c, '"' | '\\' | '$' | '`') {
+                        s.push('\\');
+                    }
+                    s.push(c);
+                }
+            }
+            WordPart::Quoted(t) => {
+                let mut cs = t.chars();
+                match (cs.next(), cs.next()) {
+                    (Some(c), None) if !c.is_alphanumeric() && c != '\'' => {
+                        s.push('\\');
+                        s.push(c);
+                    }
+                    _ if t.contains('\'') => {
+                        s.push_str(&crate::printf::quote_single(t));
+                    }
+                    _ => {
+                        s.push('\'');
+                        s.push_str(t);
+                        s.push('\'');
+                    }
+                }
+            }
+            WordPart::DoubleQuoted(inner) => {
+                s.push('"');
+                parts_text(inner, true, raw, s);
+                s.push('"');
+            }
+            WordPart::Param(pe) => {
+                let next_is_name = match parts.get(i + 1) {
+                    Some(WordPart::Literal(t)) | Some(WordPart::Quoted(t)) => t
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '['),
+                    _ => false,
+                };
+                s.push_str(&param_text(pe, next_is_name));
+            }
+            WordPart::CommandSubst(script) => {
+                let mut p = Printer::default();
+                p.inline_list(script);
+                s.push_str("$(");
+                s.push_str(&p.out);
+                s.push(')');
+            }
+            WordPart::ProcessSubst { output, script } => {
+                let mut p = Printer::default();
+                p.inline_list(script);
+                s.push(if *output { '>' } else { '<' });
+                s.push('(');
+                s.push_str(&p.out);
+                s.push(')');
+            }
+            WordPart::Arith(a) => {
+                s.push_str("$((");
+                s.push_str(&a.source);
+                s.push_str("))");
+            }
+            WordPart::Tilde(u) => {
+                s.push('~');
+                s.push_str(u);
+            }
+            WordPart::Brace(b) => s.push_str(&brace_text(b)),
+            WordPart::BadSubst(t) => s.push_str(t),
+        }
+    }
+}
+
+fn brace_text(b: &BraceExp) -> String {
+    match b {
+        BraceExp::List(alts) => {
+            let items: Vec<String> = alts.iter().map(|w| word_text(w, false)).collect();
+            format!("{{{}}}", items.join(","))
+        }
+        BraceExp::Seq { start, end, step } => match step {
+            Some(st) => format!("{{{start}..{end}..{st}}}"),
+            None => format!("{{{start}..{end}}}"),
+        },
+    }
+}
+
+fn param_text(pe: &ParamExp, braces_needed: bool) -> String {
+    let name = match &pe.param {
+        Param::Named(n) => n.clone(),
+        Param::Positional(n) => n.to_string(),
+        Param::Special(c) => c.to_string(),
+    };
+    let simple = !pe.indirect
+        && pe.subscript.is_none()
+        && matches!(pe.op, ParamOp::None)
+        && !braces_needed
+        && !matches!(pe.param, Param::Positional(n) if n > 9);
+    if simple {
+        return format!("${name}");
+    }
+    let sub = match &pe.subscript {
+        None => String::new(),
+        Some(Subscript::At) => "[@]".into(),
+        Some(Subscript::Star) => "[*]".into(),
+        Some(Subscript::Index(w)) => format!("[{}]", word_text(w, false)),
+    };
+    let bang = if pe.indirect { "!" } else { "" };
+    let w = |w: &Word| word_text(w, false);
+    let colon = |c: bool| if c { ":" } else { "" };
+    match &pe.op {
+        ParamOp::None => format!("${{{bang}{name}{sub}}}"),
+        ParamOp::Length => format!("${{#{name}{sub}}}"),
+        ParamOp::Default { colon: c, word } => {
+            format!("${{{bang}{name}{sub}{}-{}}}", colon(*c), w(word))
+        }
+        ParamOp::Assign { colon: c, word } => {
+            format!("${{{bang}{name}{sub}{}={}}}", colon(*c), w(word))
+        }
+        ParamOp::Error { colon: c, word } => {
+            format!("${{{bang}{name}{sub}{}?{}}}", colon(*c), w(word))
+        }
+        ParamOp::Alternate { colon: c, word } => {
+            format!("${{{bang}{name}{sub}{}+{}}}", colon(*c), w(word))
+        }
+        ParamOp::Substring { offset, length } => match length {
+            Some(l) => format!("${{{bang}{name}{sub}:{}:{}}}", offset.source, l.source),
+            None => format!("${{{bang}{name}{sub}:{}}}", offset.source),
+        },
+        ParamOp::RemovePrefix { longest, pattern } => format!(
+            "${{{bang}{name}{sub}{}{}}}",
+            if *longest { "##" } else { "#" },
+            w(pattern)
+        ),
+        ParamOp::RemoveSuffix { longest, pattern } => format!(
+            "${{{bang}{name}{sub}{}{}}}",
+            if *longest { "%%" } else { "%" },
+            w(pattern)
+        ),
+        ParamOp::Replace {
+            mode,
+            pattern,
+            replacement,
+        } => {
+            let m = match mode {
+                ReplaceMode::First => "/",
+                ReplaceMode::All => "//",
+                ReplaceMode::Prefix => "/#",
+                ReplaceMode::Suffix => "/%",
+            };
+            format!("${{{bang}{name}{sub}{m}{}/{}}}", w(pattern), w(replacement))
+        }
+        ParamOp::Case {
+            upper,
+            all,
+            pattern,
+        } => {
+            let c = if *upper { "^" } else { "," };
+            let op = if *all {
+                format!("{c}{c}")
+            } else {
+                c.to_string()
+            };
+            format!("${{{bang}{name}{sub}{op}{}}}", w(pattern))
+        }
+        ParamOp::Transform(c) => format!("${{{bang}{name}{sub}@{c}}}"),
+        ParamOp::PrefixNames { star } => format!("${{!{name}{}}}", if *star { "*" } else { "@" }),
+        ParamOp::Keys { star } => format!("${{!{name}[{}]}}", if *star { "*" } else { "@" }),
+    }
+}
