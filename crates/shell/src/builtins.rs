@@ -919,8 +919,13 @@ impl Interp {
                 _ => (a.clone(), None),
             };
             if !is_valid_name(&name) {
-                self.err(&format!("unset: `{a}': not a valid identifier"));
-                status = 1;
+                // Without -v an invalid variable name may still be a function's: no error.
+                if vars_only {
+                    self.err(&format!("unset: `{a}': not a valid identifier"));
+                    status = 1;
+                } else {
+                    self.st.functions.remove(a);
+                }
                 continue;
             }
             let (name, key) = if nameref && key.is_none() {
@@ -1069,6 +1074,28 @@ impl Interp {
             self.err("local: can only be used in a function");
             return Ok(1);
         }
+        if (funcs || func_names) && (name == "export" || name == "readonly") && !items.is_empty() {
+            let mut status = 0;
+            for a in &items {
+                let n = match a {
+                    DeclArg::Plain(s) => s.clone(),
+                    DeclArg::Assign(a, _) => a.name.clone(),
+                };
+                if !self.st.functions.contains_key(&n) {
+                    self.err(&format!("{name}: {n}: not a function"));
+                    status = 1;
+                } else if name == "export" {
+                    if remove & ATTR_EXPORT != 0 {
+                        self.st.exported_functions.remove(&n);
+                    } else {
+                        self.st.exported_functions.insert(n);
+                    }
+                } else {
+                    self.st.readonly_functions.insert(n);
+                }
+            }
+            return Ok(status);
+        }
         if funcs || func_names {
             return Ok(self.print_functions(&items, func_names));
         }
@@ -1116,7 +1143,7 @@ impl Interp {
                 && v.has(ATTR_READONLY)
                 && (value.is_some() || remove & ATTR_READONLY != 0)
             {
-                self.err(&format!("{var_name}: readonly variable"));
+                self.err(&format!("{name}: {var_name}: readonly variable"));
                 status = 1;
                 continue;
             }
@@ -2159,7 +2186,11 @@ impl Interp {
                     let mut text = String::new();
                     for (i, (n, name)) in signals().iter().enumerate() {
                         text.push_str(&format!("{n:2}) SIG{name}"));
-                        text.push(if (i + 1).is_multiple_of(5) { '\n' } else { '\t' });
+                        text.push(if (i + 1).is_multiple_of(5) {
+                            '\n'
+                        } else {
+                            '\t'
+                        });
                     }
                     if !text.ends_with('\n') {
                         text.push('\n');

@@ -415,6 +415,10 @@ impl Interp {
                 r
             }
             Command::FunctionDef(f) => {
+                if self.st.readonly_functions.contains(&f.name) {
+                    self.err(&format!("{}: readonly function", f.name));
+                    return Ok(1);
+                }
                 self.st
                     .functions
                     .insert(f.name.clone(), Arc::new(f.clone()));
@@ -562,9 +566,17 @@ impl Interp {
 
     fn run_for(&mut self, var: &str, items: Vec<String>, body: &Script) -> R {
         let mut status = 0;
+        let is_ref = self
+            .st
+            .vars
+            .get(var)
+            .is_some_and(|v| v.has(crate::vars::ATTR_NAMEREF));
         for item in items {
             self.check()?;
-            if let Err(msg) = self.set_var(var, item) {
+            // A nameref loop variable is pointed at each word in turn.
+            if is_ref && let Some(v) = self.st.vars.get_mut(var) {
+                v.value = crate::vars::Value::Str(item);
+            } else if let Err(msg) = self.set_var(var, item) {
                 self.err(&msg);
                 return Err(Flow::Exit(1));
             }
@@ -742,6 +754,15 @@ impl Interp {
             }
             if let Err(msg) = self.store_assignment(a, v) {
                 self.err(&msg);
+                // An arithmetic error assigning to an integer variable ends the shell.
+                let integer = self
+                    .st
+                    .vars
+                    .get(&a.name)
+                    .is_some_and(|v| v.has(crate::vars::ATTR_INTEGER));
+                if integer && !msg.ends_with("readonly variable") {
+                    return Err(Flow::Exit(1));
+                }
                 return Err(Flow::Fatal(1));
             }
         }
@@ -947,7 +968,17 @@ impl Interp {
         for (k, v) in [("IFS", " \t\n"), ("PS4", "+ "), ("OPTIND", "1")] {
             child.st.vars.put(k, Var::scalar(v));
         }
-        child.st.functions = im::HashMap::new();
+        // Only `export -f` functions reach a child shell, as through bash's environment.
+        let exported = std::mem::take(&mut child.st.exported_functions);
+        child.st.functions = child
+            .st
+            .functions
+            .iter()
+            .filter(|(k, _)| exported.contains(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        child.st.exported_functions = exported;
+        child.st.readonly_functions = im::HashSet::new();
         child.st.opts = crate::interp::Options {
             expand_aliases: false,
             ..Default::default()

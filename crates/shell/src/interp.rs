@@ -116,6 +116,9 @@ impl Default for Options {
 pub struct ShellState {
     pub vars: Vars,
     pub functions: im::HashMap<String, Arc<FunctionDef>>,
+    /// Functions marked `export -f` (child shells get them) and `readonly -f`.
+    pub exported_functions: im::HashSet<String>,
+    pub readonly_functions: im::HashSet<String>,
     pub aliases: im::OrdMap<String, String>,
     pub cwd: String,
     pub opts: Options,
@@ -158,6 +161,8 @@ impl ShellState {
         ShellState {
             vars,
             functions: im::HashMap::new(),
+            exported_functions: im::HashSet::new(),
+            readonly_functions: im::HashSet::new(),
             aliases: im::OrdMap::new(),
             cwd: cwd.to_string(),
             opts: Options::default(),
