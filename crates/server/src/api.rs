@@ -347,6 +347,8 @@ where
             "prior_id": p.object_id,
             "key": key,
             "prior_created_at": iso(p.created_at),
+            "idempotency_key_echo": key,
+            "idempotency_status": "conflict",
         }))
         .into_response();
     }
@@ -1239,6 +1241,61 @@ fn parse_range(h: Option<&HeaderValue>, len: u64) -> Result<RangeReq, ApiError> 
     Ok(RangeReq::Part(start, end))
 }
 
+/// Text artifacts up to this size are gzip'd on the fly for clients that accept it.
+const MAX_GZIP_BYTES: u64 = 32 * 1024 * 1024;
+
+fn is_text(content_type: &str) -> bool {
+    content_type.starts_with("text/")
+        || ["application/json", "application/xml", "image/svg+xml"]
+            .iter()
+            .any(|t| content_type.starts_with(t))
+}
+
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|enc| {
+            let mut parts = enc.split(';');
+            let name = parts.next().unwrap_or("").trim();
+            let refused = parts.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    == Some(0.0)
+            });
+            name.eq_ignore_ascii_case("gzip") && !refused
+        })
+}
+
+async fn gzip_file(path: std::path::PathBuf, content_type: &str) -> ApiResult<Response> {
+    let body = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
+        use std::io::Write;
+        let data = std::fs::read(&path)?;
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(&data)?;
+        enc.finish()
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))?
+    .map_err(|e| ApiError::internal(e.to_string()))?;
+    let mut resp = (StatusCode::OK, body).into_response();
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        h.insert(header::CONTENT_TYPE, v);
+    }
+    h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    Ok(resp)
+}
+
 async fn get_artifact(
     State(app): State<Arc<App>>,
     Path((id, path)): Path<(String, String)>,
@@ -1284,6 +1341,13 @@ async fn get_artifact(
     }
     let len = meta.len();
     let range = parse_range(headers.get(header::RANGE), len)?;
+    if matches!(range, RangeReq::Full)
+        && is_text(&entry.content_type)
+        && accepts_gzip(&headers)
+        && len <= MAX_GZIP_BYTES
+    {
+        return gzip_file(file_path, &entry.content_type).await;
+    }
     let mut file = tokio::fs::File::open(&file_path)
         .await
         .map_err(|_| ApiError::not_found("artifact", &rel))?;

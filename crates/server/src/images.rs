@@ -14,16 +14,14 @@ pub const DEFAULT_IMAGE: &str = "wasmsand/default";
 pub struct Images {
     aliases: BTreeMap<String, String>,
     cache_dir: Option<std::path::PathBuf>,
-    digest: OnceCell<String>,
 }
+
+/// The template is the same for every instance in a process: its digest is computed once.
+static DIGEST: OnceCell<String> = OnceCell::const_new();
 
 impl Images {
     pub fn new(aliases: BTreeMap<String, String>, cache_dir: Option<std::path::PathBuf>) -> Images {
-        Images {
-            aliases,
-            cache_dir,
-            digest: OnceCell::new(),
-        }
+        Images { aliases, cache_dir }
     }
 
     /// The template names, without aliases.
@@ -46,7 +44,7 @@ impl Images {
 
     pub async fn digest(self: &Arc<Self>) -> String {
         let me = self.clone();
-        self.digest
+        DIGEST
             .get_or_init(|| async move {
                 let cache_dir = me.cache_dir.clone();
                 tokio::task::spawn_blocking(move || template_digest(cache_dir))

@@ -385,10 +385,10 @@ async fn session_lifecycle_keeps_its_workspace_until_deleted() {
     assert_eq!(st["session_id"], id);
     assert_eq!(st["base_image"], "wasmsand/default");
     assert_eq!(st["resource_usage"]["limits"]["memory_mb"], 128);
-    let (_, frames, _) = srv
+    let (_, frames, st) = srv
         .run(json!({ "spec_version": "1.0", "session_id": id, "command": ["cat", "note.txt"] }))
         .await;
-    assert_eq!(stdout(&frames), "hi\n");
+    assert_eq!(stdout(&frames), "hi\n", "{st} {frames:?}");
 
     let resp = srv
         .client

@@ -94,6 +94,28 @@ async fn artifacts_are_captured_listed_and_downloaded_with_ranges() {
     let (s, _, b) = get(a.clone(), Some("items=0-1")).await;
     assert_eq!((s, b.len()), (StatusCode::OK, 15));
 
+    // Text is gzip'd on the fly for clients that accept it; ranges stay identity.
+    let resp = srv
+        .client
+        .get(srv.url(&a))
+        .header("accept-encoding", "br, gzip;q=0.8")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["content-encoding"], "gzip");
+    let zipped = resp.bytes().await.unwrap();
+    let mut plain = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&zipped[..]), &mut plain)
+        .unwrap();
+    assert_eq!(plain, "hello artifacts");
+    let resp = srv
+        .client
+        .get(srv.url(&a))
+        .header("accept-encoding", "gzip;q=0")
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.headers().get("content-encoding").is_none());
     let (s, h, b) = get(format!("/runs/{id}/artifacts/out/sub/pic"), None).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(h["content-type"], "image/png");

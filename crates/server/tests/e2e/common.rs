@@ -9,6 +9,26 @@ use wasmsand_server::{Config, Server};
 
 pub const BASE: &str = "/api/v1/sandbox";
 
+pub type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Reads frames into `frames` until `done` holds for them (or the stream ends).
+pub async fn read_until(ws: &mut Ws, frames: &mut Vec<Value>, done: impl Fn(&[Value]) -> bool) {
+    let read = async {
+        while !done(frames) {
+            match ws.next().await {
+                Some(Ok(Message::Text(t))) => frames.push(serde_json::from_str(&t).unwrap()),
+                Some(Ok(Message::Close(_))) | None => break,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => panic!("websocket error: {e}"),
+            }
+        }
+    };
+    tokio::time::timeout(GUARD, read)
+        .await
+        .expect("stream stuck");
+}
+
 /// A hang guard for loops that wait on the server: generous, so it only fires when
 /// something is broken, never as a performance assertion.
 pub const GUARD: Duration = Duration::from_secs(120);
@@ -191,6 +211,12 @@ impl TestServer {
             .await
             .expect("stream never ended");
         frames
+    }
+
+    /// A WebSocket on a run's stream.
+    pub async fn connect(&self, run_id: &str) -> Ws {
+        let url = self.ws_url(&format!("/runs/{run_id}/stream"));
+        tokio_tungstenite::connect_async(url).await.unwrap().0
     }
 
     /// Runs to the end; returns the run id, its frames and its final status.

@@ -432,11 +432,13 @@ async fn cancel_without_a_trap_kills_the_run() {
         .start_run(TestServer::script("echo started; sleep 60; echo never"))
         .await;
     let id = v["run_id"].as_str().unwrap().to_string();
-    srv.wait_phase(&id, |p| p == "running").await;
+    let mut ws = srv.connect(&id).await;
+    let mut frames = Vec::new();
+    read_until(&mut ws, &mut frames, |f| stdout(f).contains("started")).await;
     let (s, _, c) = srv.post(&format!("/runs/{id}/cancel"), json!({})).await;
     assert_eq!(s, StatusCode::ACCEPTED);
     assert_eq!(c["cancel_requested"], true);
-    let frames = srv.frames(&id, "").await;
+    read_until(&mut ws, &mut frames, |_| false).await;
     check_stream_rules(&frames);
     assert!(!stdout(&frames).contains("never"));
     let st = srv.wait_done(&id).await;
@@ -460,9 +462,11 @@ async fn cancel_runs_the_term_trap_during_the_grace_period() {
         ))
         .await;
     let id = v["run_id"].as_str().unwrap().to_string();
-    srv.wait_phase(&id, |p| p == "running").await;
+    let mut ws = srv.connect(&id).await;
+    let mut frames = Vec::new();
+    read_until(&mut ws, &mut frames, |f| stdout(f).contains("ready")).await;
     srv.post(&format!("/runs/{id}/cancel"), json!({})).await;
-    let frames = srv.frames(&id, "").await;
+    read_until(&mut ws, &mut frames, |_| false).await;
     check_stream_rules(&frames);
     assert_eq!(stdout(&frames), "ready\ncleaning up\n");
     let st = srv.wait_done(&id).await;
@@ -476,15 +480,17 @@ async fn a_trap_that_does_not_finish_is_killed_after_the_grace_period() {
     let srv = TestServer::with(|c| c.cancel_grace_seconds = 1).await;
     let v = srv
         .start_run(TestServer::script(
-            "trap 'echo trapped; while true; do :; done' TERM; while true; do :; done",
+            "trap 'echo trapped; while true; do :; done' TERM; echo ready; while true; do :; done",
         ))
         .await;
     let id = v["run_id"].as_str().unwrap().to_string();
-    srv.wait_phase(&id, |p| p == "running").await;
+    let mut ws = srv.connect(&id).await;
+    let mut frames = Vec::new();
+    read_until(&mut ws, &mut frames, |f| stdout(f).contains("ready")).await;
     srv.post(&format!("/runs/{id}/cancel"), json!({})).await;
-    let frames = srv.frames(&id, "").await;
+    read_until(&mut ws, &mut frames, |_| false).await;
     check_stream_rules(&frames);
-    assert_eq!(stdout(&frames), "trapped\n");
+    assert_eq!(stdout(&frames), "ready\ntrapped\n");
     let st = srv.wait_done(&id).await;
     assert_eq!(st["phase"], "killed");
     assert_eq!(st["message"], "canceled_by_user");
