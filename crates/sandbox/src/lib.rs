@@ -135,9 +135,9 @@ struct Inner {
 pub struct Sandbox {
     inner: Mutex<Option<Inner>>,
     running: Mutex<Option<CancelToken>>,
-    destroyed: AtomicBool,
     /// Set by `signal_term` for the run going now: its end runs the shell's TERM trap.
     term: AtomicBool,
+    destroyed: AtomicBool,
     limits: Limits,
     exec: &'static Exec,
     /// Host tools offered to guests through the `host.call` door (`from host import tools`).
@@ -258,8 +258,8 @@ impl Sandbox {
                 snapshots: BTreeMap::new(),
             })),
             running: Mutex::new(None),
-            destroyed: AtomicBool::new(false),
             term: AtomicBool::new(false),
+            destroyed: AtomicBool::new(false),
             limits,
             exec: exec_for(&options.cache_dir),
             tools: Mutex::default(),
@@ -318,8 +318,8 @@ impl Sandbox {
         self.with_inner(|inner| {
             let started = Instant::now();
             let cancel = CancelToken::new();
-            *self.running.lock() = Some(cancel.clone());
             self.term.store(false, Ordering::SeqCst);
+            *self.running.lock() = Some(cancel.clone());
             let mut stdout = OutputBuffer::new(self.limits.stdout_bytes);
             if let Some(cb) = opts.on_stdout {
                 stdout = stdout.with_callback(cb);
@@ -328,8 +328,8 @@ impl Sandbox {
             if let Some(cb) = opts.on_stderr {
                 stderr = stderr.with_callback(cb);
             }
-            let cfg = wasmsand_shell::RunConfig {
             let deadline = started + Duration::from_millis(timeout);
+            let cfg = wasmsand_shell::RunConfig {
                 exec: self.exec,
                 vfs: inner.vfs.clone(),
                 deadline: Some(deadline),
@@ -356,11 +356,11 @@ impl Sandbox {
                     stderr.write(b"command timed out\n");
                     (124, Some(ErrorClass::Timeout))
                 }
-                Some(Abort::Cancelled) => {
                 // Terminated: the trap's `exit` status, or 143 as for SIGTERM.
                 Some(Abort::Cancelled) if terminated => {
                     (outcome.status, Some(ErrorClass::Cancelled))
                 }
+                Some(Abort::Cancelled) => {
                     stderr.write(b"command cancelled\n");
                     (130, Some(ErrorClass::Cancelled))
                 }
@@ -385,7 +385,6 @@ impl Sandbox {
         })
     }
 
-    /// Stops the command running now (from another thread): it ends with `CANCELLED`.
     /// Asks the command running now to terminate, as SIGTERM would (from another thread).
     /// Its current program is stopped; if the shell has a `trap ... TERM`, the trap then runs
     /// (under a fresh cancel token, so a later [`Self::cancel`] still stops it, the KILL after
@@ -460,6 +459,7 @@ impl Sandbox {
         }
     }
 
+    /// Stops the command running now (from another thread): it ends with `CANCELLED`.
     pub fn cancel(&self) {
         if let Some(c) = self.running.lock().as_ref() {
             c.cancel();
@@ -627,8 +627,8 @@ impl Sandbox {
                     snapshots: i.snapshots.clone(),
                 })),
                 running: Mutex::new(None),
-                destroyed: AtomicBool::new(false),
                 term: AtomicBool::new(false),
+                destroyed: AtomicBool::new(false),
                 limits: self.limits,
                 exec: self.exec,
                 tools: Mutex::new(self.tools.lock().clone()),
