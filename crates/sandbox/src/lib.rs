@@ -29,7 +29,6 @@ mod tools;
 pub use tools::{Tool, ToolHandler, ToolSetError};
 
 pub use wasmsand_model::{ErrorClass, Limits, LimitsPatch, RunResult, Truncated};
-pub use wasmsand_exec::on_slow_compile;
 /// A snapshot handle (`snapshot()` / `restore(id)`): the VFS's own, whose snapshot holds the
 /// files; the sandbox keeps the shell state under the same id.
 pub use wasmsand_vfs::SnapshotId;
