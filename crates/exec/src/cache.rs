@@ -1,7 +1,8 @@
 //! Compiled-module cache: in memory for the life of the process, and on disk across processes,
 //! keyed by the wasm's SHA-256 and the engine's configuration.
 //!
-//! A disk entry is `MAGIC`, the xxh3-128 of the payload, then the payload (wasmer's serialized
+//! A disk entry is `MAGIC`, the SHA-256 of the wasm it was compiled from, a fingerprint of the
+//! engine configuration and variant, the xxh3-128 of the payload, then the payload (wasmer's serialized
 //! module). An entry that is short, has another magic, fails its checksum or that wasmer
 //! refuses is recompiled and rewritten: a broken cache costs time, never correctness.
 
@@ -11,6 +12,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
@@ -18,9 +20,12 @@ use wasmer::{Engine, Module};
 
 use crate::ExecError;
 use crate::engine::engine_fingerprint;
+use crate::image::MemoryImage;
 
-const MAGIC: &[u8; 16] = b"wasmsand-cwasm1\n";
-const HEADER: usize = MAGIC.len() + 16;
+const MAGIC: &[u8; 16] = b"wasmsand-cwasm2\n";
+/// Magic, wasm SHA-256, engine fingerprint, payload checksum: 80 bytes, so the payload stays
+/// 16-byte aligned in a mapping (wasmer reads it in place).
+const HEADER: usize = MAGIC.len() + 32 + 16 + 16;
 
 /// Environment variable naming the on-disk cache directory.
 pub const CACHE_DIR_ENV: &str = "WASMSAND_CACHE_DIR";
@@ -51,14 +56,112 @@ pub struct CacheStats {
     pub rejected_entries: u64,
 }
 
-type Slot = Arc<OnceLock<Result<(Module, [u8; 32]), String>>>;
+/// A loaded module: its code, the wasm's SHA-256, and its initial-memory image if it has one.
+pub(crate) type Loaded = (Module, [u8; 32], Option<Arc<MemoryImage>>);
+
+type Slot = Arc<OnceLock<Result<Loaded, String>>>;
+
+/// What is compiled for a given wasm: the module itself, or the module without its active data
+/// segments when a memory image supplies them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    Plain,
+    Stripped,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Key {
+    Xxh3(u128),
+    Sha256([u8; 32]),
+}
+
+/// Digests vouched for by the owners of large wasm buffers, by address and length; each entry
+/// holds its buffer, so the address cannot be reused by other bytes.
+static VOUCHED: Mutex<Vec<Vouched>> = Mutex::new(Vec::new());
+
+struct Vouched {
+    wasm: bytes::Bytes,
+    sha256: [u8; 32],
+    name: String,
+}
+
+/// Declares `sha256` to be the SHA-256 of `wasm`, so that loading these exact bytes (same
+/// address and length) hashes nothing: CPython's 100 MB module would otherwise be hashed in
+/// full by every new process before its first run. The caller must know the digest is right
+/// (computed once and memoized against the file's identity, say): the disk cache is keyed by
+/// it, so a wrong digest would load another module's code.
+/// `name` says what the module is in the notice of a slow compile.
+pub fn vouch_digest(wasm: &bytes::Bytes, sha256: [u8; 32], name: &str) {
+    let mut vouched = VOUCHED.lock();
+    if !vouched.iter().any(|v| same_bytes(&v.wasm, wasm)) {
+        vouched.push(Vouched {
+            wasm: wasm.clone(),
+            sha256,
+            name: name.to_owned(),
+        });
+    }
+}
+
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.as_ptr() == b.as_ptr() && a.len() == b.len()
+}
+
+fn vouched(wasm: &[u8]) -> Option<([u8; 32], String)> {
+    VOUCHED
+        .lock()
+        .iter()
+        .find(|v| same_bytes(&v.wasm, wasm))
+        .map(|v| (v.sha256, v.name.clone()))
+}
+
+type Notice = Box<dyn Fn(&str) + Send + Sync>;
+static SLOW_COMPILE_NOTICE: OnceLock<Notice> = OnceLock::new();
+
+/// Compiles still going after this long are announced.
+const SLOW_COMPILE: Duration = Duration::from_secs(1);
+
+/// Where a compile that takes over a second is announced, once per compile, with what is being
+/// compiled: `sandboxd` prints it on its own stderr. Never part of any run's output. The first
+/// call wins; without one, the notice goes to `tracing` only.
+pub fn on_slow_compile(notice: impl Fn(&str) + Send + Sync + 'static) {
+    let _ = SLOW_COMPILE_NOTICE.set(Box::new(notice));
+}
+
+/// Announces the compile of `what` if it is still going after [`SLOW_COMPILE`]; dropping the
+/// returned sender (when the compile ends) cancels the notice.
+fn announce_if_slow(what: String) -> std::sync::mpsc::Sender<()> {
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    let started = Instant::now();
+    let spawned = std::thread::Builder::new()
+        .name("wasmsand-compile-notice".into())
+        .spawn(move || {
+            if wait.recv_timeout(SLOW_COMPILE) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                let line = format!(
+                    "compiling {what} for this machine (once: the result is cached); \
+                     first use waits for it"
+                );
+                tracing::info!("{line}");
+                if let Some(notice) = SLOW_COMPILE_NOTICE.get() {
+                    notice(&line);
+                }
+                // Wait for the end, so a finished-notice could be added without a race.
+                let _ = wait.recv();
+                tracing::info!("compiled {what} in {:?}", started.elapsed());
+            }
+        });
+    if spawned.is_err() {
+        tracing::warn!("cannot start the compile-notice thread");
+    }
+    done
+}
 
 pub(crate) struct ModuleCache {
     engine: Engine,
     dir: Option<PathBuf>,
     key_suffix: String,
-    /// Keyed by xxh3-128 of the wasm: a memory hit must not cost a SHA-256 of megabytes.
-    modules: Mutex<HashMap<u128, Slot>>,
+    /// Keyed by xxh3-128 of the wasm (a memory hit must not cost a SHA-256 of megabytes), or
+    /// by a digest vouched for by the bytes' owner ([`vouch_digest`]).
+    modules: Mutex<HashMap<Key, Slot>>,
     memory_hits: AtomicU64,
     disk_hits: AtomicU64,
     compiles: AtomicU64,
@@ -95,8 +198,12 @@ impl ModuleCache {
 
     /// The compiled module for `wasm`. Concurrent loads of the same bytes wait for one
     /// compile instead of each doing it.
-    pub(crate) fn load(&self, wasm: &[u8]) -> Result<(Module, [u8; 32]), ExecError> {
-        let key = xxhash_rust::xxh3::xxh3_128(wasm);
+    pub(crate) fn load(&self, wasm: &[u8]) -> Result<Loaded, ExecError> {
+        let known = vouched(wasm);
+        let key = match &known {
+            Some((digest, _)) => Key::Sha256(*digest),
+            None => Key::Xxh3(xxhash_rust::xxh3::xxh3_128(wasm)),
+        };
         let (slot, fresh) = {
             let mut modules = self.modules.lock();
             match modules.get(&key) {
@@ -112,21 +219,52 @@ impl ModuleCache {
             self.memory_hits.fetch_add(1, Ordering::Relaxed);
         }
         slot.get_or_init(|| {
-            let hash: [u8; 32] = Sha256::digest(wasm).into();
-            self.load_uncached(&hash, wasm).map(|m| (m, hash))
+            let (hash, name) = match known {
+                Some((digest, name)) => (digest, name),
+                None => (
+                    Sha256::digest(wasm).into(),
+                    format!("a {} KiB WebAssembly module", wasm.len() >> 10),
+                ),
+            };
+            // A module with an image is compiled without its data (see image.rs); the two are a
+            // pair, cached under their own name.
+            let image = MemoryImage::build(wasm);
+            let module = match &image {
+                Some(_) => self.load_uncached(&hash, Variant::Stripped, wasm, name)?,
+                None => self.load_uncached(&hash, Variant::Plain, wasm, name)?,
+            };
+            Ok((module, hash, image))
         })
         .clone()
         .map_err(ExecError::Compile)
     }
 
-    fn entry_path(&self, dir: &Path, hash: &[u8; 32]) -> PathBuf {
-        dir.join(format!("{}-{}.cwasm", hex(hash), self.key_suffix))
+    /// What an entry for `variant` must carry besides the wasm digest: the engine configuration
+    /// and the variant, so that an entry renamed or copied from elsewhere is never run.
+    fn fingerprint(&self, variant: Variant) -> [u8; 16] {
+        let text = format!("{} {variant:?}", engine_fingerprint());
+        let digest = Sha256::digest(text.as_bytes());
+        digest[..16].try_into().expect("16 of 32 bytes")
     }
 
-    fn load_uncached(&self, hash: &[u8; 32], wasm: &[u8]) -> Result<Module, String> {
+    fn entry_path(&self, dir: &Path, hash: &[u8; 32], variant: Variant) -> PathBuf {
+        let tag = match variant {
+            Variant::Plain => "",
+            Variant::Stripped => "-nodata",
+        };
+        dir.join(format!("{}-{}{tag}.cwasm", hex(hash), self.key_suffix))
+    }
+
+    fn load_uncached(
+        &self,
+        hash: &[u8; 32],
+        variant: Variant,
+        wasm: &[u8],
+        name: String,
+    ) -> Result<Module, String> {
         if let Some(dir) = &self.dir {
-            let path = self.entry_path(dir, hash);
-            match self.read_entry(&path) {
+            let path = self.entry_path(dir, hash, variant);
+            match self.read_entry(&path, hash, variant) {
                 Ok(Some(module)) => {
                     self.disk_hits.fetch_add(1, Ordering::Relaxed);
                     return Ok(module);
@@ -139,9 +277,19 @@ impl ModuleCache {
             }
         }
         self.compiles.fetch_add(1, Ordering::Relaxed);
-        let module = Module::new(&self.engine, wasm).map_err(|e| e.to_string())?;
+        let notice = announce_if_slow(name);
+        let module = match variant {
+            Variant::Plain => Module::new(&self.engine, wasm),
+            Variant::Stripped => match crate::image::strip(wasm) {
+                Some(stripped) => Module::new(&self.engine, stripped),
+                None => return Err("cannot read the module's sections".into()),
+            },
+        }
+        .map_err(|e| e.to_string());
+        drop(notice);
+        let module = module?;
         if let Some(dir) = &self.dir
-            && let Err(e) = self.write_entry(dir, hash, &module)
+            && let Err(e) = self.write_entry(dir, hash, variant, &module)
         {
             tracing::warn!(dir = %dir.display(), "could not write module cache entry: {e}");
         }
@@ -149,34 +297,58 @@ impl ModuleCache {
     }
 
     /// `Ok(None)` when there is no entry; `Err` when there is one that cannot be used.
-    fn read_entry(&self, path: &Path) -> Result<Option<Module>, String> {
-        let data = match fs::read(path) {
-            Ok(d) => d,
+    fn read_entry(
+        &self,
+        path: &Path,
+        hash: &[u8; 32],
+        variant: Variant,
+    ) -> Result<Option<Module>, String> {
+        let file = match fs::File::open(path) {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e.to_string()),
         };
+        // SAFETY: entries are written aside and renamed into place, never changed in place; a
+        // writer replacing the file leaves this mapping on the old inode. Mapping instead of
+        // reading keeps the serialized module (mostly data the engine reads once, or never,
+        // such as data segments an image replaces) in the page cache, shared between processes.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())?;
+        let data = bytes::Bytes::from_owner(map);
         if data.len() < HEADER || &data[..MAGIC.len()] != MAGIC {
             return Err("not a wasmsand cache entry".into());
         }
-        let (sum, payload) = data[MAGIC.len()..].split_at(16);
-        if xxhash_rust::xxh3::xxh3_128(payload).to_le_bytes() != sum {
+        let (wasm_digest, rest) = data[MAGIC.len()..HEADER].split_at(32);
+        let (fingerprint, checksum) = rest.split_at(16);
+        if wasm_digest != hash || fingerprint != self.fingerprint(variant) {
+            return Err("entry of another module or engine".into());
+        }
+        let payload = data.slice(HEADER..);
+        if xxhash_rust::xxh3::xxh3_128(&payload).to_le_bytes() != checksum {
             return Err("checksum mismatch".into());
         }
-        // SAFETY: the payload is byte-for-byte what `Module::serialize` wrote for an engine with
-        // this exact configuration (the file name carries its fingerprint, the checksum
-        // guards the bytes); wasmer also checks the artifact's own header and version.
+        // SAFETY: the payload is byte-for-byte what `Module::serialize` wrote for this wasm and an
+        // engine with this exact configuration (the header names both, the checksum guards the
+        // bytes); wasmer also checks the artifact's own header and version.
         unsafe { Module::deserialize(&self.engine, payload) }
             .map(Some)
             .map_err(|e| e.to_string())
     }
 
-    fn write_entry(&self, dir: &Path, hash: &[u8; 32], module: &Module) -> std::io::Result<()> {
+    fn write_entry(
+        &self,
+        dir: &Path,
+        hash: &[u8; 32],
+        variant: Variant,
+        module: &Module,
+    ) -> std::io::Result<()> {
         fs::create_dir_all(dir)?;
         let payload = module.serialize().map_err(std::io::Error::other)?;
-        let final_path = self.entry_path(dir, hash);
+        let final_path = self.entry_path(dir, hash, variant);
         // Written aside and renamed so that a reader never sees half an entry.
         let mut tmp = tempfile_in(dir)?;
         tmp.1.write_all(MAGIC)?;
+        tmp.1.write_all(hash)?;
+        tmp.1.write_all(&self.fingerprint(variant))?;
         tmp.1
             .write_all(&xxhash_rust::xxh3::xxh3_128(&payload).to_le_bytes())?;
         tmp.1.write_all(&payload)?;

@@ -130,9 +130,15 @@ impl Tunables for LimitingTunables {
         self.validate(ty)?;
         let ty = self.adjust(ty);
         // SAFETY: forwarded unchanged from the caller, who upholds the trait's contract.
+        let image = crate::image::take();
+        let has_image = image.is_some();
         unsafe {
-            match PooledMemory::new(&ty, style, vm_definition_location) {
+            match PooledMemory::new(&ty, style, vm_definition_location, image) {
                 Some(memory) => Ok(VMMemory(Box::new(memory?))),
+                // A module compiled without its data must get its image or nothing.
+                None if has_image => Err(MemoryError::Generic(
+                    "a module compiled with a memory image needs a static memory".into(),
+                )),
                 None => self
                     .base
                     .create_vm_memory(&ty, style, vm_definition_location),

@@ -13,6 +13,7 @@ mod door;
 mod engine;
 mod file;
 mod fs;
+mod image;
 mod memory;
 mod poll;
 mod run;
@@ -27,7 +28,7 @@ use wasmer::Engine;
 use wasmer_wasix::runtime::task_manager::tokio::TokioTaskManager;
 use wasmer_wasix::{PluggableRuntime, UnsupportedVirtualNetworking};
 
-pub use cache::{CACHE_DIR_ENV, CacheStats, default_cache_dir};
+pub use cache::{CACHE_DIR_ENV, CacheStats, default_cache_dir, on_slow_compile, vouch_digest};
 pub use door::{DoorFault, HostDoor};
 pub use engine::WASM_PAGE;
 pub use fs::{OpenFile, SharedVfs};
@@ -95,6 +96,7 @@ pub struct Outcome {
 pub struct Program {
     module: wasmer::Module,
     hash: [u8; 32],
+    image: Option<Arc<image::MemoryImage>>,
 }
 
 impl Program {
@@ -264,8 +266,12 @@ impl Exec {
 
     /// Compiles `wasm` (or finds it in the cache).
     pub fn load(&self, wasm: &[u8]) -> Result<Program, ExecError> {
-        let (module, hash) = self.inner.cache.load(wasm)?;
-        Ok(Program { module, hash })
+        let (module, hash, image) = self.inner.cache.load(wasm)?;
+        Ok(Program {
+            module,
+            hash,
+            image,
+        })
     }
 
     pub fn cache_stats(&self) -> CacheStats {

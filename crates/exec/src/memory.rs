@@ -10,15 +10,23 @@
 //! Invariant of a region in the pool: every byte of it reads as zero. Whoever takes it makes
 //! exactly its own initial size accessible. That is what a fresh mapping gives, so no state of
 //! one run can reach the next (tests/isolation.rs checks it across modules).
+//!
+//! A module with a [`MemoryImage`] (CPython) gets a region whose start is the image mapped
+//! copy-on-write: its data segments are not copied at all, and a released region is reset with
+//! one `MADV_DONTNEED`, after which it reads as the image again and zero past it. Such regions
+//! wait in their own pool, for instances of the same image only.
 
 use std::ops::Range;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use wasmer::sys::vm::{
     LinearMemory, MemoryError, MemoryStyle, VMMemoryDefinition, VMOwnedMemory, VMSharedMemory,
 };
 use wasmer::{MemoryType, Pages};
+
+use crate::image::MemoryImage;
 
 /// Reservations kept for reuse; more concurrent runs than this allocate and free their own.
 const POOL_SIZE: usize = 8;
@@ -27,6 +35,8 @@ const MAX_KEEP: usize = 8 << 20;
 const OS_PAGE: usize = 4096;
 
 static POOL: Mutex<Vec<Region>> = Mutex::new(Vec::new());
+/// Regions holding a mapped image, reset to it (and zero past it).
+static IMAGE_POOL: Mutex<Vec<Region>> = Mutex::new(Vec::new());
 
 /// One static-style reservation: wasm32's 4 GiB plus wasmer's offset guard, all inaccessible
 /// except `[0, accessible)`.
@@ -37,6 +47,8 @@ struct Region {
     /// Highest address made accessible since the last scrub: the extent that may hold
     /// resident pages.
     touched: usize,
+    /// The image mapped over the start of the region, if any.
+    image: Option<Arc<MemoryImage>>,
 }
 
 // SAFETY: the region is plain memory owned by whoever holds the `Region`.
@@ -68,7 +80,39 @@ impl Region {
             len,
             accessible: 0,
             touched: 0,
+            image: None,
         })
+    }
+
+    /// A fresh reservation whose start reads as `image`.
+    fn with_image(len: usize, image: Arc<MemoryImage>) -> Result<Self, MemoryError> {
+        let mut region = Self::reserve(len)?;
+        if image.len > len {
+            return Err(MemoryError::Region(
+                "memory image larger than the reservation".into(),
+            ));
+        }
+        // SAFETY: the image lies inside the reservation just made, which nothing references.
+        unsafe { image.map_at(region.base.as_ptr()) }
+            .map_err(|e| MemoryError::Region(format!("cannot map the memory image: {e}")))?;
+        region.image = Some(image);
+        Ok(region)
+    }
+
+    /// Brings an image region back to the image (and zero past it): private copies of the
+    /// image's pages and every anonymous page are dropped. False if the kernel refused.
+    fn reset_to_image(&mut self) -> bool {
+        if self.touched > 0 {
+            // SAFETY: `[0, touched)` lies inside the reservation.
+            let rc = unsafe {
+                libc::madvise(self.base.as_ptr().cast(), self.touched, libc::MADV_DONTNEED)
+            };
+            if rc != 0 {
+                return false;
+            }
+        }
+        self.touched = self.accessible;
+        true
     }
 
     fn set_accessible(&mut self, bytes: usize) -> Result<(), MemoryError> {
@@ -174,17 +218,19 @@ impl PooledMemory {
         ty: &MemoryType,
         style: &MemoryStyle,
         definition: NonNull<VMMemoryDefinition>,
+        image: Option<Arc<MemoryImage>>,
     ) -> Option<Result<Self, MemoryError>> {
         if ty.shared || !matches!(style, MemoryStyle::Static) {
             return None;
         }
-        Some(unsafe { Self::create(ty, style, definition) })
+        Some(unsafe { Self::create(ty, style, definition, image) })
     }
 
     unsafe fn create(
         ty: &MemoryType,
         style: &MemoryStyle,
         mut definition: NonNull<VMMemoryDefinition>,
+        image: Option<Arc<MemoryImage>>,
     ) -> Result<Self, MemoryError> {
         let bound = MemoryStyle::static_bound();
         if ty.minimum > bound || ty.maximum.is_some_and(|m| m > bound) {
@@ -202,12 +248,34 @@ impl PooledMemory {
             });
         }
         let len = bound.bytes().0 + style.offset_guard_size() as usize;
-        let pooled = POOL.lock().pop().filter(|r| r.len == len);
-        let mut region = match pooled {
-            Some(r) => r,
-            None => Region::reserve(len)?,
-        };
         let bytes = ty.minimum.bytes().0;
+        let mut region = match image {
+            // The module was compiled without its data: only its image can give the memory its
+            // contents, so an image that does not fit is an error, never a zeroed memory.
+            Some(image) if image.len > bytes => {
+                return Err(MemoryError::Region(format!(
+                    "the memory image ({} bytes) is larger than the initial memory ({bytes})",
+                    image.len
+                )));
+            }
+            Some(image) => {
+                let pooled = {
+                    let mut pool = IMAGE_POOL.lock();
+                    let at = pool.iter().position(|r| {
+                        r.len == len && r.image.as_ref().is_some_and(|i| i.id == image.id)
+                    });
+                    at.map(|i| pool.swap_remove(i))
+                };
+                match pooled {
+                    Some(r) => r,
+                    None => Region::with_image(len, image)?,
+                }
+            }
+            None => match POOL.lock().pop().filter(|r| r.len == len) {
+                Some(r) => r,
+                None => Region::reserve(len)?,
+            },
+        };
         region.set_accessible(bytes)?;
         // SAFETY: the caller guarantees the definition is valid and ours to fill.
         unsafe {
@@ -306,13 +374,62 @@ impl LinearMemory for PooledMemory {
 
 impl Drop for PooledMemory {
     fn drop(&mut self) {
-        if let Some(mut region) = self.region.take()
-            && region.scrub()
-        {
-            let mut pool = POOL.lock();
-            if pool.len() < POOL_SIZE {
-                pool.push(region);
-            }
+        let Some(region) = self.region.take() else {
+            return;
+        };
+        if region.image.is_some() {
+            reset_later(region);
+        } else {
+            recycle(region);
+        }
+    }
+}
+
+/// Scrubs a plain region and pools it. Inline: the next run of the same tool wants it back
+/// warm, and a missed pool means refaulting its data pages.
+fn recycle(mut region: Region) {
+    if region.scrub() {
+        let mut pool = POOL.lock();
+        if pool.len() < POOL_SIZE {
+            pool.push(region);
+        }
+    }
+}
+
+/// Resets an image region on a background thread, off the run's path: dropping tens of
+/// megabytes of mappings takes longer than the rest of a run's teardown, and after the reset
+/// every page refaults anyway, so a run that finds the pool empty loses only a mapping call.
+/// A region is back in the pool only once reset.
+fn reset_later(region: Region) {
+    use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+    static RESETTER: std::sync::OnceLock<Option<SyncSender<Region>>> = std::sync::OnceLock::new();
+    let sender = RESETTER.get_or_init(|| {
+        let (tx, rx) = sync_channel::<Region>(POOL_SIZE);
+        std::thread::Builder::new()
+            .name("wasmsand-memory-reset".into())
+            .spawn(move || {
+                for region in rx {
+                    reset_and_pool(region);
+                }
+            })
+            .ok()
+            .map(|_| tx)
+    });
+    let Some(sender) = sender else {
+        return reset_and_pool(region);
+    };
+    if let Err(TrySendError::Full(region) | TrySendError::Disconnected(region)) =
+        sender.try_send(region)
+    {
+        reset_and_pool(region);
+    }
+}
+
+fn reset_and_pool(mut region: Region) {
+    if region.reset_to_image() {
+        let mut pool = IMAGE_POOL.lock();
+        if pool.len() < POOL_SIZE {
+            pool.push(region);
         }
     }
 }

@@ -90,7 +90,10 @@ pub(crate) fn run(
         guard.clone(),
     );
 
-    let instance = match Instance::new(&mut store, &program.module, &imports) {
+    let offered = crate::image::offer(program.image.clone());
+    let instantiated = Instance::new(&mut store, &program.module, &imports);
+    drop(offered);
+    let instance = match instantiated {
         Ok(i) => i,
         Err(e) => {
             let msg = e.to_string();

@@ -97,3 +97,88 @@ fn invalid_wasm_is_a_clear_error() {
         "{err}"
     );
 }
+
+#[test]
+fn an_entry_of_another_module_is_rejected_never_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = wasmsand_tools::wasm_for_tool("alloc").unwrap();
+    exec_at(dir.path()).load(wasm()).unwrap();
+    exec_at(dir.path()).load(other).unwrap();
+    let mut entries: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    assert_eq!(entries.len(), 2);
+    // Put each module's entry under the other's name: a valid, checksummed entry, but foreign.
+    let (a, b) = (
+        std::fs::read(&entries[0]).unwrap(),
+        std::fs::read(&entries[1]).unwrap(),
+    );
+    std::fs::write(&entries[0], &b).unwrap();
+    std::fs::write(&entries[1], &a).unwrap();
+    let e = exec_at(dir.path());
+    let spin = e.load(wasm()).unwrap();
+    let alloc = e.load(other).unwrap();
+    let s = e.cache_stats();
+    assert_eq!((s.rejected_entries, s.compiles, s.disk_hits), (2, 2, 0));
+    assert_ne!(spin.hash(), alloc.hash());
+}
+
+/// Run as a child by `two_processes_filling_the_cache_at_once_leave_it_sound`.
+#[test]
+fn cache_fill_child() {
+    let Some(dir) = std::env::var_os("WASMSAND_CACHE_FILL_DIR") else {
+        return;
+    };
+    let e = exec_at(std::path::Path::new(&dir));
+    e.load(wasm()).unwrap();
+    e.load(wasmsand_tools::wasm_for_tool("alloc").unwrap())
+        .unwrap();
+}
+
+#[test]
+fn two_processes_filling_the_cache_at_once_leave_it_sound() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..3 {
+        let children: Vec<_> = (0..2)
+            .map(|_| {
+                std::process::Command::new(std::env::current_exe().unwrap())
+                    .args(["--exact", "cache_fill_child", "--test-threads=1"])
+                    .env("WASMSAND_CACHE_FILL_DIR", dir.path())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for mut child in children {
+            assert!(child.wait().unwrap().success(), "round {round}");
+        }
+        // Every entry a fresh process finds is whole and its own: all disk hits.
+        let e = exec_at(dir.path());
+        e.load(wasm()).unwrap();
+        e.load(wasmsand_tools::wasm_for_tool("alloc").unwrap())
+            .unwrap();
+        let s = e.cache_stats();
+        assert_eq!(
+            (s.disk_hits, s.compiles, s.rejected_entries),
+            (2, 0, 0),
+            "round {round}"
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names.iter().all(|n| n.ends_with(".cwasm")),
+            "temp files left: {names:?}"
+        );
+        if round == 1 {
+            // The next round races to replace entries that exist but are broken.
+            for n in &names {
+                std::fs::write(dir.path().join(n), b"wasmsand-cwasm2\ntruncated").unwrap();
+            }
+        }
+    }
+}

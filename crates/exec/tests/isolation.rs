@@ -160,3 +160,78 @@ fn memory_of_one_run_never_reaches_the_next() {
         assert_eq!(r.exit, Exit::Code(0), "run {i}");
     }
 }
+
+/// A module with more data than the memory-image threshold (so instantiation maps an image):
+/// `_start` exits with the image's byte at 5 MiB + 8 plus a byte past the image, then writes
+/// both; with an argument it grows the memory instead and exits with (then writes) the new
+/// page's first byte.
+fn image_guest() -> wasmsand_exec::Program {
+    static WASM: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    let wasm = WASM.get_or_init(|| {
+        // A 5 MiB segment of 0x01 bytes then one byte 42, all in a data section.
+        let filler = "\\01".repeat(5 << 20);
+        let wat = format!(
+            r#"(module
+              (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+              (import "wasi_snapshot_preview1" "args_sizes_get"
+                (func $sizes (param i32 i32) (result i32)))
+              (memory (export "memory") 100)
+              (data (i32.const 0) "{filler}")
+              (data (i32.const 5242888) "\2a")
+              (func (export "_start")
+                (local $v i32)
+                (drop (call $sizes (i32.const 5300000) (i32.const 5300004)))
+                (if (i32.gt_u (i32.load (i32.const 5300000)) (i32.const 1))
+                  (then
+                    (drop (memory.grow (i32.const 1)))
+                    (local.set $v (i32.load8_u (i32.const 6553600)))
+                    (i32.store8 (i32.const 6553600) (i32.const 55))
+                    (call $exit (local.get $v))))
+                ;; 42 from the image plus what lies past the image (zero unless a run leaked).
+                (local.set $v (i32.add (i32.load8_u (i32.const 5242888))
+                                       (i32.load8_u (i32.const 6000000))))
+                (i32.store8 (i32.const 5242888) (i32.const 43))
+                (i32.store8 (i32.const 6000000) (i32.const 99))
+                (i32.store8 (i32.const 6553599) (i32.const 77))
+                (call $exit (local.get $v))))"#
+        );
+        wasmer::wat2wasm(wat.as_bytes()).unwrap().to_vec()
+    });
+    exec().load(wasm).unwrap()
+}
+
+#[test]
+fn memory_images_start_every_run_pristine() {
+    let program = image_guest();
+    let exit = |args: &[&str]| {
+        exec()
+            .run(&program, RunSpec::new(vfs(), args.iter().copied()))
+            .unwrap()
+            .exit
+    };
+    // Each run sees the image's 42 though every run before it wrote 43 there, and zeroes
+    // past the image though runs wrote there too: from one thread, and from many at once
+    // (each taking whatever reservation the pool hands it).
+    for _ in 0..20 {
+        assert_eq!(exit(&["g"]), Exit::Code(42));
+    }
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let program = program.clone();
+            std::thread::spawn(move || {
+                for _ in 0..10 {
+                    let r = exec().run(&program, RunSpec::new(vfs(), ["g"])).unwrap();
+                    assert_eq!(r.exit, Exit::Code(42));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // Memory grown past the initial size reads as zero, even where an earlier run of the same
+    // reservation had grown and written there.
+    for _ in 0..3 {
+        assert_eq!(exit(&["g", "grow"]), Exit::Code(0));
+    }
+}

@@ -28,6 +28,7 @@ use wasmsand_vfs::{FileType, Vfs, VfsOptions};
 mod tools;
 pub use tools::{Tool, ToolHandler, ToolSetError};
 
+pub use wasmsand_exec::on_slow_compile;
 pub use wasmsand_model::{ErrorClass, Limits, LimitsPatch, RunResult, Truncated};
 /// A snapshot handle (`snapshot()` / `restore(id)`): the VFS's own, whose snapshot holds the
 /// files; the sandbox keeps the shell state under the same id.

@@ -326,3 +326,58 @@ fn without_tools_the_guest_gets_a_clear_error() {
         r.stderr
     );
 }
+
+/// Every `python3` starts from the pristine snapshot (memory image, fresh instance): nothing a
+/// run leaves in the interpreter — a global, an imported module, an open descriptor, a changed
+/// builtin — is there in the next run, in a fork, or in another sandbox. Files are the
+/// sandbox's and do carry over.
+#[test]
+fn every_run_starts_a_pristine_interpreter() {
+    let sb = sandbox();
+    let dirty = "import builtins, fractions, json, os, sys
+builtins.LEFT_OVER = 1
+json.LEFT_OVER = 2
+sys.path.append('/nowhere')
+fd = os.open('kept.txt', os.O_CREAT | os.O_WRONLY)
+os.write(fd, b'written')
+f = open('unclosed.txt', 'w')
+f.write('flushed at exit')
+print(fd)";
+    sb.write_file("dirty.py", dirty.as_bytes()).unwrap();
+    let fd = ok(&sb, "python3 dirty.py").trim().to_owned();
+    let check = format!(
+        "import builtins, json, os, sys
+print(hasattr(builtins, 'LEFT_OVER'), hasattr(json, 'LEFT_OVER'), 'fractions' in sys.modules, '/nowhere' in sys.path)
+try:
+    os.fstat({fd})
+    print('fd open')
+except OSError:
+    print('fd closed')
+print(open('kept.txt').read(), open('unclosed.txt').read())"
+    );
+    sb.write_file("check.py", check.as_bytes()).unwrap();
+    let clean = "False False False False\nfd closed\nwritten flushed at exit\n";
+    for _ in 0..3 {
+        assert_eq!(ok(&sb, "python3 check.py"), clean);
+    }
+    let fork = sb.fork().unwrap();
+    assert_eq!(ok(&fork, "python3 check.py"), clean);
+    ok(&fork, "python3 dirty.py");
+    assert_eq!(ok(&fork, "python3 check.py"), clean);
+    // Another sandbox, after both dirtied their interpreters, with the same files.
+    let other = sandbox();
+    for name in ["kept.txt", "unclosed.txt", "check.py"] {
+        other
+            .write_file(name, &sb.read_file(name).unwrap())
+            .unwrap();
+    }
+    assert_eq!(ok(&other, "python3 check.py"), clean);
+    // At exit, atexit handlers run and buffered output is flushed, as CPython's shutdown does.
+    assert_eq!(
+        ok(
+            &sb,
+            "python3 -c 'import atexit, sys; atexit.register(print, \"bye\"); sys.stdout.write(\"hi \")' | cat"
+        ),
+        "hi bye\n"
+    );
+}

@@ -134,6 +134,9 @@ where
         eprintln!("sandboxd: --disk-image is accepted only with --mode v86");
         return 2;
     }
+    // A first python3 on a machine compiles for about a minute: the operator hears why here,
+    // never in a run's output.
+    wasmsand::on_slow_compile(|line| eprintln!("sandboxd: {line}"));
     let limits = cli.limits();
     match cli.command {
         Some(Command::Exec { command }) => exec(&command, limits, cli.cache_dir),

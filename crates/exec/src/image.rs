@@ -1,0 +1,407 @@
+//! Initial-memory images: a module's data segments laid out once per process in a sealed
+//! memfd, mapped copy-on-write into each instance's linear memory.
+//!
+//! Instantiating a module copies every active data segment into a fresh memory. For CPython's
+//! pre-initialized snapshot that is tens of megabytes per run: a copy, and a page fault for
+//! every page of it. With an image, instantiation maps the memfd privately over the start of
+//! the reservation and skips the copies; a run then faults in only the pages it reads (from the
+//! page cache, shared by every instance) and copies only the pages it writes. Resetting a
+//! reservation for the next run is one `madvise(MADV_DONTNEED)`: private copies are dropped
+//! and the pages read as the image again (see `memory.rs`).
+//!
+//! Such a module is compiled without its active data segments ([`strip`]): wasmer walks every
+//! active segment at instantiation even when there is nothing to copy, and CPython's snapshot
+//! has ten thousand of them.
+//!
+//! Invariants: an image holds exactly what instantiation would have written, so an instance
+//! mapped from it is byte-for-byte one that copied its segments; a stripped module is only ever
+//! instantiated over its image (the two travel together in a `Program`). Only modules whose
+//! active segments all target memory 0 at constant offsets get one.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use wasmparser::{Chunk, DataKind, Operator, Parser, Payload, TypeRef};
+
+/// Modules with less data than this keep the plain path: their copy costs less than the
+/// mapping calls (the coreutils modules hold half a megabyte).
+const MIN_IMAGE_BYTES: u64 = 4 << 20;
+const OS_PAGE: usize = 4096;
+
+/// A module's initial memory contents, shared by all its instances in this process.
+pub(crate) struct MemoryImage {
+    /// Distinguishes images in the reservation pool.
+    pub(crate) id: u64,
+    file: File,
+    /// Bytes the mapping covers from offset 0: the end of the last segment, page-aligned.
+    pub(crate) len: usize,
+}
+
+impl std::fmt::Debug for MemoryImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryImage")
+            .field("id", &self.id)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl MemoryImage {
+    /// The image of `wasm`'s data segments, or `None` when the module does not qualify (little
+    /// data, an imported memory, an offset that is not a constant) or the kernel refuses a memfd:
+    /// instantiation then copies as usual, which is always correct.
+    pub(crate) fn build(wasm: &[u8]) -> Option<Arc<MemoryImage>> {
+        if disabled() {
+            return None;
+        }
+        let layout = Layout::read(wasm)?;
+        let active = || {
+            layout
+                .segments
+                .iter()
+                .filter_map(|s| Some((s.offset?, s.data)))
+        };
+        let total: u64 = active().map(|(_, d)| d.len() as u64).sum();
+        if total < MIN_IMAGE_BYTES {
+            return None;
+        }
+        let end = active().map(|(offset, data)| offset + data.len()).max()?;
+        let len = end.div_ceil(OS_PAGE) * OS_PAGE;
+        if len as u64 > layout.initial_bytes {
+            // Instantiation will trap on the out-of-bounds segment; let it, on the plain path.
+            return None;
+        }
+        let file = memfd(len)?;
+        for (offset, data) in active() {
+            file.write_all_at(data, offset as u64).ok()?;
+        }
+        seal(&file);
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        Some(Arc::new(MemoryImage {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            file,
+            len,
+        }))
+    }
+
+    /// Maps the image privately at `base`, replacing whatever mapping is there.
+    ///
+    /// # Safety
+    /// `[base, base + len)` must lie inside a reservation the caller owns and no live reference
+    /// may point into it.
+    pub(crate) unsafe fn map_at(&self, base: *mut u8) -> std::io::Result<()> {
+        // SAFETY: a fixed mapping inside the caller's own reservation (see above).
+        let ptr = unsafe {
+            libc::mmap(
+                base.cast(),
+                self.len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_FIXED,
+                self.file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+/// `WASMSAND_MEMORY_IMAGES=0` turns images off (instantiation copies segments as wasmer does):
+/// for comparing the two paths in benchmarks, and a way out should a kernel refuse the mappings.
+fn disabled() -> bool {
+    static DISABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *DISABLED.get_or_init(|| std::env::var_os("WASMSAND_MEMORY_IMAGES").is_some_and(|v| v == "0"))
+}
+
+/// What instantiation would write: memory 0's initial size and the data segments (active ones
+/// with their offset), in module order.
+struct Layout<'a> {
+    initial_bytes: u64,
+    segments: Vec<Segment<'a>>,
+}
+
+struct Segment<'a> {
+    /// `None` for a passive segment (`memory.init` copies it at run time).
+    offset: Option<usize>,
+    data: &'a [u8],
+}
+
+impl<'a> Layout<'a> {
+    fn read(wasm: &'a [u8]) -> Option<Layout<'a>> {
+        let mut initial_bytes = None;
+        let mut segments = Vec::new();
+        let mut parser = Parser::new(0);
+        let mut rest = wasm;
+        loop {
+            let Chunk::Parsed { consumed, payload } = parser.parse(rest, true).ok()? else {
+                return None;
+            };
+            match payload {
+                Payload::ImportSection(imports) => {
+                    for import in imports.into_imports() {
+                        if matches!(import.ok()?.ty, TypeRef::Memory(_)) {
+                            return None;
+                        }
+                    }
+                }
+                Payload::MemorySection(memories) => {
+                    let first = memories.into_iter().next()?.ok()?;
+                    if first.memory64 || first.shared {
+                        return None;
+                    }
+                    initial_bytes = Some(first.initial.checked_mul(crate::WASM_PAGE)?);
+                }
+                Payload::DataSection(data) => {
+                    for segment in data {
+                        let segment = segment.ok()?;
+                        let offset_expr = match segment.kind {
+                            DataKind::Passive => {
+                                segments.push(Segment {
+                                    offset: None,
+                                    data: segment.data,
+                                });
+                                continue;
+                            }
+                            DataKind::Active {
+                                memory_index: 0,
+                                offset_expr,
+                            } => offset_expr,
+                            DataKind::Active { .. } => return None,
+                        };
+                        let mut ops = offset_expr.get_operators_reader();
+                        let offset = match (ops.read().ok()?, ops.read().ok()?) {
+                            (Operator::I32Const { value }, Operator::End) => value as u32,
+                            _ => return None,
+                        };
+                        segments.push(Segment {
+                            offset: Some(offset as usize),
+                            data: segment.data,
+                        });
+                    }
+                }
+                // Function bodies are most of a module and say nothing about its data.
+                Payload::CodeSectionStart { size, .. } => {
+                    parser.skip_section();
+                    rest = rest.get(consumed + size as usize..)?;
+                    continue;
+                }
+                Payload::End(_) => break,
+                _ => {}
+            }
+            rest = &rest[consumed..];
+        }
+        Some(Layout {
+            initial_bytes: initial_bytes?,
+            segments,
+        })
+    }
+}
+
+/// `wasm` without its active data segments, for compiling a module that will only ever be
+/// instantiated over its [`MemoryImage`]. Passive segments keep their indices (`memory.init` and
+/// `data.drop` name them): active ones before the last passive one become empty passive
+/// segments, the ones after it are dropped, and the data count follows. Every other section is
+/// copied byte for byte. `None` if the module cannot be read.
+pub(crate) fn strip(wasm: &[u8]) -> Option<Vec<u8>> {
+    let layout = Layout::read(wasm)?;
+    let keep = layout
+        .segments
+        .iter()
+        .rposition(|s| s.offset.is_none())
+        .map_or(0, |last_passive| last_passive + 1);
+    let mut data = Vec::new();
+    leb128(&mut data, keep as u64);
+    for segment in &layout.segments[..keep] {
+        // Flag 1: a passive segment.
+        data.push(1);
+        let bytes = if segment.offset.is_none() {
+            segment.data
+        } else {
+            &[]
+        };
+        leb128(&mut data, bytes.len() as u64);
+        data.extend_from_slice(bytes);
+    }
+    let mut out = Vec::with_capacity(wasm.len());
+    out.extend_from_slice(wasm.get(..8)?);
+    let mut at = 8;
+    while at < wasm.len() {
+        let id = wasm[at];
+        let (size, header) = read_leb128(&wasm[at + 1..])?;
+        let end = (at + 1 + header).checked_add(usize::try_from(size).ok()?)?;
+        let section = wasm.get(at..end)?;
+        match id {
+            DATA_COUNT_SECTION => {
+                let mut count = Vec::new();
+                leb128(&mut count, keep as u64);
+                push_section(&mut out, DATA_COUNT_SECTION, &count);
+            }
+            DATA_SECTION => push_section(&mut out, DATA_SECTION, &data),
+            _ => out.extend_from_slice(section),
+        }
+        at = end;
+    }
+    Some(out)
+}
+
+const DATA_SECTION: u8 = 11;
+const DATA_COUNT_SECTION: u8 = 12;
+
+fn push_section(out: &mut Vec<u8>, id: u8, contents: &[u8]) {
+    out.push(id);
+    leb128(out, contents.len() as u64);
+    out.extend_from_slice(contents);
+}
+
+fn leb128(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// An unsigned LEB128 at the start of `bytes` (at most 5 bytes, as section sizes are u32), and
+/// how many bytes it took.
+fn read_leb128(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, byte) in bytes.iter().take(5).enumerate() {
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
+
+fn memfd(len: usize) -> Option<File> {
+    // SAFETY: a plain syscall with a static name; the descriptor is owned right after.
+    let fd = unsafe {
+        libc::memfd_create(
+            c"wasmsand-memory-image".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    let file = unsafe { File::from_raw_fd(fd) };
+    file.set_len(len as u64).ok()?;
+    Some(file)
+}
+
+/// No write, resize or new writable mapping can change the image once built, so an instance
+/// can never see another's writes through it. Best effort: private mappings never write back.
+fn seal(file: &File) {
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        libc::fcntl(
+            file.as_raw_fd(),
+            libc::F_ADD_SEALS,
+            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL,
+        );
+    }
+}
+
+thread_local! {
+    /// The image for the next memory this thread creates: wasmer's tunables are asked for a
+    /// memory by type alone, so the run hands the module's image over here around
+    /// `Instance::new`.
+    static PENDING: RefCell<Option<Arc<MemoryImage>>> = const { RefCell::new(None) };
+}
+
+/// Offers `image` to the memory the current thread's next instantiation creates; withdrawn
+/// when the guard drops.
+pub(crate) fn offer(image: Option<Arc<MemoryImage>>) -> Offered {
+    PENDING.with(|p| *p.borrow_mut() = image);
+    Offered(())
+}
+
+/// Takes the offered image (once: a second memory of the same module gets none).
+pub(crate) fn take() -> Option<Arc<MemoryImage>> {
+    PENDING.with(|p| p.borrow_mut().take())
+}
+
+pub(crate) struct Offered(());
+
+impl Drop for Offered {
+    fn drop(&mut self) {
+        PENDING.with(|p| *p.borrow_mut() = None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn module(data: &[(u32, Vec<u8>)], pages: u32) -> Vec<u8> {
+        let mut wat = format!("(module (memory {pages})");
+        for (offset, bytes) in data {
+            let escaped: String = bytes.iter().map(|b| format!("\\{b:02x}")).collect();
+            wat.push_str(&format!(" (data (i32.const {offset}) \"{escaped}\")"));
+        }
+        wat.push(')');
+        wasmer::wat2wasm(wat.as_bytes()).unwrap().to_vec()
+    }
+
+    #[test]
+    fn small_modules_keep_the_plain_path() {
+        assert!(MemoryImage::build(&module(&[(16, vec![1; 1000])], 1)).is_none());
+    }
+
+    #[test]
+    fn overlapping_segments_apply_in_order() {
+        let big = vec![7u8; 5 << 20];
+        let wasm = module(&[(0, big.clone()), (100, vec![9; 10])], 100);
+        let image = MemoryImage::build(&wasm).expect("qualifies");
+        let mut head = [0u8; 120];
+        image.file.read_exact_at(&mut head, 0).unwrap();
+        assert_eq!(&head[..100], &[7; 100][..]);
+        assert_eq!(&head[100..110], &[9; 10][..]);
+        assert_eq!(&head[110..], &[7; 10][..]);
+        // Sealed: nobody can change what later instances will map.
+        assert!(image.file.write_all_at(b"x", 0).is_err());
+    }
+
+    #[test]
+    fn stripping_drops_active_data_and_keeps_passive_indices() {
+        let wat = r#"(module (memory 2)
+            (data (i32.const 0) "aaaa")
+            (data "passive-one")
+            (data (i32.const 8) "bbbb")
+            (func (export "f") (memory.init 1 (i32.const 0) (i32.const 0) (i32.const 11)))
+            (data (i32.const 16) "cccc"))"#;
+        let wasm = wasmer::wat2wasm(wat.as_bytes()).unwrap();
+        let stripped = strip(&wasm).unwrap();
+        let layout = Layout::read(&stripped).unwrap();
+        let kept: Vec<_> = layout.segments.iter().map(|s| (s.offset, s.data)).collect();
+        assert_eq!(
+            kept,
+            vec![(None, &b""[..]), (None, &b"passive-one"[..])],
+            "the active segment before the passive one becomes an empty passive one; the ones \
+             after it are gone"
+        );
+        // Still a valid module that wasmer accepts.
+        wasmer::Module::new(&wasmer::Engine::default(), &stripped).unwrap();
+        // Without passive segments, nothing is left.
+        let plain = wasmer::wat2wasm(br#"(module (memory 1) (data (i32.const 0) "x"))"#).unwrap();
+        let stripped = strip(&plain).unwrap();
+        assert!(Layout::read(&stripped).unwrap().segments.is_empty());
+    }
+
+    #[test]
+    fn segments_past_the_initial_memory_are_left_to_instantiation() {
+        assert!(MemoryImage::build(&module(&[(65_536 * 80, vec![1; 5 << 20])], 81)).is_none());
+    }
+}
