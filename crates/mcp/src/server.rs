@@ -138,11 +138,9 @@ impl McpHandler {
             peer: ctx.peer.clone(),
             token,
         });
-        let mut env: Vec<(String, String)> = a.env.into_iter().collect();
-        env.sort();
         let prepare = Prepare {
             files: a.files,
-            env,
+            env: a.env.into_iter().collect(),
             cwd: a.cwd,
         };
         let spec = |default_timeout: u64| RunSpec {
