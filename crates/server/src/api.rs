@@ -916,6 +916,7 @@ async fn start_run(app: Arc<App>, v: Value, host: Option<String>) -> ApiResult<C
         artifacts_capped: false,
         last_seq: 0,
         log_truncated: false,
+        frames_dropped: 0,
     };
     let spec = RunSpec {
         session,
@@ -1004,6 +1005,7 @@ async fn start_run(app: Arc<App>, v: Value, host: Option<String>) -> ApiResult<C
 
 fn run_view(r: &RunRecord, live: Option<&LiveRun>) -> Value {
     let mut usage = r.resource_usage.clone();
+    let frames_dropped = live.map_or(r.frames_dropped, |l| l.log.evicted());
     if !r.phase.is_terminal() {
         if let Some(started) = r.started_at {
             let secs = (now_ms() - started).max(0) as f64 / 1000.0;
@@ -1035,6 +1037,7 @@ fn run_view(r: &RunRecord, live: Option<&LiveRun>) -> Value {
         "command": r.command,
         "resource_usage": usage,
         "log_truncated": r.log_truncated,
+        "frames_dropped": frames_dropped,
         "artifact_count": r.artifacts.len(),
         "artifacts_expired": r.artifacts_expired,
         "artifacts_capped": r.artifacts_capped,

@@ -245,6 +245,7 @@ async fn finish(app: &Arc<App>, run: &Arc<LiveRun>, e: Ending) {
         }
         r.resource_usage.log_bytes = run.log.log_bytes();
         r.log_truncated = run.log.truncated();
+        r.frames_dropped = run.log.evicted();
         if let Some((list, bytes, capped)) = e.artifacts.clone() {
             r.artifacts = list;
             r.resource_usage.artifact_bytes = bytes;

@@ -117,6 +117,10 @@ pub struct RunRecord {
     /// Sequence number of the run's last WebSocket frame (its `end` once finished).
     pub last_seq: u64,
     pub log_truncated: bool,
+    /// Frames the run's ring dropped to stay within its size (what a client that fell that
+    /// far behind lost, announced to it with `resume`).
+    #[serde(default)]
+    pub frames_dropped: u64,
 }
 
 /// A remembered answer to an idempotent POST.
@@ -206,6 +210,7 @@ pub(crate) mod tests {
             artifacts_capped: false,
             last_seq: 0,
             log_truncated: false,
+            frames_dropped: 0,
         }
     }
 

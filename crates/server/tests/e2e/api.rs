@@ -431,3 +431,21 @@ async fn expired_sessions_are_reaped() {
     }
     assert_eq!(srv.app.session_count(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_caps_and_switches_answer_with_their_codes() {
+    let srv = TestServer::with(|c| {
+        c.max_sessions = 1;
+        c.enable_execution = false;
+    })
+    .await;
+    srv.session(json!({})).await;
+    let (s, _, v) = srv
+        .post("/sessions", json!({ "spec_version": "1.0" }))
+        .await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS);
+    assert_error(&v, "quota_exceeded");
+    let (s, _, v) = srv.post("/runs", TestServer::one_shot(&["true"])).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_error(&v, "forbidden");
+}

@@ -153,7 +153,8 @@ async fn frames_dropped_from_the_ring_are_announced_with_resume() {
         ))
         .await;
     let id = v["run_id"].as_str().unwrap().to_string();
-    srv.wait_done(&id).await;
+    let st = srv.wait_done(&id).await;
+    assert!(st["frames_dropped"].as_u64().unwrap() > 0, "{st}");
     // A client connecting now is late: the ring has dropped the start.
     let frames = srv.frames(&id, "").await;
     let note = &frames[0];
