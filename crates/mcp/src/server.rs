@@ -601,8 +601,8 @@ fn environment(c: &McpConfig) -> String {
          subprocesses or threads. Limits: {timeout} per command by default (timeout_ms, up to \
          {max_timeout}), {memory} of memory per program, {out} each of stdout and stderr kept \
          per run (the rest is cut off and `truncated` says so), commands up to {cmd}, and per \
-         sandbox {fs} of files and {files} files. The first python3 after the server starts \
-         can take several seconds.",
+         sandbox {fs} of files and {files} files. The very first python3 on a machine can take \
+         a minute (it is compiled once, then cached); later ones start quickly.",
         home = wasmsand::HOME,
         timeout = secs(l.timeout_ms),
         max_timeout = secs(c.max_timeout_ms),
