@@ -396,6 +396,18 @@ fn deep_command_substitution_and_eval_are_bounded() {
 }
 
 #[test]
+fn oversized_printf_field_is_a_limit_not_a_silent_cut() {
+    let sb = sandbox();
+    let r = sb.run("printf '%999999999d' 1 | wc -c").unwrap();
+    assert_eq!(r.error_class, Some(ErrorClass::LimitExceeded), "{r:?}");
+    assert!(r.stderr.contains("too large"), "{r:?}");
+    assert_ne!(r.stdout.trim(), "1048576", "{r:?}");
+    let r = sb.run("printf '%2000000d' 1 | wc -c").unwrap();
+    assert_eq!(r.stdout.trim(), "2000000", "{r:?}");
+    assert_eq!(sb.run("echo ok").unwrap().stdout, "ok\n");
+}
+
+#[test]
 fn scripts_and_shebangs() {
     let sb = sandbox();
     let r = sb

@@ -435,6 +435,12 @@ impl Interp {
         for e in &p.errors {
             self.err(e);
         }
+        if let Some(n) = p.too_large {
+            return Err(self.limit(format!(
+                "printf: field width or precision too large ({n}, limit: {} bytes)",
+                crate::printf::MAX_FIELD
+            )));
+        }
         let status = match var {
             Some(v) => {
                 let text = String::from_utf8_lossy(&p.out).into_owned();
@@ -1904,7 +1910,7 @@ impl Interp {
         if silent_timeout == Some(0.0) {
             let ready = matches!(
                 self.fds.get(fd),
-                Some(Fd::In(InSrc::Bytes(_) | InSrc::File(_)))
+                Some(Fd::In(InSrc::Bytes(_) | InSrc::File(_) | InSrc::Empty))
             );
             return Ok(if ready { 0 } else { 1 });
         }

@@ -547,7 +547,7 @@ impl Interp {
                             "${}: cannot assign in this way",
                             param_name(&param)
                         ));
-                        return Err(Flow::Exit(1));
+                        return Err(Flow::Fatal(1));
                     };
                     let key = match &sub {
                         Some(Subscript::Index(w)) => Some(self.subscript_key(name, w)?),

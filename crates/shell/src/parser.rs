@@ -936,10 +936,41 @@ impl<'a> Parser<'a> {
                 }
             }
             let start = self.pos;
-            let w = self.command_word()?;
+            let mut w = self.command_word()?;
             if self.pos == start {
                 // Cannot happen for a non-delimiter; a guard against looping forever.
                 return Err(self.unexpected());
+            }
+            // `let x=(1+2)*3`: bash reads the parentheses of a `let` argument as part of it.
+            let is_let =
+                matches!(words.first(), Some(Arg::Word(f)) if f.as_literal() == Some("let"));
+            while is_let && self.at(0) == Some(b'(') {
+                let open = self.pos;
+                let mut depth = 0usize;
+                let mut end = None;
+                for (j, &c) in self.src[open..].iter().enumerate() {
+                    match c {
+                        b'(' => depth += 1,
+                        b')' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = Some(open + j + 1);
+                                break;
+                            }
+                        }
+                        b'\n' => break,
+                        _ => {}
+                    }
+                }
+                let Some(end) = end else {
+                    return Err(self.unclosed(open, ")"));
+                };
+                w.parts.push(WordPart::Literal(lossy(&self.src[open..end])));
+                self.pos = end;
+                if !self.delim_at(0) && self.at(0) != Some(b'(') {
+                    let more = self.command_word()?;
+                    w.parts.extend(more.parts);
+                }
             }
             let first = words.is_empty() && assignments.is_empty() && redirects.is_empty();
             words.push(Arg::Word(w));

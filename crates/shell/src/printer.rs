@@ -179,8 +179,12 @@ impl Printer {
             if !self.out.is_empty() && !self.out.ends_with([' ', '\n']) {
                 self.out.push(' ');
             }
-            if let Some(fd) = r.fd {
-                self.out.push_str(&fd.to_string());
+            match (r.fd, r.op) {
+                (Some(fd), _) => self.out.push_str(&fd.to_string()),
+                // bash spells out the descriptor of a bare `>&2` / `<&3`.
+                (None, RedirOp::DupWrite) => self.out.push('1'),
+                (None, RedirOp::DupRead) => self.out.push('0'),
+                _ => {}
             }
             let op = match r.op {
                 RedirOp::Read => "<",

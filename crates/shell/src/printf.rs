@@ -11,8 +11,10 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Largest width or precision honoured; larger ones are clamped to it.
-pub const MAX_FIELD: usize = 1 << 20;
+/// Largest width or precision honoured; a larger one is clamped to it and reported in
+/// [`Printf::too_large`], so the caller can stop with a limit error rather than print a
+/// silently shortened field.
+pub const MAX_FIELD: usize = 32 << 20;
 
 /// What one run of `printf` produced.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -23,6 +25,8 @@ pub struct Printf {
     pub errors: Vec<String>,
     /// Exit status: 1 after an invalid number or format, else 0.
     pub status: i32,
+    /// The largest width or precision asked for beyond [`MAX_FIELD`], if any.
+    pub too_large: Option<u64>,
 }
 
 /// `printf format args...`, with `%(...)T` reading the system clock.
@@ -395,6 +399,14 @@ fn parse_tz(tz: &str) -> (i64, String) {
 }
 
 impl State<'_> {
+    /// A width or precision, clamped; a clamped one is remembered for the caller.
+    fn field(&mut self, v: u64) -> usize {
+        if v > MAX_FIELD as u64 {
+            self.res.too_large = Some(self.res.too_large.unwrap_or(0).max(v));
+        }
+        clamp_field(v)
+    }
+
     fn take(&mut self) -> Option<&str> {
         let a = self.args.get(self.next)?;
         self.next += 1;
@@ -461,10 +473,10 @@ impl State<'_> {
             if w < 0 {
                 spec.left = true;
             }
-            spec.width = clamp_field(w.unsigned_abs());
+            spec.width = self.field(w.unsigned_abs());
         } else {
             let (w, n) = read_number(fmt, i);
-            spec.width = w;
+            spec.width = self.field(w as u64);
             i += n;
         }
         if fmt.get(i) == Some(&'.') {
@@ -472,10 +484,10 @@ impl State<'_> {
             if fmt.get(i) == Some(&'*') {
                 i += 1;
                 let p = self.int_arg();
-                spec.precision = (p >= 0).then(|| clamp_field(p.unsigned_abs()));
+                spec.precision = (p >= 0).then(|| self.field(p.unsigned_abs()));
             } else {
                 let (p, n) = read_number(fmt, i);
-                spec.precision = Some(p);
+                spec.precision = Some(self.field(p as u64));
                 i += n;
             }
         }
@@ -709,6 +721,7 @@ fn clamp_field(v: u64) -> usize {
     usize::try_from(v).unwrap_or(MAX_FIELD).min(MAX_FIELD)
 }
 
+/// A decimal number in a format, saturating (callers clamp it).
 fn read_number(fmt: &[char], i: usize) -> (usize, usize) {
     let mut v: usize = 0;
     let mut n = 0;
@@ -716,7 +729,7 @@ fn read_number(fmt: &[char], i: usize) -> (usize, usize) {
         v = v.saturating_mul(10).saturating_add(d as usize);
         n += 1;
     }
-    (v.min(MAX_FIELD), n)
+    (v, n)
 }
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
@@ -1189,6 +1202,7 @@ fn strftime(fmt: &str, t: i64, zone: &(i64, String)) -> String {
             i += 1;
         }
         let (width, n) = read_number(&chars, i);
+        let width = width.min(MAX_FIELD);
         i += n;
         while matches!(chars.get(i), Some('E' | 'O')) {
             i += 1;
@@ -1354,6 +1368,29 @@ mod tests {
     fn run(format: &str, args: &[&str]) -> Printf {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         printf_with_time(format, &args, 1_700_000_000, 1_600_000_000)
+    }
+
+    #[test]
+    fn oversized_fields_are_reported_not_silently_cut() {
+        let p = run("%999999999d", &["1"]);
+        assert_eq!(p.too_large, Some(999_999_999));
+        assert!(p.out.len() <= MAX_FIELD);
+        let p = run("%.*s|%*d", &["99999999999", "x", "-5", "3"]);
+        assert_eq!(p.too_large, Some(99_999_999_999));
+        assert_eq!(run("%5d", &["1"]).too_large, None);
+        assert_eq!(run("%5d", &["1"]).out, b"    1");
+    }
+
+    #[test]
+    fn time_zones_from_posix_rules() {
+        let at = |tz: &str| {
+            let p = printf_in_zone("%(%H:%M %z %Z)T", &["0".to_string()], 0, 0, Some(tz));
+            String::from_utf8(p.out).unwrap()
+        };
+        assert_eq!(at("JST-9"), "09:00 +0900 JST");
+        assert_eq!(at("EST5EDT"), "19:00 -0500 EST");
+        assert_eq!(at("<+0530>-5:30"), "05:30 +0530 +0530");
+        assert_eq!(at("UTC"), "00:00 +0000 UTC");
     }
 
     fn out(format: &str, args: &[&str]) -> Vec<u8> {
