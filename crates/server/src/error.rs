@@ -116,10 +116,41 @@ fn wants_problem(headers: &HeaderMap) -> bool {
         .any(|v| v.to_ascii_lowercase().contains("application/problem+json"))
 }
 
-/// Middleware: errors as `application/problem+json` when the client asks for it.
+/// An error response made by the framework (a path or query that does not decode, ...)
+/// rather than by a handler: given the envelope too.
+async fn wrap_framework_error(resp: Response) -> Response {
+    let status = resp.status();
+    let (parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .ok()
+        .and_then(|b| String::from_utf8(b.to_vec()).ok())
+        .filter(|t| !t.trim().is_empty())
+        .unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_string());
+    let code = match status {
+        StatusCode::NOT_FOUND => "not_found",
+        s if s.is_server_error() => "internal_error",
+        _ => "invalid_request",
+    };
+    let mut out = ApiError::new(status, code, text.trim().to_string()).into_response();
+    for (name, value) in parts.headers.iter() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            out.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+/// Middleware: every error in the envelope, and as `application/problem+json` when the
+/// client asks for it.
 pub async fn negotiate(req: Request, next: Next) -> Response {
     let problem = wants_problem(req.headers());
-    let resp = next.run(req).await;
+    let mut resp = next.run(req).await;
+    if (resp.status().is_client_error() || resp.status().is_server_error())
+        && resp.extensions().get::<ErrorMark>().is_none()
+    {
+        resp = wrap_framework_error(resp).await;
+    }
     if !problem {
         return resp;
     }

@@ -306,6 +306,16 @@ async fn errors_are_rfc7807_when_asked_and_unknown_routes_use_the_envelope() {
     assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
     let v: Value = resp.json().await.unwrap();
     assert_error(&v, "invalid_request");
+    // A path parameter that does not decode is refused by the framework, in the envelope.
+    let resp = srv
+        .client
+        .get(srv.url("/runs/%FF%FE"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    let v: Value = resp.json().await.unwrap();
+    assert_error(&v, "invalid_request");
     for path in ["/runs/nope", "/runs/nope/artifacts", "/sessions/nope"] {
         let (s, v) = srv.get(path).await;
         assert_eq!(s, StatusCode::NOT_FOUND, "{path}");
