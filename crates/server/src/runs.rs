@@ -721,3 +721,40 @@ impl App {
 async fn stopped(rx: &mut watch::Receiver<StopCause>) {
     let _ = rx.wait_for(|c| *c != StopCause::None).await.map(|_| ());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn words_are_quoted_so_the_shell_parses_nothing() {
+        assert_eq!(shell_quote("plain-word_1.txt"), "plain-word_1.txt");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote("$(rm -rf /)"), "'$(rm -rf /)'");
+        assert_eq!(
+            command_line(&argv(&["echo", "$HOME", "*", "a;b"])),
+            "echo '$HOME' '*' 'a;b'"
+        );
+    }
+
+    #[test]
+    fn bash_c_runs_its_script_with_positional_arguments() {
+        assert_eq!(command_line(&argv(&["bash", "-c", "echo $1"])), "echo $1");
+        assert_eq!(
+            command_line(&argv(&["/bin/sh", "-c", "echo $1 $2", "name", "x y", "z"])),
+            "set -- 'x y' z\necho $1 $2"
+        );
+        // Other flags or programs are plain argv.
+        assert_eq!(
+            command_line(&argv(&["bash", "-x", "script.sh"])),
+            "bash -x script.sh"
+        );
+        assert_eq!(command_line(&argv(&["bash", "-c"])), "bash -c");
+    }
+}
