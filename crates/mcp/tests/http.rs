@@ -126,3 +126,40 @@ async fn sessions_belong_to_the_principal_and_count_against_its_cap() {
     mcp.shutdown();
     assert_eq!(mcp.session_count(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_read_refuses_files_over_its_cap() {
+    let mcp = Mcp::new(McpConfig {
+        max_read_bytes: 10,
+        ..McpConfig::default()
+    });
+    let url = serve(&mcp).await;
+    let c = client(&url, "carol").await;
+    let created = call(
+        &c,
+        "session_create",
+        json!({"files": [{"path": "ten.txt", "content": "0123456789"},
+                         {"path": "eleven.txt", "content": "0123456789\n"}]}),
+    )
+    .await;
+    let sid = created.structured_content.unwrap()["session_id"].clone();
+    let r = call(
+        &c,
+        "files_read",
+        json!({"session_id": sid, "path": "ten.txt"}),
+    )
+    .await;
+    assert_eq!(r.structured_content.unwrap()["content"], "0123456789");
+    let r = call(
+        &c,
+        "files_read",
+        json!({"session_id": sid, "path": "eleven.txt"}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(true));
+    let text = r.content[0].as_text().unwrap().text.clone();
+    assert!(
+        text.contains("11 bytes") && text.contains("head -c"),
+        "{text}"
+    );
+}
