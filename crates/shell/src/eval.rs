@@ -33,8 +33,15 @@ impl Interp {
     }
 
     fn arith_textual(&mut self, a: &Arith) -> AR {
-        let parsed = crate::parse(&format!("echo \"{}\"", dq_escape(&a.source)));
-        let text = match parsed {
+        let text = self.expand_dq_text(&a.source)?;
+        self.eval_arith_text(&text)
+    }
+
+    /// Text expanded as if it were inside double quotes (`$x`, `$(...)`, `$((...))`), as
+    /// arithmetic and `${x@P}` expand theirs; text that does not parse stays as it is.
+    pub(crate) fn expand_dq_text(&mut self, src: &str) -> R<String> {
+        let parsed = crate::parse(&format!("echo \"{}\"", dq_escape(src)));
+        Ok(match parsed {
             Ok(script) => {
                 let word = script
                     .items
@@ -46,12 +53,11 @@ impl Interp {
                     });
                 match word {
                     Some(Arg::Word(w)) => self.expand_string(&w)?,
-                    _ => a.source.clone(),
+                    _ => src.to_string(),
                 }
             }
-            Err(_) => a.source.clone(),
-        };
-        self.eval_arith_text(&text)
+            Err(_) => src.to_string(),
+        })
     }
 
     /// An arithmetic error inside a word expansion ends the (sub)shell, as in bash.

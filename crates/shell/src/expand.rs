@@ -578,6 +578,41 @@ impl Interp {
                     return Err(Flow::Unbound);
                 }
             }
+            ParamOp::Transform('K')
+                if matches!(&param, Param::Named(_))
+                    && matches!(sub, Some(Subscript::At | Subscript::Star)) =>
+            {
+                let Param::Named(name) = &param else {
+                    unreachable!()
+                };
+                let name = self.resolve_ref(name).0;
+                let dq = |v: &str| {
+                    let mut o = String::from("\"");
+                    for c in v.chars() {
+                        if matches!(c, '"' | '\\' | '$' | '`') {
+                            o.push('\\');
+                        }
+                        o.push(c);
+                    }
+                    o.push('"');
+                    o
+                };
+                // bash's `@K`: key/value pairs, quoted as `declare -p` quotes them.
+                let text = match self.st.vars.get(&name).map(|v| &v.value) {
+                    Some(Value::Assoc(m)) => m
+                        .iter()
+                        .map(|(k, v)| format!("{k} {} ", dq(v)))
+                        .collect::<String>(),
+                    Some(Value::Indexed(m)) => m
+                        .iter()
+                        .map(|(k, v)| format!("{k} {}", dq(v)))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    Some(Value::Str(s)) => format!("0 {}", dq(s)),
+                    _ => String::new(),
+                };
+                push(out, text, in_dq, !in_dq);
+            }
             ParamOp::Transform(c @ ('A' | 'a'))
                 if matches!(&param, Param::Named(_))
                     && !matches!(sub, Some(Subscript::Index(_))) =>
@@ -763,7 +798,17 @@ impl Interp {
                     'E' => each(value, &mut |s| {
                         String::from_utf8_lossy(&crate::printf::echo_escapes(s).0).into_owned()
                     }),
-                    'P' => value,
+                    'P' => match value {
+                        PV::Str(s) => PV::Str(self.expand_dq_text(&s)?),
+                        PV::List(l, star) => {
+                            let mut out = Vec::new();
+                            for s in l {
+                                out.push(self.expand_dq_text(&s)?);
+                            }
+                            PV::List(out, star)
+                        }
+                        PV::Unset => PV::Unset,
+                    },
                     'U' => each(value, &mut |s| s.to_uppercase()),
                     'L' => each(value, &mut |s| s.to_lowercase()),
                     'u' => each(value, &mut |s| change_case(s, "", true, false)),
@@ -967,8 +1012,14 @@ impl Interp {
                 let up = z >= a;
                 while (up && i <= z as i64) || (!up && i >= z as i64) {
                     if let Some(c) = char::from_u32(i as u32) {
+                        // bash's generated `\` is then taken as an escape: an empty word.
+                        let text = if c == '\\' {
+                            String::new()
+                        } else {
+                            c.to_string()
+                        };
                         v.push(Word {
-                            parts: vec![WordPart::Quoted(c.to_string())],
+                            parts: vec![WordPart::Quoted(text)],
                         });
                     }
                     if up {
