@@ -149,11 +149,18 @@ impl Client {
         s["session_id"].as_str().unwrap().to_string()
     }
 
-    fn drain_progress(&mut self) -> Vec<ProgressNotificationParam> {
-        let mut all = Vec::new();
-        while let Ok(p) = self.progress.try_recv() {
+    /// The progress notifications of a run whose output was `bytes` long, in `progress` order.
+    /// The server sends them all before the result, but rmcp's client hands notifications to
+    /// the handler on tasks of their own, so they may still be arriving after the result.
+    async fn progress_of(&mut self, bytes: usize) -> Vec<ProgressNotificationParam> {
+        let mut all: Vec<ProgressNotificationParam> = Vec::new();
+        let mut seen = 0;
+        while seen < bytes {
+            let p = within(self.progress.recv()).await.expect("a notification");
+            seen += p.message.as_deref().map_or(0, str::len);
             all.push(p);
         }
+        all.sort_by(|a, b| a.progress.total_cmp(&b.progress));
         all
     }
 }
@@ -494,16 +501,15 @@ async fn output_streams_as_progress_and_cancel_stops_the_run() {
     let mut c = stdio(&[]).await;
     let sid = c.new_session().await;
 
-    // Every chunk arrives before the result; `progress` (bytes so far) orders them, as rmcp's
-    // client may hand notifications to the handler out of order. (It also drops their
-    // `_meta`: the stream tags are checked on the raw wire, in
-    // `stdio_server_answers_raw_lines_and_exits_at_end_of_input`.)
+    // Every chunk is streamed; `progress` (bytes so far) orders them, as rmcp's client may
+    // hand notifications to the handler out of order. (It also drops their `_meta`: the
+    // stream tags, and that every notification precedes the result, are checked on the raw
+    // wire in `stdio_server_answers_raw_lines_and_exits_at_end_of_input`.)
     let s = c
         .run(json!({"session_id": sid, "command": "echo out; echo err >&2; echo more"}))
         .await;
     assert_eq!(s["stdout"], "out\nmore\n");
-    let mut progress = c.drain_progress();
-    progress.sort_by(|a, b| a.progress.total_cmp(&b.progress));
+    let progress = c.progress_of("out\nerr\nmore\n".len()).await;
     let mut streamed = String::new();
     for (i, p) in progress.iter().enumerate() {
         streamed.push_str(p.message.as_deref().unwrap());
@@ -584,7 +590,7 @@ async fn streamable_http_end_to_end() {
 
     let s = c.run(json!({"command": "echo hi"})).await;
     assert_eq!(s["stdout"], "hi\n");
-    c.drain_progress();
+    c.progress_of(3).await;
 
     let sid = c.new_session().await;
     c.call(
@@ -596,8 +602,7 @@ async fn streamable_http_end_to_end() {
         .run(json!({"session_id": sid, "command": "cat f.txt; echo; echo e >&2"}))
         .await;
     assert_eq!(s["stdout"], "over http\n");
-    let mut progress = c.drain_progress();
-    progress.sort_by(|a, b| a.progress.total_cmp(&b.progress));
+    let progress = c.progress_of("over http\ne\n".len()).await;
     let streamed: String = progress.iter().filter_map(|p| p.message.clone()).collect();
     assert_eq!(streamed, "over http\ne\n", "{progress:?}");
 
