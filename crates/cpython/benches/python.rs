@@ -1,7 +1,8 @@
-//! `python3 -c 'print(1)'` per run once the module is cached, through the whole stack (shell,
-//! exec, a fresh instance): the snapshot binary that `python3` runs, and the plain reactor
-//! (`_initialize` first) for comparison. Cold compile and disk-cache load are one-off costs per
-//! machine and per process: `cargo run -p wasmsand-cpython --example costs` prints them.
+//! `python3` per run once the module is cached: `print(1)` straight through exec (no prelude,
+//! so with CPython's full finalization) for the snapshot and the plain reactor, and through the
+//! whole stack (shell, prelude, a fresh instance) for `print(1)` and a numpy import; and what a
+//! new process pays to load the module from the disk cache. Whole-process figures (first use on
+//! a machine, first python3 of a process, PSS of several processes): `scripts/python-costs.py`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,6 +44,24 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let r = sb.run("python3 -c 'print(1)'").unwrap();
             assert_eq!(r.stdout, "1\n", "{}", r.stderr);
+        })
+    });
+    group.bench_function("Sandbox::run numpy.arange(10).sum()", |b| {
+        b.iter(|| {
+            let r = sb
+                .run("python3 -c 'import numpy; print(numpy.arange(10).sum())'")
+                .unwrap();
+            assert_eq!(r.stdout, "45\n", "{}", r.stderr);
+        })
+    });
+    // What a new process pays before its first python3 (item 3 of the cost model): a fresh
+    // module cache over the warm disk cache, loading the snapshot (digest memo, memory image,
+    // verified entry mapped by wasmer).
+    group.bench_function("load from the disk cache in a new Exec", |b| {
+        b.iter(|| {
+            let fresh = Exec::new(wasmsand_exec::ExecOptions::default());
+            fresh.load(&a.snapshot).unwrap();
+            assert_eq!(fresh.cache_stats().disk_hits, 1);
         })
     });
     group.finish();

@@ -1,14 +1,21 @@
 //! Compiled-module cache: in memory for the life of the process, and on disk across processes,
 //! keyed by the wasm's SHA-256 and the engine's configuration.
 //!
-//! A disk entry is `MAGIC`, the SHA-256 of the wasm it was compiled from, a fingerprint of the
-//! engine configuration and variant, the xxh3-128 of the payload, then the payload (wasmer's serialized
-//! module). An entry that is short, has another magic, fails its checksum or that wasmer
-//! refuses is recompiled and rewritten: a broken cache costs time, never correctness.
+//! A disk entry is wasmer's serialized module (a linked ELF image, which wasmer maps from the
+//! file) followed by a trailer: `MAGIC`, the SHA-256 of the wasm it was compiled from, a
+//! fingerprint of the engine configuration and variant, and the xxh3-128 of the image. The
+//! checksum is verified in full once per file (by the process that wrote it, or the first to
+//! read it); a memo under `verified/` names the file's identity (device, inode, size, mtime,
+//! ctime), so later processes that find the same file unchanged skip re-reading 270 MB.
+//!
+//! An entry that is short, has another magic, names another wasm or engine, fails its checksum
+//! or that wasmer refuses is recompiled and rewritten: a broken cache costs time, never
+//! correctness.
 
 use std::collections::HashMap;
 use std::fs;
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -22,10 +29,9 @@ use crate::ExecError;
 use crate::engine::engine_fingerprint;
 use crate::image::MemoryImage;
 
-const MAGIC: &[u8; 16] = b"wasmsand-cwasm2\n";
-/// Magic, wasm SHA-256, engine fingerprint, payload checksum: 80 bytes, so the payload stays
-/// 16-byte aligned in a mapping (wasmer reads it in place).
-const HEADER: usize = MAGIC.len() + 32 + 16 + 16;
+const MAGIC: &[u8; 16] = b"wasmsand-cwasm3\n";
+/// Magic, wasm SHA-256, engine fingerprint, image checksum.
+const TRAILER: usize = MAGIC.len() + 32 + 16 + 16;
 
 /// Environment variable naming the on-disk cache directory.
 pub const CACHE_DIR_ENV: &str = "WASMSAND_CACHE_DIR";
@@ -303,33 +309,49 @@ impl ModuleCache {
         hash: &[u8; 32],
         variant: Variant,
     ) -> Result<Option<Module>, String> {
+        use std::os::unix::fs::FileExt;
         let file = match fs::File::open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e.to_string()),
         };
-        // SAFETY: entries are written aside and renamed into place, never changed in place; a
-        // writer replacing the file leaves this mapping on the old inode. Mapping instead of
-        // reading keeps the serialized module (mostly data the engine reads once, or never,
-        // such as data segments an image replaces) in the page cache, shared between processes.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())?;
-        let data = bytes::Bytes::from_owner(map);
-        if data.len() < HEADER || &data[..MAGIC.len()] != MAGIC {
+        let meta = file.metadata().map_err(|e| e.to_string())?;
+        let Some(image_len) = meta.len().checked_sub(TRAILER as u64) else {
+            return Err("not a wasmsand cache entry".into());
+        };
+        let mut trailer = [0u8; TRAILER];
+        file.read_exact_at(&mut trailer, image_len)
+            .map_err(|e| e.to_string())?;
+        let (magic, rest) = trailer.split_at(MAGIC.len());
+        let (wasm_digest, rest) = rest.split_at(32);
+        let (fingerprint, checksum) = rest.split_at(16);
+        if magic != MAGIC {
             return Err("not a wasmsand cache entry".into());
         }
-        let (wasm_digest, rest) = data[MAGIC.len()..HEADER].split_at(32);
-        let (fingerprint, checksum) = rest.split_at(16);
         if wasm_digest != hash || fingerprint != self.fingerprint(variant) {
             return Err("entry of another module or engine".into());
         }
-        let payload = data.slice(HEADER..);
-        if xxhash_rust::xxh3::xxh3_128(&payload).to_le_bytes() != checksum {
-            return Err("checksum mismatch".into());
+        let memo = verified_memo(path, &meta);
+        if !memo.as_ref().is_some_and(|(memo, identity)| {
+            fs::read_to_string(memo).ok().as_ref() == Some(identity)
+        }) {
+            if checksum_of(&file, image_len)
+                .map_err(|e| e.to_string())?
+                .to_le_bytes()
+                != checksum
+            {
+                return Err("checksum mismatch".into());
+            }
+            remember_verified(memo);
         }
-        // SAFETY: the payload is byte-for-byte what `Module::serialize` wrote for this wasm and an
-        // engine with this exact configuration (the header names both, the checksum guards the
-        // bytes); wasmer also checks the artifact's own header and version.
-        unsafe { Module::deserialize(&self.engine, payload) }
+        // Through the descriptor already checked, not the name: another process may rename a
+        // fresh entry over it meanwhile.
+        let by_fd = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        // SAFETY: the file is the ELF image `Module::serialize` wrote for this wasm and an engine
+        // with this exact configuration (the trailer names both, the checksum guards the bytes);
+        // wasmer also checks the artifact's own header and version. Entries are renamed into
+        // place, never changed in place, so the mapping wasmer makes stays valid.
+        unsafe { Module::deserialize_from_file(&self.engine, &by_fd) }
             .map(Some)
             .map_err(|e| e.to_string())
     }
@@ -342,18 +364,77 @@ impl ModuleCache {
         module: &Module,
     ) -> std::io::Result<()> {
         fs::create_dir_all(dir)?;
-        let payload = module.serialize().map_err(std::io::Error::other)?;
+        let image = module.serialize().map_err(std::io::Error::other)?;
         let final_path = self.entry_path(dir, hash, variant);
         // Written aside and renamed so that a reader never sees half an entry.
         let mut tmp = tempfile_in(dir)?;
+        tmp.1.write_all(&image)?;
         tmp.1.write_all(MAGIC)?;
         tmp.1.write_all(hash)?;
         tmp.1.write_all(&self.fingerprint(variant))?;
         tmp.1
-            .write_all(&xxhash_rust::xxh3::xxh3_128(&payload).to_le_bytes())?;
-        tmp.1.write_all(&payload)?;
+            .write_all(&xxhash_rust::xxh3::xxh3_128(&image).to_le_bytes())?;
         tmp.1.sync_all()?;
-        fs::rename(&tmp.0, &final_path)
+        fs::rename(&tmp.0, &final_path)?;
+        // The checksum was just computed from these bytes: no reader needs to redo it.
+        if let Ok(meta) = fs::metadata(&final_path) {
+            remember_verified(verified_memo(&final_path, &meta));
+        }
+        Ok(())
+    }
+}
+
+/// The xxh3-128 of the first `len` bytes of `file`, read in chunks (not mapped: a verification
+/// pass should not leave 270 MB counted in this process's memory).
+fn checksum_of(file: &fs::File, len: u64) -> std::io::Result<u128> {
+    use std::os::unix::fs::FileExt;
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0u64;
+    while at < len {
+        let n = (len - at).min(buf.len() as u64) as usize;
+        file.read_exact_at(&mut buf[..n], at)?;
+        hasher.update(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(hasher.digest128())
+}
+
+/// Where the memo of a verified entry lives, and what it must say: the file's identity, which
+/// any change to the file (even one that restores its mtime) alters through its ctime.
+fn verified_memo(path: &Path, meta: &fs::Metadata) -> Option<(PathBuf, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let name = path.file_name()?;
+    let memo = path.parent()?.join("verified").join(name);
+    let identity = format!(
+        "{} {} {} {}.{} {}.{}\n",
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec()
+    );
+    Some((memo, identity))
+}
+
+/// Best effort: without the memo, the next process verifies the checksum again.
+fn remember_verified(memo: Option<(PathBuf, String)>) {
+    let Some((memo, identity)) = memo else {
+        return;
+    };
+    let Some(dir) = memo.parent() else {
+        return;
+    };
+    let write = || -> std::io::Result<()> {
+        fs::create_dir_all(dir)?;
+        let mut tmp = tempfile_in(dir)?;
+        tmp.1.write_all(identity.as_bytes())?;
+        fs::rename(&tmp.0, &memo)
+    };
+    if let Err(e) = write() {
+        tracing::debug!(memo = %memo.display(), "cannot record a verified cache entry: {e}");
     }
 }
 

@@ -10,6 +10,28 @@ fn wasm() -> &'static [u8] {
     wasmsand_tools::wasm_for_tool("spin").unwrap()
 }
 
+/// Puts `bytes` at `path` the way any writer of the cache must: aside, then renamed over it.
+/// Entries are mapped by the processes using them (like shared libraries), so rewriting one in
+/// place under a running process is not a corruption the cache can survive: that process would
+/// fault on its vanished pages.
+fn replace_file(path: &std::path::Path, bytes: &[u8]) {
+    let tmp = path.with_extension("replacing");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// The cache entries in `dir` (not the `verified/` memos), sorted.
+fn entries_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    entries
+}
+
 fn exec_at(dir: &std::path::Path) -> Exec {
     Exec::new(ExecOptions {
         cache_dir: Some(dir.to_path_buf()),
@@ -25,7 +47,11 @@ fn memory_then_disk_hits() {
     a.load(wasm()).unwrap();
     let s = a.cache_stats();
     assert_eq!((s.compiles, s.memory_hits, s.disk_hits), (1, 1, 0));
-    let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    let entries: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().unwrap().is_file())
+        .collect();
     assert_eq!(entries.len(), 1, "one entry, no temp files left");
     assert!(entries[0].file_name().to_string_lossy().ends_with(".cwasm"));
 
@@ -39,12 +65,7 @@ fn memory_then_disk_hits() {
 fn corrupt_or_truncated_entries_are_recompiled_never_fatal() {
     let dir = tempfile::tempdir().unwrap();
     exec_at(dir.path()).load(wasm()).unwrap();
-    let entry = std::fs::read_dir(dir.path())
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let entry = entries_in(dir.path()).remove(0);
     let good = std::fs::read(&entry).unwrap();
 
     let mut flipped = good.clone();
@@ -56,7 +77,7 @@ fn corrupt_or_truncated_entries_are_recompiled_never_fatal() {
         b"garbage".to_vec(),
         Vec::new(),
     ] {
-        std::fs::write(&entry, &broken).unwrap();
+        replace_file(&entry, &broken);
         let e = exec_at(dir.path());
         let program = e.load(wasm()).unwrap();
         let s = e.cache_stats();
@@ -104,20 +125,15 @@ fn an_entry_of_another_module_is_rejected_never_run() {
     let other = wasmsand_tools::wasm_for_tool("alloc").unwrap();
     exec_at(dir.path()).load(wasm()).unwrap();
     exec_at(dir.path()).load(other).unwrap();
-    let mut entries: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
+    let entries = entries_in(dir.path());
     assert_eq!(entries.len(), 2);
     // Put each module's entry under the other's name: a valid, checksummed entry, but foreign.
     let (a, b) = (
         std::fs::read(&entries[0]).unwrap(),
         std::fs::read(&entries[1]).unwrap(),
     );
-    std::fs::write(&entries[0], &b).unwrap();
-    std::fs::write(&entries[1], &a).unwrap();
+    replace_file(&entries[0], &b);
+    replace_file(&entries[1], &a);
     let e = exec_at(dir.path());
     let spin = e.load(wasm()).unwrap();
     let alloc = e.load(other).unwrap();
@@ -165,19 +181,19 @@ fn two_processes_filling_the_cache_at_once_leave_it_sound() {
             (2, 0, 0),
             "round {round}"
         );
-        let names: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
+        let names: Vec<_> = entries_in(dir.path())
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
         assert!(
             names.iter().all(|n| n.ends_with(".cwasm")),
             "temp files left: {names:?}"
         );
+        assert_eq!(names.len(), 2);
         if round == 1 {
             // The next round races to replace entries that exist but are broken.
             for n in &names {
-                std::fs::write(dir.path().join(n), b"wasmsand-cwasm2\ntruncated").unwrap();
+                replace_file(&dir.path().join(n), b"truncated");
             }
         }
     }
