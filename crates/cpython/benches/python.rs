@@ -22,18 +22,31 @@ fn bench(c: &mut Criterion) {
     group
         .sample_size(30)
         .measurement_time(Duration::from_secs(4));
-    for (name, wasm) in [("snapshot", &a.snapshot), ("plain", &a.python)] {
+    // Straight through exec, without the shell's prelude: CPython finalizes the interpreter
+    // at the end of `run`, as every run did before the prelude ended instances like os._exit.
+    // With WASMSAND_MEMORY_IMAGES=0 these are the old per-run path.
+    let cases = [
+        ("print(1) snapshot", &a.snapshot, "print(1)", "1\n"),
+        ("print(1) plain", &a.python, "print(1)", "1\n"),
+        (
+            "numpy snapshot",
+            &a.snapshot,
+            "import numpy; print(numpy.arange(10).sum())",
+            "45\n",
+        ),
+    ];
+    for (name, wasm, code, expected) in cases {
         let program = exec.load(wasm).expect("compiles");
-        group.bench_function(format!("print(1) {name}"), |b| {
+        group.bench_function(format!("{name} (exec, finalized)"), |b| {
             b.iter(|| {
                 let out = OutputBuffer::new(1 << 20);
-                let mut spec = RunSpec::new(vfs.clone(), ["python3", "-c", "print(1)"]);
+                let mut spec = RunSpec::new(vfs.clone(), ["python3", "-c", code]);
                 spec.stdout = out.clone().into();
                 spec.entry = Some("run".into());
                 spec.deadline = Some(Instant::now() + Duration::from_secs(30));
                 spec.memory_limit = Some(512 << 20);
                 let o = exec.run(&program, spec).unwrap();
-                assert_eq!(out.snapshot().as_bytes(), b"1\n", "{o:?}");
+                assert_eq!(out.snapshot().as_bytes(), expected.as_bytes(), "{o:?}");
             })
         });
     }
