@@ -101,7 +101,11 @@ async fn read_json(headers: &HeaderMap, body: Body) -> ApiResult<Value> {
     }
     let bytes = axum::body::to_bytes(body, MAX_JSON_BYTES)
         .await
-        .map_err(|_| ApiError::too_large("the request body", MAX_JSON_BYTES as u64))?;
+        .map_err(|_| {
+            // The rest of the body is unread: the connection cannot carry another request.
+            ApiError::too_large("the request body", MAX_JSON_BYTES as u64)
+                .with_header(header::CONNECTION, "close")
+        })?;
     if bytes.is_empty() {
         return Err(ApiError::invalid(
             "the request body is empty; a JSON object is required",
@@ -555,6 +559,14 @@ async fn upload_files(
     Path(id): Path<String>,
     req: Request,
 ) -> ApiResult<Response> {
+    // A refused upload may leave part of its body unread: the connection cannot carry
+    // another request, so the client is told not to reuse it.
+    upload_into(app, id, req)
+        .await
+        .map_err(|e| e.with_header(header::CONNECTION, "close"))
+}
+
+async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Response> {
     let session = app
         .session(&id)
         .ok_or_else(|| ApiError::not_found("session", &id))?;

@@ -123,7 +123,7 @@ impl App {
         runs::shutdown(self).await;
         let sessions: Vec<_> = self.sessions.lock().drain().map(|(_, s)| s).collect();
         for s in sessions {
-            s.sandbox.destroy();
+            sessions::destroy_off_thread(s.sandbox.clone());
         }
     }
 }

@@ -77,7 +77,7 @@ impl App {
     pub(crate) fn remove_session(&self, id: &str) -> Option<Arc<Session>> {
         let s = self.sessions.lock().remove(id)?;
         // A run going on in it ends (its result is recorded as failed: the sandbox is gone).
-        s.sandbox.destroy();
+        destroy_off_thread(s.sandbox.clone());
         Some(s)
     }
 
@@ -99,5 +99,16 @@ impl App {
             self.remove_session(id);
         }
         expired.len()
+    }
+}
+
+/// Destroys a sandbox without holding up an async thread: `destroy` waits for the run going
+/// on in it to stop.
+pub fn destroy_off_thread(sandbox: Arc<Sandbox>) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) => {
+            h.spawn_blocking(move || sandbox.destroy());
+        }
+        Err(_) => sandbox.destroy(),
     }
 }
