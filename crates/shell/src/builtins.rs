@@ -37,6 +37,7 @@ const BUILTINS: &[&str] = &[
     "getopts",
     "hash",
     "help",
+    "kill",
     "let",
     "local",
     "mapfile",
@@ -279,6 +280,7 @@ impl Interp {
             },
             "hash" => Ok(0),
             "help" => Ok(self.b_help(args)),
+            "kill" => self.b_kill(args),
             "alias" => Ok(self.b_alias(args)),
             "unalias" => Ok(self.b_unalias(args)),
             "pushd" => Ok(self.b_pushd(args)),
@@ -2277,6 +2279,121 @@ impl Interp {
             }
         }
         status
+    }
+
+    /// `kill`: signals can only reach the shell itself (`kill -USR1 $$` runs its trap, or
+    /// ends it as the signal's default action would); other processes are threads here.
+    fn b_kill(&mut self, args: &[String]) -> R {
+        let usage = |me: &mut Interp| {
+            me.err_raw("kill: usage: kill [-s sigspec | -n signum | -sigspec] pid | jobspec ... or kill -l [sigspec]\n");
+            Ok(2)
+        };
+        if args.is_empty() {
+            return usage(self);
+        }
+        let mut sig = "SIGTERM".to_string();
+        let mut i = 0;
+        if args[0] == "-l" || args[0] == "-L" {
+            if args.len() == 1 {
+                return Ok(self.b_trap(&["-l".to_string()]));
+            }
+            let mut text = String::new();
+            let mut status = 0;
+            for a in &args[1..] {
+                let table = signals();
+                if let Ok(n) = a.parse::<u32>() {
+                    let n = if n > 128 { n - 128 } else { n };
+                    match table.iter().find(|(k, _)| *k == n) {
+                        Some((_, name)) => text.push_str(&format!("{name}\n")),
+                        None => {
+                            self.err(&format!("kill: {a}: invalid signal specification"));
+                            status = 1;
+                        }
+                    }
+                } else {
+                    match signal_name(a).and_then(|n| {
+                        let bare = n.strip_prefix("SIG").unwrap_or(&n).to_string();
+                        table.iter().find(|(_, s)| *s == bare).map(|(k, _)| *k)
+                    }) {
+                        Some(k) => text.push_str(&format!("{k}\n")),
+                        None => {
+                            self.err(&format!("kill: {a}: invalid signal specification"));
+                            status = 1;
+                        }
+                    }
+                }
+            }
+            let s = self.out_str(&text);
+            return Ok(if s != 0 { s } else { status });
+        }
+        if args[0] == "-s" || args[0] == "-n" {
+            let Some(spec) = args.get(1) else {
+                return usage(self);
+            };
+            match signal_name(spec) {
+                Some(n) => sig = n,
+                None => {
+                    self.err(&format!("kill: {spec}: invalid signal specification"));
+                    return Ok(1);
+                }
+            }
+            i = 2;
+        } else if let Some(spec) = args[0].strip_prefix('-')
+            && !spec.is_empty()
+            && spec != "-"
+        {
+            if spec == "0" {
+                sig = "0".into();
+            } else {
+                match signal_name(spec) {
+                    Some(n) => sig = n,
+                    None => {
+                        self.err(&format!("kill: {spec}: invalid signal specification"));
+                        return Ok(1);
+                    }
+                }
+            }
+            i = 1;
+        } else if args[0] == "--" {
+            i = 1;
+        }
+        let pids = &args[i..];
+        if pids.is_empty() {
+            return usage(self);
+        }
+        let mut status = 0;
+        for p in pids {
+            let own = p.parse::<u32>().ok() == Some(self.rt.shell_pid);
+            if !own {
+                match p.parse::<i64>() {
+                    Ok(_) => self.err(&format!("kill: ({p}) - No such process")),
+                    Err(_) => self.err(&format!("kill: {p}: arguments must be process or job IDs")),
+                }
+                status = 1;
+                continue;
+            }
+            if sig == "0" || sig == "EXIT" {
+                continue;
+            }
+            match self.st.traps.get(&sig).cloned() {
+                Some(action) if action.is_empty() => {}
+                Some(action) => self.run_trap_action(&action)?,
+                None => {
+                    let bare = sig.strip_prefix("SIG").unwrap_or(&sig).to_string();
+                    // Default actions: these are ignored, the rest end the shell.
+                    if matches!(bare.as_str(), "CHLD" | "URG" | "WINCH" | "CONT") {
+                        continue;
+                    }
+                    let n = signals()
+                        .iter()
+                        .find(|(_, s)| *s == bare)
+                        .map(|(k, _)| *k)
+                        .unwrap_or(15);
+                    return Err(Flow::Exit(128 + n as i32));
+                }
+            }
+        }
+        Ok(status)
     }
 
     fn b_wait(&mut self, args: &[String]) -> i32 {
