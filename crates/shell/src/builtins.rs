@@ -445,7 +445,9 @@ impl Interp {
         }
         let status = match var {
             Some(v) => {
-                let text = String::from_utf8_lossy(&p.out).into_owned();
+                // A variable ends at a NUL byte, as a C string does in bash.
+                let end = p.out.iter().position(|&b| b == 0).unwrap_or(p.out.len());
+                let text = String::from_utf8_lossy(&p.out[..end]).into_owned();
                 let r = match v.find('[') {
                     Some(i) if v.ends_with(']') => {
                         let name = v[..i].to_string();

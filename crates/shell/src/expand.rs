@@ -873,16 +873,17 @@ impl Interp {
             out.push(literal);
             return Ok(());
         }
-        let ignore: Vec<String> = self
-            .get_var("GLOBIGNORE")
+        let globignore = self.get_var("GLOBIGNORE");
+        let ignore: Vec<String> = globignore
+            .clone()
             .unwrap_or_default()
             .split(':')
             .filter(|p| !p.is_empty())
             .map(str::to_string)
             .collect();
         let opts = pattern::GlobOptions {
-            // A GLOBIGNORE turns dotglob on (`.` and `..` are still never matched).
-            dotglob: self.st.opts.dotglob || !ignore.is_empty(),
+            // Setting GLOBIGNORE turns dotglob on (`.` and `..` are still never matched).
+            dotglob: self.st.opts.dotglob || globignore.is_some(),
             nullglob: self.st.opts.nullglob,
             nocaseglob: self.st.opts.nocaseglob,
             max_results: self.st.limits.max_glob_results,
