@@ -1680,7 +1680,7 @@ impl Interp {
                             Some(n) => {
                                 if !self.set_option(n, on) {
                                     self.err(&format!("set: {n}: invalid option name"));
-                                    return 1;
+                                    return 2;
                                 }
                             }
                             None => {

@@ -393,7 +393,6 @@ impl Interp {
                 let value = self.st.vars.get(&rname).map(|v| v.value.clone());
                 let whole = key.as_deref().is_some_and(|k| k == "@" || k == "*");
                 return Ok(match (value, key) {
-                    (Some(Value::Assoc(m)), Some(_)) if whole => !m.is_empty(),
                     (Some(Value::Indexed(m)), Some(_)) if whole => !m.is_empty(),
                     (Some(Value::Assoc(m)), Some(k)) => m.contains_key(&k),
                     (Some(Value::Indexed(m)), Some(k)) => match self.eval_arith_text(&k) {

@@ -163,7 +163,7 @@ impl Interp {
             }
             Err(e) => {
                 self.err_raw(&e.render_in(src, crate::SourceKind::Eval));
-                Ok(if e.keeps_status() { self.st.status } else { 2 })
+                Ok(2)
             }
         }
     }
