@@ -93,6 +93,13 @@ pub struct Config {
     pub image_aliases: BTreeMap<String, String>,
     /// The owner recorded on runs and used in the on-disk layout (the service has no auth yet).
     pub user_id: String,
+    /// Whether MCP is served over streamable HTTP at `/mcp` (`SANDBOX_MCP_ENABLED`).
+    pub mcp_enabled: bool,
+    /// `Host` values `/mcp` accepts (`SANDBOX_MCP_ALLOWED_HOSTS`; default loopback only): a
+    /// browser on another origin must not reach a local server through DNS rebinding.
+    pub mcp_allowed_hosts: Vec<String>,
+    /// `Origin` values `/mcp` accepts (`SANDBOX_MCP_ALLOWED_ORIGINS`; default loopback).
+    pub mcp_allowed_origins: Vec<String>,
 }
 
 pub const MIB: u64 = 1024 * 1024;
@@ -142,6 +149,9 @@ impl Default for Config {
             background_execution: true,
             image_aliases: BTreeMap::new(),
             user_id: "default".into(),
+            mcp_enabled: true,
+            mcp_allowed_hosts: wasmsand_mcp::HttpOptions::default().allowed_hosts,
+            mcp_allowed_origins: wasmsand_mcp::HttpOptions::default().allowed_origins,
         }
     }
 }
@@ -278,6 +288,16 @@ impl Config {
         }
         if let Some(v) = lookup("SANDBOX_USER_ID") {
             c.user_id = v;
+        }
+        flag!("SANDBOX_MCP_ENABLED", c.mcp_enabled);
+        if let Some(v) = lookup("SANDBOX_MCP_ALLOWED_HOSTS") {
+            c.mcp_allowed_hosts = parse_list(&v)
+                .ok_or_else(|| format!("SANDBOX_MCP_ALLOWED_HOSTS: not a list of hosts: {v:?}"))?;
+        }
+        if let Some(v) = lookup("SANDBOX_MCP_ALLOWED_ORIGINS") {
+            c.mcp_allowed_origins = parse_list(&v).ok_or_else(|| {
+                format!("SANDBOX_MCP_ALLOWED_ORIGINS: not a list of origins: {v:?}")
+            })?;
         }
         let backend = lookup("SANDBOX_STORE_BACKEND");
         let db_path = lookup("SANDBOX_STORE_DB_PATH");

@@ -160,7 +160,10 @@ impl Server {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let app = self.app.clone();
-        let router = api::router(app.clone());
+        let mut router = api::router(app.clone());
+        if app.config.mcp_enabled {
+            router = router.merge(mcp_router(&app.config));
+        }
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let app2 = app.clone();
         tokio::spawn(async move {
@@ -186,6 +189,21 @@ impl Server {
             } => Ok(()),
         }
     }
+}
+
+/// MCP over streamable HTTP at `/mcp` (see docs/mcp.md): the same tools as `sandboxd mcp`, with
+/// sandboxes of their own (MCP sessions are not the service's sessions), the module cache of
+/// the service, and the `Host`/`Origin` allowlists of the configuration. The service has no
+/// authentication yet, so every MCP client is the one anonymous client, as on the REST API.
+fn mcp_router(config: &Config) -> axum::Router {
+    let mcp = wasmsand_mcp::Mcp::new(wasmsand_mcp::McpConfig {
+        cache_dir: config.cache_dir.clone(),
+        ..wasmsand_mcp::McpConfig::default()
+    });
+    mcp.http_router(&wasmsand_mcp::HttpOptions {
+        allowed_hosts: config.mcp_allowed_hosts.clone(),
+        allowed_origins: config.mcp_allowed_origins.clone(),
+    })
 }
 
 /// Resolves on SIGINT or SIGTERM.

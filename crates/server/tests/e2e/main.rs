@@ -4,6 +4,7 @@ mod admin;
 mod api;
 mod artifacts;
 mod common;
+mod mcp;
 mod restart;
 mod runs;
 mod uploads;
