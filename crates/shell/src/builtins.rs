@@ -2892,9 +2892,14 @@ impl Interp {
         };
         self.sourcing += 1;
         let offset = std::mem::replace(&mut self.line_offset, 0);
-        let r = self.run_script(&script);
+        let mut r = self.run_script(&script);
         self.line_offset = offset;
         self.sourcing -= 1;
+        if matches!(r, Ok(_) | Err(Flow::Return(_)))
+            && let Err(e) = self.source_return_trap()
+        {
+            r = Err(e);
+        }
         if let Some(p) = saved_pos {
             self.st.positional = p;
         }

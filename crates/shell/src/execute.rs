@@ -126,6 +126,25 @@ impl Interp {
         }
     }
 
+    /// The RETURN trap at the end of a `source`: at the top level, under `set -T`, or in a
+    /// function that set the trap itself.
+    pub(crate) fn source_return_trap(&mut self) -> R<()> {
+        if self.in_trap {
+            return Ok(());
+        }
+        let Some(action) = self.st.traps.get("RETURN").cloned() else {
+            return Ok(());
+        };
+        let applies = match self.return_traps.last() {
+            None => true,
+            Some(at_entry) => self.st.opts.functrace || at_entry.as_ref() != Some(&action),
+        };
+        if applies {
+            self.run_trap_action(&action)?;
+        }
+        Ok(())
+    }
+
     /// `BASH_COMMAND` for the traps, and the DEBUG trap, before a simple command runs.
     fn before_command(&mut self, cmd: &SimpleCommand) -> R<()> {
         let debug = self.st.traps.get("DEBUG").cloned();
@@ -1017,7 +1036,9 @@ impl Interp {
         self.set_funcname();
         let return_trap_before = self.st.traps.get("RETURN").cloned();
         self.saved_opts.push(None);
+        self.return_traps.push(return_trap_before.clone());
         let mut r = self.run_command(&f.body);
+        self.return_traps.pop();
         if let Some(Some(opts)) = self.saved_opts.pop() {
             self.st.opts = opts;
         }

@@ -336,6 +336,8 @@ pub(crate) struct Interp {
     pub line_offset: usize,
     /// Per function call: the options `local -` saved, restored on return.
     pub saved_opts: Vec<Option<Options>>,
+    /// Per function call: the RETURN trap when it was entered.
+    pub return_traps: Vec<Option<String>>,
 }
 
 pub(crate) struct Job {
@@ -376,6 +378,7 @@ impl Interp {
             inherited_traps: None,
             line_offset: 0,
             saved_opts: Vec::new(),
+            return_traps: Vec::new(),
         }
     }
 
