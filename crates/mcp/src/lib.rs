@@ -240,7 +240,7 @@ pub fn serve_blocking(config: McpConfig, listen: Listen) -> std::io::Result<()> 
                     writeln!(out, "http://{bound}/mcp")?;
                     out.flush()?;
                 }
-                mcp.serve_http(listener, &options, stop_signal()).await
+                mcp.serve_http(listener, &options, shutdown_signal()).await
             }
         }
     });
@@ -250,8 +250,9 @@ pub fn serve_blocking(config: McpConfig, listen: Listen) -> std::io::Result<()> 
     result
 }
 
-/// Completes on SIGINT or SIGTERM.
-async fn stop_signal() {
+/// Completes on SIGINT or SIGTERM: how a served process is asked to stop (the HTTP service
+/// uses it too).
+pub async fn shutdown_signal() {
     #[cfg(unix)]
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

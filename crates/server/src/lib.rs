@@ -206,27 +206,7 @@ fn mcp_router(config: &Config) -> axum::Router {
     })
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
-}
+pub use wasmsand_mcp::shutdown_signal;
 
 /// `sandboxd serve`: binds, prints the address, serves until SIGINT/SIGTERM.
 pub fn run_blocking(config: Config, listen: &str) -> Result<(), StartError> {
