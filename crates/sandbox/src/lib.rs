@@ -329,20 +329,8 @@ impl Sandbox {
                 stderr = stderr.with_callback(cb);
             }
             let deadline = started + Duration::from_millis(timeout);
-            let cfg = wasmsand_shell::RunConfig {
-                exec: self.exec,
-                vfs: inner.vfs.clone(),
-                deadline: Some(deadline),
-                cancel,
-                memory_limit: Some(self.limits.memory_bytes),
-                door: self.tool_door(),
-                stdin: match opts.stdin {
-                    Some(b) => Input::Bytes(b),
-                    None => Input::Empty,
-                },
-                stdout: Output::Buffer(stdout.clone()),
-                stderr: Output::Buffer(stderr.clone()),
-            };
+            let stdin = opts.stdin.map_or(Input::Empty, Input::Bytes);
+            let cfg = self.run_config(inner, deadline, cancel, stdin, &stdout, &stderr);
             let mut outcome = wasmsand_shell::run(&mut inner.shell, command, cfg);
             let terminated =
                 outcome.abort == Some(Abort::Cancelled) && self.term.swap(false, Ordering::SeqCst);
@@ -404,6 +392,30 @@ impl Sandbox {
     }
 
     /// The TERM trap of a run stopped by `signal_term`, in the same session and streams.
+    /// What the shell needs for one run of this sandbox: its files, limits and host tools,
+    /// with the run's own deadline, cancel token and streams.
+    fn run_config(
+        &self,
+        inner: &Inner,
+        deadline: Instant,
+        cancel: CancelToken,
+        stdin: Input,
+        stdout: &OutputBuffer,
+        stderr: &OutputBuffer,
+    ) -> wasmsand_shell::RunConfig {
+        wasmsand_shell::RunConfig {
+            exec: self.exec,
+            vfs: inner.vfs.clone(),
+            deadline: Some(deadline),
+            cancel,
+            memory_limit: Some(self.limits.memory_bytes),
+            door: self.tool_door(),
+            stdin,
+            stdout: Output::Buffer(stdout.clone()),
+            stderr: Output::Buffer(stderr.clone()),
+        }
+    }
+
     fn run_term_trap(
         &self,
         inner: &mut Inner,
@@ -430,17 +442,7 @@ impl Sandbox {
         let cancel = CancelToken::new();
         *self.running.lock() = Some(cancel.clone());
         inner.shell.status = TERM_STATUS;
-        let cfg = wasmsand_shell::RunConfig {
-            exec: self.exec,
-            vfs: inner.vfs.clone(),
-            deadline: Some(deadline),
-            cancel,
-            memory_limit: Some(self.limits.memory_bytes),
-            door: self.tool_door(),
-            stdin: Input::Empty,
-            stdout: Output::Buffer(stdout.clone()),
-            stderr: Output::Buffer(stderr.clone()),
-        };
+        let cfg = self.run_config(inner, deadline, cancel, Input::Empty, stdout, stderr);
         // The interrupted script cannot resume: a trap that does not `exit` ends the run as
         // terminated.
         let script = format!("{action}\nexit {TERM_STATUS}");
