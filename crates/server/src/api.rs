@@ -949,9 +949,15 @@ async fn start_run(app: Arc<App>, v: Value, host: Option<String>) -> ApiResult<C
         .map_err(|e| ApiError::internal(e.to_string()))?;
     app.add_live_run(run.clone());
     let admission = runs::submit(&app, run.clone());
-    let (status, extra) = match admission {
-        Admission::Started => (StatusCode::OK, None),
-        Admission::Queued { estimated_start } => (StatusCode::ACCEPTED, Some(iso(estimated_start))),
+    // The reply reports the admission decision, not the live phase: a fast run may already be
+    // running (or finished) by the time the snapshot below is taken.
+    let (status, extra, admitted) = match admission {
+        Admission::Started => (StatusCode::OK, None, Phase::Starting),
+        Admission::Queued { estimated_start } => (
+            StatusCode::ACCEPTED,
+            Some(iso(estimated_start)),
+            Phase::Queued,
+        ),
         Admission::Full { retry_after_sec } => {
             app.remove_live_run(&id);
             let _ = store::call(&app.store, {
@@ -991,7 +997,7 @@ async fn start_run(app: Arc<App>, v: Value, host: Option<String>) -> ApiResult<C
     let mut body = json!({
         "run_id": id,
         "session_id": rec.session_id,
-        "phase": rec.phase.as_str(),
+        "phase": admitted.as_str(),
         "log_stream_url": url,
         "policy_hash": app.policy_hash,
         "spec_version": spec_version,
