@@ -9,7 +9,7 @@ use std::fmt;
 use std::io::{self, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::future::BoxFuture;
@@ -132,7 +132,7 @@ pub(crate) struct Stdio {
     pub(crate) stderr: Output,
     pub(crate) errno: Arc<ErrnoSlot>,
     /// Set when a write met a pipe whose reader is gone (see `Exit::status`).
-    pub(crate) broken_pipe: Arc<AtomicBool>,
+    pub(crate) broken_pipe: Arc<crate::stdio::PipeBreak>,
 }
 
 impl Stdio {

@@ -41,7 +41,7 @@ pub(crate) fn run(
 
     let mut store = Store::new(engine);
     let errno = Arc::new(ErrnoSlot::default());
-    let broken_pipe = Arc::new(AtomicBool::new(false));
+    let broken_pipe = Arc::new(crate::stdio::PipeBreak::default());
     let stdin = Arc::new(parking_lot::Mutex::new(StdinFile::new(spec.stdin, &errno)));
     let stdio = Stdio {
         stdin: stdin.clone(),
@@ -73,6 +73,7 @@ pub(crate) fn run(
         .current_dir(&spec.cwd)
         .runtime(process.runtime.clone());
     let mut func_env = builder.finalize(&mut store).map_err(setup)?;
+    broken_pipe.attach(func_env.data(&store).process.clone());
     let mut imports = func_env
         .import_object(&mut store, &program.module)
         .map_err(setup)?;
@@ -103,6 +104,8 @@ pub(crate) fn run(
                     exit: Exit::OutOfMemory(msg),
                     elapsed: started.elapsed(),
                     host_calls: 0,
+                    cpu_time: Duration::ZERO,
+                    peak_memory: 0,
                 });
             }
             return Err(setup(msg));
@@ -126,15 +129,18 @@ pub(crate) fn run(
         wasi_process,
         guard,
     );
+    let cpu_before = thread_cpu_time();
     let result = call_entry(&mut store, &instance, spec.entry.as_deref());
+    let cpu_time = thread_cpu_time().saturating_sub(cpu_before);
     let fired = watchdog.finish();
+    let peak_memory = late_memory.get().map_or(0, |m| m.view(&store).data_size());
 
     let exit = match fired {
         Some(exit) => exit,
         // On Linux the first write to a pipe without a reader kills the writer with SIGPIPE,
         // which a shell reports as 141 (and `set -o pipefail` sees); the guest got EPIPE and
         // may have exited on its own terms, so the status is made what it would have been.
-        None if broken_pipe.load(Ordering::SeqCst) => Exit::Code(141),
+        None if broken_pipe.happened() => Exit::Code(141),
         None => classify(result, &mut store, &instance, spec.memory_limit),
     };
     let code = exit.status();
@@ -143,7 +149,24 @@ pub(crate) fn run(
         exit,
         elapsed: started.elapsed(),
         host_calls: calls.load(Ordering::SeqCst),
+        cpu_time,
+        peak_memory,
     })
+}
+
+/// CPU time of the calling thread: the guest runs on it, so the difference across the entry
+/// point is the guest's CPU time (two vDSO calls, ~50 ns each).
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux supports.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 fn call_entry(

@@ -472,11 +472,50 @@ impl SyncFile for StdinFile {
     }
 }
 
+/// What a run's writers share about a pipe whose reader is gone.
+///
+/// Linux kills a writer with SIGPIPE at the first write to such a pipe; GNU tools rely on
+/// that and never report the error themselves. A guest here gets `EPIPE` from the write, and
+/// the same write queues SIGPIPE on its wasix process, which wasix acts on at the guest's next
+/// system call (before that call does anything): the guest ends there, before any
+/// `write failed: Broken pipe` it would print, and the status is 141 as in a shell.
+#[derive(Default)]
+pub(crate) struct PipeBreak {
+    hit: AtomicBool,
+    process: std::sync::OnceLock<wasmer_wasix::WasiProcess>,
+}
+
+impl PipeBreak {
+    /// The process to signal; known only once the wasix environment exists.
+    pub(crate) fn attach(&self, process: wasmer_wasix::WasiProcess) {
+        let _ = self.process.set(process);
+    }
+
+    pub(crate) fn happened(&self) -> bool {
+        self.hit.load(Ordering::SeqCst)
+    }
+
+    fn hit(&self) {
+        self.hit.store(true, Ordering::SeqCst);
+        if let Some(p) = self.process.get() {
+            p.signal_process(wasmer_wasix::types::wasi::Signal::Sigpipe);
+        }
+    }
+}
+
+impl fmt::Debug for PipeBreak {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PipeBreak")
+            .field("hit", &self.happened())
+            .finish_non_exhaustive()
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct OutputFile {
     sink: Sink,
     fd: u32,
-    broken_pipe: Arc<AtomicBool>,
+    broken_pipe: Arc<PipeBreak>,
 }
 
 #[derive(Debug)]
@@ -492,7 +531,7 @@ impl OutputFile {
         output: &Output,
         fd: u32,
         errno: &Arc<ErrnoSlot>,
-        broken_pipe: &Arc<AtomicBool>,
+        broken_pipe: &Arc<PipeBreak>,
     ) -> Self {
         let sink = match output {
             Output::Null => Sink::Null,
@@ -522,7 +561,7 @@ impl SyncFile for OutputFile {
             Sink::Buffer(b) => Ok(b.write(buf)),
             Sink::Pipe(p) => p.write_some(buf).inspect_err(|e| {
                 if e.kind() == io::ErrorKind::BrokenPipe {
-                    self.broken_pipe.store(true, Ordering::SeqCst);
+                    self.broken_pipe.hit();
                 }
             }),
             Sink::File(f) => f.write(buf),
