@@ -29,6 +29,12 @@ use crate::sessions::Session;
 use crate::store::{self, IdemEntry, Phase, RunRecord};
 use crate::upload::{self, Caps, Staged};
 use crate::util::{canonical_json, iso, new_id, now_ms, sha256_hex};
+use crate::views::{
+    self, ArtifactItem, ArtifactList, CancelReply, ImageInfo, ResourcesView, RunCreated, RunView,
+    RuntimeInfo, RuntimesReply, UploadReply,
+};
+use crate::views::{ArchiveBytes, ErrorEnvelope, SessionView, UploadForm};
+use utoipa::ToSchema;
 
 pub const BASE: &str = "/api/v1/sandbox";
 /// Largest JSON body: inline files are at most 1 MB decoded, about 1.4 MB as base64.
@@ -57,6 +63,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/admin/idempotency", get(crate::admin::list_idempotency))
         .route("/admin/usage", get(crate::admin::usage));
     Router::new()
+        .route("/openapi.json", get(crate::openapi::serve))
+        .route(&format!("{BASE}/openapi.json"), get(crate::openapi::serve))
+        .merge(crate::panel::routes())
         .nest(BASE, api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -203,9 +212,9 @@ fn check_env(env: &BTreeMap<String, String>) -> ApiResult<()> {
     Ok(())
 }
 
-#[derive(Deserialize, Default, Clone, Copy)]
+#[derive(Deserialize, Default, Clone, Copy, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Resources {
+pub(crate) struct Resources {
     cpu: Option<f64>,
     memory_mb: Option<u64>,
 }
@@ -379,65 +388,89 @@ where
 
 // ---- runtimes ----
 
+#[utoipa::path(
+    get,
+    path = "/runtimes",
+    tag = "runtimes",
+    responses((status = 200, description = "runtimes and their caps", body = RuntimesReply))
+)]
 async fn runtimes(State(app): State<Arc<App>>) -> Response {
     let c = &app.config;
     let digest = app.images.digest().await;
-    let caps = |name: &str, available: bool, notes: &str, images: Value| {
-        json!({
-            "name": name,
-            "available": available,
-            "default_images": images,
-            "max_cpu": c.max_cpu,
-            "max_mem_mb": if available { c.effective_max_mem_mb() } else { c.max_mem_mb },
-            "max_upload_mb": c.max_upload_mb,
-            "max_log_bytes": c.max_log_bytes,
-            "queue_max_length": c.queue_max_length,
-            "queue_ttl_sec": c.queue_ttl_sec,
-            "workspace_cap_mb": c.workspace_cap_mb,
-            "artifact_ttl_hours": c.artifact_ttl_hours,
-            "supported_spec_versions": c.supported_spec_versions,
-            "interactive_supported": false,
-            "egress_allowlist_supported": false,
-            "store_mode": app.store.mode(),
-            "notes": notes,
-        })
+    let caps = |name: &str, available: bool, notes: &str, images: Vec<String>| RuntimeInfo {
+        name: name.into(),
+        available,
+        default_images: images,
+        max_cpu: c.max_cpu,
+        max_mem_mb: if available {
+            c.effective_max_mem_mb()
+        } else {
+            c.max_mem_mb
+        },
+        max_upload_mb: c.max_upload_mb,
+        max_log_bytes: c.max_log_bytes,
+        queue_max_length: c.queue_max_length,
+        queue_ttl_sec: c.queue_ttl_sec,
+        workspace_cap_mb: c.workspace_cap_mb,
+        artifact_ttl_hours: c.artifact_ttl_hours,
+        supported_spec_versions: c.supported_spec_versions.clone(),
+        interactive_supported: false,
+        egress_allowlist_supported: false,
+        store_mode: app.store.mode().into(),
+        notes: notes.into(),
+        runtime_version: None,
+        default: None,
+        images: None,
+        max_concurrent_runs: None,
+        queue_length: None,
     };
-    let mut wasm = caps(
-        "wasm",
-        true,
-        "WebAssembly sandboxes (wasmer): bash-like shell, coreutils, jq, python3; no network. \
-         Sessions live in this process's memory and end when it restarts; runs, artifacts and \
-         idempotency entries are kept by the store.",
-        json!([format!("{DEFAULT_IMAGE}@{digest}")]),
-    );
-    if let Some(o) = wasm.as_object_mut() {
-        o.insert("runtime_version".into(), json!(crate::RUNTIME_VERSION));
-        o.insert("default".into(), json!(true));
-        o.insert(
-            "images".into(),
-            json!([{ "name": DEFAULT_IMAGE, "digest": digest, "aliases": c.image_aliases.keys().collect::<Vec<_>>() }]),
-        );
-        o.insert("max_concurrent_runs".into(), json!(c.max_concurrent_runs));
-        o.insert("queue_length".into(), json!(app.queue.waiting()));
-    }
-    let body = json!({
-        "store_mode": app.store.mode(),
-        "default_runtime": "wasm",
-        "runtimes": [
+    let wasm = RuntimeInfo {
+        runtime_version: Some(crate::RUNTIME_VERSION.into()),
+        default: Some(true),
+        images: Some(vec![ImageInfo {
+            name: DEFAULT_IMAGE.into(),
+            digest: digest.clone(),
+            aliases: c.image_aliases.keys().cloned().collect(),
+        }]),
+        max_concurrent_runs: Some(c.max_concurrent_runs),
+        queue_length: Some(app.queue.waiting()),
+        ..caps(
+            "wasm",
+            true,
+            "WebAssembly sandboxes (wasmer): bash-like shell, coreutils, jq, python3; no network. \
+             Sessions live in this process's memory and end when it restarts; runs, artifacts and \
+             idempotency entries are kept by the store.",
+            vec![format!("{DEFAULT_IMAGE}@{digest}")],
+        )
+    };
+    let body = RuntimesReply {
+        store_mode: app.store.mode().into(),
+        default_runtime: "wasm".into(),
+        runtimes: vec![
             wasm,
-            caps("docker", false, "not available in this build; use wasm", json!([])),
-            caps("firecracker", false, "not available in this build; use wasm", json!([])),
+            caps(
+                "docker",
+                false,
+                "not available in this build; use wasm",
+                vec![],
+            ),
+            caps(
+                "firecracker",
+                false,
+                "not available in this build; use wasm",
+                vec![],
+            ),
         ],
-    });
-    axum::Json(body).into_response()
+    };
+    views::json(StatusCode::OK, &body)
 }
 
 // ---- sessions ----
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
-struct SessionRequest {
+pub(crate) struct SessionRequest {
     spec_version: String,
     runtime: Option<String>,
     base_image: Option<String>,
@@ -449,6 +482,22 @@ struct SessionRequest {
     ttl_sec: Option<u64>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/sessions",
+    tag = "sessions",
+    params(("Idempotency-Key" = Option<String>, Header, description = "makes the request idempotent for the TTL (1 to 128 visible ASCII characters)")),
+    request_body = SessionRequest,
+    responses(
+        (status = 201, description = "the session (also the replay of an idempotent request)", body = SessionView),
+        (status = 400, description = "invalid body or values (`invalid_request`, `invalid_spec_version`)", body = ErrorEnvelope),
+        (status = 409, description = "an `Idempotency-Key` replayed with a different body (`idempotency_conflict`)", body = ErrorEnvelope),
+        (status = 413, description = "body over 2 MiB, or inline files over 1 MiB", body = ErrorEnvelope),
+        (status = 415, description = "a body that is not `application/json`", body = ErrorEnvelope),
+        (status = 429, description = "the server holds its maximum of sessions (`quota_exceeded`)", body = ErrorEnvelope),
+        (status = 503, description = "runtime unavailable, or the server is shutting down", body = ErrorEnvelope),
+    )
+)]
 async fn create_session(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
     let value = match read_json(&headers, body).await {
         Ok(v) => v,
@@ -519,7 +568,8 @@ async fn create_session(State(app): State<Arc<App>>, headers: HeaderMap, body: B
         }
         Ok(Created {
             status: StatusCode::CREATED,
-            body: session.view(&app.policy_hash),
+            body: serde_json::to_value(session.view(&app.policy_hash))
+                .map_err(|e| ApiError::internal(e.to_string()))?,
             object_id: session.id.clone(),
             headers: Vec::new(),
         })
@@ -527,13 +577,33 @@ async fn create_session(State(app): State<Arc<App>>, headers: HeaderMap, body: B
     .await
 }
 
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}",
+    tag = "sessions",
+    params(("id" = String, Path, description = "session id")),
+    responses(
+        (status = 200, description = "the session", body = SessionView),
+        (status = 404, description = "no such session (or it expired)", body = ErrorEnvelope),
+    )
+)]
 async fn get_session(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResult<Response> {
     let s = app
         .session(&id)
         .ok_or_else(|| ApiError::not_found("session", &id))?;
-    Ok(axum::Json(s.view(&app.policy_hash)).into_response())
+    Ok(views::json(StatusCode::OK, &s.view(&app.policy_hash)))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/sessions/{id}",
+    tag = "sessions",
+    params(("id" = String, Path, description = "session id")),
+    responses(
+        (status = 204, description = "destroyed"),
+        (status = 404, description = "no such session", body = ErrorEnvelope),
+    )
+)]
 async fn delete_session(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
@@ -554,6 +624,29 @@ fn shutting_down() -> ApiError {
 
 // ---- uploads ----
 
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/files",
+    tag = "sessions",
+    params(("id" = String, Path, description = "session id")),
+    request_body(
+        description = "files as `files[]` parts (their filenames are the paths), or one tar, gzip'd tar or zip archive",
+        content(
+            (UploadForm = "multipart/form-data"),
+            (ArchiveBytes = "application/x-tar"),
+            (ArchiveBytes = "application/gzip"),
+            (ArchiveBytes = "application/zip"),
+        )
+    ),
+    responses(
+        (status = 201, description = "written into the workspace, all or nothing", body = UploadReply),
+        (status = 400, description = "malformed body, refused path or member (`details.reason`)", body = ErrorEnvelope),
+        (status = 404, description = "no such session", body = ErrorEnvelope),
+        (status = 410, description = "the session's sandbox is gone", body = ErrorEnvelope),
+        (status = 413, description = "over the size, file count or ratio caps, or the workspace cap", body = ErrorEnvelope),
+        (status = 415, description = "an unsupported content type", body = ErrorEnvelope),
+    )
+)]
 async fn upload_files(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
@@ -672,17 +765,16 @@ async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Respo
     tokio::task::spawn_blocking(move || commit(&sb, &staged))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??;
-    Ok((
+    Ok(views::json(
         StatusCode::CREATED,
-        axum::Json(json!({
-            "session_id": session.id,
-            "kind": kind,
-            "files": files,
-            "bytes": bytes,
-            "paths": paths,
-        })),
-    )
-        .into_response())
+        &UploadReply {
+            session_id: session.id.clone(),
+            kind: kind.into(),
+            files,
+            bytes,
+            paths,
+        },
+    ))
 }
 
 fn multipart_error(e: axum::extract::multipart::MultipartError, limit: u64) -> ApiError {
@@ -731,18 +823,18 @@ fn commit(sb: &Sandbox, staged: &Staged) -> ApiResult<()> {
 
 // ---- runs ----
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct InlineFile {
+pub(crate) struct InlineFile {
     path: String,
     /// Base64 of the file's bytes.
     content: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
-struct RunRequest {
+pub(crate) struct RunRequest {
     spec_version: String,
     runtime: Option<String>,
     session_id: Option<String>,
@@ -764,6 +856,25 @@ struct RunRequest {
     resume_from_seq: Option<u64>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/runs",
+    tag = "runs",
+    params(("Idempotency-Key" = Option<String>, Header, description = "makes the request idempotent for the TTL (1 to 128 visible ASCII characters)")),
+    request_body = RunRequest,
+    responses(
+        (status = 200, description = "admitted: the run starts now (`phase: starting`)", body = RunCreated),
+        (status = 202, description = "queued (`phase: queued`, `estimated_start_time`)", body = RunCreated),
+        (status = 400, description = "invalid body or values (`invalid_request`, `invalid_spec_version`)", body = ErrorEnvelope),
+        (status = 409, description = "an `Idempotency-Key` replayed with a different body (`idempotency_conflict`)", body = ErrorEnvelope),
+        (status = 413, description = "body over 2 MiB, or inline files over 1 MiB", body = ErrorEnvelope),
+        (status = 415, description = "a body that is not `application/json`", body = ErrorEnvelope),
+        (status = 403, description = "execution is disabled on this server (`forbidden`)", body = ErrorEnvelope),
+        (status = 404, description = "no such session", body = ErrorEnvelope),
+        (status = 429, description = "the run queue is full (`rate_limited`, `Retry-After`)", body = ErrorEnvelope),
+        (status = 503, description = "runtime unavailable, or the server is shutting down", body = ErrorEnvelope),
+    )
+)]
 async fn create_run(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
     let value = match read_json(&headers, body).await {
         Ok(v) => v,
@@ -994,34 +1105,32 @@ async fn start_run(app: Arc<App>, v: Value, host: Option<String>) -> ApiResult<C
         Some(h) => format!("ws://{h}{stream_path}"),
         None => stream_path,
     };
-    let mut body = json!({
-        "run_id": id,
-        "session_id": rec.session_id,
-        "phase": admitted.as_str(),
-        "log_stream_url": url,
-        "policy_hash": app.policy_hash,
-        "spec_version": spec_version,
-        "runtime": "wasm",
-        "runtime_version": crate::RUNTIME_VERSION,
-        "base_image": base_image,
-        "image_digest": rec.image_digest,
-        "created_at": iso(rec.created_at),
-        "resources": { "cpu": cpu, "memory_mb": memory_mb },
-        "startup_timeout_sec": startup_timeout_sec,
-        "timeout_sec": timeout_sec,
-    });
-    if let Some(t) = extra {
-        body["estimated_start_time"] = json!(t);
-    }
+    let body = RunCreated {
+        run_id: id.clone(),
+        session_id: rec.session_id,
+        phase: admitted,
+        log_stream_url: url,
+        policy_hash: app.policy_hash.clone(),
+        spec_version,
+        runtime: "wasm".into(),
+        runtime_version: crate::RUNTIME_VERSION.into(),
+        base_image,
+        image_digest: rec.image_digest,
+        created_at: iso(rec.created_at),
+        resources: ResourcesView { cpu, memory_mb },
+        startup_timeout_sec,
+        timeout_sec,
+        estimated_start_time: extra,
+    };
     Ok(Created {
         status,
-        body,
+        body: serde_json::to_value(&body).map_err(|e| ApiError::internal(e.to_string()))?,
         object_id: id.clone(),
         headers: vec![(header::LOCATION, format!("{BASE}/runs/{id}"))],
     })
 }
 
-fn run_view(r: &RunRecord, live: Option<&LiveRun>) -> Value {
+fn run_view(r: &RunRecord, live: Option<&LiveRun>) -> RunView {
     let mut usage = r.resource_usage.clone();
     let frames_dropped = live.map_or(r.frames_dropped, |l| l.log.evicted());
     if !r.phase.is_terminal() {
@@ -1034,33 +1143,33 @@ fn run_view(r: &RunRecord, live: Option<&LiveRun>) -> Value {
             usage.log_bytes = l.log.log_bytes();
         }
     }
-    json!({
-        "run_id": r.id,
-        "id": r.id,
-        "session_id": r.session_id,
-        "phase": r.phase.as_str(),
-        "reason_code": r.reason_code,
-        "message": r.message,
-        "exit_code": r.exit_code,
-        "created_at": iso(r.created_at),
-        "starting_at": r.starting_at.map(iso),
-        "started_at": r.started_at.map(iso),
-        "finished_at": r.finished_at.map(iso),
-        "runtime": r.runtime,
-        "runtime_version": r.runtime_version,
-        "base_image": r.base_image,
-        "image_digest": r.image_digest,
-        "policy_hash": r.policy_hash,
-        "spec_version": r.spec_version,
-        "command": r.command,
-        "resource_usage": usage,
-        "log_truncated": r.log_truncated,
-        "frames_dropped": frames_dropped,
-        "artifact_count": r.artifacts.len(),
-        "artifacts_expired": r.artifacts_expired,
-        "artifacts_capped": r.artifacts_capped,
-        "last_seq": r.last_seq,
-    })
+    RunView {
+        run_id: r.id.clone(),
+        id: r.id.clone(),
+        session_id: r.session_id.clone(),
+        phase: r.phase,
+        reason_code: r.reason_code.clone(),
+        message: r.message.clone(),
+        exit_code: r.exit_code,
+        created_at: iso(r.created_at),
+        starting_at: r.starting_at.map(iso),
+        started_at: r.started_at.map(iso),
+        finished_at: r.finished_at.map(iso),
+        runtime: r.runtime.clone(),
+        runtime_version: r.runtime_version.clone(),
+        base_image: r.base_image.clone(),
+        image_digest: r.image_digest.clone(),
+        policy_hash: r.policy_hash.clone(),
+        spec_version: r.spec_version.clone(),
+        command: r.command.clone(),
+        resource_usage: usage,
+        log_truncated: r.log_truncated,
+        frames_dropped,
+        artifact_count: r.artifacts.len(),
+        artifacts_expired: r.artifacts_expired,
+        artifacts_capped: r.artifacts_capped,
+        last_seq: r.last_seq,
+    }
 }
 
 async fn load_run(app: &App, id: &str) -> ApiResult<RunRecord> {
@@ -1070,56 +1179,99 @@ async fn load_run(app: &App, id: &str) -> ApiResult<RunRecord> {
         .ok_or_else(|| ApiError::not_found("run", id))
 }
 
+#[utoipa::path(
+    get,
+    path = "/runs/{id}",
+    tag = "runs",
+    params(("id" = String, Path, description = "run id")),
+    responses(
+        (status = 200, description = "the run's status and resource usage", body = RunView),
+        (status = 404, description = "no such run", body = ErrorEnvelope),
+    )
+)]
 async fn get_run(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResult<Response> {
     let live = app.live_run(&id);
     let rec = match &live {
         Some(l) => l.snapshot(),
         None => load_run(&app, &id).await?,
     };
-    Ok(axum::Json(run_view(&rec, live.as_deref())).into_response())
+    Ok(views::json(
+        StatusCode::OK,
+        &run_view(&rec, live.as_deref()),
+    ))
 }
 
+#[utoipa::path(
+    post,
+    path = "/runs/{id}/cancel",
+    tag = "runs",
+    params(("id" = String, Path, description = "run id")),
+    responses(
+        (status = 200, description = "the run had already finished: nothing to cancel", body = CancelReply),
+        (status = 202, description = "cancel requested: TERM now, KILL after the grace period", body = CancelReply),
+        (status = 404, description = "no such run", body = ErrorEnvelope),
+    )
+)]
 async fn cancel_run(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResult<Response> {
     if let Some(run) = app.live_run(&id) {
         let grace = app.config.grace();
         if runs::stop(&run, StopCause::User, grace) {
-            return Ok((
+            return Ok(views::json(
                 StatusCode::ACCEPTED,
-                axum::Json(json!({
-                    "run_id": id,
-                    "phase": run.phase().as_str(),
-                    "cancel_requested": true,
-                    "grace_sec": app.config.cancel_grace_seconds,
-                    "message": "cancel requested: TERM now, KILL after the grace period",
-                })),
-            )
-                .into_response());
+                &CancelReply {
+                    run_id: id,
+                    phase: run.phase(),
+                    cancel_requested: true,
+                    grace_sec: Some(app.config.cancel_grace_seconds),
+                    message: "cancel requested: TERM now, KILL after the grace period".into(),
+                },
+            ));
         }
         let rec = run.snapshot();
         if !rec.phase.is_terminal() {
-            return Ok((
+            return Ok(views::json(
                 StatusCode::ACCEPTED,
-                axum::Json(json!({
-                    "run_id": id,
-                    "phase": rec.phase.as_str(),
-                    "cancel_requested": true,
-                    "grace_sec": app.config.cancel_grace_seconds,
-                    "message": "cancel already requested",
-                })),
-            )
-                .into_response());
+                &CancelReply {
+                    run_id: id,
+                    phase: rec.phase,
+                    cancel_requested: true,
+                    grace_sec: Some(app.config.cancel_grace_seconds),
+                    message: "cancel already requested".into(),
+                },
+            ));
         }
     }
     let rec = load_run(&app, &id).await?;
-    Ok(axum::Json(json!({
-        "run_id": id,
-        "phase": rec.phase.as_str(),
-        "cancel_requested": false,
-        "message": "the run had already finished; nothing to cancel",
-    }))
-    .into_response())
+    Ok(views::json(
+        StatusCode::OK,
+        &CancelReply {
+            run_id: id,
+            phase: rec.phase,
+            cancel_requested: false,
+            grace_sec: None,
+            message: "the run had already finished; nothing to cancel".into(),
+        },
+    ))
 }
 
+/// The run's frames over a WebSocket: an HTTP GET with `Upgrade: websocket` (RFC 6455),
+/// answered 101; then text frames, one JSON envelope each (`stdout`, `stderr`, `event`,
+/// `heartbeat`, `truncated`), numbered by `seq`, until the `end` event and a close (1000).
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/stream",
+    tag = "runs",
+    params(
+        ("id" = String, Path, description = "run id"),
+        ("from_seq" = Option<u64>, Query, minimum = 1, description = "first seq to send (inclusive); default: the run's `resume_from_seq`, else 1"),
+    ),
+    responses(
+        (status = 101, description = "switching to the WebSocket protocol"),
+        (status = 400, description = "`from_seq` is not an integer >= 1", body = ErrorEnvelope),
+        (status = 404, description = "no such run", body = ErrorEnvelope),
+        (status = 426, description = "a plain GET without `Upgrade: websocket`", body = ErrorEnvelope),
+    )
+)]
 async fn stream_run(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
@@ -1165,36 +1317,50 @@ async fn stream_run(
 
 // ---- artifacts ----
 
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/artifacts",
+    tag = "artifacts",
+    params(("id" = String, Path, description = "run id")),
+    responses(
+        (status = 200, description = "the artifacts captured after the run (empty until it finished)", body = ArtifactList),
+        (status = 404, description = "no such run", body = ErrorEnvelope),
+    )
+)]
 async fn list_artifacts(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     let rec = load_run(&app, &id).await?;
-    let items: Vec<Value> = if rec.artifacts_expired {
+    let items: Vec<ArtifactItem> = if rec.artifacts_expired {
         Vec::new()
     } else {
         rec.artifacts
             .iter()
-            .map(|a| {
-                json!({
-                    "path": a.path,
-                    "size": a.size,
-                    "type": a.content_type,
-                    "kind": a.kind,
-                    "url": format!("{BASE}/runs/{id}/artifacts/{}", a.path),
-                })
+            .map(|a| ArtifactItem {
+                path: a.path.clone(),
+                size: a.size,
+                content_type: a.content_type.clone(),
+                kind: a.kind.clone(),
+                url: format!("{BASE}/runs/{id}/artifacts/{}", a.path),
             })
             .collect()
     };
-    Ok(axum::Json(json!({
-        "run_id": id,
-        "phase": rec.phase.as_str(),
-        "artifacts": items,
-        "artifact_bytes": if rec.artifacts_expired { 0 } else { rec.resource_usage.artifact_bytes },
-        "expired": rec.artifacts_expired,
-        "capped": rec.artifacts_capped,
-    }))
-    .into_response())
+    Ok(views::json(
+        StatusCode::OK,
+        &ArtifactList {
+            artifact_bytes: if rec.artifacts_expired {
+                0
+            } else {
+                rec.resource_usage.artifact_bytes
+            },
+            run_id: id,
+            phase: rec.phase,
+            artifacts: items,
+            expired: rec.artifacts_expired,
+            capped: rec.artifacts_capped,
+        },
+    ))
 }
 
 enum RangeReq {
@@ -1317,6 +1483,24 @@ async fn gzip_file(path: std::path::PathBuf, content_type: &str) -> ApiResult<Re
     Ok(resp)
 }
 
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/artifacts/{path}",
+    tag = "artifacts",
+    params(
+        ("id" = String, Path, description = "run id"),
+        ("path" = String, Path, description = "the artifact's path, relative to the workspace"),
+        ("Range" = Option<String>, Header, description = "one `bytes=` range"),
+    ),
+    responses(
+        (status = 200, description = "the artifact (gzip'd for text when `Accept-Encoding` allows; a symlink is an empty `inode/symlink` body)", content_type = "application/octet-stream", body = ArchiveBytes),
+        (status = 206, description = "the requested range", content_type = "application/octet-stream", body = ArchiveBytes),
+        (status = 400, description = "a path that is absolute or has `..`", body = ErrorEnvelope),
+        (status = 404, description = "no such run or artifact", body = ErrorEnvelope),
+        (status = 410, description = "the run's artifacts expired", body = ErrorEnvelope),
+        (status = 416, description = "a range past the end, or several ranges", body = ErrorEnvelope),
+    )
+)]
 async fn get_artifact(
     State(app): State<Arc<App>>,
     Path((id, path)): Path<(String, String)>,

@@ -14,12 +14,15 @@ pub mod config;
 pub mod error;
 mod images;
 pub mod logs;
+pub mod openapi;
+mod panel;
 pub mod policy;
 mod runs;
 mod sessions;
 pub mod store;
 mod upload;
 mod util;
+pub mod views;
 mod ws;
 
 use std::collections::HashMap;

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use serde_json::{Value, json};
 use wasmsand::Sandbox;
 
 use crate::App;
 use crate::util::{iso, now_ms};
+use crate::views::{ResourcesView, SessionView};
 
 pub struct Session {
     pub id: String,
@@ -31,23 +31,26 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn view(&self, policy_hash: &str) -> Value {
-        json!({
-            "session_id": self.id,
-            "expires_at": iso(self.expires_at.load(Ordering::SeqCst)),
-            "created_at": iso(self.created_at),
-            "runtime": "wasm",
-            "runtime_version": crate::RUNTIME_VERSION,
-            "base_image": self.base_image,
-            "image_digest": self.image_digest,
-            "policy_hash": policy_hash,
-            "spec_version": self.spec_version,
-            "network_policy": self.network_policy,
-            "resources": { "cpu": self.cpu, "memory_mb": self.memory_mb },
-            "timeout_sec": self.timeout_sec,
-            "env": self.env,
-            "labels": self.labels,
-        })
+    pub fn view(&self, policy_hash: &str) -> SessionView {
+        SessionView {
+            session_id: self.id.clone(),
+            expires_at: iso(self.expires_at.load(Ordering::SeqCst)),
+            created_at: iso(self.created_at),
+            runtime: "wasm".into(),
+            runtime_version: crate::RUNTIME_VERSION.into(),
+            base_image: self.base_image.clone(),
+            image_digest: self.image_digest.clone(),
+            policy_hash: policy_hash.into(),
+            spec_version: self.spec_version.clone(),
+            network_policy: self.network_policy.clone(),
+            resources: ResourcesView {
+                cpu: self.cpu,
+                memory_mb: self.memory_mb,
+            },
+            timeout_sec: self.timeout_sec,
+            env: self.env.clone(),
+            labels: self.labels.clone(),
+        }
     }
 
     pub fn expired(&self, now: i64) -> bool {

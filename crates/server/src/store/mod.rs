@@ -22,7 +22,7 @@ pub struct StoreError(pub String);
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Queued,
@@ -55,7 +55,7 @@ impl Phase {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Limits {
     pub cpu: f64,
     pub memory_mb: u64,
@@ -65,7 +65,7 @@ pub struct Limits {
     pub timeout_sec: u64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ResourceUsage {
     pub cpu_time_sec: f64,
     pub wall_time_sec: f64,
