@@ -25,3 +25,18 @@ python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 "$VENV/bin/python" -m pip install --quiet "./bindings/python[test]"
 "$VENV/bin/python" -m pytest -q bindings/python/tests
+
+# The service's OpenAPI document against a live `sandboxd serve` (schemathesis from PyPI in
+# its own venv under target/): no 5xx, only documented statuses, bodies matching the schemas.
+# Both steps below run target/debug/sandboxd (up to date after the tests; built if not).
+cargo build -p sandboxd --locked
+scripts/api-conformance.sh
+
+# The web panel in headless Chromium from Debian's packages, driven by playwright-core (npm,
+# from the committed lock file) against a live `sandboxd serve`. Under CI=true a missing
+# Chromium fails the test instead of skipping it.
+if [ ! -x /usr/bin/chromium ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) ||
+        echo "test.sh: could not install chromium" >&2
+fi
+(cd crates/server/tests/panel && npm ci --no-audit --no-fund --loglevel=error && node panel.test.mjs)

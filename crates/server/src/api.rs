@@ -470,7 +470,12 @@ async fn runtimes(State(app): State<Arc<App>>) -> Response {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
+#[schema(example = json!({
+    "spec_version": "1.0", "base_image": "wasmsand/default", "resources": { "memory_mb": 64 },
+    "timeout_sec": 10, "env": { "GREETING": "hi" }, "labels": { "team": "qa" }, "ttl_sec": 60
+}))]
 pub(crate) struct SessionRequest {
+    /// One of the server's `supported_spec_versions` (see `/runtimes`).
     spec_version: String,
     runtime: Option<String>,
     base_image: Option<String>,
@@ -834,7 +839,13 @@ pub(crate) struct InlineFile {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
+#[schema(example = json!({
+    "spec_version": "1.0", "base_image": "wasmsand/default",
+    "command": ["bash", "-c", "echo hello; echo oops >&2; mkdir -p out; echo data > out/a.txt"],
+    "capture_patterns": ["out/**"], "timeout_sec": 5
+}))]
 pub(crate) struct RunRequest {
+    /// One of the server's `supported_spec_versions` (see `/runtimes`).
     spec_version: String,
     runtime: Option<String>,
     session_id: Option<String>,
