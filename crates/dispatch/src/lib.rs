@@ -369,6 +369,8 @@ impl Dispatcher {
         let mut opts = RunOptions {
             // A per-run override of the sandbox's timeout (the Python SDK's `timeout_ms=`).
             timeout_ms: p.opt_u64("timeoutMs")?,
+            // All or nothing: a failed run leaves the sandbox as it was (`rolledBack`).
+            atomic: p.opt_bool("atomic")?.unwrap_or(false),
             ..RunOptions::default()
         };
         // Chunks are decoded as UTF-8 across chunk boundaries, so a character split between

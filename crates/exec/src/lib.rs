@@ -89,6 +89,15 @@ pub struct Outcome {
     pub elapsed: Duration,
     /// Calls this program made through the host door.
     pub host_calls: u64,
+    /// CPU time the guest's code used: the thread CPU clock of the run's thread across the
+    /// entry point (host calls it made included, compilation and setup not).
+    pub cpu_time: Duration,
+    /// The program's linear memory at its exit, the largest it reached (wasm memories never
+    /// shrink).
+    pub peak_memory: u64,
+    /// The program ran into its memory cap: it ended out of memory, or a `memory.grow` was
+    /// refused at the cap (a program may handle that and exit on its own terms).
+    pub memory_capped: bool,
 }
 
 /// A compiled program, cheap to clone and to run many times.

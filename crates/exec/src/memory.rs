@@ -28,6 +28,18 @@ use wasmer::{MemoryType, Pages};
 
 use crate::image::MemoryImage;
 
+thread_local! {
+    /// Set when a `memory.grow` of the guest running on this thread was refused at the
+    /// memory's maximum (the run's cap): a program that handles the failed allocation itself
+    /// (`sort: out of memory`, exit 1) still ran into the memory limit.
+    static GROWTH_REFUSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a growth was refused on this thread since the last call (and clears it).
+pub(crate) fn take_growth_refused() -> bool {
+    GROWTH_REFUSED.with(|c| c.replace(false))
+}
+
 /// Reservations kept for reuse; more concurrent runs than this allocate and free their own.
 const POOL_SIZE: usize = 8;
 /// Resident (zeroed) bytes a pooled region may keep, from its start.
@@ -324,6 +336,7 @@ impl LinearMemory for PooledMemory {
         };
         let new = prev.checked_add(delta).ok_or_else(|| fail.clone())?;
         if new > Pages::max_value() || self.ty.maximum.is_some_and(|m| new > m) {
+            GROWTH_REFUSED.with(|c| c.set(true));
             return Err(fail);
         }
         let region = self.region.as_mut().ok_or(fail)?;

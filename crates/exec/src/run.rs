@@ -106,6 +106,7 @@ pub(crate) fn run(
                     host_calls: 0,
                     cpu_time: Duration::ZERO,
                     peak_memory: 0,
+                    memory_capped: true,
                 });
             }
             return Err(setup(msg));
@@ -129,9 +130,11 @@ pub(crate) fn run(
         wasi_process,
         guard,
     );
+    crate::memory::take_growth_refused();
     let cpu_before = thread_cpu_time();
     let result = call_entry(&mut store, &instance, spec.entry.as_deref());
     let cpu_time = thread_cpu_time().saturating_sub(cpu_before);
+    let memory_capped = crate::memory::take_growth_refused();
     let fired = watchdog.finish();
     let peak_memory = late_memory.get().map_or(0, |m| m.view(&store).data_size());
 
@@ -145,12 +148,14 @@ pub(crate) fn run(
     };
     let code = exit.status();
     func_env.on_exit(&mut store, Some((code as u16).into()));
+    let memory_capped = memory_capped || matches!(exit, Exit::OutOfMemory(_));
     Ok(Outcome {
         exit,
         elapsed: started.elapsed(),
         host_calls: calls.load(Ordering::SeqCst),
         cpu_time,
         peak_memory,
+        memory_capped,
     })
 }
 
@@ -289,7 +294,7 @@ const LOSSY: &[WasiErrno] = &[
 
 /// Descriptors of wasix's virtual root (3) and of the one preopened directory, `/` (4): paths
 /// relative to either start at the sandbox's `/`.
-const ROOT_FDS: [i32; 2] = [3, 4];
+pub(crate) const ROOT_FDS: [i32; 2] = [3, 4];
 
 /// Keeps the store interrupt and host functions that call back into the instance apart.
 ///

@@ -10,7 +10,7 @@ mod result;
 
 pub use capped::{CappedBuffer, LossyText};
 pub use limits::{Limits, LimitsPatch};
-pub use result::{ErrorClass, RunResult, Truncated};
+pub use result::{ErrorClass, RunResult, Truncated, Usage};
 
 /// One kibibyte.
 pub const KIB: u64 = 1024;

@@ -49,6 +49,40 @@ impl Truncated {
     }
 }
 
+/// What one run used: its resource receipt, in every [`RunResult`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Usage {
+    /// Wall-clock time of the run.
+    pub wall_ms: u64,
+    /// CPU time of the run's guest programs, in microseconds: the thread CPU clock across
+    /// each program's execution (builtins run in the host and are not counted).
+    pub cpu_us: u64,
+    /// The largest linear memory of any program of the run, at its exit (a wasm memory never
+    /// shrinks, so this is its peak); 0 when only builtins ran.
+    pub peak_memory_bytes: u64,
+    /// Processes the run started: programs, subshells, pipeline stages, background jobs.
+    pub processes: u64,
+    /// Calls the run's programs made to host tools.
+    pub host_calls: u64,
+    /// Bytes written into files of the sandbox.
+    pub bytes_written: u64,
+    /// Files, directories and symlinks created.
+    pub files_created: u64,
+    /// Files, directories and symlinks removed.
+    pub files_deleted: u64,
+    /// Bytes of file content the sandbox holds after the run.
+    pub fs_bytes: u64,
+    /// Files the sandbox holds after the run beyond its initial layout (what `fileCount`
+    /// limits).
+    pub fs_files: u64,
+    /// The limits the run ran into, by their [`crate::Limits`] field name: `timeoutMs`,
+    /// `memoryBytes`, `stdoutBytes`, `stderrBytes`, `fsBytes`, `fileCount`, `toolCalls`,
+    /// `commandBytes`, and `shell` for the shell's own bounds (recursion, expansion size,
+    /// processes).
+    pub limits_hit: Vec<String>,
+}
+
 /// The outcome of one `run`. Serializes to the wire form clients expect: `truncated` and
 /// `errorClass` are absent unless set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +96,17 @@ pub struct RunResult {
     pub truncated: Option<Truncated>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_class: Option<ErrorClass>,
+    /// The run's resource receipt.
+    #[serde(default)]
+    pub usage: Usage,
+    /// An atomic run that failed: the sandbox was put back as it was before the run. Absent
+    /// unless set.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub rolled_back: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl RunResult {
@@ -81,6 +126,11 @@ impl RunResult {
             execution_time_ms,
             truncated: Truncated::if_any(stdout.truncated(), stderr.truncated()),
             error_class,
+            usage: Usage {
+                wall_ms: execution_time_ms,
+                ..Usage::default()
+            },
+            rolled_back: false,
         }
     }
 
@@ -98,6 +148,8 @@ impl RunResult {
             execution_time_ms: 0,
             truncated: None,
             error_class: Some(error_class),
+            usage: Usage::default(),
+            rolled_back: false,
         }
     }
 }
@@ -115,6 +167,8 @@ mod tests {
             execution_time_ms: 3,
             truncated: None,
             error_class: None,
+            usage: Usage::default(),
+            rolled_back: false,
         }
     }
 
@@ -123,11 +177,15 @@ mod tests {
         let v = serde_json::to_value(plain()).unwrap();
         assert_eq!(
             v,
-            json!({"exitCode": 0, "stdout": "hello\n", "stderr": "", "executionTimeMs": 3})
+            json!({"exitCode": 0, "stdout": "hello\n", "stderr": "", "executionTimeMs": 3,
+                "usage": {"wallMs": 0, "cpuUs": 0, "peakMemoryBytes": 0, "processes": 0,
+                    "hostCalls": 0, "bytesWritten": 0, "filesCreated": 0, "filesDeleted": 0,
+                    "fsBytes": 0, "fsFiles": 0, "limitsHit": []}})
         );
         let obj = v.as_object().unwrap();
         assert!(!obj.contains_key("truncated"));
         assert!(!obj.contains_key("errorClass"));
+        assert!(!obj.contains_key("rolledBack"));
     }
 
     #[test]
@@ -174,6 +232,8 @@ mod tests {
                 .unwrap();
         assert_eq!(r.truncated, None);
         assert_eq!(r.error_class, None);
+        assert_eq!(r.usage, Usage::default());
+        assert!(!r.rolled_back);
     }
 
     #[test]

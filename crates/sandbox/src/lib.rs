@@ -29,7 +29,7 @@ mod tools;
 pub use tools::{Tool, ToolHandler, ToolSetError};
 
 pub use wasmsand_exec::on_slow_compile;
-pub use wasmsand_model::{ErrorClass, Limits, LimitsPatch, RunResult, Truncated};
+pub use wasmsand_model::{ErrorClass, Limits, LimitsPatch, RunResult, Truncated, Usage};
 /// A snapshot handle (`snapshot()` / `restore(id)`): the VFS's own, whose snapshot holds the
 /// files; the sandbox keeps the shell state under the same id.
 pub use wasmsand_vfs::SnapshotId;
@@ -121,6 +121,10 @@ pub struct RunOptions {
     pub on_stderr: Option<ChunkCallback>,
     /// Bytes given to the command as its standard input.
     pub stdin: Option<Bytes>,
+    /// All or nothing: when the run exits non-zero, times out, is cancelled or hits a limit,
+    /// the sandbox is put back exactly as it was before it (files, modes, variables, cwd,
+    /// functions, options) and the result says `rolled_back`. O(1) whatever the sandbox holds.
+    pub atomic: bool,
 }
 
 struct Inner {
@@ -306,13 +310,18 @@ impl Sandbox {
         }
         let len = command.len() as u64;
         if len > self.limits.command_bytes {
-            return Ok(RunResult::refused(
+            let mut r = RunResult::refused(
                 format!(
                     "command too long ({len} bytes, limit: {})",
                     self.limits.command_bytes
                 ),
                 ErrorClass::LimitExceeded,
-            ));
+            );
+            r.usage.limits_hit.push("commandBytes".into());
+            if let Ok(fs) = self.usage() {
+                (r.usage.fs_bytes, r.usage.fs_files) = (fs.bytes_used, fs.files_used);
+            }
+            return Ok(r);
         }
         let timeout = opts.timeout_ms.unwrap_or(self.limits.timeout_ms);
         self.with_inner(|inner| {
@@ -330,12 +339,20 @@ impl Sandbox {
             }
             let deadline = started + Duration::from_millis(timeout);
             let stdin = opts.stdin.map_or(Input::Empty, Input::Bytes);
-            let cfg = self.run_config(inner, deadline, cancel, stdin, &stdout, &stderr);
+            let (activity_before, checkpoint) = {
+                let vfs = inner.vfs.lock();
+                let saved = opts.atomic.then(|| (vfs.checkpoint(), inner.shell.clone()));
+                (vfs.activity(), saved)
+            };
+            let door = self.tool_door();
+            let cfg = self.run_config(inner, deadline, cancel, stdin, &stdout, &stderr, &door);
             let mut outcome = wasmsand_shell::run(&mut inner.shell, command, cfg);
             let terminated =
                 outcome.abort == Some(Abort::Cancelled) && self.term.swap(false, Ordering::SeqCst);
             if terminated {
-                outcome = self.run_term_trap(inner, deadline, &stdout, &stderr);
+                let stats = outcome.stats;
+                outcome = self.run_term_trap(inner, deadline, &stdout, &stderr, &door);
+                outcome.stats = stats.then(outcome.stats);
             }
             *self.running.lock() = None;
             let (status, class) = match &outcome.abort {
@@ -362,14 +379,62 @@ impl Sandbox {
                 ),
             };
             inner.shell.status = status;
+            let rolled_back = match checkpoint {
+                Some((files, shell)) if status != 0 || class.is_some() => {
+                    inner.vfs.lock().rollback(files);
+                    inner.shell = shell;
+                    true
+                }
+                _ => false,
+            };
+            let (stdout, stderr) = (stdout.take(), stderr.take());
             let elapsed = started.elapsed().as_millis() as u64;
-            Ok(RunResult::from_streams(
-                status,
-                &stdout.take(),
-                &stderr.take(),
-                elapsed,
-                class,
-            ))
+            let mut result = RunResult::from_streams(status, &stdout, &stderr, elapsed, class);
+            result.rolled_back = rolled_back;
+            let (activity, fs) = {
+                let vfs = inner.vfs.lock();
+                (vfs.activity().since(activity_before), vfs.usage())
+            };
+            let stats = outcome.stats;
+            let mut hit: Vec<&str> = Vec::new();
+            if class == Some(ErrorClass::Timeout) {
+                hit.push("timeoutMs");
+            }
+            if stats.out_of_memory {
+                hit.push("memoryBytes");
+            }
+            if stdout.truncated() {
+                hit.push("stdoutBytes");
+            }
+            if stderr.truncated() {
+                hit.push("stderrBytes");
+            }
+            if activity.byte_limit_hits > 0 {
+                hit.push("fsBytes");
+            }
+            if activity.count_limit_hits > 0 {
+                hit.push("fileCount");
+            }
+            if door.as_ref().is_some_and(|d| d.calls_used() > d.max_calls) {
+                hit.push("toolCalls");
+            }
+            if matches!(outcome.abort, Some(Abort::Limit(_))) {
+                hit.push("shell");
+            }
+            result.usage = Usage {
+                wall_ms: elapsed,
+                cpu_us: stats.cpu_time.as_micros() as u64,
+                peak_memory_bytes: stats.peak_memory,
+                processes: stats.processes,
+                host_calls: stats.host_calls,
+                bytes_written: activity.bytes_written,
+                files_created: activity.created,
+                files_deleted: activity.deleted,
+                fs_bytes: fs.bytes_used,
+                fs_files: fs.files_used,
+                limits_hit: hit.into_iter().map(String::from).collect(),
+            };
+            Ok(result)
         })
     }
 
@@ -402,6 +467,7 @@ impl Sandbox {
         stdin: Input,
         stdout: &OutputBuffer,
         stderr: &OutputBuffer,
+        door: &Option<wasmsand_exec::Door>,
     ) -> wasmsand_shell::RunConfig {
         wasmsand_shell::RunConfig {
             exec: self.exec,
@@ -409,7 +475,7 @@ impl Sandbox {
             deadline: Some(deadline),
             cancel,
             memory_limit: Some(self.limits.memory_bytes),
-            door: self.tool_door(),
+            door: door.clone(),
             stdin,
             stdout: Output::Buffer(stdout.clone()),
             stderr: Output::Buffer(stderr.clone()),
@@ -422,6 +488,7 @@ impl Sandbox {
         deadline: Instant,
         stdout: &OutputBuffer,
         stderr: &OutputBuffer,
+        door: &Option<wasmsand_exec::Door>,
     ) -> wasmsand_shell::RunOutcome {
         const TERM_STATUS: i32 = 128 + 15;
         let action = inner
@@ -433,6 +500,7 @@ impl Sandbox {
         let terminated = wasmsand_shell::RunOutcome {
             status: TERM_STATUS,
             abort: Some(Abort::Cancelled),
+            stats: Default::default(),
         };
         // `trap '' TERM` ignores the signal, but the run is already stopped: it ends as
         // terminated.
@@ -442,7 +510,7 @@ impl Sandbox {
         let cancel = CancelToken::new();
         *self.running.lock() = Some(cancel.clone());
         inner.shell.status = TERM_STATUS;
-        let cfg = self.run_config(inner, deadline, cancel, Input::Empty, stdout, stderr);
+        let cfg = self.run_config(inner, deadline, cancel, Input::Empty, stdout, stderr, door);
         // The interrupted script cannot resume: a trap that does not `exit` ends the run as
         // terminated.
         let script = format!("{action}\nexit {TERM_STATUS}");
@@ -453,10 +521,12 @@ impl Sandbox {
             Some(Abort::Cancelled) => wasmsand_shell::RunOutcome {
                 status: 128 + 9,
                 abort: Some(Abort::Cancelled),
+                stats: trap.stats,
             },
             _ => wasmsand_shell::RunOutcome {
                 status: trap.status,
                 abort: Some(Abort::Cancelled),
+                stats: trap.stats,
             },
         }
     }

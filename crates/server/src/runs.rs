@@ -209,6 +209,8 @@ struct Ending {
     message: Option<String>,
     exit_code: Option<i32>,
     wall_ms: Option<u64>,
+    /// The sandbox's receipt of the run, when it ran.
+    usage: Option<wasmsand::Usage>,
     artifacts: Option<(Vec<store::ArtifactEntry>, u64, bool)>,
 }
 
@@ -220,6 +222,7 @@ impl Ending {
             message: Some(message.to_string()),
             exit_code: None,
             wall_ms: None,
+            usage: None,
             artifacts: None,
         }
     }
@@ -239,9 +242,12 @@ async fn finish(app: &Arc<App>, run: &Arc<LiveRun>, e: Ending) {
         r.finished_at = Some(now);
         if let Some(ms) = e.wall_ms {
             r.resource_usage.wall_time_sec = ms as f64 / 1000.0;
-            // Guest code runs on one thread at a time per program; the wall time of the
-            // command is the upper bound of its CPU time this runtime reports.
-            r.resource_usage.cpu_time_sec = ms as f64 / 1000.0;
+        }
+        if let Some(u) = &e.usage {
+            // The guest programs' own CPU time, and the largest linear memory any of them
+            // had: the sandbox's closest measure of a process's resident set.
+            r.resource_usage.cpu_time_sec = u.cpu_us as f64 / 1e6;
+            r.resource_usage.peak_rss_mb = Some(u.peak_memory_bytes as f64 / (1024.0 * 1024.0));
         }
         r.resource_usage.log_bytes = run.log.log_bytes();
         r.log_truncated = run.log.truncated();
@@ -479,6 +485,7 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
         on_stdout: Some(Arc::new(move |b: &[u8]| out_log.output(Stream::Stdout, b))),
         on_stderr: Some(Arc::new(move |b: &[u8]| err_log.output(Stream::Stderr, b))),
         stdin: None,
+        ..RunOptions::default()
     };
     let sb = sandbox.clone();
     let result = tokio::task::spawn_blocking(move || sb.run_with(&line, opts)).await;
@@ -550,6 +557,7 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
                 }
             };
             e.exit_code = Some(r.exit_code);
+            e.usage = Some(r.usage.clone());
             e
         }
         Ok(Err(err)) => Ending::new(Phase::Failed, "exec_failed", &err.to_string()),

@@ -6,7 +6,7 @@
 //! which is what makes them subshells: what they change is not seen by the parent.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -228,6 +228,42 @@ pub(crate) struct Runtime {
     pub shell_pid: u32,
 }
 
+/// The run's receipt as it accumulates: atomics, since pipeline stages and background jobs
+/// run programs on their own threads.
+#[derive(Default)]
+pub(crate) struct UsageCounters {
+    pub cpu_nanos: AtomicU64,
+    pub peak_memory: AtomicU64,
+    pub host_calls: AtomicU64,
+    pub programs: AtomicU64,
+    pub processes: AtomicU64,
+    pub out_of_memory: AtomicBool,
+}
+
+impl UsageCounters {
+    fn add(&self, o: &wasmsand_exec::Outcome) {
+        self.cpu_nanos
+            .fetch_add(o.cpu_time.as_nanos() as u64, Ordering::Relaxed);
+        self.peak_memory.fetch_max(o.peak_memory, Ordering::Relaxed);
+        self.host_calls.fetch_add(o.host_calls, Ordering::Relaxed);
+        self.programs.fetch_add(1, Ordering::Relaxed);
+        if o.memory_capped {
+            self.out_of_memory.store(true, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn stats(&self) -> crate::RunStats {
+        crate::RunStats {
+            cpu_time: std::time::Duration::from_nanos(self.cpu_nanos.load(Ordering::Relaxed)),
+            peak_memory: self.peak_memory.load(Ordering::Relaxed),
+            processes: self.processes.load(Ordering::Relaxed),
+            programs: self.programs.load(Ordering::Relaxed),
+            host_calls: self.host_calls.load(Ordering::Relaxed),
+            out_of_memory: self.out_of_memory.load(Ordering::Relaxed),
+        }
+    }
+}
+
 impl Runtime {
     /// When the run must end. Compiling a module the cache did not have (a minute for
     /// CPython, once per machine) is the host's cost, not the script's: it moves the
@@ -338,6 +374,9 @@ pub(crate) struct Interp {
     pub saved_opts: Vec<Option<Options>>,
     /// Per function call: the RETURN trap when it was entered.
     pub return_traps: Vec<Option<String>>,
+    /// The run's receipt, shared by every interpreter of the run (subshells, pipeline
+    /// stages, jobs, nested runtimes with their own deadline).
+    pub usage: Arc<UsageCounters>,
 }
 
 pub(crate) struct Job {
@@ -379,6 +418,7 @@ impl Interp {
             line_offset: 0,
             saved_opts: Vec::new(),
             return_traps: Vec::new(),
+            usage: Arc::default(),
         }
     }
 
@@ -387,6 +427,7 @@ impl Interp {
     /// afresh.
     pub fn fork(&self) -> Interp {
         let mut child = Interp::new(self.st.clone(), self.rt.clone(), self.fds.clone());
+        child.usage = self.usage.clone();
         child.depth = self.depth;
         child.funcnames = self.funcnames.clone();
         child.line = self.line;
@@ -768,7 +809,11 @@ impl Interp {
             door: self.rt.door.clone(),
             entry,
         };
-        match self.rt.exec.run(program, spec) {
+        let ran = self.rt.exec.run(program, spec);
+        if let Ok(outcome) = &ran {
+            self.usage.add(outcome);
+        }
+        match ran {
             Ok(outcome) => match outcome.exit {
                 Exit::Code(c) => Ok(c),
                 Exit::TimedOut => {
@@ -798,6 +843,7 @@ impl Interp {
 
     pub fn count_process(&mut self) -> R<()> {
         let n = self.rt.processes.fetch_add(1, Ordering::SeqCst) + 1;
+        self.usage.processes.fetch_add(1, Ordering::Relaxed);
         if n > self.st.limits.max_processes {
             return Err(self.limit(format!(
                 "fork: too many processes in one run (limit: {})",

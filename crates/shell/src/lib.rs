@@ -63,6 +63,39 @@ pub struct RunOutcome {
     pub status: i32,
     /// Set when the run was stopped early: deadline, cancellation, or a shell limit.
     pub abort: Option<Abort>,
+    /// What the run's programs used.
+    pub stats: RunStats,
+}
+
+/// What one run's programs used, summed over every program it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Guest CPU time (thread CPU clock across each program's entry point).
+    pub cpu_time: std::time::Duration,
+    /// The largest linear memory any program of the run had at its exit.
+    pub peak_memory: u64,
+    /// Programs, subshells, pipeline stages and background jobs started.
+    pub processes: u64,
+    /// WASI programs run.
+    pub programs: u64,
+    /// Calls made through the host door.
+    pub host_calls: u64,
+    /// Whether a program was stopped at its memory cap.
+    pub out_of_memory: bool,
+}
+
+impl RunStats {
+    /// The receipt of two runs one after the other (a run and its TERM trap).
+    pub fn then(self, next: RunStats) -> RunStats {
+        RunStats {
+            cpu_time: self.cpu_time + next.cpu_time,
+            peak_memory: self.peak_memory.max(next.peak_memory),
+            processes: self.processes + next.processes,
+            programs: self.programs + next.programs,
+            host_calls: self.host_calls + next.host_calls,
+            out_of_memory: self.out_of_memory || next.out_of_memory,
+        }
+    }
 }
 
 /// Runs `source` as `bash -c` would, in the session `state`, which it updates (variables,
@@ -94,6 +127,8 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
         started: Instant::now(),
         shell_pid: state.pid,
     });
+    let usage: Arc<interp::UsageCounters> = Arc::default();
+    let usage2 = usage.clone();
     rt.vfs.lock().set_umask(state.umask);
     let taken = std::mem::replace(state, ShellState::new(&[], "/"));
     let source = source.to_string();
@@ -105,6 +140,7 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
         .stack_size(THREAD_STACK)
         .spawn(move || {
             let mut it = Interp::new(taken, rt2, fds);
+            it.usage = usage2;
             let status = run_top(&mut it, &source, SourceKind::DashC);
             let status = it.finish_shell(status);
             it.st.status = status;
@@ -122,7 +158,12 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
         Ok((st, status)) => {
             *state = st;
             let abort = rt.abort.lock().clone();
-            RunOutcome { status, abort }
+            let stats = usage.stats();
+            RunOutcome {
+                status,
+                abort,
+                stats,
+            }
         }
         Err(e) => {
             // The state went down with the thread: start the session afresh rather than
@@ -131,6 +172,7 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
             RunOutcome {
                 status: 1,
                 abort: Some(Abort::Limit(format!("internal error: {e}"))),
+                stats: usage.stats(),
             }
         }
     }

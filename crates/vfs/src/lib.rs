@@ -15,6 +15,8 @@ pub mod path;
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -77,6 +79,82 @@ pub struct Usage {
     pub fs_limit_bytes: Option<u64>,
 }
 
+/// What changes a filesystem has seen since it was made: running totals that snapshots,
+/// restores and clones do not rewind, so a caller reads them before and after an operation
+/// and takes the difference. Atomics only because a `Vfs` must be `Sync`; every update
+/// happens under `&mut self`.
+#[derive(Debug, Default)]
+struct Counters {
+    bytes_written: AtomicU64,
+    created: AtomicU64,
+    deleted: AtomicU64,
+    byte_limit_hits: AtomicU64,
+    count_limit_hits: AtomicU64,
+}
+
+impl Clone for Counters {
+    fn clone(&self) -> Self {
+        let c = Counters::default();
+        c.add(&c.bytes_written, self.bytes_written.load(Relaxed));
+        c.add(&c.created, self.created.load(Relaxed));
+        c.add(&c.deleted, self.deleted.load(Relaxed));
+        c.add(&c.byte_limit_hits, self.byte_limit_hits.load(Relaxed));
+        c.add(&c.count_limit_hits, self.count_limit_hits.load(Relaxed));
+        c
+    }
+}
+
+impl Counters {
+    fn add(&self, c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Relaxed);
+    }
+}
+
+/// Running totals of a filesystem's changes ([`Vfs::activity`]); subtract two readings to
+/// get what happened between them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Activity {
+    /// Bytes written into regular files (whole-file writes and writes at an offset).
+    pub bytes_written: u64,
+    /// Nodes created: files, directories, symlinks, devices.
+    pub created: u64,
+    /// Nodes removed (a removed tree counts every node in it; a rename over a target counts
+    /// the target).
+    pub deleted: u64,
+    /// Changes refused because the byte limit was reached.
+    pub byte_limit_hits: u64,
+    /// Changes refused because the file-count limit was reached.
+    pub count_limit_hits: u64,
+}
+
+impl Activity {
+    /// What happened since `earlier`.
+    pub fn since(self, earlier: Activity) -> Activity {
+        Activity {
+            bytes_written: self.bytes_written.saturating_sub(earlier.bytes_written),
+            created: self.created.saturating_sub(earlier.created),
+            deleted: self.deleted.saturating_sub(earlier.deleted),
+            byte_limit_hits: self.byte_limit_hits.saturating_sub(earlier.byte_limit_hits),
+            count_limit_hits: self
+                .count_limit_hits
+                .saturating_sub(earlier.count_limit_hits),
+        }
+    }
+}
+
+/// A tree saved by [`Vfs::checkpoint`].
+#[derive(Clone)]
+pub struct Checkpoint(Tree);
+
+impl std::fmt::Debug for Checkpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpoint")
+            .field("nodes", &self.0.nodes)
+            .field("bytes", &self.0.bytes)
+            .finish()
+    }
+}
+
 /// The tree and the counters that must always agree with it; what a snapshot keeps.
 #[derive(Clone)]
 struct Tree {
@@ -108,6 +186,7 @@ pub struct Vfs {
     in_layout: bool,
     /// Permission bits new files and directories do not get (the shell's `umask`).
     umask: u32,
+    counters: Counters,
 }
 
 /// Where a path leads: the canonical directory that holds the target, the target's name in
@@ -173,6 +252,7 @@ impl Vfs {
             next_ino: 2,
             in_layout: false,
             umask: DEFAULT_UMASK,
+            counters: Counters::default(),
         }
     }
 
@@ -398,6 +478,7 @@ impl Vfs {
         node.meta.mtime = now;
         node.meta.ctime = now;
         self.tree.bytes += added;
+        self.count_write(data.len() as u64);
         Ok(data.len())
     }
 
@@ -622,6 +703,7 @@ impl Vfs {
             .insert(dst_name, moved);
         self.tree.nodes -= replaced.0;
         self.tree.bytes -= replaced.1;
+        self.counters.add(&self.counters.deleted, replaced.0);
         Ok(())
     }
 
@@ -752,6 +834,7 @@ impl Vfs {
             next_ino: self.next_ino,
             in_layout: false,
             umask: self.umask,
+            counters: Counters::default(),
         }
     }
 
@@ -773,6 +856,18 @@ impl Vfs {
         Ok(())
     }
 
+    /// The tree as it is now, in O(1), to put back with [`Vfs::rollback`]: a snapshot the
+    /// filesystem does not list or keep.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint(self.tree.clone())
+    }
+
+    /// Puts the tree back as it was at `checkpoint`, in O(1). Snapshots taken since are kept;
+    /// the [`Vfs::activity`] totals are not rewound.
+    pub fn rollback(&mut self, checkpoint: Checkpoint) {
+        self.tree = checkpoint.0;
+    }
+
     /// Forgets a snapshot, releasing what only it kept alive.
     pub fn drop_snapshot(&mut self, id: SnapshotId) -> VfsResult<()> {
         self.snapshots
@@ -784,6 +879,24 @@ impl Vfs {
     /// The ids of the snapshots this filesystem holds, oldest first.
     pub fn snapshot_ids(&self) -> Vec<SnapshotId> {
         self.snapshots.keys().map(|&k| SnapshotId(k)).collect()
+    }
+
+    /// Running totals of the changes made to this filesystem (see [`Activity::since`]).
+    pub fn activity(&self) -> Activity {
+        let c = &self.counters;
+        Activity {
+            bytes_written: c.bytes_written.load(Relaxed),
+            created: c.created.load(Relaxed),
+            deleted: c.deleted.load(Relaxed),
+            byte_limit_hits: c.byte_limit_hits.load(Relaxed),
+            count_limit_hits: c.count_limit_hits.load(Relaxed),
+        }
+    }
+
+    fn count_write(&self, n: u64) {
+        if !self.in_layout {
+            self.counters.add(&self.counters.bytes_written, n);
+        }
     }
 
     pub fn usage(&self) -> Usage {
@@ -971,6 +1084,7 @@ impl Vfs {
         if let Some(max) = self.policy.max_file_count
             && self.tree.nodes + 1 > self.baseline_nodes + max
         {
+            self.counters.add(&self.counters.count_limit_hits, 1);
             return Err(VfsError::new(
                 Errno::ENOSPC,
                 path,
@@ -991,6 +1105,7 @@ impl Vfs {
         if let Some(limit) = self.policy.fs_limit_bytes
             && self.tree.bytes + added > limit
         {
+            self.counters.add(&self.counters.byte_limit_hits, 1);
             return Err(VfsError::new(
                 Errno::ENOSPC,
                 path,
@@ -1020,8 +1135,10 @@ impl Vfs {
                 let content = content();
                 let len = content.counted_len();
                 self.check_size(path, content.len(), len)?;
+                let written = content.len();
                 self.insert_at(&dir, name, path, Kind::File(content), mode)?;
                 self.tree.bytes += len;
+                self.count_write(written);
                 Ok(())
             }
             Some(node) => {
@@ -1041,11 +1158,13 @@ impl Vfs {
                 let new = content.counted_len();
                 self.check_size(path, content.len(), new.saturating_sub(old))?;
                 let now = SystemTime::now();
+                let written = content.len();
                 let node = self.node_mut(&dir, &name, path)?;
                 node.kind = Kind::File(content);
                 node.meta.mtime = now;
                 node.meta.ctime = now;
                 self.tree.bytes = self.tree.bytes - old + new;
+                self.count_write(written);
                 Ok(())
             }
         }
@@ -1084,6 +1203,9 @@ impl Vfs {
             .insert(name, Node::new(kind, mode, ino, now));
         self.next_ino += 1;
         self.tree.nodes += 1;
+        if !self.in_layout {
+            self.counters.add(&self.counters.created, 1);
+        }
         Ok(())
     }
 
@@ -1103,6 +1225,9 @@ impl Vfs {
         let (nodes, bytes) = removed.census();
         self.tree.nodes -= nodes;
         self.tree.bytes -= bytes;
+        if !self.in_layout {
+            self.counters.add(&self.counters.deleted, nodes);
+        }
         Ok(())
     }
 }

@@ -7,7 +7,7 @@
 """
 
 from ._errors import SandboxError
-from ._types import CommandResult, FileInfo, Limits
+from ._types import CommandResult, FileInfo, Limits, Usage
 from .sandbox import Commands, Files, Sandbox, Tools
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "CommandResult",
     "FileInfo",
     "Limits",
+    "Usage",
     "SandboxError",
 ]
 __version__ = "0.1.0"

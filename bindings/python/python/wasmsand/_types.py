@@ -2,10 +2,53 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-__all__ = ["CommandResult", "FileInfo", "Limits"]
+__all__ = ["CommandResult", "FileInfo", "Limits", "Usage"]
+
+
+@dataclass
+class Usage:
+    """The resource receipt of one run.
+
+    ``cpu_us`` is the guest programs' CPU time in microseconds; ``peak_memory_bytes`` the
+    largest linear memory any program of the run had; ``processes`` counts programs,
+    subshells and pipeline stages; ``bytes_written``/``files_created``/``files_deleted`` what
+    the run did to the filesystem; ``fs_bytes``/``fs_files`` what it holds afterwards;
+    ``limits_hit`` names the limits the run ran into (``"timeoutMs"``, ``"memoryBytes"``,
+    ``"stdoutBytes"``, ``"stderrBytes"``, ``"fsBytes"``, ``"fileCount"``, ``"toolCalls"``,
+    ``"commandBytes"``, ``"shell"``).
+    """
+
+    wall_ms: int = 0
+    cpu_us: int = 0
+    peak_memory_bytes: int = 0
+    processes: int = 0
+    host_calls: int = 0
+    bytes_written: int = 0
+    files_created: int = 0
+    files_deleted: int = 0
+    fs_bytes: int = 0
+    fs_files: int = 0
+    limits_hit: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_wire(cls, w: Mapping[str, Any] | None) -> "Usage":
+        w = w or {}
+        return cls(
+            wall_ms=int(w.get("wallMs", 0)),
+            cpu_us=int(w.get("cpuUs", 0)),
+            peak_memory_bytes=int(w.get("peakMemoryBytes", 0)),
+            processes=int(w.get("processes", 0)),
+            host_calls=int(w.get("hostCalls", 0)),
+            bytes_written=int(w.get("bytesWritten", 0)),
+            files_created=int(w.get("filesCreated", 0)),
+            files_deleted=int(w.get("filesDeleted", 0)),
+            fs_bytes=int(w.get("fsBytes", 0)),
+            fs_files=int(w.get("fsFiles", 0)),
+            limits_hit=[str(x) for x in w.get("limitsHit", [])],
+        )
 
 
 @dataclass
@@ -15,6 +58,8 @@ class CommandResult:
     ``truncated`` is ``None`` unless an output stream was cut at its limit, then
     ``{"stdout": bool, "stderr": bool}``; ``error_class`` is ``None`` or one of
     ``"TIMEOUT"``, ``"CANCELLED"``, ``"CAPABILITY_DENIED"``, ``"LIMIT_EXCEEDED"``.
+    ``usage`` is the run's resource receipt; ``rolled_back`` is ``True`` when an atomic run
+    failed and the sandbox was put back as it was before it.
     """
 
     stdout: str
@@ -23,6 +68,8 @@ class CommandResult:
     execution_time_ms: float
     truncated: dict[str, bool] | None = None
     error_class: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    rolled_back: bool = False
 
 
 @dataclass

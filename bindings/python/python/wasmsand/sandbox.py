@@ -8,7 +8,7 @@ import threading
 from typing import Any, Callable, Mapping
 
 from ._transport import InProcessTransport, RpcTransport, Transport
-from ._types import CommandResult, FileInfo, Limits
+from ._types import CommandResult, FileInfo, Limits, Usage
 
 __all__ = ["Sandbox", "Commands", "Files", "Tools"]
 
@@ -69,13 +69,18 @@ class Commands:
         timeout_ms: int | None = None,
         on_stdout: OutputCallback | None = None,
         on_stderr: OutputCallback | None = None,
+        atomic: bool = False,
     ) -> CommandResult:
         """Runs ``command`` (bash syntax) and returns its result. ``timeout_ms`` overrides
         the sandbox's timeout for this run; ``on_stdout``/``on_stderr`` receive output
-        chunks while the command runs."""
+        chunks while the command runs. With ``atomic=True`` a run that exits non-zero, times
+        out, is cancelled or hits a limit leaves the sandbox exactly as it was before it
+        (files, variables, cwd, functions, options) and its result has ``rolled_back``."""
         params: dict[str, Any] = {"command": command}
         if timeout_ms is not None:
             params["timeoutMs"] = int(timeout_ms)
+        if atomic:
+            params["atomic"] = True
         notify = None
         if on_stdout is not None or on_stderr is not None:
             params["stream"] = True
@@ -93,6 +98,8 @@ class Commands:
             execution_time_ms=r["executionTimeMs"],
             truncated=r.get("truncated"),
             error_class=r.get("errorClass"),
+            usage=Usage.from_wire(r.get("usage")),
+            rolled_back=bool(r.get("rolledBack", False)),
         )
 
 

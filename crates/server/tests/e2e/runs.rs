@@ -10,7 +10,8 @@ const SPIN: &str = "while true; do :; done";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_shot_run_reports_the_full_status() {
     let srv = TestServer::start().await;
-    let v = srv.start_run(TestServer::one_shot(&["echo", "hi"])).await;
+    // `cat` is a wasm program: the receipt then has a guest memory and CPU time to report.
+    let v = srv.start_run(TestServer::script("echo hi | cat")).await;
     let id = v["run_id"].as_str().unwrap().to_string();
     assert_eq!(v["spec_version"], "1.0");
     assert_eq!(v["policy_hash"].as_str().unwrap().len(), 64);
@@ -53,8 +54,15 @@ async fn one_shot_run_reports_the_full_status() {
     assert_eq!(u["log_bytes"], 3);
     assert_eq!(u["artifact_bytes"], 0);
     assert!(u["wall_time_sec"].as_f64().unwrap() >= 0.0);
-    assert!(u["cpu_time_sec"].is_number());
-    assert!(u.get("peak_rss_mb").is_some());
+    // The sandbox's receipt: the guest's CPU time (not the wall time) and the largest
+    // linear memory of the run's programs.
+    let cpu = u["cpu_time_sec"].as_f64().unwrap();
+    assert!(
+        cpu > 0.0 && cpu <= u["wall_time_sec"].as_f64().unwrap() * 2.0 + 0.01,
+        "{u}"
+    );
+    let mb = u["peak_rss_mb"].as_f64().unwrap();
+    assert!(mb > 0.0 && mb <= 512.0, "{u}");
     assert_eq!(
         u["limits"],
         json!({ "cpu": 1.0, "memory_mb": 512, "pids": 256, "nofile": 1024, "startup_timeout_sec": 20, "timeout_sec": 60 })
