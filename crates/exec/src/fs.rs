@@ -48,7 +48,7 @@ impl ErrnoSlot {
     }
 }
 
-fn wasi_errno(e: Errno) -> WasiErrno {
+pub(crate) fn wasi_errno(e: Errno) -> WasiErrno {
     match e {
         Errno::ENOENT => WasiErrno::Noent,
         Errno::EEXIST => WasiErrno::Exist,

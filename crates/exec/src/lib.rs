@@ -15,6 +15,7 @@ mod file;
 mod fs;
 mod image;
 mod memory;
+mod modes;
 mod poll;
 mod run;
 pub mod stdio;

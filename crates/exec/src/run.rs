@@ -80,6 +80,22 @@ pub(crate) fn run(
     let late_memory = LateMemory::default();
     let guard = Arc::new(RunGuard::default());
     wrap_imports(&mut store, &mut imports, &errno, &late_memory, &guard);
+    crate::modes::define(
+        &mut store,
+        &program.module,
+        &mut imports,
+        spec.vfs.clone(),
+        &spec.cwd,
+        &late_memory,
+    );
+    crate::modes::define_set_times(
+        &mut store,
+        &program.module,
+        &mut imports,
+        spec.vfs.clone(),
+        &late_memory,
+        &guard,
+    );
     let calls = Arc::new(AtomicU64::new(0));
     let door_env = door::define(
         &mut store,

@@ -6,8 +6,10 @@ mod chmod;
 mod core_tools;
 mod dispatch;
 mod du;
+mod ls;
 mod stat;
 mod tac;
+mod time_fmt;
 
 use dispatch::UuMain;
 
@@ -42,7 +44,7 @@ pub const TOOLS: &[&str] = &[
 
 fn lookup(name: &str) -> Option<UuMain> {
     let f: UuMain = match name {
-        "ls" => |a| uu_ls::uumain(a),
+        "ls" => ls::uumain,
         "touch" => |a| uu_touch::uumain(a),
         "stat" => stat::uumain,
         "chmod" => chmod::uumain,

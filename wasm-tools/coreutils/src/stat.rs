@@ -1,8 +1,8 @@
 //! stat, written here because uu_stat 0.12 does not build for WASI: it needs statfs, device
 //! numbers, uid/gid name lookups and Unix mode bits that WASI does not have. Output follows GNU
 //! stat's default layout, `-c/--format`, `--printf`, `-t` and `-L`. Under WASI the owner is
-//! always uid/gid 0 (`root`) and permission bits are the usual defaults (0644, 0755 for
-//! directories, 0777 for symlinks), since WASI reports none.
+//! always uid/gid 0 (`root`) and the permission bits come from the host
+//! (`guest_rt::path_mode`), since WASI's filestat has none.
 
 use std::fs::Metadata;
 use std::io::Write;
@@ -75,12 +75,12 @@ fn info(m: &Metadata, path: &str, follow: bool) -> Info {
     } else {
         (0o100000, 0o644)
     };
-    let perm = if m.permissions().readonly() {
-        perm & !0o222
-    } else {
-        perm
-    };
     let (dev, ino, nlink, ctime) = raw_stat(path, follow).unwrap_or((0, 0, 1, split(m.modified())));
+    let (perm, nlink) = match guest_rt::path_meta(std::path::Path::new(path), follow) {
+        Some(real) => real,
+        None if m.permissions().readonly() => (perm & !0o222, nlink),
+        None => (perm, nlink),
+    };
     Info {
         mode: kind | perm,
         uid: 0,
@@ -125,7 +125,7 @@ fn file_type(m: &Metadata, mode: u32) -> &'static str {
     }
 }
 
-fn perm_string(mode: u32) -> String {
+pub(crate) fn perm_string(mode: u32) -> String {
     let t = match mode & 0o170000 {
         0o040000 => 'd',
         0o120000 => 'l',

@@ -56,6 +56,52 @@ pub fn wasi_stat(path: &[u8], follow: bool) -> std::io::Result<libc::stat> {
     Ok(st)
 }
 
+/// Permission bits (`0o7777` at most) and link count of `path` as the sandbox's filesystem
+/// holds them, or `None` where the host cannot say (the path is gone, or the program runs
+/// outside wasmsand's host). WASI has no mode in its `filestat`, so wasi-libc's `st_mode` and
+/// std's `Permissions` make bits up, and wasix counts every directory's links as 1; the host's
+/// `wasmsand.path_meta` import knows the real ones.
+#[cfg(target_os = "wasi")]
+pub fn path_meta(path: &std::path::Path, follow: bool) -> Option<(u32, u64)> {
+    #[link(wasm_import_module = "wasmsand")]
+    unsafe extern "C" {
+        #[link_name = "path_meta"]
+        fn host_path_meta(ptr: *const u8, len: usize, follow: i32) -> i64;
+    }
+    use std::os::wasi::ffi::OsStrExt;
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().ok()?.join(path)
+    };
+    let bytes = abs.as_os_str().as_bytes();
+    // SAFETY: the host reads `len` bytes at `ptr`, which `bytes` keeps alive for the call.
+    let rc = unsafe { host_path_meta(bytes.as_ptr(), bytes.len(), i32::from(follow)) };
+    (rc >= 0).then(|| ((rc & 0o7777) as u32, (rc >> 16) as u64))
+}
+
+/// Outside WASI the operating system's own modes are right.
+#[cfg(unix)]
+pub fn path_meta(path: &std::path::Path, follow: bool) -> Option<(u32, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = if follow {
+        std::fs::metadata(path)
+    } else {
+        std::fs::symlink_metadata(path)
+    };
+    m.ok().map(|m| (m.mode() & 0o7777, m.nlink()))
+}
+
+#[cfg(not(any(unix, target_os = "wasi")))]
+pub fn path_meta(_path: &std::path::Path, _follow: bool) -> Option<(u32, u64)> {
+    None
+}
+
+/// The permission bits of [`path_meta`].
+pub fn path_mode(path: &std::path::Path, follow: bool) -> Option<u32> {
+    path_meta(path, follow).map(|(mode, _)| mode)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -98,21 +98,18 @@ fn type_char(m: &Metadata) -> char {
     }
 }
 
-fn mode(m: &Metadata) -> u32 {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        m.permissions().mode() & 0o7777
+/// Permission bits of the file `path` names, whose metadata (already followed or not) is `m`.
+fn mode(path: &str, m: &Metadata) -> u32 {
+    let follow = !m.file_type().is_symlink();
+    if let Some(bits) = guest_rt::path_mode(Path::new(path), follow) {
+        return bits;
     }
-    #[cfg(not(unix))]
-    {
-        // WASI has no permission bits: report what a typical umask gives.
-        let base = if m.is_dir() { 0o755 } else { 0o644 };
-        if m.permissions().readonly() {
-            base & !0o222
-        } else {
-            base
-        }
+    // Outside wasmsand's host under WASI: what a typical umask gives.
+    let base = if m.is_dir() { 0o755 } else { 0o644 };
+    if m.permissions().readonly() {
+        base & !0o222
+    } else {
+        base
     }
 }
 
@@ -517,7 +514,7 @@ impl Find {
                 cmp.test(v)
             }
             Expr::Perm(want, kind) => {
-                let m = mode(c.meta);
+                let m = mode(c.path, c.meta);
                 match kind {
                     '-' => m & want == *want,
                     '/' => *want == 0 || m & want != 0,
@@ -622,7 +619,7 @@ fn printf(fmt: &str, c: &Ctx) -> String {
             'H' => c.start.to_string(),
             's' => c.meta.len().to_string(),
             'd' => c.depth.to_string(),
-            'm' => format!("{:o}", mode(c.meta)),
+            'm' => format!("{:o}", mode(c.path, c.meta)),
             'y' => type_char(c.meta).to_string(),
             'u' | 'g' => "root".into(),
             'U' | 'G' => "0".into(),

@@ -1,0 +1,218 @@
+//! The `wasmsand.path_meta` import: what WASI's `filestat` cannot express about a path, its
+//! permission bits and (for directories) its link count.
+//!
+//! WASI's `filestat` has a file type but no mode, so wasi-libc makes `st_mode` up and every
+//! guest would show `r-xr-xr-x` whatever `chmod` set; its link count comes through wasix as 1
+//! for directories. The tools this project builds (`stat`, `ls`, `find -perm`) ask the host
+//! through this import instead.
+//!
+//! Guest side: `wasmsand.path_meta(path_ptr, path_len, follow) -> i64`. The path is UTF-8
+//! bytes, absolute (the guest joins a relative one to its working directory; a relative path is
+//! taken from the run's directory). `follow` non-zero follows a final symlink (`stat`), zero
+//! does not (`lstat`). The answer is `nlink << 16 | mode` with the permission bits in `mode`
+//! (`0o7777` at most), or a negative Linux errno (`-2` for a missing path).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use wasmer::{
+    AsStoreMut, Extern, Function, FunctionEnv, FunctionEnvMut, Imports, Module, RuntimeError, Value,
+};
+use wasmer_wasix::types::wasi::Errno as WasiErrno;
+
+use crate::fs::{SharedVfs, wasi_errno};
+use crate::run::{LateMemory, ROOT_FDS, RunGuard};
+
+/// Longest path the import reads (Linux's `PATH_MAX`).
+const MAX_PATH: u32 = 4096;
+
+const EFAULT: i32 = 14;
+const ENAMETOOLONG: i32 = 36;
+const EILSEQ: i32 = 84;
+
+pub(crate) struct ModeEnv {
+    vfs: SharedVfs,
+    cwd: String,
+    memory: LateMemory,
+}
+
+/// Defines `wasmsand.path_meta` in `imports` when the module imports it.
+pub(crate) fn define(
+    store: &mut impl AsStoreMut,
+    module: &Module,
+    imports: &mut Imports,
+    vfs: SharedVfs,
+    cwd: &str,
+    memory: &LateMemory,
+) {
+    let wanted = module
+        .imports()
+        .any(|i| i.module() == "wasmsand" && i.name() == "path_meta");
+    if !wanted {
+        return;
+    }
+    let env = FunctionEnv::new(
+        store,
+        ModeEnv {
+            vfs,
+            cwd: cwd.to_string(),
+            memory: memory.clone(),
+        },
+    );
+    let f = Function::new_typed_with_env(store, &env, path_meta);
+    imports.define("wasmsand", "path_meta", f);
+}
+
+fn path_meta(env: FunctionEnvMut<ModeEnv>, ptr: i32, len: i32, follow: i32) -> i64 {
+    let data = env.data();
+    let len = len as u32;
+    if len > MAX_PATH {
+        return -i64::from(ENAMETOOLONG);
+    }
+    let Some(memory) = data.memory.get() else {
+        return -i64::from(EFAULT);
+    };
+    let mut raw = vec![0u8; len as usize];
+    if memory
+        .view(&env)
+        .read(u64::from(ptr as u32), &mut raw)
+        .is_err()
+    {
+        return -i64::from(EFAULT);
+    }
+    let Ok(path) = String::from_utf8(raw) else {
+        return -i64::from(EILSEQ);
+    };
+    let path = if path.starts_with('/') {
+        path
+    } else {
+        format!("{}/{path}", data.cwd.trim_end_matches('/'))
+    };
+    let vfs = data.vfs.lock();
+    let meta = if follow != 0 {
+        vfs.stat(&path)
+    } else {
+        vfs.lstat(&path)
+    };
+    match meta {
+        Ok(m) => (m.nlink.min(1 << 40) as i64) << 16 | i64::from(m.mode & 0o7777),
+        Err(e) => -i64::from(e.errno.code()),
+    }
+}
+
+/// Replaces wasix's `path_filestat_set_times` for paths under the preopened root, which is
+/// every path wasi-libc resolves (`utimensat`, so `touch -d`, `touch -r`, Python's
+/// `os.utime`): wasix stores the new times in its cached stat of the *directory* descriptor and
+/// never reaches the filesystem, so the file's times did not change. Other descriptors keep
+/// wasix's call.
+pub(crate) fn define_set_times(
+    store: &mut impl AsStoreMut,
+    module: &Module,
+    imports: &mut Imports,
+    vfs: SharedVfs,
+    memory: &LateMemory,
+    guard: &Arc<RunGuard>,
+) {
+    for ns in ["wasi_snapshot_preview1", "wasi_unstable"] {
+        let wanted = module
+            .imports()
+            .any(|i| i.module() == ns && i.name() == "path_filestat_set_times");
+        let original = match imports.get_export(ns, "path_filestat_set_times") {
+            Some(Extern::Function(f)) if wanted => f,
+            _ => continue,
+        };
+        let env = FunctionEnv::new(
+            store,
+            TimesEnv {
+                vfs: vfs.clone(),
+                memory: memory.clone(),
+                original,
+                guard: guard.clone(),
+            },
+        );
+        let f = Function::new_typed_with_env(store, &env, set_times);
+        imports.define(ns, "path_filestat_set_times", f);
+    }
+}
+
+pub(crate) struct TimesEnv {
+    vfs: SharedVfs,
+    memory: LateMemory,
+    original: Function,
+    guard: Arc<RunGuard>,
+}
+
+const SET_ATIM: i32 = 1;
+const SET_ATIM_NOW: i32 = 2;
+const SET_MTIM: i32 = 4;
+const SET_MTIM_NOW: i32 = 8;
+
+#[allow(clippy::too_many_arguments)]
+fn set_times(
+    mut env: FunctionEnvMut<TimesEnv>,
+    fd: i32,
+    flags: i32,
+    ptr: i32,
+    len: i32,
+    atim: i64,
+    mtim: i64,
+    fst: i32,
+) -> Result<i32, RuntimeError> {
+    let (data, mut store) = env.data_and_store_mut();
+    let errno = |e: WasiErrno| Ok(e as i32);
+    let memory = match data.memory.get() {
+        Some(m) if ROOT_FDS.contains(&fd) => m.clone(),
+        _ => {
+            let original = data.original.clone();
+            let args = [fd, flags, ptr, len].map(Value::I32);
+            let args = [
+                &args[..],
+                &[Value::I64(atim), Value::I64(mtim), Value::I32(fst)],
+            ]
+            .concat();
+            let out = data
+                .guard
+                .clone()
+                .nested(|| original.call(&mut store, &args))?;
+            return Ok(out.first().and_then(Value::i32).unwrap_or(0));
+        }
+    };
+    if (fst & SET_ATIM != 0 && fst & SET_ATIM_NOW != 0)
+        || (fst & SET_MTIM != 0 && fst & SET_MTIM_NOW != 0)
+    {
+        return errno(WasiErrno::Inval);
+    }
+    let len = len as u32;
+    if len > MAX_PATH {
+        return errno(WasiErrno::Nametoolong);
+    }
+    let mut raw = vec![0u8; len as usize];
+    if memory
+        .view(&store)
+        .read(u64::from(ptr as u32), &mut raw)
+        .is_err()
+    {
+        return errno(WasiErrno::Fault);
+    }
+    let Ok(rel) = String::from_utf8(raw) else {
+        return errno(WasiErrno::Ilseq);
+    };
+    let now = SystemTime::now();
+    let pick = |set: i32, now_flag: i32, nanos: i64| {
+        if fst & set != 0 {
+            Some(UNIX_EPOCH + Duration::from_nanos(nanos as u64))
+        } else if fst & now_flag != 0 {
+            Some(now)
+        } else {
+            None
+        }
+    };
+    let atime = pick(SET_ATIM, SET_ATIM_NOW, atim);
+    let mtime = pick(SET_MTIM, SET_MTIM_NOW, mtim);
+    // Relative to `/` (the root descriptors); `..` above it stays at it, as the VFS resolves.
+    let path = format!("/{}", rel.trim_start_matches('/'));
+    match data.vfs.lock().set_times(&path, atime, mtime) {
+        Ok(()) => errno(WasiErrno::Success),
+        Err(e) => errno(wasi_errno(e.errno)),
+    }
+}
