@@ -306,6 +306,10 @@ async function refreshRun() {
     renderUsage(r.view);
     renderSpec();
     updateHistory(r.id, r.view.phase, r.view.exit_code);
+    if (r.streamDead && !r.ended && ["completed", "failed", "timed_out", "killed"].includes(r.view.phase)) {
+      r.ended = true;
+      finish(r);
+    }
   } catch (e) {
     toast(e.message, true);
   }
@@ -365,17 +369,41 @@ async function download(item) {
   }
 }
 
+/// The `token` and `exp` of a signed `log_stream_url` (servers with SANDBOX_WS_SIGNED_URLS):
+/// a browser cannot put an Authorization header on a WebSocket, so with authentication on
+/// this is how the stream is authorized.
+function signedParams(logStreamUrl) {
+  if (!logStreamUrl) return null;
+  try {
+    const q = new URL(logStreamUrl, location.href).searchParams;
+    return q.get("token") && q.get("exp") ? { token: q.get("token"), exp: q.get("exp") } : null;
+  } catch {
+    return null;
+  }
+}
+
 function streamUrl(r) {
   let url = `${wsBase()}${BASE}/runs/${encodeURIComponent(r.id)}/stream?from_seq=${r.lastSeq + 1}`;
-  // Browsers cannot set headers on a WebSocket: a token goes in the query.
-  if (state.token) url += `&access_token=${encodeURIComponent(state.token)}`;
+  if (r.signed) url += `&token=${encodeURIComponent(r.signed.token)}&exp=${encodeURIComponent(r.signed.exp)}`;
   return url;
+}
+
+function signedExpired(r) {
+  return r.signed && Date.parse(r.signed.exp) <= Date.now();
 }
 
 function connect(r) {
   if (r !== state.run || r.ended) return;
+  if (signedExpired(r)) {
+    // Its signed URL is spent and the server gives no new one: status by polling only.
+    r.streamDead = true;
+    note("the stream's signed URL expired; following the run's status only");
+    return;
+  }
   const ws = new WebSocket(streamUrl(r));
   r.ws = ws;
+  let opened = false;
+  ws.onopen = () => { opened = true; r.failedOpens = 0; };
   ws.onmessage = (ev) => {
     let f;
     try { f = JSON.parse(ev.data); } catch { return; }
@@ -391,6 +419,12 @@ function connect(r) {
   ws.onclose = () => {
     if (r.ws === ws) r.ws = null;
     if (r !== state.run || r.ended) return;
+    if (!opened && ++r.failedOpens >= 3) {
+      // Refused three times (credentials the stream does not take?): stop knocking.
+      r.streamDead = true;
+      note("the stream refused the connection; following the run's status only");
+      return;
+    }
     // The run goes on: resume from the frame after the last one seen.
     r.reconnects += 1;
     $("reconnects").textContent = r.reconnects;
@@ -471,6 +505,7 @@ async function startRun() {
   const r = {
     id: created.run_id, created, request: req, view: null, lastSeq: 0, ended: false,
     ws: null, reconnects: 0, retryMs: 250, poll: null, spec: "",
+    signed: signedParams(created.log_stream_url), streamDead: false, failedOpens: 0,
   };
   state.run = r;
   $("run-id").textContent = r.id;
@@ -503,7 +538,7 @@ async function openRun(id) {
   const created = { ...view, resources: { cpu: view.resource_usage.limits.cpu, memory_mb: view.resource_usage.limits.memory_mb },
     startup_timeout_sec: view.resource_usage.limits.startup_timeout_sec, timeout_sec: view.resource_usage.limits.timeout_sec };
   const r = { id, created, request: { command: view.command }, view, lastSeq: 0, ended: false,
-    ws: null, reconnects: 0, retryMs: 250, poll: null, spec: "" };
+    ws: null, reconnects: 0, retryMs: 250, poll: null, spec: "", signed: null, streamDead: false, failedOpens: 0 };
   state.run = r;
   consoleEl().replaceChildren();
   $("run-id").textContent = id;

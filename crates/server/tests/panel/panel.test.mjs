@@ -11,6 +11,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
 
+import { createHash } from "node:crypto";
+
 import { chromium } from "playwright-core";
 import { PNG } from "pngjs";
 
@@ -35,16 +37,18 @@ if (!existsSync(CHROMIUM)) {
 assert.ok(existsSync(SANDBOXD), `${SANDBOXD} is missing: build it with cargo build -p sandboxd`);
 
 const work = mkdtempSync(path.join(tmpdir(), "wasmsand-panel-"));
-let server;
+const servers = [];
 let serverLog = "";
 let context;
 
-async function startServer() {
-  const dataDir = path.join(work, "data");
+async function startServer(name, env) {
+  const dataDir = path.join(work, name);
   mkdirSync(dataDir);
-  server = spawn(SANDBOXD, ["serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--store", "memory"], {
+  const server = spawn(SANDBOXD, ["serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--store", "memory"], {
     stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...(env || {}) },
   });
+  servers.push(server);
   // The server's JSON logs are shown only when the test fails.
   server.stderr.on("data", (d) => { serverLog += d; });
   return await new Promise((resolve, reject) => {
@@ -64,7 +68,8 @@ async function startServer() {
 
 async function cleanup() {
   if (context) await context.close().catch(() => {});
-  if (server && server.exitCode === null) {
+  for (const server of servers) {
+    if (server.exitCode !== null) continue;
     server.kill("SIGTERM");
     await new Promise((r) => {
       const t = setTimeout(() => { server.kill("SIGKILL"); r(); }, 10_000);
@@ -91,7 +96,7 @@ function pngStats(buf) {
 
 async function main() {
   const t0 = Date.now();
-  const base = await startServer();
+  const base = await startServer("open");
   log(`sandboxd at ${base}`);
   const userDataDir = path.join(work, "chromium-profile");
   context = await chromium.launchPersistentContext(userDataDir, {
@@ -113,9 +118,10 @@ async function main() {
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: base });
   // Nothing but the server under test: a request elsewhere (a CDN, a font) fails the test.
   const foreign = [];
+  const allowed = new Set([base]);
   await context.route("**/*", (route) => {
     const u = new URL(route.request().url());
-    if (u.origin !== base && u.protocol !== "data:" && u.protocol !== "blob:") {
+    if (!allowed.has(u.origin) && u.protocol !== "data:" && u.protocol !== "blob:") {
       foreign.push(u.href);
       return route.abort();
     }
@@ -265,6 +271,49 @@ async function main() {
   await page.waitForSelector("body[data-ready='1']");
   const options = await page.$$eval("#session-select option", (o) => o.map((x) => x.value));
   assert.ok(options.includes(sessionId), "the session is offered after a reload");
+
+  // ---- with authentication on: the key goes in the panel, the stream takes the signed URL ----
+  const key = "panel-test-key-0123456789";
+  const authed = await startServer("authed", {
+    SANDBOX_API_KEYS: `${createHash("sha256").update(key).digest("hex")} alice`,
+    SANDBOX_WS_SIGNED_URLS: "true",
+    SANDBOX_WS_SIGNING_SECRET: "panel-test-signing-secret",
+  });
+  allowed.add(authed);
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: authed });
+  const page2 = await context.newPage();
+  page2.on("pageerror", (e) => pageErrors.push(String(e)));
+  await page2.goto(authed + "/");
+  await page2.waitForFunction(() => /401/.test(document.getElementById("server-info").textContent), null, { timeout: WAIT });
+  await page2.fill("#api-key", key);
+  await page2.click("#auth-form button");
+  await page2.waitForFunction(() => /runtime wasm/.test(document.getElementById("server-info").textContent), null, { timeout: WAIT });
+  await page2.click("#session-new");
+  await page2.waitForFunction(() => /session_id/.test(document.getElementById("session-info").textContent), null, { timeout: WAIT });
+  await page2.fill("#command", "for i in 1 2 3; do echo \"authed $i\"; sleep 0.2; done; mkdir -p out; echo secret > out/s.txt");
+  await page2.fill("#capture", "out/**");
+  await page2.click("#run-btn");
+  await page2.waitForFunction(() => /authed 1\n/.test(document.getElementById("console").textContent), null, { timeout: WAIT });
+  await page2.click("#reconnect-btn");
+  await page2.waitForSelector("body[data-run-done]", { timeout: WAIT });
+  const a = await page2.evaluate(() => ({
+    text: document.getElementById("console").textContent,
+    phase: document.getElementById("phase").textContent,
+    reconnects: document.getElementById("reconnects").textContent,
+  }));
+  assert.deepEqual(a.text.split("\n").filter((l) => l.startsWith("authed ")), ["authed 1", "authed 2", "authed 3"]);
+  assert.equal(a.phase, "completed");
+  assert.equal(a.reconnects, "1");
+  const [dl] = await Promise.all([
+    page2.waitForEvent("download", { timeout: WAIT }),
+    page2.click("#artifacts button[data-path='out/s.txt']"),
+  ]);
+  const saved2 = path.join(work, "s.txt");
+  await dl.saveAs(saved2);
+  assert.equal(readFileSync(saved2, "utf8"), "secret\n");
+  // The same API without the key is refused: the panel really sent it.
+  assert.equal((await fetch(`${authed}/api/v1/sandbox/runtimes`)).status, 401);
+  log("with an API key and signed stream URLs: run streamed, resumed, artifact downloaded");
 
   assert.deepEqual(foreign, [], "the panel loads nothing from elsewhere");
   assert.deepEqual(pageErrors, [], "no script errors");
