@@ -266,6 +266,14 @@ impl Dispatcher {
                 self.on(p, |sb| Ok(sb.restore(id)?))
             }
             "sandbox.fork" => self.fork(p),
+            "sandbox.export" => {
+                let key = p.opt_base64("key")?;
+                self.on(p, |sb| {
+                    let blob = sb.export_state(key.as_deref())?;
+                    Ok(json!({"data": base64::engine::general_purpose::STANDARD.encode(&blob)}))
+                })
+            }
+            "sandbox.import" => self.import(p),
             "sandbox.destroy" => self.destroy_fork(p),
             "sandbox.list" => Ok(self.list()),
             "kill" => {
@@ -458,6 +466,46 @@ impl Dispatcher {
             },
         );
         Ok(json!({"sandboxId": id}))
+    }
+
+    /// `sandbox.import {data, key?}`: the root becomes the sandbox the blob describes (its
+    /// files, shell state and limits); forks are left as they are. A blob that does not open
+    /// changes nothing.
+    fn import(&self, p: Params) -> Result<Value, RpcError> {
+        if !matches!(p.0.get("sandboxId"), None | Some(Value::Null)) {
+            return Err(RpcError::invalid_params(
+                "sandbox.import replaces the root sandbox; it takes no sandboxId",
+            ));
+        }
+        let data = p.base64("data")?;
+        let key = p.opt_base64("key")?;
+        self.root()?;
+        let imported = Sandbox::import_state(
+            &data,
+            wasmsand::ImportOptions {
+                key,
+                // The files, their paths and the shell state: a payload past twice the
+                // configured filesystem size is no sandbox this server would hold.
+                max_bytes: Some(
+                    (self.config.limits.fs_bytes.saturating_mul(2) + (16 << 20))
+                        .min(wasmsand::DEFAULT_MAX_STATE_BYTES),
+                ),
+                cache_dir: self.config.cache_dir.clone(),
+            },
+        )
+        .map_err(|e| RpcError::from_sandbox(e, None))?;
+        let old = {
+            let mut state = self.state.lock();
+            let Some(root) = state.root.as_mut() else {
+                return Err(RpcError::new(
+                    code::SANDBOX_ERROR,
+                    "sandbox has been destroyed",
+                ));
+            };
+            std::mem::replace(&mut root.live, Arc::new(imported))
+        };
+        old.destroy();
+        Ok(json!({"ok": true}))
     }
 
     fn destroy_fork(&self, p: Params) -> Result<Value, RpcError> {

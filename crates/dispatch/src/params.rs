@@ -50,6 +50,14 @@ impl<'a> Params<'a> {
             .map_err(|_| wrong(name, "base64"))
     }
 
+    /// An optional base64 param (absent or null: `None`).
+    pub fn opt_base64(self, name: &str) -> Result<Option<Vec<u8>>, RpcError> {
+        match self.0.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(_) => self.base64(name).map(Some),
+        }
+    }
+
     /// Snapshot ids are strings on the wire; a number is accepted too since it is what the
     /// string spells.
     pub fn snapshot_id(self, name: &str) -> Result<SnapshotId, RpcError> {

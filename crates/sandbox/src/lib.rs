@@ -25,7 +25,9 @@ use wasmsand_exec::{CancelToken, ChunkCallback, Exec, ExecOptions, Input, Output
 use wasmsand_shell::{Abort, ShellState};
 use wasmsand_vfs::{FileType, Vfs, VfsOptions};
 
+mod state;
 mod tools;
+pub use state::{DEFAULT_MAX_STATE_BYTES, STATE_VERSION};
 pub use tools::{Tool, ToolHandler, ToolSetError};
 
 pub use wasmsand_exec::on_slow_compile;
@@ -110,6 +112,19 @@ impl FileKind {
     }
 }
 
+/// How [`Sandbox::import_state`] opens a blob.
+#[derive(Debug, Clone, Default)]
+pub struct ImportOptions {
+    /// The HMAC key the blob was exported with; a keyed blob does not open without it, and
+    /// an unkeyed one does not open with one.
+    pub key: Option<Vec<u8>>,
+    /// Largest blob (and largest decompressed payload) accepted; default
+    /// [`DEFAULT_MAX_STATE_BYTES`].
+    pub max_bytes: Option<u64>,
+    /// As [`SandboxOptions::cache_dir`].
+    pub cache_dir: Option<PathBuf>,
+}
+
 /// Per-run options of [`Sandbox::run_with`].
 #[derive(Default, Clone)]
 pub struct RunOptions {
@@ -192,6 +207,12 @@ fn template() -> &'static Vfs {
         .expect("the template layout fits in an empty tree");
         vfs
     })
+}
+
+/// The template's tree, which exported state is the difference from.
+fn template_checkpoint() -> &'static wasmsand_vfs::Checkpoint {
+    static T: OnceLock<wasmsand_vfs::Checkpoint> = OnceLock::new();
+    T.get_or_init(|| template().checkpoint())
 }
 
 fn exec_for(cache_dir: &Option<PathBuf>) -> &'static Exec {
@@ -717,6 +738,58 @@ impl Sandbox {
 
     pub fn is_destroyed(&self) -> bool {
         self.destroyed.load(Ordering::SeqCst)
+    }
+
+    /// The whole state as a portable blob: files (with modes and times), variables, functions,
+    /// cwd, options and limits — versioned, compressed, and authenticated with `key` (HMAC-
+    /// SHA256) when one is given, else checksummed. Snapshots and host tools are not part of
+    /// it. [`Self::import_state`] opens it in any process running the same wasmsand.
+    pub fn export_state(&self, key: Option<&[u8]>) -> Result<Vec<u8>> {
+        self.with_inner(|i| {
+            let delta = i.vfs.lock().delta_since(template_checkpoint());
+            let header = state::Header {
+                limits: self.limits,
+                shell: i.shell.to_portable(),
+            };
+            Ok(state::encode(&header, &delta, key))
+        })
+    }
+
+    /// A new sandbox holding the state [`Self::export_state`] wrote. A corrupt, forged,
+    /// truncated, oversized or newer-version blob, or one whose files do not fit its limits,
+    /// is refused with [`SandboxError::Invalid`] naming the reason.
+    pub fn import_state(blob: &[u8], options: ImportOptions) -> Result<Sandbox> {
+        let max = options.max_bytes.unwrap_or(DEFAULT_MAX_STATE_BYTES);
+        let (header, delta) = state::decode(blob, options.key.as_deref(), max)?;
+        let shell = ShellState::from_portable(header.shell)
+            .map_err(|e| SandboxError::Invalid(format!("state blob: {e}")))?;
+        let limits = header.limits;
+        let sb = Sandbox::new(SandboxOptions {
+            limits,
+            cache_dir: options.cache_dir,
+            ..SandboxOptions::default()
+        });
+        sb.with_inner(|i| {
+            let mut vfs = i.vfs.lock();
+            vfs.apply_delta(&delta)
+                .map_err(|e| SandboxError::Invalid(format!("state blob: {e}")))?;
+            let u = vfs.usage();
+            if u.bytes_used > limits.fs_bytes || u.files_used > limits.file_count {
+                return Err(SandboxError::Invalid(format!(
+                    "state blob: its files ({} bytes, {} files) do not fit its limits ({} bytes, {} files)",
+                    u.bytes_used, u.files_used, limits.fs_bytes, limits.file_count
+                )));
+            }
+            if !vfs.stat(&shell.cwd).is_ok_and(|m| m.is_dir()) {
+                return Err(SandboxError::Invalid(
+                    "state blob: its working directory is not a directory of its files".into(),
+                ));
+            }
+            drop(vfs);
+            i.shell = shell;
+            Ok(())
+        })?;
+        Ok(sb)
     }
 
     /// Bytes and files the sandbox's filesystem uses.

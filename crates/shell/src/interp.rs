@@ -19,7 +19,7 @@ use crate::ast::*;
 use crate::vars::{ATTR_EXPORT, ATTR_NAMEREF, Value, Var, Vars};
 
 /// Bounds on what one script may make the host do. Each has a clear error when exceeded.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ShellLimits {
     /// Nested function calls, `eval`, `source` and command substitutions.
     pub max_depth: u32,
@@ -49,7 +49,7 @@ impl Default for ShellLimits {
 }
 
 /// Shell options (`set -o`, `shopt`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Options {
     pub errexit: bool,
     pub nounset: bool,

@@ -16,6 +16,7 @@ mod expand;
 mod interp;
 pub mod parser;
 pub mod pattern;
+mod portable;
 mod printer;
 pub mod printf;
 mod reactor;

@@ -9,6 +9,7 @@
 //! content, and the paths that may change. Every refused change leaves the tree exactly as it
 //! was. Errors are errno-shaped ([`Errno`]).
 
+mod delta;
 mod error;
 mod node;
 pub mod path;
@@ -21,6 +22,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
+pub use delta::{Attrs, Change, Delta};
 pub use error::{Errno, VfsError, VfsResult};
 use node::{Children, Content, Kind, Name, Node};
 pub use node::{Device, DirEntry, FileType, Metadata};

@@ -1,0 +1,85 @@
+"""Issue 17 through the SDK, on both transports: the resource receipt of every run, atomic
+runs, and portable state."""
+
+from __future__ import annotations
+
+import pytest
+
+from wasmsand import Sandbox, Usage
+
+TRANSPORTS = ["inprocess", "rpc"]
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def sb(transport: str):
+    with Sandbox(transport=transport) as s:
+        yield s
+
+
+def test_every_result_has_a_receipt(sb: Sandbox) -> None:
+    r = sb.commands.run("echo hello | wc -c; echo data > /tmp/f")
+    assert r.stdout == "6\n"
+    u = r.usage
+    assert isinstance(u, Usage)
+    assert u.peak_memory_bytes >= 65536 and u.peak_memory_bytes % 65536 == 0
+    assert u.cpu_us > 0
+    assert u.processes >= 2
+    assert (u.files_created, u.bytes_written) == (1, 5)
+    assert u.fs_bytes > 0 and u.limits_hit == []
+    assert r.rolled_back is False
+
+
+def test_limits_hit_are_named(transport: str) -> None:
+    with Sandbox(transport=transport, limits={"stdout_bytes": 3}) as s:
+        assert s.commands.run("echo hello").usage.limits_hit == ["stdoutBytes"]
+    with Sandbox(transport=transport, timeout_ms=300) as s:
+        assert s.commands.run("while :; do :; done").usage.limits_hit == ["timeoutMs"]
+
+
+def test_a_failed_atomic_run_rolls_back(sb: Sandbox) -> None:
+    sb.commands.run("echo keep > f; X=1; cd /tmp")
+    r = sb.commands.run("echo lost > /home/user/f; touch g; X=2; cd /; exit 3", atomic=True)
+    assert (r.exit_code, r.rolled_back) == (3, True)
+    assert sb.files.read("/home/user/f") == b"keep\n"
+    assert sb.commands.run("pwd; echo $X; ls /home/user").stdout == "/tmp\n1\nf\n"
+    ok = sb.commands.run("echo kept > /home/user/f", atomic=True)
+    assert (ok.exit_code, ok.rolled_back) == (0, False)
+    assert sb.files.read("/home/user/f") == b"kept\n"
+
+
+def test_state_moves_between_transports(transport: str) -> None:
+    other = "rpc" if transport == "inprocess" else "inprocess"
+    with Sandbox(transport=transport, limits={"file_count": 321}) as a:
+        a.commands.run("mkdir -p p && echo hi > p/x && chmod 600 p/x && export K=v && g() { echo g$1; } && cd p")
+        blob = a.export_state(key=b"k1")
+        b = Sandbox.import_state(blob, key=b"k1", transport=other)
+        try:
+            r = b.commands.run("pwd; cat x; stat -c %a x; echo $K; g 2")
+            assert r.stdout == "/home/user/p\nhi\n600\nv\ng2\n"
+            # The blob carried the limits: a 322nd file does not fit.
+            r = b.commands.run("for i in $(seq 1 400); do touch /tmp/f$i || break; done; ls /tmp | wc -l")
+            assert "file count limit" in r.stderr or r.usage.limits_hit == ["fileCount"]
+        finally:
+            b.kill()
+
+
+def test_bad_blobs_raise_and_leave_nothing_running(transport: str) -> None:
+    with Sandbox(transport=transport) as a:
+        blob = a.export_state()
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        Sandbox.import_state(blob[:-3] + b"xyz", transport=transport)
+    with pytest.raises(ValueError, match="not a wasmsand state blob"):
+        Sandbox.import_state(b"definitely not", transport=transport)
+    with Sandbox(transport=transport) as a:
+        keyed = a.export_state(key=b"s")
+    with pytest.raises(ValueError, match="give the key"):
+        Sandbox.import_state(keyed, transport=transport)
+    newer = bytearray(blob)
+    newer[8] = 2
+    with pytest.raises(ValueError, match="newer wasmsand"):
+        Sandbox.import_state(bytes(newer), transport=transport)
