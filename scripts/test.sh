@@ -14,6 +14,9 @@ if [ "${CI:-}" = true ]; then
     rustup target remove wasm32-wasip1 >/dev/null 2>&1 || true
 fi
 
+# The crate graph follows ARCHITECTURE.md's layering table (cheap: cargo metadata only).
+python3 scripts/check-layers.py
+
 cargo test --workspace --locked "$@"
 
 # The Python module: built by pip through its PEP 517 backend (maturin, from PyPI) into a fresh
