@@ -56,6 +56,7 @@ const BUILTINS: &[&str] = &[
     "sleep",
     "source",
     "test",
+    "timeout",
     "trap",
     "true",
     "type",
@@ -269,6 +270,7 @@ impl Interp {
             "getopts" => Ok(self.b_getopts(args)),
             "type" => Ok(self.b_type(args)),
             "which" => Ok(self.b_which(args)),
+            "timeout" => self.b_timeout(args),
             "command" => self.b_command(args),
             "builtin" => match args.first() {
                 Some(n) if is_builtin(n) => self.run_builtin(&n.clone(), args),
@@ -346,7 +348,7 @@ impl Interp {
         }
     }
 
-    fn out_str(&mut self, s: &str) -> i32 {
+    pub(crate) fn out_str(&mut self, s: &str) -> i32 {
         match self.out(s.as_bytes()) {
             Ok(()) => 0,
             Err(st) => st,
@@ -2708,26 +2710,6 @@ impl Interp {
             }
         }
         status
-    }
-
-    fn b_which(&mut self, args: &[String]) -> i32 {
-        let mut status = 0;
-        let mut text = String::new();
-        for n in args.iter().filter(|a| !a.starts_with('-')) {
-            let found = if n.contains('/') {
-                self.describe(n)
-                    .filter(|(k, _)| *k == "file")
-                    .map(|(_, p)| p)
-            } else {
-                self.find_in_path(n)
-            };
-            match found {
-                Some(p) => text.push_str(&format!("{p}\n")),
-                None => status = 1,
-            }
-        }
-        let s = self.out_str(&text);
-        if s != 0 { s } else { status }
     }
 
     fn b_command(&mut self, args: &[String]) -> R {

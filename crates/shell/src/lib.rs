@@ -20,6 +20,7 @@ mod portable;
 mod printer;
 pub mod printf;
 mod reactor;
+mod timeout;
 pub mod vars;
 
 use std::sync::Arc;
