@@ -17,6 +17,15 @@ fi
 # The crate graph follows ARCHITECTURE.md's layering table (cheap: cargo metadata only).
 python3 scripts/check-layers.py
 
+# The host tools that guest-tool tests compare against, from Debian when missing (command:package).
+missing=()
+for cp in tree:tree bc:bc file:file strings:binutils column:bsdextrautils zip:zip; do
+    command -v "${cp%%:*}" >/dev/null 2>&1 || missing+=("${cp#*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
 cargo test --workspace --locked "$@"
 
 # The Python module: built by pip through its PEP 517 backend (maturin, from PyPI) into a fresh
