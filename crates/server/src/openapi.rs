@@ -7,7 +7,11 @@ use std::sync::{Arc, OnceLock};
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use utoipa::OpenApi;
+use utoipa::openapi::security::{
+    ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+};
+use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+use utoipa::{Modify, OpenApi};
 
 use crate::App;
 use crate::api;
@@ -44,9 +48,67 @@ struct SandboxApi;
                        (see docs/service.md). Every error carries the `ErrorEnvelope`, or its \
                        RFC 7807 form when `Accept: application/problem+json` is sent."
     ),
-    nest((path = "/api/v1/sandbox", api = SandboxApi))
+    nest((path = "/api/v1/sandbox", api = SandboxApi)),
+    modifiers(&Credentials)
 )]
 pub struct ApiDoc;
+
+/// The credentials of `crate::auth`: a bearer JWT or API key, or an API key in `X-API-Key`.
+/// Without configured keys or JWT secret the server runs without authentication, so no
+/// credential is also a valid choice (the empty requirement). With them, every operation
+/// can answer 401 with the envelope: added here to each one rather than repeated on every
+/// handler.
+struct Credentials;
+
+impl Modify for Credentials {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("a JWT (HS256) or an API key"))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))),
+        );
+        doc.security = Some(vec![
+            SecurityRequirement::new("bearer", Vec::<String>::new()),
+            SecurityRequirement::new("api_key", Vec::<String>::new()),
+            SecurityRequirement::default(),
+        ]);
+        let unauthorized = ResponseBuilder::new()
+            .description("authentication is on and the credentials are missing, invalid or expired")
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("ErrorEnvelope")))
+                    .build(),
+            )
+            .build();
+        for item in doc.paths.paths.values_mut() {
+            for op in [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.delete,
+                &mut item.patch,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                op.responses
+                    .responses
+                    .entry("401".into())
+                    .or_insert_with(|| unauthorized.clone().into());
+            }
+        }
+    }
+}
 
 /// The document, built once.
 pub fn document() -> &'static str {
@@ -90,6 +152,14 @@ mod tests {
             "/api/v1/sandbox/runs/{id}/artifacts/{path}",
         ] {
             assert!(paths.contains_key(p), "{p} missing from the document");
+        }
+        for (p, item) in paths {
+            for (method, op) in item.as_object().unwrap() {
+                assert!(
+                    op["responses"]["401"].is_object(),
+                    "{method} {p} does not document 401"
+                );
+            }
         }
         let schemas = doc["components"]["schemas"].as_object().unwrap();
         for s in [
