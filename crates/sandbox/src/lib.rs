@@ -366,7 +366,7 @@ impl Sandbox {
                 (vfs.activity(), saved)
             };
             let door = self.tool_door();
-            let cfg = self.run_config(inner, deadline, cancel, stdin, &stdout, &stderr, &door);
+            let cfg = self.run_config(inner, deadline, cancel, stdin, [&stdout, &stderr], &door);
             let mut outcome = wasmsand_shell::run(&mut inner.shell, command, cfg);
             let terminated =
                 outcome.abort == Some(Abort::Cancelled) && self.term.swap(false, Ordering::SeqCst);
@@ -486,8 +486,7 @@ impl Sandbox {
         deadline: Instant,
         cancel: CancelToken,
         stdin: Input,
-        stdout: &OutputBuffer,
-        stderr: &OutputBuffer,
+        [stdout, stderr]: [&OutputBuffer; 2],
         door: &Option<wasmsand_exec::Door>,
     ) -> wasmsand_shell::RunConfig {
         wasmsand_shell::RunConfig {
@@ -531,7 +530,14 @@ impl Sandbox {
         let cancel = CancelToken::new();
         *self.running.lock() = Some(cancel.clone());
         inner.shell.status = TERM_STATUS;
-        let cfg = self.run_config(inner, deadline, cancel, Input::Empty, stdout, stderr, door);
+        let cfg = self.run_config(
+            inner,
+            deadline,
+            cancel,
+            Input::Empty,
+            [stdout, stderr],
+            door,
+        );
         // The interrupted script cannot resume: a trap that does not `exit` ends the run as
         // terminated.
         let script = format!("{action}\nexit {TERM_STATUS}");
