@@ -5,6 +5,7 @@ mod api;
 mod artifacts;
 mod common;
 mod mcp;
+mod openapi;
 mod restart;
 mod runs;
 mod uploads;
