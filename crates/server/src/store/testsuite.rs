@@ -1,0 +1,294 @@
+//! The behaviour every store must have, as one suite the unit tests run on the memory and
+//! SQLite stores and the cluster tests run on PostgreSQL too. Public so that tests outside
+//! this crate can run it; it panics on the first difference.
+
+use super::*;
+
+pub fn sample_run(id: &str, phase: Phase) -> RunRecord {
+    RunRecord {
+        id: id.into(),
+        user_id: "u".into(),
+        session_id: None,
+        spec_version: "1.0".into(),
+        runtime: "wasm".into(),
+        runtime_version: "0.1.0".into(),
+        base_image: "wasmsand/default".into(),
+        image_digest: "sha256:00".into(),
+        policy_hash: "ab".into(),
+        command: vec!["echo".into(), "hi".into()],
+        phase,
+        reason_code: None,
+        message: None,
+        exit_code: None,
+        created_at: 1000,
+        starting_at: None,
+        started_at: None,
+        finished_at: None,
+        resource_usage: ResourceUsage::default(),
+        capture_patterns: vec![],
+        artifacts: vec![],
+        artifacts_expired: false,
+        artifacts_capped: false,
+        last_seq: 0,
+        log_truncated: false,
+        frames_dropped: 0,
+    }
+}
+
+/// The behaviour every store must have.
+pub fn exercise(store: &dyn Store) {
+    let mut done = sample_run("r1", Phase::Completed);
+    done.finished_at = Some(2000);
+    done.exit_code = Some(0);
+    done.resource_usage.artifact_bytes = 10;
+    done.artifacts = vec![ArtifactEntry {
+        path: "out.txt".into(),
+        size: 10,
+        kind: "file".into(),
+        content_type: "text/plain".into(),
+    }];
+    store.put_run(&done).unwrap();
+    store.put_run(&sample_run("r2", Phase::Running)).unwrap();
+    store.put_run(&sample_run("r3", Phase::Queued)).unwrap();
+    assert_eq!(store.get_run("r1").unwrap().unwrap(), done);
+    assert!(store.get_run("nope").unwrap().is_none());
+
+    assert_eq!(
+        store.fail_unfinished("server_restart", "m", 5000).unwrap(),
+        2
+    );
+    let r2 = store.get_run("r2").unwrap().unwrap();
+    assert_eq!(r2.phase, Phase::Failed);
+    assert_eq!(r2.reason_code.as_deref(), Some("server_restart"));
+    assert_eq!(r2.finished_at, Some(5000));
+    assert_eq!(
+        store.get_run("r1").unwrap().unwrap().phase,
+        Phase::Completed
+    );
+
+    assert_eq!(store.user_artifact_bytes("u").unwrap(), 10);
+    assert_eq!(store.user_artifact_bytes("other").unwrap(), 0);
+    assert_eq!(store.runs_with_artifacts_before(1999).unwrap().len(), 0);
+    let old = store.runs_with_artifacts_before(2001).unwrap();
+    assert_eq!(old.len(), 1);
+    let mut expired = old[0].clone();
+    expired.artifacts_expired = true;
+    store.put_run(&expired).unwrap();
+    assert_eq!(store.runs_with_artifacts_before(2001).unwrap().len(), 0);
+    assert_eq!(store.user_artifact_bytes("u").unwrap(), 0);
+
+    let e = IdemEntry {
+        endpoint: "runs".into(),
+        user_id: "u".into(),
+        key: "k".into(),
+        fingerprint: "f".into(),
+        object_id: "r1".into(),
+        created_at: 100,
+        status: 202,
+        response: serde_json::json!({"run_id": "r1"}),
+    };
+    store.idem_put(&e).unwrap();
+    assert_eq!(store.idem_get("runs", "u", "k").unwrap().unwrap(), e);
+    assert!(store.idem_get("sessions", "u", "k").unwrap().is_none());
+    assert!(store.idem_get("runs", "v", "k").unwrap().is_none());
+    assert_eq!(store.list_idempotency().unwrap(), vec![e.clone()]);
+    let mut ids: Vec<String> = store
+        .list_runs()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["r1", "r2", "r3"]);
+    assert_eq!(store.idem_purge(100).unwrap(), 0);
+    assert_eq!(store.idem_purge(101).unwrap(), 1);
+    assert!(store.idem_get("runs", "u", "k").unwrap().is_none());
+
+    // Quota view: r2 and r1 were created at 1000 (r2 failed at restart, so none active).
+    let mut live = sample_run("r4", Phase::Running);
+    live.created_at = 9000;
+    store.put_run(&live).unwrap();
+    let mut long = sample_run("r5", Phase::Completed);
+    long.created_at = 8000;
+    long.resource_usage.wall_time_sec = 2.5;
+    store.put_run(&long).unwrap();
+    let u = store.user_usage("u", 8500, 5000, 10_000).unwrap();
+    assert_eq!(u.active_runs, 1);
+    assert_eq!((u.recent_runs, u.oldest_recent), (1, Some(9000)));
+    assert_eq!((u.exec_ms, u.oldest_exec), (2500 + 1000, Some(8000)));
+    assert_eq!(
+        store.user_usage("v", 0, 0, 10_000).unwrap(),
+        UserUsage::default()
+    );
+
+    for (i, (event, run)) in [
+        ("sandbox.run.created", "r4"),
+        ("sandbox.run.running", "r4"),
+        ("sandbox.session.created", ""),
+    ]
+    .iter()
+    .enumerate()
+    {
+        store
+            .put_audit(&AuditEvent {
+                id: format!("a{i}"),
+                ts: 100 + i as i64,
+                event: event.to_string(),
+                user_id: if run.is_empty() {
+                    "v".into()
+                } else {
+                    "u".into()
+                },
+                run_id: (!run.is_empty()).then(|| run.to_string()),
+                session_id: run.is_empty().then(|| "s1".to_string()),
+                body: serde_json::json!({ "event": event }),
+            })
+            .unwrap();
+    }
+    let q = |f: &dyn Fn(&mut AuditQuery)| {
+        let mut q = AuditQuery {
+            limit: 10,
+            ..Default::default()
+        };
+        f(&mut q);
+        store.list_audit(&q).unwrap()
+    };
+    let (all, n) = q(&|_| {});
+    assert_eq!(n, 3);
+    assert_eq!(
+        all.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+        ["a0", "a1", "a2"]
+    );
+    assert_eq!(all[2].body["event"], "sandbox.session.created");
+    let (r4, n) = q(&|q| q.run_id = Some("r4".into()));
+    assert_eq!((r4.len(), n), (2, 2));
+    let (page, n) = q(&|q| {
+        q.user_id = Some("u".into());
+        q.limit = 1;
+        q.offset = 1;
+    });
+    assert_eq!((page[0].id.as_str(), n), ("a1", 2));
+    let (ev, _) = q(&|q| q.event = Some("sandbox.session.created".into()));
+    assert_eq!(ev[0].session_id.as_deref(), Some("s1"));
+    assert_eq!(store.audit_purge(101).unwrap(), 1);
+    assert_eq!(q(&|_| {}).1, 2);
+}
+
+/// The admin list: every filter, both sorts and directions, and paging give the same
+/// answer as the in-memory reference ([`RunQuery::apply`]). Expects an empty store.
+pub fn exercise_queries(store: &dyn Store) {
+    let phases = [
+        Phase::Completed,
+        Phase::Failed,
+        Phase::Running,
+        Phase::Queued,
+        Phase::Killed,
+    ];
+    for i in 0..40i64 {
+        let mut r = sample_run(&format!("q{i:02}"), phases[i as usize % phases.len()]);
+        r.user_id = format!("user{}", i % 3);
+        r.created_at = 1_000 + i * 10;
+        // Some runs share a start time (the tie is broken by created_at, then id); a few
+        // never started.
+        r.started_at = (i % 7 != 0).then_some(2_000 + (i / 2) * 10);
+        r.finished_at = r.phase.is_terminal().then_some(3_000 + i * 5);
+        r.base_image = if i % 4 == 0 {
+            "python:3.11-slim".into()
+        } else {
+            "wasmsand/default".into()
+        };
+        r.image_digest = format!("sha256:{:02x}", i % 5);
+        r.message = (i % 6 == 0).then(|| format!("Nonzero exit {i}"));
+        store.put_run(&r).unwrap();
+    }
+    let all = store.list_runs().unwrap();
+    assert_eq!(all.len(), 40);
+    let base = RunQuery {
+        limit: 200,
+        ..RunQuery::default()
+    };
+    let mut queries = Vec::new();
+    for sort in [RunSort::StartedAt, RunSort::FinishedAt] {
+        for desc in [false, true] {
+            queries.push(RunQuery {
+                sort,
+                desc,
+                ..base.clone()
+            });
+            queries.push(RunQuery {
+                sort,
+                desc,
+                limit: 7,
+                offset: 5,
+                ..base.clone()
+            });
+        }
+    }
+    queries.extend([
+        RunQuery {
+            user_id: Some("user1".into()),
+            ..base.clone()
+        },
+        RunQuery {
+            phase: Some("failed".into()),
+            desc: true,
+            ..base.clone()
+        },
+        RunQuery {
+            runtime: Some("docker".into()),
+            ..base.clone()
+        },
+        RunQuery {
+            image_digest: Some("sha256:03".into()),
+            ..base.clone()
+        },
+        RunQuery {
+            base_image: Some("python:3.11-slim".into()),
+            ..base.clone()
+        },
+        RunQuery {
+            q: Some("PYTHON".into()),
+            ..base.clone()
+        },
+        RunQuery {
+            q: Some("nonzero exit 1".into()),
+            ..base.clone()
+        },
+        // Wildcards of SQL's LIKE are plain characters here.
+        RunQuery {
+            q: Some("%_".into()),
+            ..base.clone()
+        },
+        RunQuery {
+            started_from: Some(2_050),
+            started_to: Some(2_100),
+            ..base.clone()
+        },
+        RunQuery {
+            finished_from: Some(3_100),
+            sort: RunSort::FinishedAt,
+            desc: true,
+            ..base.clone()
+        },
+        RunQuery {
+            user_id: Some("user2".into()),
+            phase: Some("completed".into()),
+            finished_to: Some(3_150),
+            limit: 2,
+            offset: 1,
+            ..base.clone()
+        },
+        RunQuery {
+            offset: 100,
+            ..base.clone()
+        },
+    ]);
+    for q in queries {
+        let got = store.query_runs(&q).unwrap();
+        let want = q.apply(all.clone());
+        let ids = |p: &RunPage| p.items.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&got), ids(&want), "items of {q:?}");
+        assert_eq!(got.total, want.total, "total of {q:?}");
+        assert_eq!(got.items, want.items, "records of {q:?}");
+    }
+}
