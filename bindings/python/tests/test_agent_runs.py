@@ -83,3 +83,14 @@ def test_bad_blobs_raise_and_leave_nothing_running(transport: str) -> None:
     newer[8] = 2
     with pytest.raises(ValueError, match="newer wasmsand"):
         Sandbox.import_state(bytes(newer), transport=transport)
+
+
+def test_the_examples_in_docs_runs_md_run() -> None:
+    import pathlib
+    import re
+
+    doc = pathlib.Path(__file__).resolve().parents[3] / "docs" / "runs.md"
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)
+    assert len(blocks) == 3
+    for code in blocks:
+        exec(compile(code, str(doc), "exec"), {})
