@@ -569,3 +569,68 @@ fn server_answers_bad_lines_at_once() {
     assert_eq!(seen[3]["error"]["message"], "sandboxId must be a string");
     assert_eq!(seen.len(), 4);
 }
+
+/// Whether `got` has everything `want` shows: members `want` leaves out may be there, arrays
+/// match element by element, and the string `"<any>"` matches any value.
+fn shows(want: &Value, got: &Value) -> bool {
+    match (want, got) {
+        (Value::String(s), _) if s == "<any>" => true,
+        (Value::Object(w), Value::Object(g)) => w
+            .iter()
+            .all(|(k, v)| g.get(k).is_some_and(|gv| shows(v, gv))),
+        (Value::Array(w), Value::Array(g)) => {
+            w.len() == g.len() && w.iter().zip(g).all(|(a, b)| shows(a, b))
+        }
+        _ => want == got,
+    }
+}
+
+#[test]
+fn protocol_page_examples_hold() {
+    let page = include_str!("../../../docs/protocol.md");
+    let mut blocks = Vec::new();
+    let mut current: Option<Vec<&str>> = None;
+    for line in page.lines() {
+        match (&mut current, line.trim_end()) {
+            (None, "```jsonl") => current = Some(Vec::new()),
+            (Some(_), "```") => blocks.push(current.take().expect("open block")),
+            (Some(b), l) => b.push(l),
+            (None, _) => {}
+        }
+    }
+    assert!(blocks.len() >= 8, "docs/protocol.md lost its examples");
+    let mut checked = 0;
+    for (n, block) in blocks.iter().enumerate() {
+        let d = d();
+        let mut lines = block.iter().peekable();
+        while let Some(line) = lines.next() {
+            let req = line
+                .strip_prefix("> ")
+                .unwrap_or_else(|| panic!("block {n}: expected a `> ` request, got {line}"));
+            let req: Value = serde_json::from_str(req).expect("example requests are JSON");
+            let sent = Arc::new(parking_lot::Mutex::new(Vec::new()));
+            let sink = sent.clone();
+            let notify: Notify = Arc::new(move |v| sink.lock().push(v));
+            let answer = d.handle(&req, &notify);
+            let mut got: Vec<Value> = sent.lock().clone();
+            got.extend(answer);
+            let mut want = Vec::new();
+            while let Some(l) = lines.next_if(|l| l.starts_with("< ")) {
+                want.push(serde_json::from_str::<Value>(&l[2..]).expect("examples are JSON"));
+            }
+            assert_eq!(
+                want.len(),
+                got.len(),
+                "block {n}, request {req}: expected {want:?}, got {got:?}"
+            );
+            for (w, g) in want.iter().zip(&got) {
+                assert!(
+                    shows(w, g),
+                    "block {n}, request {req}:\n want {w}\n got  {g}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 30, "only {checked} answers checked");
+}
