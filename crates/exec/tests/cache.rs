@@ -61,6 +61,7 @@ fn memory_then_disk_hits() {
     assert_eq!((s.compiles, s.disk_hits), (0, 1));
 }
 
+// Threat: T-CACHE-POISON (docs/security.md)
 #[test]
 fn corrupt_or_truncated_entries_are_recompiled_never_fatal() {
     let dir = tempfile::tempdir().unwrap();
@@ -119,6 +120,7 @@ fn invalid_wasm_is_a_clear_error() {
     );
 }
 
+// Threat: T-CACHE-POISON (docs/security.md)
 #[test]
 fn an_entry_of_another_module_is_rejected_never_run() {
     let dir = tempfile::tempdir().unwrap();
@@ -154,6 +156,7 @@ fn cache_fill_child() {
         .unwrap();
 }
 
+// Threat: T-CACHE-POISON (docs/security.md)
 #[test]
 fn two_processes_filling_the_cache_at_once_leave_it_sound() {
     let dir = tempfile::tempdir().unwrap();

@@ -28,6 +28,7 @@ fn marker_guest() -> wasmsand_exec::Program {
     exec().load(wat.as_bytes()).unwrap()
 }
 
+// Threat: T-ESCAPE-STDIO (docs/security.md)
 #[test]
 fn guest_stdio_never_reaches_the_host_process() {
     if std::env::var_os("WASMSAND_ISOLATION_CHILD").is_some() {
@@ -79,6 +80,7 @@ fn root_is_exactly_the_sandbox_tree() {
     );
 }
 
+// Threat: T-ESCAPE-FS (docs/security.md)
 #[test]
 fn host_files_are_unreachable() {
     let vfs = vfs();
@@ -144,6 +146,7 @@ fn scribbler(pages: u32, offset: u32) -> wasmsand_exec::Program {
     exec().load(wat.as_bytes()).unwrap()
 }
 
+// Threat: T-LEAK-RUNS (docs/security.md)
 #[test]
 fn memory_of_one_run_never_reaches_the_next() {
     // Linear memories are reused between runs; each run must still start from its module's
@@ -200,6 +203,7 @@ fn image_guest() -> wasmsand_exec::Program {
     exec().load(wasm).unwrap()
 }
 
+// Threat: T-LEAK-RUNS (docs/security.md)
 #[test]
 fn memory_images_start_every_run_pristine() {
     let program = image_guest();

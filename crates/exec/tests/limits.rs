@@ -15,6 +15,7 @@ fn spec(argv: &[&str]) -> RunSpec {
     RunSpec::new(vfs(), argv.iter().copied())
 }
 
+// Threat: T-EXHAUST-CPU (docs/security.md)
 #[test]
 fn spinning_guest_is_stopped_by_its_deadline_and_the_next_run_works() {
     let vfs = vfs();
@@ -159,6 +160,7 @@ fn cancelling_from_another_thread_stops_the_run() {
     assert_eq!(out.exit, Exit::Cancelled);
 }
 
+// Threat: T-EXHAUST-OUTPUT (docs/security.md)
 #[test]
 fn output_cap_applies_while_running_with_streaming() {
     let chunks = Arc::new(parking_lot::Mutex::new(0usize));
@@ -174,6 +176,7 @@ fn output_cap_applies_while_running_with_streaming() {
     assert!(buf.snapshot().truncated());
 }
 
+// Threat: T-EXHAUST-CPU (docs/security.md)
 #[test]
 fn deadline_lands_safely_while_a_guest_makes_syscalls_nonstop() {
     // `cat /dev/zero > /dev/null` spends its time in wrapped WASI calls that call back into

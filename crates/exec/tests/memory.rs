@@ -23,6 +23,7 @@ fn host_memory_stays_bounded() {
     flooding_guest_keeps_host_memory_bounded_by_the_cap();
 }
 
+// Threat: T-EXHAUST-MEMORY (docs/security.md)
 fn allocating_guest_fails_under_its_memory_cap_and_the_host_stays_small() {
     let before = rss();
     let err = OutputBuffer::new(1 << 16);
@@ -44,6 +45,7 @@ fn allocating_guest_fails_under_its_memory_cap_and_the_host_stays_small() {
     assert_eq!(again.exit, Exit::Code(0));
 }
 
+// Threat: T-EXHAUST-MEMORY (docs/security.md)
 fn flooding_guest_keeps_host_memory_bounded_by_the_cap() {
     let before = rss();
     let buf = OutputBuffer::new(1 << 20);

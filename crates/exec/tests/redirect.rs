@@ -98,6 +98,7 @@ fn stdin_from_a_file_is_seekable_and_shared() {
     assert_eq!(out.snapshot().to_text().text, "three\n");
 }
 
+// Threat: T-EXHAUST-FILES (docs/security.md)
 #[test]
 fn writing_past_the_byte_limit_through_a_redirection_fails_with_enospc() {
     let vfs = vfs_with(VfsOptions {

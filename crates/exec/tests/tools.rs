@@ -476,6 +476,7 @@ fn tools_with_nondeterministic_or_sandbox_specific_output() {
     assert_eq!(r.code(), 1);
 }
 
+// Threat: T-EXHAUST-FILES (docs/security.md)
 #[test]
 fn guest_writes_respect_vfs_limits() {
     use wasmsand_vfs::VfsOptions;

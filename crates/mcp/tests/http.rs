@@ -67,6 +67,7 @@ async fn call(c: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> Ca
         .expect("call")
 }
 
+// Threat: T-TENANT (docs/security.md)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_belong_to_the_principal_and_count_against_its_cap() {
     let mcp = Mcp::new(McpConfig {

@@ -327,6 +327,7 @@ fn without_tools_the_guest_gets_a_clear_error() {
     );
 }
 
+// Threat: T-LEAK-RUNS (docs/security.md)
 /// Every `python3` starts from the pristine snapshot (memory image, fresh instance): nothing a
 /// run leaves in the interpreter — a global, an imported module, an open descriptor, a changed
 /// builtin — is there in the next run, in a fork, or in another sandbox. Files are the

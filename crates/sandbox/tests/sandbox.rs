@@ -67,6 +67,7 @@ fn truncates_stderr_past_stderr_bytes() {
     );
 }
 
+// Threat: T-EXHAUST-FILES (docs/security.md)
 #[test]
 fn file_count_limit_reaches_the_vfs() {
     let sb = with_limits(|l| l.file_count = 1);
@@ -116,6 +117,7 @@ fn no_truncation_within_limits() {
 
 // ---- timeouts of every kind ----
 
+// Threat: T-EXHAUST-CPU (docs/security.md)
 #[test]
 fn deadline_stops_loops_guests_and_sleeps() {
     let sb = sandbox();
@@ -360,6 +362,7 @@ fn eight_forks_run_at_once() {
 
 // ---- hostile scripts ----
 
+// Threat: T-EXHAUST-PROCESSES (docs/security.md)
 #[test]
 fn hostile_scripts_end_with_an_error_and_leave_the_sandbox_usable() {
     for (cmd, needle) in [
@@ -385,6 +388,7 @@ fn hostile_scripts_end_with_an_error_and_leave_the_sandbox_usable() {
     }
 }
 
+// Threat: T-EXHAUST-PROCESSES (docs/security.md)
 #[test]
 fn deep_command_substitution_and_eval_are_bounded() {
     let sb = sandbox();
@@ -395,6 +399,7 @@ fn deep_command_substitution_and_eval_are_bounded() {
     assert_eq!(sb.run("echo ok").unwrap().stdout, "ok\n");
 }
 
+// Threat: T-EXHAUST-OUTPUT (docs/security.md)
 #[test]
 fn oversized_printf_field_is_a_limit_not_a_silent_cut() {
     let sb = sandbox();

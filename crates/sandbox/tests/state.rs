@@ -69,6 +69,7 @@ fn removed_and_replaced_layout_entries_round_trip() {
     );
 }
 
+// Threat: T-STATE-BLOB (docs/security.md)
 #[test]
 fn a_keyed_blob_needs_its_key() {
     let sb = busy_sandbox();
@@ -109,6 +110,7 @@ fn import_err(blob: &[u8], opts: ImportOptions) -> String {
     }
 }
 
+// Threat: T-STATE-BLOB (docs/security.md)
 #[test]
 fn bad_blobs_are_refused_with_their_reason() {
     let sb = busy_sandbox();
@@ -153,6 +155,7 @@ fn bad_blobs_are_refused_with_their_reason() {
     assert!(Sandbox::import_state(&blob, d()).is_ok());
 }
 
+// Threat: T-STATE-BLOB (docs/security.md)
 #[test]
 fn state_that_does_not_fit_its_limits_is_refused() {
     // Files given at creation are part of the layout and do not count against the file

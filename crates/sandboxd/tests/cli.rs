@@ -104,6 +104,7 @@ fn limit_flags_apply() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+// Threat: T-EXHAUST-MEMORY (docs/security.md)
 #[test]
 fn memory_limit_stops_a_program_not_the_server() {
     // awk building a large string needs far more than 8 MiB of linear memory.

@@ -666,6 +666,7 @@ fn post_initialize(port: u16, host: &str, origin: Option<&str>) -> u16 {
     status.parse().unwrap()
 }
 
+// Threat: T-BROWSER-REBIND (docs/security.md)
 #[test]
 fn http_accepts_only_allowed_hosts_and_origins() {
     let (mut child, url) = http_server(&[]);

@@ -263,6 +263,7 @@ fn protocol_errors() {
     );
 }
 
+// Threat: T-RPC-ABUSE (docs/security.md)
 #[test]
 fn oversized_line_is_refused_and_the_next_line_works() {
     let mut d = Daemon::start(&[]);

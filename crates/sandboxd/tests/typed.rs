@@ -131,6 +131,7 @@ fn status_reports_uptime_memory_and_readiness() {
     );
 }
 
+// Threat: T-RPC-ABUSE (docs/security.md)
 #[test]
 fn malformed_requests_still_echo_their_id() {
     let mut d = Daemon::start(&[]);

@@ -29,6 +29,7 @@ fn assert_depth_error(src: String) {
     );
 }
 
+// Threat: T-PARSER (docs/security.md)
 #[test]
 fn deep_nesting_hits_the_limit_on_a_small_stack() {
     let n = 100_000;
@@ -67,6 +68,7 @@ fn nesting_below_the_limit_parses_on_a_small_stack() {
     }
 }
 
+// Threat: T-PARSER (docs/security.md)
 #[test]
 fn long_flat_input_is_fast() {
     let cases = [

@@ -285,6 +285,7 @@ fn symlink_loops_end_with_eloop() {
     assert_eq!(errno(v.read("/tmp/c40")), Errno::ELOOP);
 }
 
+// Threat: T-ESCAPE-FS (docs/security.md)
 #[test]
 fn paths_never_escape_the_root() {
     let mut v = fs();

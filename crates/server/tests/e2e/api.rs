@@ -163,6 +163,7 @@ async fn images_unknown_names_are_refused_and_aliases_resolve() {
     assert_eq!(status["base_image"], "python:3.11-slim");
 }
 
+// Threat: T-RPC-ABUSE (docs/security.md)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_bodies_are_4xx_and_the_server_stays_usable() {
     let srv = TestServer::start().await;

@@ -150,6 +150,7 @@ async fn multipart_tar_tgz_and_zip_uploads_land_in_the_workspace() {
     assert_eq!(stdout(&frames), "one\ntwo\ntar\ntgz\nzip\n");
 }
 
+// Threat: T-UPLOAD (docs/security.md)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_refused_upload_writes_nothing() {
     let srv = TestServer::with(|c| {
@@ -290,6 +291,7 @@ async fn every_refused_upload_writes_nothing() {
     assert_eq!(s, StatusCode::NOT_FOUND);
 }
 
+// Threat: T-UPLOAD (docs/security.md)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decompression_bombs_are_stopped_while_streaming() {
     let srv = TestServer::with(|c| c.max_upload_ratio = 20).await;
