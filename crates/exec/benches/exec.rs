@@ -57,6 +57,72 @@ fn runs(c: &mut Criterion) {
     group.finish();
 }
 
+/// One run of each devtools guest on a small input: what an agent's `bc`, `tree` or `file`
+/// costs per call (instantiation dominates).
+fn devtools(c: &mut Criterion) {
+    let exec = Exec::new(ExecOptions {
+        cache_dir: None,
+        no_disk_cache: true,
+    });
+    let vfs = Arc::new(Mutex::new(Vfs::with_standard_layout(VfsOptions::default())));
+    {
+        let mut v = vfs.lock();
+        v.mkdir_p("/home/user/p/src/sub").unwrap();
+        for f in ["a.rs", "b.rs", "sub/c.rs", "sub/d.txt"] {
+            v.write(&format!("/home/user/p/src/{f}"), b"fn main() {}\n")
+                .unwrap();
+        }
+        v.write("/home/user/p/README.md", b"# p\n").unwrap();
+        let mut bin = b"\x7fELF\x02\x01\x01\0".to_vec();
+        bin.extend((0..1024u32).map(|i| (i * 7 % 251) as u8));
+        v.write("/home/user/p/bin", bin).unwrap();
+    }
+    let table = Bytes::from_static(b"name qty price\napple 3 1.25\nbanana 12 0.5\nkiwi 100 2\n");
+    let mut group = c.benchmark_group("devtools");
+    for (name, argv, stdin) in [
+        ("expr_add", vec!["expr", "3", "+", "4"], Bytes::new()),
+        (
+            "bc_l_pi_scale20",
+            vec!["bc", "-l"],
+            Bytes::from_static(b"4*a(1)\n"),
+        ),
+        ("bc_2pow1000", vec!["bc"], Bytes::from_static(b"2^1000\n")),
+        ("column_t_4_lines", vec!["column", "-t"], table.clone()),
+        (
+            "strings_1KiB",
+            vec!["strings", "/home/user/p/bin"],
+            Bytes::new(),
+        ),
+        ("tree_7_entries", vec!["tree", "/home/user/p"], Bytes::new()),
+        (
+            "file_3_files",
+            vec![
+                "file",
+                "/home/user/p/bin",
+                "/home/user/p/README.md",
+                "/home/user/p/src",
+            ],
+            Bytes::new(),
+        ),
+    ] {
+        let program = exec
+            .load(wasmsand_tools::wasm_for_tool(argv[0]).unwrap())
+            .unwrap();
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let out = OutputBuffer::new(1 << 20);
+                let mut spec = RunSpec::new(vfs.clone(), argv.iter().copied());
+                spec.stdin = Input::Bytes(stdin.clone());
+                spec.stdout = out.clone().into();
+                let r = exec.run(&program, spec).unwrap();
+                assert_eq!(r.exit.status(), 0, "{name}");
+                black_box(out.snapshot().len())
+            })
+        });
+    }
+    group.finish();
+}
+
 fn loads(c: &mut Criterion) {
     let wasm = wasmsand_tools::wasm_for_tool("cat").unwrap();
     let mut group = c.benchmark_group("load_coreutils");
@@ -87,5 +153,5 @@ fn loads(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, runs, loads);
+criterion_group!(benches, runs, devtools, loads);
 criterion_main!(benches);
