@@ -587,21 +587,24 @@ impl Store for PostgresStore {
                 .iter()
                 .map(|p| p.as_ref() as &(dyn ToSql + Sync))
                 .collect();
-            let total: i64 = c
-                .query_one(&format!("SELECT COUNT(*) FROM sandbox_runs {where_}"), &refs)
-                .await
-                .map_err(err)?
-                .get(0);
-            let rows = c
-                .query(
-                    &format!(
-                        "SELECT body::text FROM sandbox_runs {where_} ORDER BY {order} LIMIT {} OFFSET {}",
-                        q.limit, q.offset
-                    ),
-                    &refs,
-                )
-                .await
-                .map_err(err)?;
+            // The page's ids come from the index alone (no record read for the rows an
+            // offset skips), then only its records are read, in the page's order. The count
+            // goes down the same connection at the same time.
+            let count_sql = format!("SELECT COUNT(*) FROM sandbox_runs {where_}");
+            let page_sql = format!(
+                "SELECT r.body::text FROM unnest(ARRAY(
+                     SELECT id FROM sandbox_runs {where_} ORDER BY {order} LIMIT {} OFFSET {}
+                 )) WITH ORDINALITY AS p(id, n)
+                 JOIN sandbox_runs r ON r.id = p.id ORDER BY p.n",
+                q.limit, q.offset
+            );
+            let (count, rows) = futures::future::try_join(
+                c.query_one(&count_sql, &refs),
+                c.query(&page_sql, &refs),
+            )
+            .await
+            .map_err(err)?;
+            let total: i64 = count.get(0);
             Ok(RunPage {
                 items: decode_runs(rows)?,
                 total: to_u64(total),
