@@ -13,6 +13,7 @@ use crate::App;
 use crate::error::{ApiError, ApiResult};
 use crate::store::{self, RunRecord};
 use crate::util::iso;
+use crate::views::ErrorEnvelope;
 
 const MAX_LIMIT: usize = 200;
 
@@ -74,6 +75,31 @@ async fn all_runs(app: &Arc<App>) -> ApiResult<Vec<RunRecord>> {
     Ok(runs)
 }
 
+#[utoipa::path(
+    get,
+    path = "/admin/runs",
+    tag = "admin",
+    params(
+        ("limit" = Option<u64>, Query, minimum = 1, maximum = 200, description = "page size (default 50)"),
+        ("offset" = Option<u64>, Query, description = "items to skip"),
+        ("user_id" = Option<String>, Query),
+        ("phase" = Option<String>, Query, description = "queued, starting, running, completed, failed, timed_out or killed"),
+        ("runtime" = Option<String>, Query),
+        ("image_digest" = Option<String>, Query),
+        ("base_image" = Option<String>, Query),
+        ("q" = Option<String>, Query, description = "substring of the base image or message"),
+        ("started_at_from" = Option<String>, Query, format = DateTime),
+        ("started_at_to" = Option<String>, Query, format = DateTime),
+        ("finished_at_from" = Option<String>, Query, format = DateTime),
+        ("finished_at_to" = Option<String>, Query, format = DateTime),
+        ("sort" = Option<String>, Query, description = "started_at or finished_at, with :asc or :desc"),
+    ),
+    responses(
+        (status = 200, description = "`items`, `total`, `limit`, `offset`, `has_more`", body = Object),
+        (status = 400, description = "a bad filter, limit, offset or sort", body = ErrorEnvelope),
+        (status = 403, description = "not an admin", body = ErrorEnvelope),
+    )
+)]
 pub async fn list_runs(
     State(app): State<Arc<App>>,
     Query(q): Query<HashMap<String, String>>,
@@ -160,6 +186,17 @@ pub async fn list_runs(
     .into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/admin/runs/{id}",
+    tag = "admin",
+    params(("id" = String, Path, description = "run id")),
+    responses(
+        (status = 200, description = "the run in full, with `resource_usage` and its artifacts", body = Object),
+        (status = 403, description = "not an admin", body = ErrorEnvelope),
+        (status = 404, description = "no such run", body = ErrorEnvelope),
+    )
+)]
 pub async fn get_run(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResult<Response> {
     let r = app
         .run_record(&id)
@@ -185,6 +222,22 @@ pub async fn get_run(State(app): State<Arc<App>>, Path(id): Path<String>) -> Api
     Ok(axum::Json(v).into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/admin/idempotency",
+    tag = "admin",
+    params(
+        ("limit" = Option<u64>, Query, minimum = 1, maximum = 200, description = "page size (default 50)"),
+        ("offset" = Option<u64>, Query, description = "items to skip"),
+        ("endpoint" = Option<String>, Query, description = "runs, sessions or any"),
+        ("user_id" = Option<String>, Query),
+    ),
+    responses(
+        (status = 200, description = "`items`, `total`, `limit`, `offset`, `has_more`", body = Object),
+        (status = 400, description = "a bad filter, limit or offset", body = ErrorEnvelope),
+        (status = 403, description = "not an admin", body = ErrorEnvelope),
+    )
+)]
 pub async fn list_idempotency(
     State(app): State<Arc<App>>,
     Query(q): Query<HashMap<String, String>>,
@@ -224,6 +277,20 @@ pub async fn list_idempotency(
     .into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/admin/usage",
+    tag = "admin",
+    params(
+        ("limit" = Option<u64>, Query, minimum = 1, maximum = 200, description = "page size (default 50)"),
+        ("offset" = Option<u64>, Query, description = "items to skip"),
+    ),
+    responses(
+        (status = 200, description = "`items`: artifact bytes per user, largest first", body = Object),
+        (status = 400, description = "a bad limit or offset", body = ErrorEnvelope),
+        (status = 403, description = "not an admin", body = ErrorEnvelope),
+    )
+)]
 pub async fn usage(
     State(app): State<Arc<App>>,
     Query(q): Query<HashMap<String, String>>,

@@ -14,7 +14,7 @@ use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::App;
-use crate::api;
+use crate::{admin, api};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -30,12 +30,17 @@ use crate::api;
         api::cancel_run,
         api::list_artifacts,
         api::get_artifact,
+        admin::list_runs,
+        admin::get_run,
+        admin::list_idempotency,
+        admin::usage,
     ),
     tags(
         (name = "runtimes", description = "what this server runs"),
         (name = "sessions", description = "sandboxes kept between runs, and uploads into them"),
         (name = "runs", description = "commands executed in the background, their live log and cancel"),
         (name = "artifacts", description = "files captured after a run"),
+        (name = "admin", description = "read-only operator views (admins only when authentication is on)"),
     )
 )]
 struct SandboxApi;
