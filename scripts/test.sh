@@ -16,6 +16,8 @@ fi
 
 # The crate graph follows ARCHITECTURE.md's layering table (cheap: cargo metadata only).
 python3 scripts/check-layers.py
+# docs/security.md's threats and the tests that cover them name each other.
+python3 scripts/check-security.py
 
 # The host tools that guest-tool tests compare against, from Debian when missing (command:package).
 missing=()
@@ -24,6 +26,14 @@ for cp in tree:tree bc:bc file:file strings:binutils column:bsdextrautils zip:zi
 done
 if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# PostgreSQL's server binaries for the replicated-service tests (crates/sandboxd/tests/cluster):
+# the tests start their own throw-away cluster on a loopback port under target/ and stop it.
+# Under CI=true those tests fail, not skip, when no server can be started.
+if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null) ||
+        echo "test.sh: could not install postgresql" >&2
 fi
 
 cargo test --workspace --locked "$@"
