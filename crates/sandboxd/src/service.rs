@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use wasmsand_server::{Config, StoreConfig};
+use wasmsand_server::{StoreConfig, settings};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -18,6 +18,18 @@ pub struct ServeArgs {
     /// directory) or `sqlite:PATH` [default: sqlite]
     #[arg(long, value_name = "STORE")]
     store: Option<String>,
+    /// A configuration file (TOML if it ends in .toml, else JSON) of `SANDBOX_*` settings
+    /// (keys may drop the prefix and be lower case); the environment and `--set` win over
+    /// it [default: $SANDBOX_CONFIG_FILE]
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// API keys, one `SHA256HEX USER [admin]` a line (same as SANDBOX_API_KEYS_FILE)
+    #[arg(long, value_name = "FILE")]
+    api_keys_file: Option<PathBuf>,
+    /// Any setting, e.g. `--set SANDBOX_USER_RUNS_PER_MINUTE=30` (repeatable; wins over the
+    /// environment and the file)
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -34,23 +46,49 @@ fn default_data_dir() -> PathBuf {
     }
 }
 
-/// Configuration from `SANDBOX_*` variables, then the flags.
+/// Configuration from the file, `SANDBOX_*` variables and `--set`, then the other flags.
 pub fn serve(args: ServeArgs, cache_dir: Option<PathBuf>) -> u8 {
-    let mut config = match Config::from_env() {
+    let file = args
+        .config
+        .or_else(|| std::env::var_os("SANDBOX_CONFIG_FILE").map(PathBuf::from));
+    let mut overrides = match settings::parse_overrides(&args.set) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("sandboxd serve: {e}");
+            return 2;
+        }
+    };
+    if let Some(p) = args.api_keys_file {
+        overrides.insert(
+            "SANDBOX_API_KEYS_FILE".into(),
+            p.to_string_lossy().into_owned(),
+        );
+    }
+    let from_file = match file.as_deref().map(settings::read_file).transpose() {
+        Ok(f) => f.unwrap_or_default(),
+        Err(e) => {
+            eprintln!("sandboxd serve: --config: {e}");
+            return 2;
+        }
+    };
+    let mut config = match settings::load(file.as_deref(), |k| std::env::var(k).ok(), &overrides) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("sandboxd serve: {e}");
             return 2;
         }
     };
-    let env_has_data_dir = std::env::var_os("SANDBOX_DATA_DIR").is_some();
+    // A setting named by any source, not only the environment.
+    let named = |k: &str| {
+        std::env::var_os(k).is_some() || overrides.contains_key(k) || from_file.contains_key(k)
+    };
+    let env_has_data_dir = named("SANDBOX_DATA_DIR");
     if let Some(d) = args.data_dir {
         config.data_dir = d;
     } else if !env_has_data_dir {
         config.data_dir = default_data_dir();
     }
-    let env_has_store = std::env::var_os("SANDBOX_STORE_BACKEND").is_some()
-        || std::env::var_os("SANDBOX_STORE_DB_PATH").is_some();
+    let env_has_store = named("SANDBOX_STORE_BACKEND") || named("SANDBOX_STORE_DB_PATH");
     match args.store {
         Some(s) => match StoreConfig::parse(&s, &config.data_dir) {
             Ok(store) => config.store = store,

@@ -6,13 +6,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -20,10 +20,13 @@ use wasmsand::Sandbox;
 
 use crate::App;
 use crate::artifacts;
+use crate::audit;
+use crate::auth::Principal;
 use crate::config::MIB;
 use crate::error::{ApiError, ApiResult};
 use crate::images::DEFAULT_IMAGE;
 use crate::logs::RunLog;
+use crate::observe::TraceId;
 use crate::runs::{self, Admission, LiveRun, RunSpec, StopCause};
 use crate::sessions::Session;
 use crate::store::{self, IdemEntry, Phase, RunRecord};
@@ -61,7 +64,14 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/admin/runs", get(crate::admin::list_runs))
         .route("/admin/runs/{id}", get(crate::admin::get_run))
         .route("/admin/idempotency", get(crate::admin::list_idempotency))
-        .route("/admin/usage", get(crate::admin::usage));
+        .route("/admin/usage", get(crate::admin::usage))
+        .route("/admin/usage/summary", get(crate::admin_ops::usage_summary))
+        .route("/admin/metrics", get(crate::admin_ops::metrics_json))
+        .route("/admin/audit", get(crate::admin_ops::audit))
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            crate::auth::authenticate,
+        ));
     Router::new()
         .route("/openapi.json", get(crate::openapi::serve))
         .route(&format!("{BASE}/openapi.json"), get(crate::openapi::serve))
@@ -284,6 +294,7 @@ fn json_response(status: StatusCode, body: &Value, extra: &[(HeaderName, String)
 /// the first answer, a different body under the same key a 409.
 async fn idempotent<F, Fut>(
     app: &Arc<App>,
+    user: &str,
     endpoint: &'static str,
     headers: &HeaderMap,
     body: &Value,
@@ -317,7 +328,7 @@ where
             Err(e) => e.into_response(),
         };
     };
-    let user = app.config.user_id.clone();
+    let user = user.to_string();
     let fingerprint = sha256_hex(canonical_json(body).as_bytes());
     let lock_name = format!("{endpoint}\0{user}\0{key}");
     let lock = {
@@ -503,82 +514,109 @@ pub(crate) struct SessionRequest {
         (status = 503, description = "runtime unavailable, or the server is shutting down", body = ErrorEnvelope),
     )
 )]
-async fn create_session(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
+async fn create_session(
+    State(app): State<Arc<App>>,
+    principal: Principal,
+    trace: Option<Extension<TraceId>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let value = match read_json(&headers, body).await {
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };
     let app2 = app.clone();
     let v2 = value.clone();
-    idempotent(&app, "sessions", &headers, &value, move || async move {
-        let app = app2;
-        let spec_version = check_spec_version(&app, &v2)?;
-        let req: SessionRequest = typed(&v2)?;
-        check_runtime(&app, req.runtime.as_deref())?;
-        let image = check_image(&app, req.base_image.as_deref().unwrap_or(DEFAULT_IMAGE))?;
-        let network_policy = check_network(req.network_policy.as_deref())?;
-        let (cpu, memory_mb) = normalize_resources(&app, req.resources)?;
-        let env = req.env.unwrap_or_default();
-        check_env(&env)?;
-        let timeout_sec = check_timeout(
-            &app,
-            "timeout_sec",
-            req.timeout_sec,
-            app.config.default_exec_timeout_sec,
-        )?;
-        let ttl = match req.ttl_sec {
-            Some(0) => return Err(ApiError::invalid("ttl_sec must be at least 1")),
-            Some(t) => t.min(app.config.session_max_ttl_sec),
-            None => app.config.session_default_ttl_sec,
-        };
-        if app.is_shutting_down() {
-            return Err(shutting_down());
-        }
-        let opts = runs::sandbox_options(
-            &app,
-            memory_mb,
-            env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        );
-        let sandbox = tokio::task::spawn_blocking(move || Sandbox::new(opts))
-            .await
-            .map_err(|e| ApiError::internal(format!("cannot create the sandbox: {e}")))?;
-        let now = now_ms();
-        let session = Arc::new(Session {
-            id: new_id(),
-            sandbox: Arc::new(sandbox),
-            base_image: req.base_image.unwrap_or_else(|| image.to_string()),
-            image_digest: app.images.digest().await,
-            spec_version,
-            created_at: now,
-            expires_at: AtomicI64::new(now + ttl as i64 * 1000),
-            env,
-            labels: req.labels.unwrap_or_default(),
-            cpu,
-            memory_mb,
-            timeout_sec,
-            network_policy,
-            lock: Arc::new(tokio::sync::Mutex::new(())),
-        });
-        if !app.insert_session(session.clone()) {
-            session.sandbox.destroy();
-            return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "quota_exceeded",
-                format!(
-                    "the server holds its maximum of {} sessions",
-                    app.config.max_sessions
-                ),
-            )
-            .with_details(json!({ "max_sessions": app.config.max_sessions })));
-        }
-        Ok(Created {
-            status: StatusCode::CREATED,
-            body: serde_json::to_value(session.view(&app.policy_hash))
-                .map_err(|e| ApiError::internal(e.to_string()))?,
-            object_id: session.id.clone(),
-            headers: Vec::new(),
-        })
-    })
+    let user = principal.user_id.clone();
+    let source = audit::source_of(&headers);
+    idempotent(
+        &app,
+        &principal.user_id,
+        "sessions",
+        &headers,
+        &value,
+        move || async move {
+            let app = app2;
+            let spec_version = check_spec_version(&app, &v2)?;
+            let req: SessionRequest = typed(&v2)?;
+            check_runtime(&app, req.runtime.as_deref())?;
+            let image = check_image(&app, req.base_image.as_deref().unwrap_or(DEFAULT_IMAGE))?;
+            let network_policy = check_network(req.network_policy.as_deref())?;
+            let (cpu, memory_mb) = normalize_resources(&app, req.resources)?;
+            let env = req.env.unwrap_or_default();
+            check_env(&env)?;
+            let timeout_sec = check_timeout(
+                &app,
+                "timeout_sec",
+                req.timeout_sec,
+                app.config.default_exec_timeout_sec,
+            )?;
+            let ttl = match req.ttl_sec {
+                Some(0) => return Err(ApiError::invalid("ttl_sec must be at least 1")),
+                Some(t) => t.min(app.config.session_max_ttl_sec),
+                None => app.config.session_default_ttl_sec,
+            };
+            if app.is_shutting_down() {
+                return Err(shutting_down());
+            }
+            let opts = runs::sandbox_options(
+                &app,
+                memory_mb,
+                env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            );
+            let sandbox = tokio::task::spawn_blocking(move || Sandbox::new(opts))
+                .await
+                .map_err(|e| ApiError::internal(format!("cannot create the sandbox: {e}")))?;
+            let now = now_ms();
+            let session = Arc::new(Session {
+                id: new_id(),
+                sandbox: Arc::new(sandbox),
+                base_image: req.base_image.unwrap_or_else(|| image.to_string()),
+                image_digest: app.images.digest().await,
+                spec_version,
+                created_at: now,
+                expires_at: AtomicI64::new(now + ttl as i64 * 1000),
+                env,
+                labels: req.labels.unwrap_or_default(),
+                cpu,
+                memory_mb,
+                timeout_sec,
+                network_policy,
+                lock: Arc::new(tokio::sync::Mutex::new(())),
+                owner: user.clone(),
+            });
+            if !app.insert_session(session.clone()) {
+                session.sandbox.destroy();
+                return Err(ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "quota_exceeded",
+                    format!(
+                        "the server holds its maximum of {} sessions",
+                        app.config.max_sessions
+                    ),
+                )
+                .with_details(json!({ "max_sessions": app.config.max_sessions })));
+            }
+            crate::observe::session_created(&app);
+            audit::session_created(
+                &app,
+                &user,
+                &session.id,
+                &session.base_image,
+                &session.image_digest,
+                &session.spec_version,
+                &source,
+                trace.as_ref().map(|t| t.0.0.as_str()),
+            );
+            Ok(Created {
+                status: StatusCode::CREATED,
+                body: serde_json::to_value(session.view(&app.policy_hash))
+                    .map_err(|e| ApiError::internal(e.to_string()))?,
+                object_id: session.id.clone(),
+                headers: Vec::new(),
+            })
+        },
+    )
     .await
 }
 
@@ -770,6 +808,7 @@ async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Respo
     tokio::task::spawn_blocking(move || commit(&sb, &staged))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??;
+    crate::observe::upload(&app, kind, bytes, files as u64);
     Ok(views::json(
         StatusCode::CREATED,
         &UploadReply {
@@ -886,7 +925,13 @@ pub(crate) struct RunRequest {
         (status = 503, description = "runtime unavailable, or the server is shutting down", body = ErrorEnvelope),
     )
 )]
-async fn create_run(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
+async fn create_run(
+    State(app): State<Arc<App>>,
+    principal: Principal,
+    trace: Option<Extension<TraceId>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let value = match read_json(&headers, body).await {
         Ok(v) => v,
         Err(e) => return e.into_response(),
@@ -894,13 +939,29 @@ async fn create_run(State(app): State<Arc<App>>, headers: HeaderMap, body: Body)
     let app2 = app.clone();
     let v2 = value.clone();
     let host = host_of(&headers);
-    idempotent(&app, "runs", &headers, &value, move || async move {
-        start_run(app2, v2, host).await
-    })
+    let ctx = audit::RunContext {
+        source: audit::source_of(&headers),
+        trace_id: trace.map(|t| t.0.0),
+    };
+    let user = principal.user_id.clone();
+    idempotent(
+        &app,
+        &principal.user_id,
+        "runs",
+        &headers,
+        &value,
+        move || async move { start_run(app2, v2, host, user, ctx).await },
+    )
     .await
 }
 
-async fn start_run(app: Arc<App>, v: Value, host: Option<String>) -> ApiResult<Created> {
+async fn start_run(
+    app: Arc<App>,
+    v: Value,
+    host: Option<String>,
+    user: String,
+    ctx: audit::RunContext,
+) -> ApiResult<Created> {
     let spec_version = check_spec_version(&app, &v)?;
     let req: RunRequest = typed(&v)?;
     check_runtime(&app, req.runtime.as_deref())?;
@@ -924,6 +985,7 @@ async fn start_run(app: Arc<App>, v: Value, host: Option<String>) -> ApiResult<C
         }
         (Some(id), None) => Some(
             app.session(id)
+                .filter(|s| s.owner == user)
                 .ok_or_else(|| ApiError::not_found("session", id))?,
         ),
         (None, Some(_)) => None,
@@ -1011,12 +1073,14 @@ async fn start_run(app: Arc<App>, v: Value, host: Option<String>) -> ApiResult<C
     if app.is_shutting_down() {
         return Err(shutting_down());
     }
+    // Held until the run is recorded, so the user's next request counts it.
+    let _quota = crate::quotas::admit(&app, &user, capture.is_some()).await?;
 
     let id = new_id();
     let now = now_ms();
     let record = RunRecord {
         id: id.clone(),
-        user_id: app.config.user_id.clone(),
+        user_id: user.clone(),
         session_id: session.as_ref().map(|s| s.id.clone()),
         spec_version: spec_version.clone(),
         runtime: "wasm".into(),
@@ -1070,6 +1134,7 @@ async fn start_run(app: Arc<App>, v: Value, host: Option<String>) -> ApiResult<C
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
     app.add_live_run(run.clone());
+    app.audit.remember_run(&id, ctx);
     let admission = runs::submit(&app, run.clone());
     // The reply reports the admission decision, not the live phase: a fast run may already be
     // running (or finished) by the time the snapshot below is taken.
@@ -1111,7 +1176,10 @@ async fn start_run(app: Arc<App>, v: Value, host: Option<String>) -> ApiResult<C
     };
     runs::spawn_heartbeat(&app, log);
     let rec = run.snapshot();
-    let stream_path = format!("{BASE}/runs/{id}/stream");
+    let mut stream_path = format!("{BASE}/runs/{id}/stream");
+    if app.config.ws_signed_urls {
+        stream_path.push_str(&crate::auth::signed_query(&app, &id));
+    }
     let url = match host {
         Some(h) => format!("ws://{h}{stream_path}"),
         None => stream_path,
@@ -1323,7 +1391,7 @@ async fn stream_run(
         .with_header(header::UPGRADE, "websocket")
     })?;
     let from = from.unwrap_or(default_from);
-    Ok(ws.on_upgrade(move |socket| crate::ws::serve(socket, log, from)))
+    Ok(ws.on_upgrade(move |socket| crate::ws::serve(socket, log, from, app.metrics.clone())))
 }
 
 // ---- artifacts ----

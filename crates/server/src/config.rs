@@ -91,7 +91,8 @@ pub struct Config {
     pub background_execution: bool,
     /// Extra names for templates, e.g. `python:3.11-slim` → `wasmsand/default`.
     pub image_aliases: BTreeMap<String, String>,
-    /// The owner recorded on runs and used in the on-disk layout (the service has no auth yet).
+    /// The one user of a server without authentication (runs, sessions and the on-disk
+    /// layout are recorded under it).
     pub user_id: String,
     /// Whether MCP is served over streamable HTTP at `/mcp` (`SANDBOX_MCP_ENABLED`).
     pub mcp_enabled: bool,
@@ -100,6 +101,30 @@ pub struct Config {
     pub mcp_allowed_hosts: Vec<String>,
     /// `Origin` values `/mcp` accepts (`SANDBOX_MCP_ALLOWED_ORIGINS`; default loopback).
     pub mcp_allowed_origins: Vec<String>,
+    /// API keys, stored as SHA-256 digests (`SANDBOX_API_KEYS`, `SANDBOX_API_KEYS_FILE`).
+    pub api_keys: Vec<crate::auth::ApiKey>,
+    /// HS256 secret of bearer JWTs (`SANDBOX_JWT_SECRET`, `SANDBOX_JWT_SECRET_FILE`). A secret:
+    /// never in `policy_hash` or any answer.
+    pub jwt_secret: Option<String>,
+    /// Claim that names a user's role in JWTs (`SANDBOX_JWT_ROLE_CLAIM`, default `role`).
+    pub jwt_role_claim: String,
+    /// Serve without authentication on a non-loopback address (`SANDBOX_ALLOW_ANONYMOUS`).
+    pub allow_anonymous: bool,
+    /// Pre-signed `log_stream_url`s (`SANDBOX_WS_SIGNED_URLS`).
+    pub ws_signed_urls: bool,
+    pub ws_signed_url_ttl_sec: u64,
+    /// HMAC key of signed WebSocket URLs (`SANDBOX_WS_SIGNING_SECRET`): a secret, outside
+    /// `policy_hash`. A random per-process key when unset.
+    pub ws_signing_secret: Option<String>,
+    /// Per-user quotas; 0 turns one off.
+    pub user_max_concurrent_runs: u64,
+    pub user_runs_per_minute: u64,
+    pub user_exec_seconds_per_day: u64,
+    /// Audit events also go, one JSON object a line, to this file (`SANDBOX_AUDIT_LOG_PATH`).
+    pub audit_log_path: Option<PathBuf>,
+    pub audit_retention_days: u64,
+    /// `json` (default) or `text` (`SANDBOX_LOG_FORMAT`).
+    pub log_format: String,
 }
 
 pub const MIB: u64 = 1024 * 1024;
@@ -152,6 +177,19 @@ impl Default for Config {
             mcp_enabled: true,
             mcp_allowed_hosts: wasmsand_mcp::HttpOptions::default().allowed_hosts,
             mcp_allowed_origins: wasmsand_mcp::HttpOptions::default().allowed_origins,
+            api_keys: Vec::new(),
+            jwt_secret: None,
+            jwt_role_claim: "role".into(),
+            allow_anonymous: false,
+            ws_signed_urls: false,
+            ws_signed_url_ttl_sec: 60,
+            ws_signing_secret: None,
+            user_max_concurrent_runs: 0,
+            user_runs_per_minute: 0,
+            user_exec_seconds_per_day: 0,
+            audit_log_path: None,
+            audit_retention_days: 30,
+            log_format: "json".into(),
         }
     }
 }
@@ -299,6 +337,51 @@ impl Config {
                 format!("SANDBOX_MCP_ALLOWED_ORIGINS: not a list of origins: {v:?}")
             })?;
         }
+        if let Some(v) = lookup("SANDBOX_API_KEYS") {
+            c.api_keys =
+                crate::auth::parse_api_keys(&v).map_err(|e| format!("SANDBOX_API_KEYS: {e}"))?;
+        }
+        if let Some(path) = lookup("SANDBOX_API_KEYS_FILE") {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("SANDBOX_API_KEYS_FILE: {path}: {e}"))?;
+            c.api_keys.extend(
+                crate::auth::parse_api_keys(&text)
+                    .map_err(|e| format!("SANDBOX_API_KEYS_FILE: {path}: {e}"))?,
+            );
+        }
+        if let Some(v) = lookup("SANDBOX_JWT_SECRET") {
+            c.jwt_secret = Some(v);
+        }
+        if let Some(path) = lookup("SANDBOX_JWT_SECRET_FILE") {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("SANDBOX_JWT_SECRET_FILE: {path}: {e}"))?;
+            c.jwt_secret = Some(text.trim_end_matches(['\r', '\n']).to_string());
+        }
+        if let Some(v) = lookup("SANDBOX_JWT_ROLE_CLAIM") {
+            c.jwt_role_claim = v;
+        }
+        flag!("SANDBOX_ALLOW_ANONYMOUS", c.allow_anonymous);
+        flag!("SANDBOX_WS_SIGNED_URLS", c.ws_signed_urls);
+        num!("SANDBOX_WS_SIGNED_URL_TTL_SEC", c.ws_signed_url_ttl_sec);
+        if let Some(v) = lookup("SANDBOX_WS_SIGNING_SECRET") {
+            c.ws_signing_secret = Some(v);
+        }
+        num!(
+            "SANDBOX_USER_MAX_CONCURRENT_RUNS",
+            c.user_max_concurrent_runs
+        );
+        num!("SANDBOX_USER_RUNS_PER_MINUTE", c.user_runs_per_minute);
+        num!(
+            "SANDBOX_USER_EXEC_SECONDS_PER_DAY",
+            c.user_exec_seconds_per_day
+        );
+        if let Some(v) = lookup("SANDBOX_AUDIT_LOG_PATH") {
+            c.audit_log_path = Some(PathBuf::from(v));
+        }
+        num!("SANDBOX_AUDIT_RETENTION_DAYS", c.audit_retention_days);
+        if let Some(v) = lookup("SANDBOX_LOG_FORMAT") {
+            c.log_format = v;
+        }
         let backend = lookup("SANDBOX_STORE_BACKEND");
         let db_path = lookup("SANDBOX_STORE_DB_PATH");
         match (backend.as_deref(), db_path) {
@@ -343,6 +426,25 @@ impl Config {
         }
         if self.max_cpu.is_nan() || self.max_cpu <= 0.0 {
             return Err("SANDBOX_MAX_CPU must be positive".into());
+        }
+        if self.jwt_secret.as_ref().is_some_and(|s| s.len() < 16) {
+            return Err("SANDBOX_JWT_SECRET must be at least 16 bytes".into());
+        }
+        if self
+            .ws_signing_secret
+            .as_ref()
+            .is_some_and(|s| s.len() < 16)
+        {
+            return Err("SANDBOX_WS_SIGNING_SECRET must be at least 16 bytes".into());
+        }
+        if self.ws_signed_url_ttl_sec == 0 {
+            return Err("SANDBOX_WS_SIGNED_URL_TTL_SEC must be at least 1".into());
+        }
+        if !matches!(self.log_format.as_str(), "json" | "text") {
+            return Err(format!(
+                "SANDBOX_LOG_FORMAT: `json` or `text`, not {:?}",
+                self.log_format
+            ));
         }
         Ok(())
     }

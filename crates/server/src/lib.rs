@@ -8,17 +8,23 @@
 //! sessions live in memory only. See `docs/service.md`.
 
 mod admin;
+mod admin_ops;
 pub mod api;
 mod artifacts;
+pub mod audit;
+pub mod auth;
 pub mod config;
 pub mod error;
 mod images;
 pub mod logs;
+pub mod observe;
 pub mod openapi;
 mod panel;
 pub mod policy;
+mod quotas;
 mod runs;
 mod sessions;
+pub mod settings;
 pub mod store;
 mod upload;
 mod util;
@@ -56,6 +62,12 @@ pub struct App {
     queue: Queue,
     idem_locks: Mutex<HashMap<String, std::sync::Weak<tokio::sync::Mutex<()>>>>,
     shutting_down: AtomicBool,
+    /// Credentials and signed stream URLs.
+    pub(crate) auth: auth::Auth,
+    /// This app's own metrics recorder.
+    pub metrics: Arc<observe::Metrics>,
+    pub(crate) audit: audit::AuditSink,
+    pub(crate) quotas: quotas::Quotas,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +103,7 @@ impl App {
                 "runs left unfinished by a previous process marked failed"
             );
         }
+        let audit_sink = audit::AuditSink::start(store.clone(), config.audit_log_path.clone());
         let app = Arc::new(App {
             policy_hash: policy::policy_hash(&config),
             images: Arc::new(Images::new(
@@ -103,6 +116,10 @@ impl App {
             sessions: Mutex::new(HashMap::new()),
             idem_locks: Mutex::new(HashMap::new()),
             shutting_down: AtomicBool::new(false),
+            auth: auth::Auth::new(&config),
+            metrics: Arc::new(observe::Metrics::new()),
+            audit: audit_sink,
+            quotas: quotas::Quotas::default(),
             config,
         });
         // The template digest walks every file of the template: do it before the first run
@@ -147,6 +164,21 @@ impl Server {
                     addr: addr.to_string(),
                     err,
                 })?;
+        let local = listener.local_addr()?;
+        if !app.auth.enabled() {
+            if !local.ip().is_loopback() && !app.config.allow_anonymous {
+                return Err(StartError::Config(format!(
+                    "refusing to serve {local} without authentication: configure \
+                     SANDBOX_API_KEYS(_FILE) or SANDBOX_JWT_SECRET, listen on loopback, or set \
+                     SANDBOX_ALLOW_ANONYMOUS=true"
+                )));
+            }
+            tracing::warn!(
+                user_id = %app.config.user_id,
+                "authentication is off: every request is user {:?} with admin rights",
+                app.config.user_id
+            );
+        }
         Ok(Server { app, listener })
     }
 
@@ -165,8 +197,20 @@ impl Server {
         let app = self.app.clone();
         let mut router = api::router(app.clone());
         if app.config.mcp_enabled {
-            router = router.merge(mcp_router(&app.config));
+            router = router.merge(mcp_router(&app.config).layer(
+                axum::middleware::from_fn_with_state(app.clone(), auth::authenticate_mcp),
+            ));
         }
+        router = router.merge(
+            axum::Router::new()
+                .route("/metrics", axum::routing::get(observe::metrics_endpoint))
+                .layer(axum::middleware::from_fn_with_state(
+                    app.clone(),
+                    auth::require_admin,
+                ))
+                .with_state(app.clone()),
+        );
+        let router = router.layer(axum::middleware::from_fn(observe::trace));
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let app2 = app.clone();
         tokio::spawn(async move {
@@ -196,8 +240,8 @@ impl Server {
 
 /// MCP over streamable HTTP at `/mcp` (see docs/mcp.md): the same tools as `sandboxd mcp`, with
 /// sandboxes of their own (MCP sessions are not the service's sessions), the module cache of
-/// the service, and the `Host`/`Origin` allowlists of the configuration. The service has no
-/// authentication yet, so every MCP client is the one anonymous client, as on the REST API.
+/// the service, and the `Host`/`Origin` allowlists of the configuration. With authentication
+/// on, each MCP session belongs to the authenticated user ([`auth::authenticate_mcp`]).
 fn mcp_router(config: &Config) -> axum::Router {
     let mcp = wasmsand_mcp::Mcp::new(wasmsand_mcp::McpConfig {
         cache_dir: config.cache_dir.clone(),
@@ -217,6 +261,7 @@ pub fn run_blocking(config: Config, listen: &str) -> Result<(), StartError> {
         .enable_all()
         .thread_name("wasmsand-server")
         .build()?;
+    observe::init_logging(&config.log_format);
     rt.block_on(async {
         let server = Server::bind(config, listen).await?;
         let addr = server.local_addr();

@@ -9,8 +9,9 @@ use crate::util::{canonical_json, sha256_hex};
 pub const POLICY_PREFIX: &str = "tldw.sandbox.policy:v1\n";
 
 /// The canonical input set with its effective values. Keys that name Docker security
-/// profiles have no meaning for the wasm runtime and are `null`; secrets and test toggles are
-/// not part of it.
+/// profiles have no meaning for the wasm runtime and are `null`; secrets (API keys, the JWT
+/// secret, `SANDBOX_WS_SIGNING_SECRET`) and test toggles are not part of it, nor are who may
+/// call and how often (credentials, quotas, signed URLs): they do not change what a run does.
 pub fn effective_policy(c: &Config) -> Value {
     json!({
         "SANDBOX_DEFAULT_RUNTIME": c.default_runtime,
@@ -77,5 +78,14 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(policy_hash(&a), policy_hash(&c));
+        // Secrets and the signed-URL switch never move the hash.
+        let d = Config {
+            ws_signing_secret: Some("0123456789abcdef-secret".into()),
+            jwt_secret: Some("another-secret-of-16+".into()),
+            ws_signed_urls: true,
+            ..Config::default()
+        };
+        assert_eq!(policy_hash(&a), policy_hash(&d));
+        assert!(!canonical_json(&effective_policy(&d)).contains("secret"));
     }
 }

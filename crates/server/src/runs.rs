@@ -129,7 +129,7 @@ impl Queue {
             .store((old * 7 + ms.max(1)) / 8, Ordering::Relaxed);
     }
 
-    fn wait_estimate_ms(&self, position: usize) -> u64 {
+    pub(crate) fn wait_estimate_ms(&self, position: usize) -> u64 {
         let rounds = (position / self.concurrency + 1) as u64;
         rounds * self.avg_ms.load(Ordering::Relaxed)
     }
@@ -144,6 +144,7 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
     let q = &app.queue;
     if let Ok(permit) = q.sem.clone().try_acquire_owned() {
         run.transition(Phase::Starting);
+        admitted(app, &run, Phase::Starting);
         let app = app.clone();
         tokio::spawn(execute(app, run, permit));
         return Admission::Started;
@@ -159,6 +160,7 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
         Ok(n) => n,
         Err(n) => {
             let ms = q.wait_estimate_ms(n);
+            crate::observe::queue_full(app);
             return Admission::Full {
                 retry_after_sec: ms.div_ceil(1000).max(1),
             };
@@ -166,6 +168,7 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
     };
     run.log
         .event("phase", json!({ "phase": "queued", "ts": iso(now_ms()) }));
+    admitted(app, &run, Phase::Queued);
     let estimated_start = now_ms() + q.wait_estimate_ms(position) as i64;
     let app2 = app.clone();
     tokio::spawn(async move {
@@ -180,9 +183,16 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
         match acquired {
             Some(permit) if run.stop_cause() == StopCause::None => {
                 run.transition(Phase::Starting);
+                let rec = run.snapshot();
+                let waited = rec.starting_at.unwrap_or_else(now_ms) - rec.created_at;
+                crate::observe::queue_wait(&app2, waited.max(0) as f64 / 1000.0);
+                crate::audit::run_phase(&app2, &rec, Phase::Starting);
                 execute(app2, run, permit).await;
             }
             _ => {
+                if run.stop_cause() == StopCause::None {
+                    crate::observe::queue_ttl_expired(&app2);
+                }
                 let (phase, reason, message) = match run.stop_cause() {
                     StopCause::User => (Phase::Killed, "canceled_by_user", "canceled_by_user"),
                     StopCause::Shutdown => (
@@ -201,6 +211,14 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
         }
     });
     Admission::Queued { estimated_start }
+}
+
+/// Audit and count a run the queue took (it starts now or waits).
+fn admitted(app: &App, run: &LiveRun, phase: Phase) {
+    let rec = run.snapshot();
+    crate::audit::run_created(app, &rec);
+    crate::audit::run_phase(app, &rec, phase);
+    crate::observe::run_started(app, &rec.runtime);
 }
 
 struct Ending {
@@ -277,9 +295,12 @@ async fn finish(app: &Arc<App>, run: &Arc<LiveRun>, e: Ending) {
     if let Some(ms) = e.wall_ms {
         app.queue.record_duration(ms);
     }
+    let ended = rec.clone();
     if let Err(err) = store::call(&app.store, move |s| s.put_run(&rec)).await {
         tracing::error!(run_id = %run.id, %err, "cannot record the end of a run");
     }
+    crate::audit::run_phase(app, &ended, ended.phase);
+    crate::observe::run_finished(app, &ended);
 }
 
 /// Quotes a word for the shell: inside single quotes nothing is special.
@@ -472,6 +493,7 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
     line.push_str(&command_line(&spec.command));
 
     run.transition(Phase::Running);
+    crate::audit::run_phase(&app, &run.snapshot(), Phase::Running);
     let started_at = run.record.lock().started_at.unwrap_or_else(now_ms);
     run.log.event(
         "start",
@@ -634,6 +656,7 @@ pub async fn shutdown(app: &Arc<App>) {
 /// Heartbeats of one run, until its end.
 pub fn spawn_heartbeat(app: &Arc<App>, log: Arc<RunLog>) {
     let every = Duration::from_secs(app.config.ws_heartbeat_sec);
+    let metrics = app.metrics.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         loop {
@@ -642,6 +665,7 @@ pub fn spawn_heartbeat(app: &Arc<App>, log: Arc<RunLog>) {
                 break;
             }
             log.heartbeat();
+            crate::observe::heartbeat(&metrics);
         }
     });
 }

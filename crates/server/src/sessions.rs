@@ -28,6 +28,8 @@ pub struct Session {
     pub network_policy: String,
     /// Runs of one session execute one at a time, in submission order; uploads wait too.
     pub lock: Arc<tokio::sync::Mutex<()>>,
+    /// The user that created it: nobody else sees it.
+    pub owner: String,
 }
 
 impl Session {

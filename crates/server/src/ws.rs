@@ -10,8 +10,24 @@ use serde_json::json;
 
 use crate::logs::RunLog;
 
-/// Streams `log` from seq `from` until its end, then closes.
-pub async fn serve(mut socket: WebSocket, log: Arc<RunLog>, from: u64) {
+/// Streams `log` from seq `from` until its end, then closes; counted in `metrics`.
+pub async fn serve(
+    socket: WebSocket,
+    log: Arc<RunLog>,
+    from: u64,
+    metrics: Arc<crate::observe::Metrics>,
+) {
+    crate::observe::ws_opened(&metrics);
+    stream(socket, log, from, &metrics).await;
+    crate::observe::ws_closed(&metrics);
+}
+
+async fn stream(
+    mut socket: WebSocket,
+    log: Arc<RunLog>,
+    from: u64,
+    metrics: &crate::observe::Metrics,
+) {
     let mut rx = log.subscribe();
     let mut cursor = from.max(1);
     loop {
@@ -20,6 +36,7 @@ pub async fn serve(mut socket: WebSocket, log: Arc<RunLog>, from: u64) {
         {
             let delivered = slice.first_retained;
             let lost = delivered - cursor;
+            crate::observe::ws_dropped(metrics, lost);
             // The note takes the seq of the last lost frame: never a seq the client has
             // seen, never one it will see.
             let note = json!({

@@ -2,13 +2,17 @@ use std::collections::HashMap;
 
 use parking_lot::Mutex;
 
-use super::{IdemEntry, Phase, RunRecord, Store, StoreResult};
+use super::{AuditEvent, AuditQuery, IdemEntry, Phase, RunRecord, Store, StoreResult, UserUsage};
+
+/// Most audit events kept in memory; the oldest go first.
+const MAX_AUDIT_EVENTS: usize = 100_000;
 
 /// Everything in maps; gone with the process.
 #[derive(Default)]
 pub struct MemoryStore {
     runs: Mutex<HashMap<String, RunRecord>>,
     idem: Mutex<HashMap<(String, String, String), IdemEntry>>,
+    audit: Mutex<std::collections::VecDeque<AuditEvent>>,
 }
 
 impl MemoryStore {
@@ -106,6 +110,51 @@ impl Store for MemoryStore {
         let before = m.len();
         m.retain(|_, e| e.created_at >= cutoff);
         Ok(before - m.len())
+    }
+
+    fn user_usage(
+        &self,
+        user_id: &str,
+        minute_from: i64,
+        day_from: i64,
+        now: i64,
+    ) -> StoreResult<UserUsage> {
+        let mut u = UserUsage::default();
+        for r in self.runs.lock().values().filter(|r| r.user_id == user_id) {
+            u.add(r, minute_from, day_from, now);
+        }
+        Ok(u)
+    }
+
+    fn put_audit(&self, event: &AuditEvent) -> StoreResult<()> {
+        let mut a = self.audit.lock();
+        if a.len() >= MAX_AUDIT_EVENTS {
+            a.pop_front();
+        }
+        a.push_back(event.clone());
+        Ok(())
+    }
+
+    fn list_audit(&self, q: &AuditQuery) -> StoreResult<(Vec<AuditEvent>, usize)> {
+        let a = self.audit.lock();
+        let matching: Vec<&AuditEvent> = a.iter().filter(|e| super::audit_matches(q, e)).collect();
+        let total = matching.len();
+        Ok((
+            matching
+                .into_iter()
+                .skip(q.offset)
+                .take(q.limit)
+                .cloned()
+                .collect(),
+            total,
+        ))
+    }
+
+    fn audit_purge(&self, cutoff: i64) -> StoreResult<usize> {
+        let mut a = self.audit.lock();
+        let before = a.len();
+        a.retain(|e| e.ts >= cutoff);
+        Ok(before - a.len())
     }
 }
 

@@ -138,6 +138,207 @@ pub struct IdemEntry {
     pub response: Value,
 }
 
+/// One audit event (PRD §15): who did what to which run or session, under which policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEvent {
+    pub id: String,
+    /// Epoch milliseconds.
+    pub ts: i64,
+    /// `sandbox.session.created`, `sandbox.run.created`, ... `sandbox.run.killed`.
+    pub event: String,
+    pub user_id: String,
+    pub run_id: Option<String>,
+    pub session_id: Option<String>,
+    /// The whole event as logged: `policy_hash`, `spec_version`, `source`, `runtime`, ...
+    pub body: Value,
+}
+
+/// Which audit events to list; `None` fields do not filter.
+#[derive(Debug, Clone, Default)]
+pub struct AuditQuery {
+    pub user_id: Option<String>,
+    pub run_id: Option<String>,
+    pub session_id: Option<String>,
+    pub event: Option<String>,
+    pub limit: usize,
+    pub offset: usize,
+}
+
+/// What the per-user quotas look at.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UserUsage {
+    /// Runs not yet in a terminal phase.
+    pub active_runs: u64,
+    /// Runs created at or after the minute window's start, and the oldest of their creation
+    /// times (when the window frees a slot).
+    pub recent_runs: u64,
+    pub oldest_recent: Option<i64>,
+    /// Execution milliseconds of runs created at or after the day window's start (a run in
+    /// flight counts from its creation to now), and the oldest of their creation times.
+    pub exec_ms: u64,
+    pub oldest_exec: Option<i64>,
+}
+
+impl UserUsage {
+    /// Folds one of the user's runs in.
+    pub fn add(&mut self, r: &RunRecord, minute_from: i64, day_from: i64, now: i64) {
+        if !r.phase.is_terminal() {
+            self.active_runs += 1;
+        }
+        if r.created_at >= minute_from {
+            self.recent_runs += 1;
+            self.oldest_recent = Some(
+                self.oldest_recent
+                    .map_or(r.created_at, |o| o.min(r.created_at)),
+            );
+        }
+        if r.created_at >= day_from {
+            let ms = if r.phase.is_terminal() {
+                (r.resource_usage.wall_time_sec * 1000.0) as u64
+            } else {
+                (now - r.created_at).max(0) as u64
+            };
+            self.exec_ms += ms;
+            self.oldest_exec = Some(
+                self.oldest_exec
+                    .map_or(r.created_at, |o| o.min(r.created_at)),
+            );
+        }
+    }
+}
+
+/// Which time the admin list sorts on (then on `created_at`, in the same direction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunSort {
+    #[default]
+    StartedAt,
+    FinishedAt,
+}
+
+/// A filtered, sorted page of runs (PRD §30). Text filters are exact except `q`, a
+/// case-insensitive substring of `base_image` or `message`; time bounds are inclusive epoch
+/// milliseconds, and a run without that time does not match a bounded filter. Runs without
+/// the sort time come first ascending and last descending.
+#[derive(Debug, Clone, Default)]
+pub struct RunQuery {
+    pub user_id: Option<String>,
+    pub phase: Option<String>,
+    pub runtime: Option<String>,
+    pub image_digest: Option<String>,
+    pub base_image: Option<String>,
+    pub q: Option<String>,
+    pub started_from: Option<i64>,
+    pub started_to: Option<i64>,
+    pub finished_from: Option<i64>,
+    pub finished_to: Option<i64>,
+    pub sort: RunSort,
+    pub desc: bool,
+    pub limit: usize,
+    pub offset: usize,
+}
+
+impl RunQuery {
+    pub fn matches(&self, r: &RunRecord) -> bool {
+        let eq = |f: &Option<String>, v: &str| f.as_deref().is_none_or(|f| f == v);
+        let within = |from: Option<i64>, to: Option<i64>, t: Option<i64>| match (from, to, t) {
+            (None, None, _) => true,
+            (_, _, None) => false,
+            (f, e, Some(t)) => f.is_none_or(|f| t >= f) && e.is_none_or(|e| t <= e),
+        };
+        let needle = self.q.as_ref().map(|n| n.to_lowercase());
+        eq(&self.user_id, &r.user_id)
+            && eq(&self.phase, r.phase.as_str())
+            && eq(&self.runtime, &r.runtime)
+            && eq(&self.image_digest, &r.image_digest)
+            && eq(&self.base_image, &r.base_image)
+            && needle.is_none_or(|n| {
+                r.base_image.to_lowercase().contains(&n)
+                    || r.message
+                        .as_deref()
+                        .is_some_and(|m| m.to_lowercase().contains(&n))
+            })
+            && within(self.started_from, self.started_to, r.started_at)
+            && within(self.finished_from, self.finished_to, r.finished_at)
+    }
+
+    /// Filters, sorts and pages runs in memory: the reference the SQL stores follow.
+    pub fn apply(&self, runs: Vec<RunRecord>) -> RunPage {
+        let mut runs: Vec<RunRecord> = runs.into_iter().filter(|r| self.matches(r)).collect();
+        let sort = self.sort;
+        runs.sort_by(|a, b| {
+            let key = |r: &RunRecord| match sort {
+                RunSort::StartedAt => r.started_at,
+                RunSort::FinishedAt => r.finished_at,
+            };
+            let o = key(a)
+                .cmp(&key(b))
+                .then(a.created_at.cmp(&b.created_at))
+                .then(a.id.cmp(&b.id));
+            if self.desc { o.reverse() } else { o }
+        });
+        let total = runs.len() as u64;
+        let items = runs
+            .into_iter()
+            .skip(self.offset)
+            .take(self.limit)
+            .collect();
+        RunPage { items, total }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunPage {
+    pub items: Vec<RunRecord>,
+    /// Runs matching the filters, all pages together.
+    pub total: u64,
+}
+
+/// A `sandboxd serve` process registered in a shared store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaInfo {
+    pub id: String,
+    /// Base URL other replicas forward requests to, e.g. `http://10.0.0.7:8787`.
+    pub address: String,
+    pub started_at: i64,
+    pub heartbeat_at: i64,
+}
+
+/// What replicas sharing one store need from it: who is alive, who owns which session and
+/// run, and the queue's shared length. Only a shared store (PostgreSQL) provides it.
+pub trait Cluster: Send + Sync {
+    /// This process's replica id: runs it stores are recorded as its own.
+    fn replica_id(&self) -> &str;
+    /// Registers this replica or refreshes its heartbeat.
+    fn heartbeat(&self, address: &str, now: i64) -> StoreResult<()>;
+    /// Unregisters this replica (a clean shutdown): its sessions are gone at once.
+    fn leave(&self) -> StoreResult<()>;
+    /// A replica whose heartbeat is not older than `alive_since`.
+    fn live_replica(&self, id: &str, alive_since: i64) -> StoreResult<Option<ReplicaInfo>>;
+    fn live_replicas(&self, alive_since: i64) -> StoreResult<Vec<ReplicaInfo>>;
+    /// The replica that stored the run first (the one executing it).
+    fn run_owner(&self, run_id: &str) -> StoreResult<Option<String>>;
+    /// Records that this replica holds the session.
+    fn session_put(&self, session_id: &str, user_id: &str, now: i64) -> StoreResult<()>;
+    fn session_owner(&self, session_id: &str) -> StoreResult<Option<String>>;
+    fn session_delete(&self, session_id: &str) -> StoreResult<()>;
+    /// Unfinished runs of replicas not seen since `alive_since` (or unregistered) end
+    /// `failed` with this reason; queue places and sessions of replicas gone for longer than
+    /// `forget_before` are dropped. Returns the runs failed.
+    fn reap_dead(
+        &self,
+        alive_since: i64,
+        forget_before: i64,
+        reason_code: &str,
+        message: &str,
+        now: i64,
+    ) -> StoreResult<usize>;
+    /// Takes a place in the queue shared by all replicas unless `max` are waiting. Returns
+    /// how many were waiting before, or `None` when the queue is full.
+    fn queue_enter(&self, run_id: &str, max: usize, now: i64) -> StoreResult<Option<usize>>;
+    fn queue_leave(&self, run_id: &str) -> StoreResult<()>;
+    fn queue_len(&self) -> StoreResult<usize>;
+}
+
 pub trait Store: Send + Sync + 'static {
     /// `memory` or `sqlite`, as `/runtimes` reports it.
     fn mode(&self) -> &'static str;
@@ -162,6 +363,49 @@ pub trait Store: Send + Sync + 'static {
     fn list_runs(&self) -> StoreResult<Vec<RunRecord>>;
     /// Every idempotency entry.
     fn list_idempotency(&self) -> StoreResult<Vec<IdemEntry>>;
+    /// What the quotas of `user_id` see at `now` (see [`UserUsage`]). The default reads every
+    /// run; stores override it with a query.
+    fn user_usage(
+        &self,
+        user_id: &str,
+        minute_from: i64,
+        day_from: i64,
+        now: i64,
+    ) -> StoreResult<UserUsage> {
+        let mut u = UserUsage::default();
+        for r in self.list_runs()?.iter().filter(|r| r.user_id == user_id) {
+            u.add(r, minute_from, day_from, now);
+        }
+        Ok(u)
+    }
+    /// Appends an audit event. Stores that keep none say so (the event still goes to the log
+    /// sink).
+    fn put_audit(&self, _event: &AuditEvent) -> StoreResult<()> {
+        Err(StoreError(format!(
+            "the {} store does not keep audit events",
+            self.mode()
+        )))
+    }
+    /// Audit events matching `q` in the order they were appended, and how many match.
+    fn list_audit(&self, _q: &AuditQuery) -> StoreResult<(Vec<AuditEvent>, usize)> {
+        Ok((Vec::new(), 0))
+    }
+    /// Forgets audit events older than `cutoff` (the retention).
+    fn audit_purge(&self, _cutoff: i64) -> StoreResult<usize> {
+        Ok(0)
+    }
+}
+
+/// Whether an event passes the query's filters (paging aside).
+pub fn audit_matches(q: &AuditQuery, e: &AuditEvent) -> bool {
+    q.user_id.as_ref().is_none_or(|u| &e.user_id == u)
+        && q.run_id
+            .as_ref()
+            .is_none_or(|r| e.run_id.as_ref() == Some(r))
+        && q.session_id
+            .as_ref()
+            .is_none_or(|s| e.session_id.as_ref() == Some(s))
+        && q.event.as_ref().is_none_or(|ev| &e.event == ev)
 }
 
 /// Runs a store call off the async threads when the store blocks.
@@ -282,5 +526,74 @@ pub(crate) mod tests {
         assert_eq!(store.idem_purge(100).unwrap(), 0);
         assert_eq!(store.idem_purge(101).unwrap(), 1);
         assert!(store.idem_get("runs", "u", "k").unwrap().is_none());
+
+        // Quota view: r2 and r1 were created at 1000 (r2 failed at restart, so none active).
+        let mut live = sample_run("r4", Phase::Running);
+        live.created_at = 9000;
+        store.put_run(&live).unwrap();
+        let mut long = sample_run("r5", Phase::Completed);
+        long.created_at = 8000;
+        long.resource_usage.wall_time_sec = 2.5;
+        store.put_run(&long).unwrap();
+        let u = store.user_usage("u", 8500, 5000, 10_000).unwrap();
+        assert_eq!(u.active_runs, 1);
+        assert_eq!((u.recent_runs, u.oldest_recent), (1, Some(9000)));
+        assert_eq!((u.exec_ms, u.oldest_exec), (2500 + 1000, Some(8000)));
+        assert_eq!(
+            store.user_usage("v", 0, 0, 10_000).unwrap(),
+            UserUsage::default()
+        );
+
+        for (i, (event, run)) in [
+            ("sandbox.run.created", "r4"),
+            ("sandbox.run.running", "r4"),
+            ("sandbox.session.created", ""),
+        ]
+        .iter()
+        .enumerate()
+        {
+            store
+                .put_audit(&AuditEvent {
+                    id: format!("a{i}"),
+                    ts: 100 + i as i64,
+                    event: event.to_string(),
+                    user_id: if run.is_empty() {
+                        "v".into()
+                    } else {
+                        "u".into()
+                    },
+                    run_id: (!run.is_empty()).then(|| run.to_string()),
+                    session_id: run.is_empty().then(|| "s1".to_string()),
+                    body: serde_json::json!({ "event": event }),
+                })
+                .unwrap();
+        }
+        let q = |f: &dyn Fn(&mut AuditQuery)| {
+            let mut q = AuditQuery {
+                limit: 10,
+                ..Default::default()
+            };
+            f(&mut q);
+            store.list_audit(&q).unwrap()
+        };
+        let (all, n) = q(&|_| {});
+        assert_eq!(n, 3);
+        assert_eq!(
+            all.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+            ["a0", "a1", "a2"]
+        );
+        assert_eq!(all[2].body["event"], "sandbox.session.created");
+        let (r4, n) = q(&|q| q.run_id = Some("r4".into()));
+        assert_eq!((r4.len(), n), (2, 2));
+        let (page, n) = q(&|q| {
+            q.user_id = Some("u".into());
+            q.limit = 1;
+            q.offset = 1;
+        });
+        assert_eq!((page[0].id.as_str(), n), ("a1", 2));
+        let (ev, _) = q(&|q| q.event = Some("sandbox.session.created".into()));
+        assert_eq!(ev[0].session_id.as_deref(), Some("s1"));
+        assert_eq!(store.audit_purge(101).unwrap(), 1);
+        assert_eq!(q(&|_| {}).1, 2);
     }
 }

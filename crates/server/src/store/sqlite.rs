@@ -3,7 +3,9 @@ use std::path::Path;
 use parking_lot::Mutex;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{IdemEntry, Phase, RunRecord, Store, StoreError, StoreResult};
+use super::{
+    AuditEvent, AuditQuery, IdemEntry, Phase, RunRecord, Store, StoreError, StoreResult, UserUsage,
+};
 
 /// Runs and idempotency entries in one SQLite file. A run is its JSON record plus the few
 /// columns queries filter on.
@@ -47,7 +49,20 @@ impl SqliteStore {
                  created_at INTEGER NOT NULL,
                  body TEXT NOT NULL,
                  PRIMARY KEY (endpoint, user_id, key)
-             );",
+             );
+             CREATE TABLE IF NOT EXISTS audit (
+                 seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                 id TEXT NOT NULL UNIQUE,
+                 ts INTEGER NOT NULL,
+                 event TEXT NOT NULL,
+                 user_id TEXT NOT NULL,
+                 run_id TEXT,
+                 session_id TEXT,
+                 body TEXT NOT NULL
+             );
+             CREATE INDEX IF NOT EXISTS audit_run ON audit(run_id);
+             CREATE INDEX IF NOT EXISTS audit_user ON audit(user_id);
+             CREATE INDEX IF NOT EXISTS audit_ts ON audit(ts);",
         )
         .map_err(err)?;
         Ok(SqliteStore {
@@ -222,6 +237,110 @@ impl Store for SqliteStore {
         self.conn
             .lock()
             .execute("DELETE FROM idempotency WHERE created_at < ?1", [cutoff])
+            .map_err(err)
+    }
+
+    fn user_usage(
+        &self,
+        user_id: &str,
+        minute_from: i64,
+        day_from: i64,
+        now: i64,
+    ) -> StoreResult<UserUsage> {
+        // Only the user's unfinished or recent runs: the creation time lives in the JSON body.
+        let conn = self.conn.lock();
+        let mut st = conn
+            .prepare(
+                "SELECT body FROM runs WHERE user_id = ?1 AND (
+                     phase NOT IN ('completed','failed','timed_out','killed')
+                     OR json_extract(body, '$.created_at') >= ?2)",
+            )
+            .map_err(err)?;
+        let bodies: Vec<String> = st
+            .query_map(params![user_id, minute_from.min(day_from)], |r| r.get(0))
+            .map_err(err)?
+            .collect::<Result<_, _>>()
+            .map_err(err)?;
+        let mut u = UserUsage::default();
+        for b in bodies {
+            u.add(&decode_run(b)?, minute_from, day_from, now);
+        }
+        Ok(u)
+    }
+
+    fn put_audit(&self, e: &AuditEvent) -> StoreResult<()> {
+        let body = serde_json::to_string(&e.body).map_err(err)?;
+        self.conn
+            .lock()
+            .execute(
+                "INSERT INTO audit (id, ts, event, user_id, run_id, session_id, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![e.id, e.ts, e.event, e.user_id, e.run_id, e.session_id, body],
+            )
+            .map_err(err)?;
+        Ok(())
+    }
+
+    fn list_audit(&self, q: &AuditQuery) -> StoreResult<(Vec<AuditEvent>, usize)> {
+        let filter = "(?1 IS NULL OR user_id = ?1) AND (?2 IS NULL OR run_id = ?2)
+                      AND (?3 IS NULL OR session_id = ?3) AND (?4 IS NULL OR event = ?4)";
+        let conn = self.conn.lock();
+        let args = params![q.user_id, q.run_id, q.session_id, q.event];
+        let total: i64 = conn
+            .query_row(
+                &format!("SELECT COUNT(*) FROM audit WHERE {filter}"),
+                args,
+                |r| r.get(0),
+            )
+            .map_err(err)?;
+        let mut st = conn
+            .prepare(&format!(
+                "SELECT id, ts, event, user_id, run_id, session_id, body FROM audit
+                 WHERE {filter} ORDER BY seq LIMIT ?5 OFFSET ?6"
+            ))
+            .map_err(err)?;
+        let rows = st
+            .query_map(
+                params![
+                    q.user_id,
+                    q.run_id,
+                    q.session_id,
+                    q.event,
+                    q.limit as i64,
+                    q.offset as i64
+                ],
+                |r| {
+                    Ok((
+                        AuditEvent {
+                            id: r.get(0)?,
+                            ts: r.get(1)?,
+                            event: r.get(2)?,
+                            user_id: r.get(3)?,
+                            run_id: r.get(4)?,
+                            session_id: r.get(5)?,
+                            body: serde_json::Value::Null,
+                        },
+                        r.get::<_, String>(6)?,
+                    ))
+                },
+            )
+            .map_err(err)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(err)?;
+        let events = rows
+            .into_iter()
+            .map(|(mut e, body)| {
+                e.body = serde_json::from_str(&body).map_err(err)?;
+                Ok(e)
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok((events, total.max(0) as usize))
+    }
+
+    fn audit_purge(&self, cutoff: i64) -> StoreResult<usize> {
+        self.conn
+            .lock()
+            .execute("DELETE FROM audit WHERE ts < ?1", [cutoff])
             .map_err(err)
     }
 }

@@ -3,9 +3,14 @@
 mod admin;
 mod api;
 mod artifacts;
+mod audit;
+mod auth;
 mod common;
 mod mcp;
+mod metrics;
 mod openapi;
+mod operator;
+mod quotas;
 mod restart;
 mod runs;
 mod uploads;

@@ -1,0 +1,168 @@
+//! Per-user quotas and rate limits on new runs (PRD §12, §17): concurrent runs, runs per
+//! minute, execution seconds per (rolling) day, and artifact bytes held. Counted from the
+//! store, so replicas sharing one see the same numbers. A refusal is a 429 with the limit,
+//! what is used, and a `Retry-After` of when the window frees room.
+//!
+//! Admission of one user's runs is serialized in this process (check, then record the run),
+//! so concurrent requests cannot slip past a limit together; across replicas two requests
+//! at the same instant can each see the last free slot.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+use axum::http::{StatusCode, header};
+use parking_lot::Mutex;
+use serde_json::json;
+
+use crate::App;
+use crate::config::MIB;
+use crate::error::{ApiError, ApiResult};
+use crate::store;
+use crate::util::now_ms;
+
+const MINUTE_MS: i64 = 60_000;
+const DAY_MS: i64 = 86_400_000;
+
+#[derive(Default)]
+pub struct Quotas {
+    locks: Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>,
+}
+
+/// Held until the admitted run is recorded.
+pub type Admission = tokio::sync::OwnedMutexGuard<()>;
+
+fn refuse(
+    app: &App,
+    code: &'static str,
+    quota: &'static str,
+    message: String,
+    limit: u64,
+    used: u64,
+    retry_after_sec: u64,
+) -> ApiError {
+    crate::observe::quota_rejected(app, quota);
+    let retry = retry_after_sec.max(1);
+    ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message)
+        .with_details(json!({
+            "quota": quota,
+            "limit": limit,
+            "used": used,
+            "retry_after_sec": retry,
+        }))
+        .with_header(header::RETRY_AFTER, retry.to_string())
+}
+
+fn secs_until(ms: i64) -> u64 {
+    ((ms - now_ms()).max(0) as u64).div_ceil(1000)
+}
+
+/// Checks `user`'s quotas for one more run; `captures` says whether it asks for artifacts.
+pub async fn admit(app: &Arc<App>, user: &str, captures: bool) -> ApiResult<Admission> {
+    let lock = {
+        let mut locks = app.quotas.locks.lock();
+        locks.retain(|_, w| w.strong_count() > 0);
+        match locks.get(user).and_then(Weak::upgrade) {
+            Some(l) => l,
+            None => {
+                let l = Arc::new(tokio::sync::Mutex::new(()));
+                locks.insert(user.to_string(), Arc::downgrade(&l));
+                l
+            }
+        }
+    };
+    let guard = lock.lock_owned().await;
+    let c = &app.config;
+    let limited = c.user_max_concurrent_runs > 0
+        || c.user_runs_per_minute > 0
+        || c.user_exec_seconds_per_day > 0;
+    if limited {
+        let now = now_ms();
+        let u = user.to_string();
+        let usage = store::call(&app.store, move |s| {
+            s.user_usage(&u, now - MINUTE_MS, now - DAY_MS, now)
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+        if c.user_max_concurrent_runs > 0 && usage.active_runs >= c.user_max_concurrent_runs {
+            let retry = app.queue.wait_estimate_ms(0).div_ceil(1000);
+            return Err(refuse(
+                app,
+                "quota_exceeded",
+                "concurrent_runs",
+                format!(
+                    "user '{user}' already has {} runs in flight (limit {})",
+                    usage.active_runs, c.user_max_concurrent_runs
+                ),
+                c.user_max_concurrent_runs,
+                usage.active_runs,
+                retry,
+            ));
+        }
+        if c.user_runs_per_minute > 0 && usage.recent_runs >= c.user_runs_per_minute {
+            let retry = secs_until(usage.oldest_recent.unwrap_or(now) + MINUTE_MS);
+            return Err(refuse(
+                app,
+                "rate_limited",
+                "runs_per_minute",
+                format!(
+                    "user '{user}' started {} runs in the last minute (limit {})",
+                    usage.recent_runs, c.user_runs_per_minute
+                ),
+                c.user_runs_per_minute,
+                usage.recent_runs,
+                retry,
+            ));
+        }
+        let used_sec = usage.exec_ms / 1000;
+        if c.user_exec_seconds_per_day > 0 && used_sec >= c.user_exec_seconds_per_day {
+            let retry = secs_until(usage.oldest_exec.unwrap_or(now) + DAY_MS);
+            return Err(refuse(
+                app,
+                "quota_exceeded",
+                "exec_seconds_per_day",
+                format!(
+                    "user '{user}' used {used_sec} s of execution in the last 24 h (limit {})",
+                    c.user_exec_seconds_per_day
+                ),
+                c.user_exec_seconds_per_day,
+                used_sec,
+                retry,
+            ));
+        }
+    }
+    if captures {
+        let cap = c.max_artifact_bytes_per_user_mb.saturating_mul(MIB);
+        let u = user.to_string();
+        let used = store::call(&app.store, move |s| s.user_artifact_bytes(&u))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        if used >= cap {
+            // Room comes back when the user's oldest artifacts pass their TTL.
+            let u = user.to_string();
+            let ttl = app.config.artifact_ttl().as_millis() as i64;
+            let oldest = store::call(&app.store, move |s| {
+                Ok(s.runs_with_artifacts_before(i64::MAX)?
+                    .into_iter()
+                    .filter(|r| r.user_id == u)
+                    .filter_map(|r| r.finished_at)
+                    .min())
+            })
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+            let retry = secs_until(oldest.unwrap_or_else(now_ms) + ttl);
+            return Err(refuse(
+                app,
+                "quota_exceeded",
+                "artifact_bytes_per_user",
+                format!(
+                    "user '{user}' holds {used} bytes of artifacts (limit {cap}); \
+                     runs that capture artifacts are refused until some expire"
+                ),
+                cap,
+                used,
+                retry,
+            ));
+        }
+    }
+    Ok(guard)
+}
