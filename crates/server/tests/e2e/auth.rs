@@ -113,6 +113,7 @@ fn assert_unauthorized(s: StatusCode, h: &HeaderMap, v: &Value, reason: &str) {
     assert_eq!(h["www-authenticate"], "Bearer");
 }
 
+// Threat: T-TENANT (docs/security.md)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credentials_identify_users_and_users_see_only_their_own() {
     let srv = auth_server(|_| {}).await;
@@ -380,6 +381,7 @@ async fn ws_status(url: &str) -> Result<Vec<Value>, u16> {
     }
 }
 
+// Threat: T-TENANT (docs/security.md)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signed_stream_urls_are_scoped_to_their_run_and_expire() {
     let srv = auth_server(|c| {

@@ -21,6 +21,7 @@ fn assert_refused(s: StatusCode, v: &Value, code: &str, quota: &str) {
     assert_eq!(v["error"]["details"]["quota"], quota, "{v}");
 }
 
+// Threat: T-SERVICE-EXHAUST (docs/security.md)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_runs_per_user_are_capped() {
     let srv = auth_server(|c| c.user_max_concurrent_runs = 1).await;
@@ -127,6 +128,7 @@ async fn execution_seconds_per_day_are_capped() {
     assert!((86_000..=86_400).contains(&wait), "{wait}");
 }
 
+// Threat: T-SERVICE-EXHAUST (docs/security.md)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn artifact_bytes_are_capped_per_run_and_per_user() {
     let srv = TestServer::with(|c| {
