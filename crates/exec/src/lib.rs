@@ -34,8 +34,8 @@ pub use door::{DoorFault, HostDoor};
 pub use engine::WASM_PAGE;
 pub use fs::{OpenFile, SharedVfs};
 pub use stdio::{
-    CancelToken, ChunkCallback, Input, Output, OutputBuffer, PIPE_CAPACITY, PipeReader, PipeWriter,
-    pipe,
+    ByteCursor, CancelToken, ChunkCallback, Input, Output, OutputBuffer, PIPE_CAPACITY, PipeReader,
+    PipeWriter, pipe,
 };
 
 /// Why a program could not be run at all.

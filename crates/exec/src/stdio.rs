@@ -352,10 +352,17 @@ pub enum Input {
     /// Immediate end of file (like `< /dev/null`).
     Empty,
     Bytes(Bytes),
+    /// Bytes several programs read in turn (a shell's here-document or a run's stdin): each
+    /// reads from where the last one stopped, and seeks like a file, so `cat f; tr a-z A-Z`
+    /// leaves the input to `tr` as bash's does.
+    Cursor(ByteCursor),
     Pipe(PipeReader),
     /// A VFS file (`< file`): seekable, as a redirected file is.
     File(OpenFile),
 }
+
+/// Input bytes and the position the next read starts at, shared by whoever reads them.
+pub type ByteCursor = Arc<Mutex<(Bytes, usize)>>;
 
 /// Where a program's standard output or error goes.
 #[derive(Debug, Clone)]
@@ -380,6 +387,28 @@ impl From<OutputBuffer> for Output {
     }
 }
 
+fn read_at(b: &Bytes, pos: &mut usize, buf: &mut [u8]) -> usize {
+    let start = (*pos).min(b.len());
+    let n = buf.len().min(b.len() - start);
+    buf[..n].copy_from_slice(&b[start..start + n]);
+    *pos = start + n;
+    n
+}
+
+fn seek_in(b: &Bytes, cur: &mut usize, pos: SeekFrom) -> io::Result<u64> {
+    let len = b.len() as i64;
+    let new = match pos {
+        SeekFrom::Start(n) => n as i64,
+        SeekFrom::Current(d) => *cur as i64 + d,
+        SeekFrom::End(d) => len + d,
+    };
+    if new < 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "negative seek"));
+    }
+    *cur = (new as usize).min(b.len());
+    Ok(new as u64)
+}
+
 #[derive(Debug)]
 pub(crate) struct StdinFile {
     pub(crate) input: InputState,
@@ -389,6 +418,7 @@ pub(crate) struct StdinFile {
 pub(crate) enum InputState {
     Empty,
     Bytes(Bytes, usize),
+    Cursor(ByteCursor),
     Pipe(PipeReader),
     File(VfsFile),
 }
@@ -399,6 +429,7 @@ impl StdinFile {
             input: match input {
                 Input::Empty => InputState::Empty,
                 Input::Bytes(b) => InputState::Bytes(b, 0),
+                Input::Cursor(c) => InputState::Cursor(c),
                 Input::Pipe(p) => InputState::Pipe(p),
                 Input::File(f) => InputState::File(f.handle(errno.clone())),
             },
@@ -410,11 +441,11 @@ impl SyncFile for StdinFile {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match &mut self.input {
             InputState::Empty => Ok(0),
-            InputState::Bytes(b, pos) => {
-                let n = buf.len().min(b.len() - *pos);
-                buf[..n].copy_from_slice(&b[*pos..*pos + n]);
-                *pos += n;
-                Ok(n)
+            InputState::Bytes(b, pos) => Ok(read_at(b, pos, buf)),
+            InputState::Cursor(c) => {
+                let mut g = c.lock();
+                let (b, pos) = &mut *g;
+                Ok(read_at(b, pos, buf))
             }
             InputState::Pipe(p) => p.read(buf),
             InputState::File(f) => f.read(buf),
@@ -431,18 +462,11 @@ impl SyncFile for StdinFile {
     fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
         // Seeking works on byte input (a here-doc is a file to a program, as in bash).
         match &mut self.input {
-            InputState::Bytes(b, cur) => {
-                let len = b.len() as i64;
-                let new = match pos {
-                    SeekFrom::Start(n) => n as i64,
-                    SeekFrom::Current(d) => *cur as i64 + d,
-                    SeekFrom::End(d) => len + d,
-                };
-                if new < 0 {
-                    return Err(io::Error::new(io::ErrorKind::InvalidInput, "negative seek"));
-                }
-                *cur = (new as usize).min(b.len());
-                Ok(new as u64)
+            InputState::Bytes(b, cur) => seek_in(b, cur, pos),
+            InputState::Cursor(c) => {
+                let mut g = c.lock();
+                let (b, cur) = &mut *g;
+                seek_in(b, cur, pos)
             }
             InputState::Empty => Ok(0),
             InputState::Pipe(_) => Err(io::Error::other("illegal seek on a pipe")),
@@ -453,6 +477,7 @@ impl SyncFile for StdinFile {
     fn size(&self) -> u64 {
         match &self.input {
             InputState::Bytes(b, _) => b.len() as u64,
+            InputState::Cursor(c) => c.lock().0.len() as u64,
             InputState::File(f) => f.size(),
             _ => 0,
         }
@@ -461,6 +486,10 @@ impl SyncFile for StdinFile {
     fn read_ready(&self) -> usize {
         match &self.input {
             InputState::Bytes(b, pos) => (b.len() - pos).max(1),
+            InputState::Cursor(c) => {
+                let g = c.lock();
+                g.0.len().saturating_sub(g.1).max(1)
+            }
             InputState::Pipe(p) => p.available().max(1),
             InputState::File(f) => f.read_ready(),
             InputState::Empty => 1,

@@ -491,3 +491,27 @@ fn compiling_a_module_does_not_count_against_the_run() {
     let r = sb.run("while :; do :; done").unwrap();
     assert_eq!(r.error_class, Some(ErrorClass::Timeout));
 }
+
+#[test]
+fn a_runs_stdin_is_read_in_turn_by_the_commands_that_read_it() {
+    // As in `bash -c '...' < file`: a command that does not read stdin leaves it to the next.
+    let sb = sandbox();
+    sb.write_file("/home/user/f", b"file\n").unwrap();
+    let run = |cmd: &str, input: &str| {
+        sb.run_with(
+            cmd,
+            RunOptions {
+                stdin: Some(bytes::Bytes::copy_from_slice(input.as_bytes())),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .stdout
+    };
+    assert_eq!(run("cat f; tr a-z A-Z", "abc\n"), "file\nABC\n");
+    assert_eq!(
+        run("read x; echo \"[$x]\"; cat", "one\ntwo\n"),
+        "[one]\ntwo\n"
+    );
+    assert_eq!(run("cat; cat", "once\n"), "once\n");
+}

@@ -330,13 +330,9 @@ impl Fds {
         match self.get(fd) {
             Some(Fd::In(InSrc::Pipe(p))) => Input::Pipe(p.clone()),
             Some(Fd::In(InSrc::File(f))) => Input::File(f.clone()),
-            Some(Fd::In(InSrc::Bytes(c))) => {
-                // A program reads all it is given: hand it the rest and move the cursor past.
-                let mut g = c.lock();
-                let rest = g.0.slice(g.1.min(g.0.len())..);
-                g.1 = g.0.len();
-                Input::Bytes(rest)
-            }
+            // The program moves the shared cursor by what it reads, no further: what it leaves
+            // is there for the next command, as with a file or pipe in bash.
+            Some(Fd::In(InSrc::Bytes(c))) => Input::Cursor(c.clone()),
             _ => Input::Empty,
         }
     }

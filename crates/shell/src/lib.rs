@@ -106,6 +106,7 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
     let stdin = match cfg.stdin {
         Input::Empty => InSrc::Empty,
         Input::Bytes(b) => InSrc::Bytes(Arc::new(Mutex::new((b, 0)))),
+        Input::Cursor(c) => InSrc::Bytes(c),
         Input::Pipe(p) => InSrc::Pipe(p),
         Input::File(f) => InSrc::File(f),
     };
