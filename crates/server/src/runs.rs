@@ -691,6 +691,11 @@ pub fn spawn_sweeper(app: &Arc<App>) {
             let _ = store::call(&app.store, move |s| s.idem_purge(cutoff)).await;
             if last_artifact_sweep.elapsed() >= artifact_every {
                 last_artifact_sweep = Instant::now();
+                let audit_cutoff = now - app.config.audit_retention_days as i64 * 86_400_000;
+                if let Err(e) = store::call(&app.store, move |s| s.audit_purge(audit_cutoff)).await
+                {
+                    tracing::warn!(%e, "cannot purge old audit events");
+                }
                 crate::artifacts::sweep(&app).await;
             }
         }
