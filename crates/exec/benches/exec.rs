@@ -73,6 +73,8 @@ fn devtools(c: &mut Criterion) {
                 .unwrap();
         }
         v.write("/home/user/p/README.md", b"# p\n").unwrap();
+        let lines: String = (1..=40).map(|n| format!("line {n}\n")).collect();
+        v.write("/home/user/p/40.txt", lines.as_bytes()).unwrap();
         let mut bin = b"\x7fELF\x02\x01\x01\0".to_vec();
         bin.extend((0..1024u32).map(|i| (i * 7 % 251) as u8));
         v.write("/home/user/p/bin", bin).unwrap();
@@ -92,6 +94,13 @@ fn devtools(c: &mut Criterion) {
             "strings_1KiB",
             vec!["strings", "/home/user/p/bin"],
             Bytes::new(),
+        ),
+        (
+            "patch_dry_run_40_lines",
+            vec!["patch", "--dry-run", "/home/user/p/40.txt"],
+            Bytes::from_static(
+                b"--- a\n+++ b\n@@ -19,5 +19,5 @@\n line 19\n line 20\n-line 21\n+line XXI\n line 22\n line 23\n",
+            ),
         ),
         ("tree_7_entries", vec!["tree", "/home/user/p"], Bytes::new()),
         (

@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -482,6 +483,199 @@ fn bc_matches_gnu_bc() {
     let files: &[(&str, &[u8])] = &[("f.bc", b"define sq(x) { return x * x }\nsq(12)\n")];
     check(files, &["bc", "f.bc"], b"sq(3)\n", C, false);
     check(files, &["bc", "-q", "f.bc"], b"quit\n", C, false);
+}
+
+/// Every regular file below `root` (sandbox or host), by relative path.
+fn files_below(
+    list: &mut dyn FnMut(&str) -> Vec<(String, bool)>,
+    read: &mut dyn FnMut(&str) -> Vec<u8>,
+) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut dirs = vec![String::new()];
+    while let Some(rel) = dirs.pop() {
+        for (name, is_dir) in list(&rel) {
+            let r = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            if is_dir {
+                dirs.push(r);
+            } else {
+                let data = read(&r);
+                out.insert(r, data);
+            }
+        }
+    }
+    out
+}
+
+/// patch in the sandbox and on the host over the same files: output, status and every file
+/// left behind (results, `.orig`, `.rej`) must be the same.
+fn check_patch(files: &[(&str, &[u8])], argv: &[&str], stdin: &[u8]) {
+    let vfs = vfs();
+    write_files(&vfs, files);
+    let out = OutputBuffer::new(1 << 20);
+    let err = OutputBuffer::new(1 << 20);
+    let mut spec = RunSpec::new(vfs.clone(), argv.iter().copied());
+    spec.cwd = HOME.into();
+    spec.stdin = Input::Bytes(Bytes::copy_from_slice(stdin));
+    spec.stdout = out.clone().into();
+    spec.stderr = err.clone().into();
+    spec.env = vec![("LC_ALL".into(), "C".into())];
+    spec.deadline = Some(Instant::now() + Duration::from_secs(60));
+    let code = exec().run(&program("patch"), spec).unwrap().exit.status();
+    let ours_out = out.snapshot().to_text().text;
+    let ours = {
+        let v = vfs.clone();
+        let v2 = vfs.clone();
+        files_below(
+            &mut |rel| {
+                let d = if rel.is_empty() {
+                    HOME.to_string()
+                } else {
+                    format!("{HOME}/{rel}")
+                };
+                v.lock()
+                    .readdir(&d)
+                    .unwrap()
+                    .into_iter()
+                    .map(|e| (e.name, e.file_type == wasmsand_vfs::FileType::Dir))
+                    .collect()
+            },
+            &mut |rel| v2.lock().read(&format!("{HOME}/{rel}")).unwrap().to_vec(),
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (path, data) in files {
+        let full = dir.path().join(path);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(full, data).unwrap();
+    }
+    let mut child = Command::new(argv[0])
+        .args(&argv[1..])
+        .current_dir(dir.path())
+        .env_clear()
+        .env("LC_ALL", "C")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("host patch");
+    use std::io::Write;
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    let host_out = child.wait_with_output().unwrap();
+    let root = dir.path().to_path_buf();
+    let host = files_below(
+        &mut |rel| {
+            std::fs::read_dir(root.join(rel))
+                .unwrap()
+                .flatten()
+                .map(|e| {
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        e.file_type().unwrap().is_dir(),
+                    )
+                })
+                .collect()
+        },
+        &mut |rel| std::fs::read(root.join(rel)).unwrap(),
+    );
+    assert_eq!(
+        ours_out,
+        String::from_utf8_lossy(&host_out.stdout),
+        "stdout of {argv:?}"
+    );
+    assert_eq!(code, host_out.status.code().unwrap(), "status of {argv:?}");
+    assert_eq!(ours, host, "files after {argv:?}");
+}
+
+/// Files, argv, patch text on stdin.
+type PatchCase<'a> = (Vec<(&'a str, &'a [u8])>, Vec<&'a str>, &'a str);
+
+#[test]
+fn patch_matches_gnu_patch() {
+    let base = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n15\n16\n17\n18\n19\n20\n";
+    let diff = "--- a/f.txt\n+++ b/f.txt\n@@ -2,7 +2,7 @@\n 2\n 3\n 4\n-5\n+five\n 6\n 7\n 8\n\
+                @@ -14,6 +14,7 @@\n 14\n 15\n 16\n+16.5\n 17\n 18\n 19\n";
+    let multi = "--- a/f.txt\n+++ b/f.txt\n@@ -1,3 +1,3 @@\n-1\n+one\n 2\n 3\n\
+                 --- /dev/null\n+++ b/new/n.txt\n@@ -0,0 +1,2 @@\n+x\n+y\n\
+                 --- a/gone.txt\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-p\n-q\n";
+    let noeol = "--- a/e.txt\n+++ b/e.txt\n@@ -1,3 +1,3 @@\n 1\n 2\n-3\n\\ No newline at end of file\n+three\n";
+    let shifted = format!("0\n0\n0\n{base}");
+    let fuzzed = base.replace("3\n", "Z\n");
+    let broken = base.replace("4\n", "X\n").replace("17\n", "Y\n");
+    let applied = base.replace("5\n", "five\n").replace("16\n", "16\n16.5\n");
+    let cases: Vec<PatchCase> = vec![
+        (vec![("f.txt", base.as_bytes())], vec!["patch", "-p1"], diff),
+        (
+            vec![("f.txt", base.as_bytes())],
+            vec!["patch", "-p1", "--dry-run"],
+            diff,
+        ),
+        (
+            vec![("f.txt", applied.as_bytes())],
+            vec!["patch", "-p1", "-R"],
+            diff,
+        ),
+        (
+            vec![("f.txt", shifted.as_bytes())],
+            vec!["patch", "-p1"],
+            diff,
+        ),
+        (
+            vec![("f.txt", fuzzed.as_bytes())],
+            vec!["patch", "-p1"],
+            diff,
+        ),
+        (
+            vec![("f.txt", fuzzed.as_bytes())],
+            vec!["patch", "-p1", "-F", "0"],
+            diff,
+        ),
+        (
+            vec![("f.txt", broken.as_bytes())],
+            vec!["patch", "-p1"],
+            diff,
+        ),
+        (
+            vec![("f.txt", broken.as_bytes())],
+            vec!["patch", "-p1", "--dry-run"],
+            diff,
+        ),
+        (
+            vec![("f.txt", base.as_bytes())],
+            vec!["patch", "-p1", "-s", "--no-backup-if-mismatch"],
+            diff,
+        ),
+        (
+            vec![("g.txt", base.as_bytes())],
+            vec!["patch", "g.txt"],
+            diff,
+        ),
+        (
+            vec![("f.txt", base.as_bytes())],
+            vec!["patch", "-p1", "-o", "out.txt"],
+            diff,
+        ),
+        (
+            vec![("f.txt", base.as_bytes()), ("gone.txt", b"p\nq\n")],
+            vec!["patch", "-p1"],
+            multi,
+        ),
+        (vec![("e.txt", b"1\n2\n3")], vec!["patch", "-p1"], noeol),
+        (
+            vec![("f.txt", base.as_bytes())],
+            vec!["patch", "-p1"],
+            "not a diff\n",
+        ),
+        (vec![("f.txt", base.as_bytes())], vec!["patch", "-p1"], ""),
+    ];
+    for (files, argv, stdin) in &cases {
+        check_patch(files, argv, stdin.as_bytes());
+    }
+    let files: &[(&str, &[u8])] = &[("f.txt", base.as_bytes()), ("fix.diff", diff.as_bytes())];
+    check_patch(files, &["patch", "-p1", "-i", "fix.diff"], b"");
 }
 
 #[test]

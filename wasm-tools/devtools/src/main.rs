@@ -1,5 +1,5 @@
 //! Small developer tools in one multicall binary (dispatch on argv[0]'s basename, or on
-//! argv[1] when invoked as `devtools TOOL ...`): expr, bc, column, strings, tree, file.
+//! argv[1] when invoked as `devtools TOOL ...`): expr, bc, column, strings, tree, file, patch.
 
 mod bc;
 mod bcnum;
@@ -8,6 +8,7 @@ mod expr;
 mod file;
 mod file_elf;
 mod json;
+mod patch;
 #[path = "../../textutils/src/posix_re.rs"]
 #[allow(dead_code)]
 mod posix_re;
@@ -16,7 +17,7 @@ mod tree;
 
 use std::io::Write;
 
-const TOOLS: &[&str] = &["expr", "bc", "column", "strings", "tree", "file"];
+const TOOLS: &[&str] = &["expr", "bc", "column", "strings", "tree", "file", "patch"];
 
 fn main() {
     guest_rt::enter_pwd();
@@ -46,6 +47,7 @@ fn main() {
         "column" => column::main(rest),
         "strings" => strings::main(rest),
         "tree" => tree::main(rest),
+        "patch" => patch::main(rest),
         _ => file::main(rest),
     };
     let _ = std::io::stdout().flush();
