@@ -21,7 +21,7 @@ python3 scripts/check-security.py
 
 # The host tools that guest-tool tests compare against, from Debian when missing (command:package).
 missing=()
-for cp in tree:tree bc:bc file:file strings:binutils column:bsdextrautils zip:zip; do
+for cp in tree:tree bc:bc file:file strings:binutils column:bsdextrautils zip:zip yq:yq; do
     command -v "${cp%%:*}" >/dev/null 2>&1 || missing+=("${cp#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then

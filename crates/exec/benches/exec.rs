@@ -102,6 +102,11 @@ fn devtools(c: &mut Criterion) {
                 b"--- a\n+++ b\n@@ -19,5 +19,5 @@\n line 19\n line 20\n-line 21\n+line XXI\n line 22\n line 23\n",
             ),
         ),
+        (
+            "yq_y_small_doc",
+            vec!["yq", "-y", ".b"],
+            Bytes::from_static(b"a: 1\nb: [x, y]\nc: {d: true}\n"),
+        ),
         ("tree_7_entries", vec!["tree", "/home/user/p"], Bytes::new()),
         (
             "file_3_files",

@@ -678,6 +678,38 @@ fn patch_matches_gnu_patch() {
     check_patch(files, &["patch", "-p1", "-i", "fix.diff"], b"");
 }
 
+/// yq (jq.wasm under another name) against the host's yq (kislyuk's jq wrapper): YAML in,
+/// JSON out by default, YAML out with -y, several documents.
+#[test]
+fn yq_matches_the_host_yq() {
+    let doc = "a: 1\nb: [x, y]\nc:\n  d: true\n  e: null\n  f: 1.5\n  g: \"1\"\n  h: [{p: 1, q: [1, 2]}, []]\n  i: {}\nname: hello world\n";
+    let files: &[(&str, &[u8])] = &[("y.yaml", doc.as_bytes()), ("m.yaml", b"a: 1\n---\na: 2\n")];
+    for argv in [
+        &["yq", ".", "y.yaml"][..],
+        &["yq", ".b", "y.yaml"],
+        &["yq", "-r", ".b[0]", "y.yaml"],
+        &["yq", "-c", ".c", "y.yaml"],
+        &["yq", "keys", "y.yaml"],
+        &["yq", "-y", ".", "y.yaml"],
+        &["yq", "-y", ".c", "y.yaml"],
+        &["yq", "-y", ".c.h", "y.yaml"],
+        &["yq", "-y", ".b[]", "y.yaml"],
+        &["yq", "-y", ".name", "y.yaml"],
+        &["yq", ".a", "m.yaml"],
+        &["yq", "-y", ".", "m.yaml"],
+        &["yq", "-s", "map(.a) | add", "m.yaml"],
+        &[
+            "yq",
+            "-y",
+            "{total: (.c.f * 2), names: [.b[] | ascii_upcase]}",
+            "y.yaml",
+        ],
+    ] {
+        check(files, argv, b"", C, false);
+    }
+    check(files, &["yq", ".a"], b"a: 7\n", C, false);
+}
+
 #[test]
 fn devtools_report_bad_usage() {
     for (argv, code) in [

@@ -47,6 +47,10 @@ struct Opts {
     indent: String,
     raw_input: bool,
     ascii: bool,
+    /// Invoked as `yq`: inputs are YAML documents.
+    yaml_in: bool,
+    /// `yq -y`: results are written as YAML documents.
+    yaml_out: bool,
 }
 
 fn usage(msg: &str) -> i32 {
@@ -66,7 +70,17 @@ fn main() {
 }
 
 fn run() -> i32 {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().collect();
+    // `yq` is this binary under another name (or `jq.wasm yq ...`): kislyuk's yq, jq's
+    // command line over YAML input.
+    let mut yq = args
+        .first()
+        .is_some_and(|a| guest_rt::tool_name(a.as_ref()) == "yq");
+    if !yq && args.get(1).is_some_and(|a| a == "yq") {
+        yq = true;
+        args.remove(1);
+    }
+    let args: Vec<String> = args.into_iter().skip(1).collect();
     let mut o = Opts {
         raw: false,
         join: false,
@@ -78,6 +92,8 @@ fn run() -> i32 {
         indent: "  ".into(),
         raw_input: false,
         ascii: false,
+        yaml_in: yq,
+        yaml_out: false,
     };
     let mut filter: Option<String> = None;
     let mut files: Vec<String> = Vec::new();
@@ -100,6 +116,7 @@ fn run() -> i32 {
         };
         if a.starts_with('-') && a.len() > 1 && (rest_mode.is_none() || a.starts_with("--")) {
             match a.as_str() {
+                "-y" | "--yaml-output" | "-Y" | "--yaml-roundtrip" if yq => o.yaml_out = true,
                 "-r" | "--raw-output" => o.raw = true,
                 "-j" | "--join-output" => {
                     o.raw = true;
@@ -326,6 +343,10 @@ fn run() -> i32 {
         }
     } else {
         for (name, data) in &raw_inputs {
+            if o.yaml_in {
+                parsed.extend(yaml_docs(data, name));
+                continue;
+            }
             for v in jaq_json::read::parse_many(data) {
                 parsed.push(v.map_err(|e| format!("{e} (while parsing '{name}')")));
             }
@@ -365,6 +386,7 @@ fn run() -> i32 {
         inputs,
     };
     let mut last: Option<Val> = None;
+    let mut yaml_docs_out: Vec<serde_json::Value> = Vec::new();
     let mut code = 0;
     loop {
         let input = if o.null_input {
@@ -395,7 +417,11 @@ fn run() -> i32 {
         for r in filter.id.run((ctx, input)).map(unwrap_valr) {
             match r {
                 Ok(v) => {
-                    if write_val(&mut out, &v, &o, &pp).is_err() {
+                    if o.yaml_out && !(o.raw && matches!(v, Val::TStr(_))) {
+                        let mut buf = Vec::new();
+                        let _ = jaq_json::write::write(&mut buf, &Pp::default(), 0, &v);
+                        yaml_docs_out.push(serde_json::from_slice(&buf).unwrap_or_default());
+                    } else if write_val(&mut out, &v, &o, &pp).is_err() {
                         return 0;
                     }
                     last = Some(v);
@@ -420,6 +446,9 @@ fn run() -> i32 {
             break;
         }
     }
+    if !yaml_docs_out.is_empty() && write_yaml_stream(&mut out, &yaml_docs_out).is_err() {
+        return 0;
+    }
     let _ = out.flush();
     if code != 0 {
         return code;
@@ -432,6 +461,128 @@ fn run() -> i32 {
         };
     }
     0
+}
+
+/// The documents of a YAML stream as jaq values (by way of JSON text, which keeps key order).
+fn yaml_docs(data: &[u8], name: &str) -> Vec<Result<Val, String>> {
+    use serde::Deserialize;
+    let mut out = Vec::new();
+    for doc in serde_yaml::Deserializer::from_slice(data) {
+        let v = match serde_json::Value::deserialize(doc) {
+            Ok(v) => v,
+            Err(e) => {
+                out.push(Err(format!("{e} (while parsing '{name}')")));
+                break;
+            }
+        };
+        let text = serde_json::to_vec(&v).unwrap_or_default();
+        out.push(parse_json(&text));
+    }
+    out
+}
+
+/// A scalar as PyYAML writes it plainly or quoted (serde_yaml's quoting rules agree for the
+/// common cases).
+fn yaml_scalar(v: &serde_json::Value) -> String {
+    // jq prints integral floats as integers (3.0 is 3); yq's YAML keeps jq's numbers.
+    if let serde_json::Value::Number(n) = v
+        && let Some(f) = n.as_f64()
+        && n.is_f64()
+        && f.fract() == 0.0
+        && f.abs() < 1e17
+    {
+        return format!("{}", f as i64);
+    }
+    serde_yaml::to_string(v)
+        .unwrap_or_default()
+        .trim_end_matches('\n')
+        .to_string()
+}
+
+/// Block-style YAML as kislyuk's yq writes it with PyYAML: two-space indents, sequences
+/// indented under their key, `{}`/`[]` for empty collections.
+fn yaml_block(v: &serde_json::Value, indent: usize, out: &mut String) {
+    use serde_json::Value;
+    let pad = " ".repeat(indent);
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, val) in m {
+                out.push_str(&pad);
+                out.push_str(&yaml_scalar(&Value::String(k.clone())));
+                out.push(':');
+                match val {
+                    Value::Object(c) if !c.is_empty() => {
+                        out.push('\n');
+                        yaml_block(val, indent + 2, out);
+                    }
+                    Value::Array(c) if !c.is_empty() => {
+                        out.push('\n');
+                        yaml_block(val, indent + 2, out);
+                    }
+                    _ => {
+                        out.push(' ');
+                        out.push_str(&yaml_inline(val));
+                        out.push('\n');
+                    }
+                }
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for item in items {
+                out.push_str(&pad);
+                out.push_str("- ");
+                match item {
+                    Value::Object(c) if !c.is_empty() => {
+                        let mut inner = String::new();
+                        yaml_block(item, indent + 2, &mut inner);
+                        out.push_str(inner.trim_start_matches(' '));
+                    }
+                    Value::Array(c) if !c.is_empty() => {
+                        let mut inner = String::new();
+                        yaml_block(item, indent + 2, &mut inner);
+                        out.push_str(inner.trim_start_matches(' '));
+                    }
+                    _ => {
+                        out.push_str(&yaml_inline(item));
+                        out.push('\n');
+                    }
+                }
+            }
+        }
+        _ => {
+            out.push_str(&pad);
+            out.push_str(&yaml_inline(v));
+            out.push('\n');
+        }
+    }
+}
+
+fn yaml_inline(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Object(_) => "{}".into(),
+        serde_json::Value::Array(_) => "[]".into(),
+        _ => yaml_scalar(v),
+    }
+}
+
+/// `yq -y`: the results as one YAML stream, as PyYAML's dump_all writes it: `---` between
+/// documents (`--- x` for a scalar), and `...` after a final plain scalar.
+fn write_yaml_stream(out: &mut impl Write, docs: &[serde_json::Value]) -> io::Result<()> {
+    let mut text = String::new();
+    for (k, d) in docs.iter().enumerate() {
+        let scalar = !matches!(d, serde_json::Value::Object(m) if !m.is_empty())
+            && !matches!(d, serde_json::Value::Array(a) if !a.is_empty());
+        let mut body = String::new();
+        yaml_block(d, 0, &mut body);
+        if k > 0 {
+            text.push_str(if scalar { "--- " } else { "---\n" });
+        }
+        text.push_str(&body);
+        if k + 1 == docs.len() && scalar {
+            text.push_str("...\n");
+        }
+    }
+    out.write_all(text.as_bytes())
 }
 
 fn write_val(out: &mut impl Write, v: &Val, o: &Opts, pp: &Pp) -> io::Result<()> {
