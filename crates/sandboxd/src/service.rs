@@ -15,7 +15,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// Where runs and idempotency entries are kept: `memory`, `sqlite` (in the data
-    /// directory) or `sqlite:PATH` [default: sqlite]
+    /// directory), `sqlite:PATH`, or `postgres://USER:PASSWORD@HOST:PORT/DB`, the store
+    /// replicas share (see docs/deploy.md) [default: sqlite]
     #[arg(long, value_name = "STORE")]
     store: Option<String>,
     /// A configuration file (TOML if it ends in .toml, else JSON) of `SANDBOX_*` settings
@@ -88,7 +89,9 @@ pub fn serve(args: ServeArgs, cache_dir: Option<PathBuf>) -> u8 {
     } else if !env_has_data_dir {
         config.data_dir = default_data_dir();
     }
-    let env_has_store = named("SANDBOX_STORE_BACKEND") || named("SANDBOX_STORE_DB_PATH");
+    let env_has_store = named("SANDBOX_STORE_BACKEND")
+        || named("SANDBOX_STORE_DB_PATH")
+        || named("SANDBOX_STORE_URL");
     match args.store {
         Some(s) => match StoreConfig::parse(&s, &config.data_dir) {
             Ok(store) => config.store = store,

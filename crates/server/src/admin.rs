@@ -117,65 +117,41 @@ pub async fn list_runs(
             (k, dir == "desc")
         }
     };
-    let ranges = [
-        (
-            "started_at",
-            bound(&q, "started_at_from")?,
-            bound(&q, "started_at_to")?,
-        ),
-        (
-            "finished_at",
-            bound(&q, "finished_at_from")?,
-            bound(&q, "finished_at_to")?,
-        ),
-    ];
-    let text = |name: &str| q.get(name).map(String::as_str);
-    let needle = text("q").map(str::to_lowercase);
-    let mut runs: Vec<RunRecord> = all_runs(&app)
-        .await?
-        .into_iter()
-        .filter(|r| text("user_id").is_none_or(|u| r.user_id == u))
-        .filter(|r| text("phase").is_none_or(|p| r.phase.as_str() == p))
-        .filter(|r| text("runtime").is_none_or(|p| r.runtime == p))
-        .filter(|r| text("image_digest").is_none_or(|p| r.image_digest == p))
-        .filter(|r| text("base_image").is_none_or(|p| r.base_image == p))
-        .filter(|r| {
-            needle.as_ref().is_none_or(|n| {
-                r.base_image.to_lowercase().contains(n)
-                    || r.message
-                        .as_deref()
-                        .is_some_and(|m| m.to_lowercase().contains(n))
-            })
-        })
-        .filter(|r| {
-            ranges.iter().all(|(field, from, to)| {
-                let t = if *field == "started_at" {
-                    r.started_at
-                } else {
-                    r.finished_at
-                };
-                // Inclusive bounds; a run without the time does not match a bounded filter.
-                match (from, to, t) {
-                    (None, None, _) => true,
-                    (_, _, None) => false,
-                    (f, t2, Some(t)) => f.is_none_or(|f| t >= f) && t2.is_none_or(|e| t <= e),
-                }
-            })
+    let text = |name: &str| q.get(name).cloned();
+    // The store filters, sorts and pages (SQL stores from their indexes); runs in flight on
+    // this replica are then shown as they stand now.
+    let query = store::RunQuery {
+        user_id: text("user_id"),
+        phase: text("phase"),
+        runtime: text("runtime"),
+        image_digest: text("image_digest"),
+        base_image: text("base_image"),
+        q: text("q"),
+        started_from: bound(&q, "started_at_from")?,
+        started_to: bound(&q, "started_at_to")?,
+        finished_from: bound(&q, "finished_at_from")?,
+        finished_to: bound(&q, "finished_at_to")?,
+        sort: if sort_key == "started_at" {
+            store::RunSort::StartedAt
+        } else {
+            store::RunSort::FinishedAt
+        },
+        desc,
+        limit,
+        offset,
+    };
+    let page = store::call(&app.store, move |s| s.query_runs(&query))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let items: Vec<Value> = page
+        .items
+        .iter()
+        .map(|r| match app.live_run(&r.id) {
+            Some(live) => summary(&live.snapshot()),
+            None => summary(r),
         })
         .collect();
-    runs.sort_by(|a, b| {
-        let key = |r: &RunRecord| {
-            if sort_key == "started_at" {
-                r.started_at
-            } else {
-                r.finished_at
-            }
-        };
-        let o = key(a).cmp(&key(b)).then(a.created_at.cmp(&b.created_at));
-        if desc { o.reverse() } else { o }
-    });
-    let total = runs.len();
-    let items: Vec<Value> = runs.iter().skip(offset).take(limit).map(summary).collect();
+    let total = page.total as usize;
     Ok(axum::Json(json!({
         "items": items,
         "total": total,

@@ -9,11 +9,17 @@ use std::time::Duration;
 pub enum StoreConfig {
     Memory,
     Sqlite(PathBuf),
+    /// A `postgres://` URL: the store shared by replicas (see docs/deploy.md).
+    Postgres(String),
 }
 
 impl StoreConfig {
-    /// `memory` or `sqlite:PATH` (a bare `sqlite` means `<data_dir>/meta/sandbox_store.db`).
+    /// `memory`, `sqlite:PATH` (a bare `sqlite` means `<data_dir>/meta/sandbox_store.db`) or
+    /// a `postgres://` / `postgresql://` URL.
     pub fn parse(s: &str, data_dir: &std::path::Path) -> Result<StoreConfig, String> {
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            return Ok(StoreConfig::Postgres(s.to_string()));
+        }
         match s {
             "memory" => Ok(StoreConfig::Memory),
             "sqlite" => Ok(StoreConfig::Sqlite(
@@ -22,7 +28,7 @@ impl StoreConfig {
             _ => match s.strip_prefix("sqlite:") {
                 Some(p) if !p.is_empty() => Ok(StoreConfig::Sqlite(PathBuf::from(p))),
                 _ => Err(format!(
-                    "unknown store {s:?}: expected `memory`, `sqlite` or `sqlite:PATH`"
+                    "unknown store {s:?}: expected `memory`, `sqlite`, `sqlite:PATH` or a postgres:// URL"
                 )),
             },
         }
@@ -32,6 +38,7 @@ impl StoreConfig {
         match self {
             StoreConfig::Memory => "memory",
             StoreConfig::Sqlite(_) => "sqlite",
+            StoreConfig::Postgres(_) => "postgres",
         }
     }
 }
@@ -41,6 +48,15 @@ pub struct Config {
     /// Root of the on-disk layout (`<data_dir>/<user_id>/runs/<run_id>/artifacts/...`).
     pub data_dir: PathBuf,
     pub store: StoreConfig,
+    /// The base URL other replicas reach this one at (`SANDBOX_ADVERTISE_URL`), recorded in
+    /// a shared store so they can forward requests for its sessions and runs. Default:
+    /// `http://<listen address>` when that is a specific address.
+    pub advertise_url: Option<String>,
+    /// How often a replica refreshes its heartbeat in a shared store.
+    pub replica_heartbeat_sec: u64,
+    /// Heartbeats missed for this long make a replica dead: its unfinished runs fail with
+    /// `replica_lost` and its sessions answer 410.
+    pub replica_ttl_sec: u64,
     /// Compiled-module cache of the sandboxes (default: wasmsand's own default).
     pub cache_dir: Option<PathBuf>,
     pub default_runtime: String,
@@ -134,6 +150,9 @@ impl Default for Config {
         Config {
             data_dir: std::env::temp_dir().join("wasmsand-service"),
             store: StoreConfig::Memory,
+            advertise_url: None,
+            replica_heartbeat_sec: 2,
+            replica_ttl_sec: 10,
             cache_dir: None,
             default_runtime: "wasm".into(),
             network_default: "deny_all".into(),
@@ -382,7 +401,30 @@ impl Config {
         if let Some(v) = lookup("SANDBOX_LOG_FORMAT") {
             c.log_format = v;
         }
-        let backend = lookup("SANDBOX_STORE_BACKEND");
+        if let Some(v) = lookup("SANDBOX_ADVERTISE_URL") {
+            c.advertise_url = Some(v.trim().trim_end_matches('/').to_string());
+        }
+        num!("SANDBOX_REPLICA_HEARTBEAT_SEC", c.replica_heartbeat_sec);
+        num!("SANDBOX_REPLICA_TTL_SEC", c.replica_ttl_sec);
+        // `SANDBOX_STORE_URL` names the database of `SANDBOX_STORE_BACKEND=postgres` (kept out
+        // of the backend key so a password can come from a secret of its own).
+        let url = lookup("SANDBOX_STORE_URL");
+        let backend = match (lookup("SANDBOX_STORE_BACKEND"), url) {
+            (Some(b), Some(u)) if b == "postgres" => Some(u),
+            (None, Some(u)) => Some(u),
+            (Some(b), Some(_)) => {
+                return Err(format!(
+                    "SANDBOX_STORE_URL is only meaningful with SANDBOX_STORE_BACKEND=postgres, not {b:?}"
+                ));
+            }
+            (Some(b), None) if b == "postgres" => {
+                return Err(
+                    "SANDBOX_STORE_BACKEND=postgres needs SANDBOX_STORE_URL (postgres://...)"
+                        .into(),
+                );
+            }
+            (b, None) => b,
+        };
         let db_path = lookup("SANDBOX_STORE_DB_PATH");
         match (backend.as_deref(), db_path) {
             (None | Some("memory"), None) => {}
@@ -444,6 +486,19 @@ impl Config {
             return Err(format!(
                 "SANDBOX_LOG_FORMAT: `json` or `text`, not {:?}",
                 self.log_format
+            ));
+        }
+        if self.replica_heartbeat_sec == 0 || self.replica_ttl_sec <= self.replica_heartbeat_sec {
+            return Err(
+                "SANDBOX_REPLICA_TTL_SEC must be longer than SANDBOX_REPLICA_HEARTBEAT_SEC (at least 1)"
+                    .into(),
+            );
+        }
+        if let Some(u) = &self.advertise_url
+            && !(u.starts_with("http://") || u.starts_with("https://"))
+        {
+            return Err(format!(
+                "SANDBOX_ADVERTISE_URL must be an http:// or https:// URL, not {u:?}"
             ));
         }
         Ok(())

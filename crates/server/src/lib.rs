@@ -22,6 +22,7 @@ pub mod openapi;
 mod panel;
 pub mod policy;
 mod quotas;
+mod replica;
 mod runs;
 mod sessions;
 pub mod settings;
@@ -43,7 +44,7 @@ pub use config::{Config, StoreConfig};
 use images::Images;
 use runs::{LiveRun, Queue};
 use sessions::Session;
-use store::{MemoryStore, SqliteStore, Store};
+use store::{MemoryStore, PostgresStore, SqliteStore, Store};
 
 /// The version reported as `runtime_version`: this crate's, which is the workspace's.
 pub const RUNTIME_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -68,6 +69,8 @@ pub struct App {
     pub metrics: Arc<observe::Metrics>,
     pub(crate) audit: audit::AuditSink,
     pub(crate) quotas: quotas::Quotas,
+    /// Forwarding to the owner of a session or run when replicas share the store.
+    replica: replica::Replica,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +94,12 @@ impl App {
         let store: Arc<dyn Store> = match &config.store {
             StoreConfig::Memory => Arc::new(MemoryStore::new()),
             StoreConfig::Sqlite(path) => Arc::new(SqliteStore::open(path)?),
+            // Each process is a new replica: runs of its previous life belong to a dead one.
+            StoreConfig::Postgres(url) => Arc::new(PostgresStore::connect(
+                url,
+                &util::new_id(),
+                Duration::from_secs(config.replica_ttl_sec),
+            )?),
         };
         let failed = store.fail_unfinished(
             REASON_SERVER_RESTART,
@@ -120,6 +129,7 @@ impl App {
             metrics: Arc::new(observe::Metrics::new()),
             audit: audit_sink,
             quotas: quotas::Quotas::default(),
+            replica: replica::Replica::default(),
             config,
         });
         // The template digest walks every file of the template: do it before the first run
@@ -141,6 +151,7 @@ impl App {
     pub async fn shutdown(self: &Arc<Self>) {
         self.shutting_down.store(true, Ordering::SeqCst);
         runs::shutdown(self).await;
+        replica::leave(self).await;
         let sessions: Vec<_> = self.sessions.lock().drain().map(|(_, s)| s).collect();
         for s in sessions {
             sessions::destroy_off_thread(s.sandbox.clone());
@@ -179,6 +190,7 @@ impl Server {
                 app.config.user_id
             );
         }
+        replica::start(&app, local).await?;
         Ok(Server { app, listener })
     }
 
@@ -195,7 +207,10 @@ impl Server {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let app = self.app.clone();
-        let mut router = api::router(app.clone());
+        let mut router = api::router(app.clone()).layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            replica::forward,
+        ));
         if app.config.mcp_enabled {
             router = router.merge(mcp_router(&app.config).layer(
                 axum::middleware::from_fn_with_state(app.clone(), auth::authenticate_mcp),

@@ -166,6 +166,20 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
             };
         }
     };
+    // Replicas sharing a store share one line: its length is counted there.
+    let position = match crate::replica::queue_enter(app, &run.id) {
+        Ok(Some(waiting)) => waiting.max(position),
+        refused => {
+            if let Err(e) = refused {
+                tracing::error!(%e, "cannot reserve a place in the shared queue");
+            }
+            q.waiting.fetch_sub(1, Ordering::SeqCst);
+            crate::observe::queue_full(app);
+            return Admission::Full {
+                retry_after_sec: q.wait_estimate_ms(max).div_ceil(1000).max(1),
+            };
+        }
+    };
     run.log
         .event("phase", json!({ "phase": "queued", "ts": iso(now_ms()) }));
     admitted(app, &run, Phase::Queued);
@@ -180,6 +194,7 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
             _ = stopped(&mut stop) => None,
         };
         app2.queue.waiting.fetch_sub(1, Ordering::SeqCst);
+        crate::replica::queue_leave(&app2, &run.id).await;
         match acquired {
             Some(permit) if run.stop_cause() == StopCause::None => {
                 run.transition(Phase::Starting);

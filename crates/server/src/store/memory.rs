@@ -163,5 +163,6 @@ mod tests {
     #[test]
     fn memory_store_behaves() {
         super::super::tests::exercise(&super::MemoryStore::new());
+        super::super::testsuite::exercise_queries(&super::MemoryStore::new());
     }
 }

@@ -1,12 +1,15 @@
 //! Where runs, their artifact lists and idempotency entries live: one trait, an in-memory
-//! implementation and a SQLite one. Sessions are not stored: their sandboxes live in memory
-//! and end with the process.
+//! implementation, a SQLite one and a PostgreSQL one. Sessions are not stored: their
+//! sandboxes live in the memory of one process; with PostgreSQL the store records which
+//! replica owns each session and run (see [`Cluster`] and `crate::replica`).
 //!
 //! The trait is synchronous; callers on async threads go through [`call`], which runs a
 //! blocking store on tokio's blocking pool and an in-memory one inline.
 
 mod memory;
+mod postgres;
 mod sqlite;
+pub mod testsuite;
 
 use std::sync::Arc;
 
@@ -14,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use memory::MemoryStore;
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
 #[derive(Debug, thiserror::Error)]
@@ -340,7 +344,7 @@ pub trait Cluster: Send + Sync {
 }
 
 pub trait Store: Send + Sync + 'static {
-    /// `memory` or `sqlite`, as `/runtimes` reports it.
+    /// `memory`, `sqlite` or `postgres`, as `/runtimes` reports it.
     fn mode(&self) -> &'static str;
     /// Whether calls do I/O (and so belong on the blocking pool).
     fn blocking(&self) -> bool;
@@ -394,6 +398,14 @@ pub trait Store: Send + Sync + 'static {
     fn audit_purge(&self, _cutoff: i64) -> StoreResult<usize> {
         Ok(0)
     }
+    /// One page of runs for the admin list; SQL stores answer it from their indexes.
+    fn query_runs(&self, q: &RunQuery) -> StoreResult<RunPage> {
+        Ok(q.apply(self.list_runs()?))
+    }
+    /// The replica coordination of a shared store; `None` for a single process's store.
+    fn cluster(&self) -> Option<&dyn Cluster> {
+        None
+    }
 }
 
 /// Whether an event passes the query's filters (paging aside).
@@ -425,175 +437,5 @@ where
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::*;
-
-    pub fn sample_run(id: &str, phase: Phase) -> RunRecord {
-        RunRecord {
-            id: id.into(),
-            user_id: "u".into(),
-            session_id: None,
-            spec_version: "1.0".into(),
-            runtime: "wasm".into(),
-            runtime_version: "0.1.0".into(),
-            base_image: "wasmsand/default".into(),
-            image_digest: "sha256:00".into(),
-            policy_hash: "ab".into(),
-            command: vec!["echo".into(), "hi".into()],
-            phase,
-            reason_code: None,
-            message: None,
-            exit_code: None,
-            created_at: 1000,
-            starting_at: None,
-            started_at: None,
-            finished_at: None,
-            resource_usage: ResourceUsage::default(),
-            capture_patterns: vec![],
-            artifacts: vec![],
-            artifacts_expired: false,
-            artifacts_capped: false,
-            last_seq: 0,
-            log_truncated: false,
-            frames_dropped: 0,
-        }
-    }
-
-    /// The behaviour every store must have.
-    pub fn exercise(store: &dyn Store) {
-        let mut done = sample_run("r1", Phase::Completed);
-        done.finished_at = Some(2000);
-        done.exit_code = Some(0);
-        done.resource_usage.artifact_bytes = 10;
-        done.artifacts = vec![ArtifactEntry {
-            path: "out.txt".into(),
-            size: 10,
-            kind: "file".into(),
-            content_type: "text/plain".into(),
-        }];
-        store.put_run(&done).unwrap();
-        store.put_run(&sample_run("r2", Phase::Running)).unwrap();
-        store.put_run(&sample_run("r3", Phase::Queued)).unwrap();
-        assert_eq!(store.get_run("r1").unwrap().unwrap(), done);
-        assert!(store.get_run("nope").unwrap().is_none());
-
-        assert_eq!(
-            store.fail_unfinished("server_restart", "m", 5000).unwrap(),
-            2
-        );
-        let r2 = store.get_run("r2").unwrap().unwrap();
-        assert_eq!(r2.phase, Phase::Failed);
-        assert_eq!(r2.reason_code.as_deref(), Some("server_restart"));
-        assert_eq!(r2.finished_at, Some(5000));
-        assert_eq!(
-            store.get_run("r1").unwrap().unwrap().phase,
-            Phase::Completed
-        );
-
-        assert_eq!(store.user_artifact_bytes("u").unwrap(), 10);
-        assert_eq!(store.user_artifact_bytes("other").unwrap(), 0);
-        assert_eq!(store.runs_with_artifacts_before(1999).unwrap().len(), 0);
-        let old = store.runs_with_artifacts_before(2001).unwrap();
-        assert_eq!(old.len(), 1);
-        let mut expired = old[0].clone();
-        expired.artifacts_expired = true;
-        store.put_run(&expired).unwrap();
-        assert_eq!(store.runs_with_artifacts_before(2001).unwrap().len(), 0);
-        assert_eq!(store.user_artifact_bytes("u").unwrap(), 0);
-
-        let e = IdemEntry {
-            endpoint: "runs".into(),
-            user_id: "u".into(),
-            key: "k".into(),
-            fingerprint: "f".into(),
-            object_id: "r1".into(),
-            created_at: 100,
-            status: 202,
-            response: serde_json::json!({"run_id": "r1"}),
-        };
-        store.idem_put(&e).unwrap();
-        assert_eq!(store.idem_get("runs", "u", "k").unwrap().unwrap(), e);
-        assert!(store.idem_get("sessions", "u", "k").unwrap().is_none());
-        assert!(store.idem_get("runs", "v", "k").unwrap().is_none());
-        assert_eq!(store.list_idempotency().unwrap(), vec![e.clone()]);
-        let mut ids: Vec<String> = store
-            .list_runs()
-            .unwrap()
-            .into_iter()
-            .map(|r| r.id)
-            .collect();
-        ids.sort();
-        assert_eq!(ids, ["r1", "r2", "r3"]);
-        assert_eq!(store.idem_purge(100).unwrap(), 0);
-        assert_eq!(store.idem_purge(101).unwrap(), 1);
-        assert!(store.idem_get("runs", "u", "k").unwrap().is_none());
-
-        // Quota view: r2 and r1 were created at 1000 (r2 failed at restart, so none active).
-        let mut live = sample_run("r4", Phase::Running);
-        live.created_at = 9000;
-        store.put_run(&live).unwrap();
-        let mut long = sample_run("r5", Phase::Completed);
-        long.created_at = 8000;
-        long.resource_usage.wall_time_sec = 2.5;
-        store.put_run(&long).unwrap();
-        let u = store.user_usage("u", 8500, 5000, 10_000).unwrap();
-        assert_eq!(u.active_runs, 1);
-        assert_eq!((u.recent_runs, u.oldest_recent), (1, Some(9000)));
-        assert_eq!((u.exec_ms, u.oldest_exec), (2500 + 1000, Some(8000)));
-        assert_eq!(
-            store.user_usage("v", 0, 0, 10_000).unwrap(),
-            UserUsage::default()
-        );
-
-        for (i, (event, run)) in [
-            ("sandbox.run.created", "r4"),
-            ("sandbox.run.running", "r4"),
-            ("sandbox.session.created", ""),
-        ]
-        .iter()
-        .enumerate()
-        {
-            store
-                .put_audit(&AuditEvent {
-                    id: format!("a{i}"),
-                    ts: 100 + i as i64,
-                    event: event.to_string(),
-                    user_id: if run.is_empty() {
-                        "v".into()
-                    } else {
-                        "u".into()
-                    },
-                    run_id: (!run.is_empty()).then(|| run.to_string()),
-                    session_id: run.is_empty().then(|| "s1".to_string()),
-                    body: serde_json::json!({ "event": event }),
-                })
-                .unwrap();
-        }
-        let q = |f: &dyn Fn(&mut AuditQuery)| {
-            let mut q = AuditQuery {
-                limit: 10,
-                ..Default::default()
-            };
-            f(&mut q);
-            store.list_audit(&q).unwrap()
-        };
-        let (all, n) = q(&|_| {});
-        assert_eq!(n, 3);
-        assert_eq!(
-            all.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
-            ["a0", "a1", "a2"]
-        );
-        assert_eq!(all[2].body["event"], "sandbox.session.created");
-        let (r4, n) = q(&|q| q.run_id = Some("r4".into()));
-        assert_eq!((r4.len(), n), (2, 2));
-        let (page, n) = q(&|q| {
-            q.user_id = Some("u".into());
-            q.limit = 1;
-            q.offset = 1;
-        });
-        assert_eq!((page[0].id.as_str(), n), ("a1", 2));
-        let (ev, _) = q(&|q| q.event = Some("sandbox.session.created".into()));
-        assert_eq!(ev[0].session_id.as_deref(), Some("s1"));
-        assert_eq!(store.audit_purge(101).unwrap(), 1);
-        assert_eq!(q(&|_| {}).1, 2);
-    }
+    pub use super::testsuite::{exercise, sample_run};
 }
