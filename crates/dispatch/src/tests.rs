@@ -634,3 +634,68 @@ fn protocol_page_examples_hold() {
     }
     assert!(checked > 30, "only {checked} answers checked");
 }
+
+// ---- issue 17: atomic runs, receipts, portable state over JSON-RPC ----
+
+#[test]
+fn run_results_carry_usage_and_atomic_runs_roll_back() {
+    let d = d();
+    call(&d, "run", json!({"command": "echo keep > f"})).unwrap();
+    let r = call(
+        &d,
+        "run",
+        json!({"command": "echo gone > f; touch g; false", "atomic": true}),
+    )
+    .unwrap();
+    assert_eq!(r["exitCode"], 1);
+    assert_eq!(r["rolledBack"], true);
+    assert_eq!(r["usage"]["filesCreated"], 1);
+    let r = call(&d, "run", json!({"command": "cat f; ls"})).unwrap();
+    assert_eq!(r["stdout"], "keep\nf\n");
+    assert!(r.get("rolledBack").is_none());
+    assert!(r["usage"]["peakMemoryBytes"].as_u64().unwrap() > 0);
+    let e = call(&d, "run", json!({"command": "true", "atomic": "yes"})).unwrap_err();
+    assert_eq!(e.code, code::INVALID_PARAMS);
+}
+
+#[test]
+fn export_and_import_replace_the_root() {
+    let a = d();
+    call(
+        &a,
+        "run",
+        json!({"command": "mkdir w && echo 1 > w/n && cd w && X=5"}),
+    )
+    .unwrap();
+    let key = base64::engine::general_purpose::STANDARD.encode(b"k");
+    let blob = call(&a, "sandbox.export", json!({"key": key})).unwrap()["data"].clone();
+    let b = d();
+    let child = fork(&b, None);
+    call(&b, "sandbox.import", json!({"data": blob, "key": key})).unwrap();
+    let r = call(&b, "run", json!({"command": "pwd; cat n; echo $X"})).unwrap();
+    assert_eq!(r["stdout"], "/home/user/w\n1\n5\n");
+    // Forks made before are left as they were.
+    let r = call(&b, "run", json!({"command": "pwd", "sandboxId": child})).unwrap();
+    assert_eq!(r["stdout"], "/home/user\n");
+    // A bad blob changes nothing.
+    let e = call(&b, "sandbox.import", json!({"data": "aGVsbG8="})).unwrap_err();
+    assert_eq!(e.code, code::INVALID_PARAMS);
+    assert!(
+        e.message.contains("not a wasmsand state blob"),
+        "{}",
+        e.message
+    );
+    let e = call(&b, "sandbox.import", json!({"data": blob})).unwrap_err();
+    assert!(e.message.contains("give the key"), "{}", e.message);
+    assert_eq!(
+        call(&b, "run", json!({"command": "cat n"})).unwrap()["stdout"],
+        "1\n"
+    );
+    let e = call(
+        &b,
+        "sandbox.import",
+        json!({"data": blob, "sandboxId": child}),
+    )
+    .unwrap_err();
+    assert_eq!(e.code, code::INVALID_PARAMS);
+}

@@ -122,8 +122,14 @@ fn run_result_omits_optional_fields_when_absent() {
     let mut d = Daemon::start(&[]);
     let r = d.call("run", json!({"command": "echo hello"}));
     let keys: Vec<&String> = r.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["executionTimeMs", "exitCode", "stderr", "stdout"]);
+    // `usage`, the run's receipt, is in every result; `truncated`, `errorClass` and
+    // `rolledBack` only when set.
+    assert_eq!(
+        keys,
+        ["executionTimeMs", "exitCode", "stderr", "stdout", "usage"]
+    );
     assert_eq!(r["stdout"], "hello\n");
+    assert_eq!(r["usage"]["processes"], 0);
 }
 
 #[test]
