@@ -76,6 +76,16 @@ fn start() -> Result<Pg, String> {
     )?;
     let root = is_root();
     let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    // The watchdog of an earlier run removed its cluster's data but cannot remove the
+    // directory it does not own: tidy up those of processes that are gone.
+    for e in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = name.strip_prefix("pg-")
+            && !Path::new("/proc").join(pid).exists()
+        {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
     let dir = base.join(format!("pg-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
