@@ -41,6 +41,11 @@ pub fn routes() -> Router<Arc<App>> {
             "/",
             get(|| async { asset(INDEX, "text/html; charset=utf-8") }),
         )
+        // The PRD's deep link to a run's full log: the same page, which opens the run.
+        .route(
+            "/webui/sandbox/runs/{id}",
+            get(|| async { asset(INDEX, "text/html; charset=utf-8") }),
+        )
         .route(
             "/panel/panel.js",
             get(|| async { asset(SCRIPT, "text/javascript; charset=utf-8") }),

@@ -656,6 +656,10 @@ function init() {
   renderSession();
   renderHistory();
   loadServer();
+  // A deep link (/webui/sandbox/runs/{id}) opens that run: its log from the start, status and
+  // artifacts.
+  const link = location.pathname.match(/^\/webui\/sandbox\/runs\/([^/]+)$/);
+  if (link) openRun(decodeURIComponent(link[1]));
   document.body.dataset.ready = "1";
 }
 

@@ -136,6 +136,11 @@ async fn the_panel_is_served_from_the_binary() {
     let css = get("/panel/panel.css").await;
     assert_eq!(css.headers()["content-type"], "text/css; charset=utf-8");
 
+    // The PRD's deep link to a run is the same page.
+    let link = get("/webui/sandbox/runs/some-run").await;
+    assert_eq!(link.status(), StatusCode::OK);
+    assert!(link.text().await.unwrap().contains("/panel/panel.js"));
+
     // Unknown files are the API's 404 envelope, not the page.
     let missing = get("/panel/nope.js").await;
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);

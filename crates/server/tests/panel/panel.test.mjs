@@ -216,6 +216,22 @@ async function main() {
   assert.equal(status.exit_code, 3);
   log(`reconnected once, resumed from seq ${resumeFrom}; ${ticks.length} lines in order, exit 3`);
 
+  // ---- the PRD's deep link to a run: its whole log again, its status ----
+  const linked = await context.newPage();
+  linked.on("pageerror", (e) => pageErrors.push(String(e)));
+  await linked.goto(`${base}/webui/sandbox/runs/${early.runId}`);
+  await linked.waitForSelector("body[data-run-done]", { timeout: WAIT });
+  const again = await linked.evaluate(() => ({
+    text: document.getElementById("console").textContent,
+    phase: document.getElementById("phase").textContent,
+    exit: document.getElementById("exit-code").textContent,
+  }));
+  assert.deepEqual(again.text.split("\n").filter((l) => l.startsWith("tick ")), ticks);
+  assert.equal(again.phase, "failed");
+  assert.equal(again.exit, "3");
+  await linked.close();
+  log("deep link /webui/sandbox/runs/{id} shows the whole run");
+
   // ---- artifacts ----
   await page.waitForSelector("#artifacts button[data-path='out/copy.txt']", { timeout: WAIT });
   const [download] = await Promise.all([
