@@ -51,7 +51,9 @@ python3 -m venv "$VENV"
 # The service's OpenAPI document against a live `sandboxd serve` (schemathesis from PyPI in
 # its own venv under target/): no 5xx, only documented statuses, bodies matching the schemas.
 # Both steps below run target/debug/sandboxd (up to date after the tests; built if not).
-cargo build -p sandboxd --locked
+# `cargo test --workspace` above built it; a `cargo build -p` would resolve features without
+# the dev-dependencies and rebuild much of the tree, so it runs only if the binary is missing.
+[ -x target/debug/sandboxd ] || cargo build -p sandboxd --locked
 scripts/api-conformance.sh
 
 # The web panel in headless Chromium from Debian's packages, driven by playwright-core (npm,
