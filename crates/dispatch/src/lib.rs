@@ -22,6 +22,7 @@
 mod error;
 mod legacy;
 mod params;
+mod sdk;
 mod server;
 mod text;
 
@@ -227,14 +228,9 @@ impl Dispatcher {
         self.note_arrival();
         match req.method.as_str() {
             "run" => self.run(p, req.id.as_ref(), notify),
-            "files.write" => {
-                let data = p.base64("data")?;
-                self.on(p, |sb| Ok(sb.write_file(p.str("path")?, &data)?))
-            }
-            "files.read" => self.on(p, |sb| {
-                let data = sb.read_file(p.str("path")?)?;
-                Ok(json!({"data": base64::engine::general_purpose::STANDARD.encode(&data)}))
-            }),
+            "files.write" => self.files_write(p),
+            "files.read" => self.files_read(p),
+            "files.rename" => self.files_rename(p),
             "files.list" => self.on(p, |sb| {
                 let entries: Vec<Value> = sb
                     .list(p.str("path")?)?
@@ -371,7 +367,7 @@ impl Dispatcher {
     }
 
     fn run(&self, p: Params, id: Option<&Value>, notify: &Notify) -> Result<Value, RpcError> {
-        let command = p.str("command")?;
+        let command = sdk::scoped_command(p)?;
         let stream = p.opt_bool("stream")?.unwrap_or(false);
         let (sb, fork) = self.resolve(p)?;
         let mut opts = RunOptions {
@@ -393,7 +389,7 @@ impl Dispatcher {
             }
             _ => None,
         };
-        let result = sb.run_with(command, opts);
+        let result = sb.run_with(&command, opts);
         if let Some((out, err)) = streams {
             out.finish();
             err.finish();

@@ -25,6 +25,7 @@ use wasmsand_exec::{CancelToken, ChunkCallback, Exec, ExecOptions, Input, Output
 use wasmsand_shell::{Abort, ShellState};
 use wasmsand_vfs::{FileType, Vfs, VfsOptions};
 
+mod files;
 mod state;
 mod tools;
 pub use state::{DEFAULT_MAX_STATE_BYTES, STATE_VERSION};
