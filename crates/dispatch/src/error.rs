@@ -80,6 +80,28 @@ impl RpcError {
                 Self::invalid_params(format!("Unknown snapshot: {id}"))
             }
             SandboxError::Invalid(message) => Self::invalid_params(message),
+            SandboxError::Process(e) => Self::process(e),
+        }
+    }
+
+    /// A background process call that failed: code 1 with `data.kind` (`no_such_process`,
+    /// `limit_exceeded`, `wait_timeout`, `stdin_closed`, `not_running`).
+    pub fn process(err: wasmsand::ProcessError) -> Self {
+        let mut data = json!({"kind": err.kind()});
+        match err {
+            wasmsand::ProcessError::LimitExceeded(n) => {
+                data["limit"] = json!("backgroundProcesses");
+                data["value"] = json!(n);
+            }
+            wasmsand::ProcessError::NoSuchProcess(pid)
+            | wasmsand::ProcessError::WaitTimeout(pid)
+            | wasmsand::ProcessError::StdinClosed(pid)
+            | wasmsand::ProcessError::NotRunning(pid) => data["pid"] = json!(pid),
+        }
+        Self {
+            code: code::SANDBOX_ERROR,
+            message: err.to_string(),
+            data: Some(data),
         }
     }
 

@@ -26,6 +26,14 @@ pub struct Limits {
     pub memory_bytes: u64,
     /// Host tool calls one run may make.
     pub tool_calls: u64,
+    /// Background processes (`Sandbox::spawn`, `process.start`, `nohup cmd &`) alive at once
+    /// in one sandbox. Absent from state blobs written before it existed: the default.
+    #[serde(default = "default_background_processes")]
+    pub background_processes: u64,
+}
+
+fn default_background_processes() -> u64 {
+    Limits::DEFAULT_BACKGROUND_PROCESSES
 }
 
 impl Limits {
@@ -38,6 +46,7 @@ impl Limits {
     pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
     pub const DEFAULT_MEMORY_BYTES: u64 = 512 * MIB;
     pub const DEFAULT_TOOL_CALLS: u64 = 500;
+    pub const DEFAULT_BACKGROUND_PROCESSES: u64 = 8;
 
     /// These limits with every field the patch sets replaced.
     #[must_use]
@@ -58,6 +67,7 @@ impl Limits {
             timeout_ms,
             memory_bytes,
             tool_calls,
+            background_processes,
         } = *patch;
         let pairs = [
             (&mut self.stdout_bytes, stdout_bytes),
@@ -69,6 +79,7 @@ impl Limits {
             (&mut self.timeout_ms, timeout_ms),
             (&mut self.memory_bytes, memory_bytes),
             (&mut self.tool_calls, tool_calls),
+            (&mut self.background_processes, background_processes),
         ];
         for (field, value) in pairs {
             if let Some(value) = value {
@@ -90,6 +101,7 @@ impl Default for Limits {
             timeout_ms: Self::DEFAULT_TIMEOUT_MS,
             memory_bytes: Self::DEFAULT_MEMORY_BYTES,
             tool_calls: Self::DEFAULT_TOOL_CALLS,
+            background_processes: Self::DEFAULT_BACKGROUND_PROCESSES,
         }
     }
 }
@@ -118,6 +130,8 @@ pub struct LimitsPatch {
     pub memory_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_processes: Option<u64>,
 }
 
 #[cfg(test)]
@@ -136,6 +150,7 @@ mod tests {
         assert_eq!(l.timeout_ms, 30_000);
         assert_eq!(l.memory_bytes, 536_870_912);
         assert_eq!(l.tool_calls, 500);
+        assert_eq!(l.background_processes, 8);
     }
 
     #[test]

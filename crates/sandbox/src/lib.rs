@@ -26,8 +26,13 @@ use wasmsand_shell::{Abort, ShellState};
 use wasmsand_vfs::{FileType, Vfs, VfsOptions};
 
 mod files;
+mod process;
 mod state;
 mod tools;
+pub use process::{
+    ExitCallback, KEPT_ENDED_PROCESSES, KILLED_STATUS, Process, ProcessError, ProcessInfo,
+    SpawnOptions, StreamOutput,
+};
 pub use state::{DEFAULT_MAX_STATE_BYTES, STATE_VERSION};
 pub use tools::{Tool, ToolHandler, ToolSetError};
 
@@ -73,6 +78,8 @@ pub enum SandboxError {
     UnknownSnapshot(String),
     #[error("{0}")]
     Invalid(String),
+    #[error("{0}")]
+    Process(#[from] ProcessError),
 }
 
 impl SandboxError {
@@ -162,6 +169,8 @@ pub struct Sandbox {
     exec: &'static Exec,
     /// Host tools offered to guests through the `host.call` door (`from host import tools`).
     tools: Mutex<wasmsand_cpython::ToolSet>,
+    /// Background processes; never taken while `inner` is held by a run that waits on them.
+    procs: Mutex<process::ProcTable>,
 }
 
 /// The prepared filesystem every sandbox starts as: the standard layout with every tool in
@@ -289,6 +298,7 @@ impl Sandbox {
             limits,
             exec: exec_for(&options.cache_dir),
             tools: Mutex::default(),
+            procs: Mutex::default(),
         }
     }
 
@@ -732,6 +742,8 @@ impl Sandbox {
                 limits: self.limits,
                 exec: self.exec,
                 tools: Mutex::new(self.tools.lock().clone()),
+                // A fork starts with no processes: they belong to the sandbox that ran them.
+                procs: Mutex::default(),
             })
         })
     }
@@ -739,6 +751,7 @@ impl Sandbox {
     /// Releases the sandbox; every later call fails with [`SandboxError::Destroyed`].
     pub fn destroy(&self) {
         self.destroyed.store(true, Ordering::SeqCst);
+        self.procs.lock().close();
         self.cancel();
         *self.inner.lock() = None;
     }
@@ -802,6 +815,97 @@ impl Sandbox {
     /// Bytes and files the sandbox's filesystem uses.
     pub fn usage(&self) -> Result<wasmsand_vfs::Usage> {
         self.with_inner(|i| Ok(i.vfs.lock().usage()))
+    }
+
+    /// Starts `command` as a background process and returns at once. It runs on its own
+    /// threads next to later runs, on the same files, with a copy of the shell state taken
+    /// now (plus `opts.env` and `opts.cwd`), its own deadline (`opts.timeout_ms`, default
+    /// the sandbox's `timeout_ms`), the per-program memory cap, and its output in two rings
+    /// of `stdout_bytes` / `stderr_bytes`. At most `background_processes` are alive at once
+    /// ([`ProcessError::LimitExceeded`] past it); `destroy` (or dropping the sandbox) kills
+    /// them and a fork does not inherit them.
+    pub fn spawn(&self, command: &str, opts: SpawnOptions) -> Result<Process> {
+        if self.destroyed.load(Ordering::SeqCst) {
+            return Err(SandboxError::Destroyed);
+        }
+        let len = command.len() as u64;
+        if len > self.limits.command_bytes {
+            return Err(SandboxError::Invalid(format!(
+                "command too long ({len} bytes, limit: {})",
+                self.limits.command_bytes
+            )));
+        }
+        for (name, _) in &opts.env {
+            if !valid_name(name) {
+                return Err(SandboxError::Invalid(format!(
+                    "invalid variable name: {name:?}"
+                )));
+            }
+        }
+        let launch = self.with_inner(|i| {
+            let mut shell = i.shell.clone();
+            if let Some(cwd) = &opts.cwd {
+                let p = Self::abs(i, cwd);
+                if !i.vfs.lock().stat(&p)?.is_dir() {
+                    return Err(SandboxError::Invalid(format!("cwd {p}: not a directory")));
+                }
+                shell.cwd = p;
+            }
+            for (name, value) in &opts.env {
+                shell.vars.put(
+                    name,
+                    wasmsand_shell::Var {
+                        value: wasmsand_shell::Value::Str(value.clone()),
+                        attrs: wasmsand_shell::ATTR_EXPORT,
+                    },
+                );
+            }
+            Ok(self.launch(command, shell, i.vfs.clone(), opts.timeout_ms))
+        })?;
+        process::start(&self.procs, launch, opts)
+    }
+
+    fn launch(
+        &self,
+        command: &str,
+        shell: ShellState,
+        vfs: Arc<Mutex<Vfs>>,
+        timeout_ms: Option<u64>,
+    ) -> process::Launch {
+        process::Launch {
+            command: command.to_string(),
+            shell,
+            cfg_exec: self.exec,
+            vfs,
+            memory_limit: self.limits.memory_bytes,
+            door: self.tool_door(),
+            timeout_ms: timeout_ms.unwrap_or(self.limits.timeout_ms),
+            ring_bytes: [self.limits.stdout_bytes, self.limits.stderr_bytes],
+            max_live: self.limits.background_processes,
+        }
+    }
+
+    /// The background process `pid` (running, or ended and still kept).
+    pub fn process(&self, pid: u32) -> Result<Process> {
+        if self.destroyed.load(Ordering::SeqCst) {
+            return Err(SandboxError::Destroyed);
+        }
+        Ok(self.procs.lock().get(pid)?)
+    }
+
+    /// Every background process still known, by pid.
+    pub fn processes(&self) -> Result<Vec<ProcessInfo>> {
+        if self.destroyed.load(Ordering::SeqCst) {
+            return Err(SandboxError::Destroyed);
+        }
+        Ok(self.procs.lock().list())
+    }
+}
+
+impl Drop for Sandbox {
+    /// Background processes do not outlive their sandbox.
+    fn drop(&mut self) {
+        self.procs.lock().close();
     }
 }
 
