@@ -375,6 +375,8 @@ impl Dispatcher {
             timeout_ms: p.opt_u64("timeoutMs")?,
             // All or nothing: a failed run leaves the sandbox as it was (`rolledBack`).
             atomic: p.opt_bool("atomic")?.unwrap_or(false),
+            // Bytes the command reads as its standard input (the SDKs' `stdin=`).
+            stdin: sdk::run_stdin(p)?.map(Into::into),
             ..RunOptions::default()
         };
         // Chunks are decoded as UTF-8 across chunk boundaries, so a character split between

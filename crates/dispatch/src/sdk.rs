@@ -120,3 +120,23 @@ fn valid_name(name: &str) -> bool {
         .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
+
+/// `run`'s standard input: `stdin` (UTF-8 text) or `stdinBase64` (bytes), not both.
+pub(crate) fn run_stdin(p: Params<'_>) -> Result<Option<Vec<u8>>, RpcError> {
+    let text = match p.0.get("stdin") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.as_bytes().to_vec()),
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "Invalid param: stdin must be a string",
+            ));
+        }
+    };
+    let bytes = p.opt_base64("stdinBase64")?;
+    match (text, bytes) {
+        (Some(_), Some(_)) => Err(RpcError::invalid_params(
+            "Invalid param: give stdin or stdinBase64, not both",
+        )),
+        (t, b) => Ok(t.or(b)),
+    }
+}

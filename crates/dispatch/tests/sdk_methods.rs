@@ -216,3 +216,29 @@ fn run_env_and_cwd_hold_for_that_run_only() {
         assert!(e["message"].as_str().unwrap().contains(message), "{e}");
     }
 }
+
+#[test]
+fn run_reads_stdin_as_text_or_bytes() {
+    let d = Dispatcher::new(DispatchConfig::default());
+    let r = run(&d, json!({"command": "tr a-z A-Z", "stdin": "hello\n"}));
+    assert_eq!(r["stdout"], "HELLO\n");
+    let r = run(
+        &d,
+        json!({"command": "od -An -tx1", "stdinBase64": b64(&[0, 255, 10])}),
+    );
+    assert_eq!(r["stdout"].as_str().unwrap().trim(), "00 ff 0a");
+    let r = run(
+        &d,
+        json!({"command": "python3 -c 'print(input()[::-1])'", "stdin": "abc\n"}),
+    );
+    assert_eq!(r["stdout"], "cba\n", "{r}");
+    let e = call(
+        &d,
+        "run",
+        json!({"command": "cat", "stdin": "a", "stdinBase64": "YQ=="}),
+    )
+    .unwrap_err();
+    assert_eq!(e["code"], -32602);
+    let e = call(&d, "run", json!({"command": "cat", "stdin": 5})).unwrap_err();
+    assert_eq!(e["code"], -32602);
+}
