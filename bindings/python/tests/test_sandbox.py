@@ -106,7 +106,7 @@ def test_unknown_limit_is_rejected() -> None:
 def test_files_round_trip(sb: Sandbox) -> None:
     sb.files.write("/home/user/a.txt", b"bytes\n")
     sb.files.write("/home/user/sub/b.txt", "text ✓\n")
-    assert sb.files.read("/home/user/a.txt") == b"bytes\n"
+    assert sb.files.read("/home/user/a.txt", "bytes") == b"bytes\n"
     assert sb.commands.run("cat sub/b.txt").stdout == "text ✓\n"
     sb.files.mkdir("/home/user/d/e")
     names = [(f.name, f.type) for f in sb.files.list("/home/user")]
@@ -153,7 +153,7 @@ def test_forks_are_isolated_and_nest(sb: Sandbox) -> None:
     assert child.sandbox_id is not None
     assert child.commands.run("cat f; echo $R").stdout == "root\n1\n"
     child.commands.run("echo child > f")
-    assert sb.files.read("f") == b"root\n"
+    assert sb.files.read("f") == "root\n"
     grandchild = child.fork()
     grandchild.files.write("/home/user/g", b"g")
     with pytest.raises(FileNotFoundError):
@@ -161,7 +161,7 @@ def test_forks_are_isolated_and_nest(sb: Sandbox) -> None:
     child.destroy()
     with pytest.raises(RuntimeError):
         child.commands.run("true")
-    assert grandchild.files.read("f") == b"child\n"
+    assert grandchild.files.read("f", format="bytes") == b"child\n"
     with pytest.raises(RuntimeError, match="kill"):
         sb.destroy()
 

@@ -6,19 +6,38 @@
 '6\\n'
 """
 
-from ._errors import SandboxError
-from ._types import CommandResult, FileInfo, Limits, Usage
-from .sandbox import Commands, Files, Sandbox, Tools
+from ._async import AsyncCommandHandle, AsyncCommands, AsyncFiles, AsyncSandbox, AsyncTools
+from ._errors import (
+    CommandExitError,
+    LimitExceededError,
+    ProcessNotFoundError,
+    SandboxError,
+    WaitTimeoutError,
+)
+from ._types import CommandResult, FileInfo, Limits, ProcessInfo, Usage, WriteEntry
+from .sandbox import CommandHandle, Commands, Files, Sandbox, Tools
 
 __all__ = [
     "Sandbox",
+    "AsyncSandbox",
+    "AsyncCommands",
+    "AsyncCommandHandle",
+    "AsyncFiles",
+    "AsyncTools",
     "Commands",
+    "CommandHandle",
     "Files",
     "Tools",
     "CommandResult",
     "FileInfo",
     "Limits",
+    "ProcessInfo",
     "Usage",
+    "WriteEntry",
     "SandboxError",
+    "CommandExitError",
+    "LimitExceededError",
+    "ProcessNotFoundError",
+    "WaitTimeoutError",
 ]
 __version__ = "0.1.0"

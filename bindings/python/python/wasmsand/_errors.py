@@ -3,19 +3,69 @@
 from __future__ import annotations
 
 import errno as _errno
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-__all__ = ["SandboxError", "raise_for_error"]
+if TYPE_CHECKING:
+    from ._types import CommandResult
+
+__all__ = [
+    "SandboxError",
+    "CommandExitError",
+    "ProcessNotFoundError",
+    "WaitTimeoutError",
+    "LimitExceededError",
+    "raise_for_error",
+]
 
 
 class SandboxError(RuntimeError):
     """A request the sandbox refused; ``code`` is the JSON-RPC error code, ``data`` its
-    details."""
+    details and ``kind`` its ``data.kind`` when it has one (``"stdin_closed"``,
+    ``"not_running"``, ...)."""
 
     def __init__(self, message: str, code: int | None = None, data: Any = None) -> None:
         super().__init__(message)
         self.code = code
         self.data = data
+
+    @property
+    def kind(self) -> str | None:
+        if isinstance(self.data, dict) and isinstance(self.data.get("kind"), str):
+            return str(self.data["kind"])
+        return None
+
+
+class ProcessNotFoundError(SandboxError, LookupError):
+    """No background process has that pid in this sandbox (or it was forgotten: only the 32
+    most recently ended ones are kept)."""
+
+
+class WaitTimeoutError(SandboxError, TimeoutError):
+    """``wait(timeout=...)`` ran out before the background process ended; it goes on."""
+
+
+class LimitExceededError(SandboxError):
+    """Too many live background processes (``data["limit"]`` names the limit)."""
+
+
+class CommandExitError(SandboxError):
+    """A command run with ``check=True`` exited non-zero; ``result`` is its whole
+    ``CommandResult`` (``exit_code``, ``stdout`` and ``stderr`` are repeated here)."""
+
+    def __init__(self, result: "CommandResult") -> None:
+        detail = result.stderr.strip().splitlines()[-1:] or [""]
+        super().__init__(f"command exited with code {result.exit_code}: {detail[0]}".rstrip(": "))
+        self.result = result
+        self.exit_code = result.exit_code
+        self.stdout = result.stdout
+        self.stderr = result.stderr
+
+
+_KINDS: dict[str, type[SandboxError]] = {
+    "no_such_process": ProcessNotFoundError,
+    "wait_timeout": WaitTimeoutError,
+    "limit_exceeded": LimitExceededError,
+}
 
 
 _FS = {
@@ -28,11 +78,13 @@ _FS = {
 }
 
 
-def raise_for_error(error: dict[str, Any]) -> None:
+def raise_for_error(error: dict[str, Any]) -> NoReturn:
     """Raises the exception matching a JSON-RPC ``error`` object."""
     code = error.get("code")
     message = str(error.get("message", "sandbox error"))
     data = error.get("data")
+    if isinstance(data, dict) and isinstance(data.get("kind"), str) and code != -32602:
+        raise _KINDS.get(data["kind"], SandboxError)(message, code if isinstance(code, int) else None, data)
     if isinstance(data, dict) and isinstance(data.get("errno"), str):
         name = data["errno"]
         number = getattr(_errno, name, None)
@@ -45,4 +97,4 @@ def raise_for_error(error: dict[str, Any]) -> None:
         raise RuntimeError(f"sandbox has been destroyed ({message})")
     if code == -32602:
         raise ValueError(message)
-    raise SandboxError(message, code, data)
+    raise SandboxError(message, code if isinstance(code, int) else None, data)

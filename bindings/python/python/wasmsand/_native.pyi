@@ -12,6 +12,9 @@ class NativeDispatcher:
         """Answers one JSON-RPC request (GIL released while it runs)."""
     def set_request_handler(self, handler: Callable[[str, str], str]) -> None:
         """Answers the dispatcher's calls to the client (host tools), JSON in and out."""
+    def set_notification_handler(self, handler: Callable[[str], None]) -> None:
+        """Receives every background process's notifications (``process.output``,
+        ``process.exit``) as JSON text."""
     def is_killed(self) -> bool:
         """Whether ``kill`` has run."""
 

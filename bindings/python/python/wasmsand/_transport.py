@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import weakref
 from typing import Any, Callable
 
 from ._errors import raise_for_error
@@ -19,10 +20,46 @@ __all__ = ["Transport", "InProcessTransport", "RpcTransport", "find_sandboxd"]
 
 Notify = Callable[[dict[str, Any]], None]
 RequestHandler = Callable[[str, dict[str, Any]], Any]
+# (method, params) of a background process's notification (`process.output`, `process.exit`).
+ProcessListener = Callable[[str, dict[str, Any]], None]
 
 
 class Transport:
-    """Sends JSON-RPC requests; ``call`` blocks until the answer and returns its result."""
+    """Sends JSON-RPC requests; ``call`` blocks until the answer and returns its result.
+
+    Notifications of background processes are not tied to a request: they are routed by
+    (sandboxId, pid) to whoever ``subscribe``d."""
+
+    def __init__(self) -> None:
+        self._subs: dict[tuple[str | None, int], list[ProcessListener]] = {}
+        self._subs_lock = threading.Lock()
+
+    def subscribe(self, sandbox_id: str | None, pid: int, fn: ProcessListener) -> Callable[[], None]:
+        """Calls ``fn(method, params)`` for each notification of that process; returns the
+        function that stops it."""
+        key = (sandbox_id, pid)
+        with self._subs_lock:
+            self._subs.setdefault(key, []).append(fn)
+
+        def unsubscribe() -> None:
+            with self._subs_lock:
+                fns = self._subs.get(key)
+                if fns is not None and fn in fns:
+                    fns.remove(fn)
+                    if not fns:
+                        del self._subs[key]
+
+        return unsubscribe
+
+    def _route_process(self, method: str, params: dict[str, Any]) -> None:
+        pid = params.get("pid")
+        if not isinstance(pid, int):
+            return
+        sid = params.get("sandboxId")
+        with self._subs_lock:
+            fns = list(self._subs.get((sid if isinstance(sid, str) else None, pid), ()))
+        for fn in fns:
+            fn(method, params)
 
     def call(self, method: str, params: dict[str, Any], on_notify: Notify | None = None) -> Any:
         raise NotImplementedError
@@ -41,10 +78,27 @@ class InProcessTransport(Transport):
     def __init__(self) -> None:
         from ._native import NativeDispatcher
 
+        super().__init__()
         self._native = NativeDispatcher()
         self._ids = itertools.count(1)
         self._request_handler: RequestHandler | None = None
         self._closed = False
+        # Weak: the native dispatcher keeps the handler alive, and must not keep us alive.
+        me = weakref.ref(self)
+
+        def on_process(text: str) -> None:
+            t = me()
+            if t is not None:
+                t._on_native_message(json.loads(text))
+
+        setter = getattr(self._native, "set_notification_handler", None)
+        if setter is not None:
+            setter(on_process)
+
+    def _on_native_message(self, msg: dict[str, Any]) -> None:
+        method = msg.get("method")
+        if isinstance(method, str) and method.startswith("process."):
+            self._route_process(method, msg.get("params") or {})
 
     def call(self, method: str, params: dict[str, Any], on_notify: Notify | None = None) -> Any:
         if self._closed:
@@ -52,12 +106,16 @@ class InProcessTransport(Transport):
         rid = next(self._ids)
         request = json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         callback = None
-        if on_notify is not None:
+        if on_notify is not None or method == "process.start":
 
             def callback(text: str) -> None:
                 msg = json.loads(text)
                 if msg.get("method") == "output":
-                    on_notify(msg.get("params") or {})
+                    if on_notify is not None:
+                        on_notify(msg.get("params") or {})
+                else:
+                    # A process's notifications when no handler could be set.
+                    self._on_native_message(msg)
 
         answer = self._native.call(request, callback)
         if answer is None:
@@ -117,6 +175,7 @@ class RpcTransport(Transport):
     routes ``output`` notifications to the request that asked for them."""
 
     def __init__(self, sandboxd_path: str | os.PathLike[str] | None = None) -> None:
+        super().__init__()
         cmd = find_sandboxd(sandboxd_path)
         self._proc = subprocess.Popen(
             cmd,
@@ -202,6 +261,8 @@ class RpcTransport(Transport):
                     slot = self._pending.get(rid) if isinstance(rid, int) else None
                 if slot is not None and slot.on_notify is not None:
                     slot.on_notify(params)
+            elif str(msg.get("method")).startswith("process."):
+                self._route_process(str(msg["method"]), params)
             return
         # A request from the server (a host tool call): answered on its own thread so the
         # reader keeps delivering answers meanwhile.

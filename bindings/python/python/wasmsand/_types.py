@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-__all__ = ["CommandResult", "FileInfo", "Limits", "Usage"]
+__all__ = ["CommandResult", "FileInfo", "Limits", "ProcessInfo", "Usage", "WriteEntry"]
 
 
 @dataclass
@@ -71,6 +71,51 @@ class CommandResult:
     usage: Usage = field(default_factory=Usage)
     rolled_back: bool = False
 
+    @classmethod
+    def from_wire(cls, r: Mapping[str, Any]) -> "CommandResult":
+        return cls(
+            stdout=str(r["stdout"]),
+            stderr=str(r["stderr"]),
+            exit_code=int(r["exitCode"]),
+            execution_time_ms=float(r["executionTimeMs"]),
+            truncated=r.get("truncated"),
+            error_class=r.get("errorClass"),
+            usage=Usage.from_wire(r.get("usage")),
+            rolled_back=bool(r.get("rolledBack", False)),
+        )
+
+
+@dataclass
+class ProcessInfo:
+    """A background process as ``commands.list()`` reports it: ``exit_code`` is ``None``
+    while it runs; ``started_at_ms`` is wall-clock milliseconds since the Unix epoch."""
+
+    pid: int
+    command: str
+    running: bool
+    exit_code: int | None
+    started_at_ms: int
+
+    @classmethod
+    def from_wire(cls, w: Mapping[str, Any]) -> "ProcessInfo":
+        code = w.get("exitCode")
+        return cls(
+            pid=int(w["pid"]),
+            command=str(w.get("command", "")),
+            running=bool(w.get("running", False)),
+            exit_code=None if code is None else int(code),
+            started_at_ms=int(w.get("startedAtMs", 0)),
+        )
+
+
+@dataclass
+class WriteEntry:
+    """One file of ``files.write_files``: ``data`` is text (written as UTF-8), bytes or a
+    binary file object."""
+
+    path: str
+    data: Any
+
 
 @dataclass
 class FileInfo:
@@ -92,13 +137,15 @@ _WIRE = {
     "rpc_bytes": "rpcBytes",
     "fs_bytes": "fsBytes",
     "timeout_ms": "timeoutMs",
+    "background_processes": "backgroundProcesses",
 }
 
 
 @dataclass
 class Limits:
     """Resource limits; a field left ``None`` keeps its default (stdout/stderr 1 MiB each,
-    command 64 KiB, 10 000 files, 512 MiB per program, 500 tool calls per run)."""
+    command 64 KiB, 10 000 files, 512 MiB per program, 500 tool calls per run, 8 live
+    background processes)."""
 
     stdout_bytes: int | None = None
     stderr_bytes: int | None = None
@@ -109,6 +156,7 @@ class Limits:
     rpc_bytes: int | None = None
     fs_bytes: int | None = None
     timeout_ms: int | None = None
+    background_processes: int | None = None
 
     @classmethod
     def coerce(cls, value: "Limits | Mapping[str, Any] | None") -> "Limits":

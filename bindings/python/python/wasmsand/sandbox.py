@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import base64
+import errno
 import os
+import posixpath
+import secrets
 import threading
-from typing import Any, Callable, Mapping
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Literal, Mapping, overload
 
+from ._errors import CommandExitError, SandboxError
 from ._transport import InProcessTransport, RpcTransport, Transport
-from ._types import CommandResult, FileInfo, Limits, Usage
+from ._types import CommandResult, FileInfo, Limits, ProcessInfo, WriteEntry
 
-__all__ = ["Sandbox", "Commands", "Files", "Tools"]
+__all__ = ["Sandbox", "Commands", "CommandHandle", "Files", "Tools"]
 
 OutputCallback = Callable[[str], None]
 
@@ -28,6 +32,8 @@ class _Handle:
         self.transport = transport
         self.sandbox_id = sandbox_id
         self.destroyed = False
+        # Bytes per request of a chunked file transfer (less under a small `rpc_bytes`).
+        self.chunk_bytes = CHUNK_BYTES
         # The Python functions behind registered tools, shared by a root and its forks (one
         # transport answers every `tool.call`).
         self.tools: dict[str, Callable[..., Any]] = tools if tools is not None else {}
@@ -56,29 +62,260 @@ class _Handle:
         return self.transport.call(method, params, on_notify)
 
 
+def _timeout_ms(timeout: float | None, timeout_ms: int | None) -> int | None:
+    """One per-run timeout in milliseconds from ``timeout`` (seconds) or ``timeout_ms``."""
+    if timeout is not None and timeout_ms is not None:
+        raise ValueError("give timeout (seconds) or timeout_ms, not both")
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+            raise ValueError(f"timeout must be a non-negative number of seconds, not {timeout!r}")
+        return max(1, int(round(timeout * 1000))) if timeout > 0 else 0
+    if timeout_ms is not None:
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 0:
+            raise ValueError(f"timeout_ms must be a non-negative integer, not {timeout_ms!r}")
+        return timeout_ms
+    return None
+
+
+def _env_param(envs: Mapping[str, str] | None) -> dict[str, str] | None:
+    if envs is None:
+        return None
+    if not isinstance(envs, Mapping):
+        raise TypeError(f"envs must be a mapping of str to str, not {type(envs).__name__}")
+    out: dict[str, str] = {}
+    for k, v in envs.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise TypeError(f"envs must map str to str, not {k!r}: {v!r}")
+        out[k] = v
+    return out
+
+
+def _run_params(
+    command: str,
+    envs: Mapping[str, str] | None,
+    cwd: str | None,
+    timeout: float | None,
+    timeout_ms: int | None,
+) -> dict[str, Any]:
+    if not isinstance(command, str):
+        raise TypeError(f"command must be a str, not {type(command).__name__}")
+    params: dict[str, Any] = {"command": command}
+    env = _env_param(envs)
+    if env:
+        params["env"] = env
+    if cwd is not None:
+        params["cwd"] = os.fspath(cwd)
+    t = _timeout_ms(timeout, timeout_ms)
+    if t is not None:
+        params["timeoutMs"] = t
+    return params
+
+
+def _stdin_params(stdin: str | bytes | None, text_key: str, bytes_key: str) -> dict[str, Any]:
+    if stdin is None:
+        return {}
+    if isinstance(stdin, str):
+        return {text_key: stdin}
+    if isinstance(stdin, (bytes, bytearray, memoryview)):
+        return {bytes_key: base64.b64encode(bytes(stdin)).decode("ascii")}
+    raise TypeError(f"stdin must be str or bytes, not {type(stdin).__name__}")
+
+
+# How long an idle iterator sleeps between polls when no notification wakes it (a missed
+# or undelivered wake-up costs at most this much latency, never output).
+_POLL_S = 0.25
+
+
+class CommandHandle:
+    """A background process (``commands.run(..., background=True)`` or
+    ``commands.connect(pid)``).
+
+    Iterating it yields ``(stdout, stderr)`` text chunks as they arrive (one of the two may
+    be empty) until the process has ended and all its output was read; output the ring
+    buffer dropped before it was read is skipped (``dropped_stdout``/``dropped_stderr``
+    count it). The process runs on whether or not anyone holds its handle."""
+
+    def __init__(
+        self,
+        handle: _Handle,
+        pid: int,
+        *,
+        on_stdout: OutputCallback | None = None,
+        on_stderr: OutputCallback | None = None,
+        check: bool = False,
+    ) -> None:
+        self._h = handle
+        self.pid = pid
+        self._check = check
+        self._offsets = [0, 0]
+        self.dropped_stdout = 0
+        self.dropped_stderr = 0
+        self._wake = threading.Event()
+        self._unsubscribe = handle.transport.subscribe(handle.sandbox_id, pid, self._on_notify)
+        if on_stdout is not None or on_stderr is not None:
+            # The callbacks read the rings with their own offsets, so they see every byte
+            # in order whenever they started, and do not steal chunks from an iterator.
+            pump = CommandHandle(handle, pid)
+            threading.Thread(
+                target=pump._pump, args=(on_stdout, on_stderr), name=f"wasmsand-pid-{pid}", daemon=True
+            ).start()
+
+    def _on_notify(self, method: str, params: dict[str, Any]) -> None:
+        self._wake.set()
+
+    def __del__(self) -> None:
+        unsubscribe = getattr(self, "_unsubscribe", None)
+        if unsubscribe is not None:
+            unsubscribe()
+
+    def _pump(self, on_stdout: OutputCallback | None, on_stderr: OutputCallback | None) -> None:
+        try:
+            for out, err in self:
+                if out and on_stdout is not None:
+                    on_stdout(out)
+                if err and on_stderr is not None:
+                    on_stderr(err)
+        except (RuntimeError, SandboxError):
+            pass  # the sandbox was destroyed, or the process forgotten: nothing more to read
+        finally:
+            self._unsubscribe()
+
+    def poll(self) -> tuple[str, str, bool]:
+        """The output that arrived since the last read (stdout, stderr) and whether the
+        process is still running; never blocks."""
+        self._wake.clear()
+        r = self._h.call(
+            "process.output",
+            {"pid": self.pid, "stdoutOffset": self._offsets[0], "stderrOffset": self._offsets[1]},
+        )
+        self._offsets = [int(r["stdoutOffset"]), int(r["stderrOffset"])]
+        self.dropped_stdout += int(r.get("droppedStdout", 0))
+        self.dropped_stderr += int(r.get("droppedStderr", 0))
+        return str(r.get("stdout", "")), str(r.get("stderr", "")), bool(r.get("running"))
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        while True:
+            out, err, running = self.poll()
+            if out or err:
+                yield out, err
+            if not running:
+                # Read once more: output written just before the end may postdate the read.
+                out, err, _ = self.poll()
+                if out or err:
+                    yield out, err
+                return
+            self._wake.wait(_POLL_S)
+
+    def wait(self, timeout: float | None = None) -> CommandResult:
+        """Waits until the process ends and returns its result (``stdout``/``stderr`` are
+        what its rings still hold). Past ``timeout`` seconds raises ``WaitTimeoutError`` and
+        the process goes on. With ``check=True`` given to ``run``, a non-zero exit raises
+        ``CommandExitError``."""
+        params: dict[str, Any] = {"pid": self.pid}
+        t = _timeout_ms(timeout, None)
+        if t is not None:
+            params["timeoutMs"] = t
+        result = CommandResult.from_wire(self._h.call("process.wait", params))
+        if self._check and result.exit_code != 0:
+            raise CommandExitError(result)
+        return result
+
+    def kill(self) -> bool:
+        """Ends the process (exit code 137, ``error_class`` ``"CANCELLED"``); ``False`` when
+        it had already ended."""
+        return bool(self._h.call("process.kill", {"pid": self.pid})["killed"])
+
+    def send_stdin(self, data: str | bytes) -> int:
+        """Writes to the process's standard input; returns the bytes written. Blocks while
+        its 64 KiB pipe is full and it is not reading."""
+        params = {"pid": self.pid, **_stdin_params(data, "data", "dataBase64")}
+        return int(self._h.call("process.write", params)["written"])
+
+    def close_stdin(self) -> None:
+        """Closes its standard input: it reads end of file once the pipe is drained."""
+        self._h.call("process.write", {"pid": self.pid, "eof": True})
+
+    def __repr__(self) -> str:
+        return f"CommandHandle(pid={self.pid})"
+
+
 class Commands:
-    """Runs command lines in the sandbox's shell (``sb.commands.run(...)``)."""
+    """Runs command lines in the sandbox's shell (``sb.commands.run(...)``), in the
+    foreground or as background processes."""
 
     def __init__(self, handle: _Handle) -> None:
         self._h = handle
 
+    @overload
     def run(
         self,
-        command: str,
+        cmd: str,
         *,
+        background: Literal[False] = False,
+        envs: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
         timeout_ms: int | None = None,
         on_stdout: OutputCallback | None = None,
         on_stderr: OutputCallback | None = None,
         atomic: bool = False,
-    ) -> CommandResult:
-        """Runs ``command`` (bash syntax) and returns its result. ``timeout_ms`` overrides
-        the sandbox's timeout for this run; ``on_stdout``/``on_stderr`` receive output
-        chunks while the command runs. With ``atomic=True`` a run that exits non-zero, times
-        out, is cancelled or hits a limit leaves the sandbox exactly as it was before it
-        (files, variables, cwd, functions, options) and its result has ``rolled_back``."""
-        params: dict[str, Any] = {"command": command}
-        if timeout_ms is not None:
-            params["timeoutMs"] = int(timeout_ms)
+        check: bool = False,
+    ) -> CommandResult: ...
+
+    @overload
+    def run(
+        self,
+        cmd: str,
+        *,
+        background: Literal[True],
+        envs: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
+        timeout_ms: int | None = None,
+        on_stdout: OutputCallback | None = None,
+        on_stderr: OutputCallback | None = None,
+        atomic: bool = False,
+        check: bool = False,
+    ) -> CommandHandle: ...
+
+    def run(
+        self,
+        cmd: str,
+        *,
+        background: bool = False,
+        envs: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
+        timeout_ms: int | None = None,
+        on_stdout: OutputCallback | None = None,
+        on_stderr: OutputCallback | None = None,
+        atomic: bool = False,
+        check: bool = False,
+    ) -> CommandResult | CommandHandle:
+        """Runs ``cmd`` (bash syntax) and returns its ``CommandResult``; a non-zero exit is
+        a result, not an exception, unless ``check=True`` (then ``CommandExitError``).
+
+        - ``envs``/``cwd`` hold for this run only (it runs in a subshell that exports them
+          and changes directory first; the session's variables and cwd are as before after).
+        - ``stdin`` (text or bytes) is what the command reads as its standard input.
+        - ``timeout`` (seconds) or ``timeout_ms`` overrides the sandbox's timeout.
+        - ``on_stdout``/``on_stderr`` receive output chunks while it runs.
+        - ``atomic=True``: a run that exits non-zero, times out, is cancelled or hits a limit
+          leaves the sandbox exactly as before it (its result has ``rolled_back``).
+        - ``background=True`` returns a ``CommandHandle`` at once: the process runs next to
+          later runs on the same files, with a copy of the session's state, under its own
+          timeout (default the sandbox's); its stdin stays open until ``close_stdin()``.
+        """
+        params = _run_params(cmd, envs, cwd, timeout, timeout_ms)
+        if background:
+            if atomic:
+                raise ValueError("atomic=True applies to foreground runs only")
+            pid = self._start(params, stdin)
+            return CommandHandle(self._h, pid, on_stdout=on_stdout, on_stderr=on_stderr, check=check)
+        params.update(_stdin_params(stdin, "stdin", "stdinBase64"))
         if atomic:
             params["atomic"] = True
         notify = None
@@ -90,50 +327,222 @@ class Commands:
                 if cb is not None:
                     cb(str(p.get("data", "")))
 
-        r = self._h.call("run", params, notify)
-        return CommandResult(
-            stdout=r["stdout"],
-            stderr=r["stderr"],
-            exit_code=r["exitCode"],
-            execution_time_ms=r["executionTimeMs"],
-            truncated=r.get("truncated"),
-            error_class=r.get("errorClass"),
-            usage=Usage.from_wire(r.get("usage")),
-            rolled_back=bool(r.get("rolledBack", False)),
-        )
+        result = CommandResult.from_wire(self._h.call("run", params, notify))
+        if check and result.exit_code != 0:
+            raise CommandExitError(result)
+        return result
+
+    def _start(self, params: dict[str, Any], stdin: str | bytes | None) -> int:
+        raw: bytes | None = None
+        if isinstance(stdin, (bytes, bytearray, memoryview)):
+            raw = bytes(stdin)
+        elif stdin is not None:
+            params.update(_stdin_params(stdin, "stdin", "stdin"))
+        pid = int(self._h.call("process.start", params)["pid"])
+        if raw:
+            self._h.call(
+                "process.write",
+                {"pid": pid, "dataBase64": base64.b64encode(raw).decode("ascii")},
+            )
+        return pid
+
+    def connect(
+        self,
+        pid: int,
+        *,
+        on_stdout: OutputCallback | None = None,
+        on_stderr: OutputCallback | None = None,
+    ) -> CommandHandle:
+        """A handle on a background process of this sandbox started by anyone (another
+        handle, client object or thread). Iterating it starts from the oldest output its
+        rings still hold; ``ProcessNotFoundError`` for an unknown pid."""
+        pid = int(pid)
+        self._h.call("process.output", {"pid": pid, "stdoutOffset": 0, "stderrOffset": 0})
+        return CommandHandle(self._h, pid, on_stdout=on_stdout, on_stderr=on_stderr)
+
+    def list(self) -> list[ProcessInfo]:
+        """The sandbox's background processes: running ones, then the most recently ended."""
+        r = self._h.call("process.list", {})
+        return [ProcessInfo.from_wire(p) for p in r["processes"]]
+
+    def kill(self, pid: int) -> bool:
+        """Ends a background process; ``False`` when it had already ended."""
+        return bool(self._h.call("process.kill", {"pid": int(pid)})["killed"])
+
+
+# Bytes per files.write / files.read request of a chunked transfer (base64 makes the line a
+# third longer; sandboxd's default line cap is 8 MiB).
+CHUNK_BYTES = 1 << 20
+
+
+def _chunks(data: str | bytes | bytearray | memoryview | BinaryIO, size: int) -> Iterator[bytes]:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        view = memoryview(data).cast("B")
+        for i in range(0, max(len(view), 1), size):
+            yield bytes(view[i : i + size])
+        return
+    read = getattr(data, "read", None)
+    if read is None:
+        raise TypeError(f"data must be str, bytes or a binary file object, not {type(data).__name__}")
+    first = True
+    while True:
+        chunk = read(size)
+        if isinstance(chunk, str):
+            raise TypeError("the file object must be opened in binary mode")
+        if not chunk and not first:
+            return
+        first = False
+        yield bytes(chunk)
+        if not chunk:
+            return
 
 
 class Files:
     """The sandbox's filesystem (``sb.files.read(...)``). Paths are absolute, or relative to
-    the shell's current directory."""
+    the shell's current directory. Large files move in chunks of ``chunk_bytes``."""
 
     def __init__(self, handle: _Handle) -> None:
         self._h = handle
 
-    def read(self, path: str) -> bytes:
-        """The whole content of a file."""
-        r = self._h.call("files.read", {"path": path})
-        return base64.b64decode(r["data"])
+    @overload
+    def read(self, path: str, format: Literal["text"] = "text") -> str: ...
+    @overload
+    def read(self, path: str, format: Literal["bytes"]) -> bytes: ...
+    @overload
+    def read(self, path: str, format: Literal["stream"]) -> Iterator[bytes]: ...
 
-    def write(self, path: str, data: bytes | str) -> None:
-        """Writes a file (``str`` as UTF-8), creating missing parent directories."""
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        encoded = base64.b64encode(bytes(data)).decode("ascii")
-        self._h.call("files.write", {"path": path, "data": encoded})
+    def read(self, path: str, format: str = "text") -> str | bytes | Iterator[bytes]:
+        """The content of a file: ``format="text"`` (UTF-8, the default), ``"bytes"``, or
+        ``"stream"``: an iterator of ``bytes`` chunks, so a large file never sits whole in
+        this process."""
+        if format == "stream":
+            return self._stream(path)
+        if format not in ("text", "bytes"):
+            raise ValueError(f"format must be 'text', 'bytes' or 'stream', not {format!r}")
+        size_hint = self._h.chunk_bytes
+        r = self._h.call("files.read", {"path": path, "offset": 0, "length": size_hint})
+        first = base64.b64decode(r["data"])
+        size = int(r["size"])
+        if len(first) >= size:
+            data = first
+        else:
+            buf = bytearray(size)
+            buf[: len(first)] = first
+            filled = len(first)
+            del first
+            for chunk in self._stream(path, filled):
+                end = min(filled + len(chunk), size)
+                buf[filled:end] = chunk[: end - filled]
+                filled = end
+                if filled >= size:
+                    break
+            data = bytes(buf[:filled]) if filled < size else bytes(buf)
+        return data.decode("utf-8") if format == "text" else data
+
+    def _stream(self, path: str, offset: int = 0) -> Iterator[bytes]:
+        while True:
+            r = self._h.call("files.read", {"path": path, "offset": offset, "length": self._h.chunk_bytes})
+            chunk = base64.b64decode(r["data"])
+            if not chunk:
+                return
+            offset += len(chunk)
+            yield chunk
+            if offset >= int(r["size"]):
+                return
+
+    def write(self, path: str, data: str | bytes | bytearray | memoryview | BinaryIO) -> None:
+        """Writes a file (``str`` as UTF-8, ``bytes``, or a binary file object read in
+        chunks), creating missing parent directories. A file larger than one chunk is
+        uploaded next to the target under a hidden temporary name and renamed into place
+        when complete, so a failed upload never leaves a partial file at ``path`` (the new
+        file has the default mode, and a symlink at ``path`` is replaced, not followed)."""
+        chunks = _chunks(data, self._h.chunk_bytes)
+        first = next(chunks)
+        second = next(chunks, None)
+        if second is None:
+            self._put(path, first, append=False)
+            return
+        head, tail = posixpath.split(path)
+        temp = posixpath.join(head, f".{tail}.upload-{secrets.token_hex(6)}")
+        try:
+            self._put(temp, first, append=False)
+            del first
+            self._put(temp, second, append=True)
+            del second
+            for chunk in chunks:
+                self._put(temp, chunk, append=True)
+            self._h.call("files.rename", {"from": temp, "to": path})
+        except BaseException:
+            try:
+                self._h.call("files.rm", {"path": temp, "recursive": False})
+            except Exception:
+                pass
+            raise
+
+    def _put(self, path: str, chunk: bytes, append: bool) -> None:
+        params: dict[str, Any] = {"path": path, "data": base64.b64encode(chunk).decode("ascii")}
+        if append:
+            params["append"] = True
+        self._h.call("files.write", params)
+
+    def write_files(
+        self,
+        files: Iterable[WriteEntry | Mapping[str, Any] | tuple[str, str | bytes | BinaryIO]],
+    ) -> None:
+        """Writes several files: ``WriteEntry(path, data)``, ``{"path": ..., "data": ...}``
+        or ``(path, data)`` each, in order."""
+        for f in files:
+            if isinstance(f, WriteEntry):
+                path, data = f.path, f.data
+            elif isinstance(f, Mapping):
+                path, data = f["path"], f["data"]
+            else:
+                path, data = f
+            self.write(path, data)
+
+    def exists(self, path: str) -> bool:
+        """Whether a file, directory or symlink is at ``path``."""
+        try:
+            self._h.call("files.stat", {"path": path})
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return True
 
     def list(self, path: str) -> list[FileInfo]:
         """The entries of a directory, sorted by name."""
         r = self._h.call("files.list", {"path": path})
         return [FileInfo(name=e["name"], type=e["type"], size=e["size"]) for e in r["entries"]]
 
+    def make_dir(self, path: str) -> bool:
+        """Creates a directory and any missing parents; ``False`` if it already existed
+        (``FileExistsError`` if something else is there)."""
+        try:
+            st = self.stat(path)
+        except FileNotFoundError:
+            self._h.call("files.mkdir", {"path": path})
+            return True
+        if st.type != "dir":
+            raise FileExistsError(errno.EEXIST, "File exists", path)
+        return False
+
     def mkdir(self, path: str) -> None:
-        """Creates a directory and any missing parents."""
+        """Creates a directory and any missing parents (``make_dir`` without the answer)."""
         self._h.call("files.mkdir", {"path": path})
+
+    def remove(self, path: str) -> None:
+        """Removes a file, or a directory with everything in it."""
+        self._h.call("files.rm", {"path": path, "recursive": True})
 
     def rm(self, path: str, recursive: bool = False) -> None:
         """Removes a file or an empty directory; a whole tree with ``recursive=True``."""
         self._h.call("files.rm", {"path": path, "recursive": bool(recursive)})
+
+    def rename(self, old_path: str, new_path: str) -> None:
+        """Renames a file or directory by ``rename(2)``'s rules (a file replaces a file, a
+        directory only an empty directory)."""
+        self._h.call("files.rename", {"from": old_path, "to": new_path})
 
     def stat(self, path: str) -> FileInfo:
         """Name, type and size of a path (a symlink itself, not its target)."""
@@ -229,6 +638,9 @@ class Sandbox:
                 t.close()
                 raise
             self._h = _Handle(t, None)
+            if lim.rpc_bytes is not None:
+                # A request line holds a chunk in base64 plus its JSON envelope.
+                self._h.chunk_bytes = max(256, min(CHUNK_BYTES, (lim.rpc_bytes - 512) * 3 // 4))
         self.commands = Commands(self._h)
         self.files = Files(self._h)
         self.tools = Tools(self._h)
@@ -285,7 +697,9 @@ class Sandbox:
     def fork(self) -> "Sandbox":
         """An independent copy in O(1): files, variables, functions, cwd and limits."""
         r = self._h.call("sandbox.fork", {})
-        return Sandbox(_handle=_Handle(self._h.transport, str(r["sandboxId"]), self._h.tools))
+        h = _Handle(self._h.transport, str(r["sandboxId"]), self._h.tools)
+        h.chunk_bytes = self._h.chunk_bytes
+        return Sandbox(_handle=h)
 
     def destroy(self) -> None:
         """Destroys this fork; a root sandbox is ended with ``kill()``."""

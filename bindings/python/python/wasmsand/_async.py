@@ -1,0 +1,417 @@
+"""``AsyncSandbox``: the same API as coroutines, for asyncio programs (agent frameworks' async
+tools). Each blocking request runs on the sandbox's own small thread pool (the Rust sandbox
+releases the GIL; ``sandboxd`` answers over a pipe), so the event loop never blocks; the pool
+is shut down by ``kill()`` and no thread outlives the sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import inspect
+import os
+import time
+from typing import (
+    Any,
+    AsyncIterator,
+    Awaitable,
+    BinaryIO,
+    Callable,
+    Iterable,
+    Literal,
+    Mapping,
+    TypeVar,
+    overload,
+)
+
+from ._errors import WaitTimeoutError
+from ._types import CommandResult, FileInfo, Limits, ProcessInfo, WriteEntry
+from .sandbox import CommandHandle, Sandbox
+
+__all__ = ["AsyncSandbox", "AsyncCommands", "AsyncCommandHandle", "AsyncFiles", "AsyncTools"]
+
+T = TypeVar("T")
+# A callback may be a plain function or a coroutine function (awaited in order).
+AsyncOutputCallback = Callable[[str], "Awaitable[None] | None"]
+
+# The longest a pool thread blocks in one `process.wait`: a cancelled `wait()` then frees
+# its thread within this time.
+_WAIT_SLICE_S = 0.5
+_POLL_S = 0.25
+
+
+class _Runner:
+    """Runs blocking SDK calls on a pool owned by one root sandbox and its forks."""
+
+    def __init__(self) -> None:
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="wasmsand-async")
+
+    async def __call__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
+
+
+def _bridge(
+    cb: AsyncOutputCallback | None, loop: asyncio.AbstractEventLoop, pending: list[asyncio.Future[Any]]
+) -> Callable[[str], None] | None:
+    """A callback the transport's threads may call: it hands each chunk to ``cb`` on the event
+    loop, in order; awaitables it returns are collected in ``pending``."""
+    if cb is None:
+        return None
+
+    def on_loop(data: str) -> None:
+        r = cb(data)
+        if inspect.isawaitable(r):
+            pending.append(asyncio.ensure_future(r))
+
+    def from_thread(data: str) -> None:
+        loop.call_soon_threadsafe(on_loop, data)
+
+    return from_thread
+
+
+class AsyncCommandHandle:
+    """A background process, as ``CommandHandle`` with coroutines; ``async for stdout,
+    stderr in handle`` yields output chunks as they arrive."""
+
+    def __init__(self, sync: CommandHandle, run: _Runner, check: bool = False) -> None:
+        self._sync = sync
+        self._run = run
+        self._check = check
+        self.pid = sync.pid
+
+    async def wait(self, timeout: float | None = None) -> CommandResult:
+        """Waits until the process ends and returns its result; ``WaitTimeoutError`` past
+        ``timeout`` seconds (the process goes on)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = _WAIT_SLICE_S if deadline is None else min(_WAIT_SLICE_S, deadline - time.monotonic())
+            try:
+                return await self._run(self._sync.wait, max(left, 0.0))
+            except WaitTimeoutError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    async def kill(self) -> bool:
+        return await self._run(self._sync.kill)
+
+    async def send_stdin(self, data: str | bytes) -> int:
+        return await self._run(self._sync.send_stdin, data)
+
+    async def close_stdin(self) -> None:
+        await self._run(self._sync.close_stdin)
+
+    async def __aiter__(self) -> AsyncIterator[tuple[str, str]]:
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+        reader = CommandHandle(self._sync._h, self.pid)
+        unsubscribe = reader._h.transport.subscribe(
+            reader._h.sandbox_id, self.pid, lambda m, p: loop.call_soon_threadsafe(wake.set)
+        )
+        try:
+            while True:
+                wake.clear()
+                out, err, running = await self._run(reader.poll)
+                if out or err:
+                    yield out, err
+                if not running:
+                    out, err, _ = await self._run(reader.poll)
+                    if out or err:
+                        yield out, err
+                    return
+                try:
+                    await asyncio.wait_for(wake.wait(), _POLL_S)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            unsubscribe()
+
+    def __repr__(self) -> str:
+        return f"AsyncCommandHandle(pid={self.pid})"
+
+
+class AsyncCommands:
+    """``sb.commands`` of an ``AsyncSandbox``."""
+
+    def __init__(self, sb: Sandbox, run: _Runner) -> None:
+        self._sb = sb
+        self._run = run
+        self._pumps: set[asyncio.Task[None]] = set()
+
+    @overload
+    async def run(
+        self,
+        cmd: str,
+        *,
+        background: Literal[False] = False,
+        envs: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
+        timeout_ms: int | None = None,
+        on_stdout: AsyncOutputCallback | None = None,
+        on_stderr: AsyncOutputCallback | None = None,
+        atomic: bool = False,
+        check: bool = False,
+    ) -> CommandResult: ...
+
+    @overload
+    async def run(
+        self,
+        cmd: str,
+        *,
+        background: Literal[True],
+        envs: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
+        timeout_ms: int | None = None,
+        on_stdout: AsyncOutputCallback | None = None,
+        on_stderr: AsyncOutputCallback | None = None,
+        atomic: bool = False,
+        check: bool = False,
+    ) -> AsyncCommandHandle: ...
+
+    async def run(
+        self,
+        cmd: str,
+        *,
+        background: bool = False,
+        envs: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
+        timeout_ms: int | None = None,
+        on_stdout: AsyncOutputCallback | None = None,
+        on_stderr: AsyncOutputCallback | None = None,
+        atomic: bool = False,
+        check: bool = False,
+    ) -> CommandResult | AsyncCommandHandle:
+        """As ``Commands.run``; callbacks run on the event loop and may be coroutines."""
+        kw: dict[str, Any] = dict(
+            envs=envs, cwd=cwd, stdin=stdin, timeout=timeout, timeout_ms=timeout_ms, atomic=atomic, check=check
+        )
+        if background:
+            sync = await self._run(self._sb.commands.run, cmd, background=True, **kw)
+            handle = AsyncCommandHandle(sync, self._run, check)
+            if on_stdout is not None or on_stderr is not None:
+                self._pump(handle, on_stdout, on_stderr)
+            return handle
+        loop = asyncio.get_running_loop()
+        pending: list[asyncio.Future[Any]] = []
+        result: CommandResult = await self._run(
+            self._sb.commands.run,
+            cmd,
+            on_stdout=_bridge(on_stdout, loop, pending),
+            on_stderr=_bridge(on_stderr, loop, pending),
+            **kw,
+        )
+        if pending:
+            await asyncio.gather(*pending)
+        return result
+
+    def _pump(
+        self, handle: AsyncCommandHandle, on_stdout: AsyncOutputCallback | None, on_stderr: AsyncOutputCallback | None
+    ) -> None:
+        async def pump() -> None:
+            try:
+                async for out, err in handle:
+                    for cb, data in ((on_stdout, out), (on_stderr, err)):
+                        if cb is not None and data:
+                            r = cb(data)
+                            if inspect.isawaitable(r):
+                                await r
+            except (RuntimeError, LookupError):
+                pass  # the sandbox was destroyed or the process forgotten
+
+        task = asyncio.ensure_future(pump())
+        self._pumps.add(task)
+        task.add_done_callback(self._pumps.discard)
+
+    async def connect(
+        self,
+        pid: int,
+        *,
+        on_stdout: AsyncOutputCallback | None = None,
+        on_stderr: AsyncOutputCallback | None = None,
+    ) -> AsyncCommandHandle:
+        sync = await self._run(self._sb.commands.connect, pid)
+        handle = AsyncCommandHandle(sync, self._run)
+        if on_stdout is not None or on_stderr is not None:
+            self._pump(handle, on_stdout, on_stderr)
+        return handle
+
+    async def list(self) -> list[ProcessInfo]:
+        return await self._run(self._sb.commands.list)
+
+    async def kill(self, pid: int) -> bool:
+        return await self._run(self._sb.commands.kill, pid)
+
+
+class AsyncFiles:
+    """``sb.files`` of an ``AsyncSandbox``."""
+
+    def __init__(self, sb: Sandbox, run: _Runner) -> None:
+        self._sb = sb
+        self._run = run
+
+    @overload
+    async def read(self, path: str, format: Literal["text"] = "text") -> str: ...
+    @overload
+    async def read(self, path: str, format: Literal["bytes"]) -> bytes: ...
+
+    async def read(self, path: str, format: Literal["text", "bytes"] = "text") -> str | bytes:
+        """As ``Files.read`` (``"text"`` or ``"bytes"``); ``read_stream`` for chunks."""
+        if format not in ("text", "bytes"):
+            raise ValueError(f"format must be 'text' or 'bytes', not {format!r}")
+        return await self._run(self._sb.files.read, path, format)  # type: ignore[call-overload]
+
+    async def read_stream(self, path: str) -> AsyncIterator[bytes]:
+        """The file's bytes in chunks, never whole in this process."""
+        it = self._sb.files.read(path, "stream")
+        done = object()
+        while True:
+            chunk = await self._run(next, it, done)
+            if chunk is done:
+                return
+            assert isinstance(chunk, bytes)
+            yield chunk
+
+    async def write(self, path: str, data: str | bytes | bytearray | memoryview | BinaryIO) -> None:
+        await self._run(self._sb.files.write, path, data)
+
+    async def write_files(
+        self, files: Iterable[WriteEntry | Mapping[str, Any] | tuple[str, str | bytes | BinaryIO]]
+    ) -> None:
+        await self._run(self._sb.files.write_files, list(files))
+
+    async def exists(self, path: str) -> bool:
+        return await self._run(self._sb.files.exists, path)
+
+    async def list(self, path: str) -> list[FileInfo]:
+        return await self._run(self._sb.files.list, path)
+
+    async def make_dir(self, path: str) -> bool:
+        return await self._run(self._sb.files.make_dir, path)
+
+    async def mkdir(self, path: str) -> None:
+        await self._run(self._sb.files.mkdir, path)
+
+    async def remove(self, path: str) -> None:
+        await self._run(self._sb.files.remove, path)
+
+    async def rm(self, path: str, recursive: bool = False) -> None:
+        await self._run(self._sb.files.rm, path, recursive)
+
+    async def rename(self, old_path: str, new_path: str) -> None:
+        await self._run(self._sb.files.rename, old_path, new_path)
+
+    async def stat(self, path: str) -> FileInfo:
+        return await self._run(self._sb.files.stat, path)
+
+
+class AsyncTools:
+    """``sb.tools`` of an ``AsyncSandbox``; tool functions are plain (sync) callables, called
+    on the transport's threads."""
+
+    def __init__(self, sb: Sandbox, run: _Runner) -> None:
+        self._sb = sb
+        self._run = run
+
+    async def register(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+    ) -> None:
+        await self._run(self._sb.tools.register, name, fn, description=description, input_schema=input_schema)
+
+    async def unregister(self, name: str) -> bool:
+        return await self._run(self._sb.tools.unregister, name)
+
+    async def list(self) -> list[str]:
+        return await self._run(self._sb.tools.list)
+
+
+class AsyncSandbox:
+    """``Sandbox`` for asyncio: ``sb = await AsyncSandbox.create(...)`` takes the same
+    arguments as ``Sandbox(...)``; every method is a coroutine. Use ``async with sb:`` (or
+    ``await sb.kill()``) so the sandbox and its thread pool end."""
+
+    def __init__(self, sync: Sandbox, run: _Runner) -> None:
+        self._sync = sync
+        self._run = run
+        self.commands = AsyncCommands(sync, run)
+        self.files = AsyncFiles(sync, run)
+        self.tools = AsyncTools(sync, run)
+
+    @classmethod
+    async def create(
+        cls,
+        *,
+        timeout_ms: int = 30_000,
+        fs_limit_bytes: int = 256 * 1024 * 1024,
+        limits: Limits | Mapping[str, Any] | None = None,
+        transport: str = "inprocess",
+        sandboxd_path: str | os.PathLike[str] | None = None,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> "AsyncSandbox":
+        run = _Runner()
+        try:
+            sync = await run(
+                Sandbox,
+                timeout_ms=timeout_ms,
+                fs_limit_bytes=fs_limit_bytes,
+                limits=limits,
+                transport=transport,
+                sandboxd_path=sandboxd_path,
+                tools=tools,
+            )
+        except BaseException:
+            run.pool.shutdown(wait=False)
+            raise
+        return cls(sync, run)
+
+    @property
+    def sandbox_id(self) -> str | None:
+        return self._sync.sandbox_id
+
+    async def snapshot(self) -> str:
+        return await self._run(self._sync.snapshot)
+
+    async def restore(self, snapshot_id: str) -> None:
+        await self._run(self._sync.restore, snapshot_id)
+
+    async def export_state(self, key: bytes | None = None) -> bytes:
+        return await self._run(self._sync.export_state, key)
+
+    async def fork(self) -> "AsyncSandbox":
+        """A fork sharing this sandbox's server and thread pool."""
+        return AsyncSandbox(await self._run(self._sync.fork), self._run)
+
+    async def destroy(self) -> None:
+        await self._run(self._sync.destroy)
+
+    async def kill(self) -> None:
+        """Destroys the root and every fork and ends the thread pool."""
+        for task in list(self.commands._pumps):
+            task.cancel()
+        try:
+            await self._run(self._sync.kill)
+        finally:
+            # The calls still running end at once: their sandbox is gone.
+            self._run.pool.shutdown(wait=False, cancel_futures=True)
+
+    async def __aenter__(self) -> "AsyncSandbox":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._sync.sandbox_id is not None:
+            try:
+                await self.destroy()
+            except Exception:
+                pass
+        else:
+            await self.kill()
