@@ -105,9 +105,10 @@ class AsyncCommandHandle:
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
         reader = CommandHandle(self._sync._h, self.pid)
-        unsubscribe = reader._h.transport.subscribe(
-            reader._h.sandbox_id, self.pid, lambda m, p: loop.call_soon_threadsafe(wake.set)
-        )
+        def on_notify(method: str, params: dict[str, Any]) -> None:
+            loop.call_soon_threadsafe(wake.set)
+
+        unsubscribe = reader._h.transport.subscribe(reader._h.sandbox_id, self.pid, on_notify)
         try:
             while True:
                 wake.clear()
@@ -192,7 +193,21 @@ class AsyncCommands:
             envs=envs, cwd=cwd, stdin=stdin, timeout=timeout, timeout_ms=timeout_ms, atomic=atomic, check=check
         )
         if background:
-            sync = await self._run(self._sb.commands.run, cmd, background=True, **kw)
+
+            def start() -> CommandHandle:
+                return self._sb.commands.run(
+                    cmd,
+                    background=True,
+                    envs=envs,
+                    cwd=cwd,
+                    stdin=stdin,
+                    timeout=timeout,
+                    timeout_ms=timeout_ms,
+                    atomic=atomic,
+                    check=check,
+                )
+
+            sync = await self._run(start)
             handle = AsyncCommandHandle(sync, self._run, check)
             if on_stdout is not None or on_stderr is not None:
                 self._pump(handle, on_stdout, on_stderr)
@@ -264,7 +279,7 @@ class AsyncFiles:
         """As ``Files.read`` (``"text"`` or ``"bytes"``); ``read_stream`` for chunks."""
         if format not in ("text", "bytes"):
             raise ValueError(f"format must be 'text' or 'bytes', not {format!r}")
-        return await self._run(self._sb.files.read, path, format)  # type: ignore[call-overload]
+        return await self._run(self._sb.files.read, path, format)
 
     async def read_stream(self, path: str) -> AsyncIterator[bytes]:
         """The file's bytes in chunks, never whole in this process."""
