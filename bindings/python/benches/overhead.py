@@ -1,16 +1,22 @@
 """Per-call overhead of the Python SDK, in-process vs over RPC (a sandboxd child).
 
-    python bindings/python/benches/overhead.py [--iterations N]
+    python bindings/python/benches/overhead.py [--iterations N] [--large-mb M]
 
 Prints the median and p90 per call of ``commands.run("true")`` (a shell builtin, so the
-figure is the SDK and transport cost, not a program's) and ``files.read`` of a 1 KiB file.
+figure is the SDK and transport cost, not a program's) and ``files.read`` of a 1 KiB file;
+then, per transport, the time of ``files.write`` and of a streamed ``files.read`` of an
+M MiB file (100 by default) with the client's peak Python heap meanwhile, next to the time
+the sandbox itself takes to write that many bytes (``head -c`` of ``/dev/zero`` in it).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import statistics
 import time
+import tracemalloc
 
 from wasmsand import Sandbox
 
@@ -30,6 +36,7 @@ def measure(fn, n: int) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iterations", type=int, default=2000)
+    ap.add_argument("--large-mb", type=int, default=100)
     args = ap.parse_args()
     print(f"{'transport':<10} {'call':<22} {'median':>10} {'p90':>10}")
     for transport in ("inprocess", "rpc"):
@@ -43,6 +50,46 @@ def main() -> None:
                 n = args.iterations if "wc" not in name else max(200, args.iterations // 10)
                 med, p90 = measure(fn, n)
                 print(f"{transport:<10} {name:<22} {med * 1e6:>8.1f}µs {p90 * 1e6:>8.1f}µs")
+    large(args.large_mb)
+
+
+def large(mb: int, repeat: int = 3) -> None:
+    size = mb * 2**20
+    data = os.urandom(size)
+    print(f"\n{'transport':<10} {mb} MiB file{'':<21} {'best of ' + str(repeat):>12} {'MiB/s':>8} {'client heap peak':>17}")
+    for transport in ("inprocess", "rpc"):
+        with Sandbox(transport=transport, fs_limit_bytes=3 * size + 2**26, timeout_ms=600_000) as sb:
+            rows = []
+
+            def write() -> None:
+                sb.files.write("/home/user/big.bin", io.BytesIO(data))
+
+            def read() -> None:
+                n = sum(len(c) for c in sb.files.read("/home/user/big.bin", format="stream"))
+                assert n == size
+
+            def in_sandbox() -> None:
+                r = sb.commands.run(f"head -c {size} /dev/zero > /home/user/zero.bin")
+                assert r.exit_code == 0, r.stderr
+
+            for name, fn in (
+                ("files.write (file object)", write),
+                ("files.read (stream)", read),
+                ("in the sandbox: head -c", in_sandbox),
+            ):
+                best = float("inf")
+                for _ in range(repeat):
+                    t = time.perf_counter()
+                    fn()
+                    best = min(best, time.perf_counter() - t)
+                # Once more under tracemalloc (which slows allocation) for the peak only.
+                tracemalloc.start()
+                fn()
+                peak = tracemalloc.get_traced_memory()[1]
+                tracemalloc.stop()
+                rows.append((name, best, peak))
+            for name, best, peak in rows:
+                print(f"{transport:<10} {name:<30} {best * 1e3:>10.0f}ms {mb / best:>8.0f} {peak / 2**20:>14.1f}MiB")
 
 
 if __name__ == "__main__":
