@@ -4,6 +4,7 @@ both transports, the curl session against a real `sandboxd serve`, the MCP clien
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -40,6 +41,26 @@ def test_quickstart(transport: str) -> None:
         "ls exit 2: ls: cannot access '/nope': No such file or directory\n"
         "loop: exit 124, TIMEOUT\n"
         "after: still here\n"
+    )
+
+
+def test_background_jobs(transport: str) -> None:
+    assert load("background_jobs").main(transport) == (
+        "worker started as pid 1\n"
+        "while it runs: ['3 squared is 9', '4 squared is 16']\n"
+        "worker exit 0: ['3', '4', '5']\n"
+        "listed: [(1, False), (2, True)]\n"
+        "spinner: exit 137, CANCELLED\n"
+        "results: 3 lines\n"
+    )
+
+
+def test_async_tool(transport: str) -> None:
+    assert asyncio.run(load("async_tool").main(transport)) == (
+        "attempt 1: exit 1 (FAIL: 2 + 2 = 5)\n"
+        "attempt 2: exit 0 (ok)\n"
+        "streamed: step 1, step 2, step 3\n"
+        "job: 500500\n"
     )
 
 
