@@ -470,3 +470,18 @@ def test_async_api(transport: str) -> None:
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert threading.active_count() <= before, [t.name for t in threading.enumerate()]
+
+
+# ---- the documentation's examples ----
+
+
+def test_docs_examples_run() -> None:
+    import pathlib
+    import re
+
+    doc = (pathlib.Path(__file__).resolve().parents[3] / "docs" / "python.md").read_text()
+    sdk = doc[doc.index("# The Python SDK") :]
+    blocks = re.findall(r"```python\n(.*?)```", sdk, re.S)
+    assert len(blocks) == 4
+    for block in blocks:
+        exec(compile(block, "docs/python.md", "exec"), {"__name__": "docs_example"})
