@@ -80,6 +80,21 @@ impl NativeDispatcher {
             }));
     }
 
+    /// Who receives the notifications of background processes (`process.output`,
+    /// `process.exit`) for the life of the dispatcher: `handler(json_text)`, called from the
+    /// process's threads with the GIL taken; an exception is reported as unraisable. Without
+    /// one, they go to the `on_notify` of the `call` that sent `process.start`.
+    fn set_notification_handler(&self, handler: Py<PyAny>) {
+        self.inner.set_notifier(Arc::new(move |v: Value| {
+            let text = v.to_string();
+            Python::attach(|py| {
+                if let Err(e) = handler.call1(py, (text,)) {
+                    e.write_unraisable(py, None);
+                }
+            });
+        }));
+    }
+
     /// Whether `kill` has run.
     fn is_killed(&self) -> bool {
         self.inner.is_killed()

@@ -22,6 +22,7 @@
 mod error;
 mod legacy;
 mod params;
+mod process;
 mod sdk;
 mod server;
 mod text;
@@ -159,12 +160,21 @@ pub struct Dispatcher {
     started: Instant,
     /// How tool calls reach the client; set by the transport.
     client: Mutex<Option<ClientCall>>,
+    /// Where background processes' notifications go when the transport has a place that
+    /// outlives a request (sandboxd's stdout, the Python module's handler).
+    notifier: Mutex<Option<Notify>>,
 }
 
 impl Dispatcher {
     /// Lets tools registered by the client (`tools.register`) call it back through `call`.
     pub fn set_client(&self, call: ClientCall) {
         *self.client.lock() = Some(call);
+    }
+
+    /// Sends the `process.output` / `process.exit` notifications of background processes
+    /// started from now on to `notify`, instead of to the `process.start` request's own.
+    pub fn set_notifier(&self, notify: Notify) {
+        *self.notifier.lock() = Some(notify);
     }
 
     pub fn new(config: DispatchConfig) -> Dispatcher {
@@ -179,6 +189,7 @@ impl Dispatcher {
             killed: AtomicBool::new(false),
             started: Instant::now(),
             client: Mutex::new(None),
+            notifier: Mutex::new(None),
         }
     }
 
@@ -272,6 +283,7 @@ impl Dispatcher {
             "sandbox.import" => self.import(p),
             "sandbox.destroy" => self.destroy_fork(p),
             "sandbox.list" => Ok(self.list()),
+            m if m.starts_with("process.") => self.process_call(m, p, notify),
             "kill" => {
                 self.kill();
                 Ok(json!({"ok": true}))

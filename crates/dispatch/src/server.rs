@@ -17,6 +17,9 @@ use crate::{Dispatcher, Notify, Request, RpcError, legacy};
 enum Lane {
     Root,
     Fork(String),
+    /// One request on its own: `process.*` calls other than `process.start`, which must not
+    /// wait behind a run of their sandbox (a `process.wait` would block its lane).
+    Aside(u64),
 }
 
 enum Job {
@@ -42,6 +45,7 @@ struct Inner {
     lanes: Mutex<HashMap<Lane, VecDeque<Job>>>,
     idle: Condvar,
     outbox: Outbox,
+    next_aside: AtomicU64,
 }
 
 impl Server {
@@ -68,7 +72,11 @@ impl Server {
             sealed,
             lanes: Mutex::new(HashMap::new()),
             idle: Condvar::new(),
+            next_aside: AtomicU64::new(0),
         });
+        // Background processes notify after their request was answered: through the same
+        // sink, so nothing is sent after `kill` either.
+        inner.dispatcher.set_notifier(inner.sink.clone());
         // Weak: the dispatcher must not keep its own server alive.
         let weak = Arc::downgrade(&inner);
         inner.dispatcher.set_client(Arc::new(move |method, params| {
@@ -158,6 +166,11 @@ impl Server {
             return;
         }
         d.note_arrival();
+        if req.method.starts_with("process.") && req.method != "process.start" {
+            let n = self.inner.next_aside.fetch_add(1, Ordering::Relaxed);
+            self.enqueue(Lane::Aside(n), Job::Rpc(req));
+            return;
+        }
         let lane = match req.params.get("sandboxId") {
             None | Some(Value::Null) => Lane::Root,
             Some(Value::String(id)) => Lane::Fork(id.clone()),
