@@ -128,7 +128,7 @@ fn main() {
             ),
             Err(e) => {
                 eprintln!(
-                    "node: cannot open module '{}': {}",
+                    "Error: Cannot find module '{}' ({})",
                     host::absolute(&path),
                     guest_errno(&e)
                 );

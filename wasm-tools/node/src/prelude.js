@@ -743,7 +743,7 @@
       host.exit(exitCodeNow());
     },
     abort() { host.exit(134); },
-    nextTick: (fn, ...a) => queueMicrotask(() => fn(...a)),
+    nextTick: (fn, ...a) => { ticks.push(() => fn(...a)); },
     hrtime: Object.assign((prev) => {
       const t = host.hrtime(); const s = Math.floor(t / 1000), ns = Math.floor((t % 1000) * 1e6);
       if (prev) { let ds = s - prev[0], dn = ns - prev[1]; if (dn < 0) { ds--; dn += 1e9; } return [ds, dn]; }
@@ -1020,8 +1020,13 @@
     host.exit(1);
     return true;
   }
+  const ticks = [];
   function drainJobs() {
-    try { host.runJobs(); } catch (e) { failUncaught(e); }
+    // Node runs the nextTick queue before the promise jobs.
+    do {
+      while (ticks.length) { const t = ticks.shift(); try { t(); } catch (e) { failUncaught(e); } }
+      try { host.runJobs(); } catch (e) { failUncaught(e); }
+    } while (ticks.length);
     const rejected = host.takeUnhandled();
     for (const [p, reason] of rejected) {
       if (proc.listenerCount('unhandledRejection')) { proc.emit('unhandledRejection', reason, p); continue; }
