@@ -299,7 +299,7 @@ impl Interp {
                 let left = self.expand_string(l)?;
                 match op {
                     CondBinOp::PatEq | CondBinOp::PatNe => {
-                        let pat = self.expand_pattern(r)?;
+                        let pat = self.expand_pattern_ext(r, true)?;
                         let m = self.pattern_matches(&pat, &left);
                         m == (*op == CondBinOp::PatEq)
                     }

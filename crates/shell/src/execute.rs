@@ -173,7 +173,7 @@ impl Interp {
 
     /// Parses and runs text (`eval`, traps, `bash -c` in the same state).
     pub(crate) fn eval_text(&mut self, src: &str) -> R {
-        match crate::parse(src) {
+        match crate::parse_with(src, self.extglob()) {
             Ok(script) => {
                 self.enter()?;
                 let r = self.run_script(&script);
@@ -884,7 +884,13 @@ impl Interp {
             Ok(m) => m,
             Err(e) => {
                 self.err(&format!("{name}: {}", strerror(e.errno)));
-                return Ok(127);
+                // bash's "not found" is only a missing file; any other failure to reach it
+                // (a name too long, a file as a directory) is "cannot execute".
+                return Ok(if e.errno == wasmsand_vfs::Errno::ENOENT {
+                    127
+                } else {
+                    126
+                });
             }
         };
         if meta.file_type == wasmsand_vfs::FileType::Dir {

@@ -58,6 +58,7 @@ impl Interp {
         // Fast path: a plain literal word without glob characters is itself.
         if let [WordPart::Literal(s)] = word.parts.as_slice()
             && !s.contains(['*', '?', '['])
+            && !(s.contains('(') && self.extglob())
             && !s.contains("=~")
         {
             return Ok(vec![s.clone()]);
@@ -105,15 +106,29 @@ impl Interp {
         Ok(s)
     }
 
+    /// `shopt -s extglob`: extended patterns are parsed in words and matched in patterns.
+    pub(crate) fn extglob(&self) -> bool {
+        self.st.opts.extra.contains("extglob")
+    }
+
     /// A pattern: quoted parts are escaped so they match literally.
     pub(crate) fn expand_pattern(&mut self, word: &Word) -> R<String> {
+        let ext = self.extglob();
+        self.expand_pattern_ext(word, ext)
+    }
+
+    /// [`Self::expand_pattern`], with extended groups (`@(a|b)`) special or not: `[[ ]]`
+    /// always takes them, as in bash 5.2; elsewhere `shopt -s extglob` decides.
+    pub(crate) fn expand_pattern_ext(&mut self, word: &Word, ext: bool) -> R<String> {
         let mut fields: Vec<Field> = vec![Vec::new()];
         self.expand_parts(&word.parts, false, &mut fields)?;
         Ok(join_fields(&fields, |p| {
             if p.quoted {
                 pattern::escape(&p.text)
-            } else {
+            } else if ext {
                 p.text.clone()
+            } else {
+                pattern::plain_parens(&p.text)
             }
         }))
     }
@@ -852,9 +867,11 @@ impl Interp {
 
     fn glob_field(&mut self, f: Field, out: &mut Vec<String>) -> R<()> {
         let literal: String = f.iter().map(|p| p.text.as_str()).collect();
+        let ext = self.extglob();
         let globbable = !self.st.opts.noglob
-            && f.iter()
-                .any(|p| !p.quoted && p.text.contains(['*', '?', '[']));
+            && f.iter().any(|p| {
+                !p.quoted && (p.text.contains(['*', '?', '[']) || (ext && p.text.contains('(')))
+            });
         if !globbable {
             out.push(literal);
             return Ok(());
@@ -864,8 +881,10 @@ impl Interp {
             .map(|p| {
                 if p.quoted {
                     pattern::escape(&p.text)
-                } else {
+                } else if ext {
                     p.text.clone()
+                } else {
+                    pattern::plain_parens(&p.text)
                 }
             })
             .collect();

@@ -13,6 +13,7 @@ mod error;
 mod eval;
 mod execute;
 mod expand;
+mod extglob;
 mod interp;
 pub mod parser;
 pub mod pattern;
@@ -33,7 +34,7 @@ use wasmsand_exec::{CancelToken, Door, Exec, Input, Output, SharedVfs};
 pub use builtins::builtin_names;
 pub use error::{ParseError, SourceKind};
 pub use interp::{Abort, Options, ShellLimits, ShellState};
-pub use parser::{MAX_DEPTH, parse, parse_arith};
+pub use parser::{MAX_DEPTH, parse, parse_arith, parse_with};
 pub use vars::{ATTR_EXPORT, ATTR_INTEGER, ATTR_READONLY, Value, Var, Vars};
 
 /// The contents of `/bin/bash` and `/bin/sh` in a sandbox: the shell is built in, and running
@@ -184,7 +185,8 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
 /// Parses and runs the script. A syntax error on line N still runs what comes before it,
 /// as bash reads `-c` text command by command.
 pub(crate) fn run_top(it: &mut Interp, source: &str, kind: SourceKind<'_>) -> i32 {
-    match parse(source) {
+    let extglob = it.extglob();
+    match parse_with(source, extglob) {
         Ok(script) => match run_items(it, &script) {
             Ok(s) => s,
             Err(f) => flow_status(it, f),
@@ -199,7 +201,7 @@ pub(crate) fn run_top(it: &mut Interp, source: &str, kind: SourceKind<'_>) -> i3
                 if prefix.trim().is_empty() {
                     break;
                 }
-                if let Ok(script) = parse(&prefix) {
+                if let Ok(script) = parse_with(&prefix, extglob) {
                     match run_items(it, &script) {
                         Ok(_) => {}
                         Err(f) => return flow_status(it, f),

@@ -26,13 +26,21 @@ type R<T> = Result<T, ParseError>;
 
 /// Parses a whole script.
 pub fn parse(source: &str) -> Result<Script, ParseError> {
-    run_passes(source.as_bytes(), 0, 1, |p| p.program())
+    parse_with(source, false)
+}
+
+/// Parses a whole script, with `extglob` telling whether `shopt -s extglob` is on when its
+/// parsing starts. As bash reads a script a line at a time, a top-level `shopt -s/-u extglob`
+/// takes effect on the lines after it (and `[[ ]]` accepts extended patterns always, as in
+/// bash 5.2).
+pub fn parse_with(source: &str, extglob: bool) -> Result<Script, ParseError> {
+    run_passes(source.as_bytes(), 0, 1, extglob, |p| p.program())
 }
 
 /// Parses a string as an arithmetic expression, as `let`, `$((x))` with `x` holding an
 /// expression, or an array subscript need at run time. Expansions (`$x`) are allowed.
 pub fn parse_arith(source: &str) -> Result<Arith, ParseError> {
-    run_passes(source.as_bytes(), 0, 1, |p| {
+    run_passes(source.as_bytes(), 0, 1, false, |p| {
         let start = p.pos;
         let tokens = p.arith_tokens(ArithEnd::Eof, start)?;
         let Some((tokens, end, _)) = tokens else {
@@ -49,6 +57,7 @@ fn run_passes<T>(
     src: &[u8],
     depth: usize,
     line_base: usize,
+    extglob: bool,
     f: impl Fn(&mut Parser<'_>) -> R<T>,
 ) -> R<T> {
     if depth > MAX_DEPTH {
@@ -59,6 +68,7 @@ fn run_passes<T>(
         });
     }
     let mut p = Parser::new(src, depth, line_base);
+    p.extglob = extglob;
     let out = f(&mut p)?;
     if p.bodies.is_empty() {
         return Ok(out);
@@ -67,6 +77,7 @@ fn run_passes<T>(
     p.depth = depth;
     p.pending.clear();
     p.second_pass = true;
+    p.extglob = extglob;
     f(&mut p)
 }
 
@@ -150,6 +161,33 @@ struct Parser<'a> {
     /// nested `((((` linear instead of exponential.
     not_arith: HashSet<usize>,
     backticks: HashMap<usize, Script>,
+    /// Extended glob groups are words' text (`shopt -s extglob` in effect for this line).
+    extglob: bool,
+    /// Inside `[[ ]]`, where they are always accepted.
+    in_cond: usize,
+    /// Lists being parsed, to tell the top level (where `shopt` changes later lines).
+    list_depth: usize,
+}
+
+/// `Some(on)` when a command's text is a plain `shopt -s/-u ... extglob ...`.
+fn shopt_extglob(text: &[u8]) -> Option<bool> {
+    let text = std::str::from_utf8(text).ok()?;
+    let mut words = text.split_ascii_whitespace();
+    if words.next()? != "shopt" {
+        return None;
+    }
+    let mut on = None;
+    let mut named = false;
+    for w in words {
+        match w {
+            "-s" => on = Some(true),
+            "-u" => on = Some(false),
+            "extglob" => named = true,
+            w if w.starts_with('-') => {}
+            _ => {}
+        }
+    }
+    if named { on } else { None }
 }
 
 fn is_meta(c: u8) -> bool {
@@ -198,6 +236,9 @@ impl<'a> Parser<'a> {
             second_pass: false,
             not_arith: HashSet::new(),
             backticks: HashMap::new(),
+            extglob: false,
+            in_cond: 0,
+            list_depth: 0,
         }
     }
 
@@ -382,7 +423,7 @@ impl<'a> Parser<'a> {
                 }
                 w
             } else {
-                run_passes(&text, self.depth + 1, body_line, |p| {
+                run_passes(&text, self.depth + 1, body_line, self.extglob, |p| {
                     let parts = p.word_parts(Mode::HereDoc, Tilde::No)?;
                     Ok(Word { parts })
                 })?
@@ -454,13 +495,33 @@ impl<'a> Parser<'a> {
 
     #[inline(never)]
     fn list(&mut self) -> R<Script> {
+        self.list_depth += 1;
+        let r = self.list_items();
+        self.list_depth -= 1;
+        r
+    }
+
+    fn list_items(&mut self) -> R<Script> {
         let mut items = Vec::new();
+        let top = self.list_depth == 1 && self.depth == 0;
+        let mut extglob_next: Option<bool> = None;
         loop {
+            let before = self.pos;
             self.skip_linebreaks()?;
+            if let Some(on) = extglob_next
+                && self.src[before..self.pos].contains(&b'\n')
+            {
+                self.extglob = on;
+                extglob_next = None;
+            }
             if self.at_list_end() {
                 break;
             }
+            let start = self.pos;
             let and_or = self.and_or()?;
+            if top && let Some(on) = shopt_extglob(&self.src[start..self.pos]) {
+                extglob_next = Some(on);
+            }
             self.skip_blanks();
             let (background, go_on) = match self.peek_op() {
                 Some((Op::Semi, _)) => {
@@ -1226,7 +1287,10 @@ impl<'a> Parser<'a> {
     #[inline(never)]
     fn cond_command(&mut self) -> R<CompoundCommand> {
         self.pos += 2;
-        let e = self.cond_or()?;
+        self.in_cond += 1;
+        let e = self.cond_or();
+        self.in_cond -= 1;
+        let e = e?;
         self.cond_skip();
         if self.starts("]]") && self.delim_at(2) {
             self.pos += 2;
@@ -1442,6 +1506,10 @@ impl<'a> Parser<'a> {
         let mut lit: Vec<u8> = Vec::new();
         let word_start = self.pos;
         let mut depth = 0usize;
+        // Inside an extended glob group (`@(a|b)`, `!(x)`, ...): metacharacters are pattern
+        // text there, up to the group's closing parenthesis.
+        let mut ext_depth = 0usize;
+        let mut ext_open = 0usize;
         fn flush(parts: &mut Vec<WordPart>, lit: &mut Vec<u8>, quoted: bool) {
             if !lit.is_empty() {
                 let s = lossy(lit);
@@ -1454,9 +1522,33 @@ impl<'a> Parser<'a> {
             }
         }
         while let Some(c) = self.at(0) {
+            if mode == Mode::Normal
+                && (self.extglob || self.in_cond > 0 || ext_depth > 0)
+                && matches!(c, b'?' | b'*' | b'+' | b'@' | b'!')
+                && self.at(1) == Some(b'(')
+            {
+                if ext_depth == 0 {
+                    ext_open = self.pos + 1;
+                }
+                ext_depth += 1;
+                lit.extend_from_slice(&[c, b'(']);
+                self.pos += 2;
+                continue;
+            }
+            if ext_depth > 0 && mode == Mode::Normal && matches!(c, b'(' | b')') {
+                if c == b'(' {
+                    ext_depth += 1;
+                } else {
+                    ext_depth -= 1;
+                }
+                lit.push(c);
+                self.pos += 1;
+                continue;
+            }
             let stop = match mode {
                 Mode::Normal => {
-                    is_meta(c)
+                    ext_depth == 0
+                        && is_meta(c)
                         && !(self.pos == word_start
                             && matches!(c, b'<' | b'>')
                             && self.at(1) == Some(b'('))
@@ -1576,6 +1668,9 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+        if ext_depth > 0 {
+            return Err(self.unclosed(ext_open, "("));
+        }
         flush(&mut parts, &mut lit, quoted_ctx);
         Ok(parts)
     }
@@ -1662,7 +1757,9 @@ impl<'a> Parser<'a> {
             return Ok(WordPart::CommandSubst(Box::new(s.clone())));
         }
         let line = self.line_at(open);
-        let s = run_passes(&content, self.depth + 1, line, |p| p.program())?;
+        let s = run_passes(&content, self.depth + 1, line, self.extglob, |p| {
+            p.program()
+        })?;
         self.backticks.insert(open, s.clone());
         Ok(WordPart::CommandSubst(Box::new(s)))
     }

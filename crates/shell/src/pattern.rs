@@ -10,6 +10,8 @@
 
 use wasmsand_vfs::{Vfs, path};
 
+use crate::extglob::{self, ExtPattern};
+
 /// Whether `pattern` contains an unescaped `*`, `?`, or a `[` that opens a complete bracket
 /// expression (anything else is plain text and needs no matching or globbing).
 pub fn has_meta(pattern: &str) -> bool {
@@ -19,6 +21,9 @@ pub fn has_meta(pattern: &str) -> bool {
         match chars[i] {
             '\\' => i += 2,
             '*' | '?' => return true,
+            '@' | '+' | '!' if chars.get(i + 1) == Some(&'(') && extglob::has_group(pattern) => {
+                return true;
+            }
             '[' => {
                 if parse_bracket(&chars, i + 1).is_some() {
                     return true;
@@ -53,10 +58,37 @@ pub fn unescape(pattern: &str) -> String {
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+        // Parentheses and bars too: quoted, they must not open an extended group.
+        if matches!(c, '*' | '?' | '[' | ']' | '\\' | '(' | ')' | '|') {
             out.push('\\');
         }
         out.push(c);
+    }
+    out
+}
+
+/// Unquoted pattern text with `(`, `)` and `|` made literal (their escapes kept intact): what
+/// they are when `extglob` is off, so that they cannot open an extended group.
+pub fn plain_parens(text: &str) -> String {
+    if !text.contains(['(', ')', '|']) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 4);
+    let mut it = text.chars();
+    while let Some(c) = it.next() {
+        match c {
+            '\\' => {
+                out.push(c);
+                if let Some(n) = it.next() {
+                    out.push(n);
+                }
+            }
+            '(' | ')' | '|' => {
+                out.push('\\');
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
     }
     out
 }
@@ -68,6 +100,9 @@ pub fn matches(pattern: &str, text: &str) -> bool {
 
 /// [`matches`], optionally ignoring case (`shopt -s nocasematch`).
 pub fn matches_opts(pattern: &str, text: &str, nocase: bool) -> bool {
+    if let Some(ext) = ExtPattern::parse(pattern, nocase) {
+        return ext.matches(text);
+    }
     let pat = Compiled::new(pattern, nocase);
     if let Some(lit) = pat.literal() {
         return if nocase {
@@ -89,6 +124,16 @@ pub fn matches_opts(pattern: &str, text: &str, nocase: bool) -> bool {
 /// Byte length of the shortest (or, with `longest`, longest) prefix of `text` that matches
 /// `pattern`: what `${x#pat}` (`${x##pat}`) removes. `None` when no prefix matches.
 pub fn strip_prefix_len(text: &str, pattern: &str, longest: bool) -> Option<usize> {
+    if let Some(ext) = ExtPattern::parse(pattern, false) {
+        let mut m = ext.matcher(text);
+        let ends = char_ends(text);
+        let mut pick = |k: usize| m.whole(0, k);
+        return if longest {
+            (0..ends.len()).rev().find(|&k| pick(k)).map(|k| ends[k])
+        } else {
+            (0..ends.len()).find(|&k| pick(k)).map(|k| ends[k])
+        };
+    }
     let pat = Compiled::new(pattern, false);
     if let Some(lit) = pat.literal() {
         return text.starts_with(lit.as_str()).then_some(lit.len());
@@ -116,6 +161,17 @@ pub fn strip_prefix_len(text: &str, pattern: &str, longest: bool) -> Option<usiz
 /// Byte offset where the shortest (or, with `longest`, longest) suffix of `text` that matches
 /// `pattern` starts: what `${x%pat}` (`${x%%pat}`) removes. `None` when no suffix matches.
 pub fn strip_suffix_start(text: &str, pattern: &str, longest: bool) -> Option<usize> {
+    if let Some(ext) = ExtPattern::parse(pattern, false) {
+        let mut m = ext.matcher(text);
+        let ends = char_ends(text);
+        let n = ends.len() - 1;
+        let mut pick = |k: usize| m.whole(k, n);
+        return if longest {
+            (0..=n).find(|&k| pick(k)).map(|k| ends[k])
+        } else {
+            (0..=n).rev().find(|&k| pick(k)).map(|k| ends[k])
+        };
+    }
     let mut pat = Compiled::new(pattern, false);
     if let Some(lit) = pat.literal() {
         return text.ends_with(lit.as_str()).then(|| text.len() - lit.len());
@@ -158,6 +214,22 @@ pub fn find(text: &str, pattern: &str, from: usize) -> Option<(usize, usize)> {
 /// [`find`], optionally ignoring case.
 pub fn find_opts(text: &str, pattern: &str, from: usize, nocase: bool) -> Option<(usize, usize)> {
     if pattern.is_empty() || from > text.len() || !text.is_char_boundary(from) {
+        return None;
+    }
+    if let Some(ext) = ExtPattern::parse(pattern, nocase) {
+        let mut m = ext.matcher(text);
+        let ends = char_ends(text);
+        let n = ends.len() - 1;
+        let first = ends.iter().position(|&b| b == from)?;
+        for s in first..=n {
+            // As with the plain matcher: no empty match at the very end of a non-empty text.
+            if s == n && n > 0 {
+                break;
+            }
+            if let Some(e) = (s..=n).rev().find(|&e| m.whole(s, e)) {
+                return Some((ends[s], ends[e]));
+            }
+        }
         return None;
     }
     let pat = Compiled::new(pattern, nocase);
@@ -273,8 +345,12 @@ pub fn glob(
             continue;
         }
         last_was_meta = true;
+        let ext = ExtPattern::parse(comp, opts.nocaseglob);
         let pat = Compiled::new(comp, opts.nocaseglob);
-        let explicit_dot = matches!(pat.toks.first(), Some(Tok::Char('.')));
+        let explicit_dot = match &ext {
+            Some(e) => e.explicit_dot(),
+            None => matches!(pat.toks.first(), Some(Tok::Char('.'))),
+        };
         let mut next = Vec::new();
         for prefix in &current {
             let Ok(entries) = vfs.readdir(&fs_path(prefix)) else {
@@ -287,7 +363,11 @@ pub fn glob(
                 if e.name == "." || e.name == ".." {
                     continue;
                 }
-                if !pat.matches_str(&e.name) {
+                let hit = match &ext {
+                    Some(x) => x.matches(&e.name),
+                    None => pat.matches_str(&e.name),
+                };
+                if !hit {
                     continue;
                 }
                 if next.len() >= opts.max_results {
@@ -343,6 +423,15 @@ fn split_components(pattern: &str) -> Vec<String> {
         }
     }
     comps
+}
+
+/// Byte offset of every character boundary of `text`, its length included: index k is where
+/// character k starts.
+fn char_ends(text: &str) -> Vec<usize> {
+    text.char_indices()
+        .map(|(i, _)| i)
+        .chain(std::iter::once(text.len()))
+        .collect()
 }
 
 fn eq_nocase(a: &str, b: &str) -> bool {
@@ -429,13 +518,13 @@ enum Item {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Bracket {
+pub(crate) struct Bracket {
     negated: bool,
     items: Vec<Item>,
 }
 
 impl Bracket {
-    fn test(&self, c: char, nocase: bool) -> bool {
+    pub(crate) fn test(&self, c: char, nocase: bool) -> bool {
         let hit = |c: char| {
             self.items.iter().any(|it| match *it {
                 Item::Ch(x) => x == c,
@@ -453,7 +542,7 @@ impl Bracket {
 
 /// Parses a bracket expression whose `[` is just before `start`; `None` if it is not closed
 /// (then the `[` is an ordinary character). Returns the set and the index after its `]`.
-fn parse_bracket(chars: &[char], start: usize) -> Option<(Bracket, usize)> {
+pub(crate) fn parse_bracket(chars: &[char], start: usize) -> Option<(Bracket, usize)> {
     let mut i = start;
     let negated = matches!(chars.get(i), Some('!' | '^'));
     if negated {
