@@ -252,6 +252,10 @@ def test_files_sdk_shape(sb: Sandbox) -> None:
     assert b"".join(sb.files.read("/home/user/rel/b.bin", format="stream")) == b"\x00\x01"
     sb.files.write("/home/user/f.bin", io.BytesIO(b"from a file object"))
     assert sb.files.read("f.bin") == "from a file object"
+    sb.files.write("/home/user/empty1", b"")
+    sb.files.write("/home/user/empty2", io.BytesIO(b""))
+    assert [sb.files.stat(f"empty{i}").size for i in (1, 2)] == [0, 0]
+    assert sb.files.read("empty2") == "" and list(sb.files.read("empty1", format="stream")) == []
     sb.files.write_files(
         [WriteEntry("/tmp/w/1", "one"), {"path": "/tmp/w/2", "data": b"two"}, ("/tmp/w/3", io.BytesIO(b"3"))]
     )
