@@ -89,8 +89,11 @@ pub fn install(
         .ok_or_else(|| JsNativeError::typ().with_message("prelude is not a function"))?
         .clone();
     let main = factory.call(&JsValue::undefined(), &[host.into()], ctx)?;
-    main.as_callable()
-        .ok_or_else(|| JsNativeError::typ().with_message("prelude gave no main").into())
+    main.as_callable().ok_or_else(|| {
+        JsNativeError::typ()
+            .with_message("prelude gave no main")
+            .into()
+    })
 }
 
 pub fn finish(code: i32) -> ! {
@@ -361,7 +364,8 @@ fn rm(_: &JsValue, a: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
         }
         1 => std::fs::remove_dir(&path).map_err(|e| io_err(&e, "rmdir", &path, None)),
         _ => {
-            let m = std::fs::symlink_metadata(&path).map_err(|e| io_err(&e, "lstat", &path, None))?;
+            let m =
+                std::fs::symlink_metadata(&path).map_err(|e| io_err(&e, "lstat", &path, None))?;
             if m.is_dir() {
                 if !recursive {
                     return Err(JsNativeError::error()
@@ -491,9 +495,14 @@ fn compile(_: &JsValue, a: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let wrapped =
         format!("(function (exports, require, module, __filename, __dirname) {{{body}\n}})");
     let f = ctx.eval(Source::from_bytes(wrapped.as_bytes()).with_path(Path::new(&file)))?;
-    let f: Option<JsFunction> = f.as_object().and_then(|o| JsFunction::from_object(o.clone()));
-    f.map(JsValue::from)
-        .ok_or_else(|| JsNativeError::typ().with_message("module did not compile").into())
+    let f: Option<JsFunction> = f
+        .as_object()
+        .and_then(|o| JsFunction::from_object(o.clone()));
+    f.map(JsValue::from).ok_or_else(|| {
+        JsNativeError::typ()
+            .with_message("module did not compile")
+            .into()
+    })
 }
 
 /// Runs `-e`/`-p`/stdin code as a global script named like Node names it (`[eval]`).

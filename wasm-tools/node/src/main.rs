@@ -137,10 +137,9 @@ fn main() {
         },
     };
     // A `#!` line is a comment to node.
-    let code = if code.starts_with("#!") {
-        format!("//{}", &code[2..])
-    } else {
-        code
+    let code = match code.strip_prefix("#!") {
+        Some(rest) => format!("//{rest}"),
+        None => code,
     };
 
     let mut ctx = host::context();
