@@ -109,6 +109,20 @@ fn devtools(c: &mut Criterion) {
         ),
         ("tree_7_entries", vec!["tree", "/home/user/p"], Bytes::new()),
         (
+            "node_e_console_log",
+            vec!["node", "-e", "console.log({a: [1, 2, 3], b: 'x'})"],
+            Bytes::new(),
+        ),
+        (
+            "node_fs_json_40_lines",
+            vec![
+                "node",
+                "-e",
+                "const fs = require('fs'); const l = fs.readFileSync('/home/user/p/40.txt', 'utf8').split('\\n'); console.log(JSON.stringify(l.filter(x => x.endsWith('0'))))",
+            ],
+            Bytes::new(),
+        ),
+        (
             "file_3_files",
             vec![
                 "file",

@@ -19,7 +19,7 @@ use wasmsand::{FileKind, Limits, Sandbox, SandboxOptions, SnapshotId};
 use crate::run::{self, Prepare, Progress, RunSpec};
 use crate::store::Store;
 use crate::types::*;
-use crate::{McpConfig, Principal};
+use crate::{McpConfig, Principal, RunTicket};
 
 /// The state every connection of one server shares.
 pub(crate) struct Shared {
@@ -76,6 +76,24 @@ impl McpHandler {
                 }
                 "http".to_string()
             }
+        }
+    }
+
+    /// The authenticated user of an HTTP request, for the embedding server's gate.
+    fn principal(&self, ctx: &RequestContext<RoleServer>) -> Option<String> {
+        let parts = ctx.extensions.get::<axum::http::request::Parts>()?;
+        parts.extensions.get::<Principal>().map(|p| p.0.clone())
+    }
+
+    /// Asks the embedding server's gate, if any, to admit one run.
+    async fn admit(
+        &self,
+        principal: Option<&str>,
+        command: &str,
+    ) -> Result<Option<Box<dyn RunTicket>>, String> {
+        match &self.shared.config.gate {
+            Some(g) => g.begin(principal, command).await.map(Some),
+            None => Ok(None),
         }
     }
 
@@ -149,26 +167,40 @@ impl McpHandler {
             timeout_ms: a.timeout_ms.unwrap_or(default_timeout).clamp(1, max),
             prepare,
         };
+        let principal = self.principal(&ctx);
         let (result, session_id) = match a.session_id {
             Some(id) => {
                 let lease = self.shared.store.get(owner, &id)?;
+                let ticket = self.admit(principal.as_deref(), &a.command).await?;
                 let sb = lease.sandbox.clone();
                 let spec = spec(sb.limits().timeout_ms);
                 // Waiting for an earlier run on the session ends if this request is cancelled.
                 let _running = tokio::select! {
                     g = lease.run_lock.clone().lock_owned() => g,
-                    _ = ctx.ct.cancelled() => return Err("cancelled before it started".into()),
+                    _ = ctx.ct.cancelled() => {
+                        finish(ticket, &Err(String::new()));
+                        return Err("cancelled before it started".into());
+                    }
                 };
-                let r = run::run(sb, spec, progress, ctx.ct.clone()).await?;
-                (r, Some(lease.id.clone()))
+                let r = run::run(sb, spec, progress, ctx.ct.clone()).await;
+                finish(ticket, &r);
+                (r?, Some(lease.id.clone()))
             }
             None => {
+                let ticket = self.admit(principal.as_deref(), &a.command).await?;
                 let limits = self.shared.config.limits;
                 let shared = self.clone();
-                let sb = Arc::new(blocking(move || shared.new_sandbox(limits)).await?);
+                let sb = match blocking(move || shared.new_sandbox(limits)).await {
+                    Ok(sb) => Arc::new(sb),
+                    Err(e) => {
+                        finish(ticket, &Err(String::new()));
+                        return Err(e);
+                    }
+                };
                 let spec = spec(limits.timeout_ms);
                 let r = run::run(sb.clone(), spec, progress, ctx.ct.clone()).await;
                 sb.destroy();
+                finish(ticket, &r);
                 (r?, None)
             }
         };
@@ -473,6 +505,19 @@ impl ServerHandler for McpHandler {
 
 /// Arguments that do not fit the schema are a tool error the model can read and fix, not a
 /// protocol error its host would hide.
+/// Tells the gate's ticket, if any, how the run ended.
+fn finish(ticket: Option<Box<dyn RunTicket>>, r: &Result<wasmsand::RunResult, String>) {
+    let Some(t) = ticket else { return };
+    match r {
+        Ok(r) => t.finish(
+            r.exit_code,
+            r.error_class == Some(wasmsand::ErrorClass::Timeout),
+            r.execution_time_ms,
+        ),
+        Err(_) => t.finish(-1, false, 0),
+    }
+}
+
 fn parse<T: DeserializeOwned>(args: Option<JsonObject>) -> Result<T, String> {
     serde_json::from_value(serde_json::Value::Object(args.unwrap_or_default()))
         .map_err(|e| format!("invalid arguments: {e}"))
@@ -596,7 +641,8 @@ fn environment(c: &McpConfig) -> String {
         "The sandbox is a bash subset (pipes, redirections, variables, functions, loops, \
          conditionals, $(...), here-docs) with coreutils (ls, cat, sort, wc, head, ...), grep, \
          sed, awk, find, xargs, diff, jq, yq, gzip, tar, timeout, which, expr, bc, column, \
-         strings, tree, file, patch, and python3 (CPython 3.15 with numpy and \
+         strings, tree, file, patch, node (JavaScript on the Boa engine with console, fs and \
+         path; no npm), and python3 (CPython 3.15 with numpy and \
          pandas) over an in-memory filesystem: the home and working directory is {home}; only \
          {home} and /tmp are writable. There is no network access, and Python cannot start \
          subprocesses or threads. Limits: {timeout} per command by default (timeout_ms, up to \
