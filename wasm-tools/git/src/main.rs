@@ -52,7 +52,11 @@ fn main() {
         match args[i].as_str() {
             "-C" if i + 1 < args.len() => {
                 if let Err(e) = std::env::set_current_dir(&args[i + 1]) {
-                    die(&format!("cannot change to '{}': {}", args[i + 1], errno(&e)));
+                    die(&format!(
+                        "cannot change to '{}': {}",
+                        args[i + 1],
+                        errno(&e)
+                    ));
                 }
                 i += 2;
             }
@@ -100,7 +104,10 @@ fn main() {
                 let _ = repo();
                 0
             } else {
-                eprintln!("fatal: git remote {}: this sandbox has no network access", rest[0]);
+                eprintln!(
+                    "fatal: git remote {}: this sandbox has no network access",
+                    rest[0]
+                );
                 128
             }
         }
@@ -175,9 +182,8 @@ fn cwd() -> PathBuf {
 }
 
 fn repo() -> Repo {
-    Repo::discover(&cwd()).unwrap_or_else(|| {
-        die("not a git repository (or any of the parent directories): .git")
-    })
+    Repo::discover(&cwd())
+        .unwrap_or_else(|| die("not a git repository (or any of the parent directories): .git"))
 }
 
 fn short(oid: &Oid) -> String {
@@ -264,7 +270,10 @@ fn parse_config(text: &str) -> Vec<(String, String)> {
             .strip_prefix('"')
             .and_then(|x| x.strip_suffix('"'))
             .unwrap_or(v);
-        out.push((format!("{section}.{}", k.trim().to_lowercase()), v.to_string()));
+        out.push((
+            format!("{section}.{}", k.trim().to_lowercase()),
+            v.to_string(),
+        ));
     }
     out
 }
@@ -330,7 +339,11 @@ pub fn ident(r: &Repo, who: &str) -> (String, String) {
         .ok()
         .map(|d| {
             let d = d.trim().trim_start_matches('@').to_string();
-            if d.contains(' ') { d } else { format!("{d} +0000") }
+            if d.contains(' ') {
+                d
+            } else {
+                format!("{d} +0000")
+            }
         })
         .unwrap_or_else(|| {
             let now = std::time::SystemTime::now()
@@ -357,7 +370,9 @@ impl Ignore {
     }
 
     fn add_file(&mut self, f: &Path, dir: &str) {
-        let Ok(text) = fs::read_to_string(f) else { return };
+        let Ok(text) = fs::read_to_string(f) else {
+            return;
+        };
         for line in text.lines() {
             let l = line.trim_end();
             if l.is_empty() || l.starts_with('#') {
@@ -373,7 +388,8 @@ impl Ignore {
             };
             let anchored = l.contains('/');
             let pat = l.trim_start_matches('/').to_string();
-            self.rules.push((dir.to_string(), pat, neg, dir_only, anchored));
+            self.rules
+                .push((dir.to_string(), pat, neg, dir_only, anchored));
         }
     }
 
@@ -393,7 +409,10 @@ impl Ignore {
             let m = if *anchored {
                 glob(pat.as_bytes(), rel.as_bytes())
             } else {
-                glob(pat.as_bytes(), rel.rsplit('/').next().unwrap_or(rel).as_bytes())
+                glob(
+                    pat.as_bytes(),
+                    rel.rsplit('/').next().unwrap_or(rel).as_bytes(),
+                )
             };
             if m {
                 res = !neg;
@@ -480,7 +499,10 @@ fn walk(r: &Repo, start: &str, ig: &mut Ignore, tracked: &BTreeSet<String>) -> V
             } else {
                 format!("{dir}/{name}")
             };
-            let has_tracked = tracked.range(format!("{rel}/")..).next().is_some_and(|t| t.starts_with(&format!("{rel}/")));
+            let has_tracked = tracked
+                .range(format!("{rel}/")..)
+                .next()
+                .is_some_and(|t| t.starts_with(&format!("{rel}/")));
             if ig.ignored(&rel, is_dir) && !tracked.contains(&rel) && !has_tracked {
                 continue;
             }
@@ -581,10 +603,10 @@ fn resolve(r: &Repo, spec: &str) -> Option<Oid> {
         format!("refs/heads/{spec}"),
         format!("refs/tags/{spec}"),
     ] {
-        if name.starts_with("refs/") || name == "HEAD" {
-            if let Some(o) = r.read_ref(&name) {
-                return Some(o);
-            }
+        if (name.starts_with("refs/") || name == "HEAD")
+            && let Some(o) = r.read_ref(&name)
+        {
+            return Some(o);
         }
     }
     if let Some(o) = repo::parse_hex(spec)
@@ -652,13 +674,22 @@ fn cmd_init(args: &[String]) -> i32 {
     let git = root.join(".git");
     let existed = git.join("HEAD").is_file();
     if !existed {
-        for d in ["objects/info", "objects/pack", "refs/heads", "refs/tags", "info"] {
+        for d in [
+            "objects/info",
+            "objects/pack",
+            "refs/heads",
+            "refs/tags",
+            "info",
+        ] {
             io(fs::create_dir_all(git.join(d)));
         }
         let branch = branch
             .or_else(|| config_get(None, "init.defaultbranch"))
             .unwrap_or_else(|| "master".into());
-        io(fs::write(git.join("HEAD"), format!("ref: refs/heads/{branch}\n")));
+        io(fs::write(
+            git.join("HEAD"),
+            format!("ref: refs/heads/{branch}\n"),
+        ));
         io(fs::write(
             git.join("config"),
             "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n",
@@ -673,7 +704,11 @@ fn cmd_init(args: &[String]) -> i32 {
         ));
     }
     if !quiet {
-        let what = if existed { "Reinitialized existing" } else { "Initialized empty" };
+        let what = if existed {
+            "Reinitialized existing"
+        } else {
+            "Initialized empty"
+        };
         out(&format!("{what} Git repository in {}/\n", git.display()));
     }
     0
@@ -703,7 +738,11 @@ fn cmd_config(args: &[String]) -> i32 {
         }
     };
     if list {
-        let files = if global { vec![file] } else { config_files(r.as_ref()) };
+        let files = if global {
+            vec![file]
+        } else {
+            config_files(r.as_ref())
+        };
         for f in files {
             for (k, v) in parse_config(&fs::read_to_string(f).unwrap_or_default()) {
                 out(&format!("{k}={v}\n"));
@@ -753,7 +792,9 @@ fn cmd_add(r: &Repo, args: &[String]) -> i32 {
     }
     if specs.is_empty() {
         if !all {
-            eprintln!("Nothing specified, nothing added.\nhint: Maybe you wanted to say 'git add .'?");
+            eprintln!(
+                "Nothing specified, nothing added.\nhint: Maybe you wanted to say 'git add .'?"
+            );
             return 0;
         }
         specs.push(r.root.to_string_lossy().into_owned());
@@ -761,8 +802,7 @@ fn cmd_add(r: &Repo, args: &[String]) -> i32 {
     let mut index = ok(r.read_index());
     let tracked: BTreeSet<String> = index.iter().map(|e| e.path.clone()).collect();
     let mut ig = Ignore::load(r);
-    let mut map: BTreeMap<String, Entry> =
-        index.drain(..).map(|e| (e.path.clone(), e)).collect();
+    let mut map: BTreeMap<String, Entry> = index.drain(..).map(|e| (e.path.clone(), e)).collect();
     for spec in &specs {
         let rel = rel_path(r, spec);
         let abs = r.root.join(&rel);
@@ -819,10 +859,8 @@ fn cmd_rm(r: &Repo, args: &[String]) -> i32 {
         if hits.is_empty() {
             die(&format!("pathspec '{spec}' did not match any files"));
         }
-        if hits.len() > 1 || hits[0] != rel {
-            if !recursive {
-                die(&format!("not removing '{spec}' recursively without -r"));
-            }
+        if (hits.len() > 1 || hits[0] != rel) && !recursive {
+            die(&format!("not removing '{spec}' recursively without -r"));
         }
         for h in hits {
             index.retain(|e| e.path != h);
@@ -894,8 +932,16 @@ fn file_diff(r: &Repo, path: &str, old: Side, new: Side, new_data: Option<Vec<u8
     if oh == nh {
         return s;
     }
-    let a = if old.is_some() { format!("a/{path}") } else { "/dev/null".into() };
-    let b = if new.is_some() { format!("b/{path}") } else { "/dev/null".into() };
+    let a = if old.is_some() {
+        format!("a/{path}")
+    } else {
+        "/dev/null".into()
+    };
+    let b = if new.is_some() {
+        format!("b/{path}")
+    } else {
+        "/dev/null".into()
+    };
     if is_binary(&old_data) || is_binary(&new_data) {
         s += &format!("Binary files {a} and {b} differ\n");
         return s;
@@ -932,14 +978,22 @@ fn hunks(a: &[u8], b: &[u8]) -> String {
         let func = al[..os]
             .iter()
             .rev()
-            .find(|l| l.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$'))
+            .find(|l| {
+                l.chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
+            })
             .map(|l| {
                 let t = l.trim_end().to_string();
                 let t: String = t.chars().take(80).collect();
                 format!(" {t}")
             })
             .unwrap_or_default();
-        s += &format!("@@ -{} +{} @@{func}\n", range(os, oe - os), range(ns, ne - ns));
+        s += &format!(
+            "@@ -{} +{} @@{func}\n",
+            range(os, oe - os),
+            range(ns, ne - ns)
+        );
         for op in &group {
             for change in diff.iter_changes(op) {
                 let sign = match change.tag() {
@@ -978,7 +1032,10 @@ fn worktree_map(r: &Repo, index: &[Entry]) -> BTreeMap<String, (u32, Oid)> {
     let mut m = BTreeMap::new();
     for e in index {
         if let Some((mode, data)) = file_blob(r, &e.path) {
-            let oid = if data.len() as u32 == e.size && mode == e.mode && hash_object("blob", &data) == e.oid {
+            let oid = if data.len() as u32 == e.size
+                && mode == e.mode
+                && hash_object("blob", &data) == e.oid
+            {
                 e.oid
             } else {
                 hash_object("blob", &data)
@@ -1060,13 +1117,23 @@ fn diffstat(r: &Repo, list: &[(String, Side, Side)], from_worktree: bool) -> Str
         }
         let total = i + d;
         let (pi, pd) = if maxc > 40 {
-            let sc = |x: usize| if x == 0 { 0 } else { (x * 40).div_ceil(maxc).max(1) };
+            let sc = |x: usize| {
+                if x == 0 {
+                    0
+                } else {
+                    (x * 40).div_ceil(maxc).max(1)
+                }
+            };
             (sc(*i), sc(*d))
         } else {
             (*i, *d)
         };
-        s += &format!(" {p:w$} | {total:>cw$} {}{}\n", "+".repeat(pi), "-".repeat(pd))
-            .replace(" \n", "\n");
+        s += &format!(
+            " {p:w$} | {total:>cw$} {}{}\n",
+            "+".repeat(pi),
+            "-".repeat(pd)
+        )
+        .replace(" \n", "\n");
     }
     s += &summary_line(rows.len(), ti, td);
     s
@@ -1149,10 +1216,17 @@ fn cmd_commit(r: &Repo, args: &[String]) -> i32 {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "-m" | "--message" => msgs.push(it.next().cloned().unwrap_or_else(|| die_usage("switch `m' requires a value"))),
+            "-m" | "--message" => msgs.push(
+                it.next()
+                    .cloned()
+                    .unwrap_or_else(|| die_usage("switch `m' requires a value")),
+            ),
             "-a" | "--all" => all = true,
             // Clusters of short flags: -am, -qm, -aqm MESSAGE, -amMESSAGE.
-            _ if a.len() > 2 && !a.starts_with("--") && a[1..].starts_with(|c| "aqn".contains(c)) => {
+            _ if a.len() > 2
+                && !a.starts_with("--")
+                && a[1..].starts_with(|c| "aqn".contains(c)) =>
+            {
                 for (k, c) in a[1..].char_indices() {
                     match c {
                         'a' => all = true,
@@ -1161,7 +1235,9 @@ fn cmd_commit(r: &Repo, args: &[String]) -> i32 {
                         'm' => {
                             let inline = &a[k + 2..];
                             msgs.push(if inline.is_empty() {
-                                it.next().cloned().unwrap_or_else(|| die_usage("switch `m' requires a value"))
+                                it.next()
+                                    .cloned()
+                                    .unwrap_or_else(|| die_usage("switch `m' requires a value"))
                             } else {
                                 inline.to_string()
                             });
@@ -1197,14 +1273,19 @@ fn cmd_commit(r: &Repo, args: &[String]) -> i32 {
         for e in &index {
             match stage(r, &e.path) {
                 Some(n) => changed.push(n),
-                None => changed.push(Entry { size: u32::MAX, ..e.clone() }),
+                None => changed.push(Entry {
+                    size: u32::MAX,
+                    ..e.clone()
+                }),
             }
         }
         index = changed.into_iter().filter(|e| e.size != u32::MAX).collect();
     }
     let head = r.head_oid();
     let parent_commit = if amend {
-        let Some(h) = head else { die("You have nothing to amend.") };
+        let Some(h) = head else {
+            die("You have nothing to amend.")
+        };
         Some(ok(r.read_commit(&h)))
     } else {
         None
@@ -1213,7 +1294,9 @@ fn cmd_commit(r: &Repo, args: &[String]) -> i32 {
         match &parent_commit {
             Some(c) => msgs.push(c.message.trim_end().to_string()),
             None => {
-                eprintln!("Aborting commit due to empty commit message.\n(this git runs no editor: use -m MESSAGE)");
+                eprintln!(
+                    "Aborting commit due to empty commit message.\n(this git runs no editor: use -m MESSAGE)"
+                );
                 return 1;
             }
         }
@@ -1223,10 +1306,10 @@ fn cmd_commit(r: &Repo, args: &[String]) -> i32 {
         Some(c) => c.parents.clone(),
         None => head.into_iter().collect(),
     };
-    let parent_tree = parents
-        .first()
-        .map(|p| ok(r.read_commit(p)).tree);
-    if parent_tree == Some(tree) && !allow_empty && !amend || (parent_tree.is_none() && index.is_empty() && !allow_empty) {
+    let parent_tree = parents.first().map(|p| ok(r.read_commit(p)).tree);
+    if parent_tree == Some(tree) && !allow_empty && !amend
+        || (parent_tree.is_none() && index.is_empty() && !allow_empty)
+    {
         let st = status_text(r, false);
         out(&st);
         return 1;
@@ -1256,7 +1339,11 @@ fn cmd_commit(r: &Repo, args: &[String]) -> i32 {
             Ok(b) => b,
             Err(_) => "detached HEAD".into(),
         };
-        let root = if parents.is_empty() { " (root-commit)" } else { "" };
+        let root = if parents.is_empty() {
+            " (root-commit)"
+        } else {
+            ""
+        };
         let mut s = format!("[{branch}{root} {}] {subject}\n", short(&oid));
         let before = parent_tree.map(|t| ok(r.read_tree(&t))).unwrap_or_default();
         let after = ok(r.read_tree(&tree));
@@ -1409,7 +1496,9 @@ fn cmd_status(r: &Repo, args: &[String]) -> i32 {
     let short_fmt = args
         .iter()
         .any(|a| a == "-s" || a == "--short" || a.starts_with("--porcelain"));
-    let branch = args.iter().any(|a| a == "-b" || a == "--branch" || a == "-sb");
+    let branch = args
+        .iter()
+        .any(|a| a == "-b" || a == "--branch" || a == "-sb");
     if !short_fmt && !args.iter().any(|a| a == "-sb") {
         out(&status_text(r, false));
         return 0;
@@ -1544,11 +1633,17 @@ fn cmd_log(r: &Repo, args: &[String]) -> i32 {
         match a.as_str() {
             "--oneline" => oneline = true,
             "-p" | "--patch" | "-u" => patch = true,
-            "-n" | "--max-count" => limit = it.next().and_then(|x| x.parse().ok()).unwrap_or(usize::MAX),
+            "-n" | "--max-count" => {
+                limit = it.next().and_then(|x| x.parse().ok()).unwrap_or(usize::MAX)
+            }
             "--" => after_dd = true,
             _ if a.starts_with("--max-count=") => limit = a[12..].parse().unwrap_or(usize::MAX),
-            _ if a.starts_with("-n") && a[2..].parse::<usize>().is_ok() => limit = a[2..].parse().unwrap(),
-            _ if a.starts_with('-') && a[1..].parse::<usize>().is_ok() => limit = a[1..].parse().unwrap(),
+            _ if a.starts_with("-n") && a[2..].parse::<usize>().is_ok() => {
+                limit = a[2..].parse().unwrap()
+            }
+            _ if a.starts_with('-') && a[1..].parse::<usize>().is_ok() => {
+                limit = a[1..].parse().unwrap()
+            }
             _ if a.starts_with('-') => {}
             _ => {
                 if let Some(o) = resolve(r, a) {
@@ -1561,15 +1656,23 @@ fn cmd_log(r: &Repo, args: &[String]) -> i32 {
     }
     let Some(mut cur) = start.or_else(|| r.head_oid()) else {
         let b = r.head().unwrap_or_default();
-        die(&format!("your current branch '{b}' does not have any commits yet"));
+        die(&format!(
+            "your current branch '{b}' does not have any commits yet"
+        ));
     };
     let mut n = 0;
     loop {
         let c = ok(r.read_commit(&cur));
         let touches = paths.is_empty() || {
-            let before = c.parents.first().map(|p| tree_of(r, Some(*p))).unwrap_or_default();
+            let before = c
+                .parents
+                .first()
+                .map(|p| tree_of(r, Some(*p)))
+                .unwrap_or_default();
             let after = ok(r.read_tree(&c.tree));
-            changes(&before, &after).iter().any(|(p, _, _)| paths.iter().any(|s| under(p, s)))
+            changes(&before, &after)
+                .iter()
+                .any(|(p, _, _)| paths.iter().any(|s| under(p, s)))
         };
         if touches {
             if n >= limit {
@@ -1593,7 +1696,10 @@ fn cmd_show(r: &Repo, args: &[String]) -> i32 {
     let oneline = args.iter().any(|a| a == "--oneline");
     let stat = args.iter().any(|a| a == "--stat");
     let name_only = args.iter().any(|a| a == "--name-only");
-    let spec = args.iter().find(|a| !a.starts_with('-')).map_or("HEAD", |s| s.as_str());
+    let spec = args
+        .iter()
+        .find(|a| !a.starts_with('-'))
+        .map_or("HEAD", |s| s.as_str());
     if let Some((rev, path)) = spec.split_once(':') {
         let oid = resolve_or_die(r, if rev.is_empty() { "HEAD" } else { rev });
         let tree = tree_of(r, Some(oid));
@@ -1607,7 +1713,11 @@ fn cmd_show(r: &Repo, args: &[String]) -> i32 {
     let c = ok(r.read_commit(&oid));
     if stat || name_only {
         print_commit(r, &oid, &c, oneline, false);
-        let before = c.parents.first().map(|p| tree_of(r, Some(*p))).unwrap_or_default();
+        let before = c
+            .parents
+            .first()
+            .map(|p| tree_of(r, Some(*p)))
+            .unwrap_or_default();
         let after = ok(r.read_tree(&c.tree));
         let list = changes(&before, &after);
         if !oneline && stat {
@@ -1628,7 +1738,9 @@ fn valid_branch(name: &str) -> bool {
         && !name.contains("..")
         && !name.ends_with('/')
         && !name.ends_with(".lock")
-        && !name.chars().any(|c| c.is_whitespace() || "~^:?*[\\".contains(c))
+        && !name
+            .chars()
+            .any(|c| c.is_whitespace() || "~^:?*[\\".contains(c))
 }
 
 fn cmd_branch(r: &Repo, args: &[String]) -> i32 {
@@ -1643,7 +1755,10 @@ fn cmd_branch(r: &Repo, args: &[String]) -> i32 {
     if flag(&["-d", "-D", "--delete"]) {
         for name in pos {
             if r.head().is_ok_and(|h| h == *name) {
-                eprintln!("error: cannot delete branch '{name}' used by worktree at '{}'", r.root.display());
+                eprintln!(
+                    "error: cannot delete branch '{name}' used by worktree at '{}'",
+                    r.root.display()
+                );
                 return 1;
             }
             let Some(o) = r.read_ref(&format!("refs/heads/{name}")) else {
@@ -1664,17 +1779,28 @@ fn cmd_branch(r: &Repo, args: &[String]) -> i32 {
     }
     if flag(&["-m", "-M", "--move"]) {
         let (old, new) = match pos.as_slice() {
-            [n] => (r.head().unwrap_or_else(|_| die("not on a branch")), n.to_string()),
+            [n] => (
+                r.head().unwrap_or_else(|_| die("not on a branch")),
+                n.to_string(),
+            ),
             [o, n] => (o.to_string(), n.to_string()),
             _ => die_usage("branch -m takes one or two names"),
         };
         let Some(o) = r.read_ref(&format!("refs/heads/{old}")) else {
             die(&format!("no branch named '{old}'"));
         };
-        io(r.write_ref(&format!("refs/heads/{new}"), &o, None, &format!("Branch: renamed refs/heads/{old} to refs/heads/{new}")));
+        io(r.write_ref(
+            &format!("refs/heads/{new}"),
+            &o,
+            None,
+            &format!("Branch: renamed refs/heads/{old} to refs/heads/{new}"),
+        ));
         let _ = fs::remove_file(r.git.join("refs/heads").join(&old));
         if r.head().is_ok_and(|h| h == old) {
-            io(fs::write(r.git.join("HEAD"), format!("ref: refs/heads/{new}\n")));
+            io(fs::write(
+                r.git.join("HEAD"),
+                format!("ref: refs/heads/{new}\n"),
+            ));
         }
         return 0;
     }
@@ -1702,10 +1828,18 @@ fn cmd_branch(r: &Repo, args: &[String]) -> i32 {
             let start = match rest.first() {
                 Some(s) => resolve_or_die(r, s),
                 None => r.head_oid().unwrap_or_else(|| {
-                    die(&format!("not a valid object name: '{}'", r.head().unwrap_or_default()))
+                    die(&format!(
+                        "not a valid object name: '{}'",
+                        r.head().unwrap_or_default()
+                    ))
                 }),
             };
-            io(r.write_ref(&format!("refs/heads/{name}"), &start, None, "branch: Created from HEAD"));
+            io(r.write_ref(
+                &format!("refs/heads/{name}"),
+                &start,
+                None,
+                "branch: Created from HEAD",
+            ));
             0
         }
     }
@@ -1745,7 +1879,7 @@ fn switch_tree(r: &Repo, target: &Oid, force: bool) -> Result<(), Vec<String>> {
             if (local_index && idx.get(&p).copied() != n) || local_wt {
                 conflicts.push(p.clone());
             }
-            if o.is_none() && idx.get(&p).is_none() && r.root.join(&p).exists() {
+            if o.is_none() && !idx.contains_key(&p) && r.root.join(&p).exists() {
                 conflicts.push(p.clone());
             }
         }
@@ -1755,13 +1889,26 @@ fn switch_tree(r: &Repo, target: &Oid, force: bool) -> Result<(), Vec<String>> {
         }
     }
     let mut map: BTreeMap<String, Entry> = index.into_iter().map(|e| (e.path.clone(), e)).collect();
-    let list = if force { changes(&idx, &new) } else { changes(&cur, &new) };
+    let list = if force {
+        changes(&idx, &new)
+    } else {
+        changes(&cur, &new)
+    };
     for (p, _, n) in list {
         match n {
             Some((mode, oid)) => {
                 write_file(r, &p, mode, &oid);
                 let size = blob(r, &oid).len() as u32;
-                map.insert(p.clone(), Entry { path: p.clone(), mode, oid, size, mtime: mtime_of(r, &p) });
+                map.insert(
+                    p.clone(),
+                    Entry {
+                        path: p.clone(),
+                        mode,
+                        oid,
+                        size,
+                        mtime: mtime_of(r, &p),
+                    },
+                );
             }
             None => {
                 remove_file(r, &p);
@@ -1815,12 +1962,18 @@ fn cmd_checkout(r: &Repo, args: &[String], switch: bool) -> i32 {
             v.extend(paths);
             return cmd_restore(r, &v);
         }
-        if pos.len() == 1 && resolve(r, &pos[0]).is_none() && r.read_ref(&format!("refs/heads/{}", pos[0])).is_none() {
+        if pos.len() == 1
+            && resolve(r, &pos[0]).is_none()
+            && r.read_ref(&format!("refs/heads/{}", pos[0])).is_none()
+        {
             let rel = rel_path(r, &pos[0]);
             if ok(r.read_index()).iter().any(|e| under(&e.path, &rel)) {
                 return cmd_restore(r, &pos);
             }
-            eprintln!("error: pathspec '{}' did not match any file(s) known to git", pos[0]);
+            eprintln!(
+                "error: pathspec '{}' did not match any file(s) known to git",
+                pos[0]
+            );
             return 1;
         }
     }
@@ -1841,10 +1994,18 @@ fn cmd_checkout(r: &Repo, args: &[String], switch: bool) -> i32 {
             {
                 return refuse(&c, switch);
             }
-            io(r.write_ref(&format!("refs/heads/{name}"), &s, None, "branch: Created from HEAD"));
+            io(r.write_ref(
+                &format!("refs/heads/{name}"),
+                &s,
+                None,
+                "branch: Created from HEAD",
+            ));
         }
         let old = r.head_oid();
-        io(fs::write(r.git.join("HEAD"), format!("ref: refs/heads/{name}\n")));
+        io(fs::write(
+            r.git.join("HEAD"),
+            format!("ref: refs/heads/{name}\n"),
+        ));
         if let Some(s) = start {
             io(r.reflog("HEAD", old, &s, &format!("checkout: moving to {name}")));
         }
@@ -1877,12 +2038,25 @@ fn cmd_checkout(r: &Repo, args: &[String], switch: bool) -> i32 {
         Err(o) => hex(&o),
     };
     if is_branch.is_some() && !detach {
-        io(fs::write(r.git.join("HEAD"), format!("ref: refs/heads/{target}\n")));
-        io(r.reflog("HEAD", old, &oid, &format!("checkout: moving from {from} to {target}")));
+        io(fs::write(
+            r.git.join("HEAD"),
+            format!("ref: refs/heads/{target}\n"),
+        ));
+        io(r.reflog(
+            "HEAD",
+            old,
+            &oid,
+            &format!("checkout: moving from {from} to {target}"),
+        ));
         eprintln!("Switched to branch '{target}'");
     } else {
         io(fs::write(r.git.join("HEAD"), format!("{}\n", hex(&oid))));
-        io(r.reflog("HEAD", old, &oid, &format!("checkout: moving from {from} to {target}")));
+        io(r.reflog(
+            "HEAD",
+            old,
+            &oid,
+            &format!("checkout: moving from {from} to {target}"),
+        ));
         let c = ok(r.read_commit(&oid));
         eprintln!(
             "Note: switching to '{target}'.\n\nYou are in 'detached HEAD' state. You can look around, make experimental\nchanges and commit them, and you can discard any commits you make in this\nstate without impacting any branches by switching back to a branch.\n\nHEAD is now at {} {}",
@@ -1903,7 +2077,9 @@ fn previous_branch(r: &Repo) -> Option<String> {
 
 fn refuse(files: &[String], switch: bool) -> i32 {
     let verb = if switch { "switch" } else { "checkout" };
-    let mut s = format!("error: Your local changes to the following files would be overwritten by {verb}:\n");
+    let mut s = format!(
+        "error: Your local changes to the following files would be overwritten by {verb}:\n"
+    );
     for f in files {
         s += &format!("\t{f}\n");
     }
@@ -1947,8 +2123,16 @@ fn cmd_restore(r: &Repo, args: &[String]) -> i32 {
     };
     for p in &paths {
         let src: BTreeMap<String, (u32, Oid)> = match &from_tree {
-            Some(t) => t.iter().filter(|(k, _)| under(k, p)).map(|(k, v)| (k.clone(), *v)).collect(),
-            None => index.iter().filter(|e| under(&e.path, p)).map(|e| (e.path.clone(), (e.mode, e.oid))).collect(),
+            Some(t) => t
+                .iter()
+                .filter(|(k, _)| under(k, p))
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+            None => index
+                .iter()
+                .filter(|e| under(&e.path, p))
+                .map(|e| (e.path.clone(), (e.mode, e.oid)))
+                .collect(),
         };
         let known = !src.is_empty() || index.iter().any(|e| under(&e.path, p));
         if !known {
@@ -1965,7 +2149,13 @@ fn cmd_restore(r: &Repo, args: &[String]) -> i32 {
                         e.oid = *oid;
                         e.size = size;
                     }
-                    None => index.push(Entry { path: k.clone(), mode: *mode, oid: *oid, size, mtime: 0 }),
+                    None => index.push(Entry {
+                        path: k.clone(),
+                        mode: *mode,
+                        oid: *oid,
+                        size,
+                        mtime: 0,
+                    }),
                 }
             }
         }
@@ -1973,13 +2163,20 @@ fn cmd_restore(r: &Repo, args: &[String]) -> i32 {
             let src = if from_tree.is_some() {
                 src
             } else {
-                index.iter().filter(|e| under(&e.path, p)).map(|e| (e.path.clone(), (e.mode, e.oid))).collect()
+                index
+                    .iter()
+                    .filter(|e| under(&e.path, p))
+                    .map(|e| (e.path.clone(), (e.mode, e.oid)))
+                    .collect()
             };
             for (k, (mode, oid)) in &src {
                 write_file(r, k, *mode, oid);
             }
             if from_tree.is_some() {
-                for e in index.iter().filter(|e| under(&e.path, p) && !src.contains_key(&e.path)) {
+                for e in index
+                    .iter()
+                    .filter(|e| under(&e.path, p) && !src.contains_key(&e.path))
+                {
                     remove_file(r, &e.path);
                 }
             }
@@ -2054,9 +2251,19 @@ fn cmd_reset(r: &Repo, args: &[String]) -> i32 {
             .collect();
         io(r.write_index(&mut entries));
     }
-    io(r.update_head(&target, &format!("reset: moving to {}", pos.first().map_or("HEAD", |s| s.as_str()))));
+    io(r.update_head(
+        &target,
+        &format!(
+            "reset: moving to {}",
+            pos.first().map_or("HEAD", |s| s.as_str())
+        ),
+    ));
     if mode == "hard" {
-        out(&format!("HEAD is now at {} {}\n", short(&target), c.subject()));
+        out(&format!(
+            "HEAD is now at {} {}\n",
+            short(&target),
+            c.subject()
+        ));
     } else if mode == "mixed" {
         let index = ok(r.read_index());
         let wt = worktree_map(r, &index);
@@ -2082,7 +2289,10 @@ fn stash_list(r: &Repo) -> Vec<(Oid, String)> {
             let mut parts = l.splitn(3, ' ');
             parts.next()?;
             let new = repo::parse_hex(parts.next()?)?;
-            let msg = l.split_once('\t').map(|x| x.1.to_string()).unwrap_or_default();
+            let msg = l
+                .split_once('\t')
+                .map(|x| x.1.to_string())
+                .unwrap_or_default();
             Some((new, msg))
         })
         .collect();
@@ -2105,7 +2315,10 @@ fn write_stash_list(r: &Repo, list: &[(Oid, String)]) {
         prev = *o;
     }
     io(fs::write(log, text));
-    io(fs::write(r.git.join("refs/stash"), format!("{}\n", hex(&list[0].0))));
+    io(fs::write(
+        r.git.join("refs/stash"),
+        format!("{}\n", hex(&list[0].0)),
+    ));
 }
 
 fn cmd_stash(r: &Repo, args: &[String]) -> i32 {
@@ -2114,7 +2327,12 @@ fn cmd_stash(r: &Repo, args: &[String]) -> i32 {
         args.iter()
             .skip(1)
             .find(|a| !a.starts_with('-'))
-            .and_then(|a| a.trim_start_matches("stash@{").trim_end_matches('}').parse().ok())
+            .and_then(|a| {
+                a.trim_start_matches("stash@{")
+                    .trim_end_matches('}')
+                    .parse()
+                    .ok()
+            })
             .unwrap_or(0)
     };
     match sub {
@@ -2168,7 +2386,9 @@ fn cmd_stash(r: &Repo, args: &[String]) -> i32 {
             list.insert(0, (w, title.clone()));
             write_stash_list(r, &list);
             let _ = switch_tree(r, &head, true);
-            out(&format!("Saved working directory and index state {title}\n"));
+            out(&format!(
+                "Saved working directory and index state {title}\n"
+            ));
             0
         }
         "list" => {
@@ -2197,7 +2417,9 @@ fn cmd_stash(r: &Repo, args: &[String]) -> i32 {
                     }
                 }
                 if !conflicts.is_empty() {
-                    let mut s = String::from("error: Your local changes to the following files would be overwritten by merge:\n");
+                    let mut s = String::from(
+                        "error: Your local changes to the following files would be overwritten by merge:\n",
+                    );
                     for c in &conflicts {
                         s += &format!("\t{c}\n");
                     }
@@ -2205,14 +2427,24 @@ fn cmd_stash(r: &Repo, args: &[String]) -> i32 {
                     eprint!("{s}");
                     return 1;
                 }
-                let mut idx: BTreeMap<String, Entry> = index.into_iter().map(|e| (e.path.clone(), e)).collect();
+                let mut idx: BTreeMap<String, Entry> =
+                    index.into_iter().map(|e| (e.path.clone(), e)).collect();
                 for (p, _, n) in changes(&base, &stashed) {
                     match n {
                         Some((m, o)) => {
                             write_file(r, &p, m, &o);
                             if !idx.contains_key(&p) {
                                 let size = blob(r, &o).len() as u32;
-                                idx.insert(p.clone(), Entry { path: p.clone(), mode: m, oid: o, size, mtime: 0 });
+                                idx.insert(
+                                    p.clone(),
+                                    Entry {
+                                        path: p.clone(),
+                                        mode: m,
+                                        oid: o,
+                                        size,
+                                        mtime: 0,
+                                    },
+                                );
                             }
                         }
                         None => remove_file(r, &p),
@@ -2240,7 +2472,10 @@ fn cmd_stash(r: &Repo, args: &[String]) -> i32 {
                 return 1;
             };
             let wc = ok(r.read_commit(&w));
-            let list = changes(&tree_of(r, wc.parents.first().copied()), &ok(r.read_tree(&wc.tree)));
+            let list = changes(
+                &tree_of(r, wc.parents.first().copied()),
+                &ok(r.read_tree(&wc.tree)),
+            );
             let patch = args.iter().any(|a| a == "-p" || a == "--patch");
             print_changes(r, &list, !patch, false, false, false);
             0
@@ -2273,7 +2508,11 @@ fn cmd_rev_parse(r: &Repo, args: &[String]) -> i32 {
             "--is-bare-repository" => out("false\n"),
             "--show-prefix" => {
                 let p = rel_path(r, ".");
-                out(&if p.is_empty() { "\n".to_string() } else { format!("{p}/\n") });
+                out(&if p.is_empty() {
+                    "\n".to_string()
+                } else {
+                    format!("{p}/\n")
+                });
             }
             "--short" => short_len = Some(7),
             "--abbrev-ref" => abbrev_ref = true,
@@ -2325,7 +2564,11 @@ fn cmd_tag(r: &Repo, args: &[String]) -> i32 {
     match pos.as_slice() {
         [] => {
             let mut names: Vec<String> = fs::read_dir(r.git.join("refs/tags"))
-                .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
                 .unwrap_or_default();
             names.sort();
             for n in names {
@@ -2339,7 +2582,9 @@ fn cmd_tag(r: &Repo, args: &[String]) -> i32 {
             }
             let o = match rest.first() {
                 Some(s) => resolve_or_die(r, s),
-                None => r.head_oid().unwrap_or_else(|| die("Failed to resolve 'HEAD' as a valid ref.")),
+                None => r
+                    .head_oid()
+                    .unwrap_or_else(|| die("Failed to resolve 'HEAD' as a valid ref.")),
             };
             let path = r.git.join("refs/tags").join(name);
             io(fs::create_dir_all(path.parent().unwrap()));

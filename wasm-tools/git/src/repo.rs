@@ -89,7 +89,12 @@ impl Repo {
     pub fn read_object(&self, oid: &Oid) -> Result<(String, Vec<u8>), String> {
         let h = hex(oid);
         let raw = fs::read(self.object_path(&h)).map_err(|_| {
-            if self.git.join("objects/pack").read_dir().is_ok_and(|mut d| d.next().is_some()) {
+            if self
+                .git
+                .join("objects/pack")
+                .read_dir()
+                .is_ok_and(|mut d| d.next().is_some())
+            {
                 format!("object {h} is in a pack file, which this git does not read")
             } else {
                 format!("bad object {h}")
@@ -169,14 +174,26 @@ impl Repo {
         }
     }
 
-    pub fn write_ref(&self, name: &str, oid: &Oid, old: Option<Oid>, msg: &str) -> std::io::Result<()> {
+    pub fn write_ref(
+        &self,
+        name: &str,
+        oid: &Oid,
+        old: Option<Oid>,
+        msg: &str,
+    ) -> std::io::Result<()> {
         let path = self.git.join(name);
         fs::create_dir_all(path.parent().unwrap())?;
         fs::write(&path, format!("{}\n", hex(oid)))?;
         self.reflog(name, old, oid, msg)
     }
 
-    pub fn reflog(&self, name: &str, old: Option<Oid>, new: &Oid, msg: &str) -> std::io::Result<()> {
+    pub fn reflog(
+        &self,
+        name: &str,
+        old: Option<Oid>,
+        new: &Oid,
+        msg: &str,
+    ) -> std::io::Result<()> {
         let path = self.git.join("logs").join(name);
         fs::create_dir_all(path.parent().unwrap())?;
         let (who, when) = crate::ident(self, "COMMITTER");
@@ -185,7 +202,10 @@ impl Repo {
             hex(&old.unwrap_or([0; 20])),
             hex(new)
         );
-        let mut f = fs::OpenOptions::new().create(true).append(true).open(path)?;
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
         f.write_all(line.as_bytes())
     }
 
@@ -331,8 +351,16 @@ impl Repo {
         }
         // Git orders a tree's entries as if directories' names ended with '/'.
         items.sort_by(|a, b| {
-            let ka = if a.1 { format!("{}/", a.0) } else { a.0.clone() };
-            let kb = if b.1 { format!("{}/", b.0) } else { b.0.clone() };
+            let ka = if a.1 {
+                format!("{}/", a.0)
+            } else {
+                a.0.clone()
+            };
+            let kb = if b.1 {
+                format!("{}/", b.0)
+            } else {
+                b.0.clone()
+            };
             ka.as_bytes().cmp(kb.as_bytes())
         });
         let mut data = Vec::new();
@@ -362,7 +390,11 @@ impl Repo {
         }
         let mut pos = 0;
         while pos < data.len() {
-            let sp = pos + data[pos..].iter().position(|&b| b == b' ').ok_or("bad tree")?;
+            let sp = pos
+                + data[pos..]
+                    .iter()
+                    .position(|&b| b == b' ')
+                    .ok_or("bad tree")?;
             let nul = sp + data[sp..].iter().position(|&b| b == 0).ok_or("bad tree")?;
             let mode = u32::from_str_radix(&String::from_utf8_lossy(&data[pos..sp]), 8)
                 .map_err(|_| "bad tree")?;
