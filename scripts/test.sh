@@ -21,9 +21,16 @@ python3 scripts/check-security.py
 
 # The host tools that guest-tool tests compare against, from Debian when missing (command:package).
 missing=()
-for cp in tree:tree bc:bc file:file strings:binutils column:bsdextrautils zip:zip yq:yq; do
+for cp in tree:tree bc:bc file:file strings:binutils column:bsdextrautils zip:zip unzip:unzip yq:yq \
+    sqlite3:sqlite3 rg:ripgrep; do
     command -v "${cp%%:*}" >/dev/null 2>&1 || missing+=("${cp#*:}")
 done
+# The sqlite3 guest is C: clang's wasm32 target and wasi-libc's headers (crates/tools/build.rs
+# installs them too when missing and run as root, or says what to install).
+if ! command -v clang-14 >/dev/null 2>&1 || ! command -v llvm-ar-14 >/dev/null 2>&1 ||
+    [ ! -f /usr/include/wasm32-wasi/stdio.h ]; then
+    missing+=(clang-14 llvm-14 wasi-libc)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi

@@ -161,10 +161,126 @@ fn build(workspace: &Path, target_dir: &Path) {
     ] {
         cmd.env_remove(var);
     }
+    c_toolchain(&mut cmd);
     let status = cmd
         .status()
         .unwrap_or_else(|e| panic!("cannot run cargo: {e}"));
     if !status.success() {
         panic!("building wasm-tools/ for {TARGET} failed (see above).");
+    }
+}
+
+/// Packages of Debian 12 that give clang a wasm32-wasi target: the compiler, `llvm-ar`, and
+/// wasi-libc's headers (found by Debian's clang without a `--sysroot`). Rust links the objects
+/// with its own wasi-libc, so no C runtime or linker is needed beyond these.
+const C_PACKAGES: &[&str] = &["clang-14", "llvm-14", "wasi-libc"];
+
+/// The C compiler for the guests built from C (SQLite in `wasm-tools/sqlite`), handed to the
+/// `cc` crate of the nested build. `WASMSAND_WASM_CC`/`_AR`/`_CFLAGS` name another toolchain
+/// (wasi-sdk's clang with `--sysroot=...`, say). Otherwise Debian's clang is used, installed
+/// with apt-get when missing and the build runs as root (as the README's `cargo run` does on a
+/// fresh machine); anyone else is told exactly what to install.
+fn c_toolchain(cmd: &mut Command) {
+    for var in [
+        "WASMSAND_WASM_CC",
+        "WASMSAND_WASM_AR",
+        "WASMSAND_WASM_CFLAGS",
+    ] {
+        println!("cargo::rerun-if-env-changed={var}");
+    }
+    let cflags = env::var("WASMSAND_WASM_CFLAGS").unwrap_or_else(|_| "--target=wasm32-wasi".into());
+    let (cc, ar) = match env::var("WASMSAND_WASM_CC") {
+        Ok(cc) => {
+            let ar = env::var("WASMSAND_WASM_AR").unwrap_or_else(|_| "llvm-ar".into());
+            if let Err(e) = probe_cc(&cc, &cflags) {
+                panic!("WASMSAND_WASM_CC={cc} cannot compile C for wasm32-wasi: {e}");
+            }
+            (cc, ar)
+        }
+        Err(_) => match debian_clang(&cflags) {
+            Ok(found) => found,
+            Err(why) => {
+                install_c_packages(&why);
+                debian_clang(&cflags).unwrap_or_else(|why| {
+                    panic!(
+                        "no C compiler for wasm32-wasi ({why}); the sqlite3 guest needs one: \
+                         install Debian's packages `apt-get install {}` (or set WASMSAND_WASM_CC, \
+                         WASMSAND_WASM_AR and WASMSAND_WASM_CFLAGS to another clang and WASI \
+                         sysroot)",
+                        C_PACKAGES.join(" ")
+                    )
+                })
+            }
+        },
+    };
+    cmd.env("CC_wasm32_wasip1", cc)
+        .env("AR_wasm32_wasip1", ar)
+        .env("CFLAGS_wasm32_wasip1", cflags);
+}
+
+fn debian_clang(cflags: &str) -> Result<(String, String), String> {
+    let cc = "clang-14";
+    let ar = "llvm-ar-14";
+    probe_cc(cc, cflags)?;
+    match Command::new(ar).arg("--version").output() {
+        Ok(o) if o.status.success() => Ok((cc.into(), ar.into())),
+        _ => Err(format!("{ar} cannot be run")),
+    }
+}
+
+/// Compiles a file that includes libc headers, which is what fails without wasi-libc.
+fn probe_cc(cc: &str, cflags: &str) -> Result<(), String> {
+    let dir = PathBuf::from(env::var("OUT_DIR").unwrap());
+    let src = dir.join("probe.c");
+    fs::write(
+        &src,
+        "#include <stdio.h>\n#include <fcntl.h>\nint probe(void) { return O_RDONLY; }\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let out = Command::new(cc)
+        .args(cflags.split_whitespace())
+        .arg("-c")
+        .arg(&src)
+        .arg("-o")
+        .arg(dir.join("probe.o"))
+        .output()
+        .map_err(|e| format!("{cc} cannot be run: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{cc} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .next()
+                .unwrap_or("")
+        ))
+    }
+}
+
+fn install_c_packages(why: &str) {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !root || Command::new("apt-get").arg("--version").output().is_err() {
+        return;
+    }
+    println!(
+        "cargo::warning=no C compiler for wasm32-wasi ({why}); installing {} with apt-get",
+        C_PACKAGES.join(" ")
+    );
+    let install = || {
+        Command::new("apt-get")
+            .args(["install", "-y", "-qq", "--no-install-recommends"])
+            .args(C_PACKAGES)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    // A fresh container has no package lists yet.
+    if !install() {
+        let _ = Command::new("apt-get").args(["update", "-qq"]).status();
+        install();
     }
 }
