@@ -91,6 +91,20 @@ def test_the_examples_in_docs_runs_md_run() -> None:
 
     doc = pathlib.Path(__file__).resolve().parents[3] / "docs" / "runs.md"
     blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     for code in blocks:
         exec(compile(code, str(doc), "exec"), {})
+
+
+def test_long_output_is_head_and_tail_with_the_rest_spilled(transport: str) -> None:
+    with Sandbox(transport=transport, limits={"stdout_bytes": 2048, "spill_bytes": 50_000}) as s:
+        r = s.commands.run("seq 1 30000")
+        assert r.stdout.startswith("1\n2\n") and r.stdout.endswith("29999\n30000\n")
+        assert len(r.stdout) <= 2048 and r.truncated == {"stdout": True, "stderr": False}
+        assert r.spilled == {"stdout": "/tmp/wasmsand-1.stdout"}
+        assert "bytes left out; the whole stream is in /tmp/wasmsand-1.stdout" in r.stdout
+        assert s.files.read("/tmp/wasmsand-1.stdout", format="bytes") == "".join(f"{i}\n" for i in range(1, 30001)).encode()[:50_000]
+        plain = s.commands.run("seq 1 30000", truncation="plain")
+        assert plain.spilled is None and plain.stdout == "".join(f"{i}\n" for i in range(1, 30001))[:2048]
+        with pytest.raises(Exception, match="truncation"):
+            s.commands.run("true", truncation="middle")

@@ -389,6 +389,8 @@ impl Dispatcher {
             atomic: p.opt_bool("atomic")?.unwrap_or(false),
             // Bytes the command reads as its standard input (the SDKs' `stdin=`).
             stdin: sdk::run_stdin(p)?.map(Into::into),
+            // Past a stream's cap: head + tail and a spill file, or the seeds' prefix.
+            truncation: p.truncation()?,
             ..RunOptions::default()
         };
         // Chunks are decoded as UTF-8 across chunk boundaries, so a character split between
@@ -629,5 +631,7 @@ fn parse_snapshot_id(s: &str) -> Result<SnapshotId, RpcError> {
         .map_err(|_| RpcError::invalid_params(format!("Unknown snapshot: {s}")))
 }
 
+#[cfg(test)]
+mod agent_tests;
 #[cfg(test)]
 mod tests;

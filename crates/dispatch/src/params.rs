@@ -58,6 +58,15 @@ impl<'a> Params<'a> {
         }
     }
 
+    /// `truncation`: `"headTail"` (the default) or `"plain"`.
+    pub fn truncation(self) -> Result<wasmsand::Truncation, RpcError> {
+        match self.0.get("truncation") {
+            None | Some(Value::Null) => Ok(wasmsand::Truncation::default()),
+            Some(v) => serde_json::from_value(v.clone())
+                .map_err(|_| wrong("truncation", "\"headTail\" or \"plain\"")),
+        }
+    }
+
     /// Snapshot ids are strings on the wire; a number is accepted too since it is what the
     /// string spells.
     pub fn snapshot_id(self, name: &str) -> Result<SnapshotId, RpcError> {

@@ -306,6 +306,14 @@ impl OutputBuffer {
         }
     }
 
+    /// A shared buffer over `buffer` (e.g. a head + tail one, [`CappedBuffer::head_tail`]).
+    pub fn from_buffer(buffer: CappedBuffer) -> Self {
+        Self {
+            inner: Arc::new(Mutex::new(buffer)),
+            on_chunk: None,
+        }
+    }
+
     /// Also hands every chunk to `callback` as it is written. Only chunks that were at least
     /// partly kept are streamed, so a callback never sees more than the cap either.
     pub fn with_callback(mut self, callback: ChunkCallback) -> Self {
@@ -330,11 +338,11 @@ impl OutputBuffer {
         self.inner.lock().clone()
     }
 
-    /// Takes the contents, leaving an empty buffer with the same cap.
+    /// Takes the contents, leaving an empty buffer with the same cap and mode.
     pub fn take(&self) -> CappedBuffer {
         let mut g = self.inner.lock();
-        let cap = g.cap();
-        std::mem::replace(&mut *g, CappedBuffer::new(cap))
+        let empty = g.emptied();
+        std::mem::replace(&mut *g, empty)
     }
 }
 

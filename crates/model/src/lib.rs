@@ -8,9 +8,9 @@ mod capped;
 mod limits;
 mod result;
 
-pub use capped::{CappedBuffer, LossyText};
+pub use capped::{CappedBuffer, HEAD_TAIL_MIN_CAP, LossyText, MARKER_ROOM};
 pub use limits::{Limits, LimitsPatch};
-pub use result::{ErrorClass, RunResult, Truncated, Usage};
+pub use result::{ErrorClass, RunResult, Spilled, Truncated, Truncation, Usage};
 
 /// One kibibyte.
 pub const KIB: u64 = 1024;

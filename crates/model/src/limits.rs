@@ -26,10 +26,19 @@ pub struct Limits {
     pub memory_bytes: u64,
     /// Host tool calls one run may make.
     pub tool_calls: u64,
+    /// Bytes of a stream that passed its cap written to its spill file in the sandbox (head +
+    /// tail output); the file counts against `fsBytes` and `fileCount`. 0: no spill file.
+    /// Absent from state blobs written before it existed: the default.
+    #[serde(default = "default_spill_bytes")]
+    pub spill_bytes: u64,
     /// Background processes (`Sandbox::spawn`, `process.start`, `nohup cmd &`) alive at once
     /// in one sandbox. Absent from state blobs written before it existed: the default.
     #[serde(default = "default_background_processes")]
     pub background_processes: u64,
+}
+
+fn default_spill_bytes() -> u64 {
+    Limits::DEFAULT_SPILL_BYTES
 }
 
 fn default_background_processes() -> u64 {
@@ -46,6 +55,7 @@ impl Limits {
     pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
     pub const DEFAULT_MEMORY_BYTES: u64 = 512 * MIB;
     pub const DEFAULT_TOOL_CALLS: u64 = 500;
+    pub const DEFAULT_SPILL_BYTES: u64 = 16 * MIB;
     pub const DEFAULT_BACKGROUND_PROCESSES: u64 = 8;
 
     /// These limits with every field the patch sets replaced.
@@ -67,6 +77,7 @@ impl Limits {
             timeout_ms,
             memory_bytes,
             tool_calls,
+            spill_bytes,
             background_processes,
         } = *patch;
         let pairs = [
@@ -79,6 +90,7 @@ impl Limits {
             (&mut self.timeout_ms, timeout_ms),
             (&mut self.memory_bytes, memory_bytes),
             (&mut self.tool_calls, tool_calls),
+            (&mut self.spill_bytes, spill_bytes),
             (&mut self.background_processes, background_processes),
         ];
         for (field, value) in pairs {
@@ -101,6 +113,7 @@ impl Default for Limits {
             timeout_ms: Self::DEFAULT_TIMEOUT_MS,
             memory_bytes: Self::DEFAULT_MEMORY_BYTES,
             tool_calls: Self::DEFAULT_TOOL_CALLS,
+            spill_bytes: Self::DEFAULT_SPILL_BYTES,
             background_processes: Self::DEFAULT_BACKGROUND_PROCESSES,
         }
     }
@@ -131,6 +144,8 @@ pub struct LimitsPatch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub background_processes: Option<u64>,
 }
 
@@ -150,6 +165,7 @@ mod tests {
         assert_eq!(l.timeout_ms, 30_000);
         assert_eq!(l.memory_bytes, 536_870_912);
         assert_eq!(l.tool_calls, 500);
+        assert_eq!(l.spill_bytes, 16 << 20);
         assert_eq!(l.background_processes, 8);
     }
 
@@ -170,7 +186,7 @@ mod tests {
     fn every_field_can_be_overridden() {
         let patch: LimitsPatch = serde_json::from_str(
             r#"{"stdoutBytes":1,"stderrBytes":2,"commandBytes":3,"rpcBytes":4,"fileCount":5,
-                "fsBytes":6,"timeoutMs":7,"memoryBytes":8,"toolCalls":9}"#,
+                "fsBytes":6,"timeoutMs":7,"memoryBytes":8,"toolCalls":9,"spillBytes":10}"#,
         )
         .unwrap();
         let m = Limits::default().merged(&patch);
@@ -184,9 +200,10 @@ mod tests {
                 m.fs_bytes,
                 m.timeout_ms,
                 m.memory_bytes,
-                m.tool_calls
+                m.tool_calls,
+                m.spill_bytes
             ],
-            [1, 2, 3, 4, 5, 6, 7, 8, 9]
+            [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
         );
     }
 

@@ -49,6 +49,28 @@ impl Truncated {
     }
 }
 
+/// What a stream that passes its cap shows in the result.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Truncation {
+    /// Its first and last part with one marker line counting the bytes left out between
+    /// them; the whole stream goes to a spill file in the sandbox (up to `spillBytes`).
+    #[default]
+    HeadTail,
+    /// Its first `cap` bytes, the rest dropped (no spill file).
+    Plain,
+}
+
+/// Where the whole of a stream that passed its cap was written (a file in the sandbox), per
+/// stream; absent for a stream that fit or was not spilled.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spilled {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+}
+
 /// What one run used: its resource receipt, in every [`RunResult`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -103,6 +125,10 @@ pub struct RunResult {
     /// unless set.
     #[serde(default, skip_serializing_if = "is_false")]
     pub rolled_back: bool,
+    /// The files holding streams that passed their cap (head + tail output). Absent unless
+    /// a stream was spilled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spilled: Option<Spilled>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -131,6 +157,7 @@ impl RunResult {
                 ..Usage::default()
             },
             rolled_back: false,
+            spilled: None,
         }
     }
 
@@ -150,6 +177,7 @@ impl RunResult {
             error_class: Some(error_class),
             usage: Usage::default(),
             rolled_back: false,
+            spilled: None,
         }
     }
 }
@@ -169,6 +197,7 @@ mod tests {
             error_class: None,
             usage: Usage::default(),
             rolled_back: false,
+            spilled: None,
         }
     }
 

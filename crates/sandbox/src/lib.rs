@@ -27,6 +27,7 @@ use wasmsand_vfs::{FileType, Vfs, VfsOptions};
 
 mod files;
 mod process;
+mod spill;
 mod state;
 mod tools;
 pub use process::{
@@ -37,7 +38,9 @@ pub use state::{DEFAULT_MAX_STATE_BYTES, STATE_VERSION};
 pub use tools::{Tool, ToolHandler, ToolSetError};
 
 pub use wasmsand_exec::on_slow_compile;
-pub use wasmsand_model::{ErrorClass, Limits, LimitsPatch, RunResult, Truncated, Usage};
+pub use wasmsand_model::{
+    ErrorClass, Limits, LimitsPatch, RunResult, Spilled, Truncated, Truncation, Usage,
+};
 /// A snapshot handle (`snapshot()` / `restore(id)`): the VFS's own, whose snapshot holds the
 /// files; the sandbox keeps the shell state under the same id.
 pub use wasmsand_vfs::SnapshotId;
@@ -148,6 +151,9 @@ pub struct RunOptions {
     /// the sandbox is put back exactly as it was before it (files, modes, variables, cwd,
     /// functions, options) and the result says `rolled_back`. O(1) whatever the sandbox holds.
     pub atomic: bool,
+    /// What a stream past its cap shows: head + tail with the whole stream in a spill file
+    /// (the default), or plain truncation.
+    pub truncation: Truncation,
 }
 
 struct Inner {
@@ -361,11 +367,14 @@ impl Sandbox {
             let cancel = CancelToken::new();
             self.term.store(false, Ordering::SeqCst);
             *self.running.lock() = Some(cancel.clone());
-            let mut stdout = OutputBuffer::new(self.limits.stdout_bytes);
+            let (out_cap, err_cap) = (self.limits.stdout_bytes, self.limits.stderr_bytes);
+            let mut stdout =
+                OutputBuffer::from_buffer(spill::buffer(out_cap, &self.limits, opts.truncation));
             if let Some(cb) = opts.on_stdout {
                 stdout = stdout.with_callback(cb);
             }
-            let mut stderr = OutputBuffer::new(self.limits.stderr_bytes);
+            let mut stderr =
+                OutputBuffer::from_buffer(spill::buffer(err_cap, &self.limits, opts.truncation));
             if let Some(cb) = opts.on_stderr {
                 stderr = stderr.with_callback(cb);
             }
@@ -423,6 +432,10 @@ impl Sandbox {
             let elapsed = started.elapsed().as_millis() as u64;
             let mut result = RunResult::from_streams(status, &stdout, &stderr, elapsed, class);
             result.rolled_back = rolled_back;
+            // A rolled-back run leaves no file behind, a spill file included.
+            if !rolled_back {
+                spill::finish(&mut inner.vfs.lock(), &stdout, &stderr, &mut result);
+            }
             let (activity, fs) = {
                 let vfs = inner.vfs.lock();
                 (vfs.activity().since(activity_before), vfs.usage())

@@ -522,6 +522,9 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
         on_stdout: Some(Arc::new(move |b: &[u8]| out_log.output(Stream::Stdout, b))),
         on_stderr: Some(Arc::new(move |b: &[u8]| err_log.output(Stream::Stderr, b))),
         stdin: None,
+        // The run's log is the service's output (with its own cap); a spill file would
+        // appear in the user's workspace unasked.
+        truncation: wasmsand::Truncation::Plain,
         ..RunOptions::default()
     };
     let sb = sandbox.clone();

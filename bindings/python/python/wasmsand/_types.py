@@ -59,7 +59,9 @@ class CommandResult:
     ``{"stdout": bool, "stderr": bool}``; ``error_class`` is ``None`` or one of
     ``"TIMEOUT"``, ``"CANCELLED"``, ``"CAPABILITY_DENIED"``, ``"LIMIT_EXCEEDED"``.
     ``usage`` is the run's resource receipt; ``rolled_back`` is ``True`` when an atomic run
-    failed and the sandbox was put back as it was before it.
+    failed and the sandbox was put back as it was before it. ``spilled`` is ``None`` unless
+    a stream passed its cap in head + tail mode, then ``{"stdout": path}`` and/or
+    ``{"stderr": path}``: the sandbox file holding the whole stream.
     """
 
     stdout: str
@@ -70,6 +72,7 @@ class CommandResult:
     error_class: str | None = None
     usage: Usage = field(default_factory=Usage)
     rolled_back: bool = False
+    spilled: dict[str, str] | None = None
 
     @classmethod
     def from_wire(cls, r: Mapping[str, Any]) -> "CommandResult":
@@ -82,6 +85,7 @@ class CommandResult:
             error_class=r.get("errorClass"),
             usage=Usage.from_wire(r.get("usage")),
             rolled_back=bool(r.get("rolledBack", False)),
+            spilled=r.get("spilled"),
         )
 
 
@@ -137,6 +141,7 @@ _WIRE = {
     "rpc_bytes": "rpcBytes",
     "fs_bytes": "fsBytes",
     "timeout_ms": "timeoutMs",
+    "spill_bytes": "spillBytes",
     "background_processes": "backgroundProcesses",
 }
 
@@ -156,6 +161,7 @@ class Limits:
     rpc_bytes: int | None = None
     fs_bytes: int | None = None
     timeout_ms: int | None = None
+    spill_bytes: int | None = None
     background_processes: int | None = None
 
     @classmethod

@@ -261,6 +261,7 @@ class Commands:
         on_stderr: OutputCallback | None = None,
         atomic: bool = False,
         check: bool = False,
+        truncation: str | None = None,
     ) -> CommandResult: ...
 
     @overload
@@ -278,6 +279,7 @@ class Commands:
         on_stderr: OutputCallback | None = None,
         atomic: bool = False,
         check: bool = False,
+        truncation: str | None = None,
     ) -> CommandHandle: ...
 
     def run(
@@ -294,6 +296,7 @@ class Commands:
         on_stderr: OutputCallback | None = None,
         atomic: bool = False,
         check: bool = False,
+        truncation: str | None = None,
     ) -> CommandResult | CommandHandle:
         """Runs ``cmd`` (bash syntax) and returns its ``CommandResult``; a non-zero exit is
         a result, not an exception, unless ``check=True`` (then ``CommandExitError``).
@@ -305,6 +308,9 @@ class Commands:
         - ``on_stdout``/``on_stderr`` receive output chunks while it runs.
         - ``atomic=True``: a run that exits non-zero, times out, is cancelled or hits a limit
           leaves the sandbox exactly as before it (its result has ``rolled_back``).
+        - ``truncation``: what a stream past its cap shows, ``"headTail"`` (the default: its
+          first and last part, the whole in the sandbox file ``result.spilled`` names) or
+          ``"plain"`` (its first part only, no file).
         - ``background=True`` returns a ``CommandHandle`` at once: the process runs next to
           later runs on the same files, with a copy of the session's state, under its own
           timeout (default the sandbox's); its stdin stays open until ``close_stdin()``.
@@ -318,6 +324,8 @@ class Commands:
         params.update(_stdin_params(stdin, "stdin", "stdinBase64"))
         if atomic:
             params["atomic"] = True
+        if truncation is not None:
+            params["truncation"] = truncation
         notify = None
         if on_stdout is not None or on_stderr is not None:
             params["stream"] = True
