@@ -40,6 +40,27 @@ clone, fetch, pull, push and remote operations need a network, which the sandbox
 have. Not supported: merge, rebase, cherry-pick, packs, submodules, hooks.
 ";
 
+const COMMANDS: &[&str] = &[
+    "add",
+    "rm",
+    "commit",
+    "status",
+    "diff",
+    "log",
+    "show",
+    "branch",
+    "checkout",
+    "switch",
+    "restore",
+    "reset",
+    "stash",
+    "rev-parse",
+    "tag",
+    "ls-files",
+    "cat-file",
+    "hash-object",
+];
+
 fn main() {
     guest_rt::enter_pwd();
     let args: Vec<String> = std::env::args_os()
@@ -112,6 +133,10 @@ fn main() {
             }
         }
         "config" => cmd_config(rest),
+        other if !COMMANDS.contains(&other) => {
+            eprintln!("git: '{other}' is not a git command. See 'git --help'.");
+            1
+        }
         _ => {
             let r = repo();
             match cmd.as_str() {
@@ -1310,7 +1335,7 @@ fn cmd_commit(r: &Repo, args: &[String]) -> i32 {
     if parent_tree == Some(tree) && !allow_empty && !amend
         || (parent_tree.is_none() && index.is_empty() && !allow_empty)
     {
-        let st = status_text(r, false);
+        let st = status_text(r, true);
         out(&st);
         return 1;
     }
@@ -1429,7 +1454,8 @@ fn show_path(r: &Repo, p: &str) -> String {
     s
 }
 
-fn status_text(r: &Repo, _short: bool) -> String {
+/// The long status; `committing` is `git commit`'s variant of it (with nothing to commit).
+fn status_text(r: &Repo, committing: bool) -> String {
     let st = status(r);
     let mut s = String::new();
     match r.head() {
@@ -1438,7 +1464,11 @@ fn status_text(r: &Repo, _short: bool) -> String {
     }
     let no_commits = r.head_oid().is_none();
     if no_commits {
-        s += "\nNo commits yet\n\n";
+        s += if committing {
+            "\nInitial commit\n\n"
+        } else {
+            "\nNo commits yet\n\n"
+        };
     }
     let kind = |o: &Side, n: &Side| match (o, n) {
         (None, _) => "new file:   ",
@@ -2519,7 +2549,7 @@ fn cmd_rev_parse(r: &Repo, args: &[String]) -> i32 {
             "--verify" | "-q" | "--quiet" => {}
             _ if a.starts_with("--short=") => short_len = a[8..].parse().ok(),
             _ => {
-                if abbrev_ref && (a == "HEAD" || a == "@") {
+                if abbrev_ref && (a == "HEAD" || a == "@") && r.head_oid().is_some() {
                     match r.head() {
                         Ok(b) => out(&format!("{b}\n")),
                         Err(_) => out("HEAD\n"),
