@@ -17,6 +17,7 @@
 //!   and a `HOME`.
 
 mod digest;
+mod preimport;
 pub mod tools;
 
 use std::path::{Path, PathBuf};
@@ -114,6 +115,9 @@ fn load(dir: &Path) -> Result<Artifacts, ArtifactsError> {
                 bytes.len() >> 20
             );
             wasmsand_exec::vouch_digest(bytes, digest, &what);
+            if name == "python-snapshot.wasm" {
+                preimport::register(digest);
+            }
         }
     }
     Ok(a)

@@ -63,7 +63,12 @@ pub struct CacheStats {
 }
 
 /// A loaded module: its code, the wasm's SHA-256, and its initial-memory image if it has one.
-pub(crate) type Loaded = (Module, [u8; 32], Option<Arc<MemoryImage>>);
+pub(crate) type Loaded = (
+    Module,
+    [u8; 32],
+    Option<Arc<MemoryImage>>,
+    Arc<crate::preinit::Deeper>,
+);
 
 type Slot = Arc<OnceLock<Result<Loaded, String>>>;
 
@@ -239,7 +244,8 @@ impl ModuleCache {
                 Some(_) => self.load_uncached(&hash, Variant::Stripped, wasm, name)?,
                 None => self.load_uncached(&hash, Variant::Plain, wasm, name)?,
             };
-            Ok((module, hash, image))
+            let deeper = Arc::new(crate::preinit::Deeper::new(wasm, image.is_some()));
+            Ok((module, hash, image, deeper))
         })
         .clone()
         .map_err(ExecError::Compile)

@@ -39,6 +39,9 @@ pub(crate) struct MemoryImage {
     file: File,
     /// Bytes the mapping covers from offset 0: the end of the last segment, page-aligned.
     pub(crate) len: usize,
+    /// Size of the linear memory an instance starts with, when larger than the module's
+    /// declared minimum: a memory captured after the guest grew it (see [`MemoryImage::capture`]).
+    pub(crate) memory_bytes: usize,
 }
 
 impl std::fmt::Debug for MemoryImage {
@@ -46,6 +49,7 @@ impl std::fmt::Debug for MemoryImage {
         f.debug_struct("MemoryImage")
             .field("id", &self.id)
             .field("len", &self.len)
+            .field("memory_bytes", &self.memory_bytes)
             .finish()
     }
 }
@@ -79,13 +83,50 @@ impl MemoryImage {
         for (offset, data) in active() {
             file.write_all_at(data, offset as u64).ok()?;
         }
+        Some(Self::sealed(file, len, 0))
+    }
+
+    /// The image of a live instance's linear memory `memory` (all of it, as it is now): what a
+    /// pre-initialized module's data segments would hold had the guest's initialization run
+    /// at build time, as Wizer does. Only non-zero pages are written (the memfd stays sparse,
+    /// so untouched heap costs nothing); instances start with memory of `memory.len()` bytes.
+    pub(crate) fn capture(memory: &[u8]) -> Option<Arc<MemoryImage>> {
+        if disabled() || memory.is_empty() {
+            return None;
+        }
+        let pages = memory.len().div_ceil(OS_PAGE);
+        let used = (0..pages)
+            .rev()
+            .find(|p| !is_zero(&memory[p * OS_PAGE..((p + 1) * OS_PAGE).min(memory.len())]))
+            .map_or(0, |p| p + 1);
+        let len = used * OS_PAGE;
+        let file = memfd(len)?;
+        // Runs of non-zero pages, one write each.
+        let mut page = 0;
+        while page < used {
+            let start = page;
+            while page < used && !is_zero(&memory[page * OS_PAGE..(page + 1) * OS_PAGE]) {
+                page += 1;
+            }
+            if page > start {
+                let bytes = &memory[start * OS_PAGE..page * OS_PAGE];
+                file.write_all_at(bytes, (start * OS_PAGE) as u64).ok()?;
+            } else {
+                page += 1;
+            }
+        }
+        Some(Self::sealed(file, len, memory.len()))
+    }
+
+    fn sealed(file: File, len: usize, memory_bytes: usize) -> Arc<MemoryImage> {
         seal(&file);
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-        Some(Arc::new(MemoryImage {
+        Arc::new(MemoryImage {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             file,
             len,
-        }))
+            memory_bytes,
+        })
     }
 
     /// Maps the image privately at `base`, replacing whatever mapping is there.
@@ -110,6 +151,12 @@ impl MemoryImage {
         }
         Ok(())
     }
+}
+
+fn is_zero(bytes: &[u8]) -> bool {
+    // SAFETY: any bit pattern is a valid u64.
+    let (head, words, tail) = unsafe { bytes.align_to::<u64>() };
+    head.iter().all(|b| *b == 0) && words.iter().all(|w| *w == 0) && tail.iter().all(|b| *b == 0)
 }
 
 /// `WASMSAND_MEMORY_IMAGES=0` turns images off (instantiation copies segments as wasmer does):

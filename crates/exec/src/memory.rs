@@ -260,7 +260,20 @@ impl PooledMemory {
             });
         }
         let len = bound.bytes().0 + style.offset_guard_size() as usize;
-        let bytes = ty.minimum.bytes().0;
+        // A captured image starts the memory at the size it had when captured.
+        let bytes = ty
+            .minimum
+            .bytes()
+            .0
+            .max(image.as_ref().map_or(0, |i| i.memory_bytes));
+        if let Some(max) = ty.maximum.filter(|m| bytes > m.bytes().0) {
+            // Worded as the tunables' own refusal, which a run reports as out of memory.
+            return Err(MemoryError::Generic(format!(
+                "the program needs {} MiB of memory at start, over the limit of {} MiB",
+                bytes >> 20,
+                max.bytes().0 >> 20
+            )));
+        }
         let mut region = match image {
             // The module was compiled without its data: only its image can give the memory its
             // contents, so an image that does not fit is an error, never a zeroed memory.

@@ -23,12 +23,16 @@ fn setup(e: impl std::fmt::Display) -> ExecError {
     ExecError::Setup(e.to_string())
 }
 
+/// Runs `program` with its memory starting from `image`; with `capture`, returns the memory
+/// as it is after the entry point returned 0 (see `preinit.rs`).
 pub(crate) fn run(
     process: &Process,
     engine: Engine,
     program: &Program,
+    image: Option<Arc<crate::image::MemoryImage>>,
     spec: RunSpec,
-) -> Result<Outcome, ExecError> {
+    capture: bool,
+) -> Result<(Outcome, Option<Arc<crate::image::MemoryImage>>), ExecError> {
     let started = Instant::now();
     let _tokio = process.tokio.enter();
 
@@ -107,7 +111,7 @@ pub(crate) fn run(
         guard.clone(),
     );
 
-    let offered = crate::image::offer(program.image.clone());
+    let offered = crate::image::offer(image);
     let instantiated = Instance::new(&mut store, &program.module, &imports);
     drop(offered);
     let instance = match instantiated {
@@ -116,14 +120,15 @@ pub(crate) fn run(
             let msg = e.to_string();
             // The declared initial memory did not fit under the cap.
             if spec.memory_limit.is_some() && msg.contains("over the limit") {
-                return Ok(Outcome {
+                let outcome = Outcome {
                     exit: Exit::OutOfMemory(msg),
                     elapsed: started.elapsed(),
                     host_calls: 0,
                     cpu_time: Duration::ZERO,
                     peak_memory: 0,
                     memory_capped: true,
-                });
+                };
+                return Ok((outcome, None));
             }
             return Err(setup(msg));
         }
@@ -148,7 +153,22 @@ pub(crate) fn run(
     );
     crate::memory::take_growth_refused();
     let cpu_before = thread_cpu_time();
-    let result = call_entry(&mut store, &instance, spec.entry.as_deref());
+    let result = match (spec.entry.as_deref(), &spec.entry_input) {
+        (Some(entry), Some((alloc, input))) => {
+            call_with_input(&mut store, &instance, alloc, entry, input)
+        }
+        (entry, _) => call_entry(&mut store, &instance, entry),
+    };
+    let captured = match (capture, &result, late_memory.get()) {
+        (true, Ok(values), Some(memory)) if matches!(values.first(), Some(Value::I32(0))) => {
+            let view = memory.view(&store);
+            // SAFETY: the instance is idle (its entry returned) and nothing else references
+            // its memory; the slice is dropped before the store is touched again.
+            let bytes = unsafe { view.data_unchecked() };
+            crate::image::MemoryImage::capture(bytes)
+        }
+        _ => None,
+    };
     let cpu_time = thread_cpu_time().saturating_sub(cpu_before);
     let memory_capped = crate::memory::take_growth_refused();
     let fired = watchdog.finish();
@@ -165,14 +185,54 @@ pub(crate) fn run(
     let code = exit.status();
     func_env.on_exit(&mut store, Some((code as u16).into()));
     let memory_capped = memory_capped || matches!(exit, Exit::OutOfMemory(_));
-    Ok(Outcome {
+    let outcome = Outcome {
         exit,
         elapsed: started.elapsed(),
         host_calls: calls.load(Ordering::SeqCst),
         cpu_time,
         peak_memory,
         memory_capped,
-    })
+    };
+    // A capture stopped by the watchdog is not a state to start from.
+    let captured = captured.filter(|_| succeeded(&outcome));
+    Ok((outcome, captured))
+}
+
+fn succeeded(outcome: &Outcome) -> bool {
+    matches!(outcome.exit, Exit::Code(0))
+}
+
+fn call_with_input(
+    store: &mut Store,
+    instance: &Instance,
+    alloc: &str,
+    entry: &str,
+    input: &[u8],
+) -> Result<Box<[Value]>, RuntimeError> {
+    let get = |name: &str| {
+        instance
+            .exports
+            .get_function(name)
+            .cloned()
+            .map_err(|_| RuntimeError::new(format!("the program has no {name}")))
+    };
+    if let Ok(init) = get("_initialize") {
+        init.call(store, &[])?;
+    }
+    let len = i32::try_from(input.len()).map_err(|_| RuntimeError::new("entry input too long"))?;
+    let ptr = match get(alloc)?.call(store, &[Value::I32(len)])?.first() {
+        Some(Value::I32(p)) if *p != 0 => *p,
+        _ => return Err(RuntimeError::new("the guest could not allocate the input")),
+    };
+    let memory = instance
+        .exports
+        .get_memory("memory")
+        .map_err(|_| RuntimeError::new("the program exports no memory"))?;
+    memory
+        .view(&*store)
+        .write(u64::from(ptr as u32), input)
+        .map_err(|e| RuntimeError::new(e.to_string()))?;
+    get(entry)?.call(store, &[Value::I32(ptr), Value::I32(len)])
 }
 
 /// CPU time of the calling thread: the guest runs on it, so the difference across the entry

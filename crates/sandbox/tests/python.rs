@@ -9,7 +9,24 @@ use serde_json::{Value, json};
 use wasmsand::{ErrorClass, Limits, RunOptions, RunResult, Sandbox, SandboxOptions};
 
 fn sandbox() -> Sandbox {
-    Sandbox::new(SandboxOptions::default())
+    let sb = Sandbox::new(SandboxOptions::default());
+    wait_for_preimport(&sb);
+    sb
+}
+
+/// The first `python3` of a process starts capturing the memory with numpy imported in the
+/// background (crates/cpython/src/preimport.rs); until it is ready runs start from the
+/// snapshot. Every test here runs from the captured memory, the path every run but the first
+/// few of a process takes: seen from the guest, numpy is in `sys.modules` at start.
+fn wait_for_preimport(sb: &Sandbox) {
+    let probe = "python3 -c 'import sys; print(\"numpy\" in sys.modules)'";
+    for _ in 0..600 {
+        if ok(sb, probe) == "True\n" {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("the pre-imported memory was not captured within a minute");
 }
 
 fn run(sb: &Sandbox, cmd: &str) -> RunResult {
@@ -373,6 +390,19 @@ print(open('kept.txt').read(), open('unclosed.txt').read())"
             .unwrap();
     }
     assert_eq!(ok(&other, "python3 check.py"), clean);
+    // numpy is imported at start (the captured memory), but what a run does to it stays there.
+    let numpy = "import numpy; print(hasattr(numpy, 'LEFT_OVER'), numpy.get_printoptions()['precision'], numpy.array([1/3]))";
+    let dirty_numpy = "import numpy; numpy.LEFT_OVER = 1; numpy.set_printoptions(precision=2); print(numpy.array([1/3]))";
+    assert_eq!(
+        ok(&sb, &format!("python3 -c \"{dirty_numpy}\"")),
+        "[0.33]\n"
+    );
+    for s in [&sb, &fork, &other] {
+        assert_eq!(
+            ok(s, &format!("python3 -c \"{numpy}\"")),
+            "False 8 [0.33333333]\n"
+        );
+    }
     // At exit, atexit handlers run and buffered output is flushed, as CPython's shutdown does.
     assert_eq!(
         ok(
@@ -381,4 +411,46 @@ print(open('kept.txt').read(), open('unclosed.txt').read())"
         ),
         "hi bye\n"
     );
+}
+
+/// What was seeded or read at import time in the captured memory is drawn again per run:
+/// random generators (each run's from WASI's random_get), the environment, the arguments, the
+/// working directory, the standard streams.
+#[test]
+fn runs_from_the_preimported_memory_are_independent() {
+    let sb = sandbox();
+    let draw = "python3 -c 'import numpy, random; print(numpy.random.rand(), random.random(), numpy.random.default_rng().random())'";
+    let first = ok(&sb, draw);
+    let second = ok(&sb, draw);
+    let fork = sb.fork().unwrap();
+    let third = ok(&fork, draw);
+    assert_ne!(first, second);
+    assert_ne!(first, third);
+    assert_ne!(second, third);
+    sb.write_file("args.py", b"import os, sys\nprint(sys.argv[1:], os.environ.get('ONLY_HERE'), os.environ['HOME'], os.getcwd(), os.getenv('PWD'))\nprint(sys.stdin.read().upper(), end='')").unwrap();
+    assert_eq!(
+        ok(
+            &sb,
+            "mkdir -p d && cd d && echo piped | ONLY_HERE=yes HOME=/tmp python3 ../args.py 'a b' \"\\\"q\\\"\" é"
+        ),
+        "['a b', '\"q\"', 'é'] yes /tmp /home/user/d /home/user/d\nPIPED\n"
+    );
+    assert_eq!(
+        ok(
+            &sb,
+            "python3 -c 'import os; print(os.environ.get(\"ONLY_HERE\"))'"
+        ),
+        "None\n"
+    );
+    let r = run(&sb, "python3 -c 'import sys; sys.exit(7)'");
+    assert_eq!(r.exit_code, 7);
+    let r = run(&sb, "python3 -c 'import numpy; numpy.zeros(3) / undefined'");
+    assert_eq!(r.exit_code, 1);
+    assert!(
+        r.stderr
+            .contains("NameError: name 'undefined' is not defined"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("<reactor>"), "{}", r.stderr);
 }

@@ -790,9 +790,9 @@ impl Interp {
         let stdout = self.fds.output(1).unwrap_or(Output::Null);
         let stderr = self.fds.output(2).unwrap_or(Output::Null);
         let name = argv.first().cloned().unwrap_or_default();
-        let (entry, argv) = crate::reactor::prepare(program, argv);
+        let entry = crate::reactor::prepare(program, argv, &env, &self.st.cwd);
         let spec = RunSpec {
-            args: argv,
+            args: entry.argv,
             env,
             cwd: self.st.cwd.clone(),
             vfs: self.rt.vfs.clone(),
@@ -803,7 +803,8 @@ impl Interp {
             cancel: self.rt.cancel.clone(),
             memory_limit: self.rt.memory_limit,
             door: self.rt.door.clone(),
-            entry,
+            entry: entry.function,
+            entry_input: entry.input,
         };
         let ran = self.rt.exec.run(program, spec);
         if let Ok(outcome) = &ran {

