@@ -79,6 +79,23 @@ fn devtools(c: &mut Criterion) {
         bin.extend((0..1024u32).map(|i| (i * 7 % 251) as u8));
         v.write("/home/user/p/bin", bin).unwrap();
     }
+    // A repository for the git cases: /home/user/p with one commit.
+    let git = exec
+        .load(wasmsand_tools::wasm_for_tool("git").unwrap())
+        .unwrap();
+    for args in [
+        &["git", "-C", "/home/user/p", "init", "-q"][..],
+        &["git", "-C", "/home/user/p", "add", "."],
+        &["git", "-C", "/home/user/p", "commit", "-q", "-m", "one"],
+    ] {
+        let r = exec
+            .run(&git, RunSpec::new(vfs.clone(), args.iter().copied()))
+            .unwrap();
+        assert_eq!(r.exit.status(), 0, "{args:?}");
+    }
+    vfs.lock()
+        .write("/home/user/p/README.md", b"# p\nchanged\n")
+        .unwrap();
     let table = Bytes::from_static(b"name qty price\napple 3 1.25\nbanana 12 0.5\nkiwi 100 2\n");
     let mut group = c.benchmark_group("devtools");
     for (name, argv, stdin) in [
@@ -108,6 +125,16 @@ fn devtools(c: &mut Criterion) {
             Bytes::from_static(b"a: 1\nb: [x, y]\nc: {d: true}\n"),
         ),
         ("tree_7_entries", vec!["tree", "/home/user/p"], Bytes::new()),
+        (
+            "git_status_7_files",
+            vec!["git", "-C", "/home/user/p", "status", "--short"],
+            Bytes::new(),
+        ),
+        (
+            "git_diff_one_file",
+            vec!["git", "-C", "/home/user/p", "diff"],
+            Bytes::new(),
+        ),
         (
             "node_e_console_log",
             vec!["node", "-e", "console.log({a: [1, 2, 3], b: 'x'})"],

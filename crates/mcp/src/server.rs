@@ -642,7 +642,8 @@ fn environment(c: &McpConfig) -> String {
          conditionals, $(...), here-docs) with coreutils (ls, cat, sort, wc, head, ...), grep, \
          sed, awk, find, xargs, diff, jq, yq, gzip, tar, timeout, which, expr, bc, column, \
          strings, tree, file, patch, node (JavaScript on the Boa engine with console, fs and \
-         path; no npm), and python3 (CPython 3.15 with numpy and \
+         path; no npm), git (local repositories only), and \
+         python3 (CPython 3.15 with numpy and \
          pandas) over an in-memory filesystem: the home and working directory is {home}; only \
          {home} and /tmp are writable. There is no network access, and Python cannot start \
          subprocesses or threads. Limits: {timeout} per command by default (timeout_ms, up to \
