@@ -22,7 +22,7 @@ python3 scripts/check-security.py
 # The host tools that guest-tool tests compare against, from Debian when missing (command:package).
 missing=()
 for cp in tree:tree bc:bc file:file strings:binutils column:bsdextrautils zip:zip unzip:unzip yq:yq \
-    sqlite3:sqlite3 rg:ripgrep; do
+    sqlite3:sqlite3 rg:ripgrep node:nodejs git:git; do
     command -v "${cp%%:*}" >/dev/null 2>&1 || missing+=("${cp#*:}")
 done
 # The sqlite3 guest is C: clang's wasm32 target and wasi-libc's headers (crates/tools/build.rs
