@@ -60,6 +60,34 @@ pub struct McpConfig {
     pub session_idle_ttl: Duration,
     /// The largest file `files_read` returns.
     pub max_read_bytes: u64,
+    /// Checks and records each `sandbox_run` (an embedding server's quotas); none: every run
+    /// goes ahead.
+    pub gate: Option<Arc<dyn RunGate>>,
+}
+
+/// What [`RunGate::begin`] answers: an admitted run's ticket, or why it is refused.
+pub type Admission =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Box<dyn RunTicket>, String>> + Send>>;
+
+/// What an embedding server checks and records around each execution of code through MCP,
+/// so that its per-user quotas count MCP runs as well as its own.
+pub trait RunGate: Send + Sync + std::fmt::Debug {
+    /// Before a run of `principal` (the [`Principal`] of an HTTP request; `None` for an
+    /// anonymous or stdio client) starts: `Err(message)` refuses it, and the tool answers
+    /// that message as its error.
+    fn begin(&self, principal: Option<&str>, command: &str) -> Admission;
+}
+
+/// An admitted run, told how it ended.
+pub trait RunTicket: Send {
+    /// `exit_code` is the command's (-1 when it could not run), `duration_ms` how long it
+    /// executed. The tool answers once this is done.
+    fn finish(
+        self: Box<Self>,
+        exit_code: i32,
+        timed_out: bool,
+        duration_ms: u64,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 }
 
 impl McpConfig {
@@ -81,6 +109,7 @@ impl Default for McpConfig {
             max_sessions_per_client: Self::DEFAULT_MAX_SESSIONS_PER_CLIENT,
             session_idle_ttl: Self::DEFAULT_SESSION_IDLE_TTL,
             max_read_bytes: Self::DEFAULT_MAX_READ_BYTES,
+            gate: None,
         }
     }
 }

@@ -178,12 +178,12 @@ impl McpHandler {
                 let _running = tokio::select! {
                     g = lease.run_lock.clone().lock_owned() => g,
                     _ = ctx.ct.cancelled() => {
-                        finish(ticket, &Err(String::new()));
+                        finish(ticket, &Err(String::new())).await;
                         return Err("cancelled before it started".into());
                     }
                 };
                 let r = run::run(sb, spec, progress, ctx.ct.clone()).await;
-                finish(ticket, &r);
+                finish(ticket, &r).await;
                 (r?, Some(lease.id.clone()))
             }
             None => {
@@ -193,14 +193,14 @@ impl McpHandler {
                 let sb = match blocking(move || shared.new_sandbox(limits)).await {
                     Ok(sb) => Arc::new(sb),
                     Err(e) => {
-                        finish(ticket, &Err(String::new()));
+                        finish(ticket, &Err(String::new())).await;
                         return Err(e);
                     }
                 };
                 let spec = spec(limits.timeout_ms);
                 let r = run::run(sb.clone(), spec, progress, ctx.ct.clone()).await;
                 sb.destroy();
-                finish(ticket, &r);
+                finish(ticket, &r).await;
                 (r?, None)
             }
         };
@@ -506,15 +506,18 @@ impl ServerHandler for McpHandler {
 /// Arguments that do not fit the schema are a tool error the model can read and fix, not a
 /// protocol error its host would hide.
 /// Tells the gate's ticket, if any, how the run ended.
-fn finish(ticket: Option<Box<dyn RunTicket>>, r: &Result<wasmsand::RunResult, String>) {
+async fn finish(ticket: Option<Box<dyn RunTicket>>, r: &Result<wasmsand::RunResult, String>) {
     let Some(t) = ticket else { return };
     match r {
-        Ok(r) => t.finish(
-            r.exit_code,
-            r.error_class == Some(wasmsand::ErrorClass::Timeout),
-            r.execution_time_ms,
-        ),
-        Err(_) => t.finish(-1, false, 0),
+        Ok(r) => {
+            t.finish(
+                r.exit_code,
+                r.error_class == Some(wasmsand::ErrorClass::Timeout),
+                r.execution_time_ms,
+            )
+            .await
+        }
+        Err(_) => t.finish(-1, false, 0).await,
     }
 }
 

@@ -3,7 +3,8 @@
 //! * one-shot runs per second and run start (P50/P95: `started_at - created_at` of each run,
 //!   server clock, queue wait included) with the same closed-loop client load on two
 //!   `sandboxd serve` replicas sharing one PostgreSQL, and on one replica with SQLite;
-//! * the admin list (`GET /admin/runs`) over 100 000 runs stored directly in PostgreSQL.
+//! * the admin list (`GET /admin/runs`) over 100 000 runs stored directly in PostgreSQL, and
+//!   the same runs in SQLite.
 //!
 //! PostgreSQL is a throw-away cluster the benchmark starts (see tests/cluster/pg.rs).
 //! `cargo bench --profile dev -p sandboxd --bench cluster [-- RUNS CLIENTS]` (defaults 300
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant};
 use replicas::{Replica, run_body};
 use serde_json::Value;
 use wasmsand_server::store::testsuite::sample_run;
-use wasmsand_server::store::{Phase, PostgresStore};
+use wasmsand_server::store::{Phase, PostgresStore, SqliteStore};
 
 /// Milliseconds since midnight of an ISO time `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 fn ms_of_day(iso: &str) -> i64 {
@@ -172,6 +173,8 @@ fn main() {
                 r.started_at = Some(r.created_at + 20);
                 r.finished_at = Some(r.created_at + 500 + i % 300);
                 r.exit_code = Some((i % 4) as i32);
+                r.node_id = Some(format!("node-{}", i % 8));
+                r.worker_id = Some(format!("worker-{}", i % 16));
                 r
             })
             .collect();
@@ -187,24 +190,43 @@ fn main() {
         pg.psql(&url, "VACUUM ANALYZE");
         drop(store);
         let r = Replica::start(&url, &[]);
+        // The same runs in a SQLite file, listed by a replica of its own.
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("admin.db");
+        let t = Instant::now();
+        let sqlite = SqliteStore::open(&db).expect("opens");
+        for chunk in runs.chunks(10_000) {
+            sqlite.put_runs(chunk).expect("seeds");
+        }
+        drop(sqlite);
+        println!(
+            "seeded 100000 runs into SQLite in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+        let s = Replica::start(&format!("sqlite:{}", db.display()), &[]);
         let c = reqwest::Client::new();
-        println!("GET /admin/runs over 100000 runs (20 requests each, client-observed):");
-        for q in [
-            "limit=50",
-            "limit=200&sort=finished_at:asc",
-            "limit=50&offset=50000",
-            "limit=50&user_id=user7&phase=failed",
-            "limit=50&started_at_from=2023-11-15T00:00:00Z&started_at_to=2023-11-16T00:00:00Z",
-            "limit=50&q=nothing-matches",
-        ] {
-            let (times, last) = timed_get(&c, &r.api(&format!("/admin/runs?{q}")), 20).await;
+        for (name, r) in [("PostgreSQL", &r), ("SQLite", &s)] {
             println!(
-                "  {q:<82} P50 {:6.1} ms  P95 {:6.1} ms  max {:6.1} ms  (total {})",
-                pct(&times, 0.5),
-                pct(&times, 0.95),
-                pct(&times, 1.0),
-                last["total"]
+                "GET /admin/runs over 100000 runs, {name} (20 requests each, client-observed):"
             );
+            for q in [
+                "limit=50",
+                "limit=200&sort=finished_at:asc",
+                "limit=50&offset=50000",
+                "limit=50&user_id=user7&phase=failed",
+                "limit=50&node_id=node-3",
+                "limit=50&started_at_from=2023-11-15T00:00:00Z&started_at_to=2023-11-16T00:00:00Z",
+                "limit=50&q=nothing-matches",
+            ] {
+                let (times, last) = timed_get(&c, &r.api(&format!("/admin/runs?{q}")), 20).await;
+                println!(
+                    "  {q:<82} P50 {:6.1} ms  P95 {:6.1} ms  max {:6.1} ms  (total {})",
+                    pct(&times, 0.5),
+                    pct(&times, 0.95),
+                    pct(&times, 1.0),
+                    last["total"]
+                );
+            }
         }
     });
 }

@@ -49,6 +49,7 @@ pub(crate) fn serve(args: McpArgs, mut limits: Limits, cache_dir: Option<PathBuf
         max_sessions_per_client: args.max_sessions_per_client,
         session_idle_ttl: Duration::from_millis(args.session_idle_ms),
         max_read_bytes: McpConfig::DEFAULT_MAX_READ_BYTES,
+        gate: None,
     };
     let listen = match args.http {
         None if !args.allowed_hosts.is_empty() || !args.allowed_origins.is_empty() => {

@@ -1,19 +1,22 @@
 //! Read-only admin API (PRD §30): runs with filters and paging, one run in full, idempotency
 //! entries, artifact usage per user. Backed by the store, with in-flight runs shown as they
-//! are now. The service has no auth yet, so these endpoints are as open as the rest.
+//! are now. Admins only (see [`crate::auth`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
-use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use axum::http::StatusCode;
+use axum::response::Response;
 
 use crate::App;
 use crate::error::{ApiError, ApiResult};
 use crate::store::{self, RunRecord};
 use crate::util::iso;
-use crate::views::ErrorEnvelope;
+use crate::views::{
+    self, AdminArtifact, AdminIdemItem, AdminIdemPage, AdminRunDetail, AdminRunPage,
+    AdminRunSummary, AdminUsage, AdminUsageItem, ErrorEnvelope,
+};
 
 const MAX_LIMIT: usize = 200;
 
@@ -45,21 +48,23 @@ fn bound(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<i64>> {
     Ok(Some((t.unix_timestamp_nanos() / 1_000_000) as i64))
 }
 
-fn summary(r: &RunRecord) -> Value {
-    json!({
-        "id": r.id,
-        "user_id": r.user_id,
-        "spec_version": r.spec_version,
-        "runtime": r.runtime,
-        "runtime_version": r.runtime_version,
-        "base_image": r.base_image,
-        "phase": r.phase.as_str(),
-        "exit_code": r.exit_code,
-        "started_at": r.started_at.map(iso),
-        "finished_at": r.finished_at.map(iso),
-        "image_digest": r.image_digest,
-        "policy_hash": r.policy_hash,
-    })
+fn summary(r: &RunRecord) -> AdminRunSummary {
+    AdminRunSummary {
+        id: r.id.clone(),
+        user_id: r.user_id.clone(),
+        spec_version: r.spec_version.clone(),
+        runtime: r.runtime.clone(),
+        runtime_version: r.runtime_version.clone(),
+        base_image: r.base_image.clone(),
+        phase: r.phase,
+        exit_code: r.exit_code,
+        started_at: r.started_at.map(iso),
+        finished_at: r.finished_at.map(iso),
+        image_digest: r.image_digest.clone(),
+        policy_hash: r.policy_hash.clone(),
+        node_id: r.node_id.clone(),
+        worker_id: r.worker_id.clone(),
+    }
 }
 
 /// Every run the store knows, with live ones as they stand now.
@@ -83,6 +88,8 @@ async fn all_runs(app: &Arc<App>) -> ApiResult<Vec<RunRecord>> {
         ("limit" = Option<u64>, Query, minimum = 1, maximum = 200, description = "page size (default 50)"),
         ("offset" = Option<u64>, Query, description = "items to skip"),
         ("user_id" = Option<String>, Query),
+        ("node_id" = Option<String>, Query, description = "the node that executed the run (`SANDBOX_NODE_ID`)"),
+        ("worker_id" = Option<String>, Query, description = "the process that executed the run"),
         ("phase" = Option<String>, Query, description = "queued, starting, running, completed, failed, timed_out or killed"),
         ("runtime" = Option<String>, Query),
         ("image_digest" = Option<String>, Query),
@@ -95,7 +102,7 @@ async fn all_runs(app: &Arc<App>) -> ApiResult<Vec<RunRecord>> {
         ("sort" = Option<String>, Query, description = "started_at or finished_at, with :asc or :desc"),
     ),
     responses(
-        (status = 200, description = "`items`, `total`, `limit`, `offset`, `has_more`", body = Object),
+        (status = 200, description = "one page of the runs that match, sorted", body = AdminRunPage),
         (status = 400, description = "a bad filter, limit, offset or sort", body = ErrorEnvelope),
         (status = 403, description = "not an admin", body = ErrorEnvelope),
     )
@@ -122,6 +129,8 @@ pub async fn list_runs(
     // this replica are then shown as they stand now.
     let query = store::RunQuery {
         user_id: text("user_id"),
+        node_id: text("node_id"),
+        worker_id: text("worker_id"),
         phase: text("phase"),
         runtime: text("runtime"),
         image_digest: text("image_digest"),
@@ -143,7 +152,7 @@ pub async fn list_runs(
     let page = store::call(&app.store, move |s| s.query_runs(&query))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    let items: Vec<Value> = page
+    let items: Vec<AdminRunSummary> = page
         .items
         .iter()
         .map(|r| match app.live_run(&r.id) {
@@ -151,15 +160,17 @@ pub async fn list_runs(
             None => summary(r),
         })
         .collect();
-    let total = page.total as usize;
-    Ok(axum::Json(json!({
-        "items": items,
-        "total": total,
-        "limit": limit,
-        "offset": offset,
-        "has_more": offset + items.len() < total,
-    }))
-    .into_response())
+    let has_more = ((offset + items.len()) as u64) < page.total;
+    Ok(views::json(
+        StatusCode::OK,
+        &AdminRunPage {
+            items,
+            total: page.total,
+            limit: limit as u64,
+            offset: offset as u64,
+            has_more,
+        },
+    ))
 }
 
 #[utoipa::path(
@@ -168,7 +179,7 @@ pub async fn list_runs(
     tag = "admin",
     params(("id" = String, Path, description = "run id")),
     responses(
-        (status = 200, description = "the run in full, with `resource_usage` and its artifacts", body = Object),
+        (status = 200, description = "the run in full, with `resource_usage` and its artifacts", body = AdminRunDetail),
         (status = 403, description = "not an admin", body = ErrorEnvelope),
         (status = 404, description = "no such run", body = ErrorEnvelope),
     )
@@ -179,23 +190,29 @@ pub async fn get_run(State(app): State<Arc<App>>, Path(id): Path<String>) -> Api
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?
         .ok_or_else(|| ApiError::not_found("run", &id))?;
-    let mut v = summary(&r);
-    v["message"] = json!(r.message);
-    v["reason_code"] = json!(r.reason_code);
-    v["session_id"] = json!(r.session_id);
-    v["created_at"] = json!(iso(r.created_at));
-    v["resource_usage"] = json!(r.resource_usage);
-    v["artifacts"] = if r.artifacts_expired {
-        json!([])
+    let artifacts = if r.artifacts_expired {
+        Vec::new()
     } else {
-        json!(
-            r.artifacts
-                .iter()
-                .map(|a| json!({ "path": a.path, "size": a.size }))
-                .collect::<Vec<_>>()
-        )
+        r.artifacts
+            .iter()
+            .map(|a| AdminArtifact {
+                path: a.path.clone(),
+                size: a.size,
+            })
+            .collect()
     };
-    Ok(axum::Json(v).into_response())
+    Ok(views::json(
+        StatusCode::OK,
+        &AdminRunDetail {
+            summary: summary(&r),
+            message: r.message.clone(),
+            reason_code: r.reason_code.clone(),
+            session_id: r.session_id.clone(),
+            created_at: iso(r.created_at),
+            resource_usage: r.resource_usage.clone(),
+            artifacts,
+        },
+    ))
 }
 
 #[utoipa::path(
@@ -209,7 +226,7 @@ pub async fn get_run(State(app): State<Arc<App>>, Path(id): Path<String>) -> Api
         ("user_id" = Option<String>, Query),
     ),
     responses(
-        (status = 200, description = "`items`, `total`, `limit`, `offset`, `has_more`", body = Object),
+        (status = 200, description = "one page of the entries, newest first", body = AdminIdemPage),
         (status = 400, description = "a bad filter, limit or offset", body = ErrorEnvelope),
         (status = 403, description = "not an admin", body = ErrorEnvelope),
     )
@@ -232,25 +249,29 @@ pub async fn list_idempotency(
     });
     entries.sort_by_key(|e| std::cmp::Reverse(e.created_at));
     let total = entries.len();
-    let items: Vec<Value> = entries
+    let items: Vec<AdminIdemItem> = entries
         .iter()
         .skip(offset)
         .take(limit)
-        .map(|e| {
-            json!({
-                "endpoint": e.endpoint,
-                "user_key": e.user_id,
-                "key": e.key,
-                "created_at": iso(e.created_at),
-                "object_id": e.object_id,
-            })
+        .map(|e| AdminIdemItem {
+            endpoint: e.endpoint.clone(),
+            user_key: e.user_id.clone(),
+            key: e.key.clone(),
+            created_at: iso(e.created_at),
+            object_id: e.object_id.clone(),
         })
         .collect();
-    Ok(axum::Json(json!({
-        "items": items, "total": total, "limit": limit, "offset": offset,
-        "has_more": offset + items.len() < total,
-    }))
-    .into_response())
+    let has_more = offset + items.len() < total;
+    Ok(views::json(
+        StatusCode::OK,
+        &AdminIdemPage {
+            items,
+            total: total as u64,
+            limit: limit as u64,
+            offset: offset as u64,
+            has_more,
+        },
+    ))
 }
 
 #[utoipa::path(
@@ -262,7 +283,7 @@ pub async fn list_idempotency(
         ("offset" = Option<u64>, Query, description = "items to skip"),
     ),
     responses(
-        (status = 200, description = "`items`: artifact bytes per user, largest first", body = Object),
+        (status = 200, description = "artifact bytes per user, largest first", body = AdminUsage),
         (status = 400, description = "a bad limit or offset", body = ErrorEnvelope),
         (status = 403, description = "not an admin", body = ErrorEnvelope),
     )
@@ -283,10 +304,13 @@ pub async fn usage(
     }
     let mut items: Vec<(String, u64)> = by_user.into_iter().collect();
     items.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let items: Vec<Value> = items
+    let items = items
         .into_iter()
         .take(limit)
-        .map(|(u, b)| json!({ "user_id": u, "artifact_bytes": b }))
+        .map(|(user_id, artifact_bytes)| AdminUsageItem {
+            user_id,
+            artifact_bytes,
+        })
         .collect();
-    Ok(axum::Json(json!({ "items": items })).into_response())
+    Ok(views::json(StatusCode::OK, &AdminUsage { items }))
 }

@@ -5,13 +5,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use axum::extract::{Query, State};
-use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use axum::http::StatusCode;
+use axum::response::Response;
 
 use crate::App;
 use crate::error::{ApiError, ApiResult};
 use crate::store::{self, AuditQuery, Phase};
 use crate::util::{iso, now_ms};
+use crate::views::{
+    self, AdminMetrics, AuditEventView, AuditPage, ErrorEnvelope, MetricSeries, MetricValue,
+    RuntimeUsage, UsageSummary, UsageTotals, UsageWindow, UserUsageTotals,
+};
 
 fn time_param(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<i64>> {
     let Some(v) = q.get(name) else {
@@ -39,53 +43,46 @@ fn usize_param(
     }
 }
 
-#[derive(Default)]
-struct Tally {
-    runs: u64,
-    completed: u64,
-    failed: u64,
-    timed_out: u64,
-    killed: u64,
-    in_flight: u64,
-    log_bytes: u64,
-    artifact_bytes: u64,
-    wall_time_sec: f64,
+fn tally(t: &mut UsageTotals, r: &store::RunRecord) {
+    t.runs += 1;
+    match r.phase {
+        Phase::Completed => t.completed += 1,
+        Phase::Failed => t.failed += 1,
+        Phase::TimedOut => t.timed_out += 1,
+        Phase::Killed => t.killed += 1,
+        _ => t.in_flight += 1,
+    }
+    t.log_bytes += r.resource_usage.log_bytes;
+    if !r.artifacts_expired {
+        t.artifact_bytes += r.resource_usage.artifact_bytes;
+    }
+    t.wall_time_sec += r.resource_usage.wall_time_sec;
 }
 
-impl Tally {
-    fn add(&mut self, r: &store::RunRecord) {
-        self.runs += 1;
-        match r.phase {
-            Phase::Completed => self.completed += 1,
-            Phase::Failed => self.failed += 1,
-            Phase::TimedOut => self.timed_out += 1,
-            Phase::Killed => self.killed += 1,
-            _ => self.in_flight += 1,
-        }
-        self.log_bytes += r.resource_usage.log_bytes;
-        if !r.artifacts_expired {
-            self.artifact_bytes += r.resource_usage.artifact_bytes;
-        }
-        self.wall_time_sec += r.resource_usage.wall_time_sec;
-    }
-
-    fn json(&self) -> Value {
-        json!({
-            "runs": self.runs,
-            "completed": self.completed,
-            "failed": self.failed,
-            "timed_out": self.timed_out,
-            "killed": self.killed,
-            "in_flight": self.in_flight,
-            "log_bytes": self.log_bytes,
-            "artifact_bytes": self.artifact_bytes,
-            "wall_time_sec": (self.wall_time_sec * 1000.0).round() / 1000.0,
-        })
-    }
+fn rounded(mut t: UsageTotals) -> UsageTotals {
+    t.wall_time_sec = (t.wall_time_sec * 1000.0).round() / 1000.0;
+    t
 }
 
 /// `GET /admin/usage/summary?from=&to=&user_id=&runtime=&limit=`: runs created in the
 /// window (default: the last 24 h), totals, per runtime, and the top users by runs.
+#[utoipa::path(
+    get,
+    path = "/admin/usage/summary",
+    tag = "admin",
+    params(
+        ("from" = Option<String>, Query, format = DateTime, description = "start of the window (default: `to` minus 24 h)"),
+        ("to" = Option<String>, Query, format = DateTime, description = "end of the window (default: now)"),
+        ("user_id" = Option<String>, Query),
+        ("runtime" = Option<String>, Query),
+        ("limit" = Option<u64>, Query, minimum = 1, maximum = 200, description = "top users listed (default 10)"),
+    ),
+    responses(
+        (status = 200, description = "totals of the runs created in the window", body = UsageSummary),
+        (status = 400, description = "a bad time, window or limit", body = ErrorEnvelope),
+        (status = 403, description = "not an admin", body = ErrorEnvelope),
+    )
+)]
 pub async fn usage_summary(
     State(app): State<Arc<App>>,
     Query(q): Query<HashMap<String, String>>,
@@ -101,9 +98,9 @@ pub async fn usage_summary(
     let runs = store::call(&app.store, |s| s.list_runs())
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    let mut totals = Tally::default();
-    let mut by_runtime: BTreeMap<String, Tally> = BTreeMap::new();
-    let mut by_user: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut totals = UsageTotals::default();
+    let mut by_runtime: BTreeMap<String, UsageTotals> = BTreeMap::new();
+    let mut by_user: BTreeMap<String, UsageTotals> = BTreeMap::new();
     for r in runs.iter().filter(|r| {
         r.created_at >= from
             && r.created_at <= to
@@ -113,71 +110,101 @@ pub async fn usage_summary(
         // A run of this process in flight is reported as it stands now.
         let live = app.live_run(&r.id).map(|l| l.snapshot());
         let r = live.as_ref().unwrap_or(r);
-        totals.add(r);
-        by_runtime.entry(r.runtime.clone()).or_default().add(r);
-        by_user.entry(r.user_id.clone()).or_default().add(r);
+        tally(&mut totals, r);
+        tally(by_runtime.entry(r.runtime.clone()).or_default(), r);
+        tally(by_user.entry(r.user_id.clone()).or_default(), r);
     }
-    let mut users: Vec<(String, Tally)> = by_user.into_iter().collect();
+    let mut users: Vec<(String, UsageTotals)> = by_user.into_iter().collect();
     users.sort_by(|a, b| {
         b.1.runs
             .cmp(&a.1.runs)
             .then(b.1.artifact_bytes.cmp(&a.1.artifact_bytes))
             .then(a.0.cmp(&b.0))
     });
-    let users: Vec<Value> = users
+    let top_users = users
         .into_iter()
         .take(top)
-        .map(|(u, t)| {
-            let mut v = t.json();
-            v["user_id"] = json!(u);
-            v
+        .map(|(user_id, t)| UserUsageTotals {
+            user_id,
+            totals: rounded(t),
         })
         .collect();
-    let runtimes: Vec<Value> = by_runtime
+    let by_runtime = by_runtime
         .into_iter()
-        .map(|(rt, t)| {
-            let mut v = t.json();
-            v["runtime"] = json!(rt);
-            v
+        .map(|(runtime, t)| RuntimeUsage {
+            runtime,
+            totals: rounded(t),
         })
         .collect();
-    Ok(axum::Json(json!({
-        "window": { "from": iso(from), "to": iso(to) },
-        "totals": totals.json(),
-        "by_runtime": runtimes,
-        "top_users": users,
-    }))
-    .into_response())
+    Ok(views::json(
+        StatusCode::OK,
+        &UsageSummary {
+            window: UsageWindow {
+                from: iso(from),
+                to: iso(to),
+            },
+            totals: rounded(totals),
+            by_runtime,
+            top_users,
+        },
+    ))
 }
 
 /// `GET /admin/metrics`: every series of `/metrics`, grouped by metric name, one entry per
 /// label set (`?name=` keeps the metrics whose name starts with it).
+#[utoipa::path(
+    get,
+    path = "/admin/metrics",
+    tag = "admin",
+    params(("name" = Option<String>, Query, description = "keeps the metrics whose name starts with it")),
+    responses(
+        (status = 200, description = "series per label set, by metric name", body = AdminMetrics),
+        (status = 403, description = "not an admin", body = ErrorEnvelope),
+    )
+)]
 pub async fn metrics_json(
     State(app): State<Arc<App>>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
     let prefix = q.get("name").cloned().unwrap_or_default();
-    let mut out: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let mut out: BTreeMap<String, Vec<MetricSeries>> = BTreeMap::new();
     for (name, labels, value) in crate::observe::parse_exposition(&crate::observe::render(&app)) {
         if !name.starts_with(&prefix) {
             continue;
         }
-        let labels: serde_json::Map<String, Value> =
-            labels.into_iter().map(|(k, v)| (k, json!(v))).collect();
         let value = if value.is_finite() {
-            json!(value)
+            MetricValue::Number(value)
         } else {
-            json!(value.to_string())
+            MetricValue::Text(value.to_string())
         };
-        out.entry(name)
-            .or_default()
-            .push(json!({ "labels": labels, "value": value }));
+        out.entry(name).or_default().push(MetricSeries {
+            labels: labels.into_iter().collect(),
+            value,
+        });
     }
-    Ok(axum::Json(out).into_response())
+    Ok(views::json(StatusCode::OK, &AdminMetrics(out)))
 }
 
 /// `GET /admin/audit?run_id=&session_id=&user_id=&event=&limit=&offset=`: audit events in
 /// the order they happened.
+#[utoipa::path(
+    get,
+    path = "/admin/audit",
+    tag = "admin",
+    params(
+        ("run_id" = Option<String>, Query),
+        ("session_id" = Option<String>, Query),
+        ("user_id" = Option<String>, Query),
+        ("event" = Option<String>, Query, description = "e.g. `sandbox.run.completed`"),
+        ("limit" = Option<u64>, Query, minimum = 1, maximum = 200, description = "page size (default 50)"),
+        ("offset" = Option<u64>, Query, description = "items to skip"),
+    ),
+    responses(
+        (status = 200, description = "one page of the audit events, oldest first", body = AuditPage),
+        (status = 400, description = "a bad limit or offset", body = ErrorEnvelope),
+        (status = 403, description = "not an admin", body = ErrorEnvelope),
+    )
+)]
 pub async fn audit(
     State(app): State<Arc<App>>,
     Query(q): Query<HashMap<String, String>>,
@@ -200,13 +227,23 @@ pub async fn audit(
     let (events, total) = store::call(&app.store, move |s| s.list_audit(&query))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    let items: Vec<Value> = events.into_iter().map(|e| e.body).collect();
-    Ok(axum::Json(json!({
-        "items": items,
-        "total": total,
-        "limit": limit,
-        "offset": offset,
-        "has_more": offset + items.len() < total,
-    }))
-    .into_response())
+    let items = events
+        .into_iter()
+        .map(|e| {
+            serde_json::from_value::<AuditEventView>(e.body).map_err(|err| {
+                ApiError::internal(format!("audit event {} is not well formed: {err}", e.id))
+            })
+        })
+        .collect::<ApiResult<Vec<_>>>()?;
+    let has_more = offset + items.len() < total;
+    Ok(views::json(
+        StatusCode::OK,
+        &AuditPage {
+            items,
+            total: total as u64,
+            limit: limit as u64,
+            offset: offset as u64,
+            has_more,
+        },
+    ))
 }

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::ws::WebSocketUpgrade;
@@ -290,6 +291,10 @@ fn json_response(status: StatusCode, body: &Value, extra: &[(HeaderName, String)
     resp
 }
 
+/// How long a request waits for another one holding its `Idempotency-Key` to answer (and
+/// how old a claim must be to count as abandoned by a holder that died).
+const IDEM_WAIT: Duration = Duration::from_secs(30);
+
 /// Runs `create` at most once per (endpoint, user, key, body) within the TTL: a replay gets
 /// the first answer, a different body under the same key a 409.
 async fn idempotent<F, Fut>(
@@ -344,13 +349,53 @@ where
         }
     };
     let _guard = lock.lock().await;
-    let (u, k) = (user.clone(), key.clone());
-    let prior = match store::call(&app.store, move |s| s.idem_get(endpoint, &u, &k)).await {
-        Ok(p) => p,
-        Err(e) => return ApiError::internal(e.to_string()).into_response(),
-    };
     let ttl_ms = app.config.idempotency_ttl_sec as i64 * 1000;
-    if let Some(p) = prior.filter(|p| p.created_at + ttl_ms > now_ms()) {
+    // The key is claimed in the store before anything is created: with replicas sharing
+    // it, one request wins and the others (here or on another replica) wait for its answer.
+    let deadline = tokio::time::Instant::now() + IDEM_WAIT;
+    let prior = loop {
+        let now = now_ms();
+        let claim = IdemEntry {
+            endpoint: endpoint.into(),
+            user_id: user.clone(),
+            key: key.clone(),
+            fingerprint: fingerprint.clone(),
+            object_id: String::new(),
+            created_at: now,
+            status: 0,
+            response: Value::Null,
+        };
+        let stale = now - IDEM_WAIT.as_millis() as i64;
+        let held = match store::call(&app.store, move |s| {
+            s.idem_claim(&claim, now - ttl_ms, stale)
+        })
+        .await
+        {
+            Ok(h) => h,
+            Err(e) => return ApiError::internal(e.to_string()).into_response(),
+        };
+        match held {
+            Some(p) if p.is_pending() && p.fingerprint == fingerprint => {
+                if tokio::time::Instant::now() >= deadline {
+                    return ApiError::new(
+                        StatusCode::CONFLICT,
+                        "idempotency_conflict",
+                        "a request with this Idempotency-Key is still in progress",
+                    )
+                    .with_details(json!({
+                        "key": key,
+                        "idempotency_key_echo": key,
+                        "idempotency_status": "in_progress",
+                    }))
+                    .with_header(header::RETRY_AFTER, "1")
+                    .into_response();
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            other => break other,
+        }
+    };
+    if let Some(p) = prior {
         if p.fingerprint == fingerprint {
             let status = StatusCode::from_u16(p.status).unwrap_or(StatusCode::OK);
             return json_response(
@@ -372,7 +417,7 @@ where
             "key": key,
             "prior_created_at": iso(p.created_at),
             "idempotency_key_echo": key,
-            "idempotency_status": "conflict",
+            "idempotency_status": if p.is_pending() { "in_progress" } else { "conflict" },
         }))
         .into_response();
     }
@@ -393,7 +438,15 @@ where
             }
             json_response(c.status, &c.body, &c.headers)
         }
-        Err(e) => e.into_response(),
+        Err(e) => {
+            // Nothing was created: the key is free for a retry.
+            if let Err(e) =
+                store::call(&app.store, move |s| s.idem_release(endpoint, &user, &key)).await
+            {
+                tracing::error!(%e, "cannot release an idempotency claim");
+            }
+            e.into_response()
+        }
     }
 }
 
@@ -1112,6 +1165,8 @@ async fn start_run(
         artifacts: Vec::new(),
         artifacts_expired: false,
         artifacts_capped: false,
+        node_id: Some(app.node_id.clone()),
+        worker_id: Some(app.worker_id.clone()),
         last_seq: 0,
         log_truncated: false,
         frames_dropped: 0,

@@ -57,6 +57,9 @@ pub struct Config {
     /// Heartbeats missed for this long make a replica dead: its unfinished runs fail with
     /// `replica_lost` and its sessions answer 410.
     pub replica_ttl_sec: u64,
+    /// The node recorded on the runs this process executes (`SANDBOX_NODE_ID`; default the
+    /// host name), for the admin list's `node_id` filter.
+    pub node_id: Option<String>,
     /// Compiled-module cache of the sandboxes (default: wasmsand's own default).
     pub cache_dir: Option<PathBuf>,
     pub default_runtime: String,
@@ -153,6 +156,7 @@ impl Default for Config {
             advertise_url: None,
             replica_heartbeat_sec: 2,
             replica_ttl_sec: 10,
+            node_id: None,
             cache_dir: None,
             default_runtime: "wasm".into(),
             network_default: "deny_all".into(),
@@ -406,6 +410,10 @@ impl Config {
         }
         num!("SANDBOX_REPLICA_HEARTBEAT_SEC", c.replica_heartbeat_sec);
         num!("SANDBOX_REPLICA_TTL_SEC", c.replica_ttl_sec);
+        if let Some(v) = lookup("SANDBOX_NODE_ID") {
+            let v = v.trim();
+            c.node_id = (!v.is_empty()).then(|| v.to_string());
+        }
         // `SANDBOX_STORE_URL` names the database of `SANDBOX_STORE_BACKEND=postgres` (kept out
         // of the backend key so a password can come from a secret of its own).
         let url = lookup("SANDBOX_STORE_URL");

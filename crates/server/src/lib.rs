@@ -17,6 +17,7 @@ pub mod config;
 pub mod error;
 mod images;
 pub mod logs;
+mod mcp_gate;
 pub mod observe;
 pub mod openapi;
 mod panel;
@@ -71,6 +72,10 @@ pub struct App {
     pub(crate) quotas: quotas::Quotas,
     /// Forwarding to the owner of a session or run when replicas share the store.
     replica: replica::Replica,
+    /// Recorded on the runs this process executes (PRD §30, v0.3): the machine or pod, and
+    /// this process (its replica id with a shared store).
+    pub node_id: String,
+    pub worker_id: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +117,17 @@ impl App {
                 "runs left unfinished by a previous process marked failed"
             );
         }
+        let worker_id = store
+            .cluster()
+            .map(|c| c.replica_id().to_string())
+            .unwrap_or_else(util::new_id);
+        let node_id = config.node_id.clone().unwrap_or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "local".into())
+        });
         let audit_sink = audit::AuditSink::start(store.clone(), config.audit_log_path.clone());
         let app = Arc::new(App {
             policy_hash: policy::policy_hash(&config),
@@ -130,6 +146,8 @@ impl App {
             audit: audit_sink,
             quotas: quotas::Quotas::default(),
             replica: replica::Replica::default(),
+            node_id,
+            worker_id,
             config,
         });
         // The template digest walks every file of the template: do it before the first run
@@ -212,9 +230,10 @@ impl Server {
             replica::forward,
         ));
         if app.config.mcp_enabled {
-            router = router.merge(mcp_router(&app.config).layer(
-                axum::middleware::from_fn_with_state(app.clone(), auth::authenticate_mcp),
-            ));
+            router = router.merge(mcp_router(&app).layer(axum::middleware::from_fn_with_state(
+                app.clone(),
+                auth::authenticate_mcp,
+            )));
         }
         router = router.merge(
             axum::Router::new()
@@ -256,10 +275,13 @@ impl Server {
 /// MCP over streamable HTTP at `/mcp` (see docs/mcp.md): the same tools as `sandboxd mcp`, with
 /// sandboxes of their own (MCP sessions are not the service's sessions), the module cache of
 /// the service, and the `Host`/`Origin` allowlists of the configuration. With authentication
-/// on, each MCP session belongs to the authenticated user ([`auth::authenticate_mcp`]).
-fn mcp_router(config: &Config) -> axum::Router {
+/// on, each MCP session belongs to the authenticated user ([`auth::authenticate_mcp`]), and
+/// its runs count against that user's quotas and are recorded as runs ([`mcp_gate`]).
+fn mcp_router(app: &Arc<App>) -> axum::Router {
+    let config = &app.config;
     let mcp = wasmsand_mcp::Mcp::new(wasmsand_mcp::McpConfig {
         cache_dir: config.cache_dir.clone(),
+        gate: Some(Arc::new(mcp_gate::McpGate::new(app))),
         ..wasmsand_mcp::McpConfig::default()
     });
     mcp.http_router(&wasmsand_mcp::HttpOptions {

@@ -243,6 +243,15 @@ pub fn render(app: &App) -> String {
 }
 
 /// `GET /metrics`.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "observability",
+    responses(
+        (status = 200, description = "every metric in the Prometheus text format", body = String, content_type = "text/plain"),
+        (status = 403, description = "not an admin", body = crate::views::ErrorEnvelope),
+    )
+)]
 pub async fn metrics_endpoint(State(app): State<Arc<App>>) -> Response {
     let mut resp = render(&app).into_response();
     resp.headers_mut().insert(

@@ -14,7 +14,7 @@ use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::App;
-use crate::{admin, api};
+use crate::{admin, admin_ops, api, observe};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -34,6 +34,9 @@ use crate::{admin, api};
         admin::get_run,
         admin::list_idempotency,
         admin::usage,
+        admin_ops::usage_summary,
+        admin_ops::metrics_json,
+        admin_ops::audit,
     ),
     tags(
         (name = "runtimes", description = "what this server runs"),
@@ -53,7 +56,9 @@ struct SandboxApi;
                        (see docs/service.md). Every error carries the `ErrorEnvelope`, or its \
                        RFC 7807 form when `Accept: application/problem+json` is sent."
     ),
+    paths(observe::metrics_endpoint),
     nest((path = "/api/v1/sandbox", api = SandboxApi)),
+    tags((name = "observability", description = "Prometheus metrics (admins only when authentication is on)")),
     modifiers(&Credentials)
 )]
 pub struct ApiDoc;
@@ -155,6 +160,14 @@ mod tests {
             "/api/v1/sandbox/runs/{id}/cancel",
             "/api/v1/sandbox/runs/{id}/artifacts",
             "/api/v1/sandbox/runs/{id}/artifacts/{path}",
+            "/api/v1/sandbox/admin/runs",
+            "/api/v1/sandbox/admin/runs/{id}",
+            "/api/v1/sandbox/admin/idempotency",
+            "/api/v1/sandbox/admin/usage",
+            "/api/v1/sandbox/admin/usage/summary",
+            "/api/v1/sandbox/admin/metrics",
+            "/api/v1/sandbox/admin/audit",
+            "/metrics",
         ] {
             assert!(paths.contains_key(p), "{p} missing from the document");
         }
@@ -173,8 +186,22 @@ mod tests {
             "RunRequest",
             "SessionView",
             "ResourceUsage",
+            "AdminRunPage",
+            "AdminRunDetail",
+            "AdminIdemPage",
+            "AdminUsage",
+            "UsageSummary",
+            "AdminMetrics",
+            "AuditPage",
         ] {
             assert!(schemas.contains_key(s), "schema {s} missing");
         }
+        // The admin bodies are typed, not free-form objects.
+        for (p, item) in paths.iter().filter(|(p, _)| p.contains("/admin/")) {
+            let ok = &item["get"]["responses"]["200"]["content"]["application/json"]["schema"];
+            assert!(ok["$ref"].is_string(), "{p}: 200 body is {ok}");
+        }
+        let metrics = &paths["/metrics"]["get"]["responses"]["200"]["content"];
+        assert!(metrics["text/plain"].is_object(), "{metrics}");
     }
 }

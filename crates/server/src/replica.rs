@@ -164,50 +164,100 @@ enum Route {
     Lost(String),
 }
 
-/// Where a session's requests go: here, its live owner, or nowhere (owner dead).
-async fn session_route(app: &Arc<App>, id: &str) -> Result<Route, ApiError> {
+/// Where a request for another replica's object goes, and the user the object belongs to.
+struct Remote {
+    route: Route,
+    user_id: String,
+}
+
+/// Where a session's requests go: here (`None`: held here, or unknown to the store), its
+/// live owner, or nowhere (owner dead).
+async fn session_route(app: &Arc<App>, id: &str) -> Result<Option<Remote>, ApiError> {
     if app.session(id).is_some() {
-        return Ok(Route::Local);
+        return Ok(None);
     }
     let sid = id.to_string();
     let alive = alive_since(app);
     let found = store::call(&app.store, move |s| {
         let c = s.cluster().expect("shared");
-        let Some(owner) = c.session_owner(&sid)? else {
+        let Some((owner, user_id)) = c.session_holder(&sid)? else {
             return Ok(None);
         };
         if owner == c.replica_id() {
             return Ok(None);
         }
-        Ok(Some((owner.clone(), c.live_replica(&owner, alive)?)))
+        let live = c.live_replica(&owner, alive)?;
+        Ok(Some((owner, user_id, live)))
     })
     .await
     .map_err(store_err)?;
-    Ok(match found {
-        None => Route::Local,
-        Some((_, Some(r))) => Route::To(r.address),
-        Some((owner, None)) => Route::Lost(owner),
-    })
+    Ok(found.map(|(owner, user_id, live)| Remote {
+        route: match live {
+            Some(r) => Route::To(r.address),
+            None => Route::Lost(owner),
+        },
+        user_id,
+    }))
 }
 
 /// Where a run's requests go: its live owner when another replica executes it, else here
-/// (the store has its record; a dead owner's runs were failed by the reaper).
-async fn run_route(app: &Arc<App>, id: &str) -> Result<Route, ApiError> {
+/// (`None`: the store has its record; a dead owner's runs were failed by the reaper).
+async fn run_route(app: &Arc<App>, id: &str) -> Result<Option<Remote>, ApiError> {
     if app.live_run(id).is_some() {
-        return Ok(Route::Local);
+        return Ok(None);
     }
     let rid = id.to_string();
     let alive = alive_since(app);
     let found = store::call(&app.store, move |s| {
         let c = s.cluster().expect("shared");
         match c.run_owner(&rid)? {
-            Some(owner) if owner != c.replica_id() => c.live_replica(&owner, alive),
+            Some(owner) if owner != c.replica_id() => {
+                let Some(live) = c.live_replica(&owner, alive)? else {
+                    return Ok(None);
+                };
+                Ok(s.get_run(&rid)?.map(|r| (live.address, r.user_id)))
+            }
             _ => Ok(None),
         }
     })
     .await
     .map_err(store_err)?;
-    Ok(found.map_or(Route::Local, |r| Route::To(r.address)))
+    Ok(found.map(|(address, user_id)| Remote {
+        route: Route::To(address),
+        user_id,
+    }))
+}
+
+/// Checks the caller before anything about another replica's object is revealed (where it
+/// lives, that its owner died): no or bad credentials are 401 and another user's object is
+/// 404, as on the owner itself. A signed stream URL is checked against its run alone.
+fn guard(
+    app: &App,
+    req: &Request,
+    kind: &str,
+    id: &str,
+    remote: &Remote,
+) -> Result<(), Box<Response>> {
+    let deny = |e: ApiError| Box::new(e.into_response());
+    if kind == "run"
+        && app.config.ws_signed_urls
+        && req.uri().path().ends_with("/stream")
+        && let Some((token, exp)) = signed_params(req)
+    {
+        return app.auth.verify_ws(id, &token, &exp, now_ms()).map_err(deny);
+    }
+    let p = app.principal_of(req.headers()).map_err(deny)?;
+    if p.user_id != remote.user_id {
+        return Err(deny(ApiError::not_found(kind, id)));
+    }
+    Ok(())
+}
+
+fn signed_params(req: &Request) -> Option<(String, String)> {
+    let q =
+        axum::extract::Query::<std::collections::HashMap<String, String>>::try_from_uri(req.uri())
+            .ok()?;
+    Some((q.0.get("token")?.clone(), q.0.get("exp")?.clone()))
 }
 
 fn session_lost(id: &str, owner: &str) -> Response {
@@ -244,13 +294,13 @@ pub(crate) async fn forward(State(app): State<Arc<App>>, req: Request, next: Nex
         }
         (_, ["sessions", id, ..]) => {
             let id = id.to_string();
-            let route = if forwarded {
-                Ok(Route::Local)
+            let remote = if forwarded {
+                Ok(None)
             } else {
                 session_route(&app, &id).await
             };
-            match route {
-                Ok(Route::Local) if method == Method::DELETE && segs.len() == 2 => {
+            match remote {
+                Ok(None) if method == Method::DELETE && segs.len() == 2 => {
                     let resp = next.run(req).await;
                     if resp.status() == StatusCode::NO_CONTENT {
                         let _ = store::call(&app.store, move |s| {
@@ -260,8 +310,16 @@ pub(crate) async fn forward(State(app): State<Arc<App>>, req: Request, next: Nex
                     }
                     return resp;
                 }
-                Ok(Route::Lost(owner)) => return session_lost(&id, &owner),
-                Ok(r) => r,
+                Ok(None) => Route::Local,
+                Ok(Some(remote)) => {
+                    if let Err(resp) = guard(&app, &req, "session", &id, &remote) {
+                        return *resp;
+                    }
+                    match remote.route {
+                        Route::Lost(owner) => return session_lost(&id, &owner),
+                        r => r,
+                    }
+                }
                 Err(e) => return e.into_response(),
             }
         }
@@ -285,8 +343,16 @@ pub(crate) async fn forward(State(app): State<Arc<App>>, req: Request, next: Nex
             let route = match session {
                 None => Route::Local,
                 Some(id) => match session_route(&app, &id).await {
-                    Ok(Route::Lost(owner)) => return session_lost(&id, &owner),
-                    Ok(r) => r,
+                    Ok(None) => Route::Local,
+                    Ok(Some(remote)) => {
+                        if let Err(resp) = guard(&app, &req, "session", &id, &remote) {
+                            return *resp;
+                        }
+                        match remote.route {
+                            Route::Lost(owner) => return session_lost(&id, &owner),
+                            r => r,
+                        }
+                    }
                     Err(e) => return e.into_response(),
                 },
             };
@@ -296,7 +362,13 @@ pub(crate) async fn forward(State(app): State<Arc<App>>, req: Request, next: Nex
             };
         }
         (_, ["runs", id, ..]) => match run_route(&app, id).await {
-            Ok(r) => r,
+            Ok(None) => Route::Local,
+            Ok(Some(remote)) => {
+                if let Err(resp) = guard(&app, &req, "run", id, &remote) {
+                    return *resp;
+                }
+                remote.route
+            }
             Err(e) => return e.into_response(),
         },
         _ => Route::Local,
@@ -325,7 +397,11 @@ async fn record_session(app: &Arc<App>, resp: Response) -> Response {
             .map(str::to_string)
     });
     if let Some(id) = id {
-        let user = app.config.user_id.clone();
+        // The session's user as the handler recorded it (the authenticated caller).
+        let user = app
+            .session(&id)
+            .map(|s| s.owner.clone())
+            .unwrap_or_else(|| app.config.user_id.clone());
         if let Err(e) = store::call(&app.store, move |s| {
             s.cluster()
                 .expect("shared")

@@ -229,3 +229,192 @@ pub struct UploadForm {
     #[schema(min_items = 1)]
     files: Vec<ArchiveBytes>,
 }
+
+// ---- admin (PRD §30) ----
+
+/// One run of the admin list.
+#[derive(Serialize, ToSchema)]
+pub struct AdminRunSummary {
+    pub id: String,
+    pub user_id: String,
+    pub spec_version: String,
+    pub runtime: String,
+    pub runtime_version: String,
+    pub base_image: String,
+    pub phase: Phase,
+    pub exit_code: Option<i32>,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub image_digest: String,
+    pub policy_hash: String,
+    /// The node (machine or pod) that executed the run; null in records older than it.
+    pub node_id: Option<String>,
+    /// The `sandboxd serve` process that executed the run.
+    pub worker_id: Option<String>,
+}
+
+/// A page of a list: `has_more` when items follow `offset + items`.
+#[derive(Serialize, ToSchema)]
+pub struct AdminRunPage {
+    pub items: Vec<AdminRunSummary>,
+    pub total: u64,
+    pub limit: u64,
+    pub offset: u64,
+    pub has_more: bool,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct AdminArtifact {
+    pub path: String,
+    pub size: u64,
+}
+
+/// One run in full.
+#[derive(Serialize, ToSchema)]
+pub struct AdminRunDetail {
+    #[serde(flatten)]
+    pub summary: AdminRunSummary,
+    pub message: Option<String>,
+    pub reason_code: Option<String>,
+    pub session_id: Option<String>,
+    pub created_at: String,
+    pub resource_usage: ResourceUsage,
+    /// Empty once the artifacts expired.
+    pub artifacts: Vec<AdminArtifact>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct AdminIdemItem {
+    /// `runs` or `sessions`.
+    pub endpoint: String,
+    /// The user the key belongs to.
+    pub user_key: String,
+    pub key: String,
+    pub created_at: String,
+    /// The run or session the key created (empty while its request is in flight).
+    pub object_id: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct AdminIdemPage {
+    pub items: Vec<AdminIdemItem>,
+    pub total: u64,
+    pub limit: u64,
+    pub offset: u64,
+    pub has_more: bool,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct AdminUsageItem {
+    pub user_id: String,
+    /// Bytes of the user's unexpired artifacts.
+    pub artifact_bytes: u64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct AdminUsage {
+    /// Largest first.
+    pub items: Vec<AdminUsageItem>,
+}
+
+/// Counts and sums over the runs of a window.
+#[derive(Serialize, ToSchema, Default, Clone)]
+pub struct UsageTotals {
+    pub runs: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub timed_out: u64,
+    pub killed: u64,
+    /// Runs not finished yet.
+    pub in_flight: u64,
+    pub log_bytes: u64,
+    pub artifact_bytes: u64,
+    pub wall_time_sec: f64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RuntimeUsage {
+    pub runtime: String,
+    #[serde(flatten)]
+    pub totals: UsageTotals,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct UserUsageTotals {
+    pub user_id: String,
+    #[serde(flatten)]
+    pub totals: UsageTotals,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct UsageWindow {
+    pub from: String,
+    pub to: String,
+}
+
+/// Runs created in the window: totals, per runtime, and the top users by runs.
+#[derive(Serialize, ToSchema)]
+pub struct UsageSummary {
+    pub window: UsageWindow,
+    pub totals: UsageTotals,
+    pub by_runtime: Vec<RuntimeUsage>,
+    pub top_users: Vec<UserUsageTotals>,
+}
+
+/// A sample's value: a number, or `NaN`, `+Inf`, `-Inf` as text.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum MetricValue {
+    Number(f64),
+    Text(String),
+}
+
+/// One series of a metric: its label set and current value.
+#[derive(Serialize, ToSchema)]
+pub struct MetricSeries {
+    pub labels: BTreeMap<String, String>,
+    pub value: MetricValue,
+}
+
+/// Every series of `/metrics` by metric name (histograms as `_bucket`, `_sum`, `_count`).
+#[derive(Serialize, ToSchema)]
+#[serde(transparent)]
+pub struct AdminMetrics(pub BTreeMap<String, Vec<MetricSeries>>);
+
+/// One audit event as stored (PRD §15). Run events also carry `phase`, `command_sha256`
+/// and `limits`; terminal ones the outcome (`exit_code`, `reason_code`, `message`,
+/// `resource_usage`, `started_at`, `finished_at`).
+#[derive(Serialize, serde::Deserialize, ToSchema)]
+pub struct AuditEventView {
+    /// `sandbox.session.created`, `sandbox.run.created`, `sandbox.run.queued`, ...
+    pub event: String,
+    pub ts: String,
+    pub user_id: String,
+    /// `api`, `ide`, `mcp`, `web` or `agent` (`X-Sandbox-Source`).
+    pub source: String,
+    pub policy_hash: String,
+    pub spec_version: String,
+    pub runtime: String,
+    pub base_image: String,
+    pub image_digest: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    /// The event's other fields.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub rest: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct AuditPage {
+    /// In the order they happened.
+    pub items: Vec<AuditEventView>,
+    pub total: u64,
+    pub limit: u64,
+    pub offset: u64,
+    pub has_more: bool,
+}

@@ -189,8 +189,8 @@ fn stdout_of(frames: &[Value]) -> String {
 async fn two_replicas_are_one_service() {
     let pg = crate::pg_or_skip!();
     let url = pg.fresh_db("two");
-    let a = Replica::start(&url, &[]);
-    let b = Replica::start(&url, &[]);
+    let a = Replica::start(&url, &[("SANDBOX_NODE_ID", "node-a")]);
+    let b = Replica::start(&url, &[("SANDBOX_NODE_ID", "node-b")]);
     let c = reqwest::Client::new();
     for r in [&a, &b] {
         let (_, v) = get(&c, &r.api("/runtimes")).await;
@@ -244,6 +244,14 @@ async fn two_replicas_are_one_service() {
             "{list}"
         );
         assert_eq!(list["total"], 2);
+        // Each run names the node that executed it; the list filters on it.
+        for (node, run) in [("node-a", &run_a), ("node-b", &run_b)] {
+            let (s, list) = get(&c, &r.api(&format!("/admin/runs?node_id={node}"))).await;
+            assert_eq!(s, StatusCode::OK, "{list}");
+            assert_eq!(list["total"], 1, "{list}");
+            assert_eq!(list["items"][0]["id"], run.as_str(), "{list}");
+            assert_eq!(list["items"][0]["node_id"], node, "{list}");
+        }
     }
 
     // A session created through A is used through B: upload, run, stream, cancel, delete.
@@ -500,4 +508,232 @@ async fn a_clean_stop_hands_nothing_over_and_a_restart_keeps_the_records() {
     let (_, v, replayed) = post(&c, &b.api("/runs"), &run_body(&["echo", "kept"]), Some("k")).await;
     assert!(replayed);
     assert_eq!(v["run_id"], id.as_str());
+}
+
+/// SHA-256 of `alice-cluster-key` and `bob-cluster-key` (what `SANDBOX_API_KEYS` holds).
+const KEYS: &str = "55c2b8f1758dba8ad9a14e542e9cc1db5ce9f2a056242cb50d9a1039b97c9152 alice user,\
+                    40a582853b6f39e3ba0e3ff74f342f80c0034e66c36a284f47880803fa2bfd5d bob user";
+const ALICE: &str = "alice-cluster-key";
+const BOB: &str = "bob-cluster-key";
+
+async fn call_as(
+    c: &reqwest::Client,
+    method: reqwest::Method,
+    url: &str,
+    key: Option<&str>,
+    body: Option<&Value>,
+) -> (StatusCode, Value) {
+    let mut rb = c.request(method, url);
+    if let Some(k) = key {
+        rb = rb.header("x-api-key", k);
+    }
+    if let Some(b) = body {
+        rb = rb.json(b);
+    }
+    let r = rb.send().await.unwrap();
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+// Threat: T-TENANT (docs/security.md)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_checks_the_caller_before_forwarding_or_reporting_a_lost_session() {
+    use reqwest::Method;
+    let pg = crate::pg_or_skip!();
+    let url = pg.fresh_db("authfwd");
+    let env = [("SANDBOX_API_KEYS", KEYS)];
+    let mut a = Replica::start(&url, &env);
+    let b = Replica::start(&url, &env);
+    let c = reqwest::Client::new();
+    let (s, sess) = call_as(
+        &c,
+        Method::POST,
+        &a.api("/sessions"),
+        Some(ALICE),
+        Some(&json!({ "spec_version": "1.0", "base_image": "wasmsand/default" })),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{sess}");
+    let sid = sess["session_id"].as_str().unwrap().to_string();
+    let in_session =
+        json!({ "spec_version": "1.0", "session_id": sid, "command": ["sleep", "60"] });
+    let (s, v) = call_as(
+        &c,
+        Method::POST,
+        &a.api("/runs"),
+        Some(ALICE),
+        Some(&in_session),
+    )
+    .await;
+    assert!(s.is_success(), "{v}");
+    let run = v["run_id"].as_str().unwrap().to_string();
+    // The store records alice, not the anonymous user, as the session's user.
+    assert_eq!(
+        pg.psql(
+            &url,
+            &format!("SELECT user_id FROM sandbox_sessions WHERE id = '{sid}'")
+        ),
+        "alice"
+    );
+
+    // Through B, while A holds both: 401 without credentials, 404 for bob, alice served.
+    let session_url = b.api(&format!("/sessions/{sid}"));
+    let run_url = b.api(&format!("/runs/{run}"));
+    for u in [&session_url, &run_url] {
+        let (s, v) = call_as(&c, Method::GET, u, None, None).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{u}: {v}");
+        assert_eq!(v["error"]["code"], "unauthorized", "{v}");
+        let (s, v) = call_as(&c, Method::GET, u, Some("not-a-key"), None).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{u}: {v}");
+        let (s, v) = call_as(&c, Method::GET, u, Some(BOB), None).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{u}: {v}");
+        assert_eq!(v["error"]["code"], "not_found", "{v}");
+        let (s, v) = call_as(&c, Method::GET, u, Some(ALICE), None).await;
+        assert_eq!(s, StatusCode::OK, "{u}: {v}");
+    }
+    for key in [None, Some(BOB)] {
+        let (s, v) = call_as(&c, Method::POST, &b.api("/runs"), key, Some(&in_session)).await;
+        let want = if key.is_none() {
+            StatusCode::UNAUTHORIZED
+        } else {
+            StatusCode::NOT_FOUND
+        };
+        assert_eq!(s, want, "{v}");
+        let (s, v) = call_as(
+            &c,
+            Method::POST,
+            &b.api(&format!("/runs/{run}/cancel")),
+            key,
+            Some(&json!({})),
+        )
+        .await;
+        assert_eq!(s, want, "{v}");
+        let (s, v) = call_as(&c, Method::DELETE, &session_url, key, None).await;
+        assert_eq!(s, want, "{v}");
+    }
+    // Bob's stream of alice's run is refused before the upgrade.
+    let mut req = tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
+        b.ws(&format!("/runs/{run}/stream")),
+    )
+    .unwrap();
+    req.headers_mut().insert("x-api-key", BOB.parse().unwrap());
+    match tokio_tungstenite::connect_async(req).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
+            assert_eq!(r.status(), StatusCode::NOT_FOUND)
+        }
+        other => panic!("bob streamed alice's run: {:?}", other.map(|_| ())),
+    }
+    // Nothing of bob's attempts reached alice's run.
+    let (_, v) = call_as(&c, Method::GET, &run_url, Some(ALICE), None).await;
+    assert_eq!(v["phase"], "running", "{v}");
+
+    // A dies: only alice learns that her session is lost; others get 401/404 as before.
+    a.kill();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (s, v) = call_as(&c, Method::GET, &session_url, Some(ALICE), None).await;
+        if s == StatusCode::GONE {
+            assert_eq!(v["error"]["code"], "session_lost", "{v}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "still {s} {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (s, v) = call_as(&c, Method::GET, &session_url, None, None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
+    let (s, v) = call_as(&c, Method::GET, &session_url, Some(BOB), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
+    let (s, v) = call_as(
+        &c,
+        Method::POST,
+        &b.api("/runs"),
+        Some(BOB),
+        Some(&in_session),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
+    let (s, v) = call_as(&c, Method::POST, &b.api("/runs"), None, Some(&in_session)).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
+    let (s, v) = call_as(
+        &c,
+        Method::POST,
+        &b.api("/runs"),
+        Some(ALICE),
+        Some(&in_session),
+    )
+    .await;
+    assert_eq!(s, StatusCode::GONE, "{v}");
+    // The dead owner's run: failed by the reaper, alice's only.
+    let done = loop {
+        let (_, v) = call_as(&c, Method::GET, &run_url, Some(ALICE), None).await;
+        if v["phase"] == "failed" {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "{v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(done["reason_code"], "replica_lost", "{done}");
+    let (s, _) = call_as(&c, Method::GET, &run_url, Some(BOB), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = call_as(&c, Method::GET, &run_url, None, None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_new_key_on_two_replicas_at_once_makes_one_run() {
+    let pg = crate::pg_or_skip!();
+    let url = pg.fresh_db("idemrace");
+    let a = Replica::start(&url, &[]);
+    let b = Replica::start(&url, &[]);
+    let c = reqwest::Client::new();
+    let rounds = 12;
+    for round in 0..rounds {
+        let key = format!("race-{round}");
+        let body = run_body(&["echo", "once"]);
+        // Both replicas get the key in the same instant, twice each.
+        let calls = [&a, &b, &a, &b].map(|r| {
+            let (c, url, body, key) = (c.clone(), r.api("/runs"), body.clone(), key.clone());
+            tokio::spawn(async move { post(&c, &url, &body, Some(&key)).await })
+        });
+        let mut answers = Vec::new();
+        for h in calls {
+            answers.push(h.await.unwrap());
+        }
+        let ids: Vec<&str> = answers
+            .iter()
+            .map(|(s, v, _)| {
+                assert!(s.is_success(), "{s} {v}");
+                v["run_id"].as_str().unwrap()
+            })
+            .collect();
+        assert!(ids.iter().all(|i| *i == ids[0]), "round {round}: {ids:?}");
+        let fresh = answers.iter().filter(|(_, _, replayed)| !replayed).count();
+        assert_eq!(
+            fresh, 1,
+            "round {round}: one answer is the first, the rest replays"
+        );
+    }
+    // The store holds one run per key, and nothing else.
+    let (s, list) = get(&c, &a.api("/admin/runs?limit=200")).await;
+    assert_eq!(s, StatusCode::OK, "{list}");
+    assert_eq!(list["total"], rounds, "{list}");
+    assert_eq!(
+        pg.psql(&url, "SELECT COUNT(*) FROM sandbox_runs"),
+        rounds.to_string()
+    );
+    // A key whose first request failed (a bad body) stays free: the right body then runs.
+    let (s, v, _) = post(
+        &c,
+        &a.api("/runs"),
+        &json!({ "spec_version": "9" }),
+        Some("retry"),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let (s, v, replayed) = post(&c, &b.api("/runs"), &run_body(&["true"]), Some("retry")).await;
+    assert!(s.is_success() && !replayed, "{s} {v}");
 }

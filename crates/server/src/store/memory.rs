@@ -97,6 +97,36 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    fn idem_claim(
+        &self,
+        claim: &IdemEntry,
+        expired_before: i64,
+        stale_before: i64,
+    ) -> StoreResult<Option<IdemEntry>> {
+        let mut m = self.idem.lock();
+        let k = (
+            claim.endpoint.clone(),
+            claim.user_id.clone(),
+            claim.key.clone(),
+        );
+        match m.get(&k) {
+            Some(e) if !e.replaceable(expired_before, stale_before) => Ok(Some(e.clone())),
+            _ => {
+                m.insert(k, claim.clone());
+                Ok(None)
+            }
+        }
+    }
+
+    fn idem_release(&self, endpoint: &str, user_id: &str, key: &str) -> StoreResult<()> {
+        let mut m = self.idem.lock();
+        let k = (endpoint.to_string(), user_id.to_string(), key.to_string());
+        if m.get(&k).is_some_and(IdemEntry::is_pending) {
+            m.remove(&k);
+        }
+        Ok(())
+    }
+
     fn list_runs(&self) -> StoreResult<Vec<RunRecord>> {
         Ok(self.runs.lock().values().cloned().collect())
     }

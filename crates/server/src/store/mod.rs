@@ -125,6 +125,13 @@ pub struct RunRecord {
     /// far behind lost, announced to it with `resume`).
     #[serde(default)]
     pub frames_dropped: u64,
+    /// The node (machine or pod: `SANDBOX_NODE_ID`, default the host name) and the worker
+    /// (the `sandboxd serve` process, a new id each start) that executed the run (PRD §30,
+    /// v0.3). Absent in records older than these fields.
+    #[serde(default)]
+    pub node_id: Option<String>,
+    #[serde(default)]
+    pub worker_id: Option<String>,
 }
 
 /// A remembered answer to an idempotent POST.
@@ -138,8 +145,21 @@ pub struct IdemEntry {
     pub fingerprint: String,
     pub object_id: String,
     pub created_at: i64,
+    /// The answer's HTTP status; 0 while the request that claimed the key is in flight.
     pub status: u16,
     pub response: Value,
+}
+
+impl IdemEntry {
+    /// A claim of a request still creating its object (no answer yet).
+    pub fn is_pending(&self) -> bool {
+        self.status == 0
+    }
+
+    /// Whether a claim may replace this entry.
+    pub fn replaceable(&self, expired_before: i64, stale_before: i64) -> bool {
+        self.created_at < expired_before || (self.is_pending() && self.created_at < stale_before)
+    }
 }
 
 /// One audit event (PRD §15): who did what to which run or session, under which policy.
@@ -226,6 +246,8 @@ pub enum RunSort {
 #[derive(Debug, Clone, Default)]
 pub struct RunQuery {
     pub user_id: Option<String>,
+    pub node_id: Option<String>,
+    pub worker_id: Option<String>,
     pub phase: Option<String>,
     pub runtime: Option<String>,
     pub image_digest: Option<String>,
@@ -250,7 +272,12 @@ impl RunQuery {
             (f, e, Some(t)) => f.is_none_or(|f| t >= f) && e.is_none_or(|e| t <= e),
         };
         let needle = self.q.as_ref().map(|n| n.to_lowercase());
+        let opt = |f: &Option<String>, v: &Option<String>| {
+            f.as_deref().is_none_or(|f| v.as_deref() == Some(f))
+        };
         eq(&self.user_id, &r.user_id)
+            && opt(&self.node_id, &r.node_id)
+            && opt(&self.worker_id, &r.worker_id)
             && eq(&self.phase, r.phase.as_str())
             && eq(&self.runtime, &r.runtime)
             && eq(&self.image_digest, &r.image_digest)
@@ -324,6 +351,8 @@ pub trait Cluster: Send + Sync {
     /// Records that this replica holds the session.
     fn session_put(&self, session_id: &str, user_id: &str, now: i64) -> StoreResult<()>;
     fn session_owner(&self, session_id: &str) -> StoreResult<Option<String>>;
+    /// The replica holding the session and the user it belongs to.
+    fn session_holder(&self, session_id: &str) -> StoreResult<Option<(String, String)>>;
     fn session_delete(&self, session_id: &str) -> StoreResult<()>;
     /// Unfinished runs of replicas not seen since `alive_since` (or unregistered) end
     /// `failed` with this reason; queue places and sessions of replicas gone for longer than
@@ -363,6 +392,20 @@ pub trait Store: Send + Sync + 'static {
     fn idem_put(&self, entry: &IdemEntry) -> StoreResult<()>;
     /// Forgets entries created before `cutoff`.
     fn idem_purge(&self, cutoff: i64) -> StoreResult<usize>;
+    /// Claims a key for the request about to create its object, atomically (replicas
+    /// sharing the store race here): stores `claim` (an [`IdemEntry::is_pending`] entry)
+    /// unless the key has an entry created at or after `expired_before`, or a pending one
+    /// created at or after `stale_before` (a claim whose holder died). `None`: the caller
+    /// holds the key and must [`Store::idem_put`] the answer or [`Store::idem_release`] it;
+    /// else the entry that holds it.
+    fn idem_claim(
+        &self,
+        claim: &IdemEntry,
+        expired_before: i64,
+        stale_before: i64,
+    ) -> StoreResult<Option<IdemEntry>>;
+    /// Drops the pending claim of a request that created nothing.
+    fn idem_release(&self, endpoint: &str, user_id: &str, key: &str) -> StoreResult<()>;
     /// Every run (the admin API filters and pages them).
     fn list_runs(&self) -> StoreResult<Vec<RunRecord>>;
     /// Every idempotency entry.

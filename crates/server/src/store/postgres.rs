@@ -119,6 +119,13 @@ const MIGRATIONS: &[(i32, &str)] = &[
          CREATE INDEX idx_runs_base_image_trgm ON sandbox_runs USING gin (lower(base_image) gin_trgm_ops);
          CREATE INDEX idx_runs_message_trgm ON sandbox_runs USING gin (lower(message) gin_trgm_ops);",
     ),
+    (
+        3,
+        // The admin list's node and worker filters (PRD section 30, v0.3) read the run's
+        // record; these indexes answer them, records older than the fields included.
+        "CREATE INDEX idx_runs_node ON sandbox_runs ((body->>'node_id'), started_at NULLS FIRST, created_at, id);
+         CREATE INDEX idx_runs_worker ON sandbox_runs ((body->>'worker_id'));",
+    ),
 ];
 
 /// One PostgreSQL database shared by the replicas of a service.
@@ -487,6 +494,86 @@ impl Store for PostgresStore {
         })
     }
 
+    fn idem_claim(
+        &self,
+        claim: &IdemEntry,
+        expired_before: i64,
+        stale_before: i64,
+    ) -> StoreResult<Option<IdemEntry>> {
+        let body = serde_json::to_string(claim).map_err(err)?;
+        let e = claim.clone();
+        self.exec(move |c| async move {
+            // The unique key decides between replicas: one INSERT wins, the others see its
+            // row (the conflict waits for the winner's commit).
+            let insert = c
+                .prepare_cached(
+                    "INSERT INTO sandbox_idempotency (endpoint, user_id, key, created_at, body)
+                     VALUES ($1, $2, $3, $4, CAST($5::text AS jsonb))
+                     ON CONFLICT (endpoint, user_id, key) DO UPDATE
+                     SET created_at = EXCLUDED.created_at, body = EXCLUDED.body
+                     WHERE sandbox_idempotency.created_at < $6
+                        OR ((sandbox_idempotency.body->>'status')::int = 0
+                            AND sandbox_idempotency.created_at < $7)",
+                )
+                .await
+                .map_err(err)?;
+            let select = c
+                .prepare_cached(
+                    "SELECT body::text FROM sandbox_idempotency
+                     WHERE endpoint = $1 AND user_id = $2 AND key = $3",
+                )
+                .await
+                .map_err(err)?;
+            // A holder's row can vanish between the two statements (purged, released): then
+            // the key is free again and the claim is retried.
+            for _ in 0..8 {
+                let n = c
+                    .execute(
+                        &insert,
+                        &[
+                            &e.endpoint,
+                            &e.user_id,
+                            &e.key,
+                            &e.created_at,
+                            &body,
+                            &expired_before,
+                            &stale_before,
+                        ],
+                    )
+                    .await
+                    .map_err(err)?;
+                if n == 1 {
+                    return Ok(None);
+                }
+                if let Some(row) = c
+                    .query_opt(&select, &[&e.endpoint, &e.user_id, &e.key])
+                    .await
+                    .map_err(err)?
+                {
+                    return Ok(Some(
+                        serde_json::from_str(row.get::<_, &str>(0)).map_err(err)?,
+                    ));
+                }
+            }
+            Err(err("the idempotency key kept changing hands"))
+        })
+    }
+
+    fn idem_release(&self, endpoint: &str, user_id: &str, key: &str) -> StoreResult<()> {
+        let (e, u, k) = (endpoint.to_string(), user_id.to_string(), key.to_string());
+        self.exec(move |c| async move {
+            c.execute(
+                "DELETE FROM sandbox_idempotency
+                 WHERE endpoint = $1 AND user_id = $2 AND key = $3
+                   AND (body->>'status')::int = 0",
+                &[&e, &u, &k],
+            )
+            .await
+            .map_err(err)?;
+            Ok(())
+        })
+    }
+
     fn idem_purge(&self, cutoff: i64) -> StoreResult<usize> {
         self.exec(move |c| async move {
             let n = c
@@ -540,6 +627,15 @@ impl Store for PostgresStore {
             ] {
                 if let Some(v) = v {
                     bind(&mut conds, &format!("{col} = ?"), Box::new(v.clone()));
+                }
+            }
+            for (field, v) in [("node_id", &q.node_id), ("worker_id", &q.worker_id)] {
+                if let Some(v) = v {
+                    bind(
+                        &mut conds,
+                        &format!("(body->>'{field}') = ?"),
+                        Box::new(v.clone()),
+                    );
                 }
             }
             if let Some(n) = &q.q {
@@ -869,6 +965,20 @@ impl Cluster for PostgresStore {
                 .await
                 .map_err(err)?
                 .map(|r| r.get(0)))
+        })
+    }
+
+    fn session_holder(&self, session_id: &str) -> StoreResult<Option<(String, String)>> {
+        let id = session_id.to_string();
+        self.exec(move |c| async move {
+            let st = c
+                .prepare_cached("SELECT owner, user_id FROM sandbox_sessions WHERE id = $1")
+                .await
+                .map_err(err)?;
+            Ok(c.query_opt(&st, &[&id])
+                .await
+                .map_err(err)?
+                .map(|r| (r.get(0), r.get(1))))
         })
     }
 

@@ -4,7 +4,8 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
-    AuditEvent, AuditQuery, IdemEntry, Phase, RunRecord, Store, StoreError, StoreResult, UserUsage,
+    AuditEvent, AuditQuery, IdemEntry, Phase, RunPage, RunQuery, RunRecord, RunSort, Store,
+    StoreError, StoreResult, UserUsage,
 };
 
 /// Runs and idempotency entries in one SQLite file. A run is its JSON record plus the few
@@ -24,7 +25,8 @@ impl SqliteStore {
         {
             std::fs::create_dir_all(dir).map_err(|e| err(format!("{}: {e}", dir.display())))?;
         }
-        let conn = Connection::open(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
+        let mut conn =
+            Connection::open(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
         // WAL keeps readers off the writer's back; NORMAL is durable across process crashes,
         // which is what a restart needs.
         conn.execute_batch(
@@ -65,10 +67,120 @@ impl SqliteStore {
              CREATE INDEX IF NOT EXISTS audit_ts ON audit(ts);",
         )
         .map_err(err)?;
+        // The admin list's `q` folds case as the in-memory reference does (Unicode, where
+        // SQLite's own lower() folds ASCII only).
+        conn.create_scalar_function(
+            "rust_lower",
+            1,
+            rusqlite::functions::FunctionFlags::SQLITE_UTF8
+                | rusqlite::functions::FunctionFlags::SQLITE_DETERMINISTIC,
+            |ctx| Ok(ctx.get::<Option<String>>(0)?.map(|s| s.to_lowercase())),
+        )
+        .map_err(err)?;
+        migrate(&mut conn)?;
         Ok(SqliteStore {
             conn: Mutex::new(conn),
         })
     }
+
+    /// Stores many runs in one transaction (imports, benchmarks): as `put_run` on each.
+    pub fn put_runs(&self, runs: &[RunRecord]) -> StoreResult<()> {
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction().map_err(err)?;
+        for r in runs {
+            put_run(&tx, r)?;
+        }
+        tx.commit().map_err(err)
+    }
+}
+
+/// Columns of `runs` the admin list filters and sorts on, besides the JSON body: added to
+/// files of earlier versions and filled from their bodies (`PRAGMA user_version` 1).
+const LIST_COLUMNS: &[(&str, &str)] = &[
+    ("created_at", "INTEGER"),
+    ("started_at", "INTEGER"),
+    ("runtime", "TEXT"),
+    ("base_image", "TEXT"),
+    ("image_digest", "TEXT"),
+    ("message", "TEXT"),
+    ("node_id", "TEXT"),
+    ("worker_id", "TEXT"),
+];
+
+fn migrate(conn: &mut Connection) -> StoreResult<()> {
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(err)?;
+    if version >= 1 {
+        return Ok(());
+    }
+    let tx = conn.transaction().map_err(err)?;
+    let have: Vec<String> = {
+        let mut st = tx.prepare("PRAGMA table_info(runs)").map_err(err)?;
+        st.query_map([], |r| r.get::<_, String>(1))
+            .map_err(err)?
+            .collect::<Result<_, _>>()
+            .map_err(err)?
+    };
+    for (col, ty) in LIST_COLUMNS {
+        if !have.iter().any(|h| h == col) {
+            tx.execute_batch(&format!(
+                "ALTER TABLE runs ADD COLUMN {col} {ty};
+                 UPDATE runs SET {col} = json_extract(body, '$.{col}');"
+            ))
+            .map_err(err)?;
+        }
+    }
+    // NULL sorts first ascending and last descending in SQLite, as the admin list wants:
+    // one index serves both directions of each sort.
+    tx.execute_batch(
+        "CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at, created_at, id);
+         CREATE INDEX IF NOT EXISTS runs_finished ON runs(finished_at, created_at, id);
+         CREATE INDEX IF NOT EXISTS runs_user_started ON runs(user_id, started_at, created_at, id);
+         CREATE INDEX IF NOT EXISTS runs_runtime ON runs(runtime);
+         CREATE INDEX IF NOT EXISTS runs_image_digest ON runs(image_digest);
+         CREATE INDEX IF NOT EXISTS runs_base_image ON runs(base_image);
+         CREATE INDEX IF NOT EXISTS runs_node ON runs(node_id, started_at, created_at, id);
+         CREATE INDEX IF NOT EXISTS runs_worker ON runs(worker_id);
+         PRAGMA user_version = 1;",
+    )
+    .map_err(err)?;
+    tx.commit().map_err(err)
+}
+
+fn put_run(conn: &Connection, run: &RunRecord) -> StoreResult<()> {
+    let body = serde_json::to_string(run).map_err(err)?;
+    let has = !run.artifacts.is_empty() && !run.artifacts_expired;
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO runs (id, user_id, phase, finished_at, artifact_bytes,
+             has_artifacts, body, created_at, started_at, runtime, base_image, image_digest,
+             message, node_id, worker_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+    )
+    .map_err(err)?
+    .execute(params![
+        run.id,
+        run.user_id,
+        run.phase.as_str(),
+        run.finished_at,
+        if has {
+            run.resource_usage.artifact_bytes as i64
+        } else {
+            0
+        },
+        has,
+        body,
+        run.created_at,
+        run.started_at,
+        run.runtime,
+        run.base_image,
+        run.image_digest,
+        run.message,
+        run.node_id,
+        run.worker_id,
+    ])
+    .map_err(err)?;
+    Ok(())
 }
 
 fn decode_run(body: String) -> StoreResult<RunRecord> {
@@ -85,25 +197,7 @@ impl Store for SqliteStore {
     }
 
     fn put_run(&self, run: &RunRecord) -> StoreResult<()> {
-        let body = serde_json::to_string(run).map_err(err)?;
-        let has = !run.artifacts.is_empty() && !run.artifacts_expired;
-        self.conn
-            .lock()
-            .execute(
-                "INSERT OR REPLACE INTO runs (id, user_id, phase, finished_at, artifact_bytes, has_artifacts, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    run.id,
-                    run.user_id,
-                    run.phase.as_str(),
-                    run.finished_at,
-                    if has { run.resource_usage.artifact_bytes as i64 } else { 0 },
-                    has,
-                    body
-                ],
-            )
-            .map_err(err)?;
-        Ok(())
+        put_run(&self.conn.lock(), run)
     }
 
     fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
@@ -139,8 +233,8 @@ impl Store for SqliteStore {
             r.finished_at = Some(now);
             let body = serde_json::to_string(&r).map_err(err)?;
             tx.execute(
-                "UPDATE runs SET phase = ?2, finished_at = ?3, body = ?4 WHERE id = ?1",
-                params![r.id, r.phase.as_str(), now, body],
+                "UPDATE runs SET phase = ?2, finished_at = ?3, body = ?4, message = ?5 WHERE id = ?1",
+                params![r.id, r.phase.as_str(), now, body, r.message],
             )
             .map_err(err)?;
         }
@@ -203,6 +297,60 @@ impl Store for SqliteStore {
                     entry.created_at,
                     body
                 ],
+            )
+            .map_err(err)?;
+        Ok(())
+    }
+
+    fn idem_claim(
+        &self,
+        claim: &IdemEntry,
+        expired_before: i64,
+        stale_before: i64,
+    ) -> StoreResult<Option<IdemEntry>> {
+        let mut conn = self.conn.lock();
+        // IMMEDIATE: the write lock is taken before the read, so two processes sharing the
+        // file cannot both find the key free.
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let prior: Option<String> = tx
+            .query_row(
+                "SELECT body FROM idempotency WHERE endpoint = ?1 AND user_id = ?2 AND key = ?3",
+                params![claim.endpoint, claim.user_id, claim.key],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(err)?;
+        if let Some(prior) = prior {
+            let prior: IdemEntry = serde_json::from_str(&prior).map_err(err)?;
+            if !prior.replaceable(expired_before, stale_before) {
+                return Ok(Some(prior));
+            }
+        }
+        tx.execute(
+            "INSERT OR REPLACE INTO idempotency (endpoint, user_id, key, created_at, body)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                claim.endpoint,
+                claim.user_id,
+                claim.key,
+                claim.created_at,
+                serde_json::to_string(claim).map_err(err)?
+            ],
+        )
+        .map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok(None)
+    }
+
+    fn idem_release(&self, endpoint: &str, user_id: &str, key: &str) -> StoreResult<()> {
+        self.conn
+            .lock()
+            .execute(
+                "DELETE FROM idempotency WHERE endpoint = ?1 AND user_id = ?2 AND key = ?3
+                 AND json_extract(body, '$.status') = 0",
+                params![endpoint, user_id, key],
             )
             .map_err(err)?;
         Ok(())
@@ -343,6 +491,87 @@ impl Store for SqliteStore {
             .execute("DELETE FROM audit WHERE ts < ?1", [cutoff])
             .map_err(err)
     }
+
+    fn query_runs(&self, q: &RunQuery) -> StoreResult<RunPage> {
+        let mut conds: Vec<String> = Vec::new();
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        let mut bind = |conds: &mut Vec<String>, sql: &str, v: rusqlite::types::Value| {
+            args.push(v);
+            conds.push(sql.replace('?', &format!("?{}", args.len())));
+        };
+        for (col, v) in [
+            ("user_id", &q.user_id),
+            ("phase", &q.phase),
+            ("runtime", &q.runtime),
+            ("image_digest", &q.image_digest),
+            ("base_image", &q.base_image),
+            ("node_id", &q.node_id),
+            ("worker_id", &q.worker_id),
+        ] {
+            if let Some(v) = v {
+                bind(&mut conds, &format!("{col} = ?"), v.clone().into());
+            }
+        }
+        if let Some(n) = &q.q {
+            // instr, not LIKE: no wildcard to escape.
+            bind(
+                &mut conds,
+                "(instr(rust_lower(base_image), ?) > 0 OR instr(rust_lower(message), ?) > 0)",
+                n.to_lowercase().into(),
+            );
+        }
+        for (col, from, to) in [
+            ("started_at", q.started_from, q.started_to),
+            ("finished_at", q.finished_from, q.finished_to),
+        ] {
+            if let Some(f) = from {
+                bind(&mut conds, &format!("{col} >= ?"), f.into());
+            }
+            if let Some(t) = to {
+                bind(&mut conds, &format!("{col} <= ?"), t.into());
+            }
+        }
+        let where_ = if conds.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", conds.join(" AND "))
+        };
+        let col = match q.sort {
+            RunSort::StartedAt => "started_at",
+            RunSort::FinishedAt => "finished_at",
+        };
+        let dir = if q.desc { "DESC" } else { "ASC" };
+        let conn = self.conn.lock();
+        let total: i64 = conn
+            .prepare_cached(&format!("SELECT COUNT(*) FROM runs {where_}"))
+            .map_err(err)?
+            .query_row(rusqlite::params_from_iter(args.iter()), |r| r.get(0))
+            .map_err(err)?;
+        // The page's row ids come from the indexes alone (the rows an offset skips are
+        // never read), then only the page's records are.
+        let rowids: Vec<i64> = conn
+            .prepare_cached(&format!(
+                "SELECT rowid FROM runs {where_}
+                 ORDER BY {col} {dir}, created_at {dir}, id {dir} LIMIT {} OFFSET {}",
+                q.limit, q.offset
+            ))
+            .map_err(err)?
+            .query_map(rusqlite::params_from_iter(args.iter()), |r| r.get(0))
+            .map_err(err)?
+            .collect::<Result<_, _>>()
+            .map_err(err)?;
+        let mut get = conn
+            .prepare_cached("SELECT body FROM runs WHERE rowid = ?1")
+            .map_err(err)?;
+        let items = rowids
+            .into_iter()
+            .map(|id| decode_run(get.query_row([id], |r| r.get(0)).map_err(err)?))
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(RunPage {
+            items,
+            total: total.max(0) as u64,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -359,6 +588,45 @@ mod tests {
         SqliteStore::open(&path).unwrap().put_run(&r).unwrap();
         let again = SqliteStore::open(&path).unwrap();
         assert_eq!(again.get_run("kept").unwrap().unwrap(), r);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_file_of_the_first_schema_gains_the_list_columns_from_its_records() {
+        let dir = std::env::temp_dir().join(format!("wasmsand-store-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("old.db");
+        let mut r = super::super::tests::sample_run("old", Phase::Completed);
+        r.started_at = Some(1500);
+        r.finished_at = Some(2500);
+        r.node_id = Some("n1".into());
+        r.message = Some("Exit Status 3".into());
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "CREATE TABLE runs (id TEXT PRIMARY KEY, user_id TEXT NOT NULL,
+                     phase TEXT NOT NULL, finished_at INTEGER,
+                     artifact_bytes INTEGER NOT NULL DEFAULT 0,
+                     has_artifacts INTEGER NOT NULL DEFAULT 0, body TEXT NOT NULL)",
+            )
+            .unwrap();
+            c.execute(
+                "INSERT INTO runs (id, user_id, phase, finished_at, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![r.id, r.user_id, "completed", 2500, serde_json::to_string(&r).unwrap()],
+            )
+            .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let page = store
+            .query_runs(&RunQuery {
+                node_id: Some("n1".into()),
+                q: Some("status 3".into()),
+                started_from: Some(1500),
+                limit: 10,
+                ..RunQuery::default()
+            })
+            .unwrap();
+        assert_eq!((page.total, page.items), (1, vec![r]));
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -32,6 +32,8 @@ pub fn sample_run(id: &str, phase: Phase) -> RunRecord {
         last_seq: 0,
         log_truncated: false,
         frames_dropped: 0,
+        node_id: None,
+        worker_id: None,
     }
 }
 
@@ -103,6 +105,7 @@ pub fn exercise(store: &dyn Store) {
     assert_eq!(store.idem_purge(100).unwrap(), 0);
     assert_eq!(store.idem_purge(101).unwrap(), 1);
     assert!(store.idem_get("runs", "u", "k").unwrap().is_none());
+    exercise_idem_claims(store);
 
     // Quota view: r2 and r1 were created at 1000 (r2 failed at restart, so none active).
     let mut live = sample_run("r4", Phase::Running);
@@ -199,6 +202,9 @@ pub fn exercise_queries(store: &dyn Store) {
         };
         r.image_digest = format!("sha256:{:02x}", i % 5);
         r.message = (i % 6 == 0).then(|| format!("Nonzero exit {i}"));
+        // Records older than the node fields have none.
+        r.node_id = (i % 8 != 0).then(|| format!("node-{}", i % 2));
+        r.worker_id = (i % 8 != 0).then(|| format!("worker-{}", i % 4));
         store.put_run(&r).unwrap();
     }
     let all = store.list_runs().unwrap();
@@ -282,6 +288,20 @@ pub fn exercise_queries(store: &dyn Store) {
             offset: 100,
             ..base.clone()
         },
+        RunQuery {
+            node_id: Some("node-1".into()),
+            ..base.clone()
+        },
+        RunQuery {
+            node_id: Some("node-0".into()),
+            worker_id: Some("worker-2".into()),
+            phase: Some("running".into()),
+            ..base.clone()
+        },
+        RunQuery {
+            node_id: Some("no-such-node".into()),
+            ..base.clone()
+        },
     ]);
     for q in queries {
         let got = store.query_runs(&q).unwrap();
@@ -291,4 +311,62 @@ pub fn exercise_queries(store: &dyn Store) {
         assert_eq!(got.total, want.total, "total of {q:?}");
         assert_eq!(got.items, want.items, "records of {q:?}");
     }
+}
+
+/// Claims of idempotency keys: one holder at a time, its answer replaces its claim, expired
+/// entries and abandoned claims are taken over, a release frees only a claim.
+pub fn exercise_idem_claims(store: &dyn Store) {
+    let claim = |key: &str, at: i64| IdemEntry {
+        endpoint: "runs".into(),
+        user_id: "u".into(),
+        key: key.into(),
+        fingerprint: "f".into(),
+        object_id: String::new(),
+        created_at: at,
+        status: 0,
+        response: serde_json::Value::Null,
+    };
+    let c1 = claim("c", 1000);
+    assert_eq!(store.idem_claim(&c1, 0, 0).unwrap(), None);
+    // Held: a second claimant sees the pending claim.
+    let held = store.idem_claim(&claim("c", 1001), 0, 0).unwrap().unwrap();
+    assert!(held.is_pending());
+    assert_eq!(held, c1);
+    // Another user or endpoint is another key.
+    let mut other = claim("c", 1001);
+    other.user_id = "v".into();
+    assert_eq!(store.idem_claim(&other, 0, 0).unwrap(), None);
+    // The holder's answer replaces its claim; a release then leaves it alone.
+    let done = IdemEntry {
+        object_id: "r9".into(),
+        status: 200,
+        response: serde_json::json!({"run_id": "r9"}),
+        ..claim("c", 1002)
+    };
+    store.idem_put(&done).unwrap();
+    store.idem_release("runs", "u", "c").unwrap();
+    assert_eq!(
+        store.idem_claim(&claim("c", 1003), 0, 5000).unwrap(),
+        Some(done.clone())
+    );
+    // An answer is kept until it expires, then the key is free.
+    assert_eq!(
+        store.idem_claim(&claim("c", 1004), 1002, 5000).unwrap(),
+        Some(done)
+    );
+    assert_eq!(store.idem_claim(&claim("c", 1005), 1003, 0).unwrap(), None);
+    // A claim is abandoned once older than the stale bound, and released claims are gone.
+    assert!(
+        store
+            .idem_claim(&claim("c", 1006), 0, 1005)
+            .unwrap()
+            .is_some()
+    );
+    let taken = claim("c", 1007);
+    assert_eq!(store.idem_claim(&taken, 0, 1006).unwrap(), None);
+    assert_eq!(store.idem_get("runs", "u", "c").unwrap(), Some(taken));
+    store.idem_release("runs", "u", "c").unwrap();
+    assert_eq!(store.idem_get("runs", "u", "c").unwrap(), None);
+    store.idem_release("runs", "v", "c").unwrap();
+    assert_eq!(store.idem_purge(i64::MAX).unwrap(), 0);
 }

@@ -90,3 +90,32 @@ async fn admin_lists_runs_idempotency_and_usage() {
         json!([{ "user_id": "default", "artifact_bytes": 2 }])
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_record_their_node_and_worker_and_the_list_filters_on_them() {
+    let srv = TestServer::with(|c| c.node_id = Some("rack7-node3".into())).await;
+    let (s, _, v) = srv.post("/runs", TestServer::script("true")).await;
+    assert!(s.is_success(), "{v}");
+    let id = v["run_id"].as_str().unwrap().to_string();
+    srv.wait_done(&id).await;
+    let (s, page) = srv.get("/admin/runs?node_id=rack7-node3").await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert_eq!(page["total"], 1, "{page}");
+    let item = &page["items"][0];
+    assert_eq!(item["node_id"], "rack7-node3");
+    let worker = item["worker_id"].as_str().unwrap().to_string();
+    assert!(!worker.is_empty());
+    let (_, by_worker) = srv
+        .get(&format!(
+            "/admin/runs?worker_id={worker}&node_id=rack7-node3"
+        ))
+        .await;
+    assert_eq!(by_worker["total"], 1, "{by_worker}");
+    for other in ["node_id=rack7-node4", "worker_id=someone-else"] {
+        let (_, none) = srv.get(&format!("/admin/runs?{other}")).await;
+        assert_eq!(none["total"], 0, "{other}: {none}");
+    }
+    let (_, one) = srv.get(&format!("/admin/runs/{id}")).await;
+    assert_eq!(one["node_id"], "rack7-node3");
+    assert_eq!(one["worker_id"], worker.as_str());
+}
