@@ -2779,6 +2779,7 @@ impl Interp {
     // ---- aliases ----
 
     fn b_alias(&mut self, args: &[String]) -> i32 {
+        let args = args.strip_prefix(&["--".to_string()]).unwrap_or(args);
         let args: Vec<&String> = args.iter().filter(|a| *a != "-p").collect();
         if args.is_empty() {
             let mut text = String::new();
@@ -2810,6 +2811,11 @@ impl Interp {
     }
 
     fn b_unalias(&mut self, args: &[String]) -> i32 {
+        let args = args.strip_prefix(&["--".to_string()]).unwrap_or(args);
+        if args.is_empty() {
+            self.err("unalias: usage: unalias [-a] name [name ...]");
+            return 2;
+        }
         let mut status = 0;
         for a in args {
             if a == "-a" {

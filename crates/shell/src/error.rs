@@ -34,6 +34,11 @@ pub enum SourceKind<'a> {
 impl ParseError {
     /// An error inside `[[ ]]`: bash drops the line without changing `$?` (and says nothing
     /// at all about a missing operand).
+    /// The text ended inside a construct: more lines may complete it.
+    pub fn is_incomplete(&self) -> bool {
+        self.message.contains("unexpected EOF") || self.message.contains("unexpected end of file")
+    }
+
     pub fn keeps_status(&self) -> bool {
         self.message.is_empty() || self.message.contains("conditional")
     }

@@ -173,7 +173,13 @@ impl Interp {
 
     /// Parses and runs text (`eval`, traps, `bash -c` in the same state).
     pub(crate) fn eval_text(&mut self, src: &str) -> R {
-        match crate::parse_with(src, self.extglob()) {
+        if crate::needs_line_reading(self, src) {
+            self.enter()?;
+            let r = self.eval_by_lines(src);
+            self.depth -= 1;
+            return r;
+        }
+        match crate::parse_opts(src, &self.parse_options()) {
             Ok(script) => {
                 self.enter()?;
                 let r = self.run_script(&script);
@@ -185,6 +191,27 @@ impl Interp {
                 Ok(2)
             }
         }
+    }
+
+    /// `eval` text read a complete command at a time, so an alias it defines applies to the
+    /// lines after it.
+    fn eval_by_lines(&mut self, src: &str) -> R {
+        let lines: Vec<&str> = src.split_inclusive('\n').collect();
+        let mut status = 0;
+        let mut start = 0;
+        while start < lines.len() {
+            match crate::next_chunk(self, &lines, start) {
+                Ok((script, end)) => {
+                    status = self.run_script(&script)?;
+                    start = end;
+                }
+                Err(e) => {
+                    self.err_raw(&e.render_in(src, crate::SourceKind::Eval));
+                    return Ok(2);
+                }
+            }
+        }
+        Ok(status)
     }
 
     /// One more level of nesting (function, eval, source, substitution), bounded.
@@ -718,7 +745,6 @@ impl Interp {
                 }
             }
         }
-        let argv = self.expand_alias(argv)?;
         if argv.is_empty() {
             return self.run_assignments_only(cmd);
         }
@@ -780,6 +806,9 @@ impl Interp {
                     .get(&a.name)
                     .is_some_and(|v| v.has(crate::vars::ATTR_INTEGER));
                 if integer && !msg.ends_with("readonly variable") {
+                    return Err(Flow::Exit(1));
+                }
+                if self.st.opts.errexit && self.cond == 0 {
                     return Err(Flow::Exit(1));
                 }
                 return Err(Flow::Fatal(1));

@@ -111,6 +111,15 @@ impl Interp {
         self.st.opts.extra.contains("extglob")
     }
 
+    /// How text parses in the current state (`shopt -s extglob`, aliases).
+    pub(crate) fn parse_options(&self) -> crate::ParseOptions {
+        crate::ParseOptions {
+            extglob: self.extglob(),
+            aliases: self.st.opts.expand_aliases.then(|| self.st.aliases.clone()),
+            line_base: 1,
+        }
+    }
+
     /// A pattern: quoted parts are escaped so they match literally.
     pub(crate) fn expand_pattern(&mut self, word: &Word) -> R<String> {
         let ext = self.extglob();
@@ -1235,48 +1244,6 @@ impl Interp {
             },
         );
         Ok(())
-    }
-
-    /// Alias expansion of the command word (one level per alias, no loops).
-    pub(crate) fn expand_alias(&mut self, argv: Vec<String>) -> R<Vec<String>> {
-        if !self.st.opts.expand_aliases || argv.is_empty() || self.st.aliases.is_empty() {
-            return Ok(argv);
-        }
-        let mut argv = argv;
-        let mut seen: Vec<String> = Vec::new();
-        while let Some(value) = self.st.aliases.get(&argv[0]).cloned() {
-            if seen.contains(&argv[0]) || seen.len() > 16 {
-                break;
-            }
-            seen.push(argv[0].clone());
-            let Ok(script) = crate::parse(&value) else {
-                break;
-            };
-            let words = match script.items.as_slice() {
-                [item] if item.and_or.rest.is_empty() => {
-                    match item.and_or.first.commands.as_slice() {
-                        [Command::Simple(sc)] if sc.assignments.is_empty() => sc
-                            .words
-                            .iter()
-                            .filter_map(|a| match a {
-                                Arg::Word(w) => Some(w.clone()),
-                                Arg::Assignment(_) => None,
-                            })
-                            .collect::<Vec<_>>(),
-                        _ => break,
-                    }
-                }
-                _ => break,
-            };
-            let mut expanded = self.expand_words(&words)?;
-            let trailing_space = value.ends_with(' ');
-            expanded.extend(argv.drain(1..));
-            argv = expanded;
-            if argv.is_empty() || !trailing_space {
-                break;
-            }
-        }
-        Ok(argv)
     }
 }
 

@@ -34,7 +34,9 @@ use wasmsand_exec::{CancelToken, Door, Exec, Input, Output, SharedVfs};
 pub use builtins::builtin_names;
 pub use error::{ParseError, SourceKind};
 pub use interp::{Abort, Options, ShellLimits, ShellState};
-pub use parser::{MAX_DEPTH, parse, parse_arith, parse_with};
+pub use parser::{
+    MAX_DEPTH, ParseOptions, parse, parse_arith, parse_chunk, parse_opts, parse_with,
+};
 pub use vars::{ATTR_EXPORT, ATTR_INTEGER, ATTR_READONLY, Value, Var, Vars};
 
 /// The contents of `/bin/bash` and `/bin/sh` in a sandbox: the shell is built in, and running
@@ -185,6 +187,9 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
 /// Parses and runs the script. A syntax error on line N still runs what comes before it,
 /// as bash reads `-c` text command by command.
 pub(crate) fn run_top(it: &mut Interp, source: &str, kind: SourceKind<'_>) -> i32 {
+    if needs_line_reading(it, source) {
+        return run_by_lines(it, source, kind);
+    }
     let extglob = it.extglob();
     match parse_with(source, extglob) {
         Ok(script) => match run_items(it, &script) {
@@ -215,9 +220,75 @@ pub(crate) fn run_top(it: &mut Interp, source: &str, kind: SourceKind<'_>) -> i3
     }
 }
 
+/// Reads and runs the script one complete command (one or more whole lines) at a time, as bash
+/// does: what a line defines (aliases, `shopt`) changes how the next lines parse. Used when
+/// aliases may be in play; otherwise the whole script is parsed at once, which is cheaper.
+fn run_by_lines(it: &mut Interp, source: &str, kind: SourceKind<'_>) -> i32 {
+    let lines: Vec<&str> = source.split_inclusive('\n').collect();
+    let mut status = it.st.status;
+    let mut start = 0;
+    while start < lines.len() {
+        match next_chunk(it, &lines, start) {
+            Ok((script, end)) => {
+                match run_items(it, &script) {
+                    Ok(s) => status = s,
+                    Err(f) => return flow_status(it, f),
+                }
+                start = end;
+            }
+            Err(e) => {
+                it.err_raw(&e.render_in(source, kind));
+                return if e.keeps_status() { it.st.status } else { 2 };
+            }
+        }
+    }
+    status
+}
+
+/// Whether text must be read a complete command at a time (see [`run_by_lines`]).
+pub(crate) fn needs_line_reading(it: &Interp, source: &str) -> bool {
+    it.st.opts.expand_aliases || source.contains("expand_aliases")
+}
+
+/// Parses the next complete command of `lines` from line `start` in the shell's current
+/// state: as few whole lines as make it complete. Returns it and the line after it.
+pub(crate) fn next_chunk(
+    it: &Interp,
+    lines: &[&str],
+    start: usize,
+) -> Result<(ast::Script, usize), ParseError> {
+    let mut end = start + 1;
+    loop {
+        let text: String = lines[start..end].concat();
+        let mut opts = it.parse_options();
+        opts.line_base = start + 1;
+        // A line ending in a backslash continues on the next one.
+        let continued = text.ends_with("\\\n")
+            && text[..text.len() - 1]
+                .bytes()
+                .rev()
+                .take_while(|&b| b == b'\\')
+                .count()
+                % 2
+                == 1;
+        if continued && end < lines.len() {
+            end += 1;
+            continue;
+        }
+        match parse_chunk(&text, &opts) {
+            Ok((_, true)) if end < lines.len() => end += 1,
+            Ok((script, _)) => return Ok((script, end)),
+            Err(e) if end < lines.len() && e.is_incomplete() => end += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 fn flow_status(it: &mut Interp, f: Flow) -> i32 {
     match f {
         Flow::Exit(s) | Flow::Fatal(s) | Flow::Return(s) => s,
+        // Under `set -e` the unbound-variable error is a failing command, status 1.
+        Flow::Unbound if it.st.opts.errexit => 1,
         Flow::Unbound => 127,
         Flow::Break(_) | Flow::Continue(_) => it.st.status,
         Flow::Abort(a) => match a {

@@ -26,7 +26,34 @@ type R<T> = Result<T, ParseError>;
 
 /// Parses a whole script.
 pub fn parse(source: &str) -> Result<Script, ParseError> {
-    parse_with(source, false)
+    parse_opts(source, &ParseOptions::default())
+}
+
+/// What of the shell's state changes how text parses.
+#[derive(Debug, Clone, Default)]
+pub struct ParseOptions {
+    /// `shopt -s extglob` is on when parsing starts.
+    pub extglob: bool,
+    /// The aliases to expand (`shopt -s expand_aliases` is on), as bash does while reading:
+    /// the first word of a simple command, and the word after an alias ending in a blank.
+    pub aliases: Option<im::OrdMap<String, String>>,
+    /// The line number of the text's first line.
+    pub line_base: usize,
+}
+
+/// Parses a whole script with the given options.
+pub fn parse_opts(source: &str, opts: &ParseOptions) -> Result<Script, ParseError> {
+    parse_chunk(source, opts).map(|(s, _)| s)
+}
+
+/// [`parse_opts`], also telling whether a here-document ran to the end of the text without
+/// its delimiter (complete for bash reading a whole script, but not for a reader that feeds
+/// the text a line at a time).
+pub fn parse_chunk(source: &str, opts: &ParseOptions) -> Result<(Script, bool), ParseError> {
+    run_passes(source.as_bytes(), 0, opts.line_base.max(1), opts, |p| {
+        let s = p.program()?;
+        Ok((s, p.doc_unterminated))
+    })
 }
 
 /// Parses a whole script, with `extglob` telling whether `shopt -s extglob` is on when its
@@ -34,13 +61,19 @@ pub fn parse(source: &str) -> Result<Script, ParseError> {
 /// takes effect on the lines after it (and `[[ ]]` accepts extended patterns always, as in
 /// bash 5.2).
 pub fn parse_with(source: &str, extglob: bool) -> Result<Script, ParseError> {
-    run_passes(source.as_bytes(), 0, 1, extglob, |p| p.program())
+    parse_opts(
+        source,
+        &ParseOptions {
+            extglob,
+            ..ParseOptions::default()
+        },
+    )
 }
 
 /// Parses a string as an arithmetic expression, as `let`, `$((x))` with `x` holding an
 /// expression, or an array subscript need at run time. Expansions (`$x`) are allowed.
 pub fn parse_arith(source: &str) -> Result<Arith, ParseError> {
-    run_passes(source.as_bytes(), 0, 1, false, |p| {
+    run_passes(source.as_bytes(), 0, 1, &ParseOptions::default(), |p| {
         let start = p.pos;
         let tokens = p.arith_tokens(ArithEnd::Eof, start)?;
         let Some((tokens, end, _)) = tokens else {
@@ -57,7 +90,7 @@ fn run_passes<T>(
     src: &[u8],
     depth: usize,
     line_base: usize,
-    extglob: bool,
+    opts: &ParseOptions,
     f: impl Fn(&mut Parser<'_>) -> R<T>,
 ) -> R<T> {
     if depth > MAX_DEPTH {
@@ -68,7 +101,8 @@ fn run_passes<T>(
         });
     }
     let mut p = Parser::new(src, depth, line_base);
-    p.extglob = extglob;
+    p.extglob = opts.extglob;
+    p.aliases = opts.aliases.clone().filter(|a| !a.is_empty());
     let out = f(&mut p)?;
     if p.bodies.is_empty() {
         return Ok(out);
@@ -77,7 +111,9 @@ fn run_passes<T>(
     p.depth = depth;
     p.pending.clear();
     p.second_pass = true;
-    p.extglob = extglob;
+    p.extglob = opts.extglob;
+    // Alias expansion rewrote the text; the second pass redoes the same rewrites.
+    p.set_src(std::borrow::Cow::Borrowed(src));
     f(&mut p)
 }
 
@@ -147,7 +183,7 @@ struct PendingDoc {
 }
 
 struct Parser<'a> {
-    src: &'a [u8],
+    src: std::borrow::Cow<'a, [u8]>,
     pos: usize,
     depth: usize,
     line_base: usize,
@@ -167,6 +203,20 @@ struct Parser<'a> {
     in_cond: usize,
     /// Lists being parsed, to tell the top level (where `shopt` changes later lines).
     list_depth: usize,
+    aliases: Option<im::OrdMap<String, String>>,
+    /// The alias just expanded ended in a blank: the next word, the first at or after this
+    /// offset (the end of the alias text), is checked for an alias too.
+    alias_next: Option<usize>,
+    /// A here-document body reached the end of the text without its delimiter.
+    doc_unterminated: bool,
+}
+
+fn newline_offsets(src: &[u8]) -> Vec<usize> {
+    src.iter()
+        .enumerate()
+        .filter(|(_, c)| **c == b'\n')
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// `Some(on)` when a command's text is a plain `shopt -s/-u ... extglob ...`.
@@ -219,14 +269,9 @@ const COND_UNARY: &[u8] = b"abcdefghkprstuwxzGLNOSnovR";
 
 impl<'a> Parser<'a> {
     fn new(src: &'a [u8], depth: usize, line_base: usize) -> Self {
-        let newlines = src
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| **c == b'\n')
-            .map(|(i, _)| i)
-            .collect();
+        let newlines = newline_offsets(src);
         Parser {
-            src,
+            src: std::borrow::Cow::Borrowed(src),
             pos: 0,
             depth,
             line_base,
@@ -239,6 +284,66 @@ impl<'a> Parser<'a> {
             extglob: false,
             in_cond: 0,
             list_depth: 0,
+            aliases: None,
+            alias_next: None,
+            doc_unterminated: false,
+        }
+    }
+
+    fn opts(&self) -> ParseOptions {
+        ParseOptions {
+            extglob: self.extglob,
+            aliases: self.aliases.clone(),
+            line_base: 1,
+        }
+    }
+
+    fn set_src(&mut self, src: std::borrow::Cow<'a, [u8]>) {
+        self.newlines = newline_offsets(&src);
+        self.src = src;
+    }
+
+    /// Alias expansion at the current position (a command word, or the word after an alias
+    /// that ends in a blank): while the word there is an unquoted alias name not expanded at
+    /// this position yet, its text replaces it in the input, which is then read again, as bash
+    /// pushes alias text back into its input.
+    fn expand_aliases_here(&mut self, command_position: bool) {
+        let Some(aliases) = self.aliases.clone() else {
+            return;
+        };
+        if !command_position {
+            match self.alias_next {
+                Some(at) if self.pos >= at => self.alias_next = None,
+                _ => return,
+            }
+        }
+        let mut seen: Vec<String> = Vec::new();
+        loop {
+            let start = self.pos;
+            let mut end = start;
+            while let Some(&c) = self.src.get(end) {
+                if is_meta(c) || matches!(c, b'\'' | b'"' | b'\\' | b'$' | b'`' | b'=' | b'/') {
+                    break;
+                }
+                end += 1;
+            }
+            if end == start || !self.delim_at(end - start) {
+                return;
+            }
+            let name = lossy(&self.src[start..end]);
+            if seen.contains(&name) || seen.len() > 64 {
+                return;
+            }
+            let Some(value) = aliases.get(&name) else {
+                return;
+            };
+            let mut text = self.src[..start].to_vec();
+            text.extend_from_slice(value.as_bytes());
+            text.extend_from_slice(&self.src[end..]);
+            self.alias_next = value.ends_with([' ', '\t']).then_some(start + value.len());
+            self.set_src(std::borrow::Cow::Owned(text));
+            seen.push(name);
+            self.skip_blanks();
         }
     }
 
@@ -393,6 +498,7 @@ impl<'a> Parser<'a> {
             let body_line = self.line_at(self.pos);
             let mut text = Vec::new();
             // A missing delimiter is only a warning in bash: the body runs to the end.
+            let mut found = false;
             while !self.eof() {
                 let end = self.src[self.pos..]
                     .iter()
@@ -406,6 +512,7 @@ impl<'a> Parser<'a> {
                 }
                 self.pos = (end + 1).min(self.src.len());
                 if line == doc.delimiter.as_slice() {
+                    found = true;
                     break;
                 }
                 text.extend_from_slice(line);
@@ -413,6 +520,7 @@ impl<'a> Parser<'a> {
                     text.push(b'\n');
                 }
             }
+            self.doc_unterminated |= !found;
             if self.second_pass {
                 continue;
             }
@@ -423,7 +531,7 @@ impl<'a> Parser<'a> {
                 }
                 w
             } else {
-                run_passes(&text, self.depth + 1, body_line, self.extglob, |p| {
+                run_passes(&text, self.depth + 1, body_line, &self.opts(), |p| {
                     let parts = p.word_parts(Mode::HereDoc, Tilde::No)?;
                     Ok(Word { parts })
                 })?
@@ -628,6 +736,8 @@ impl<'a> Parser<'a> {
     #[inline(never)]
     fn command(&mut self) -> R<Command> {
         self.skip_blanks();
+        self.alias_next = None;
+        self.expand_aliases_here(true);
         if self.eof() {
             return Err(self.unexpected());
         }
@@ -994,6 +1104,12 @@ impl<'a> Parser<'a> {
                         words.push(Arg::Assignment(a));
                     }
                     continue;
+                }
+            }
+            if self.alias_next.is_some() && !words.is_empty() {
+                self.expand_aliases_here(false);
+                if self.delim_at(0) {
+                    break;
                 }
             }
             let start = self.pos;
@@ -1757,7 +1873,7 @@ impl<'a> Parser<'a> {
             return Ok(WordPart::CommandSubst(Box::new(s.clone())));
         }
         let line = self.line_at(open);
-        let s = run_passes(&content, self.depth + 1, line, self.extglob, |p| {
+        let s = run_passes(&content, self.depth + 1, line, &self.opts(), |p| {
             p.program()
         })?;
         self.backticks.insert(open, s.clone());
