@@ -96,6 +96,24 @@ fn devtools(c: &mut Criterion) {
     vfs.lock()
         .write("/home/user/p/README.md", b"# p\nchanged\n")
         .unwrap();
+    // A database and an archive for the sqlite3 and unzip cases (outside /home/user/p, which
+    // the tree and git cases measure).
+    for args in [
+        &[
+            "sqlite3",
+            "/tmp/b.db",
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT); INSERT INTO t(name) VALUES ('a'), ('b'), ('c')",
+        ][..],
+        &["zip", "-r", "-q", "/tmp/p.zip", "/home/user/p/src"],
+    ] {
+        let program = exec
+            .load(wasmsand_tools::wasm_for_tool(args[0]).unwrap())
+            .unwrap();
+        let r = exec
+            .run(&program, RunSpec::new(vfs.clone(), args.iter().copied()))
+            .unwrap();
+        assert_eq!(r.exit.status(), 0, "{args:?}");
+    }
     let table = Bytes::from_static(b"name qty price\napple 3 1.25\nbanana 12 0.5\nkiwi 100 2\n");
     let mut group = c.benchmark_group("devtools");
     for (name, argv, stdin) in [
@@ -147,6 +165,35 @@ fn devtools(c: &mut Criterion) {
                 "-e",
                 "const fs = require('fs'); const l = fs.readFileSync('/home/user/p/40.txt', 'utf8').split('\\n'); console.log(JSON.stringify(l.filter(x => x.endsWith('0'))))",
             ],
+            Bytes::new(),
+        ),
+        (
+            "sqlite3_memory_create_insert_select",
+            vec![
+                "sqlite3",
+                ":memory:",
+                "CREATE TABLE t(a, b); INSERT INTO t VALUES (1, 'x'), (2, 'y'); SELECT * FROM t",
+            ],
+            Bytes::new(),
+        ),
+        (
+            "sqlite3_csv_select_file_db",
+            vec!["sqlite3", "-csv", "-header", "/tmp/b.db", "SELECT * FROM t"],
+            Bytes::new(),
+        ),
+        (
+            "zip_r_4_files",
+            vec!["zip", "-r", "-q", "/tmp/again.zip", "/home/user/p/src"],
+            Bytes::new(),
+        ),
+        (
+            "unzip_l_4_files",
+            vec!["unzip", "-l", "/tmp/p.zip"],
+            Bytes::new(),
+        ),
+        (
+            "unzip_p_one_file",
+            vec!["unzip", "-p", "/tmp/p.zip", "home/user/p/src/a.rs"],
             Bytes::new(),
         ),
         (

@@ -381,6 +381,7 @@ fn sqlite3_databases_are_real_sqlite_files() {
 
 #[test]
 fn sqlite3_hits_the_vfs_byte_limit_cleanly() {
+    // Threat: T-EXHAUST-FILES
     let limit = 256 * 1024;
     let p = Pair::with(
         &[],
@@ -451,4 +452,249 @@ fn sqlite3_help() {
         "{}",
         out.stderr
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// zip / unzip
+
+/// A tree to archive, the same on both sides.
+const TREE: &[(&str, &[u8])] = &[
+    ("d/a.txt", b"hello\n"),
+    (
+        "d/sub/n.txt",
+        b"1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n15\n16\n17\n18\n19\n20\n",
+    ),
+    (
+        "d/sub/deeper/x.json",
+        b"{\"k\": [1, 2, 3], \"s\": \"text text text text text\"}\n",
+    ),
+    ("d/empty", b""),
+    ("top.txt", b"top level\n"),
+];
+
+/// An archive made by the host's Info-ZIP zip from TREE.
+fn host_archive() -> Vec<u8> {
+    let p = Pair::new(TREE);
+    let out = p.host(&["zip", "-r", "-q", "a.zip", "d", "top.txt"], b"");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    p.host_file("a.zip").unwrap()
+}
+
+/// Every regular file under `dir` on the host, as (relative path, bytes), sorted.
+fn host_tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                let rel = e
+                    .path()
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                files.push((rel, std::fs::read(e.path()).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn unzip_matches_info_zip() {
+    let zip = host_archive();
+    let p = Pair::new(&[("a.zip", &zip)]);
+    for argv in [
+        &["unzip", "-l", "a.zip"][..],
+        &["unzip", "-l", "a"],
+        &["unzip", "-l", "a.zip", "d/sub/*"],
+        &["unzip", "-l", "a.zip", "*.txt", "-x", "top.txt"],
+        &["unzip", "-l", "a.zip", "nomatch"],
+        &["unzip", "-p", "a.zip", "d/sub/n.txt"],
+        &["unzip", "a.zip", "-d", "out"],
+        // Everything exists now: without -o, the prompt meets EOF and skips it all.
+        &["unzip", "a.zip", "-d", "out"],
+        &["unzip", "-o", "-q", "a.zip", "-d", "out"],
+        &["unzip", "-q", "a.zip", "top.txt"],
+        &["unzip", "-n", "a.zip", "d/a.txt"],
+        &["unzip", "missing.zip"],
+        &["unzip", "-q", "a.zip", "nomatch"],
+    ] {
+        p.check(argv, b"");
+    }
+    // The extracted trees are the same.
+    let mut ours = Vec::new();
+    for (path, _) in host_tree(&p.dir.path().join("out")) {
+        ours.push((
+            path.clone(),
+            p.sandbox_file(&format!("out/{path}")).unwrap(),
+        ));
+    }
+    assert_eq!(ours, host_tree(&p.dir.path().join("out")));
+    assert_eq!(ours.len(), TREE.len());
+    assert_eq!(p.sandbox_file("top.txt").unwrap(), b"top level\n");
+}
+
+#[test]
+fn zip_archives_read_by_info_zip() {
+    let p = Pair::new(TREE);
+    p.check(&["zip", "-r", "-q", "ours.zip", "d", "top.txt"], b"");
+    // Without -q: the same entries announced (compression ratios differ between deflaters,
+    // and Info-ZIP walks directories in readdir order, so both are normalised).
+    let lines = |s: &str| {
+        let mut v: Vec<String> = s
+            .lines()
+            .map(|l| l.split(" (").next().unwrap().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    let ours = p.sandbox(&["zip", "-r", "again.zip", "d"], b"");
+    let host = p.host(&["zip", "-r", "again.zip", "d"], b"");
+    assert_eq!(lines(&ours.stdout), lines(&host.stdout));
+    assert!(
+        ours.stdout.contains("  adding: d/empty (stored 0%)\n"),
+        "{}",
+        ours.stdout
+    );
+    // Updating an archive replaces entries and keeps the others.
+    p.put("d/a.txt", b"changed\n");
+    let ours = p.sandbox(&["zip", "again.zip", "d/a.txt", "top.txt"], b"");
+    let host = p.host(&["zip", "again.zip", "d/a.txt", "top.txt"], b"");
+    assert_eq!(lines(&ours.stdout), lines(&host.stdout));
+    for argv in [
+        &["zip", "-q", "none.zip", "nonexistent"][..],
+        &["zip", "-q", "-j", "flat", "d/sub/n.txt", "top.txt"],
+    ] {
+        p.check(argv, b"");
+    }
+    // The sandbox's archives, copied out, are read by the host's unzip: same names as the
+    // host's archives, and the bytes each was made from.
+    let tree = |changed: bool| -> Vec<(String, Vec<u8>)> {
+        TREE.iter()
+            .filter(|(n, _)| n.starts_with("d/"))
+            .map(|(n, d)| {
+                let d = if changed && *n == "d/a.txt" {
+                    &b"changed\n"[..]
+                } else {
+                    d
+                };
+                (n.to_string(), d.to_vec())
+            })
+            .collect()
+    };
+    let top = ("top.txt".to_string(), b"top level\n".to_vec());
+    let n = ("n.txt".to_string(), TREE[1].1.to_vec());
+    let mut all = tree(false);
+    all.push(top.clone());
+    let mut updated = tree(true);
+    updated.push(top.clone());
+    for (archive, mut expected) in [
+        ("ours.zip", all),
+        ("again.zip", updated),
+        ("flat.zip", vec![n, top]),
+    ] {
+        expected.sort();
+        let bytes = p.sandbox_file(archive).unwrap();
+        let check = tempfile::tempdir().unwrap();
+        std::fs::write(check.path().join("x.zip"), &bytes).unwrap();
+        let t = Command::new("unzip")
+            .args(["-t", "-q", "x.zip"])
+            .current_dir(check.path())
+            .output()
+            .unwrap();
+        assert!(
+            t.status.success(),
+            "{archive}: {}",
+            String::from_utf8_lossy(&t.stdout)
+        );
+        let names = |zip: &Path| {
+            let o = Command::new("unzip").arg("-Z1").arg(zip).output().unwrap();
+            let mut v: Vec<String> = String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            names(&check.path().join("x.zip")),
+            names(&p.dir.path().join(archive)),
+            "{archive}"
+        );
+        let x = Command::new("unzip")
+            .args(["-q", "x.zip", "-d", "x"])
+            .current_dir(check.path())
+            .status()
+            .unwrap();
+        assert!(x.success());
+        assert_eq!(host_tree(&check.path().join("x")), expected, "{archive}");
+    }
+    // stdin as an entry named "-".
+    let ours = p.sandbox(&["zip", "-q", "in.zip", "-"], b"piped data\n");
+    assert_eq!(ours.code, 0, "{}", ours.stderr);
+    let ours = p.sandbox(&["unzip", "-p", "in.zip", "-"], b"");
+    assert_eq!(ours.stdout, "piped data\n");
+    for tool in ["zip", "unzip"] {
+        let out = p.sandbox(&[tool, "--help"], b"");
+        assert_eq!(out.code, 0);
+        assert!(out.stdout.starts_with("Usage: "), "{}", out.stdout);
+    }
+}
+
+#[test]
+fn unzip_keeps_entries_inside_the_destination() {
+    // Threat: T-ESCAPE-FS
+    let p = Pair::new(&[]);
+    let py = "import zipfile\nz = zipfile.ZipFile('evil.zip', 'w')\n\
+              z.writestr('../../escape.txt', 'x')\nz.writestr('/abs.txt', 'y')\n\
+              z.writestr('ok/../../up.txt', 'z')\nz.writestr('fine.txt', 'w')\nz.close()\n";
+    let made = p.host(&["python3", "-c", py], b"");
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    p.put("evil.zip", &p.host_file("evil.zip").unwrap());
+    p.put("dest/.keep", b"");
+    let ours = p.sandbox(&["unzip", "evil.zip", "-d", "dest"], b"");
+    let host = p.host(&["unzip", "evil.zip", "-d", "dest"], b"");
+    assert_eq!(ours.stdout, host.stdout);
+    assert_eq!((ours.code, host.code), (1, 1));
+    assert!(
+        ours.stdout
+            .contains("skipped \"../\" path component(s) in ../../escape.txt"),
+        "{}",
+        ours.stdout
+    );
+    assert_eq!(p.sandbox_file("dest/escape.txt").unwrap(), b"x");
+    assert_eq!(p.sandbox_file("dest/abs.txt").unwrap(), b"y");
+    assert!(!p.vfs.lock().exists("/home/escape.txt") && !p.vfs.lock().exists("/escape.txt"));
+    assert!(!p.vfs.lock().exists("/abs.txt") && !p.vfs.lock().exists("/home/up.txt"));
+}
+
+#[test]
+fn unzip_bomb_stops_at_the_vfs_byte_limit() {
+    // Threat: T-EXHAUST-FILES
+    // 64 MiB of zeros deflate to ~64 KiB; the sandbox may hold 4 MiB.
+    let maker = Pair::new(&[("zeros", &vec![0u8; 64 << 20])]);
+    assert_eq!(maker.host(&["zip", "-q", "bomb.zip", "zeros"], b"").code, 0);
+    let bomb = maker.host_file("bomb.zip").unwrap();
+    assert!(bomb.len() < 1 << 20);
+    let p = Pair::with(
+        &[("bomb.zip", &bomb)],
+        VfsOptions {
+            fs_limit_bytes: Some(4 << 20),
+            ..VfsOptions::default()
+        },
+    );
+    let ours = p.sandbox(&["unzip", "-q", "bomb.zip"], b"");
+    assert_eq!(ours.code, 50, "{}", ours.stderr);
+    assert!(ours.stderr.contains("disk full"), "{}", ours.stderr);
+    // The partial file is gone and the sandbox is usable.
+    assert!(p.sandbox_file("zeros").is_none());
+    let ours = p.sandbox(&["unzip", "-p", "bomb.zip"], b"");
+    assert_eq!(ours.code, 0);
+    let ours = p.sandbox(&["zip", "-q", "small.zip", "bomb.zip"], b"");
+    assert_eq!(ours.code, 0, "{}", ours.stderr);
 }
