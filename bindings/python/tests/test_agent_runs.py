@@ -91,7 +91,7 @@ def test_the_examples_in_docs_runs_md_run() -> None:
 
     doc = pathlib.Path(__file__).resolve().parents[3] / "docs" / "runs.md"
     blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     for code in blocks:
         exec(compile(code, str(doc), "exec"), {})
 
@@ -108,3 +108,24 @@ def test_long_output_is_head_and_tail_with_the_rest_spilled(transport: str) -> N
         assert plain.spilled is None and plain.stdout == "".join(f"{i}\n" for i in range(1, 30001))[:2048]
         with pytest.raises(Exception, match="truncation"):
             s.commands.run("true", truncation="middle")
+
+
+DET_SCRIPT = (
+    "date; echo $RANDOM $$; mktemp; od -An -N8 -tx1 /dev/urandom; "
+    "python3 -c 'import uuid,random,time; print(uuid.uuid4(), random.random(), time.time())'"
+)
+
+
+def test_deterministic_mode_repeats_across_sandboxes_forks_and_transports(transport: str) -> None:
+    other = "rpc" if transport == "inprocess" else "inprocess"
+    with Sandbox(transport=transport, deterministic={"seed": 5}) as a:
+        fork = a.fork()
+        first = a.commands.run(DET_SCRIPT)
+        assert first.exit_code == 0, first.stderr
+        assert fork.commands.run(DET_SCRIPT).stdout == first.stdout
+    with Sandbox(transport=other, deterministic={"seed": 5}) as b:
+        assert b.commands.run(DET_SCRIPT).stdout == first.stdout
+    with Sandbox(transport=transport) as c, Sandbox(transport=transport) as d:
+        assert c.commands.run(DET_SCRIPT).stdout != d.commands.run(DET_SCRIPT).stdout
+    with pytest.raises(ValueError, match="deterministic"):
+        Sandbox(transport=transport, deterministic={"sed": 1})

@@ -78,3 +78,43 @@ fn the_spill_cap_is_a_limit() {
     let r = call(&d, "files.stat", json!({"path": "/tmp/wasmsand-1.stdout"})).unwrap();
     assert_eq!(r["size"], 100);
 }
+
+fn det_run(seed: u64) -> Value {
+    let d = Dispatcher::new(DispatchConfig::default());
+    call(
+        &d,
+        "create",
+        json!({"deterministic": {"seed": seed, "startTimeMs": 1_000_000_000_000u64}}),
+    )
+    .unwrap();
+    let script = "date -u +%FT%T; echo $RANDOM $$; mktemp; od -An -N4 -tx1 /dev/urandom";
+    let first = call(&d, "run", json!({"command": script})).unwrap();
+    // A fork made now starts where the root stands.
+    let f = call(&d, "sandbox.fork", json!({})).unwrap()["sandboxId"].clone();
+    let second = call(&d, "run", json!({"command": script})).unwrap();
+    let on_fork = call(&d, "run", json!({"command": script, "sandboxId": f})).unwrap();
+    assert_eq!(second["stdout"], on_fork["stdout"]);
+    assert_ne!(first["stdout"], second["stdout"]);
+    first["stdout"].clone()
+}
+
+#[test]
+fn create_deterministic_repeats_across_dispatchers() {
+    let a = det_run(3);
+    assert_eq!(a, det_run(3));
+    assert_ne!(a, det_run(4));
+    assert!(
+        a.as_str().unwrap().starts_with("2001-09-09T01:46:40\n"),
+        "{a}"
+    );
+    for bad in [json!(1), json!({"seed": -1}), json!({"sead": 1})] {
+        let e = call(
+            &Dispatcher::new(DispatchConfig::default()),
+            "create",
+            json!({"deterministic": bad}),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, code::INVALID_PARAMS);
+        assert!(e.message.contains("deterministic"), "{}", e.message);
+    }
+}

@@ -371,9 +371,17 @@ impl Dispatcher {
                 .map_err(|e| RpcError::invalid_params(format!("Invalid param: limits: {e}")))?;
             limits.apply(&patch);
         }
+        let deterministic = p.determinism()?;
         let rpc = limits.rpc_bytes.clamp(MIN_RPC_BYTES, MAX_RPC_BYTES);
         self.rpc_bytes.store(rpc, Ordering::Relaxed);
         let root = self.make_root(limits);
+        if deterministic.is_some() {
+            // The pristine copy too, so `reset` comes back deterministic.
+            for sb in [&*root.live, &root.pristine] {
+                sb.set_deterministic(deterministic)
+                    .map_err(|e| RpcError::from_sandbox(e, None))?;
+            }
+        }
         self.state.lock().root = Some(root);
         Ok(json!({"ok": true}))
     }

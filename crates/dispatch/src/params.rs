@@ -67,6 +67,43 @@ impl<'a> Params<'a> {
         }
     }
 
+    /// `deterministic`: absent, null or `false` for off; `true` or `{seed?, startTimeMs?,
+    /// stepUs?}` for on (defaults: seed 0, 2024-01-01T00:00:00Z, 1000 µs per clock reading).
+    pub fn determinism(self) -> Result<Option<wasmsand::Determinism>, RpcError> {
+        let what = "a boolean or {seed?, startTimeMs?, stepUs?} with non-negative integers";
+        let obj = match self.0.get("deterministic") {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => return Ok(None),
+            Some(Value::Bool(true)) => return Ok(Some(wasmsand::Determinism::default())),
+            Some(Value::Object(o)) => o,
+            Some(_) => return Err(wrong("deterministic", what)),
+        };
+        if let Some(k) = obj
+            .keys()
+            .find(|k| !matches!(k.as_str(), "seed" | "startTimeMs" | "stepUs"))
+        {
+            return Err(RpcError::invalid_params(format!(
+                "Invalid param: deterministic has no member {k:?}"
+            )));
+        }
+        let inner = Params(obj);
+        let mut d = wasmsand::Determinism::default();
+        let num = |name: &str| {
+            inner
+                .opt_u64(name)
+                .map_err(|_| wrong("deterministic", what))
+        };
+        if let Some(seed) = num("seed")? {
+            d.seed = seed;
+        }
+        if let Some(ms) = num("startTimeMs")? {
+            d.start_ns = ms.saturating_mul(1_000_000);
+        }
+        if let Some(us) = num("stepUs")? {
+            d.step_ns = us.saturating_mul(1000);
+        }
+        Ok(Some(d))
+    }
+
     /// Snapshot ids are strings on the wire; a number is accepted too since it is what the
     /// string spells.
     pub fn snapshot_id(self, name: &str) -> Result<SnapshotId, RpcError> {

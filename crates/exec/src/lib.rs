@@ -9,6 +9,7 @@
 //!   per program, capped output, and a counted door for host calls.
 
 mod cache;
+mod clock;
 mod door;
 mod engine;
 mod file;

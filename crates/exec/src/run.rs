@@ -100,6 +100,13 @@ pub(crate) fn run(
         &late_memory,
         &guard,
     );
+    crate::clock::define(
+        &mut store,
+        &program.module,
+        &mut imports,
+        &spec.vfs,
+        &late_memory,
+    );
     let calls = Arc::new(AtomicU64::new(0));
     let door_env = door::define(
         &mut store,

@@ -25,6 +25,7 @@ use wasmsand_exec::{CancelToken, ChunkCallback, Exec, ExecOptions, Input, Output
 use wasmsand_shell::{Abort, ShellState};
 use wasmsand_vfs::{FileType, Vfs, VfsOptions};
 
+mod det;
 mod files;
 mod process;
 mod spill;
@@ -37,6 +38,7 @@ pub use process::{
 pub use state::{DEFAULT_MAX_STATE_BYTES, STATE_VERSION};
 pub use tools::{Tool, ToolHandler, ToolSetError};
 
+pub use det::DETERMINISTIC_PID;
 pub use wasmsand_exec::on_slow_compile;
 pub use wasmsand_model::{
     ErrorClass, Limits, LimitsPatch, RunResult, Spilled, Truncated, Truncation, Usage,
@@ -44,7 +46,7 @@ pub use wasmsand_model::{
 /// A snapshot handle (`snapshot()` / `restore(id)`): the VFS's own, whose snapshot holds the
 /// files; the sandbox keeps the shell state under the same id.
 pub use wasmsand_vfs::SnapshotId;
-pub use wasmsand_vfs::{Errno, VfsError};
+pub use wasmsand_vfs::{Determinism, Errno, VfsError};
 
 /// Where a sandbox starts and what its user can change.
 pub const HOME: &str = "/home/user";

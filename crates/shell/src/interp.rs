@@ -498,7 +498,7 @@ impl Interp {
 
     pub fn get_var(&self, name: &str) -> Option<String> {
         match name {
-            "RANDOM" => Some((random_u32() % 32768).to_string()),
+            "RANDOM" => Some((random_from(&self.rt.vfs) % 32768).to_string()),
             "SECONDS" => Some(self.rt.started.elapsed().as_secs().to_string()),
             "LINENO" => Some(self.line.to_string()),
             "BASHPID" => Some(self.rt.shell_pid.to_string()),
@@ -883,6 +883,15 @@ pub(crate) fn write_output(o: &Output, data: &[u8]) -> Result<(), String> {
             _ => e.to_string(),
         }),
         Output::File(f) => f.write(data).map_err(|e| strerror(e.errno)),
+    }
+}
+
+/// `$RANDOM`'s source: the sandbox's deterministic stream when it is in deterministic mode.
+fn random_from(vfs: &SharedVfs) -> u32 {
+    let det = vfs.lock().deterministic();
+    match det {
+        Some(d) => d.lock().unwrap_or_else(|e| e.into_inner()).next_u32(),
+        None => random_u32(),
     }
 }
 

@@ -10,6 +10,7 @@
 //! was. Errors are errno-shaped ([`Errno`]).
 
 mod delta;
+pub mod det;
 mod error;
 mod node;
 pub mod path;
@@ -23,6 +24,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 
 pub use delta::{Attrs, Change, Delta};
+pub use det::{DetState, Determinism, SharedDet};
 pub use error::{Errno, VfsError, VfsResult};
 use node::{Children, Content, Kind, Name, Node};
 pub use node::{Device, DirEntry, FileType, Metadata};
@@ -189,6 +191,8 @@ pub struct Vfs {
     /// Permission bits new files and directories do not get (the shell's `umask`).
     umask: u32,
     counters: Counters,
+    /// Deterministic mode's clock and random stream (see [`det`]); `None`: the host's.
+    det: Option<SharedDet>,
 }
 
 /// Where a path leads: the canonical directory that holds the target, the target's name in
@@ -255,6 +259,7 @@ impl Vfs {
             in_layout: false,
             umask: DEFAULT_UMASK,
             counters: Counters::default(),
+            det: None,
         }
     }
 
@@ -432,6 +437,10 @@ impl Vfs {
             Kind::Device(Device::Zero) => Ok(Bytes::from(vec![0u8; len])),
             Kind::Device(Device::Urandom) => {
                 let mut buf = vec![0u8; len];
+                if let Some(det) = &self.det {
+                    det.lock().unwrap_or_else(|e| e.into_inner()).fill(&mut buf);
+                    return Ok(Bytes::from(buf));
+                }
                 getrandom::fill(&mut buf).map_err(|e| {
                     VfsError::new(Errno::EINVAL, path, format!("no randomness: {e}"))
                 })?;
@@ -819,7 +828,21 @@ impl Vfs {
     /// An independent copy of the whole filesystem in O(1), with the same limits, counters,
     /// writable paths and snapshots. Later changes to either side are invisible to the other.
     pub fn cow_clone(&self) -> Vfs {
-        self.clone()
+        let mut copy = self.clone();
+        copy.det = self.det.as_ref().map(det::detach);
+        copy
+    }
+
+    /// Puts the filesystem (and every program run on it) in deterministic mode, or back
+    /// to the host's clock and randomness with `None`.
+    pub fn set_deterministic(&mut self, config: Option<Determinism>) {
+        self.det = config.map(|c| Arc::new(std::sync::Mutex::new(DetState::new(c))));
+    }
+
+    /// Deterministic mode's state, when on: programs read their clock and random bytes
+    /// from it.
+    pub fn deterministic(&self) -> Option<SharedDet> {
+        self.det.clone()
     }
 
     /// An O(1) copy of this tree under other limits, without its snapshots: how a prepared
@@ -837,6 +860,7 @@ impl Vfs {
             in_layout: false,
             umask: self.umask,
             counters: Counters::default(),
+            det: None,
         }
     }
 

@@ -239,6 +239,20 @@ class CommandHandle:
         return f"CommandHandle(pid={self.pid})"
 
 
+def _deterministic_params(d: bool | Mapping[str, int]) -> bool | dict[str, int]:
+    """``deterministic=True`` or ``{"seed": .., "start_time_ms": .., "step_us": ..}`` in the
+    wire's camelCase (docs/runs.md: fixed clock, seeded randomness, ``$$`` and ``TZ``)."""
+    if d is True:
+        return True
+    if not isinstance(d, Mapping):
+        raise TypeError("deterministic must be True or a dict")
+    names = {"seed": "seed", "start_time_ms": "startTimeMs", "step_us": "stepUs"}
+    unknown = sorted(set(d) - set(names))
+    if unknown:
+        raise ValueError(f"deterministic: unknown key(s): {', '.join(unknown)}; known: seed, start_time_ms, step_us")
+    return {names[k]: int(v) for k, v in d.items()}
+
+
 class Commands:
     """Runs command lines in the sandbox's shell (``sb.commands.run(...)``), in the
     foreground or as background processes."""
@@ -619,6 +633,7 @@ class Sandbox:
         transport: str = "inprocess",
         sandboxd_path: str | os.PathLike[str] | None = None,
         tools: Mapping[str, Callable[..., Any]] | None = None,
+        deterministic: bool | Mapping[str, int] | None = None,
         _handle: _Handle | None = None,
     ) -> None:
         if _handle is not None:
@@ -632,6 +647,8 @@ class Sandbox:
             wire = lim.to_wire()
             if wire:
                 params["limits"] = wire
+            if deterministic:
+                params["deterministic"] = _deterministic_params(deterministic)
             if transport == "inprocess":
                 if sandboxd_path is not None:
                     raise ValueError("sandboxd_path is only used with transport='rpc'")
