@@ -259,12 +259,15 @@ impl Process {
         Ok(data.len())
     }
 
-    /// Closes its stdin: it reads end of file once the pipe is drained.
+    /// Closes its stdin: it reads end of file once the pipe is drained. A no-op once the
+    /// process has ended (it may end right after reading what was just written, and a
+    /// write-then-close must not fail for that); closing twice a running process's stdin is
+    /// [`ProcessError::StdinClosed`].
     pub fn close_stdin(&self) -> Result<(), ProcessError> {
         match self.0.stdin.lock().take() {
             Some(_) => Ok(()),
             None if self.is_running() => Err(ProcessError::StdinClosed(self.0.pid)),
-            None => Err(ProcessError::NotRunning(self.0.pid)),
+            None => Ok(()),
         }
     }
 
