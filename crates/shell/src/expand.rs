@@ -818,6 +818,8 @@ impl Interp {
             ParamOp::Transform(c) => {
                 let c = *c;
                 match c {
+                    // An unset variable quotes to nothing, not to ''.
+                    'Q' if matches!(value, PV::Unset) => PV::Unset,
                     'Q' => each(value, &mut |s| crate::printf::quote_single(s)),
                     'E' => each(value, &mut |s| {
                         String::from_utf8_lossy(&crate::printf::echo_escapes(s).0).into_owned()
@@ -837,6 +839,10 @@ impl Interp {
                     'L' => each(value, &mut |s| s.to_lowercase()),
                     'u' => each(value, &mut |s| change_case(s, "", true, false)),
                     'a' => value,
+                    // A scalar's key/value form is its quoted value.
+                    'K' | 'k' if matches!(value, PV::Str(_)) => {
+                        each(value, &mut |s| crate::printf::quote_single(s))
+                    }
                     'A' | 'K' | 'k' => value,
                     _ => {
                         self.err(&format!("@{c}: bad substitution"));
