@@ -441,7 +441,7 @@ fn an_endless_loop_is_stopped_by_the_deadline_and_deep_recursion_is_an_error() {
     assert_eq!((exit.status(), out.as_str()), (0, "42\n"));
 }
 
-// Threat: T-EXHAUST-MEM (docs/security.md)
+// Threat: T-EXHAUST-MEMORY (docs/security.md)
 #[test]
 fn memory_is_capped() {
     let vfs = vfs();
