@@ -37,6 +37,7 @@ const BUILTINS: &[&str] = &[
     "getopts",
     "hash",
     "help",
+    "history",
     "kill",
     "let",
     "local",
@@ -57,10 +58,12 @@ const BUILTINS: &[&str] = &[
     "source",
     "test",
     "timeout",
+    "times",
     "trap",
     "true",
     "type",
     "typeset",
+    "ulimit",
     "umask",
     "unalias",
     "unset",
@@ -97,6 +100,10 @@ const HELP_SYNOPSES: &[(&str, &str)] = &[
     ("getopts", "getopts optstring name [arg ...]"),
     ("hash", "hash [-lr] [-p pathname] [-dt] [name ...]"),
     ("help", "help [-dms] [pattern ...]"),
+    (
+        "history",
+        "history [-c] [-d offset] [n] or history -anrw [filename] or history -ps arg [arg...]",
+    ),
     ("let", "let arg [arg ...]"),
     ("local", "local [option] name[=value] ..."),
     (
@@ -135,6 +142,8 @@ const HELP_SYNOPSES: &[(&str, &str)] = &[
         "typeset",
         "typeset [-aAfFgiIlnrtux] name[=value] ... or typeset -p [-aAfFilnrtux] [name ...]",
     ),
+    ("times", "times"),
+    ("ulimit", "ulimit [-SHabcdefiklmnpqrstuvxPRT] [limit]"),
     ("umask", "umask [-p] [-S] [mode]"),
     ("unalias", "unalias [-a] name [name ...]"),
     ("unset", "unset [-f] [-v] [-n] [name ...]"),
@@ -256,7 +265,11 @@ impl Interp {
                     _ => args,
                 };
                 let src = args.join(" ");
-                self.eval_string(&src)
+                // An error that abandons the rest of a line abandons only the eval'd text.
+                match self.eval_string(&src) {
+                    Err(Flow::Fatal(s)) => Ok(s),
+                    r => r,
+                }
             }
             "source" | "." => self.b_source(name, args),
             "set" => Ok(self.b_set(args)),
@@ -289,6 +302,9 @@ impl Interp {
             "popd" => Ok(self.b_popd(args)),
             "dirs" => Ok(self.b_dirs(args)),
             "umask" => Ok(self.b_umask(args)),
+            "ulimit" => Ok(self.b_ulimit(args)),
+            "times" => Ok(self.b_times()),
+            "history" => self.b_history(args),
             "exec" => self.b_exec(args),
             "sleep" => self.b_sleep(args),
             "bash" | "sh" => self.b_bash(args),
@@ -851,43 +867,236 @@ impl Interp {
         self.out_str(&text)
     }
 
-    fn b_umask(&mut self, args: &[String]) -> i32 {
-        let symbolic = args.iter().any(|a| a == "-S");
-        let rest: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-        match rest.first() {
-            None => {
-                let m = self.st.umask;
-                if symbolic {
-                    let f = |shift: u32| {
-                        let bits = !(m >> shift) & 7;
-                        let mut s = String::new();
-                        if bits & 4 != 0 {
-                            s.push('r');
+    /// `ulimit`: values are recorded per session and shown back; the sandbox's own limits
+    /// (memory, time, processes) are what actually bound a run.
+    fn b_ulimit(&mut self, args: &[String]) -> i32 {
+        let mut ops: Vec<(char, Option<String>)> = Vec::new();
+        let mut all = false;
+        let mut i = 0;
+        while let Some(a) = args.get(i) {
+            i += 1;
+            if a == "--" {
+                if let Some(v) = args.get(i) {
+                    match ops.last_mut() {
+                        Some((_, slot @ None)) => *slot = Some(v.clone()),
+                        _ => ops.push(('f', Some(v.clone()))),
+                    }
+                }
+                break;
+            }
+            if let Some(flags) = a.strip_prefix('-').filter(|f| !f.is_empty()) {
+                for c in flags.chars() {
+                    match c {
+                        'S' | 'H' => {}
+                        'a' => all = true,
+                        c if ULIMITS.iter().any(|u| u.0 == c) => ops.push((c, None)),
+                        c => {
+                            self.err(&format!("ulimit: -{c}: invalid option"));
+                            self.err_raw(
+                                "ulimit: usage: ulimit [-SHabcdefiklmnpqrstuvxPRT] [limit]\n",
+                            );
+                            return 2;
                         }
-                        if bits & 2 != 0 {
-                            s.push('w');
-                        }
-                        if bits & 1 != 0 {
-                            s.push('x');
-                        }
-                        s
+                    }
+                }
+                continue;
+            }
+            match ops.last_mut() {
+                Some((_, slot @ None)) => *slot = Some(a.clone()),
+                _ => ops.push(('f', Some(a.clone()))),
+            }
+        }
+        let mut text = String::new();
+        if all {
+            for (c, ..) in ULIMITS {
+                text.push_str(&self.ulimit_line(*c, true));
+            }
+        }
+        if ops.is_empty() && !all {
+            ops.push(('f', None));
+        }
+        let labelled = ops.len() > 1;
+        for (c, v) in ops {
+            match v {
+                None => text.push_str(&self.ulimit_line(c, labelled)),
+                Some(v) => {
+                    let value = match v.as_str() {
+                        "unlimited" => None,
+                        "hard" | "soft" => self.ulimit_value(c),
+                        _ => match v.parse::<u64>() {
+                            Ok(n) => Some(n),
+                            Err(_) => {
+                                self.err(&format!("ulimit: {v}: invalid number"));
+                                return 1;
+                            }
+                        },
                     };
-                    self.out_str(&format!("u={},g={},o={}\n", f(6), f(3), f(0)))
-                } else {
-                    self.out_str(&format!("{m:04o}\n"))
+                    self.st.ulimits.insert(c, value);
                 }
             }
-            Some(v) => match u32::from_str_radix(v, 8) {
-                Ok(n) if n <= 0o777 => {
-                    self.st.umask = n;
-                    self.rt.vfs.lock().set_umask(n);
-                    0
+        }
+        self.out_str(&text)
+    }
+
+    fn ulimit_value(&self, c: char) -> Option<u64> {
+        match self.st.ulimits.get(&c) {
+            Some(v) => *v,
+            None => ULIMITS.iter().find(|u| u.0 == c).and_then(|u| u.3),
+        }
+    }
+
+    fn ulimit_line(&self, c: char, labelled: bool) -> String {
+        let value = match self.ulimit_value(c) {
+            Some(n) => n.to_string(),
+            None => "unlimited".into(),
+        };
+        if !labelled {
+            return format!("{value}\n");
+        }
+        let Some((_, desc, units, _)) = ULIMITS.iter().find(|u| u.0 == c) else {
+            return format!("{value}\n");
+        };
+        let unit = if units.is_empty() {
+            format!("(-{c}) ")
+        } else {
+            format!("({units}, -{c}) ")
+        };
+        format!("{desc:<20} {unit:>20}{value}\n")
+    }
+
+    /// `times`: the shell's own time (none worth counting: it runs in the host) and its
+    /// children's, the programs' CPU time.
+    fn b_times(&mut self) -> i32 {
+        let fmt = |d: Duration| {
+            let secs = d.as_secs();
+            format!("{}m{}.{:03}s", secs / 60, secs % 60, d.subsec_millis())
+        };
+        let children = self.usage.stats().cpu_time;
+        let text = format!(
+            "{} {}\n{} {}\n",
+            fmt(Duration::ZERO),
+            fmt(Duration::ZERO),
+            fmt(children),
+            fmt(Duration::ZERO)
+        );
+        self.out_str(&text)
+    }
+
+    /// `history`: a non-interactive bash keeps no history, so there is never anything to
+    /// list; the arguments are still checked as bash does.
+    fn b_history(&mut self, args: &[String]) -> R {
+        let mut rest = args;
+        if let Some(a) = rest.first() {
+            if a == "--" {
+                rest = &rest[1..];
+            } else if let Some(flags) = a.strip_prefix('-').filter(|f| !f.is_empty()) {
+                for c in flags.chars() {
+                    if c == 'd' {
+                        let off = rest.get(1).map(String::as_str).unwrap_or("");
+                        self.err(&format!("history: {off}: history position out of range"));
+                        return Ok(1);
+                    }
+                    if !"canrwps".contains(c) {
+                        self.err(&format!("history: -{c}: invalid option"));
+                        self.err_raw(&format!(
+                            "history: usage: {}\n",
+                            HELP_SYNOPSES
+                                .iter()
+                                .find(|h| h.0 == "history")
+                                .map_or("", |h| h.1)
+                        ));
+                        return Ok(2);
+                    }
                 }
-                _ => {
-                    self.err(&format!("umask: {v}: octal number out of range"));
-                    1
+                return Ok(0);
+            }
+        }
+        if let Some(n) = rest.first()
+            && n.trim_start_matches('+').parse::<i64>().is_err()
+        {
+            self.err(&format!("history: {n}: numeric argument required"));
+            return Ok(1);
+        }
+        if rest.len() > 1 {
+            // bash treats a count followed by more words as fatal, ending the shell.
+            self.err("history: too many arguments");
+            return Err(Flow::Exit(1));
+        }
+        Ok(0)
+    }
+
+    fn b_umask(&mut self, args: &[String]) -> i32 {
+        let mut symbolic = false;
+        let mut reusable = false;
+        let mut i = 0;
+        while let Some(a) = args.get(i) {
+            if a == "--" {
+                i += 1;
+                break;
+            }
+            // A lone `-` is no option: bash takes it as "no mode", like plain `umask`.
+            if !a.starts_with('-') || a == "-" {
+                break;
+            }
+            for c in a[1..].chars() {
+                match c {
+                    'S' => symbolic = true,
+                    'p' => reusable = true,
+                    _ => {
+                        self.err(&format!("umask: -{c}: invalid option"));
+                        self.err_raw("umask: usage: umask [-p] [-S] [mode]\n");
+                        return 2;
+                    }
                 }
-            },
+            }
+            i += 1;
+        }
+        let mode = args.get(i);
+        if mode.is_some_and(|m| m == "-") {
+            return 0;
+        }
+        if let Some(v) = mode {
+            let new = if v.starts_with(|c: char| c.is_ascii_digit()) {
+                match u32::from_str_radix(v, 8) {
+                    Ok(n) if n <= 0o777 => n,
+                    _ => {
+                        self.err(&format!("umask: {v}: octal number out of range"));
+                        return 1;
+                    }
+                }
+            } else {
+                match symbolic_mode(v, !self.st.umask & 0o777) {
+                    Ok(perms) => !perms & 0o777,
+                    Err(e) => {
+                        self.err(&format!("umask: {e}"));
+                        return 1;
+                    }
+                }
+            };
+            self.st.umask = new;
+            self.rt.vfs.lock().set_umask(new);
+            // bash prints the mask after setting it only for `-S`.
+            if !symbolic {
+                return 0;
+            }
+        }
+        let m = self.st.umask;
+        let prefix = if reusable { "umask " } else { "" };
+        if symbolic {
+            let f = |shift: u32| {
+                let bits = !(m >> shift) & 7;
+                let mut s = String::new();
+                for (bit, ch) in [(4, 'r'), (2, 'w'), (1, 'x')] {
+                    if bits & bit != 0 {
+                        s.push(ch);
+                    }
+                }
+                s
+            };
+            let opt = if reusable { "-S " } else { "" };
+            self.out_str(&format!("{prefix}{opt}u={},g={},o={}\n", f(6), f(3), f(0)))
+        } else {
+            self.out_str(&format!("{prefix}{m:04o}\n"))
         }
     }
 
@@ -1305,7 +1514,12 @@ impl Interp {
             Some(_) => return Err(format!("{name}: reference variable cannot be an array")),
             None => None,
         };
-        if let Some(t) = &target {
+        // `declare -n ref` on a set variable makes its value the target: checked the same.
+        let existing = match self.st.vars.get(name).map(|v| &v.value) {
+            Some(Value::Str(t)) if target.is_none() => Some(t.clone()),
+            _ => None,
+        };
+        if let Some(t) = target.as_ref().or(existing.as_ref()) {
             let base = t.split('[').next().unwrap_or("");
             let sub_ok = match t.find('[') {
                 Some(i) => t.ends_with(']') && i + 1 < t.len() - 1,
@@ -2305,7 +2519,10 @@ impl Interp {
             let mut status = 0;
             for a in &args[1..] {
                 let table = signals();
-                if let Ok(n) = a.parse::<u32>() {
+                if a == "0" {
+                    // Signal 0 is the EXIT trap's number.
+                    text.push_str("EXIT\n");
+                } else if let Ok(n) = a.parse::<u32>() {
                     let n = if n > 128 { n - 128 } else { n };
                     match table.iter().find(|(k, _)| *k == n) {
                         Some((_, name)) => text.push_str(&format!("{name}\n")),
@@ -2431,12 +2648,21 @@ impl Interp {
             self.err("getopts: usage: getopts optstring name [arg ...]");
             return 2;
         }
-        let spec = args[0].clone();
         let var = args[1].clone();
+        // bash parses the option (moving OPTIND, setting OPTARG) before it finds the name
+        // is bad; nothing is assigned to it and the status is 1.
+        let status = self.getopts_step(args, &var);
         if !is_valid_name(&var) {
+            self.st.vars.remove(&var);
             self.err(&format!("getopts: `{var}': not a valid identifier"));
             return 1;
         }
+        status
+    }
+
+    fn getopts_step(&mut self, args: &[String], var: &str) -> i32 {
+        let var = if is_valid_name(var) { var } else { "" };
+        let spec = args[0].clone();
         let params: Vec<String> = if args.len() > 2 {
             args[2..].to_vec()
         } else {
@@ -2453,10 +2679,16 @@ impl Interp {
             self.getopts_char = 0;
         }
         let set = |me: &mut Interp, name: &str, v: String| {
-            let _ = me.set_var(name, v);
+            if !name.is_empty() {
+                let _ = me.set_var(name, v);
+            }
         };
         let Some(arg) = params.get(optind - 1).cloned() else {
-            set(self, &var, "?".into());
+            // Past the last argument OPTIND points just after it, whatever it was.
+            set(self, "OPTIND", (params.len() + 1).to_string());
+            self.getopts_optind = params.len() + 1;
+            self.st.vars.remove("OPTARG");
+            set(self, var, "?".into());
             self.getopts_char = 0;
             return 1;
         };
@@ -2464,11 +2696,13 @@ impl Interp {
             if arg == "--" {
                 set(self, "OPTIND", (optind + 1).to_string());
                 self.getopts_optind = optind + 1;
-                set(self, &var, "?".into());
+                self.st.vars.remove("OPTARG");
+                set(self, var, "?".into());
                 return 1;
             }
             if !arg.starts_with('-') || arg == "-" {
-                set(self, &var, "?".into());
+                self.st.vars.remove("OPTARG");
+                set(self, var, "?".into());
                 return 1;
             }
             self.getopts_char = 1;
@@ -2491,7 +2725,7 @@ impl Interp {
                     self.err_raw(&format!("bash: illegal option -- {c}\n"));
                     self.st.vars.remove("OPTARG");
                 }
-                set(self, &var, "?".into());
+                set(self, var, "?".into());
             }
             Some(p) => {
                 let takes_arg = spec[p + c.len_utf8()..].starts_with(':');
@@ -2506,14 +2740,14 @@ impl Interp {
                         next_optind += 1;
                     } else if silent {
                         set(self, "OPTARG", c.to_string());
-                        set(self, &var, ":".into());
+                        set(self, var, ":".into());
                         set(self, "OPTIND", next_optind.to_string());
                         self.getopts_optind = next_optind;
                         return 0;
                     } else {
                         self.err_raw(&format!("bash: option requires an argument -- {c}\n"));
                         self.st.vars.remove("OPTARG");
-                        set(self, &var, "?".into());
+                        set(self, var, "?".into());
                         set(self, "OPTIND", next_optind.to_string());
                         self.getopts_optind = next_optind;
                         return 0;
@@ -2521,7 +2755,7 @@ impl Interp {
                 } else {
                     self.st.vars.remove("OPTARG");
                 }
-                set(self, &var, c.to_string());
+                set(self, var, c.to_string());
             }
         }
         set(self, "OPTIND", next_optind.to_string());
@@ -2899,6 +3133,61 @@ impl Interp {
     }
 
     fn b_exec(&mut self, args: &[String]) -> R {
+        let mut args = args;
+        let mut argv0 = None;
+        let mut clear_env = false;
+        while let Some(a) = args.first() {
+            if a == "--" {
+                args = &args[1..];
+                break;
+            }
+            let Some(flags) = a.strip_prefix('-').filter(|f| !f.is_empty()) else {
+                break;
+            };
+            args = &args[1..];
+            for c in flags.chars() {
+                match c {
+                    'c' => clear_env = true,
+                    // A login shell's `-` in argv[0]: nothing here reads it.
+                    'l' => {}
+                    'a' => match args.first() {
+                        Some(n) => {
+                            argv0 = Some(n.clone());
+                            args = &args[1..];
+                        }
+                        None => {
+                            self.err("exec: -a: option requires an argument");
+                            return Ok(2);
+                        }
+                    },
+                    _ => {
+                        self.err(&format!("exec: -{c}: invalid option"));
+                        self.err_raw(
+                            "exec: usage: exec [-cl] [-a name] [command [argument ...]] [redirection ...]\n",
+                        );
+                        return Ok(2);
+                    }
+                }
+            }
+        }
+        let mut owned: Vec<String>;
+        if let Some(name) = argv0
+            && matches!(args.first().map(String::as_str), Some("sh" | "bash"))
+            && args.iter().any(|a| a == "-c")
+        {
+            // `exec -a NAME sh -c SCRIPT`: NAME is the script's `$0` unless one is given.
+            owned = args.to_vec();
+            let script_at = owned.iter().position(|a| a == "-c").unwrap_or(0) + 1;
+            if owned.len() == script_at + 1 {
+                owned.push(name);
+            }
+            args = &owned;
+        }
+        if clear_env {
+            owned = args.to_vec();
+            let status = self.run_external(owned, Vec::new())?;
+            return Err(Flow::Exit(status));
+        }
         if args.is_empty() {
             // `exec >file`: the redirections stay for the rest of the shell.
             self.keep_redirs = true;
@@ -3822,6 +4111,87 @@ fn decl_usage(name: &str) -> &'static str {
             "typeset [-aAfFgiIlnrtux] name[=value] ... or typeset -p [-aAfFilnrtux] [name ...]"
         }
         _ => "declare [-aAfFgiIlnrtux] name[=value] ... or declare -p [-aAfFilnrtux] [name ...]",
+    }
+}
+
+/// `ulimit`'s resources as bash lists them: option, description, units, default (the values
+/// of a typical Linux host; `None` is unlimited).
+const ULIMITS: &[(char, &str, &str, Option<u64>)] = &[
+    ('R', "real-time non-blocking time", "microseconds", None),
+    ('c', "core file size", "blocks", Some(0)),
+    ('d', "data seg size", "kbytes", None),
+    ('e', "scheduling priority", "", Some(0)),
+    ('f', "file size", "blocks", None),
+    ('i', "pending signals", "", Some(63_459)),
+    ('l', "max locked memory", "kbytes", Some(8192)),
+    ('m', "max memory size", "kbytes", None),
+    ('n', "open files", "", Some(1024)),
+    ('p', "pipe size", "512 bytes", Some(8)),
+    ('q', "POSIX message queues", "bytes", Some(819_200)),
+    ('r', "real-time priority", "", Some(0)),
+    ('s', "stack size", "kbytes", Some(8192)),
+    ('t', "cpu time", "seconds", None),
+    ('u', "max user processes", "", Some(63_459)),
+    ('v', "virtual memory", "kbytes", None),
+    ('x', "file locks", "", None),
+];
+
+/// Applies a symbolic mode (`u=rwx,g-w,+x`) to permission bits, as bash's `umask` does:
+/// no `who` means all, and `X`, `s`, `t` or copying (`g=u`) are not accepted.
+fn symbolic_mode(mode: &str, initial: u32) -> Result<u32, String> {
+    let mut bits = initial;
+    let b = mode.as_bytes();
+    let mut i = 0;
+    loop {
+        let mut who = 0;
+        while let Some(&c) = b.get(i) {
+            who |= match c {
+                b'u' => 0o700,
+                b'g' => 0o070,
+                b'o' => 0o007,
+                b'a' => 0o777,
+                _ => break,
+            };
+            i += 1;
+        }
+        let op = b.get(i).copied();
+        i += 1;
+        if !matches!(op, Some(b'+' | b'-' | b'=')) {
+            let c = op.map(char::from).unwrap_or_default();
+            return Err(format!("`{c}': invalid symbolic mode operator"));
+        }
+        let mut perm = 0;
+        while let Some(&c) = b.get(i) {
+            perm |= match c {
+                b'r' => 0o444,
+                b'w' => 0o222,
+                b'x' => 0o111,
+                _ => break,
+            };
+            i += 1;
+        }
+        match b.get(i) {
+            None | Some(b',') => {}
+            Some(_) => {
+                let c = mode[i..].chars().next().unwrap_or_default();
+                return Err(format!("`{c}': invalid symbolic mode character"));
+            }
+        }
+        if who != 0 {
+            perm &= who;
+        }
+        match op {
+            Some(b'+') => bits |= perm,
+            Some(b'-') => bits &= !perm,
+            _ => {
+                let who = if who == 0 { 0o777 } else { who };
+                bits = (bits & !who) | perm;
+            }
+        }
+        if i >= b.len() {
+            return Ok(bits);
+        }
+        i += 1;
     }
 }
 

@@ -131,6 +131,9 @@ pub struct ShellState {
     pub limits: ShellLimits,
     /// `$$`: stable for the session, like a shell process's pid.
     pub pid: u32,
+    /// `ulimit` values a script set, by option letter (`None`: unlimited). They are only
+    /// recorded: the sandbox's own limits are what bound a run.
+    pub ulimits: BTreeMap<char, Option<u64>>,
 }
 
 impl ShellState {
@@ -174,6 +177,7 @@ impl ShellState {
             umask: 0o022,
             limits: ShellLimits::default(),
             pid: 1000 + random_u32() % 30000,
+            ulimits: BTreeMap::new(),
         }
     }
 }
@@ -715,13 +719,17 @@ impl Interp {
         {
             return Err(format!("unset: {name}: cannot unset: readonly variable"));
         }
-        if self.st.vars.in_function() {
+        if self.st.vars.is_local_here(name) {
             // A local stays declared (and shadowing) after unset, as in bash.
             if let Some(v) = self.st.vars.get_mut(name) {
                 v.value = Value::Unset;
                 v.attrs = 0;
                 return Ok(());
             }
+        }
+        // A caller's local is popped, showing the binding it hid.
+        if self.st.vars.unset_outer_local(name) {
+            return Ok(());
         }
         self.st.vars.remove(name);
         Ok(())

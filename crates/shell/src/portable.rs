@@ -28,6 +28,8 @@ struct Portable {
     umask: u32,
     limits: ShellLimits,
     pid: u32,
+    #[serde(default)]
+    ulimits: Vec<(char, Option<u64>)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -105,6 +107,7 @@ impl ShellState {
             umask: self.umask,
             limits: self.limits.clone(),
             pid: self.pid,
+            ulimits: self.ulimits.iter().map(|(k, v)| (*k, *v)).collect(),
         };
         serde_json::to_value(p).expect("plain data serializes")
     }
@@ -158,6 +161,7 @@ impl ShellState {
             umask: p.umask & 0o777,
             limits: p.limits,
             pid: p.pid,
+            ulimits: p.ulimits.into_iter().collect(),
         })
     }
 }

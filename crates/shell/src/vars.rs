@@ -265,6 +265,28 @@ impl Vars {
             .is_some_and(|f| f.saved.contains_key(name))
     }
 
+    /// `unset` of a variable local to a calling function (bash's dynamic scoping): drops
+    /// that binding, so what it shadowed is visible again. False when no frame holds `name`.
+    pub fn unset_outer_local(&mut self, name: &str) -> bool {
+        let Some(frame) = self
+            .frames
+            .iter_mut()
+            .rev()
+            .find(|f| f.saved.contains_key(name))
+        else {
+            return false;
+        };
+        match frame.saved.remove(name).flatten() {
+            Some(v) => {
+                self.map.insert(name.to_string(), v);
+            }
+            None => {
+                self.map.remove(name);
+            }
+        }
+        true
+    }
+
     /// Whether a function frame holds a local `name` hiding the global one.
     pub fn is_shadowed(&self, name: &str) -> bool {
         self.frames.iter().any(|f| f.saved.contains_key(name))
