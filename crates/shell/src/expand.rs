@@ -495,8 +495,16 @@ impl Interp {
                     self.err(&format!("{l}: substring expression < 0"));
                     return Err(Flow::Fatal(1));
                 }
-                let top = m.keys().next_back().map(|k| k + 1).unwrap_or(0);
-                let start = if off < 0 { top + off } else { off };
+                let top = m
+                    .keys()
+                    .next_back()
+                    .map(|k| k.saturating_add(1))
+                    .unwrap_or(0);
+                let start = if off < 0 {
+                    top.saturating_add(off)
+                } else {
+                    off
+                };
                 let items: Vec<String> = if start < 0 {
                     Vec::new()
                 } else {
@@ -1196,12 +1204,16 @@ impl Interp {
             (true, Some(Value::Str(s))) => BTreeMap::from([(0, s)]),
             _ => BTreeMap::new(),
         };
-        let mut next = m.keys().next_back().map(|k| k + 1).unwrap_or(0);
+        let mut next = m.keys().next_back().map(|k| k.wrapping_add(1)).unwrap_or(0);
         for (k, add, v) in items {
             let idx = match k {
                 Some(k) => match self.eval_arith_text(&k) {
                     Ok(i) if i < 0 => {
-                        let top = m.keys().next_back().map(|k| k + 1).unwrap_or(0);
+                        let top = m
+                            .keys()
+                            .next_back()
+                            .map(|k| k.saturating_add(1))
+                            .unwrap_or(0);
                         if top + i < 0 {
                             return Err(format!("[{k}]: bad array subscript"));
                         }
@@ -1240,7 +1252,7 @@ impl Interp {
                 }
             };
             m.insert(idx, v);
-            next = idx + 1;
+            next = idx.wrapping_add(1);
         }
         self.st.vars.put(
             name,

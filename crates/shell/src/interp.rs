@@ -677,11 +677,12 @@ impl Interp {
                     }
                 };
                 let i = if i < 0 {
-                    let top = m.keys().next_back().map(|k| k + 1).unwrap_or(0);
-                    if top + i < 0 {
-                        return Err(format!("{name}[{i}]: bad array subscript"));
+                    // Counted from one past the highest index, which may be i64::MAX.
+                    let top = m.keys().next_back().map_or(0, |&k| i128::from(k) + 1);
+                    match i64::try_from(top + i128::from(i)) {
+                        Ok(j) if j >= 0 => j,
+                        _ => return Err(format!("{name}[{i}]: bad array subscript")),
                     }
-                    top + i
                 } else {
                     i
                 };
