@@ -14,6 +14,24 @@ pub mod code {
     pub const SANDBOX_ERROR: i64 = 1;
 }
 
+/// The stable names sent as `error.data.kind`, one per kind of failure, so that clients branch
+/// on them instead of on message text (messages may be reworded; kinds may not).
+pub mod kind {
+    pub const PARSE_ERROR: &str = "parse_error";
+    pub const REQUEST_TOO_LARGE: &str = "request_too_large";
+    pub const INVALID_REQUEST: &str = "invalid_request";
+    pub const METHOD_NOT_FOUND: &str = "method_not_found";
+    pub const INVALID_PARAMS: &str = "invalid_params";
+    pub const INTERNAL: &str = "internal";
+    pub const UNKNOWN_SANDBOX: &str = "unknown_sandbox";
+    pub const UNKNOWN_SNAPSHOT: &str = "unknown_snapshot";
+    pub const SANDBOX_DESTROYED: &str = "sandbox_destroyed";
+    /// A filesystem call failed; `data.errno` names the errno, `data.path` the path.
+    pub const FILESYSTEM: &str = "filesystem";
+    /// The sandbox refused the request for a reason of its own (a bad state blob, ...).
+    pub const REFUSED: &str = "refused";
+}
+
 /// A JSON-RPC error object: what a request gets instead of a result.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message} ({code})")]
@@ -24,12 +42,30 @@ pub struct RpcError {
 }
 
 impl RpcError {
+    /// An error whose `data.kind` is the one its code implies.
     pub fn new(code: i64, message: impl Into<String>) -> Self {
+        let kind = match code {
+            code::PARSE_ERROR => kind::PARSE_ERROR,
+            code::INVALID_REQUEST => kind::INVALID_REQUEST,
+            code::METHOD_NOT_FOUND => kind::METHOD_NOT_FOUND,
+            code::INVALID_PARAMS => kind::INVALID_PARAMS,
+            code::INTERNAL_ERROR => kind::INTERNAL,
+            _ => kind::REFUSED,
+        };
+        Self::with_kind(code, message, kind)
+    }
+
+    pub fn with_kind(code: i64, message: impl Into<String>, kind: &str) -> Self {
         Self {
             code,
             message: message.into(),
-            data: None,
+            data: Some(json!({ "kind": kind })),
         }
+    }
+
+    /// The `data.kind` this error carries, if any (errors relayed from a peer may have none).
+    pub fn kind(&self) -> Option<&str> {
+        self.data.as_ref()?.get("kind")?.as_str()
     }
 
     pub fn parse_error() -> Self {
@@ -37,7 +73,20 @@ impl RpcError {
     }
 
     pub fn too_large() -> Self {
-        Self::new(code::PARSE_ERROR, "Request too large")
+        Self::with_kind(
+            code::PARSE_ERROR,
+            "Request too large",
+            kind::REQUEST_TOO_LARGE,
+        )
+    }
+
+    /// The root (and with it every fork) has been destroyed by `kill`.
+    pub fn destroyed() -> Self {
+        Self::with_kind(
+            code::SANDBOX_ERROR,
+            "sandbox has been destroyed",
+            kind::SANDBOX_DESTROYED,
+        )
     }
 
     pub fn invalid_request(message: impl Into<String>) -> Self {
@@ -60,7 +109,11 @@ impl RpcError {
     }
 
     pub fn unknown_sandbox(id: &str) -> Self {
-        Self::invalid_params(format!("Unknown sandboxId: {id}"))
+        Self {
+            code: code::INVALID_PARAMS,
+            message: format!("Unknown sandboxId: {id}"),
+            data: Some(json!({"kind": kind::UNKNOWN_SANDBOX, "sandboxId": id})),
+        }
     }
 
     /// Maps a sandbox failure; `fork` names the fork the request addressed (None: the root),
@@ -69,16 +122,20 @@ impl RpcError {
         match err {
             SandboxError::Destroyed => match fork {
                 Some(id) => Self::unknown_sandbox(id),
-                None => Self::new(code::SANDBOX_ERROR, "sandbox has been destroyed"),
+                None => Self::destroyed(),
             },
             SandboxError::Fs(e) => Self {
                 code: code::SANDBOX_ERROR,
                 message: e.to_string(),
-                data: Some(json!({"errno": e.errno.name(), "path": e.path})),
+                data: Some(
+                    json!({"kind": kind::FILESYSTEM, "errno": e.errno.name(), "path": e.path}),
+                ),
             },
-            SandboxError::UnknownSnapshot(id) => {
-                Self::invalid_params(format!("Unknown snapshot: {id}"))
-            }
+            SandboxError::UnknownSnapshot(id) => Self::with_kind(
+                code::INVALID_PARAMS,
+                format!("Unknown snapshot: {id}"),
+                kind::UNKNOWN_SNAPSHOT,
+            ),
             SandboxError::Invalid(message) => Self::invalid_params(message),
             SandboxError::Process(e) => Self::process(e),
         }

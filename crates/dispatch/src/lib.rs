@@ -38,7 +38,7 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 use wasmsand::{ErrorClass, Limits, LimitsPatch, RunOptions, Sandbox, SandboxOptions, SnapshotId};
 
-pub use error::{RpcError, code};
+pub use error::{RpcError, code, kind};
 pub use server::{CallError, Outbox, Server};
 
 use params::Params;
@@ -324,10 +324,7 @@ impl Dispatcher {
     /// The root sandbox, made with the configured limits on first use when no `create` came.
     fn root(&self) -> Result<Arc<Sandbox>, RpcError> {
         if self.is_killed() {
-            return Err(RpcError::new(
-                code::SANDBOX_ERROR,
-                "sandbox has been destroyed",
-            ));
+            return Err(RpcError::destroyed());
         }
         let mut state = self.state.lock();
         if state.root.is_none() {
@@ -471,10 +468,7 @@ impl Dispatcher {
         let mut state = self.state.lock();
         if self.is_killed() {
             child.destroy();
-            return Err(RpcError::new(
-                code::SANDBOX_ERROR,
-                "sandbox has been destroyed",
-            ));
+            return Err(RpcError::destroyed());
         }
         let id = state.next_fork.to_string();
         state.next_fork += 1;
@@ -517,10 +511,7 @@ impl Dispatcher {
         let old = {
             let mut state = self.state.lock();
             let Some(root) = state.root.as_mut() else {
-                return Err(RpcError::new(
-                    code::SANDBOX_ERROR,
-                    "sandbox has been destroyed",
-                ));
+                return Err(RpcError::destroyed());
             };
             std::mem::replace(&mut root.live, Arc::new(imported))
         };

@@ -300,6 +300,40 @@ fn param_errors() {
     );
 }
 
+/// Clients branch on `data.kind`, so every failure a request can meet names one.
+#[test]
+fn every_error_names_its_kind() {
+    let d = d();
+    let kind = |e: RpcError| e.kind().map(str::to_string);
+    let k = |s: &str| Some(s.to_string());
+    assert_eq!(
+        kind(call(&d, "run", json!({})).unwrap_err()),
+        k("invalid_params")
+    );
+    assert_eq!(
+        kind(call(&d, "no.such", json!({})).unwrap_err()),
+        k("method_not_found")
+    );
+    let e = call(&d, "files.read", json!({"path": "/nope"})).unwrap_err();
+    assert_eq!(e.data.clone().unwrap()["errno"], "ENOENT");
+    assert_eq!(kind(e), k("filesystem"));
+    let e = call(&d, "run", json!({"command": "true", "sandboxId": "42"})).unwrap_err();
+    assert_eq!(e.data.clone().unwrap()["sandboxId"], "42");
+    assert_eq!(kind(e), k("unknown_sandbox"));
+    let e = call(&d, "snapshot.restore", json!({"id": "7"})).unwrap_err();
+    assert_eq!(kind(e), k("unknown_snapshot"));
+    let e = call(&d, "process.wait", json!({"pid": 99})).unwrap_err();
+    assert_eq!(kind(e), k("no_such_process"));
+    let n = quiet();
+    let r = d
+        .handle(&json!({"jsonrpc": "1.0", "id": 1, "method": "run"}), &n)
+        .unwrap();
+    assert_eq!(r["error"]["data"]["kind"], "invalid_request");
+    call(&d, "kill", json!({})).unwrap();
+    let e = call(&d, "run", json!({"command": "true"})).unwrap_err();
+    assert_eq!(kind(e), k("sandbox_destroyed"));
+}
+
 #[test]
 fn invalid_requests() {
     let d = d();

@@ -142,7 +142,7 @@ fn create_is_first_or_not_at_all() {
     let e = d.call_err("create", json!({}));
     assert_eq!(
         e,
-        json!({"code": -32600, "message": "Sandbox already created"})
+        json!({"code": -32600, "message": "Sandbox already created", "data": {"kind": "invalid_request"}})
     );
     let r = d.call("run", json!({"command": "echo much too long"}));
     assert_eq!(r["errorClass"], "LIMIT_EXCEEDED");
@@ -213,19 +213,19 @@ fn protocol_errors() {
     let r = d.next_raw();
     assert_eq!(
         r,
-        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}})
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error", "data": {"kind": "parse_error"}}})
     );
 
     let e = d.call_err("no.such.method", json!({}));
     assert_eq!(
         e,
-        json!({"code": -32601, "message": "Method not found: no.such.method"})
+        json!({"code": -32601, "message": "Method not found: no.such.method", "data": {"kind": "method_not_found"}})
     );
 
     let e = d.call_err("run", json!({"command": ["echo"]}));
     assert_eq!(
         e,
-        json!({"code": -32602, "message": "Invalid param: command must be a string"})
+        json!({"code": -32602, "message": "Invalid param: command must be a string", "data": {"kind": "invalid_params"}})
     );
     let e = d.call_err("run", json!({}));
     assert_eq!(e["message"], "Missing required param: command");
@@ -243,7 +243,7 @@ fn protocol_errors() {
     assert_eq!(
         d.next_raw(),
         json!({"jsonrpc": "2.0", "id": 78,
-        "error": {"code": -32602, "message": "params must be an object"}})
+        "error": {"code": -32602, "message": "params must be an object", "data": {"kind": "invalid_params"}}})
     );
     d.send(&json!([1, 2]));
     let r = d.next_raw();
@@ -282,7 +282,7 @@ fn oversized_line_is_refused_and_the_next_line_works() {
     let r = d.next_raw();
     assert_eq!(
         r,
-        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Request too large"}})
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Request too large", "data": {"kind": "request_too_large"}}})
     );
     let r = d.call("run", json!({"command": "echo still here"}));
     assert_eq!(r["stdout"], "still here\n");

@@ -9,8 +9,10 @@
 from ._async import AsyncCommandHandle, AsyncCommands, AsyncFiles, AsyncSandbox, AsyncTools
 from ._errors import (
     CommandExitError,
+    InvalidParamsError,
     LimitExceededError,
     ProcessNotFoundError,
+    SandboxDestroyedError,
     SandboxError,
     WaitTimeoutError,
 )
@@ -37,6 +39,8 @@ __all__ = [
     "SandboxError",
     "CommandExitError",
     "LimitExceededError",
+    "SandboxDestroyedError",
+    "InvalidParamsError",
     "ProcessNotFoundError",
     "WaitTimeoutError",
 ]

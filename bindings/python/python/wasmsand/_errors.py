@@ -14,6 +14,8 @@ __all__ = [
     "ProcessNotFoundError",
     "WaitTimeoutError",
     "LimitExceededError",
+    "SandboxDestroyedError",
+    "InvalidParamsError",
     "raise_for_error",
 ]
 
@@ -48,6 +50,16 @@ class LimitExceededError(SandboxError):
     """Too many live background processes (``data["limit"]`` names the limit)."""
 
 
+class SandboxDestroyedError(SandboxError):
+    """The sandbox addressed is gone: destroyed, ended by ``kill``, or a fork id never issued
+    (``kind`` is ``"sandbox_destroyed"`` or ``"unknown_sandbox"``)."""
+
+
+class InvalidParamsError(SandboxError, ValueError):
+    """A request's params were missing, ill-typed or refused (``kind`` is
+    ``"invalid_params"`` or ``"unknown_snapshot"``); also a ``ValueError``."""
+
+
 class CommandExitError(SandboxError):
     """A command run with ``check=True`` exited non-zero; ``result`` is its whole
     ``CommandResult`` (``exit_code``, ``stdout`` and ``stderr`` are repeated here)."""
@@ -65,6 +77,10 @@ _KINDS: dict[str, type[SandboxError]] = {
     "no_such_process": ProcessNotFoundError,
     "wait_timeout": WaitTimeoutError,
     "limit_exceeded": LimitExceededError,
+    "sandbox_destroyed": SandboxDestroyedError,
+    "unknown_sandbox": SandboxDestroyedError,
+    "invalid_params": InvalidParamsError,
+    "unknown_snapshot": InvalidParamsError,
 }
 
 
@@ -79,22 +95,25 @@ _FS = {
 
 
 def raise_for_error(error: dict[str, Any]) -> NoReturn:
-    """Raises the exception matching a JSON-RPC ``error`` object."""
+    """Raises the exception matching a JSON-RPC ``error`` object, chosen by its
+    ``data.kind`` (and ``data.errno`` for filesystem errors), never by its message."""
     code = error.get("code")
+    number_code = code if isinstance(code, int) else None
     message = str(error.get("message", "sandbox error"))
     data = error.get("data")
-    if isinstance(data, dict) and isinstance(data.get("kind"), str) and code != -32602:
-        raise _KINDS.get(data["kind"], SandboxError)(message, code if isinstance(code, int) else None, data)
-    if isinstance(data, dict) and isinstance(data.get("errno"), str):
-        name = data["errno"]
+    details: dict[str, Any] = data if isinstance(data, dict) else {}
+    kind = details.get("kind")
+    if isinstance(details.get("errno"), str):
+        name = details["errno"]
         number = getattr(_errno, name, None)
-        path = data.get("path")
         cls = _FS.get(name, OSError)
         if number is not None:
-            raise cls(number, message, path)
+            raise cls(number, message, details.get("path"))
         raise cls(message)
-    if code == -32602 and "Unknown sandboxId" in message:
-        raise RuntimeError(f"sandbox has been destroyed ({message})")
-    if code == -32602:
-        raise ValueError(message)
-    raise SandboxError(message, code if isinstance(code, int) else None, data)
+    if isinstance(kind, str) and kind in _KINDS:
+        if kind == "unknown_sandbox":
+            message = f"sandbox has been destroyed ({message})"
+        raise _KINDS[kind](message, number_code, data)
+    if kind is None and code == -32602:
+        raise InvalidParamsError(message, number_code, data)
+    raise SandboxError(message, number_code, data)
