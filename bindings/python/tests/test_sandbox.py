@@ -8,7 +8,15 @@ import time
 
 import pytest
 
-from wasmsand import CommandResult, FileInfo, Limits, Sandbox, SandboxError
+from wasmsand import (
+    CommandResult,
+    FileInfo,
+    InvalidParamsError,
+    Limits,
+    Sandbox,
+    SandboxDestroyedError,
+    SandboxError,
+)
 
 TRANSPORTS = ["inprocess", "rpc"]
 
@@ -95,6 +103,19 @@ def test_timeout_leaves_the_sandbox_usable(transport: str) -> None:
         assert r.stdout == "slept\n"
 
 
+def test_refused_params_raise_by_kind_not_by_message(sb: Sandbox) -> None:
+    # The server's message text is not part of the contract; `data.kind` is.
+    with pytest.raises(InvalidParamsError) as bad:
+        sb.commands.run("true", envs={"1BAD": "x"})
+    assert isinstance(bad.value, ValueError)
+    assert bad.value.kind == "invalid_params"
+    with pytest.raises(InvalidParamsError) as snap:
+        sb.restore("424242")
+    assert snap.value.kind == "unknown_snapshot"
+    with pytest.raises(FileNotFoundError):
+        sb.files.read("/no/such/file")
+
+
 def test_unknown_limit_is_rejected() -> None:
     with pytest.raises(ValueError):
         Sandbox(limits={"stdout_byte": 5})
@@ -159,8 +180,9 @@ def test_forks_are_isolated_and_nest(sb: Sandbox) -> None:
     with pytest.raises(FileNotFoundError):
         child.files.read("/home/user/g")
     child.destroy()
-    with pytest.raises(RuntimeError):
+    with pytest.raises(SandboxDestroyedError) as gone:
         child.commands.run("true")
+    assert gone.value.kind == "sandbox_destroyed"
     assert grandchild.files.read("f", format="bytes") == b"child\n"
     with pytest.raises(RuntimeError, match="kill"):
         sb.destroy()
@@ -178,9 +200,9 @@ def test_kill_ends_the_sandbox(transport: str) -> None:
     s = Sandbox(transport=transport)
     child = s.fork()
     s.kill()
-    with pytest.raises(RuntimeError):
+    with pytest.raises(SandboxDestroyedError):
         s.commands.run("true")
-    with pytest.raises(RuntimeError):
+    with pytest.raises(SandboxDestroyedError):
         child.commands.run("true")
     s.kill()  # idempotent
 

@@ -14,7 +14,7 @@ import threading
 import weakref
 from typing import Any, Callable
 
-from ._errors import raise_for_error
+from ._errors import SandboxDestroyedError, raise_for_error
 
 __all__ = ["Transport", "InProcessTransport", "RpcTransport", "find_sandboxd"]
 
@@ -102,7 +102,7 @@ class InProcessTransport(Transport):
 
     def call(self, method: str, params: dict[str, Any], on_notify: Notify | None = None) -> Any:
         if self._closed:
-            raise RuntimeError("sandbox has been killed")
+            raise SandboxDestroyedError("sandbox has been killed", None, {"kind": "sandbox_destroyed"})
         rid = next(self._ids)
         request = json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         callback = None
@@ -192,6 +192,7 @@ class RpcTransport(Transport):
         self._write_lock = threading.Lock()
         self._request_handler: RequestHandler | None = None
         self._dead: str | None = None
+        self._closed = False
         self._reader = threading.Thread(target=self._read_loop, name="wasmsand-rpc", daemon=True)
         self._reader.start()
 
@@ -207,6 +208,8 @@ class RpcTransport(Transport):
         rid = next(self._ids)
         slot = _Pending(on_notify)
         with self._lock:
+            if self._closed:
+                raise SandboxDestroyedError("sandbox has been killed", None, {"kind": "sandbox_destroyed"})
             if self._dead is not None:
                 raise RuntimeError(self._dead)
             self._pending[rid] = slot
@@ -284,6 +287,8 @@ class RpcTransport(Transport):
             pass
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
         proc = self._proc
         try:
             if proc.stdin is not None:

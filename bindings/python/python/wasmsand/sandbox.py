@@ -10,7 +10,7 @@ import secrets
 import threading
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Literal, Mapping, overload
 
-from ._errors import CommandExitError, SandboxError
+from ._errors import CommandExitError, SandboxDestroyedError, SandboxError
 from ._transport import InProcessTransport, RpcTransport, Transport
 from ._types import CommandResult, FileInfo, Limits, ProcessInfo, WriteEntry
 
@@ -56,7 +56,7 @@ class _Handle:
 
     def call(self, method: str, params: dict[str, Any], on_notify: Any = None) -> Any:
         if self.destroyed:
-            raise RuntimeError("sandbox has been destroyed")
+            raise SandboxDestroyedError("sandbox has been destroyed", None, {"kind": "sandbox_destroyed"})
         if self.sandbox_id is not None:
             params["sandboxId"] = self.sandbox_id
         return self.transport.call(method, params, on_notify)
@@ -731,7 +731,7 @@ class Sandbox:
         if self._h.sandbox_id is None:
             raise RuntimeError("Cannot destroy root sandbox; use kill() instead")
         if self._h.destroyed:
-            raise RuntimeError("sandbox has been destroyed")
+            raise SandboxDestroyedError("sandbox has been destroyed", None, {"kind": "sandbox_destroyed"})
         self._h.transport.call("sandbox.destroy", {"sandboxId": self._h.sandbox_id})
         self._h.destroyed = True
 
