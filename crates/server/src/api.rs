@@ -1127,7 +1127,7 @@ async fn start_run(
         return Err(shutting_down());
     }
     // Held until the run is recorded, so the user's next request counts it.
-    let _quota = crate::quotas::admit(&app, &user, capture.is_some()).await?;
+    let quota = crate::quotas::admit(&app, &user, capture.is_some()).await?;
 
     let id = new_id();
     let now = now_ms();
@@ -1184,10 +1184,7 @@ async fn start_run(
     };
     let log = RunLog::new(app.config.ws_ring_bytes, app.config.max_log_bytes);
     let run = LiveRun::new(record.clone(), spec, log.clone(), req.resume_from_seq);
-    let stored = record.clone();
-    store::call(&app.store, move |s| s.put_run(&stored))
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+    crate::quotas::record(&app, &quota, &record).await?;
     app.add_live_run(run.clone());
     app.audit.remember_run(&id, ctx);
     let admission = runs::submit(&app, run.clone());

@@ -108,6 +108,21 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Marks an error answer relayed from the replica that owns the object: already in the
+/// envelope, or the problem form, the client asked for (the owner saw the same `Accept`).
+#[derive(Clone, Copy)]
+pub struct Relayed;
+
+/// Whether `body` is an error in the envelope or in its problem form.
+pub fn is_envelope(body: &[u8]) -> bool {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return false;
+    };
+    v.pointer("/error/code").is_some_and(Value::is_string)
+        || (v.get("code").is_some_and(Value::is_string)
+            && v.get("status").is_some_and(Value::is_u64))
+}
+
 fn wants_problem(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)
@@ -146,6 +161,9 @@ async fn wrap_framework_error(resp: Response) -> Response {
 pub async fn negotiate(req: Request, next: Next) -> Response {
     let problem = wants_problem(req.headers());
     let mut resp = next.run(req).await;
+    if resp.extensions().get::<Relayed>().is_some() {
+        return resp;
+    }
     if (resp.status().is_client_error() || resp.status().is_server_error())
         && resp.extensions().get::<ErrorMark>().is_none()
     {

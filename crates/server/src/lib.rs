@@ -225,10 +225,14 @@ impl Server {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let app = self.app.clone();
-        let mut router = api::router(app.clone()).layer(axum::middleware::from_fn_with_state(
-            app.clone(),
-            replica::forward,
-        ));
+        // The forwarding layer's own errors (an owner that does not answer, a lost
+        // session, ...) get the envelope and its negotiation as the handlers' do.
+        let mut router = api::router(app.clone())
+            .layer(axum::middleware::from_fn_with_state(
+                app.clone(),
+                replica::forward,
+            ))
+            .layer(axum::middleware::from_fn(error::negotiate));
         if app.config.mcp_enabled {
             router = router.merge(mcp_router(&app).layer(axum::middleware::from_fn_with_state(
                 app.clone(),

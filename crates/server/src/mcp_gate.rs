@@ -43,16 +43,9 @@ impl RunGate for McpGate {
                 return Err("the service is stopping".into());
             }
             let user = user.unwrap_or_else(|| app.config.user_id.clone());
-            // The refusal reads as the REST one: code, message and when to retry.
-            let _admitted = crate::quotas::admit(&app, &user, false)
+            let admitted = crate::quotas::admit(&app, &user, false)
                 .await
-                .map_err(|e| {
-                    let retry = e.details.get("retry_after_sec").and_then(|v| v.as_u64());
-                    match retry {
-                        Some(s) => format!("{}: {} (retry after {s} s)", e.code, e.message),
-                        None => format!("{}: {}", e.code, e.message),
-                    }
-                })?;
+                .map_err(refusal)?;
             let now = now_ms();
             let mut record = RunRecord {
                 id: new_id(),
@@ -90,11 +83,11 @@ impl RunGate for McpGate {
                 worker_id: Some(app.worker_id.clone()),
             };
             record.resource_usage.limits.cpu = 1.0;
-            let r = record.clone();
             // Recorded before the admission is released: the user's next request counts it.
-            store::call(&app.store, move |s| s.put_run(&r))
+            crate::quotas::record(&app, &admitted, &record)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(refusal)?;
+            drop(admitted);
             app.audit.remember_run(
                 &record.id,
                 RunContext {
@@ -107,6 +100,15 @@ impl RunGate for McpGate {
             crate::observe::run_started(&app, &record.runtime);
             Ok(Box::new(Ticket { app, record }) as Box<dyn RunTicket>)
         })
+    }
+}
+
+/// The refusal reads as the REST one: code, message and when to retry.
+fn refusal(e: crate::error::ApiError) -> String {
+    let retry = e.details.get("retry_after_sec").and_then(|v| v.as_u64());
+    match retry {
+        Some(s) => format!("{}: {} (retry after {s} s)", e.code, e.message),
+        None => format!("{}: {}", e.code, e.message),
     }
 }
 

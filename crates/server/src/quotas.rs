@@ -3,9 +3,10 @@
 //! store, so replicas sharing one see the same numbers. A refusal is a 429 with the limit,
 //! what is used, and a `Retry-After` of when the window frees room.
 //!
-//! Admission of one user's runs is serialized in this process (check, then record the run),
-//! so concurrent requests cannot slip past a limit together; across replicas two requests
-//! at the same instant can each see the last free slot.
+//! Admission of one user's runs is serialized in this process ([`admit`] until the run is
+//! recorded), and the count and the insert are one step of the store ([`record`],
+//! `Store::admit_run`: a transaction holding a per-user lock on PostgreSQL), so requests
+//! reaching several replicas at the same instant cannot slip past a limit together.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -56,7 +57,9 @@ fn secs_until(ms: i64) -> u64 {
     ((ms - now_ms()).max(0) as u64).div_ceil(1000)
 }
 
-/// Checks `user`'s quotas for one more run; `captures` says whether it asks for artifacts.
+/// Serializes `user`'s admissions in this process and checks the artifact quota (`captures`:
+/// whether the run asks for artifacts). The run counts against the other quotas when
+/// [`record`]ed, which the caller does while holding the returned admission.
 pub async fn admit(app: &Arc<App>, user: &str, captures: bool) -> ApiResult<Admission> {
     let lock = {
         let mut locks = app.quotas.locks.lock();
@@ -72,64 +75,6 @@ pub async fn admit(app: &Arc<App>, user: &str, captures: bool) -> ApiResult<Admi
     };
     let guard = lock.lock_owned().await;
     let c = &app.config;
-    let limited = c.user_max_concurrent_runs > 0
-        || c.user_runs_per_minute > 0
-        || c.user_exec_seconds_per_day > 0;
-    if limited {
-        let now = now_ms();
-        let u = user.to_string();
-        let usage = store::call(&app.store, move |s| {
-            s.user_usage(&u, now - MINUTE_MS, now - DAY_MS, now)
-        })
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
-        if c.user_max_concurrent_runs > 0 && usage.active_runs >= c.user_max_concurrent_runs {
-            let retry = app.queue.wait_estimate_ms(0).div_ceil(1000);
-            return Err(refuse(
-                app,
-                "quota_exceeded",
-                "concurrent_runs",
-                format!(
-                    "user '{user}' already has {} runs in flight (limit {})",
-                    usage.active_runs, c.user_max_concurrent_runs
-                ),
-                c.user_max_concurrent_runs,
-                usage.active_runs,
-                retry,
-            ));
-        }
-        if c.user_runs_per_minute > 0 && usage.recent_runs >= c.user_runs_per_minute {
-            let retry = secs_until(usage.oldest_recent.unwrap_or(now) + MINUTE_MS);
-            return Err(refuse(
-                app,
-                "rate_limited",
-                "runs_per_minute",
-                format!(
-                    "user '{user}' started {} runs in the last minute (limit {})",
-                    usage.recent_runs, c.user_runs_per_minute
-                ),
-                c.user_runs_per_minute,
-                usage.recent_runs,
-                retry,
-            ));
-        }
-        let used_sec = usage.exec_ms / 1000;
-        if c.user_exec_seconds_per_day > 0 && used_sec >= c.user_exec_seconds_per_day {
-            let retry = secs_until(usage.oldest_exec.unwrap_or(now) + DAY_MS);
-            return Err(refuse(
-                app,
-                "quota_exceeded",
-                "exec_seconds_per_day",
-                format!(
-                    "user '{user}' used {used_sec} s of execution in the last 24 h (limit {})",
-                    c.user_exec_seconds_per_day
-                ),
-                c.user_exec_seconds_per_day,
-                used_sec,
-                retry,
-            ));
-        }
-    }
     if captures {
         let cap = c.max_artifact_bytes_per_user_mb.saturating_mul(MIB);
         let u = user.to_string();
@@ -165,4 +110,87 @@ pub async fn admit(app: &Arc<App>, user: &str, captures: bool) -> ApiResult<Admi
         }
     }
     Ok(guard)
+}
+
+fn limits(app: &App) -> store::UserLimits {
+    store::UserLimits {
+        concurrent_runs: app.config.user_max_concurrent_runs,
+        runs_per_minute: app.config.user_runs_per_minute,
+        exec_seconds_per_day: app.config.user_exec_seconds_per_day,
+    }
+}
+
+/// Stores a new run if its user's quotas leave room for it, atomically across replicas;
+/// otherwise nothing is stored and the answer is the 429 naming the quota.
+pub async fn record(
+    app: &Arc<App>,
+    _admitted: &Admission,
+    run: &store::RunRecord,
+) -> ApiResult<()> {
+    let limits = limits(app);
+    let now = now_ms();
+    let r = run.clone();
+    let (usage, stored) = store::call(&app.store, move |s| {
+        s.admit_run(&r, &limits, now - MINUTE_MS, now - DAY_MS, now)
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))?;
+    if stored {
+        return Ok(());
+    }
+    Err(refusal(app, &run.user_id, &limits, &usage, now))
+}
+
+/// Why `usage` leaves no room under `l`.
+fn refusal(
+    app: &App,
+    user: &str,
+    l: &store::UserLimits,
+    usage: &store::UserUsage,
+    now: i64,
+) -> ApiError {
+    if l.concurrent_runs > 0 && usage.active_runs >= l.concurrent_runs {
+        let retry = app.queue.wait_estimate_ms(0).div_ceil(1000);
+        return refuse(
+            app,
+            "quota_exceeded",
+            "concurrent_runs",
+            format!(
+                "user '{user}' already has {} runs in flight (limit {})",
+                usage.active_runs, l.concurrent_runs
+            ),
+            l.concurrent_runs,
+            usage.active_runs,
+            retry,
+        );
+    }
+    if l.runs_per_minute > 0 && usage.recent_runs >= l.runs_per_minute {
+        let retry = secs_until(usage.oldest_recent.unwrap_or(now) + MINUTE_MS);
+        return refuse(
+            app,
+            "rate_limited",
+            "runs_per_minute",
+            format!(
+                "user '{user}' started {} runs in the last minute (limit {})",
+                usage.recent_runs, l.runs_per_minute
+            ),
+            l.runs_per_minute,
+            usage.recent_runs,
+            retry,
+        );
+    }
+    let used_sec = usage.exec_ms / 1000;
+    let retry = secs_until(usage.oldest_exec.unwrap_or(now) + DAY_MS);
+    refuse(
+        app,
+        "quota_exceeded",
+        "exec_seconds_per_day",
+        format!(
+            "user '{user}' used {used_sec} s of execution in the last 24 h (limit {})",
+            l.exec_seconds_per_day
+        ),
+        l.exec_seconds_per_day,
+        used_sec,
+        retry,
+    )
 }

@@ -430,14 +430,42 @@ fn hop_by_hop(name: &HeaderName) -> bool {
     )
 }
 
+/// The owner of the object did not answer, or answered something that is not the API's:
+/// the object's runtime is out of reach from here for now.
 fn unreachable(addr: &str, e: impl std::fmt::Display) -> Response {
     ApiError::new(
-        StatusCode::BAD_GATEWAY,
-        "unavailable",
+        StatusCode::SERVICE_UNAVAILABLE,
+        "runtime_unavailable",
         format!("the replica that owns this object ({addr}) did not answer: {e}"),
     )
+    .with_details(json!({
+        "runtime": "wasm",
+        "available": false,
+        "replica": addr,
+        "suggested": [],
+    }))
     .with_header(header::RETRY_AFTER, "1")
     .into_response()
+}
+
+/// An error answer of the owner, relayed as it is when it is the API's envelope; anything
+/// else (a proxy's HTML page, a truncated body) becomes `runtime_unavailable`.
+fn relay_error(addr: &str, status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Response {
+    if !crate::error::is_envelope(body) {
+        return unreachable(
+            addr,
+            format!("its answer ({status}) is not an error of this API"),
+        );
+    }
+    let mut resp = Response::new(Body::from(body.to_vec()));
+    *resp.status_mut() = status;
+    for (k, v) in headers {
+        if !hop_by_hop(k) && k != header::CONTENT_LENGTH {
+            resp.headers_mut().append(k, v.clone());
+        }
+    }
+    resp.extensions_mut().insert(crate::error::Relayed);
+    resp
 }
 
 /// Sends the request to the replica at `addr` and streams its answer back.
@@ -477,7 +505,16 @@ async fn proxy(app: &Arc<App>, addr: &str, req: Request) -> Response {
         Ok(r) => r,
         Err(e) => return unreachable(addr, e),
     };
-    let mut resp = Response::builder().status(upstream.status());
+    let status = upstream.status();
+    // A HEAD answer has no body to check.
+    if (status.is_client_error() || status.is_server_error()) && parts.method != Method::HEAD {
+        let headers = upstream.headers().clone();
+        return match upstream.bytes().await {
+            Ok(body) => relay_error(addr, status, &headers, &body),
+            Err(e) => unreachable(addr, e),
+        };
+    }
+    let mut resp = Response::builder().status(status);
     if let Some(h) = resp.headers_mut() {
         for (k, v) in upstream.headers() {
             if !hop_by_hop(k) {
@@ -515,14 +552,7 @@ async fn proxy_ws(addr: &str, pq: &str, me: &str, req: Request) -> Response {
         Ok((s, _)) => s,
         Err(tungstenite::Error::Http(r)) => {
             let (p, body) = r.into_parts();
-            let mut resp = Response::new(Body::from(body.unwrap_or_default()));
-            *resp.status_mut() = p.status;
-            for (k, v) in p.headers.iter() {
-                if !hop_by_hop(k) {
-                    resp.headers_mut().append(k, v.clone());
-                }
-            }
-            return resp;
+            return relay_error(addr, p.status, &p.headers, &body.unwrap_or_default());
         }
         Err(e) => return unreachable(addr, e),
     };

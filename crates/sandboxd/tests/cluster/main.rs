@@ -2,6 +2,7 @@
 //! `sandboxd serve` processes sharing one PostgreSQL (started by the tests, see `pg`); the
 //! Kubernetes example of docs/deploy.md.
 
+mod admission;
 mod k8s;
 pub mod pg;
 mod replicas;

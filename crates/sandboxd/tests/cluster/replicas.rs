@@ -123,9 +123,9 @@ pub async fn wait_done(c: &reqwest::Client, via: &Replica, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         let (s, v) = get(c, &via.api(&format!("/runs/{id}"))).await;
-        // 502: the owner just died and is not yet declared dead; ask again.
+        // 503: the owner just died and is not yet declared dead; ask again.
         assert!(
-            s == StatusCode::OK || s == StatusCode::BAD_GATEWAY,
+            s == StatusCode::OK || s == StatusCode::SERVICE_UNAVAILABLE,
             "{s} {v}"
         );
         if s == StatusCode::OK
@@ -447,10 +447,10 @@ async fn when_the_owner_dies_its_runs_fail_and_its_sessions_are_lost() {
     wait_phase(&c, &b, &run, "running").await;
 
     a.kill();
-    // While A is presumed alive, B cannot reach it: a clear 502, not a hang.
+    // While A is presumed alive, B cannot reach it: a clear 503, not a hang.
     let (s, v) = get(&c, &b.api(&format!("/sessions/{sid}"))).await;
     assert!(
-        s == StatusCode::BAD_GATEWAY || s == StatusCode::GONE,
+        s == StatusCode::SERVICE_UNAVAILABLE || s == StatusCode::GONE,
         "{s} {v}"
     );
     // After the heartbeat TTL (3 s here) B fails the run and the session is lost.

@@ -231,6 +231,27 @@ impl UserUsage {
     }
 }
 
+/// The per-user limits a new run must fit in (0: no limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UserLimits {
+    pub concurrent_runs: u64,
+    pub runs_per_minute: u64,
+    pub exec_seconds_per_day: u64,
+}
+
+impl UserLimits {
+    pub fn any(&self) -> bool {
+        self.concurrent_runs > 0 || self.runs_per_minute > 0 || self.exec_seconds_per_day > 0
+    }
+
+    /// Whether one more run fits beside `u`.
+    pub fn admit(&self, u: &UserUsage) -> bool {
+        !(self.concurrent_runs > 0 && u.active_runs >= self.concurrent_runs
+            || self.runs_per_minute > 0 && u.recent_runs >= self.runs_per_minute
+            || self.exec_seconds_per_day > 0 && u.exec_ms / 1000 >= self.exec_seconds_per_day)
+    }
+}
+
 /// Which time the admin list sorts on (then on `created_at`, in the same direction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RunSort {
@@ -424,6 +445,30 @@ pub trait Store: Send + Sync + 'static {
             u.add(r, minute_from, day_from, now);
         }
         Ok(u)
+    }
+    /// Stores a new run unless its user's usage at `now` (without it) leaves no room under
+    /// `limits`, as one step: replicas admitting the same user at the same instant are
+    /// serialized, so none slips past a limit. Returns the usage seen and whether the run
+    /// was stored. The default suits a store only this process uses (whose callers admit
+    /// one user at a time).
+    fn admit_run(
+        &self,
+        run: &RunRecord,
+        limits: &UserLimits,
+        minute_from: i64,
+        day_from: i64,
+        now: i64,
+    ) -> StoreResult<(UserUsage, bool)> {
+        let u = if limits.any() {
+            self.user_usage(&run.user_id, minute_from, day_from, now)?
+        } else {
+            UserUsage::default()
+        };
+        let ok = limits.admit(&u);
+        if ok {
+            self.put_run(run)?;
+        }
+        Ok((u, ok))
     }
     /// Appends an audit event. Stores that keep none say so (the event still goes to the log
     /// sink).

@@ -18,7 +18,7 @@ use tokio_postgres::types::ToSql;
 
 use super::{
     AuditEvent, AuditQuery, Cluster, IdemEntry, ReplicaInfo, RunPage, RunQuery, RunRecord, RunSort,
-    Store, StoreError, StoreResult, UserUsage,
+    Store, StoreError, StoreResult, UserLimits, UserUsage,
 };
 
 fn err(e: impl std::fmt::Display) -> StoreError {
@@ -357,6 +357,51 @@ const PUT_RUN: &str = "INSERT INTO sandbox_runs
       artifact_bytes = EXCLUDED.artifact_bytes, has_artifacts = EXCLUDED.has_artifacts,
       body = EXCLUDED.body";
 
+/// The first key of the per-user admission locks (`pg_advisory_xact_lock(int, int)`): apart
+/// from the single-key locks above.
+const USER_LOCK_SPACE: i32 = 0x5155_4f54;
+
+/// A user's unfinished runs and those created since `$2`: what the quotas count.
+const USER_USAGE: &str = "SELECT body::text FROM sandbox_runs WHERE user_id = $1
+     AND (created_at >= $2 OR phase NOT IN ('completed','failed','timed_out','killed'))";
+
+async fn write_run(
+    c: &impl tokio_postgres::GenericClient,
+    st: &tokio_postgres::Statement,
+    r: &RunRecord,
+    owner: &str,
+    body: &str,
+) -> StoreResult<()> {
+    let has = !r.artifacts.is_empty() && !r.artifacts_expired;
+    let bytes: i64 = if has {
+        r.resource_usage.artifact_bytes as i64
+    } else {
+        0
+    };
+    c.execute(
+        st,
+        &[
+            &r.id,
+            &r.user_id,
+            &r.phase.as_str(),
+            &r.runtime,
+            &r.base_image,
+            &r.image_digest,
+            &r.message,
+            &r.created_at,
+            &r.started_at,
+            &r.finished_at,
+            &bytes,
+            &has,
+            &owner,
+            &body,
+        ],
+    )
+    .await
+    .map_err(err)?;
+    Ok(())
+}
+
 impl Store for PostgresStore {
     fn mode(&self) -> &'static str {
         "postgres"
@@ -371,35 +416,49 @@ impl Store for PostgresStore {
         let r = run.clone();
         let owner = self.replica_id.clone();
         self.exec(move |c| async move {
-            let has = !r.artifacts.is_empty() && !r.artifacts_expired;
-            let bytes: i64 = if has {
-                r.resource_usage.artifact_bytes as i64
-            } else {
-                0
-            };
             let st = c.prepare_cached(PUT_RUN).await.map_err(err)?;
-            c.execute(
-                &st,
-                &[
-                    &r.id,
-                    &r.user_id,
-                    &r.phase.as_str(),
-                    &r.runtime,
-                    &r.base_image,
-                    &r.image_digest,
-                    &r.message,
-                    &r.created_at,
-                    &r.started_at,
-                    &r.finished_at,
-                    &bytes,
-                    &has,
-                    &owner,
-                    &body,
-                ],
-            )
-            .await
-            .map_err(err)?;
-            Ok(())
+            write_run(&**c, &st, &r, &owner, &body).await
+        })
+    }
+
+    fn admit_run(
+        &self,
+        run: &RunRecord,
+        limits: &UserLimits,
+        minute_from: i64,
+        day_from: i64,
+        now: i64,
+    ) -> StoreResult<(UserUsage, bool)> {
+        let body = serde_json::to_string(run).map_err(err)?;
+        let r = run.clone();
+        let owner = self.replica_id.clone();
+        let limits = *limits;
+        let from = minute_from.min(day_from);
+        self.exec(move |mut c| async move {
+            let tx = c.transaction().await.map_err(err)?;
+            let mut u = UserUsage::default();
+            if limits.any() {
+                // The user's admissions on every replica queue on one lock (its name
+                // hashed), held until the commit: each counts the runs stored before it.
+                let st = tx
+                    .prepare_cached("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+                    .await
+                    .map_err(err)?;
+                tx.query(&st, &[&USER_LOCK_SPACE, &r.user_id])
+                    .await
+                    .map_err(err)?;
+                let st = tx.prepare_cached(USER_USAGE).await.map_err(err)?;
+                for run in decode_runs(tx.query(&st, &[&r.user_id, &from]).await.map_err(err)?)? {
+                    u.add(&run, minute_from, day_from, now);
+                }
+            }
+            let ok = limits.admit(&u);
+            if ok {
+                let st = tx.prepare_cached(PUT_RUN).await.map_err(err)?;
+                write_run(&*tx, &st, &r, &owner, &body).await?;
+            }
+            tx.commit().await.map_err(err)?;
+            Ok((u, ok))
         })
     }
 
@@ -718,13 +777,7 @@ impl Store for PostgresStore {
         let user = user_id.to_string();
         let from = minute_from.min(day_from);
         let runs = self.exec(move |c| async move {
-            let st = c
-                .prepare_cached(&format!(
-                    "SELECT body::text FROM sandbox_runs WHERE user_id = $1
-                     AND (created_at >= $2 OR phase NOT IN {TERMINAL})"
-                ))
-                .await
-                .map_err(err)?;
+            let st = c.prepare_cached(USER_USAGE).await.map_err(err)?;
             decode_runs(c.query(&st, &[&user, &from]).await.map_err(err)?)
         })?;
         let mut u = UserUsage::default();

@@ -5,7 +5,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
     AuditEvent, AuditQuery, IdemEntry, Phase, RunPage, RunQuery, RunRecord, RunSort, Store,
-    StoreError, StoreResult, UserUsage,
+    StoreError, StoreResult, UserLimits, UserUsage,
 };
 
 /// Runs and idempotency entries in one SQLite file. A run is its JSON record plus the few
@@ -181,6 +181,33 @@ fn put_run(conn: &Connection, run: &RunRecord) -> StoreResult<()> {
     ])
     .map_err(err)?;
     Ok(())
+}
+
+fn user_usage(
+    conn: &Connection,
+    user_id: &str,
+    minute_from: i64,
+    day_from: i64,
+    now: i64,
+) -> StoreResult<UserUsage> {
+    // Only the user's unfinished or recent runs.
+    let mut st = conn
+        .prepare_cached(
+            "SELECT body FROM runs WHERE user_id = ?1 AND (
+                 phase NOT IN ('completed','failed','timed_out','killed')
+                 OR created_at >= ?2)",
+        )
+        .map_err(err)?;
+    let bodies: Vec<String> = st
+        .query_map(params![user_id, minute_from.min(day_from)], |r| r.get(0))
+        .map_err(err)?
+        .collect::<Result<_, _>>()
+        .map_err(err)?;
+    let mut u = UserUsage::default();
+    for b in bodies {
+        u.add(&decode_run(b)?, minute_from, day_from, now);
+    }
+    Ok(u)
 }
 
 fn decode_run(body: String) -> StoreResult<RunRecord> {
@@ -395,25 +422,35 @@ impl Store for SqliteStore {
         day_from: i64,
         now: i64,
     ) -> StoreResult<UserUsage> {
-        // Only the user's unfinished or recent runs: the creation time lives in the JSON body.
-        let conn = self.conn.lock();
-        let mut st = conn
-            .prepare(
-                "SELECT body FROM runs WHERE user_id = ?1 AND (
-                     phase NOT IN ('completed','failed','timed_out','killed')
-                     OR json_extract(body, '$.created_at') >= ?2)",
-            )
+        user_usage(&self.conn.lock(), user_id, minute_from, day_from, now)
+    }
+
+    fn admit_run(
+        &self,
+        run: &RunRecord,
+        limits: &UserLimits,
+        minute_from: i64,
+        day_from: i64,
+        now: i64,
+    ) -> StoreResult<(UserUsage, bool)> {
+        // One connection serves the process, and a file serves one process: the lock held
+        // from the count to the insert makes the pair one step; the transaction makes it
+        // one write.
+        let mut conn = self.conn.lock();
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(err)?;
-        let bodies: Vec<String> = st
-            .query_map(params![user_id, minute_from.min(day_from)], |r| r.get(0))
-            .map_err(err)?
-            .collect::<Result<_, _>>()
-            .map_err(err)?;
-        let mut u = UserUsage::default();
-        for b in bodies {
-            u.add(&decode_run(b)?, minute_from, day_from, now);
+        let u = if limits.any() {
+            user_usage(&tx, &run.user_id, minute_from, day_from, now)?
+        } else {
+            UserUsage::default()
+        };
+        let ok = limits.admit(&u);
+        if ok {
+            put_run(&tx, run)?;
         }
-        Ok(u)
+        tx.commit().map_err(err)?;
+        Ok((u, ok))
     }
 
     fn put_audit(&self, e: &AuditEvent) -> StoreResult<()> {
