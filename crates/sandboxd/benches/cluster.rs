@@ -175,6 +175,16 @@ fn main() {
                 r.exit_code = Some((i % 4) as i32);
                 r.node_id = Some(format!("node-{}", i % 8));
                 r.worker_id = Some(format!("worker-{}", i % 16));
+                // Text for the `q` filter to find: one run in ten on another image, a
+                // message on every run.
+                if i % 10 == 0 {
+                    r.base_image = "python/3.12-slim".into();
+                }
+                r.message = Some(format!(
+                    "exited with status {} after {} ms",
+                    i % 4,
+                    500 + i % 300
+                ));
                 r
             })
             .collect();
@@ -217,6 +227,10 @@ fn main() {
                 "limit=50&node_id=node-3",
                 "limit=50&started_at_from=2023-11-15T00:00:00Z&started_at_to=2023-11-16T00:00:00Z",
                 "limit=50&q=nothing-matches",
+                "limit=50&q=PYTHON",
+                "limit=50&q=after%20777%20ms",
+                "limit=50&q=status%203&sort=finished_at:desc",
+                "limit=50&q=py",
             ] {
                 let (times, last) = timed_get(&c, &r.api(&format!("/admin/runs?{q}")), 20).await;
                 println!(

@@ -111,9 +111,53 @@ fn migrate(conn: &mut Connection) -> StoreResult<()> {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(err)?;
-    if version >= 1 {
-        return Ok(());
+    if version < 1 {
+        migrate_list_columns(conn)?;
     }
+    if version < 2 {
+        migrate_text_index(conn)?;
+    }
+    Ok(())
+}
+
+/// Version 2: the admin list's `q` (a substring of `base_image` or `message`) answered from
+/// an FTS5 trigram index instead of reading every run. The index reads its text from
+/// `runs` (external content) and triggers keep it in step with every write, whoever makes
+/// it. Its key is `seq`, a number given to each run once: a table without an INTEGER
+/// PRIMARY KEY may see its rowids renumbered by VACUUM, which would detach the index.
+/// The head of the admin list's condition that consults the text index.
+const TEXT_MATCH: &str = "seq IN";
+
+fn migrate_text_index(conn: &mut Connection) -> StoreResult<()> {
+    let tx = conn.transaction().map_err(err)?;
+    tx.execute_batch(
+        "ALTER TABLE runs ADD COLUMN seq INTEGER;
+         UPDATE runs SET seq = rowid;
+         CREATE UNIQUE INDEX runs_seq ON runs(seq);
+         CREATE VIRTUAL TABLE runs_text USING fts5(
+             base_image, message, content='runs', content_rowid='seq', tokenize='trigram');
+         CREATE TRIGGER runs_text_insert AFTER INSERT ON runs BEGIN
+             INSERT INTO runs_text(rowid, base_image, message)
+             VALUES (new.seq, new.base_image, new.message);
+         END;
+         CREATE TRIGGER runs_text_delete AFTER DELETE ON runs BEGIN
+             INSERT INTO runs_text(runs_text, rowid, base_image, message)
+             VALUES ('delete', old.seq, old.base_image, old.message);
+         END;
+         CREATE TRIGGER runs_text_update AFTER UPDATE OF base_image, message, seq ON runs BEGIN
+             INSERT INTO runs_text(runs_text, rowid, base_image, message)
+             VALUES ('delete', old.seq, old.base_image, old.message);
+             INSERT INTO runs_text(rowid, base_image, message)
+             VALUES (new.seq, new.base_image, new.message);
+         END;
+         INSERT INTO runs_text(runs_text) VALUES ('rebuild');
+         PRAGMA user_version = 2;",
+    )
+    .map_err(err)?;
+    tx.commit().map_err(err)
+}
+
+fn migrate_list_columns(conn: &mut Connection) -> StoreResult<()> {
     let tx = conn.transaction().map_err(err)?;
     let have: Vec<String> = {
         let mut st = tx.prepare("PRAGMA table_info(runs)").map_err(err)?;
@@ -151,11 +195,21 @@ fn migrate(conn: &mut Connection) -> StoreResult<()> {
 fn put_run(conn: &Connection, run: &RunRecord) -> StoreResult<()> {
     let body = serde_json::to_string(run).map_err(err)?;
     let has = !run.artifacts.is_empty() && !run.artifacts_expired;
+    // An upsert, not INSERT OR REPLACE: the replaced row's delete would not fire the text
+    // index's trigger (recursive triggers are off), and the run keeps its `seq`.
     conn.prepare_cached(
-        "INSERT OR REPLACE INTO runs (id, user_id, phase, finished_at, artifact_bytes,
+        "INSERT INTO runs (id, user_id, phase, finished_at, artifact_bytes,
              has_artifacts, body, created_at, started_at, runtime, base_image, image_digest,
-             message, node_id, worker_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+             message, node_id, worker_id, seq)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,
+             (SELECT COALESCE(MAX(seq), 0) + 1 FROM runs))
+         ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, phase = excluded.phase,
+             finished_at = excluded.finished_at, artifact_bytes = excluded.artifact_bytes,
+             has_artifacts = excluded.has_artifacts, body = excluded.body,
+             created_at = excluded.created_at, started_at = excluded.started_at,
+             runtime = excluded.runtime, base_image = excluded.base_image,
+             image_digest = excluded.image_digest, message = excluded.message,
+             node_id = excluded.node_id, worker_id = excluded.worker_id",
     )
     .map_err(err)?
     .execute(params![
@@ -550,12 +604,23 @@ impl Store for SqliteStore {
             }
         }
         if let Some(n) = &q.q {
-            // instr, not LIKE: no wildcard to escape.
-            bind(
-                &mut conds,
-                "(instr(rust_lower(base_image), ?) > 0 OR instr(rust_lower(message), ?) > 0)",
-                n.to_lowercase().into(),
-            );
+            if n.chars().count() >= 3 && n.is_ascii() {
+                // The trigram index answers a needle of 3 characters or more: its phrase
+                // match is a substring match, case folded as the reference does for ASCII.
+                bind(
+                    &mut conds,
+                    &format!("{TEXT_MATCH} (SELECT rowid FROM runs_text WHERE runs_text MATCH ?)"),
+                    format!("\"{}\"", n.replace('"', "\"\"")).into(),
+                );
+            } else {
+                // Shorter needles have no trigram, and beyond ASCII the index's case folding
+                // is not Rust's: every run is read. instr, not LIKE: no wildcard to escape.
+                bind(
+                    &mut conds,
+                    "(instr(rust_lower(base_image), ?) > 0 OR instr(rust_lower(message), ?) > 0)",
+                    n.to_lowercase().into(),
+                );
+            }
         }
         for (col, from, to) in [
             ("started_at", q.started_from, q.started_to),
@@ -579,11 +644,27 @@ impl Store for SqliteStore {
         };
         let dir = if q.desc { "DESC" } else { "ASC" };
         let conn = self.conn.lock();
+        // A text search alone is counted by its index (which holds one entry per run).
+        let count = match conds.as_slice() {
+            [only] if only.starts_with(TEXT_MATCH) => {
+                "SELECT COUNT(*) FROM runs_text WHERE runs_text MATCH ?1".to_string()
+            }
+            _ => format!("SELECT COUNT(*) FROM runs {where_}"),
+        };
         let total: i64 = conn
-            .prepare_cached(&format!("SELECT COUNT(*) FROM runs {where_}"))
+            .prepare_cached(&count)
             .map_err(err)?
             .query_row(rusqlite::params_from_iter(args.iter()), |r| r.get(0))
             .map_err(err)?;
+        // With many matches, the page walks the sort's index and tests each run against the
+        // text search's matches (`+seq`: not through the seq index, which would fetch and
+        // sort every match first): a common needle fills the page in a few steps. Few
+        // matches are fetched and sorted: walking would read most of the index for them.
+        let where_ = if total > 5_000 {
+            where_.replace(TEXT_MATCH, &format!("+{TEXT_MATCH}"))
+        } else {
+            where_
+        };
         // The page's row ids come from the indexes alone (the rows an offset skips are
         // never read), then only the page's records are.
         let rowids: Vec<i64> = conn
@@ -664,6 +745,76 @@ mod tests {
             })
             .unwrap();
         assert_eq!((page.total, page.items), (1, vec![r]));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn the_text_index_follows_every_write_and_survives_vacuum() {
+        let dir = std::env::temp_dir().join(format!("wasmsand-store-{}", uuid::Uuid::new_v4()));
+        let path = dir.join("t.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let ids = |store: &SqliteStore, needle: &str| -> Vec<String> {
+            let mut v: Vec<String> = store
+                .query_runs(&RunQuery {
+                    q: Some(needle.into()),
+                    limit: 100,
+                    ..RunQuery::default()
+                })
+                .unwrap()
+                .items
+                .into_iter()
+                .map(|r| r.id)
+                .collect();
+            v.sort();
+            v
+        };
+        for i in 0..20 {
+            let mut r = super::super::tests::sample_run(&format!("z{i:02}"), Phase::Completed);
+            r.base_image = "other/image".into();
+            r.message = Some(if i == 0 { "Échec" } else { "nothing to see" }.into());
+            store.put_run(&r).unwrap();
+        }
+        for (id, image, message) in [
+            ("a", "python/3.12", Some("Killed By \"OOM\"")),
+            ("b", "wasmsand/default", Some("exit status 3")),
+            ("c", "wasmsand/default", None),
+        ] {
+            let mut r = super::super::tests::sample_run(id, Phase::Running);
+            r.base_image = image.into();
+            r.message = message.map(str::to_string);
+            store.put_run(&r).unwrap();
+        }
+        assert_eq!(ids(&store, "PYTHON"), ["a"]);
+        assert_eq!(ids(&store, "by \"oom"), ["a"]);
+        assert_eq!(ids(&store, "default"), ["b", "c"]);
+        assert_eq!(ids(&store, "us 3"), ["b"]);
+        // Two characters: no trigram, the fallback reads every run.
+        assert_eq!(ids(&store, "3."), ["a"]);
+        assert!(ids(&store, "absent").is_empty());
+        // Beyond ASCII, Rust's case folding over every run.
+        assert_eq!(ids(&store, "éCHEC"), ["z00"]);
+        // A run stored again with other text is found by the new text only.
+        let mut b = store.get_run("b").unwrap().unwrap();
+        b.message = Some("timed out".into());
+        store.put_run(&b).unwrap();
+        assert!(ids(&store, "us 3").is_empty());
+        assert_eq!(ids(&store, "TIMED"), ["b"]);
+        // The start-up sweep rewrites unfinished runs' messages in SQL.
+        store
+            .fail_unfinished("server_restart", "lost in a restart", 5)
+            .unwrap();
+        assert_eq!(ids(&store, "restart"), ["a", "b", "c"]);
+        assert!(ids(&store, "TIMED").is_empty());
+        drop(store);
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch("VACUUM").unwrap();
+            c.execute_batch("INSERT INTO runs_text(runs_text) VALUES ('integrity-check')")
+                .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(ids(&store, "python"), ["a"]);
+        assert_eq!(ids(&store, "in a rest"), ["a", "b", "c"]);
         let _ = std::fs::remove_dir_all(dir);
     }
 }
