@@ -76,6 +76,16 @@ pub trait RunGate: Send + Sync + std::fmt::Debug {
     /// anonymous or stdio client) starts: `Err(message)` refuses it, and the tool answers
     /// that message as its error.
     fn begin(&self, principal: Option<&str>, command: &str) -> Admission;
+
+    /// Before a session of `principal` is created (`session_create`, `session_fork`), with
+    /// `live` the sessions this MCP server would then hold (the new one included):
+    /// `Err(message)` refuses it, and the tool answers that message as its error. Called
+    /// while the MCP server's session table is locked, so `live` holds until the answer; an
+    /// embedding server that counts [`Mcp::session_count`] in its own cap sees the new
+    /// session from this call on.
+    fn admit_session(&self, _principal: Option<&str>, _live: usize) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// An admitted run, told how it ended.
@@ -165,7 +175,8 @@ impl Mcp {
         &self.shared.config
     }
 
-    /// Live sessions of all clients.
+    /// Live sessions of all clients (and one being admitted by the gate's
+    /// [`RunGate::admit_session`]). Reads a counter: callable under any lock.
     pub fn session_count(&self) -> usize {
         self.shared.store.len()
     }

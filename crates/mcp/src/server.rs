@@ -97,6 +97,14 @@ impl McpHandler {
         }
     }
 
+    /// Asks the embedding server's gate, if any, to admit one more session.
+    fn admit_session(&self, principal: Option<&str>, live: usize) -> Result<(), String> {
+        match &self.shared.config.gate {
+            Some(g) => g.admit_session(principal, live),
+            None => Ok(()),
+        }
+    }
+
     fn new_sandbox(&self, limits: Limits) -> Sandbox {
         Sandbox::new(SandboxOptions {
             limits,
@@ -121,10 +129,23 @@ impl McpHandler {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let owner = self.owner(&ctx);
+        let principal = self.principal(&ctx);
         let out = match name {
             "sandbox_run" => async { self.sandbox_run(parse(args)?, &owner, ctx).await }.await,
-            "session_create" => async { self.session_create(parse(args)?, &owner).await }.await,
-            "session_fork" => async { self.session_fork(parse(args)?, &owner).await }.await,
+            "session_create" => {
+                async {
+                    self.session_create(parse(args)?, &owner, principal.as_deref())
+                        .await
+                }
+                .await
+            }
+            "session_fork" => {
+                async {
+                    self.session_fork(parse(args)?, &owner, principal.as_deref())
+                        .await
+                }
+                .await
+            }
             "session_list" => parse::<NoArgs>(args).map(|_| self.session_list(&owner)),
             "session_destroy" => async { self.session_destroy(parse(args)?, &owner).await }.await,
             "files_read" => async { self.files_read(parse(args)?, &owner).await }.await,
@@ -228,6 +249,7 @@ impl McpHandler {
         &self,
         a: SessionCreateArgs,
         owner: &str,
+        principal: Option<&str>,
     ) -> Result<CallToolResult, String> {
         let limits = effective_limits(
             self.shared.config.limits,
@@ -242,7 +264,10 @@ impl McpHandler {
             Ok(sb)
         })
         .await??;
-        let lease = self.shared.store.insert(owner, None, sb)?;
+        let lease = self
+            .shared
+            .store
+            .insert(owner, None, sb, |live| self.admit_session(principal, live))?;
         let out = SessionCreated {
             session_id: lease.id.clone(),
             limits: LimitsOut::from(&limits),
@@ -254,14 +279,21 @@ impl McpHandler {
         Ok(structured(&out, text))
     }
 
-    async fn session_fork(&self, a: SessionArgs, owner: &str) -> Result<CallToolResult, String> {
+    async fn session_fork(
+        &self,
+        a: SessionArgs,
+        owner: &str,
+        principal: Option<&str>,
+    ) -> Result<CallToolResult, String> {
         let parent = self.shared.store.get(owner, &a.session_id)?;
         let sb = parent.sandbox.clone();
         let child = blocking(move || sb.fork().map_err(|e| e.to_string())).await??;
         let lease = self
             .shared
             .store
-            .insert(owner, Some(parent.id.clone()), child)?;
+            .insert(owner, Some(parent.id.clone()), child, |live| {
+                self.admit_session(principal, live)
+            })?;
         let out = SessionForked {
             session_id: lease.id.clone(),
             parent_session_id: parent.id.clone(),

@@ -70,6 +70,9 @@ pub(crate) struct Caps {
 
 pub(crate) struct Store {
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// The table's size, readable without its lock (an embedding server's own session cap
+    /// reads it under its lock, which the admission below takes under this table's).
+    live: AtomicUsize,
     pub caps: Caps,
 }
 
@@ -78,6 +81,7 @@ impl Store {
     pub fn new(caps: Caps) -> Arc<Store> {
         let store = Arc::new(Store {
             sessions: Mutex::new(HashMap::new()),
+            live: AtomicUsize::new(0),
             caps,
         });
         let weak: Weak<Store> = Arc::downgrade(&store);
@@ -109,19 +113,23 @@ impl Store {
                 })
                 .map(|s| s.id.clone())
                 .collect();
-            ids.iter().filter_map(|id| map.remove(id)).collect()
+            let gone: Vec<Arc<Session>> = ids.iter().filter_map(|id| map.remove(id)).collect();
+            self.live.store(map.len(), Ordering::SeqCst);
+            gone
         };
         for s in expired {
             s.sandbox.destroy();
         }
     }
 
-    /// Registers a new sandbox for `owner` under a fresh id, if the caps allow one more.
+    /// Registers a new sandbox for `owner` under a fresh id, if the caps allow one more and
+    /// `admit` (told how many sessions there would then be) agrees.
     pub fn insert(
         &self,
         owner: &str,
         parent: Option<String>,
         sandbox: Sandbox,
+        admit: impl FnOnce(usize) -> Result<(), String>,
     ) -> Result<Lease, String> {
         self.reap(Instant::now());
         let mut map = self.sessions.lock();
@@ -139,6 +147,12 @@ impl Store {
                  session_destroy (session_list shows them)",
                 self.caps.per_owner
             ));
+        }
+        // Counted before asking, so that a cap shared with the embedding server sees it.
+        self.live.store(map.len() + 1, Ordering::SeqCst);
+        if let Err(e) = admit(map.len() + 1) {
+            self.live.store(map.len(), Ordering::SeqCst);
+            return Err(e);
         }
         let id = mint_id();
         let now = Instant::now();
@@ -171,10 +185,12 @@ impl Store {
     pub fn remove(&self, owner: &str, id: &str) -> Result<(), String> {
         let removed = {
             let mut map = self.sessions.lock();
-            match map.get(id) {
+            let removed = match map.get(id) {
                 Some(s) if s.owner == owner => map.remove(id),
                 _ => None,
-            }
+            };
+            self.live.store(map.len(), Ordering::SeqCst);
+            removed
         };
         match removed {
             Some(s) => {
@@ -201,14 +217,18 @@ impl Store {
 
     /// Destroys every session.
     pub fn clear(&self) {
-        let all: Vec<Arc<Session>> = self.sessions.lock().drain().map(|(_, s)| s).collect();
+        let all: Vec<Arc<Session>> = {
+            let mut map = self.sessions.lock();
+            self.live.store(0, Ordering::SeqCst);
+            map.drain().map(|(_, s)| s).collect()
+        };
         for s in all {
             s.sandbox.destroy();
         }
     }
 
     pub fn len(&self) -> usize {
-        self.sessions.lock().len()
+        self.live.load(Ordering::SeqCst)
     }
 
     fn unknown(&self, id: &str) -> String {
@@ -270,22 +290,30 @@ mod tests {
     #[test]
     fn caps_per_owner_and_global() {
         let s = store(3, 2, Duration::from_secs(3600));
-        let a1 = s.insert("a", None, sandbox()).unwrap().id.clone();
-        s.insert("a", None, sandbox()).unwrap();
-        let err = s.insert("a", None, sandbox()).err().unwrap();
+        let a1 = s
+            .insert("a", None, sandbox(), |_| Ok(()))
+            .unwrap()
+            .id
+            .clone();
+        s.insert("a", None, sandbox(), |_| Ok(())).unwrap();
+        let err = s.insert("a", None, sandbox(), |_| Ok(())).err().unwrap();
         assert!(err.contains("maximum of 2"), "{err}");
-        s.insert("b", None, sandbox()).unwrap();
-        let err = s.insert("c", None, sandbox()).err().unwrap();
+        s.insert("b", None, sandbox(), |_| Ok(())).unwrap();
+        let err = s.insert("c", None, sandbox(), |_| Ok(())).err().unwrap();
         assert!(err.contains("maximum of 3 live sessions"), "{err}");
         s.remove("a", &a1).unwrap();
-        s.insert("c", None, sandbox()).unwrap();
+        s.insert("c", None, sandbox(), |_| Ok(())).unwrap();
         assert_eq!(s.len(), 3);
     }
 
     #[test]
     fn another_owners_session_is_unknown() {
         let s = store(10, 10, Duration::from_secs(3600));
-        let id = s.insert("a", None, sandbox()).unwrap().id.clone();
+        let id = s
+            .insert("a", None, sandbox(), |_| Ok(()))
+            .unwrap()
+            .id
+            .clone();
         assert!(s.get("a", &id).is_ok());
         let err = s.get("b", &id).err().unwrap();
         assert!(err.contains("unknown session_id"), "{err}");
@@ -297,8 +325,12 @@ mod tests {
     #[test]
     fn idle_sessions_are_reaped_and_destroyed_but_not_while_in_use() {
         let s = store(10, 10, Duration::from_secs(60));
-        let held = s.insert("a", None, sandbox()).unwrap();
-        let idle_id = s.insert("a", None, sandbox()).unwrap().id.clone();
+        let held = s.insert("a", None, sandbox(), |_| Ok(())).unwrap();
+        let idle_id = s
+            .insert("a", None, sandbox(), |_| Ok(()))
+            .unwrap()
+            .id
+            .clone();
         let idle = s.get("a", &idle_id).unwrap().sandbox.clone();
         let later = Instant::now() + Duration::from_secs(61);
         s.reap(later);

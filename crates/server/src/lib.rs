@@ -70,6 +70,8 @@ pub struct App {
     pub metrics: Arc<observe::Metrics>,
     pub(crate) audit: audit::AuditSink,
     pub(crate) quotas: quotas::Quotas,
+    /// The MCP server of `/mcp`, once mounted: its sessions count against `max_sessions`.
+    pub(crate) mcp: std::sync::OnceLock<wasmsand_mcp::Mcp>,
     /// Forwarding to the owner of a session or run when replicas share the store.
     replica: replica::Replica,
     /// Recorded on the runs this process executes (PRD §30, v0.3): the machine or pod, and
@@ -145,6 +147,7 @@ impl App {
             metrics: Arc::new(observe::Metrics::new()),
             audit: audit_sink,
             quotas: quotas::Quotas::default(),
+            mcp: std::sync::OnceLock::new(),
             replica: replica::Replica::default(),
             node_id,
             worker_id,
@@ -283,11 +286,15 @@ impl Server {
 /// its runs count against that user's quotas and are recorded as runs ([`mcp_gate`]).
 fn mcp_router(app: &Arc<App>) -> axum::Router {
     let config = &app.config;
+    // The service's cap on sessions (`SANDBOX_MAX_SESSIONS`) holds for REST and MCP sessions
+    // together (the gate checks it for MCP's); the MCP server's own per-client cap stays.
     let mcp = wasmsand_mcp::Mcp::new(wasmsand_mcp::McpConfig {
         cache_dir: config.cache_dir.clone(),
         gate: Some(Arc::new(mcp_gate::McpGate::new(app))),
+        max_sessions: config.max_sessions,
         ..wasmsand_mcp::McpConfig::default()
     });
+    let _ = app.mcp.set(mcp.clone());
     mcp.http_router(&wasmsand_mcp::HttpOptions {
         allowed_hosts: config.mcp_allowed_hosts.clone(),
         allowed_origins: config.mcp_allowed_origins.clone(),

@@ -2,7 +2,8 @@
 //! admitted by [`crate::quotas::admit`] for its user and recorded in the store as a run of
 //! that user (`source: mcp`, its command as one shell line), so concurrent runs, runs per
 //! minute and execution seconds per day count MCP runs with REST ones, and the admin views
-//! and audit trail show them.
+//! and audit trail show them. Its sessions count against the service's `max_sessions` with
+//! the REST ones.
 
 use std::sync::{Arc, Weak};
 
@@ -32,6 +33,11 @@ struct Ticket {
 }
 
 impl RunGate for McpGate {
+    fn admit_session(&self, _principal: Option<&str>, live: usize) -> Result<(), String> {
+        let app = self.app.upgrade().ok_or("the service is stopping")?;
+        app.admit_mcp_session(live)
+    }
+
     fn begin(&self, principal: Option<&str>, command: &str) -> Admission {
         let app = self.app.upgrade();
         // Without authentication every MCP client is the service's one user.

@@ -72,7 +72,7 @@ impl App {
 
     pub(crate) fn insert_session(&self, s: Arc<Session>) -> bool {
         let mut map = self.sessions.lock();
-        if map.len() >= self.config.max_sessions {
+        if map.len() + self.mcp_session_count() >= self.config.max_sessions {
             return false;
         }
         map.insert(s.id.clone(), s);
@@ -84,6 +84,29 @@ impl App {
         // A run going on in it ends (its result is recorded as failed: the sandbox is gone).
         destroy_off_thread(s.sandbox.clone());
         Some(s)
+    }
+
+    /// Sessions of `/mcp` held now (a counter: readable under the sessions' lock).
+    pub fn mcp_session_count(&self) -> usize {
+        self.mcp.get().map_or(0, |m| m.session_count())
+    }
+
+    /// Admits one more MCP session when, with `mcp_live` MCP sessions (the new one counted),
+    /// REST and MCP sessions together stay within `max_sessions`. Called under the MCP
+    /// server's session lock; REST sessions are inserted under this one, reading the MCP
+    /// count (already raised by the session being admitted) without taking the other lock.
+    pub(crate) fn admit_mcp_session(&self, mcp_live: usize) -> Result<(), String> {
+        let rest = self.sessions.lock().len();
+        let max = self.config.max_sessions;
+        if rest + mcp_live > max {
+            return Err(format!(
+                "quota_exceeded: the server holds its maximum of {max} sessions ({rest} over \
+                 REST, {} over MCP); destroy one (session_destroy), or call sandbox_run \
+                 without session_id for a one-off sandbox",
+                mcp_live - 1
+            ));
+        }
+        Ok(())
     }
 
     /// Sessions held now (expired ones not yet reaped included).

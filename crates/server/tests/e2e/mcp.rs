@@ -165,15 +165,190 @@ async fn mcp_runs_count_against_the_users_quotas() {
     .await;
     assert_eq!(s, StatusCode::OK, "{list}");
     assert_eq!(list["total"], 2, "{list}");
-    let phases: Vec<_> = list["items"]
+    // Two runs started in the same millisecond list in either order.
+    let mut phases: Vec<_> = list["items"]
         .as_array()
         .unwrap()
         .iter()
         .map(|i| (i["phase"].as_str().unwrap(), i["exit_code"].as_i64()))
         .collect();
+    phases.sort();
     assert_eq!(
         phases,
         [("completed", Some(0)), ("failed", Some(3))],
         "{list}"
     );
+}
+
+/// Records the progress notifications an MCP client receives.
+#[derive(Clone)]
+struct Recorder {
+    tx: tokio::sync::mpsc::UnboundedSender<rmcp::model::ProgressNotificationParam>,
+}
+
+impl rmcp::ClientHandler for Recorder {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.tx.send(params);
+    }
+}
+
+fn tool(name: &str, args: Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(name.to_string()).with_arguments(args.as_object().unwrap().clone())
+}
+
+/// A run's output streams to the `/mcp` client as progress notifications while it runs
+/// (stdout and stderr in the order written, `progress` counting the bytes so far), and a run
+/// cancelled after its first line ends there, leaving its session usable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_output_streams_to_the_mcp_client_as_progress() {
+    use rmcp::model::{CallToolRequest, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+
+    let server = TestServer::start().await;
+    let url = format!("http://{}/mcp", server.addr);
+    let (tx, mut progress) = tokio::sync::mpsc::unbounded_channel();
+    let client = tokio::time::timeout(
+        PATIENCE,
+        Recorder { tx }.serve(StreamableHttpClientTransport::from_uri(url)),
+    )
+    .await
+    .expect("handshake in time")
+    .expect("handshake");
+    let created = client
+        .call_tool(tool("session_create", json!({})))
+        .await
+        .unwrap();
+    let sid = created.structured_content.unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let ran = client
+        .call_tool(tool(
+            "sandbox_run",
+            json!({"session_id": sid, "command": "echo out; echo err >&2; echo more"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(ran.structured_content.unwrap()["stdout"], "out\nmore\n");
+    // The client may hand notifications over out of order: `progress` orders them.
+    let want = "out\nerr\nmore\n";
+    let mut got = Vec::new();
+    while got
+        .iter()
+        .map(|p: &rmcp::model::ProgressNotificationParam| p.message.as_deref().unwrap().len())
+        .sum::<usize>()
+        < want.len()
+    {
+        let p = tokio::time::timeout(PATIENCE, progress.recv())
+            .await
+            .expect("progress in time")
+            .expect("a progress notification");
+        got.push(p);
+    }
+    got.sort_by(|a, b| a.progress.total_cmp(&b.progress));
+    let mut streamed = String::new();
+    for p in &got {
+        streamed.push_str(p.message.as_deref().unwrap());
+        assert_eq!(p.progress, streamed.len() as f64, "{got:?}");
+    }
+    assert_eq!(streamed, want);
+
+    // Ten minutes of work: its first line arrives while it runs, then the client cancels.
+    let handle = client
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(tool(
+                "sandbox_run",
+                json!({"session_id": sid, "command": "echo started; sleep 600; echo never"}),
+            ))),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .expect("request sent");
+    let token = handle.progress_token.clone();
+    let first = tokio::time::timeout(PATIENCE, progress.recv())
+        .await
+        .expect("progress in time")
+        .expect("a progress notification");
+    assert_eq!(first.progress_token, token);
+    assert_eq!(first.message.as_deref(), Some("started\n"));
+    handle
+        .cancel(Some("test".into()))
+        .await
+        .expect("cancel sent");
+    let after = client
+        .call_tool(tool(
+            "sandbox_run",
+            json!({"session_id": sid, "command": "echo $?; echo alive"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(after.structured_content.unwrap()["stdout"], "130\nalive\n");
+    client.cancel().await.unwrap();
+    server.stop().await;
+}
+
+/// `SANDBOX_MAX_SESSIONS` caps REST and MCP sessions together: past it `session_create` and
+/// `session_fork` answer a tool error naming the quota, REST answers 429, and destroying an
+/// MCP session makes room for a REST one.
+// Threat: T-SERVICE-EXHAUST (docs/security.md)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_sessions_count_against_the_services_session_cap() {
+    use reqwest::StatusCode;
+
+    let server = TestServer::with(|c| c.max_sessions = 3).await;
+    server.session(json!({})).await;
+    let url = format!("http://{}/mcp", server.addr);
+    let client = tokio::time::timeout(
+        PATIENCE,
+        ().serve(StreamableHttpClientTransport::from_uri(url)),
+    )
+    .await
+    .expect("handshake in time")
+    .expect("handshake");
+    let mut mcp = Vec::new();
+    for _ in 0..2 {
+        let r = client
+            .call_tool(tool("session_create", json!({})))
+            .await
+            .unwrap();
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+        mcp.push(r.structured_content.unwrap()["session_id"].clone());
+    }
+    // 1 REST + 2 MCP: full, whichever way the next one is asked for.
+    for (name, args) in [
+        ("session_create", json!({})),
+        ("session_fork", json!({"session_id": mcp[0]})),
+    ] {
+        let r = client.call_tool(tool(name, args)).await.unwrap();
+        assert_eq!(r.is_error, Some(true), "{name}: {r:?}");
+        let text = format!("{:?}", r.content);
+        assert!(
+            text.contains("quota_exceeded") && text.contains("maximum of 3 sessions"),
+            "{text}"
+        );
+    }
+    let (s, _, v) = server
+        .post("/sessions", json!({ "spec_version": "1.0" }))
+        .await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{v}");
+    assert_eq!(v["error"]["code"], "quota_exceeded", "{v}");
+    // One MCP session gone: a REST session fits again, and then MCP is full once more.
+    let r = client
+        .call_tool(tool("session_destroy", json!({"session_id": mcp[1]})))
+        .await
+        .unwrap();
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    server.session(json!({})).await;
+    let r = client
+        .call_tool(tool("session_create", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    client.cancel().await.unwrap();
+    server.stop().await;
 }
