@@ -123,6 +123,47 @@ pub fn exercise(store: &dyn Store) {
         store.user_usage("v", 0, 0, 10_000).unwrap(),
         UserUsage::default()
     );
+    // Admission: the count and the insert are one step; a refused run is not stored.
+    let one = crate::store::UserLimits {
+        concurrent_runs: 1,
+        ..Default::default()
+    };
+    let (seen, stored) = store
+        .admit_run(&sample_run("r6", Phase::Queued), &one, 8500, 5000, 10_000)
+        .unwrap();
+    assert_eq!((seen, stored), (u.clone(), false));
+    assert!(store.get_run("r6").unwrap().is_none());
+    let two = crate::store::UserLimits {
+        concurrent_runs: 2,
+        runs_per_minute: 2,
+        exec_seconds_per_day: 4,
+    };
+    let (_, stored) = store
+        .admit_run(&sample_run("r6", Phase::Queued), &two, 8500, 5000, 10_000)
+        .unwrap();
+    assert!(stored);
+    assert_eq!(
+        store
+            .user_usage("u", 8500, 5000, 10_000)
+            .unwrap()
+            .active_runs,
+        2
+    );
+    // Now two in flight: the limit of two refuses the next; no limit admits it.
+    let (seen, stored) = store
+        .admit_run(&sample_run("r7", Phase::Queued), &two, 8500, 5000, 10_000)
+        .unwrap();
+    assert_eq!((seen.active_runs, stored), (2, false));
+    let (_, stored) = store
+        .admit_run(
+            &sample_run("r7", Phase::Queued),
+            &Default::default(),
+            0,
+            0,
+            10_000,
+        )
+        .unwrap();
+    assert!(stored && store.get_run("r7").unwrap().is_some());
 
     for (i, (event, run)) in [
         ("sandbox.run.created", "r4"),
