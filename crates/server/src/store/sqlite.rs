@@ -144,7 +144,10 @@ fn migrate_text_index(conn: &mut Connection) -> StoreResult<()> {
              INSERT INTO runs_text(runs_text, rowid, base_image, message)
              VALUES ('delete', old.seq, old.base_image, old.message);
          END;
-         CREATE TRIGGER runs_text_update AFTER UPDATE OF base_image, message, seq ON runs BEGIN
+         CREATE TRIGGER runs_text_update AFTER UPDATE OF base_image, message, seq ON runs
+         WHEN old.base_image IS NOT new.base_image OR old.message IS NOT new.message
+             OR old.seq IS NOT new.seq
+         BEGIN
              INSERT INTO runs_text(runs_text, rowid, base_image, message)
              VALUES ('delete', old.seq, old.base_image, old.message);
              INSERT INTO runs_text(rowid, base_image, message)
