@@ -429,6 +429,10 @@ impl Store for PostgresStore {
         day_from: i64,
         now: i64,
     ) -> StoreResult<(UserUsage, bool)> {
+        if !limits.any() {
+            // Nothing to count: no transaction, no lock.
+            return self.put_run(run).map(|()| (UserUsage::default(), true));
+        }
         let body = serde_json::to_string(run).map_err(err)?;
         let r = run.clone();
         let owner = self.replica_id.clone();
@@ -436,21 +440,19 @@ impl Store for PostgresStore {
         let from = minute_from.min(day_from);
         self.exec(move |mut c| async move {
             let tx = c.transaction().await.map_err(err)?;
+            // The user's admissions on every replica queue on one lock (its name hashed),
+            // held until the commit: each counts the runs stored before it.
+            let st = tx
+                .prepare_cached("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+                .await
+                .map_err(err)?;
+            tx.query(&st, &[&USER_LOCK_SPACE, &r.user_id])
+                .await
+                .map_err(err)?;
+            let st = tx.prepare_cached(USER_USAGE).await.map_err(err)?;
             let mut u = UserUsage::default();
-            if limits.any() {
-                // The user's admissions on every replica queue on one lock (its name
-                // hashed), held until the commit: each counts the runs stored before it.
-                let st = tx
-                    .prepare_cached("SELECT pg_advisory_xact_lock($1, hashtext($2))")
-                    .await
-                    .map_err(err)?;
-                tx.query(&st, &[&USER_LOCK_SPACE, &r.user_id])
-                    .await
-                    .map_err(err)?;
-                let st = tx.prepare_cached(USER_USAGE).await.map_err(err)?;
-                for run in decode_runs(tx.query(&st, &[&r.user_id, &from]).await.map_err(err)?)? {
-                    u.add(&run, minute_from, day_from, now);
-                }
+            for run in decode_runs(tx.query(&st, &[&r.user_id, &from]).await.map_err(err)?)? {
+                u.add(&run, minute_from, day_from, now);
             }
             let ok = limits.admit(&u);
             if ok {
