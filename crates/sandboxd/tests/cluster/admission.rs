@@ -29,6 +29,7 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
+// Threat: T-SERVICE-EXHAUST (docs/security.md)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_users_concurrency_quota_admits_exactly_its_limit_across_replicas() {
     let pg = crate::pg_or_skip!();
