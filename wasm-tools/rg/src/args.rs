@@ -76,9 +76,8 @@ pub struct Args {
     pub summary: Option<Summary>,
     pub quiet: bool,
     pub max_count: Option<u64>,
-    pub after: Option<usize>,
-    pub before: Option<usize>,
-    pub context: usize,
+    pub after: usize,
+    pub before: usize,
     pub color: Color,
     pub colors: Vec<String>,
     /// `(glob, case-insensitive)` in command-line order.
@@ -148,9 +147,8 @@ impl Default for Args {
             summary: None,
             quiet: false,
             max_count: None,
-            after: None,
-            before: None,
-            context: 0,
+            after: 0,
+            before: 0,
             color: Color::Auto,
             colors: Vec::new(),
             globs: Vec::new(),
@@ -197,16 +195,6 @@ impl Default for Args {
             stats: false,
             encoding: None,
         }
-    }
-}
-
-impl Args {
-    pub fn after_context(&self) -> usize {
-        self.after.unwrap_or(self.context)
-    }
-
-    pub fn before_context(&self) -> usize {
-        self.before.unwrap_or(self.context)
     }
 }
 
@@ -405,9 +393,16 @@ fn with_value(a: &mut Args, name: &str, value: String) -> Result<(), String> {
         "type-not" => a.type_sels.push(TypeSel::Negate(value)),
         "type-add" => a.type_edits.push(TypeEdit::Add(value)),
         "type-clear" => a.type_edits.push(TypeEdit::Clear(value)),
-        "after-context" => a.after = Some(number(name, &value)?),
-        "before-context" => a.before = Some(number(name, &value)?),
-        "context" => a.context = number(name, &value)?,
+        // Each sets its side(s) in command-line order, as ripgrep 14 does (`-C2 -A1`: two
+        // lines before, one after); ripgrep 13 let the last of the three flags replace the
+        // others whole.
+        "after-context" => a.after = number(name, &value)?,
+        "before-context" => a.before = number(name, &value)?,
+        "context" => {
+            let n = number(name, &value)?;
+            a.after = n;
+            a.before = n;
+        }
         "max-count" => a.max_count = Some(number(name, &value)?),
         "max-depth" | "maxdepth" => a.max_depth = Some(number(name, &value)?),
         // One thread always (WASI has none); the value is still checked.
@@ -671,7 +666,7 @@ mod tests {
         let a = p(&["-inA2", "-e", "x", "-gfoo", "--glob=*.rs", "dir", "-"]);
         assert_eq!(a.case, Case::Insensitive);
         assert_eq!(a.line_number, Some(true));
-        assert_eq!(a.after, Some(2));
+        assert_eq!(a.after, 2);
         assert_eq!(a.patterns, ["x"]);
         assert_eq!(
             a.globs,
@@ -697,9 +692,11 @@ mod tests {
     }
 
     #[test]
-    fn context_flags_override_c() {
+    fn context_flags_apply_in_order() {
         let a = p(&["-A1", "-C3", "x"]);
-        assert_eq!((a.before_context(), a.after_context()), (3, 1));
+        assert_eq!((a.before, a.after), (3, 3));
+        let a = p(&["-C3", "-A1", "x"]);
+        assert_eq!((a.before, a.after), (3, 1));
     }
 
     #[test]
