@@ -223,8 +223,7 @@ fn run(args: Args) -> i32 {
     };
 
     if args.mode == Mode::Files {
-        let walk = walker(&args, &["./".to_string()]);
-        walk_all(walk, implicit_cwd, &mut state, &mut |path, _, _, st| {
+        walk_all(&args, implicit_cwd, &mut state, &mut |path, _, _, st| {
             if let Printer::Paths(out) = &mut printer {
                 let mut bytes = path_bytes(path);
                 bytes.push(if args.null { 0 } else { b'\n' });
@@ -254,9 +253,8 @@ fn run(args: Args) -> i32 {
         return finish(&args, printer, &state);
     }
 
-    let walk = walker(&args, &["./".to_string()]);
     walk_all(
-        walk,
+        &args,
         implicit_cwd,
         &mut state,
         &mut |display, real, explicit, st| {
@@ -543,22 +541,18 @@ fn settle(result: io::Result<bool>, display: &Path, st: &mut State) {
     }
 }
 
-fn walker(args: &Args, default: &[String]) -> Walk {
-    let paths: &[String] = if args.paths.is_empty() {
-        default
-    } else {
-        &args.paths
-    };
-    let mut b = WalkBuilder::new(&paths[0]);
-    for p in &paths[1..] {
-        b.add(p);
-    }
+/// The walk of one root, given as an absolute path. ripgrep reads the ignore files of the
+/// directories above each root (`ignore`'s "parents"), which the crate finds through
+/// `canonicalize`; WASI has no `canonicalize`, so those files are found here by walking up the
+/// lexical path, and added as explicit ignore files (see [`add_parent_ignores`]).
+fn walker(args: &Args, root: &Path, cwd: &Path) -> Walk {
+    let mut b = WalkBuilder::new(root);
     let ignore = !args.no_ignore;
     b.follow_links(args.follow)
         .max_depth(args.max_depth)
         .max_filesize(args.max_filesize)
         .hidden(!args.hidden)
-        .parents(ignore && !args.no_ignore_parent)
+        .parents(false)
         .ignore(ignore && !args.no_ignore_dot)
         .git_ignore(ignore && !args.no_ignore_vcs)
         .git_global(ignore && !args.no_ignore_vcs && !args.no_ignore_global)
@@ -570,6 +564,10 @@ fn walker(args: &Args, default: &[String]) -> Walk {
     if ignore {
         b.add_custom_ignore_filename(".rgignore");
     }
+    if ignore && !args.no_ignore_parent && root.is_dir() {
+        add_parent_ignores(args, &mut b, root);
+    }
+    b.current_dir(cwd);
     if !args.no_ignore_files {
         for f in &args.ignore_files {
             if let Some(e) = b.add_ignore(f) {
@@ -577,8 +575,7 @@ fn walker(args: &Args, default: &[String]) -> Walk {
             }
         }
     }
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let mut ob = OverrideBuilder::new(&cwd);
+    let mut ob = OverrideBuilder::new(cwd);
     let mut insensitive = false;
     for (glob, icase) in &args.globs {
         let want = *icase || args.glob_case_insensitive;
@@ -622,44 +619,170 @@ fn walker(args: &Args, default: &[String]) -> Walk {
     b.build()
 }
 
+/// The ignore files of the directories above `root`, as ripgrep reads them: `.gitignore` (and
+/// the repository's `.git/info/exclude`) only from the enclosing git repository's root down,
+/// `.ignore` and `.rgignore` from every ancestor. Explicit ignore files rank by the order they
+/// are added (later wins), so the order here gives ripgrep's precedence: `.rgignore` over
+/// `.ignore` over `.gitignore`, nearer directories over farther ones. Each file is rooted at
+/// its own directory (the builder's current directory while it is added), so anchored
+/// patterns match from there.
+fn add_parent_ignores(args: &Args, b: &mut WalkBuilder, root: &Path) {
+    let ancestors: Vec<&Path> = root.ancestors().skip(1).collect();
+    let git_root = root
+        .ancestors()
+        .position(|d| d.join(".git").exists())
+        .map(|i| root.ancestors().nth(i).unwrap().to_path_buf());
+    let in_repo_above = git_root.as_deref().is_some_and(|g| g != root);
+    if in_repo_above {
+        // The walk starts below the repository's root, where the crate cannot see the
+        // `.git`: without this, no `.gitignore` inside the walk would apply either.
+        b.require_git(false);
+    }
+    let vcs = !args.no_ignore_vcs;
+    let mut files: Vec<(&Path, PathBuf)> = Vec::new();
+    if let (Some(git), true) = (&git_root, in_repo_above && vcs && !args.no_ignore_exclude) {
+        files.push((git.as_path(), git.join(".git/info/exclude")));
+    }
+    let below_git =
+        |d: &Path| in_repo_above && git_root.as_deref().is_some_and(|g| d.starts_with(g));
+    if vcs {
+        for d in ancestors.iter().rev().filter(|d| below_git(d)) {
+            files.push((d, d.join(".gitignore")));
+        }
+    }
+    if !args.no_ignore_dot {
+        for d in ancestors.iter().rev() {
+            files.push((d, d.join(".ignore")));
+        }
+    }
+    for d in ancestors.iter().rev() {
+        files.push((d, d.join(".rgignore")));
+    }
+    for (dir, file) in files {
+        if file.is_file() {
+            b.current_dir(dir);
+            if let Some(e) = b.add_ignore(&file) {
+                eprintln!("{}", linux_errno(&e.to_string()));
+            }
+        }
+    }
+}
+
+/// `dir/../x` → `x` without touching the filesystem (WASI has no `canonicalize`).
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("/");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
 /// What [`walk_all`] calls for each file: `(display path, real path or None for stdin,
 /// named on the command line, state)`; false stops the walk.
 type Visit<'a> = dyn FnMut(&Path, Option<&Path>, bool, &mut State) -> bool + 'a;
 
-fn walk_all(walk: Walk, implicit_cwd: bool, st: &mut State, visit: &mut Visit<'_>) {
-    for item in walk {
-        let dent = match item {
-            Ok(d) => d,
-            Err(e) => {
-                st.message(e);
-                continue;
-            }
-        };
-        if let Some(e) = dent.error() {
-            st.message(e);
-        }
-        if dent.is_stdin() {
+/// Walks each path of the command line in turn (or `./`), showing paths as they were given:
+/// the walk itself runs on absolute paths.
+fn walk_all(args: &Args, implicit_cwd: bool, st: &mut State, visit: &mut Visit<'_>) {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let default = ["./".to_string()];
+    let roots: &[String] = if args.paths.is_empty() {
+        &default
+    } else {
+        &args.paths
+    };
+    for given in roots {
+        if given == "-" {
             if !visit(Path::new("<stdin>"), None, true, st) {
                 return;
             }
             continue;
         }
-        let explicit = dent.depth() == 0;
-        let is_file = match dent.file_type() {
-            Some(ft) => ft.is_file() || (explicit && !ft.is_dir()),
-            None => false,
-        };
-        if !is_file {
+        if let Err(e) = std::fs::symlink_metadata(given) {
+            st.message(format!("{given}: {e}"));
             continue;
         }
-        let real = dent.path();
-        let display = if implicit_cwd {
-            real.strip_prefix("./").unwrap_or(real)
-        } else {
-            real
+        let root = normalize(&cwd.join(given));
+        let shown = |real: &Path| -> PathBuf {
+            let rel = real.strip_prefix(&root).unwrap_or(real);
+            if implicit_cwd {
+                rel.to_path_buf()
+            } else if rel.as_os_str().is_empty() {
+                PathBuf::from(given)
+            } else {
+                Path::new(given).join(rel)
+            }
         };
-        if !visit(display, Some(real), explicit, st) {
-            return;
+        // Messages name paths as the command line did.
+        let root_text = root.to_string_lossy().into_owned();
+        let local = |msg: String| -> String {
+            let with = if implicit_cwd {
+                format!("{root_text}/")
+            } else {
+                root_text.clone()
+            };
+            let to = if implicit_cwd { "" } else { given.as_str() };
+            msg.replace(&with, to)
+        };
+        for item in walker(args, &root, &cwd) {
+            let dent = match item {
+                Ok(d) => d,
+                Err(e) => {
+                    st.message(local(e.to_string()));
+                    continue;
+                }
+            };
+            if let Some(e) = dent.error() {
+                st.message(local(e.to_string()));
+            }
+            let explicit = dent.depth() == 0;
+            let is_file = match dent.file_type() {
+                Some(ft) => ft.is_file() || (explicit && !ft.is_dir()),
+                None => false,
+            };
+            if !is_file {
+                continue;
+            }
+            let real = dent.path();
+            if !visit(&shown(real), Some(real), explicit, st) {
+                return;
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_is_lexical() {
+        assert_eq!(
+            normalize(Path::new("/a/b/../c/./d")),
+            PathBuf::from("/a/c/d")
+        );
+        assert_eq!(normalize(Path::new("/a/./")), PathBuf::from("/a"));
+        assert_eq!(normalize(Path::new("/../x")), PathBuf::from("/x"));
+    }
+
+    #[test]
+    fn wasi_errno_numbers_become_linux_ones() {
+        let msg = "x: No such file or directory (os error 44)";
+        let want = if cfg!(target_os = "wasi") {
+            "x: No such file or directory (os error 2)"
+        } else {
+            msg
+        };
+        assert_eq!(linux_errno(msg), want);
+        assert_eq!(wasi_to_linux(54), 20);
     }
 }
