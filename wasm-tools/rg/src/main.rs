@@ -5,6 +5,7 @@
 
 mod args;
 mod help;
+mod rules;
 
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -142,6 +143,12 @@ fn types_builder(args: &Args) -> TypesBuilder {
         }
     }
     b
+}
+
+/// A problem with an ignore file: reported, and the search goes on without its bad lines
+/// (ripgrep does not count these as errors for the exit status).
+pub fn warn(e: &dyn std::fmt::Display) {
+    eprintln!("{}", linux_errno(&e.to_string()));
 }
 
 /// How one run ends: whether anything matched (or, for `--files-without-match`, was
@@ -541,40 +548,15 @@ fn settle(result: io::Result<bool>, display: &Path, st: &mut State) {
     }
 }
 
-/// The walk of one root, given as an absolute path. ripgrep reads the ignore files of the
-/// directories above each root (`ignore`'s "parents"), which the crate finds through
-/// `canonicalize`; WASI has no `canonicalize`, so those files are found here by walking up the
-/// lexical path, and added as explicit ignore files (see [`add_parent_ignores`]).
+/// The walk of one root, given as an absolute path: order, depth, size, `-g` and `-t` by the
+/// walker, ignore files and hidden names by [`rules::Rules`].
 fn walker(args: &Args, root: &Path, cwd: &Path) -> Walk {
     let mut b = WalkBuilder::new(root);
-    let ignore = !args.no_ignore;
     b.follow_links(args.follow)
         .max_depth(args.max_depth)
         .max_filesize(args.max_filesize)
-        .hidden(!args.hidden)
-        .parents(false)
-        .ignore(ignore && !args.no_ignore_dot)
-        .git_ignore(ignore && !args.no_ignore_vcs)
-        .git_global(ignore && !args.no_ignore_vcs && !args.no_ignore_global)
-        .git_exclude(ignore && !args.no_ignore_vcs && !args.no_ignore_exclude)
-        .require_git(!args.no_require_git)
-        .ignore_case_insensitive(args.ignore_file_case_insensitive)
+        .standard_filters(false)
         .same_file_system(args.one_file_system);
-    // ripgrep 13 reads `.rgignore` even under `--no-ignore-dot` (which names `.ignore`).
-    if ignore {
-        b.add_custom_ignore_filename(".rgignore");
-    }
-    if ignore && !args.no_ignore_parent && root.is_dir() {
-        add_parent_ignores(args, &mut b, root);
-    }
-    b.current_dir(cwd);
-    if !args.no_ignore_files {
-        for f in &args.ignore_files {
-            if let Some(e) = b.add_ignore(f) {
-                eprintln!("{}", linux_errno(&e.to_string()));
-            }
-        }
-    }
     let mut ob = OverrideBuilder::new(cwd);
     let mut insensitive = false;
     for (glob, icase) in &args.globs {
@@ -587,7 +569,7 @@ fn walker(args: &Args, root: &Path, cwd: &Path) -> Walk {
             fatal(e);
         }
     }
-    b.overrides(ob.build().unwrap_or_else(|e| fatal(e)));
+    let overrides = ob.build().unwrap_or_else(|e| fatal(e));
     let mut tb = types_builder(args);
     for sel in &args.type_sels {
         match sel {
@@ -595,7 +577,10 @@ fn walker(args: &Args, root: &Path, cwd: &Path) -> Walk {
             args::TypeSel::Negate(n) => tb.negate(n),
         };
     }
-    b.types(tb.build().unwrap_or_else(|e| fatal(e)));
+    let types = tb.build().unwrap_or_else(|e| fatal(e));
+    b.overrides(overrides.clone()).types(types.clone());
+    let rules = rules::Rules::new(args, root, cwd, overrides, types);
+    b.filter_entry(move |dent| rules.keep(dent));
     let reverse = args.sort_reverse;
     match args.sort {
         SortBy::None => {}
@@ -617,55 +602,6 @@ fn walker(args: &Args, root: &Path, cwd: &Path) -> Walk {
         }
     }
     b.build()
-}
-
-/// The ignore files of the directories above `root`, as ripgrep reads them: `.gitignore` (and
-/// the repository's `.git/info/exclude`) only from the enclosing git repository's root down,
-/// `.ignore` and `.rgignore` from every ancestor. Explicit ignore files rank by the order they
-/// are added (later wins), so the order here gives ripgrep's precedence: `.rgignore` over
-/// `.ignore` over `.gitignore`, nearer directories over farther ones. Each file is rooted at
-/// its own directory (the builder's current directory while it is added), so anchored
-/// patterns match from there.
-fn add_parent_ignores(args: &Args, b: &mut WalkBuilder, root: &Path) {
-    let ancestors: Vec<&Path> = root.ancestors().skip(1).collect();
-    let git_root = root
-        .ancestors()
-        .position(|d| d.join(".git").exists())
-        .map(|i| root.ancestors().nth(i).unwrap().to_path_buf());
-    let in_repo_above = git_root.as_deref().is_some_and(|g| g != root);
-    if in_repo_above {
-        // The walk starts below the repository's root, where the crate cannot see the
-        // `.git`: without this, no `.gitignore` inside the walk would apply either.
-        b.require_git(false);
-    }
-    let vcs = !args.no_ignore_vcs;
-    let mut files: Vec<(&Path, PathBuf)> = Vec::new();
-    if let (Some(git), true) = (&git_root, in_repo_above && vcs && !args.no_ignore_exclude) {
-        files.push((git.as_path(), git.join(".git/info/exclude")));
-    }
-    let below_git =
-        |d: &Path| in_repo_above && git_root.as_deref().is_some_and(|g| d.starts_with(g));
-    if vcs {
-        for d in ancestors.iter().rev().filter(|d| below_git(d)) {
-            files.push((d, d.join(".gitignore")));
-        }
-    }
-    if !args.no_ignore_dot {
-        for d in ancestors.iter().rev() {
-            files.push((d, d.join(".ignore")));
-        }
-    }
-    for d in ancestors.iter().rev() {
-        files.push((d, d.join(".rgignore")));
-    }
-    for (dir, file) in files {
-        if file.is_file() {
-            b.current_dir(dir);
-            if let Some(e) = b.add_ignore(&file) {
-                eprintln!("{}", linux_errno(&e.to_string()));
-            }
-        }
-    }
 }
 
 /// `dir/../x` → `x` without touching the filesystem (WASI has no `canonicalize`).
