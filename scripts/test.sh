@@ -35,7 +35,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# PostgreSQL's server binaries for the replicated-service tests (crates/sandboxd/tests/cluster):
+# PostgreSQL's server binaries for the replicated-service tests (crates/sandboxd/tests/integration/cluster):
 # the tests start their own throw-away cluster on a loopback port under target/ and stop it.
 # Under CI=true those tests fail, not skip, when no server can be started.
 if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then

@@ -9,7 +9,7 @@
 //!
 //! Invariant of a region in the pool: every byte of it reads as zero. Whoever takes it makes
 //! exactly its own initial size accessible. That is what a fresh mapping gives, so no state of
-//! one run can reach the next (tests/isolation.rs checks it across modules).
+//! one run can reach the next (tests/integration/isolation.rs checks it across modules).
 //!
 //! A module with a [`MemoryImage`] (CPython) gets a region whose start is the image mapped
 //! copy-on-write: its data segments are not copied at all, and a released region is reset with

@@ -1,6 +1,7 @@
 //! Host memory stays bounded while guests misbehave. Alone in its own test binary (one
 //! process, one test) so that the resident-size readings see no other test's allocations.
 
+#[path = "integration/common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};

@@ -6,14 +6,14 @@
 //! * the admin list (`GET /admin/runs`) over 100 000 runs stored directly in PostgreSQL, and
 //!   the same runs in SQLite.
 //!
-//! PostgreSQL is a throw-away cluster the benchmark starts (see tests/cluster/pg.rs).
+//! PostgreSQL is a throw-away cluster the benchmark starts (see tests/integration/cluster/pg.rs).
 //! `cargo bench --profile dev -p sandboxd --bench cluster [-- RUNS CLIENTS]` (defaults 300
 //! and 8; 0 runs measures the admin list only).
 
-#[path = "../tests/cluster/pg.rs"]
+#[path = "../tests/integration/cluster/pg.rs"]
 mod pg;
 #[allow(dead_code)]
-#[path = "../tests/cluster/replicas.rs"]
+#[path = "../tests/integration/cluster/replicas.rs"]
 mod replicas;
 
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! wasm, each script beside the same script run by the machine's own `node` in a temporary
 //! directory holding the same files: stdout and exit status must be the same.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

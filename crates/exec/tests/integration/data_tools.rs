@@ -4,7 +4,7 @@
 //! they leave behind are read back by the other side (a database written in the sandbox is
 //! opened by the host's sqlite3).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

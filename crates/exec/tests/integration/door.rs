@@ -1,7 +1,7 @@
 //! The `host.call` door: requests reach the handler, answers come back into guest memory, and
 //! calls past the run's budget get the handler's over-budget answer instead.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

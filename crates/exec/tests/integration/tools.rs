@@ -4,7 +4,7 @@
 //! outputs, exit codes and resulting files must match it; the remaining cases state their
 //! expectations, each checked by hand against the host tools.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! outlive the request, runs that go on meanwhile, `process.*` calls that do not queue
 //! behind runs, forks, destroy, and reattaching by offsets.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! The line-JSON `type` protocol over the real `sandboxd` binary, on the same stdin as
 //! JSON-RPC.
 
-mod common;
+use crate::common;
 
 use common::Daemon;
 use serde_json::{Value, json};

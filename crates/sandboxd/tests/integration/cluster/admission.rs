@@ -10,7 +10,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::replicas::{Replica, run_body, wait_done};
+use crate::cluster::replicas::{Replica, run_body, wait_done};
 
 const PROBLEM: &str = "application/problem+json";
 

@@ -2,7 +2,7 @@
 //! routing, destroy, kill, RunResult passthrough), transport limits, streaming, concurrency
 //! and shutdown.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

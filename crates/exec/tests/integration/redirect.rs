@@ -1,7 +1,7 @@
 //! Standard streams connected to VFS files, as shell redirections will use them: `> f`,
 //! `>> f`, `> f 2>&1` (one shared offset), `< f`, and VFS limits on what is written.
 
-mod common;
+use crate::common;
 
 use common::*;
 use wasmsand_exec::{Exit, Input, OpenFile, Output, OutputBuffer, RunSpec};

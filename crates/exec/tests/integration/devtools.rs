@@ -3,7 +3,7 @@
 //! tool (GNU expr, util-linux column, binutils strings, tree, file, GNU bc) in a temporary
 //! directory holding the same files: stdout and exit status must be the same.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! must match. The repository made in the sandbox is then copied out and checked by host git
 //! (`fsck --strict`, `log`, `status`).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! deadline, an allocating guest under a memory cap, a flooding guest against an output cap,
 //! and programs blocked on pipes or sleeping.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::thread;

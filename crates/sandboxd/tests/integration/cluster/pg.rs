@@ -225,7 +225,7 @@ impl Pg {
 #[macro_export]
 macro_rules! pg_or_skip {
     () => {
-        match $crate::pg::cluster() {
+        match $crate::cluster::pg::cluster() {
             Some(pg) => pg,
             None => {
                 eprintln!("SKIPPED: {} (no PostgreSQL)", module_path!());

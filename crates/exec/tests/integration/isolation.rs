@@ -1,7 +1,7 @@
 //! Nothing a guest does reaches the host: not its stdout/stderr, not its files, not the
 //! network; the guest's `/` is exactly the sandbox's tree.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

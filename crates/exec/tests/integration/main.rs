@@ -1,0 +1,16 @@
+//! The exec crate's integration tests.
+//!
+//! One test binary per crate (modules inside): the test build links once per crate, not
+//! once per file (most of them pull in wasmer).
+
+mod common;
+mod cache;
+mod data_tools;
+mod devtools;
+mod door;
+mod git;
+mod isolation;
+mod limits;
+mod node;
+mod redirect;
+mod tools;

@@ -1,0 +1,16 @@
+//! The sandbox crate's integration tests.
+//!
+//! One test binary per crate (modules inside): the test build links once per crate, not
+//! once per file (most of them pull in wasmer).
+
+mod conformance;
+mod deterministic;
+mod mutations;
+mod node_git;
+mod processes;
+mod python;
+mod receipts;
+mod sandbox;
+mod spill;
+mod state;
+mod timeout_which;
