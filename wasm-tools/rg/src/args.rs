@@ -76,8 +76,9 @@ pub struct Args {
     pub summary: Option<Summary>,
     pub quiet: bool,
     pub max_count: Option<u64>,
-    pub after: usize,
-    pub before: usize,
+    after: Option<usize>,
+    before: Option<usize>,
+    context: usize,
     pub color: Color,
     pub colors: Vec<String>,
     /// `(glob, case-insensitive)` in command-line order.
@@ -147,8 +148,9 @@ impl Default for Args {
             summary: None,
             quiet: false,
             max_count: None,
-            after: 0,
-            before: 0,
+            after: None,
+            before: None,
+            context: 0,
             color: Color::Auto,
             colors: Vec::new(),
             globs: Vec::new(),
@@ -195,6 +197,19 @@ impl Default for Args {
             stats: false,
             encoding: None,
         }
+    }
+}
+
+impl Args {
+    /// Lines after a match: `-A` wins over `-C` whatever their order, as in ripgrep 14
+    /// (ripgrep 13 let the last of `-A/-B/-C` replace the others whole).
+    pub fn after(&self) -> usize {
+        self.after.unwrap_or(self.context)
+    }
+
+    /// Lines before a match: `-B` wins over `-C`, as [`Args::after`].
+    pub fn before(&self) -> usize {
+        self.before.unwrap_or(self.context)
     }
 }
 
@@ -393,16 +408,9 @@ fn with_value(a: &mut Args, name: &str, value: String) -> Result<(), String> {
         "type-not" => a.type_sels.push(TypeSel::Negate(value)),
         "type-add" => a.type_edits.push(TypeEdit::Add(value)),
         "type-clear" => a.type_edits.push(TypeEdit::Clear(value)),
-        // Each sets its side(s) in command-line order, as ripgrep 14 does (`-C2 -A1`: two
-        // lines before, one after); ripgrep 13 let the last of the three flags replace the
-        // others whole.
-        "after-context" => a.after = number(name, &value)?,
-        "before-context" => a.before = number(name, &value)?,
-        "context" => {
-            let n = number(name, &value)?;
-            a.after = n;
-            a.before = n;
-        }
+        "after-context" => a.after = Some(number(name, &value)?),
+        "before-context" => a.before = Some(number(name, &value)?),
+        "context" => a.context = number(name, &value)?,
         "max-count" => a.max_count = Some(number(name, &value)?),
         "max-depth" | "maxdepth" => a.max_depth = Some(number(name, &value)?),
         // One thread always (WASI has none); the value is still checked.
@@ -666,7 +674,7 @@ mod tests {
         let a = p(&["-inA2", "-e", "x", "-gfoo", "--glob=*.rs", "dir", "-"]);
         assert_eq!(a.case, Case::Insensitive);
         assert_eq!(a.line_number, Some(true));
-        assert_eq!(a.after, 2);
+        assert_eq!(a.after(), 2);
         assert_eq!(a.patterns, ["x"]);
         assert_eq!(
             a.globs,
@@ -692,11 +700,11 @@ mod tests {
     }
 
     #[test]
-    fn context_flags_apply_in_order() {
-        let a = p(&["-A1", "-C3", "x"]);
-        assert_eq!((a.before, a.after), (3, 3));
-        let a = p(&["-C3", "-A1", "x"]);
-        assert_eq!((a.before, a.after), (3, 1));
+    fn a_and_b_win_over_c_in_any_order() {
+        for argv in [&["-A1", "-C3", "x"], &["-C3", "-A1", "x"]] {
+            let a = p(argv);
+            assert_eq!((a.before(), a.after()), (3, 1));
+        }
     }
 
     #[test]

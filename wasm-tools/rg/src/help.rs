@@ -73,7 +73,7 @@ OUTPUT:
     -r, --replace TEXT        print matches replaced by TEXT ($1, $name groups)
     -A, --after-context N     N lines after each match
     -B, --before-context N    N lines before each match
-    -C, --context N           N lines before and after (a later -A/-B sets one side)
+    -C, --context N           N lines before and after (-A/-B win over it)
         --context-separator S separator between context groups (default --)
         --no-context-separator
         --passthru            print every line, matching or not

@@ -398,8 +398,8 @@ fn build_searcher(args: &Args) -> Searcher {
     .max_matches(args.max_count)
     .bom_sniffing(true);
     if args.summary.is_none() && !args.quiet {
-        b.before_context(args.before)
-            .after_context(args.after)
+        b.before_context(args.before())
+            .after_context(args.after())
             .passthru(args.passthru);
     }
     if let Some(label) = &args.encoding {
@@ -455,7 +455,7 @@ fn build_printer(args: &Args, with_filename: bool, out: Out) -> Printer {
         return Printer::Summary(b.build(out), without);
     }
     let heading = args.heading.unwrap_or(false) && !args.vimgrep;
-    let context = args.before > 0 || args.after > 0;
+    let context = args.before() > 0 || args.after() > 0;
     let ctx_sep = args.context_separator.clone().map(String::into_bytes);
     let file_sep = if heading {
         Some(Vec::new())
