@@ -69,6 +69,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/admin/usage/summary", get(crate::admin_ops::usage_summary))
         .route("/admin/metrics", get(crate::admin_ops::metrics_json))
         .route("/admin/audit", get(crate::admin_ops::audit))
+        .merge(crate::processes::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             app.clone(),
             crate::auth::authenticate,
@@ -107,7 +108,7 @@ async fn method_not_allowed(req: Request) -> ApiError {
 // ---- request plumbing ----
 
 /// Reads a JSON object body: content type, size cap and syntax checked, with clear 4xx.
-async fn read_json(headers: &HeaderMap, body: Body) -> ApiResult<Value> {
+pub(crate) async fn read_json(headers: &HeaderMap, body: Body) -> ApiResult<Value> {
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
         let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
         let mime = ct.split(';').next().unwrap_or("").trim();
@@ -139,7 +140,7 @@ async fn read_json(headers: &HeaderMap, body: Body) -> ApiResult<Value> {
     Ok(v)
 }
 
-fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> ApiResult<T> {
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> ApiResult<T> {
     serde_json::from_value(v.clone())
         .map_err(|e| ApiError::invalid(format!("invalid request: {e}")))
 }
@@ -207,7 +208,7 @@ fn valid_env_name(name: &str) -> bool {
         && c.all(|x| x == '_' || x.is_ascii_alphanumeric())
 }
 
-fn check_env(env: &BTreeMap<String, String>) -> ApiResult<()> {
+pub(crate) fn check_env(env: &BTreeMap<String, String>) -> ApiResult<()> {
     for (k, v) in env {
         if !valid_env_name(k) {
             return Err(ApiError::invalid(format!(
@@ -264,7 +265,7 @@ fn check_timeout(app: &App, name: &str, v: Option<u64>, default: u64) -> ApiResu
     }
 }
 
-fn host_of(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn host_of(headers: &HeaderMap) -> Option<String> {
     headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -637,6 +638,7 @@ async fn create_session(
                 network_policy,
                 lock: Arc::new(tokio::sync::Mutex::new(())),
                 owner: user.clone(),
+                processes: Default::default(),
             });
             if !app.insert_session(session.clone()) {
                 session.sandbox.destroy();

@@ -1,7 +1,8 @@
 //! Audit events (PRD §15): `sandbox.session.created`, `sandbox.run.created`, `.queued`,
 //! `.starting`, `.running`, `.completed`, `.failed`, `.timed_out`, `.killed`, each with the
 //! user, the run or session, `source`, `runtime`, `base_image`, `image_digest`,
-//! `policy_hash`, `spec_version` and a time stamp.
+//! `policy_hash`, `spec_version` and a time stamp; and a session's background processes'
+//! `sandbox.process.started`, `.killed` and `.ended`.
 //!
 //! One writer task takes them in order and writes each to the store, to the log (target
 //! `sandbox.audit`) and, when configured, to a JSON-lines file. They never carry the
@@ -109,6 +110,11 @@ impl AuditSink {
     pub fn remember_run(&self, run_id: &str, ctx: RunContext) {
         self.runs.lock().insert(run_id.to_string(), ctx);
     }
+}
+
+/// An event of a session's background process (`crate::processes`).
+pub fn process_event(app: &App, event: &str, user_id: &str, session_id: &str, body: Value) {
+    app.audit.emit(event, user_id, None, Some(session_id), body);
 }
 
 #[allow(clippy::too_many_arguments)]

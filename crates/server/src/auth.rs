@@ -4,7 +4,7 @@
 //! `Authorization: Bearer KEY`) and bearer JWTs signed HS256 with the configured secret
 //! (`sub` is the user; the role claim, `role` by default, says `admin`). A WebSocket stream
 //! also accepts the short-lived `token` + `exp` of a signed `log_stream_url`, scoped to its
-//! one run.
+//! one run (or the `stream_url` of a session's background process, scoped to it).
 //!
 //! With neither keys nor a JWT secret configured, authentication is off: every request is
 //! the configured single user (`default`) with admin rights. The server refuses that on a
@@ -315,20 +315,21 @@ pub async fn authenticate(State(app): State<Arc<App>>, mut req: Request, next: N
         .strip_prefix(crate::api::BASE)
         .unwrap_or(&route)
         .to_string();
-    let id = {
+    let params = {
         use axum::RequestExt;
-        req.extract_parts::<RawPathParams>()
-            .await
-            .ok()
-            .and_then(|p| {
-                p.iter()
-                    .find(|(k, _)| *k == "id")
-                    .map(|(_, v)| v.to_string())
-            })
+        req.extract_parts::<RawPathParams>().await.ok()
     };
+    let param = |name: &str| {
+        params.as_ref().and_then(|p| {
+            p.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        })
+    };
+    let (id, pid) = (param("id"), param("pid"));
     let token = query_param(&req, "token").zip(query_param(&req, "exp"));
     let headers = req.headers().clone();
-    match authorize(&app, &route, id.as_deref(), token, &headers).await {
+    match authorize(&app, &route, id.as_deref(), pid.as_deref(), token, &headers).await {
         Ok(p) => {
             tracing::Span::current().record("user_id", p.user_id.as_str());
             req.extensions_mut().insert(p);
@@ -347,9 +348,29 @@ async fn authorize(
     app: &Arc<App>,
     route: &str,
     id: Option<&str>,
+    pid: Option<&str>,
     token: Option<(String, String)>,
     headers: &HeaderMap,
 ) -> Result<Principal, ApiError> {
+    // A signed URL of a process stream is its own credential, for that one process.
+    if app.config.ws_signed_urls
+        && route == "/sessions/{id}/processes/{pid}/stream"
+        && let (Some(id), Some(pid), Some((token, exp))) = (id, pid, &token)
+    {
+        app.auth.verify_ws(
+            &crate::processes::stream_scope(id, pid),
+            token,
+            exp,
+            crate::util::now_ms(),
+        )?;
+        let session = app
+            .session(id)
+            .ok_or_else(|| ApiError::not_found("session", id))?;
+        return Ok(Principal {
+            user_id: session.owner.clone(),
+            admin: false,
+        });
+    }
     // A signed stream URL is its own credential, for its one run only.
     if app.config.ws_signed_urls
         && route == "/runs/{id}/stream"

@@ -92,6 +92,9 @@ pub struct Config {
     pub max_timeout_sec: u64,
     pub cancel_grace_seconds: u64,
     pub ws_heartbeat_sec: u64,
+    /// Background processes a session may have running at once
+    /// (`SANDBOX_MAX_PROCESSES_PER_SESSION`); 0 turns them off.
+    pub max_processes_per_session: u64,
     /// Bytes of WebSocket frames each run keeps for late and reconnecting clients.
     pub ws_ring_bytes: usize,
     /// How long a finished run's frames stay in memory for late clients.
@@ -183,6 +186,7 @@ impl Default for Config {
             max_timeout_sec: 3600,
             cancel_grace_seconds: 5,
             ws_heartbeat_sec: 10,
+            max_processes_per_session: 8,
             ws_ring_bytes: 4 * MIB as usize,
             log_retention_sec: 3600,
             max_retained_runs: 10_000,
@@ -330,6 +334,10 @@ impl Config {
         num!("SANDBOX_MAX_TIMEOUT_SEC", c.max_timeout_sec);
         num!("SANDBOX_CANCEL_GRACE_SECONDS", c.cancel_grace_seconds);
         num!("SANDBOX_WS_HEARTBEAT_SEC", c.ws_heartbeat_sec);
+        num!(
+            "SANDBOX_MAX_PROCESSES_PER_SESSION",
+            c.max_processes_per_session
+        );
         num!("SANDBOX_WS_RING_BYTES", c.ws_ring_bytes);
         num!("SANDBOX_LOG_RETENTION_SEC", c.log_retention_sec);
         num!("SANDBOX_MAX_RETAINED_RUNS", c.max_retained_runs);

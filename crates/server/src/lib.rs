@@ -22,6 +22,7 @@ pub mod observe;
 pub mod openapi;
 mod panel;
 pub mod policy;
+mod processes;
 mod quotas;
 mod replica;
 mod runs;

@@ -105,6 +105,18 @@ impl Metrics {
                 "Runs waiting in this process's queue"
             );
             describe_gauge!("sandbox_sessions_active", "Sessions held by this process");
+            describe_counter!(
+                "sandbox_processes_started_total",
+                "Background processes started in sessions"
+            );
+            describe_counter!(
+                "sandbox_processes_ended_total",
+                "Background processes that ended, by status"
+            );
+            describe_gauge!(
+                "sandbox_processes_running",
+                "Background processes running in this process's sessions"
+            );
         });
         m
     }
@@ -156,6 +168,18 @@ pub fn upload(app: &App, kind: &str, bytes: u64, files: u64) {
     app.metrics.with(|| {
         counter!("sandbox_upload_bytes_total", "kind" => kind.clone()).increment(bytes);
         counter!("sandbox_upload_files_total", "kind" => kind).increment(files);
+    });
+}
+
+pub fn process_started(app: &App) {
+    app.metrics
+        .with(|| counter!("sandbox_processes_started_total", "runtime" => "wasm").increment(1));
+}
+
+pub fn process_ended(app: &App, status: &'static str) {
+    app.metrics.with(|| {
+        counter!("sandbox_processes_ended_total", "runtime" => "wasm", "status" => status)
+            .increment(1)
     });
 }
 
@@ -228,7 +252,15 @@ fn refresh_gauges(app: &App) {
     }
     let waiting = app.queue.waiting() as f64;
     let sessions = app.session_count() as f64;
+    let held: Vec<_> = app.sessions.lock().values().cloned().collect();
+    let processes = held
+        .iter()
+        .filter_map(|s| s.sandbox.processes().ok())
+        .flatten()
+        .filter(|p| p.running)
+        .count() as f64;
     app.metrics.with(|| {
+        gauge!("sandbox_processes_running").set(processes);
         gauge!("sandbox_runs_in_flight", "phase" => "queued").set(queued as f64);
         gauge!("sandbox_runs_in_flight", "phase" => "starting").set(starting as f64);
         gauge!("sandbox_runs_in_flight", "phase" => "running").set(running as f64);

@@ -14,7 +14,7 @@ use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::App;
-use crate::{admin, admin_ops, api, observe};
+use crate::{admin, admin_ops, api, observe, processes};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -24,6 +24,14 @@ use crate::{admin, admin_ops, api, observe};
         api::get_session,
         api::delete_session,
         api::upload_files,
+        processes::start_process,
+        processes::list_processes,
+        processes::get_process,
+        processes::wait_process,
+        processes::kill_process,
+        processes::write_stdin,
+        processes::process_output,
+        processes::stream_process,
         api::create_run,
         api::get_run,
         api::stream_run,
@@ -41,6 +49,7 @@ use crate::{admin, admin_ops, api, observe};
     tags(
         (name = "runtimes", description = "what this server runs"),
         (name = "sessions", description = "sandboxes kept between runs, and uploads into them"),
+        (name = "processes", description = "background processes of a session: start, status, wait, kill, stdin, output and live output"),
         (name = "runs", description = "commands executed in the background, their live log and cancel"),
         (name = "artifacts", description = "files captured after a run"),
         (name = "admin", description = "read-only operator views (admins only when authentication is on)"),
@@ -154,6 +163,13 @@ mod tests {
             "/api/v1/sandbox/sessions",
             "/api/v1/sandbox/sessions/{id}",
             "/api/v1/sandbox/sessions/{id}/files",
+            "/api/v1/sandbox/sessions/{id}/processes",
+            "/api/v1/sandbox/sessions/{id}/processes/{pid}",
+            "/api/v1/sandbox/sessions/{id}/processes/{pid}/wait",
+            "/api/v1/sandbox/sessions/{id}/processes/{pid}/kill",
+            "/api/v1/sandbox/sessions/{id}/processes/{pid}/stdin",
+            "/api/v1/sandbox/sessions/{id}/processes/{pid}/output",
+            "/api/v1/sandbox/sessions/{id}/processes/{pid}/stream",
             "/api/v1/sandbox/runs",
             "/api/v1/sandbox/runs/{id}",
             "/api/v1/sandbox/runs/{id}/stream",
@@ -185,6 +201,11 @@ mod tests {
             "RunView",
             "RunRequest",
             "SessionView",
+            "StartProcessRequest",
+            "ProcessView",
+            "ProcessList",
+            "WaitReply",
+            "OutputReply",
             "ResourceUsage",
             "AdminRunPage",
             "AdminRunDetail",

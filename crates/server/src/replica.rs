@@ -246,6 +246,23 @@ fn guard(
     {
         return app.auth.verify_ws(id, &token, &exp, now_ms()).map_err(deny);
     }
+    // A session's process stream: its signed URL names the session and the pid.
+    if kind == "session"
+        && app.config.ws_signed_urls
+        && let Some((token, exp)) = signed_params(req)
+        && let Some(pid) = req
+            .uri()
+            .path()
+            .strip_suffix("/stream")
+            .and_then(|p| p.rsplit_once("/processes/"))
+            .map(|(_, pid)| pid)
+    {
+        let scope = crate::processes::stream_scope(id, pid);
+        return app
+            .auth
+            .verify_ws(&scope, &token, &exp, now_ms())
+            .map_err(deny);
+    }
     let p = app.principal_of(req.headers()).map_err(deny)?;
     if p.user_id != remote.user_id {
         return Err(deny(ApiError::not_found(kind, id)));

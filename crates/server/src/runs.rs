@@ -360,6 +360,7 @@ pub fn sandbox_options(app: &App, memory_mb: u64, env: Vec<(String, String)>) ->
             // cap by one byte, so the log notices the overflow and says `truncated`.
             stdout_bytes: c.max_log_bytes.saturating_add(1),
             stderr_bytes: c.max_log_bytes.saturating_add(1),
+            background_processes: c.max_processes_per_session,
             ..Default::default()
         },
         env,
@@ -412,7 +413,7 @@ async fn provision(
     Ok((sandbox, guard))
 }
 
-fn absolute_cwd(cwd: &str) -> String {
+pub(crate) fn absolute_cwd(cwd: &str) -> String {
     if cwd.starts_with('/') {
         cwd.to_string()
     } else {

@@ -30,6 +30,8 @@ pub struct Session {
     pub lock: Arc<tokio::sync::Mutex<()>>,
     /// The user that created it: nobody else sees it.
     pub owner: String,
+    /// The service's side of its background processes (their stream frames).
+    pub processes: crate::processes::ProcessTable,
 }
 
 impl Session {
