@@ -127,6 +127,9 @@ pub struct Args {
     pub one_file_system: bool,
     pub stats: bool,
     pub encoding: Option<String>,
+    /// A feature this build lacks (PCRE2, preprocessors, ...): its message ends the run with
+    /// status 2, printed plainly as ripgrep prints its own "not available" errors.
+    pub unsupported: Option<String>,
 }
 
 impl Default for Args {
@@ -196,6 +199,7 @@ impl Default for Args {
             one_file_system: false,
             stats: false,
             encoding: None,
+            unsupported: None,
         }
     }
 }
@@ -477,14 +481,12 @@ fn with_value(a: &mut Args, name: &str, value: String) -> Result<(), String> {
         }
         "engine" => {
             if value != "default" && value != "auto" {
-                return Err(format!(
-                    "--engine {value}: only the default regex engine is available (no PCRE2)"
-                ));
+                a.unsupported = Some("PCRE2 is not available in this build of ripgrep.".into());
             }
         }
         "hyperlink-format" => {}
         "pre" | "pre-glob" => {
-            return Err(format!(
+            a.unsupported = Some(format!(
                 "--{name} is not supported: the sandbox cannot start preprocessor programs"
             ));
         }
@@ -613,14 +615,16 @@ fn switch(a: &mut Args, name: &str) -> Result<(), String> {
         | "no-pre"
         | "auto-hybrid-regex"
         | "no-auto-hybrid-regex" => {}
-        "pcre2" => return Err("PCRE2 is not available in this build of ripgrep.".into()),
+        "pcre2" => {
+            a.unsupported = Some("PCRE2 is not available in this build of ripgrep.".into());
+        }
         "search-zip" => {
-            return Err(
+            a.unsupported = Some(
                 "--search-zip is not supported: the sandbox cannot start decompression programs"
                     .into(),
             );
         }
-        "json" => return Err("--json is not supported by this rg".into()),
+        "json" => a.unsupported = Some("--json is not supported by this rg".into()),
         _ => return Err(format!("unrecognized flag --{name}")),
     }
     Ok(())

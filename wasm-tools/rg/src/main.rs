@@ -34,6 +34,11 @@ fn main() {
         Ok(a) => a,
         Err(msg) => usage_error(&msg),
     };
+    if let Some(msg) = &args.unsupported
+        && !matches!(args.mode, Mode::Help { .. } | Mode::Version)
+    {
+        fatal(msg);
+    }
     let code = match args.mode {
         Mode::Help { long } => {
             print_and_exit(if long { help::LONG } else { help::SHORT });
