@@ -13,4 +13,5 @@ mod isolation;
 mod limits;
 mod node;
 mod redirect;
+mod rg;
 mod tools;
