@@ -10,6 +10,7 @@ mod mcp;
 mod metrics;
 mod openapi;
 mod operator;
+mod processes;
 mod quotas;
 mod restart;
 mod runs;
