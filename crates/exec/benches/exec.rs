@@ -57,8 +57,8 @@ fn runs(c: &mut Criterion) {
     group.finish();
 }
 
-/// One run of each devtools guest on a small input: what an agent's `bc`, `tree` or `file`
-/// costs per call (instantiation dominates).
+/// One run of each devtools guest on a small input: what an agent's `bc`, `tree`, `rg` or
+/// `file` costs per call (instantiation dominates).
 fn devtools(c: &mut Criterion) {
     let exec = Exec::new(ExecOptions {
         cache_dir: None,
@@ -194,6 +194,16 @@ fn devtools(c: &mut Criterion) {
         (
             "unzip_p_one_file",
             vec!["unzip", "-p", "/tmp/p.zip", "home/user/p/src/a.rs"],
+            Bytes::new(),
+        ),
+        (
+            "rg_n_tree_7_files",
+            vec!["rg", "-n", "fn", "/home/user/p"],
+            Bytes::new(),
+        ),
+        (
+            "rg_i_t_rust_c",
+            vec!["rg", "-i", "-t", "rust", "-c", "MAIN", "/home/user/p"],
             Bytes::new(),
         ),
         (
