@@ -469,7 +469,7 @@ impl Interp {
                 let r = match v.find('[') {
                     Some(i) if v.ends_with(']') => {
                         let name = v[..i].to_string();
-                        match self.key_for(&name, &v[i + 1..v.len() - 1]) {
+                        match self.runtime_key_for(&name, &v[i + 1..v.len() - 1]) {
                             Ok(k) => self.assign(&name, Some(k), text, false),
                             Err(m) => Err(m),
                         }
@@ -1171,7 +1171,7 @@ impl Interp {
                     let _ = self.unset_var(&name);
                     continue;
                 }
-                let k = self.key_for(&name, &key);
+                let k = self.runtime_key_for(&name, &key);
                 if let Some(var) = self.st.vars.get_mut(&name) {
                     match (&mut var.value, k) {
                         (Value::Indexed(m), Ok(crate::interp::AssignKey::Index(i))) => {

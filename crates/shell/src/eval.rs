@@ -391,6 +391,13 @@ impl Interp {
                 let (rname, rsub) = self.resolve_ref(name);
                 let key = key.map(str::to_string).or(rsub);
                 let value = self.st.vars.get(&rname).map(|v| v.value.clone());
+                let key = match (&value, key) {
+                    (Some(Value::Assoc(_)), Some(k)) if k != "@" && k != "*" => Some(
+                        self.expand_string(&crate::expand::runtime_subscript(&k))
+                            .map_err(|_| format!("{k}: bad array subscript"))?,
+                    ),
+                    (_, k) => k,
+                };
                 let whole = key.as_deref().is_some_and(|k| k == "@" || k == "*");
                 return Ok(match (value, key) {
                     (Some(Value::Indexed(m)), Some(_)) if whole => !m.is_empty(),

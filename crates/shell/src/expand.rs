@@ -348,6 +348,14 @@ impl Interp {
     fn named_value(&mut self, name: &str, sub: &Option<Subscript>) -> R<PV> {
         let (resolved, ref_sub) = self.resolve_ref(name);
         if let (Some(k), None) = (ref_sub, sub) {
+            let k = if matches!(
+                self.st.vars.get(&resolved).map(|v| &v.value),
+                Some(Value::Assoc(_))
+            ) {
+                self.expand_string(&runtime_subscript(&k))?
+            } else {
+                k
+            };
             return Ok(self.element_value(&resolved, &k).map_or(PV::Unset, PV::Str));
         }
         let name = resolved.as_str();
@@ -1127,6 +1135,22 @@ impl Interp {
         }
     }
 
+    /// [`Self::key_for`] for a subscript written in a runtime string (`printf -v 'a[$k]'`,
+    /// `unset 'a["k"]'`, a `declare -n` target): an associative key is expanded first.
+    pub(crate) fn runtime_key_for(&mut self, name: &str, k: &str) -> Result<AssignKey, String> {
+        let target = self.resolve_ref(name).0;
+        if matches!(
+            self.st.vars.get(&target).map(|v| &v.value),
+            Some(Value::Assoc(_))
+        ) {
+            return match self.expand_string(&runtime_subscript(k)) {
+                Ok(key) => Ok(AssignKey::Key(key)),
+                Err(_) => Err(format!("{k}: bad array subscript")),
+            };
+        }
+        self.key_for(name, k)
+    }
+
     pub(crate) fn key_for(&mut self, name: &str, k: &str) -> Result<AssignKey, String> {
         let name = &self.resolve_ref(name).0;
         let is_assoc = matches!(
@@ -1515,6 +1539,28 @@ fn param_display(p: &Param, sub: &Option<Subscript>) -> String {
     }
 }
 
+/// The subscript of `name[sub]` met in a string at run time (`unset 'a[$k]'`, `printf -v`,
+/// `declare -n r='a["k"]'`, `${!ref}`, `test -v`): bash parses it as it parses the subscript of
+/// an assignment, so quotes are removed and `$x` expands. Text that does not parse that way
+/// stays a literal key.
+pub(crate) fn runtime_subscript(k: &str) -> Word {
+    if !k.contains(['$', '`', '"', '\'', '\\']) {
+        return Word::literal(k);
+    }
+    let parsed = crate::parser::parse(&format!("_[{k}]="));
+    if let Ok(script) = parsed
+        && let [item] = script.items.as_slice()
+        && item.and_or.rest.is_empty()
+        && let [Command::Simple(cmd)] = item.and_or.first.commands.as_slice()
+        && cmd.words.is_empty()
+        && let [a] = cmd.assignments.as_slice()
+        && let Some(w) = &a.index
+    {
+        return w.clone();
+    }
+    Word::literal(k)
+}
+
 /// `name`, `name[sub]`, `1`, `@`: the target of `${!ref}`.
 fn parse_param_ref(s: &str) -> Option<(Param, Option<Subscript>)> {
     if let Ok(n) = s.parse::<u32>() {
@@ -1529,7 +1575,7 @@ fn parse_param_ref(s: &str) -> Option<(Param, Option<Subscript>)> {
             let sub = match inner {
                 "@" => Subscript::At,
                 "*" => Subscript::Star,
-                k => Subscript::Index(Word::literal(k)),
+                k => Subscript::Index(runtime_subscript(k)),
             };
             (&s[..i], Some(sub))
         }

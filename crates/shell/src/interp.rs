@@ -595,7 +595,7 @@ impl Interp {
             let (target, sub) = self.resolve_ref(name);
             if target != name {
                 let key = match (sub, key) {
-                    (Some(k), None) => Some(self.key_for(&target, &k)?),
+                    (Some(k), None) => Some(self.runtime_key_for(&target, &k)?),
                     (_, k) => k,
                 };
                 return self.assign(&target, key, value, append);
