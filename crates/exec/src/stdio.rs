@@ -28,6 +28,22 @@ pub struct CancelToken {
 struct CancelInner {
     cancelled: AtomicBool,
     waiters: Mutex<Vec<Weak<dyn Wakeable>>>,
+    /// For a [`CancelToken::child`]: what its parent wakes. Held here, so the parent's weak
+    /// reference to it lives exactly as long as the child token.
+    link: Mutex<Option<Arc<ChildLink>>>,
+}
+
+/// Cancels a child token when its parent is cancelled.
+struct ChildLink {
+    child: Weak<CancelInner>,
+}
+
+impl Wakeable for ChildLink {
+    fn wake_all(&self) {
+        if let Some(inner) = self.child.upgrade() {
+            CancelToken { inner }.cancel();
+        }
+    }
 }
 
 /// Something blocked waits that a cancellation must wake.
@@ -52,6 +68,22 @@ impl CancelToken {
 
     pub fn is_cancelled(&self) -> bool {
         self.inner.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// A token of its own (cancelling it leaves this one alone) that is also cancelled when
+    /// this one is: a background job can be killed alone, and still ends with its run.
+    pub fn child(&self) -> CancelToken {
+        let child = CancelToken::new();
+        let link = Arc::new(ChildLink {
+            child: Arc::downgrade(&child.inner),
+        });
+        *child.inner.link.lock() = Some(link.clone());
+        let weak: Weak<dyn Wakeable> = Arc::downgrade(&link) as Weak<dyn Wakeable>;
+        self.register(weak);
+        if self.is_cancelled() {
+            child.cancel();
+        }
+        child
     }
 
     pub(crate) fn register(&self, waiter: Weak<dyn Wakeable>) {
@@ -615,6 +647,23 @@ mod tests {
     use super::*;
     use std::thread;
     use std::time::Duration;
+
+    #[test]
+    fn a_child_token_is_cancelled_with_its_parent_but_not_the_other_way() {
+        let parent = CancelToken::new();
+        let a = parent.child();
+        let b = parent.child();
+        a.cancel();
+        assert!(a.is_cancelled() && !parent.is_cancelled() && !b.is_cancelled());
+        // A pipe wait on the child wakes when the parent is cancelled.
+        let (_w, r) = pipe(8, &b);
+        let t = thread::spawn(move || r.read(&mut [0u8; 4]));
+        thread::sleep(Duration::from_millis(20));
+        parent.cancel();
+        assert!(b.is_cancelled());
+        assert!(t.join().unwrap().is_err(), "the blocked read ends as cancelled");
+        assert!(parent.child().is_cancelled(), "a child of a cancelled token starts cancelled");
+    }
 
     #[test]
     fn pipe_moves_bytes_and_ends_with_eof() {

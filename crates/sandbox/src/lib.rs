@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use wasmsand_exec::{CancelToken, ChunkCallback, Exec, ExecOptions, Input, Output, OutputBuffer};
-use wasmsand_shell::{Abort, ShellState};
+use wasmsand_shell::{Abort, DetachedJob, ShellState};
 use wasmsand_vfs::{FileType, Vfs, VfsOptions};
 
 mod det;
@@ -178,7 +178,8 @@ pub struct Sandbox {
     /// Host tools offered to guests through the `host.call` door (`from host import tools`).
     tools: Mutex<wasmsand_cpython::ToolSet>,
     /// Background processes; never taken while `inner` is held by a run that waits on them.
-    procs: Mutex<process::ProcTable>,
+    /// Shared with the runs' shells, which hand `nohup cmd &` jobs over to it.
+    procs: Arc<Mutex<process::ProcTable>>,
 }
 
 /// The prepared filesystem every sandbox starts as: the standard layout with every tool in
@@ -306,7 +307,7 @@ impl Sandbox {
             limits,
             exec: exec_for(&options.cache_dir),
             tools: Mutex::default(),
-            procs: Mutex::default(),
+            procs: Arc::default(),
         }
     }
 
@@ -583,9 +584,40 @@ impl Sandbox {
             },
         }
     }
+            detach: Some(self.detach_jobs(inner)),
 
     /// Stops the command running now (from another thread): it ends with `CANCELLED`.
     pub fn cancel(&self) {
+    /// How a run's shell keeps a job after the run (`nohup cmd &`, `cmd & disown`): as a
+    /// background process of this sandbox, started as [`Self::spawn`] starts one, with the
+    /// shell's state at the `&` and stdin at end of file.
+    fn detach_jobs(&self, inner: &Inner) -> wasmsand_shell::DetachFn {
+        let procs = self.procs.clone();
+        let vfs = inner.vfs.clone();
+        let (exec, limits, door) = (self.exec, self.limits, self.tool_door());
+        Arc::new(move |command: &str, shell: ShellState| {
+            let launch = process::Launch {
+                command: command.to_string(),
+                shell,
+                cfg_exec: exec,
+                vfs: vfs.clone(),
+                memory_limit: limits.memory_bytes,
+                door: door.clone(),
+                timeout_ms: limits.timeout_ms,
+                ring_bytes: [limits.stdout_bytes, limits.stderr_bytes],
+                max_live: limits.background_processes,
+            };
+            let opts = SpawnOptions {
+                close_stdin: true,
+                ..SpawnOptions::default()
+            };
+            match process::start(&procs, launch, opts) {
+                Ok(p) => Ok(Arc::new(process::DetachedProcess(p)) as Arc<dyn DetachedJob>),
+                Err(e) => Err(format!("{}: {e}", command.split(' ').next().unwrap_or(""))),
+            }
+        })
+    }
+
         if let Some(c) = self.running.lock().as_ref() {
             c.cancel();
         }
@@ -758,7 +790,7 @@ impl Sandbox {
                 exec: self.exec,
                 tools: Mutex::new(self.tools.lock().clone()),
                 // A fork starts with no processes: they belong to the sandbox that ran them.
-                procs: Mutex::default(),
+                procs: Arc::default(),
             })
         })
     }

@@ -71,6 +71,27 @@ pub struct StreamOutput {
     pub dropped: u64,
 }
 
+/// A process the shell started for `nohup cmd &` / `cmd & disown`, as its job table sees it.
+pub(crate) struct DetachedProcess(pub Process);
+
+impl wasmsand_shell::DetachedJob for DetachedProcess {
+    fn pid(&self) -> u32 {
+        self.0.pid()
+    }
+
+    fn is_running(&self) -> bool {
+        self.0.is_running()
+    }
+
+    fn wait(&self, timeout: Duration) -> Option<i32> {
+        self.0.wait(Some(timeout)).ok().map(|r| r.exit_code)
+    }
+
+    fn kill(&self) {
+        self.0.kill();
+    }
+}
+
 /// Why a process call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProcessError {
@@ -446,6 +467,8 @@ fn run(proc: Process, launch: Launch, cancel: CancelToken, stdin: Input, opts: S
         stdin,
         stdout: Output::from(out_w),
         stderr: Output::from(err_w),
+        // `nohup cmd &` inside a process stays one of its jobs.
+        detach: None,
     };
     let outcome = wasmsand_shell::run(&mut shell, &launch.command, cfg);
     drop(shell);

@@ -27,6 +27,7 @@ const BUILTINS: &[&str] = &[
     "continue",
     "declare",
     "dirs",
+    "disown",
     "echo",
     "env",
     "eval",
@@ -38,10 +39,12 @@ const BUILTINS: &[&str] = &[
     "hash",
     "help",
     "history",
+    "jobs",
     "kill",
     "let",
     "local",
     "mapfile",
+    "nohup",
     "popd",
     "printf",
     "pushd",
@@ -51,6 +54,7 @@ const BUILTINS: &[&str] = &[
     "readonly",
     "return",
     "set",
+    "setsid",
     "sh",
     "shift",
     "shopt",
@@ -147,6 +151,11 @@ const HELP_SYNOPSES: &[(&str, &str)] = &[
     ("umask", "umask [-p] [-S] [mode]"),
     ("unalias", "unalias [-a] name [name ...]"),
     ("unset", "unset [-f] [-v] [-n] [name ...]"),
+    (
+        "jobs",
+        "jobs [-lnprs] [jobspec ...] or jobs -x command [args]",
+    ),
+    ("disown", "disown [-h] [-ar] [jobspec ... | pid ...]"),
     ("wait", "wait [-fn] [-p var] [id ...]"),
 ];
 
@@ -279,7 +288,10 @@ impl Interp {
             "read" => self.b_read(args),
             "mapfile" | "readarray" => self.b_mapfile(name, args),
             "trap" => Ok(self.b_trap(args)),
-            "wait" => Ok(self.b_wait(args)),
+            "wait" => self.b_wait(args),
+            "jobs" => Ok(self.b_jobs(args)),
+            "disown" => Ok(self.b_disown(args)),
+            "nohup" | "setsid" => self.b_nohup(name, args),
             "getopts" => Ok(self.b_getopts(args)),
             "type" => Ok(self.b_type(args)),
             "which" => Ok(self.b_which(args)),
@@ -2586,6 +2598,20 @@ impl Interp {
         for p in pids {
             let own = p.parse::<u32>().ok() == Some(self.rt.shell_pid);
             if !own {
+                let bare = sig.strip_prefix("SIG").unwrap_or(&sig);
+                let num = match bare {
+                    "0" | "EXIT" => 0,
+                    _ => signals()
+                        .iter()
+                        .find(|(_, s)| *s == bare)
+                        .map_or(15, |(k, _)| *k),
+                };
+                if let Some(s) = self.kill_job(p, num) {
+                    if s != 0 {
+                        status = s;
+                    }
+                    continue;
+                }
                 match p.parse::<i64>() {
                     Ok(_) => self.err(&format!("kill: ({p}) - No such process")),
                     Err(_) => self.err(&format!("kill: {p}: arguments must be process or job IDs")),
@@ -2615,32 +2641,6 @@ impl Interp {
             }
         }
         Ok(status)
-    }
-
-    fn b_wait(&mut self, args: &[String]) -> i32 {
-        let mut status = 0;
-        if args.is_empty() {
-            // `wait` without operands waits for every job and returns 0.
-            for j in self.jobs.drain(..) {
-                let _ = j.handle.join();
-            }
-            return 0;
-        }
-        for a in args {
-            let pid: Option<u32> = a.trim_start_matches('%').parse().ok();
-            let pos = pid.and_then(|p| self.jobs.iter().position(|j| j.pid == p));
-            match pos {
-                Some(i) => {
-                    let j = self.jobs.remove(i);
-                    status = j.handle.join().unwrap_or(1);
-                }
-                None => {
-                    self.err(&format!("wait: pid {a} is not a child of this shell"));
-                    status = 127;
-                }
-            }
-        }
-        status
     }
 
     fn b_getopts(&mut self, args: &[String]) -> i32 {

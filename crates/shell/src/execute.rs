@@ -1,13 +1,14 @@
 //! Running the tree: lists, and-or lists, pipelines, commands, redirections, functions.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use wasmsand_exec::{OpenFile, Output, pipe};
 
 use crate::ast::*;
-use crate::interp::{Fd, Flow, InSrc, Interp, Job, R, THREAD_STACK, strerror};
+use crate::interp::{Fd, Flow, InSrc, Interp, R, THREAD_STACK, strerror};
+use crate::jobs::{Job, JobKind};
 use crate::vars::{ATTR_EXPORT, Var};
 
 /// Capacity of the pipes between pipeline stages (as Linux's default).
@@ -16,13 +17,16 @@ const PIPE_BYTES: usize = 64 * 1024;
 impl Interp {
     pub(crate) fn run_script(&mut self, s: &Script) -> R {
         let mut status = self.st.status;
-        for item in &s.items {
+        for (idx, item) in s.items.iter().enumerate() {
             self.check()?;
             if self.st.opts.noexec {
                 return Ok(status);
             }
             status = if item.background {
-                self.spawn_background(&item.and_or)?;
+                let detach = crate::jobs::wants_detach(&item.and_or)
+                    || crate::jobs::disowned_next(s, idx)
+                    || std::mem::take(&mut self.disown_follows);
+                self.spawn_background(&item.and_or, detach)?;
                 0
             } else {
                 self.run_and_or(&item.and_or)?
@@ -289,7 +293,7 @@ impl Interp {
                 child.fds.set(0, Some(Fd::In(InSrc::Pipe(r))));
             }
             if i + 1 < n {
-                let (w, r) = pipe(PIPE_BYTES, &self.rt.cancel);
+                let (w, r) = pipe(PIPE_BYTES, &self.cancel_token());
                 child.fds.set(1, Some(Fd::Out(Output::from(w))));
                 next_in = Some(r);
                 if let Err(e) = self.reserve_job() {
@@ -401,38 +405,69 @@ impl Interp {
             }
             self.in_trap = false;
         }
-        self.wait_jobs();
+        // A run (or subshell) ends when what it started has ended, as a caller reading its
+        // output would wait for the pipe to close; the run's deadline bounds the wait.
+        self.join_run_jobs();
         status
     }
 
-    /// Waits for the background jobs still running: a run (or subshell) ends when what it
-    /// started has ended, as a caller reading its output would wait for the pipe to close.
-    /// The run's deadline bounds the wait.
-    pub(crate) fn wait_jobs(&mut self) {
-        for j in self.jobs.drain(..) {
-            let _ = j.handle.join();
+    /// `cmd &`. With `detach` and a host that keeps jobs, the job starts on the host's side
+    /// and outlives the run; otherwise it is a thread of the run.
+    fn spawn_background(&mut self, ao: &AndOr, detach: bool) -> R<()> {
+        let text = format!("{} &", crate::printer::and_or_text(ao));
+        if detach && let Some(host) = self.rt.detach.clone() {
+            let source = crate::printer::and_or_text(ao);
+            match host(&source, self.st.clone()) {
+                Ok(d) => {
+                    let pid = d.pid();
+                    let num = self.next_job_number();
+                    self.jobs.push(Job {
+                        num,
+                        pid,
+                        text,
+                        kind: JobKind::Detached(d),
+                    });
+                    self.last_bg = Some(pid);
+                }
+                Err(e) => self.err(&e),
+            }
+            return Ok(());
         }
-    }
-
-    fn spawn_background(&mut self, ao: &AndOr) -> R<()> {
         self.reserve_job()?;
         let mut child = self.fork();
         // Non-interactive bash gives background jobs /dev/null as stdin.
         child.fds.set(0, Some(Fd::In(InSrc::Empty)));
+        let cancel = self.cancel_token().child();
+        child.job_cancel = Some(cancel.clone());
         let ao = ao.clone();
         let rt = self.rt.clone();
         let pid = self.next_pid();
+        let alive = Arc::new(AtomicBool::new(true));
+        let alive2 = alive.clone();
         let h = std::thread::Builder::new()
             .stack_size(THREAD_STACK)
             .spawn(move || {
                 let s = child.run_as_subshell(|c| c.run_and_or(&ao));
                 drop(child);
+                alive2.store(false, Ordering::SeqCst);
                 rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
                 s
             });
         match h {
             Ok(handle) => {
-                self.jobs.push(Job { pid, handle });
+                let num = self.next_job_number();
+                self.jobs.push(Job {
+                    num,
+                    pid,
+                    text,
+                    kind: JobKind::Thread {
+                        handle: Some(handle),
+                        alive,
+                        cancel,
+                        killed: None,
+                        status: None,
+                    },
+                });
                 self.last_bg = Some(pid);
                 Ok(())
             }

@@ -226,6 +226,8 @@ pub(crate) struct Runtime {
     pub live_jobs: AtomicUsize,
     pub processes: AtomicUsize,
     pub next_pid: AtomicU32,
+    /// Hands a job to the host to keep after the run (`nohup cmd &`, `cmd & disown`).
+    pub detach: Option<crate::DetachFn>,
     pub abort: Mutex<Option<Abort>>,
     pub aborted: AtomicBool,
     pub started: Instant,
@@ -354,8 +356,19 @@ pub(crate) struct Interp {
     /// Inside a condition (`if`, `while`, `!`, left of `&&`/`||`): `set -e` and the ERR trap
     /// do not apply.
     pub cond: u32,
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<crate::jobs::Job>,
+    /// Jobs `disown` took out of the table: no longer the script's to wait for or name, but
+    /// still threads of the run, joined when it ends.
+    pub disowned: Vec<crate::jobs::Job>,
+    /// Jobs that ended and left the table (`jobs`, `wait -n`), kept for `wait PID`.
+    pub reaped: Vec<crate::jobs::Job>,
     pub last_bg: Option<u32>,
+    /// In a background job: its own token (a child of the run's), so `kill %N` ends it alone.
+    pub job_cancel: Option<wasmsand_exec::CancelToken>,
+    /// In a subshell: the jobs of the shell it was forked from, for `jobs` to list.
+    pub parent_jobs: Arc<[crate::jobs::JobView]>,
+    /// Set for a top-level `cmd &` that the next command disowns (see `jobs::disowned_next`).
+    pub disown_follows: bool,
     /// Status of the last command substitution of the current simple command.
     pub subst_status: Option<i32>,
     pub in_trap: bool,
@@ -377,11 +390,6 @@ pub(crate) struct Interp {
     /// The run's receipt, shared by every interpreter of the run (subshells, pipeline
     /// stages, jobs, nested runtimes with their own deadline).
     pub usage: Arc<UsageCounters>,
-}
-
-pub(crate) struct Job {
-    pub pid: u32,
-    pub handle: std::thread::JoinHandle<i32>,
 }
 
 /// Stack for every interpreter thread: the tree walk recurses per nesting level and per
@@ -407,7 +415,12 @@ impl Interp {
             line: 1,
             cond: 0,
             jobs: Vec::new(),
+            disowned: Vec::new(),
+            reaped: Vec::new(),
             last_bg: None,
+            job_cancel: None,
+            disown_follows: false,
+            parent_jobs: Arc::from([]),
             subst_status: None,
             in_trap: false,
             sourcing: 0,
@@ -434,7 +447,20 @@ impl Interp {
         child.line_offset = self.line_offset;
         child.cond = self.cond;
         child.last_bg = self.last_bg;
+        child.job_cancel = self.job_cancel.clone();
+        child.parent_jobs = if self.jobs.is_empty() {
+            self.parent_jobs.clone()
+        } else {
+            self.jobs.iter().map(crate::jobs::Job::view).collect()
+        };
         child
+    }
+
+    /// What cancels this interpreter's waits and programs: its job's token, else the run's.
+    pub fn cancel_token(&self) -> wasmsand_exec::CancelToken {
+        self.job_cancel
+            .clone()
+            .unwrap_or_else(|| self.rt.cancel.clone())
     }
 
     /// The deadline and cancellation, checked in every loop iteration and command.
@@ -453,6 +479,10 @@ impl Interp {
         }
         if self.rt.cancel.is_cancelled() {
             self.rt.set_abort(Abort::Cancelled);
+            return Err(Flow::Abort(Abort::Cancelled));
+        }
+        // A killed job stops without stopping the run.
+        if self.job_cancel.as_ref().is_some_and(|t| t.is_cancelled()) {
             return Err(Flow::Abort(Abort::Cancelled));
         }
         Ok(())
@@ -809,7 +839,7 @@ impl Interp {
             stdout,
             stderr,
             deadline: self.rt.deadline(),
-            cancel: self.rt.cancel.clone(),
+            cancel: self.cancel_token(),
             memory_limit: self.rt.memory_limit,
             door: self.rt.door.clone(),
             entry: entry.function,

@@ -15,6 +15,7 @@ mod execute;
 mod expand;
 mod extglob;
 mod interp;
+mod jobs;
 pub mod parser;
 pub mod pattern;
 mod portable;
@@ -34,6 +35,7 @@ use wasmsand_exec::{CancelToken, Door, Exec, Input, Output, SharedVfs};
 pub use builtins::builtin_names;
 pub use error::{ParseError, SourceKind};
 pub use interp::{Abort, Options, ShellLimits, ShellState};
+pub use jobs::{DetachFn, DetachedJob};
 pub use parser::{
     MAX_DEPTH, ParseOptions, parse, parse_arith, parse_chunk, parse_opts, parse_with,
 };
@@ -59,6 +61,9 @@ pub struct RunConfig {
     pub stdin: Input,
     pub stdout: Output,
     pub stderr: Output,
+    /// Keeps jobs after the run (`nohup cmd &`, `cmd & disown`); without it they are jobs
+    /// of the run like any other.
+    pub detach: Option<DetachFn>,
 }
 
 /// How a run ended.
@@ -128,6 +133,7 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
         live_jobs: AtomicUsize::new(0),
         processes: AtomicUsize::new(0),
         next_pid: AtomicU32::new(state.pid + 1),
+        detach: cfg.detach,
         abort: Mutex::new(None),
         aborted: AtomicBool::new(false),
         started: Instant::now(),
@@ -303,7 +309,7 @@ fn flow_status(it: &mut Interp, f: Flow) -> i32 {
 fn run_items(it: &mut Interp, script: &ast::Script) -> R {
     let mut status = it.st.status;
     let mut skip_through: Option<usize> = None;
-    for item in &script.items {
+    for (idx, item) in script.items.iter().enumerate() {
         let line = item_line(item);
         if let (Some(limit), Some(l)) = (skip_through, line)
             && l <= limit
@@ -314,6 +320,8 @@ fn run_items(it: &mut Interp, script: &ast::Script) -> R {
         let one = ast::Script {
             items: vec![item.clone()],
         };
+        // Run one at a time, the item cannot see that a `disown` follows it.
+        it.disown_follows = item.background && jobs::disowned_next(script, idx);
         match it.run_script(&one) {
             Ok(s) => status = s,
             Err(Flow::Fatal(s)) => {

@@ -19,6 +19,19 @@ pub(crate) fn simple_command_text(c: &SimpleCommand) -> String {
     p.out
 }
 
+/// An and-or list on one line, as `jobs` shows a job (heredoc bodies follow it).
+pub(crate) fn and_or_text(ao: &AndOr) -> String {
+    let mut p = Printer::default();
+    p.and_or(ao);
+    p.flush_heredocs();
+    p.out.trim_end_matches('\n').to_string()
+}
+
+/// A word in source form.
+pub(crate) fn word_source(w: &Word) -> String {
+    word_text(w, false)
+}
+
 #[derive(Default)]
 struct Printer {
     out: String,

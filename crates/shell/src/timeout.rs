@@ -247,7 +247,7 @@ impl Interp {
     }
 
     /// Runs `argv` as a program would be: builtins or files, never functions.
-    fn run_plain_argv(&mut self, argv: Vec<String>) -> R {
+    pub(crate) fn run_plain_argv(&mut self, argv: Vec<String>) -> R {
         let name = argv[0].clone();
         if crate::builtins::is_builtin(&name) {
             return self.run_builtin(&name, &argv);
@@ -279,6 +279,7 @@ impl Interp {
             live_jobs: AtomicUsize::new(parent.live_jobs.load(Ordering::SeqCst)),
             processes: AtomicUsize::new(parent.processes.load(Ordering::SeqCst)),
             next_pid: AtomicU32::new(parent.next_pid.load(Ordering::SeqCst)),
+            detach: parent.detach.clone(),
             abort: Mutex::new(None),
             aborted: AtomicBool::new(false),
             started: parent.started,

@@ -353,3 +353,64 @@ fn a_write_then_close_may_race_the_end_of_the_process() {
         assert_eq!(p.wait(WAIT).unwrap().exit_code, 0);
     }
 }
+
+#[test]
+fn nohup_and_disown_keep_a_job_after_its_run_as_a_background_process() {
+    let sb = sandbox();
+    // `nohup cmd &` in a run: the run ends at once; the job goes on as a process of the
+    // sandbox, with the variables and functions the run had at the `&`.
+    let r = sb
+        .run(
+            "n=7; tick() { echo \"tick $n\" >> /tmp/log; }
+             nohup sh -c 'true' >/dev/null
+             nohup bash -c 'while [ ! -e /tmp/stop ]; do sleep 0.02; done; echo stopped' > /tmp/out 2>&1 &
+             echo \"pid $!\"; jobs",
+        )
+        .unwrap();
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    let pid: u32 = r.stdout.lines().next().unwrap()["pid ".len()..]
+        .parse()
+        .unwrap();
+    assert!(r.stdout.contains("Running"), "{r:?}");
+    let procs = sb.processes().unwrap();
+    assert!(procs.iter().any(|p| p.pid == pid && p.running), "{procs:?}");
+    // `cmd & disown` too, and the job sees the run's state.
+    let r = sb
+        .run("m=5; f() { echo \"m=$m\" > /tmp/f; }; f & disown; echo \"pid $!\"")
+        .unwrap();
+    let pid2: u32 = r.stdout.trim()["pid ".len()..].parse().unwrap();
+    sb.process(pid2).unwrap().wait(WAIT).unwrap();
+    assert_eq!(&sb.read_file("/tmp/f").unwrap()[..], b"m=5\n");
+    // Later runs go on; the first job is still there until told to stop.
+    for _ in 0..3 {
+        assert_eq!(sb.run("true").unwrap().exit_code, 0);
+    }
+    assert!(sb.process(pid).unwrap().is_running());
+    sb.run("touch /tmp/stop").unwrap();
+    let done = sb.process(pid).unwrap().wait(WAIT).unwrap();
+    assert_eq!(done.exit_code, 0, "{done:?}");
+    assert_eq!(&sb.read_file("/tmp/out").unwrap()[..], b"stopped\n");
+}
+
+#[test]
+fn a_kept_job_is_bounded_killable_and_waited_for_from_its_run() {
+    let sb = with_limits(|l| l.background_processes = 1);
+    // `wait` and `kill` in the run reach the kept job through the job table.
+    let r = sb
+        .run("nohup sleep 30 & kill %1; wait %1; echo \"status $?\"; jobs; echo left")
+        .unwrap();
+    assert_eq!(r.stdout, format!("status {KILLED_STATUS}\nleft\n"), "{r:?}");
+    // Past the sandbox's limit on live processes the shell says why, and the run goes on.
+    let r = sb
+        .run("nohup sleep 30 & nohup sleep 30 & echo after; kill %1")
+        .unwrap();
+    assert_eq!(r.stdout, "after\n", "{r:?}");
+    assert!(r.stderr.contains("too many background processes"), "{r:?}");
+    // A job that loops forever ends at the sandbox's timeout, not with the run.
+    let sb = with_limits(|l| l.timeout_ms = 300);
+    let r = sb.run("nohup bash -c 'while :; do :; done' &").unwrap();
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    let p = &sb.processes().unwrap()[0];
+    let done = sb.process(p.pid).unwrap().wait(WAIT).unwrap();
+    assert_eq!(done.error_class, Some(ErrorClass::Timeout), "{done:?}");
+}

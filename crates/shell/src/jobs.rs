@@ -1,0 +1,594 @@
+//! Background jobs: the job table (`cmd &`), `jobs`, `wait`, `kill` and `disown` on job specs
+//! (`%1`, `%+`, `%-`, `%%`, `%name`, `%?text`), `nohup`/`setsid`, and jobs that outlive their
+//! run.
+//!
+//! A job of the run is a thread with its own cancel token, a child of the run's: `kill %1`
+//! ends that job alone, and the run's deadline or cancellation still ends every job. A job
+//! the script asks to keep after the run (`nohup cmd &`, `setsid cmd &`, `cmd & disown`) is
+//! handed to the host instead when it has a [`crate::DetachFn`] (the sandbox does: it becomes
+//! a background process with its own pid and deadline); without one it stays a job of the run.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use wasmsand_exec::CancelToken;
+
+use crate::ast::{AndOr, Arg, Command, Script};
+use crate::interp::{Interp, R};
+
+/// Ended jobs whose pid `wait PID` still answers for.
+const REMEMBERED_PIDS: usize = 256;
+
+/// A job started by the run and handed to the host, which runs it on after the run ends.
+pub trait DetachedJob: Send + Sync {
+    /// Its pid in the host's process table (`$!`).
+    fn pid(&self) -> u32;
+    fn is_running(&self) -> bool;
+    /// Its exit status once it has ended, waiting at most `timeout`.
+    fn wait(&self, timeout: Duration) -> Option<i32>;
+    fn kill(&self);
+}
+
+/// Starts `command` (shell source) with a copy of the session `state` as a job the host keeps
+/// after the run; the error is the message the shell prints when the host refuses (its limit
+/// on background processes, a destroyed sandbox).
+pub type DetachFn =
+    Arc<dyn Fn(&str, crate::ShellState) -> Result<Arc<dyn DetachedJob>, String> + Send + Sync>;
+
+pub(crate) struct Job {
+    /// The job number (`%N`).
+    pub num: usize,
+    pub pid: u32,
+    /// The command as `jobs` shows it (`sleep 1 &`).
+    pub text: String,
+    pub kind: JobKind,
+}
+
+/// What a subshell sees of its parent's jobs: `jobs` in `$(jobs -p)` or `jobs | wc -l` lists
+/// them, as in bash, though they are not the subshell's to wait for.
+#[derive(Clone)]
+pub(crate) struct JobView {
+    pub num: usize,
+    pub pid: u32,
+    pub text: String,
+    running: Running,
+}
+
+#[derive(Clone)]
+enum Running {
+    /// Cleared by the job's thread when it ends.
+    Flag(Arc<AtomicBool>),
+    Detached(Arc<dyn DetachedJob>),
+}
+
+impl JobView {
+    fn is_running(&self) -> bool {
+        match &self.running {
+            Running::Flag(f) => f.load(Ordering::SeqCst),
+            Running::Detached(d) => d.is_running(),
+        }
+    }
+}
+
+pub(crate) enum JobKind {
+    Thread {
+        handle: Option<std::thread::JoinHandle<i32>>,
+        /// True while the thread runs (see [`JobView`]).
+        alive: Arc<AtomicBool>,
+        cancel: CancelToken,
+        /// The status a `kill` gave it (128 + signal), reported instead of its own.
+        killed: Option<i32>,
+        status: Option<i32>,
+    },
+    Detached(Arc<dyn DetachedJob>),
+}
+
+impl Job {
+    pub fn view(&self) -> JobView {
+        JobView {
+            num: self.num,
+            pid: self.pid,
+            text: self.text.clone(),
+            running: match &self.kind {
+                JobKind::Thread { alive, .. } => Running::Flag(alive.clone()),
+                JobKind::Detached(d) => Running::Detached(d.clone()),
+            },
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        match &self.kind {
+            JobKind::Thread { handle, .. } => handle.as_ref().is_some_and(|h| !h.is_finished()),
+            JobKind::Detached(d) => d.is_running(),
+        }
+    }
+
+    /// Joins a thread job (bounded: the run's deadline and cancellation reach it).
+    pub fn join(&mut self) -> i32 {
+        match &mut self.kind {
+            JobKind::Thread {
+                handle,
+                killed,
+                status,
+                ..
+            } => {
+                if let Some(h) = handle.take() {
+                    let s = h.join().unwrap_or(1);
+                    *status = Some(killed.unwrap_or(s));
+                }
+                status.unwrap_or(0)
+            }
+            JobKind::Detached(d) => d.wait(Duration::ZERO).unwrap_or(0),
+        }
+    }
+
+    fn kill(&mut self, status: i32) {
+        match &mut self.kind {
+            JobKind::Thread {
+                handle,
+                cancel,
+                killed,
+                ..
+            } => {
+                if handle.as_ref().is_some_and(|h| !h.is_finished()) {
+                    *killed = Some(status);
+                    cancel.cancel();
+                }
+            }
+            JobKind::Detached(d) => d.kill(),
+        }
+    }
+}
+
+/// Whether `ao` asks to be kept after the run by its first word: `nohup cmd`, `setsid cmd`.
+pub(crate) fn wants_detach(ao: &AndOr) -> bool {
+    if !ao.rest.is_empty() || ao.first.commands.len() != 1 {
+        return false;
+    }
+    match &ao.first.commands[0] {
+        Command::Simple(s) => matches!(
+            s.words.first(),
+            Some(Arg::Word(w)) if matches!(w.as_literal(), Some("nohup" | "setsid"))
+        ),
+        _ => false,
+    }
+}
+
+/// Whether the item after a background job in `script` disowns it at once (`cmd & disown`,
+/// `disown %%`, `disown $!`, `disown -h`): the job can then start on the host's side.
+pub(crate) fn disowned_next(script: &Script, idx: usize) -> bool {
+    let Some(next) = script.items.get(idx + 1) else {
+        return false;
+    };
+    if !next.and_or.rest.is_empty() || next.and_or.first.commands.len() != 1 {
+        return false;
+    }
+    let Command::Simple(s) = &next.and_or.first.commands[0] else {
+        return false;
+    };
+    if !s.assignments.is_empty() || !s.redirects.is_empty() {
+        return false;
+    }
+    let mut words = s.words.iter().map(|a| match a {
+        Arg::Word(w) => w.as_literal().map(str::to_string),
+        Arg::Assignment(_) => None,
+    });
+    if words.next() != Some(Some("disown".to_string())) {
+        return false;
+    }
+    words.all(|w| matches!(w.as_deref(), Some("-h" | "%%" | "%+" | "-a" | "-r")))
+        || s.words.len() == 2
+            && matches!(&s.words[1], Arg::Word(w) if crate::printer::word_source(w) == "$!")
+}
+
+/// `arg` (a job spec or a pid) among `views`, by index.
+fn resolve_in(views: &[JobView], arg: &str) -> Spec {
+    if let Some(spec) = arg.strip_prefix('%') {
+        let (cur, prev) = current_of(views);
+        let num = match spec {
+            "" | "%" | "+" => cur,
+            "-" => prev.or(cur),
+            s if s.bytes().all(|b| b.is_ascii_digit()) => s.parse().ok(),
+            s => {
+                let hit = |v: &&JobView| match s.strip_prefix('?') {
+                    Some(t) => v.text.contains(t),
+                    None => v.text.starts_with(s),
+                };
+                views.iter().filter(hit).map(|v| v.num).last()
+            }
+        };
+        return match num.and_then(|n| views.iter().position(|v| v.num == n)) {
+            Some(i) => Spec::Job(i),
+            None => Spec::NoSuchJob,
+        };
+    }
+    match arg.parse::<u32>() {
+        Ok(pid) => match views.iter().position(|v| v.pid == pid) {
+            Some(i) => Spec::Job(i),
+            None => Spec::NotChild,
+        },
+        Err(_) => Spec::Invalid,
+    }
+}
+
+/// The current (`+`) and previous (`-`) jobs: the two most recent.
+fn current_of(views: &[JobView]) -> (Option<usize>, Option<usize>) {
+    let mut nums: Vec<usize> = views.iter().map(|v| v.num).collect();
+    nums.sort_unstable();
+    (nums.last().copied(), nums.iter().rev().nth(1).copied())
+}
+
+/// A job spec or pid operand resolved to an index in the table.
+enum Spec {
+    Job(usize),
+    /// A pid of a job that ended and left the table: `wait PID` still gives its status.
+    Reaped(usize),
+    NoSuchJob,
+    /// A number that is no job's pid.
+    NotChild,
+    Invalid,
+}
+
+impl Interp {
+    /// The number the next job gets: one more than the highest in the table.
+    pub(crate) fn next_job_number(&self) -> usize {
+        self.jobs.iter().map(|j| j.num).max().unwrap_or(0) + 1
+    }
+
+    fn resolve(&self, arg: &str) -> Spec {
+        let views: Vec<JobView> = self.jobs.iter().map(Job::view).collect();
+        match resolve_in(&views, arg) {
+            Spec::NotChild => match arg.parse::<u32>() {
+                Ok(pid) => match self.reaped.iter().rposition(|j| j.pid == pid) {
+                    Some(i) => Spec::Reaped(i),
+                    None => Spec::NotChild,
+                },
+                Err(_) => Spec::Invalid,
+            },
+            spec => spec,
+        }
+    }
+
+    /// Drops the jobs that have ended: a non-interactive bash forgets them silently.
+    fn reap_jobs(&mut self) {
+        let (running, ended): (Vec<Job>, Vec<Job>) = std::mem::take(&mut self.jobs)
+            .into_iter()
+            .partition(Job::is_running);
+        self.jobs = running;
+        self.reaped.extend(ended);
+        // bash too remembers a bounded number of ended pids.
+        if self.reaped.len() > REMEMBERED_PIDS {
+            let extra = self.reaped.len() - REMEMBERED_PIDS;
+            for mut j in self.reaped.drain(..extra) {
+                j.join();
+            }
+        }
+    }
+
+    pub(crate) fn b_jobs(&mut self, args: &[String]) -> i32 {
+        let mut long = false;
+        let mut pids_only = false;
+        let mut operands: Vec<&String> = Vec::new();
+        let mut opts_done = false;
+        for a in args {
+            match a.strip_prefix('-') {
+                Some("-") if !opts_done => opts_done = true,
+                Some(flags) if !opts_done && !flags.is_empty() => {
+                    for c in flags.chars() {
+                        match c {
+                            'l' => long = true,
+                            'p' => pids_only = true,
+                            // Every job in the table is running: ended ones are dropped.
+                            'r' | 's' | 'n' => {}
+                            _ => {
+                                self.err(&format!("jobs: -{c}: invalid option"));
+                                self.err_raw("jobs: usage: jobs [-lnprs] [jobspec ...] or jobs -x command [args]\n");
+                                return 2;
+                            }
+                        }
+                    }
+                }
+                _ => operands.push(a),
+            }
+        }
+        self.reap_jobs();
+        if self.jobs.is_empty() && !self.parent_jobs.is_empty() {
+            let views: Vec<JobView> = self
+                .parent_jobs
+                .iter()
+                .filter(|v| v.is_running())
+                .cloned()
+                .collect();
+            return self.print_jobs(&views, &operands, long, pids_only);
+        }
+        let views: Vec<JobView> = self.jobs.iter().map(Job::view).collect();
+        self.print_jobs(&views, &operands, long, pids_only)
+    }
+
+    fn print_jobs(
+        &mut self,
+        views: &[JobView],
+        operands: &[&String],
+        long: bool,
+        pids_only: bool,
+    ) -> i32 {
+        let (cur, prev) = current_of(views);
+        let mut picked: Vec<usize> = Vec::new();
+        let mut status = 0;
+        if operands.is_empty() {
+            picked = (0..views.len()).collect();
+        } else {
+            for a in operands {
+                match resolve_in(views, a) {
+                    Spec::Job(i) => picked.push(i),
+                    _ => {
+                        self.err(&format!("jobs: {a}: no such job"));
+                        status = 1;
+                    }
+                }
+            }
+        }
+        let mut text = String::new();
+        for i in picked {
+            let j = &views[i];
+            if pids_only {
+                text.push_str(&format!("{}\n", j.pid));
+                continue;
+            }
+            let mark = if Some(j.num) == cur {
+                '+'
+            } else if Some(j.num) == prev {
+                '-'
+            } else {
+                ' '
+            };
+            if long {
+                text.push_str(&format!(
+                    "[{}]{mark} {} {:<24}{}\n",
+                    j.num, j.pid, "Running", j.text
+                ));
+            } else {
+                text.push_str(&format!("[{}]{mark}  {:<24}{}\n", j.num, "Running", j.text));
+            }
+        }
+        let s = self.out_str(&text);
+        if s != 0 { s } else { status }
+    }
+
+    pub(crate) fn b_disown(&mut self, args: &[String]) -> i32 {
+        let mut all = false;
+        let mut running = false;
+        // `-h` (no SIGHUP for this job) keeps it in the table: nothing hangs up here.
+        let mut keep = false;
+        let mut operands: Vec<&String> = Vec::new();
+        for a in args {
+            match a.strip_prefix('-') {
+                Some(flags) if !flags.is_empty() && operands.is_empty() => {
+                    for c in flags.chars() {
+                        match c {
+                            'a' => all = true,
+                            'r' => running = true,
+                            'h' => keep = true,
+                            _ => {
+                                self.err(&format!("disown: -{c}: invalid option"));
+                                self.err_raw(
+                                    "disown: usage: disown [-h] [-ar] [jobspec ... | pid ...]\n",
+                                );
+                                return 2;
+                            }
+                        }
+                    }
+                }
+                _ => operands.push(a),
+            }
+        }
+        let mut picked: Vec<usize> = Vec::new();
+        let mut status = 0;
+        if operands.is_empty() {
+            if all || running {
+                picked = (0..self.jobs.len())
+                    .filter(|&i| !running || self.jobs[i].is_running())
+                    .collect();
+            } else {
+                match self.resolve("%+") {
+                    Spec::Job(i) => picked.push(i),
+                    _ => {
+                        self.err("disown: current: no such job");
+                        return 1;
+                    }
+                }
+            }
+        } else {
+            for a in operands {
+                match self.resolve(a) {
+                    Spec::Job(i) => picked.push(i),
+                    _ => {
+                        self.err(&format!("disown: {a}: no such job"));
+                        status = 1;
+                    }
+                }
+            }
+        }
+        picked.sort_unstable();
+        picked.dedup();
+        for i in picked.into_iter().rev() {
+            if !keep {
+                let job = self.jobs.remove(i);
+                self.disowned.push(job);
+            }
+        }
+        status
+    }
+
+    /// `wait` on job specs and pids; `wait -n` for the next job to end. Afterwards the jobs
+    /// that have ended leave the table, as bash cleans it up after a wait.
+    pub(crate) fn b_wait(&mut self, args: &[String]) -> R {
+        let r = self.wait_builtin(args);
+        self.reap_jobs();
+        r
+    }
+
+    fn wait_builtin(&mut self, args: &[String]) -> R {
+        let mut next = false;
+        let mut var: Option<String> = None;
+        let mut i = 0;
+        while let Some(a) = args.get(i) {
+            match a.as_str() {
+                "-n" => next = true,
+                "-f" => {}
+                "-p" => {
+                    i += 1;
+                    var = args.get(i).cloned();
+                }
+                "--" => {
+                    i += 1;
+                    break;
+                }
+                _ => break,
+            }
+            i += 1;
+        }
+        let operands = &args[i.min(args.len())..];
+        if next {
+            return self.wait_next(operands, var.as_deref());
+        }
+        if operands.is_empty() {
+            // `wait` without operands waits for every job and returns 0.
+            let mut jobs = std::mem::take(&mut self.jobs);
+            for j in jobs.iter_mut() {
+                self.wait_job(j)?;
+            }
+            return Ok(0);
+        }
+        let mut status = 0;
+        for a in operands {
+            status = match self.resolve(a) {
+                Spec::Job(i) => {
+                    let mut j = self.jobs.remove(i);
+                    let s = self.wait_job(&mut j)?;
+                    if let Some(v) = &var {
+                        let _ = self.set_var(v, j.pid.to_string());
+                    }
+                    s
+                }
+                Spec::Reaped(i) => self.reaped[i].join(),
+                Spec::NoSuchJob => {
+                    self.err(&format!("wait: {a}: no such job"));
+                    127
+                }
+                Spec::NotChild => {
+                    self.err(&format!("wait: pid {a} is not a child of this shell"));
+                    127
+                }
+                Spec::Invalid => {
+                    self.err(&format!("wait: `{a}': not a pid or valid job spec"));
+                    2
+                }
+            };
+        }
+        Ok(status)
+    }
+
+    fn wait_next(&mut self, operands: &[String], var: Option<&str>) -> R {
+        let mut wanted: Vec<u32> = Vec::new();
+        for a in operands {
+            if let Spec::Job(i) = self.resolve(a) {
+                wanted.push(self.jobs[i].pid);
+            }
+        }
+        // Only jobs running now count: bash has already reaped (and forgotten, for `-n`) the
+        // ones that ended before.
+        self.reap_jobs();
+        loop {
+            let candidates: Vec<usize> = (0..self.jobs.len())
+                .filter(|&i| wanted.is_empty() || wanted.contains(&self.jobs[i].pid))
+                .collect();
+            if candidates.is_empty() {
+                return Ok(127);
+            }
+            if let Some(&i) = candidates.iter().find(|&&i| !self.jobs[i].is_running()) {
+                let mut j = self.jobs.remove(i);
+                let s = self.wait_job(&mut j)?;
+                if let Some(v) = var {
+                    let _ = self.set_var(v, j.pid.to_string());
+                }
+                return Ok(s);
+            }
+            self.check()?;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Waits for one job; a job on the host's side is waited for in slices so that the run's
+    /// deadline and cancellation still apply to the waiting shell.
+    pub(crate) fn wait_job(&mut self, j: &mut Job) -> R {
+        if let JobKind::Detached(d) = &j.kind {
+            loop {
+                if let Some(s) = d.wait(Duration::from_millis(20)) {
+                    return Ok(s);
+                }
+                self.check()?;
+            }
+        }
+        Ok(j.join())
+    }
+
+    /// `kill` on a job spec or a job's pid; `None` when `arg` names neither.
+    pub(crate) fn kill_job(&mut self, arg: &str, signal: u32) -> Option<i32> {
+        match self.resolve(arg) {
+            Spec::Job(i) => {
+                if signal != 0 && !matches!(signal, 17 | 23 | 28 | 18) {
+                    self.jobs[i].kill(128 + signal as i32);
+                }
+                Some(0)
+            }
+            Spec::NoSuchJob if arg.starts_with('%') => {
+                self.err(&format!("kill: {arg}: no such job"));
+                Some(1)
+            }
+            _ => None,
+        }
+    }
+
+    /// At the end of a (sub)shell: thread jobs are waited for; jobs on the host's side and
+    /// disowned ones are left to go on.
+    pub(crate) fn join_run_jobs(&mut self) {
+        let jobs = self.jobs.drain(..);
+        for mut j in jobs
+            .chain(self.disowned.drain(..))
+            .chain(self.reaped.drain(..))
+        {
+            if matches!(j.kind, JobKind::Thread { .. }) {
+                j.join();
+            }
+        }
+    }
+
+    /// `nohup cmd` / `setsid cmd` run as part of a job (or in the foreground): the command
+    /// itself, as a program (never a function), since no terminal hangs up in the sandbox.
+    pub(crate) fn b_nohup(&mut self, name: &str, args: &[String]) -> R {
+        let args: &[String] = match args.first().map(String::as_str) {
+            Some("--") => &args[1..],
+            _ => args,
+        };
+        let Some(cmd) = args.first() else {
+            let (what, status) = match name {
+                "nohup" => ("missing operand", 125),
+                _ => ("no command specified", 1),
+            };
+            self.err_raw(&format!(
+                "{name}: {what}\nTry '{name} --help' for more information.\n"
+            ));
+            return Ok(status);
+        };
+        if cmd == "--help" {
+            let text = format!(
+                "Usage: {name} COMMAND [ARG]...\nRun COMMAND, kept after the run when started in \
+                 the background (`{name} COMMAND &`).\n"
+            );
+            return Ok(self.out_str(&text));
+        }
+        self.run_plain_argv(args.to_vec())
+    }
+}
