@@ -10,6 +10,7 @@ mod node_git;
 mod processes;
 mod python;
 mod receipts;
+mod rg_shell;
 mod sandbox;
 mod spill;
 mod state;
