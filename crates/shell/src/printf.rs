@@ -644,6 +644,10 @@ impl State<'_> {
         let Some(a) = self.take().map(str::to_owned) else {
             return 0;
         };
+        // bash's strtol-based conversion takes an empty argument as 0 without complaint.
+        if a.is_empty() {
+            return 0;
+        }
         if let Some(v) = char_code(&a) {
             return v as u64;
         }
@@ -667,6 +671,9 @@ impl State<'_> {
     }
 
     fn parse_signed(&mut self, a: &str) -> i64 {
+        if a.is_empty() {
+            return 0;
+        }
         if let Some(v) = char_code(a) {
             return v;
         }
@@ -693,6 +700,9 @@ impl State<'_> {
         let Some(a) = self.take().map(str::to_owned) else {
             return 0.0;
         };
+        if a.is_empty() {
+            return 0.0;
+        }
         if let Some(v) = char_code(&a) {
             return v as f64;
         }
