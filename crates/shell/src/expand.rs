@@ -348,15 +348,14 @@ impl Interp {
     fn named_value(&mut self, name: &str, sub: &Option<Subscript>) -> R<PV> {
         let (resolved, ref_sub) = self.resolve_ref(name);
         if let (Some(k), None) = (ref_sub, sub) {
-            let k = if matches!(
-                self.st.vars.get(&resolved).map(|v| &v.value),
-                Some(Value::Assoc(_))
-            ) {
-                self.expand_string(&runtime_subscript(&k))?
-            } else {
-                k
+            // A reference to `a[i+1]`, `a[$k]` or `a[@]` reads as that subscript written
+            // in place.
+            let sub = match k.as_str() {
+                "@" => Subscript::At,
+                "*" => Subscript::Star,
+                k => Subscript::Index(runtime_subscript(k)),
             };
-            return Ok(self.element_value(&resolved, &k).map_or(PV::Unset, PV::Str));
+            return self.named_value(&resolved, &Some(sub));
         }
         let name = resolved.as_str();
         let Some(sub) = sub else {
@@ -526,12 +525,15 @@ impl Interp {
             }
         }
         let value = self.param_value(&param, &sub)?;
+        // bash tests `${a[@]:-x}` on the elements joined (by a space for `@`, by IFS's first
+        // character for `*`): two empty elements join to a non-null " ".
+        let ifs_sep = self.get_var("IFS").is_none_or(|s| !s.is_empty());
         let is_set_nonnull = |v: &PV, colon: bool| match v {
             PV::Unset => false,
             PV::Str(s) => !colon || !s.is_empty(),
-            PV::List(l, _) => {
+            PV::List(l, star) => {
                 if colon {
-                    l.iter().any(|s| !s.is_empty())
+                    l.iter().any(|s| !s.is_empty()) || (l.len() > 1 && (!star || ifs_sep))
                 } else {
                     !l.is_empty()
                 }
