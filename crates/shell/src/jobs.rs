@@ -195,7 +195,7 @@ fn resolve_in(views: &[JobView], arg: &str) -> Spec {
                     Some(t) => v.text.contains(t),
                     None => v.text.starts_with(s),
                 };
-                views.iter().filter(hit).map(|v| v.num).last()
+                views.iter().filter(hit).map(|v| v.num).next_back()
             }
         };
         return match num.and_then(|n| views.iter().position(|v| v.num == n)) {
