@@ -661,8 +661,14 @@ mod tests {
         thread::sleep(Duration::from_millis(20));
         parent.cancel();
         assert!(b.is_cancelled());
-        assert!(t.join().unwrap().is_err(), "the blocked read ends as cancelled");
-        assert!(parent.child().is_cancelled(), "a child of a cancelled token starts cancelled");
+        assert!(
+            t.join().unwrap().is_err(),
+            "the blocked read ends as cancelled"
+        );
+        assert!(
+            parent.child().is_cancelled(),
+            "a child of a cancelled token starts cancelled"
+        );
     }
 
     #[test]
