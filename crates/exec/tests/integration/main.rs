@@ -3,8 +3,8 @@
 //! One test binary per crate (modules inside): the test build links once per crate, not
 //! once per file (most of them pull in wasmer).
 
-mod common;
 mod cache;
+mod common;
 mod data_tools;
 mod devtools;
 mod door;

@@ -3,9 +3,9 @@
 //! One test binary per crate (modules inside): the test build links once per crate, not
 //! once per file (most of them pull in wasmer).
 
-mod common;
 mod cli;
 mod cluster;
+mod common;
 mod mcp;
 mod processes;
 mod rpc;
