@@ -371,6 +371,7 @@ async fn output_past_the_ring_says_what_was_dropped() {
     );
 }
 
+// Threat: T-TENANT (docs/security.md)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_users_session_and_processes_are_404() {
     let srv = auth_server(|c| {
@@ -484,6 +485,7 @@ async fn another_users_session_and_processes_are_404() {
     }
 }
 
+// Threat: T-SERVICE-EXHAUST (docs/security.md)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_limit_on_running_processes_is_a_429_and_frees_when_one_ends() {
     let srv = TestServer::with(|c| c.max_processes_per_session = 2).await;
