@@ -95,7 +95,7 @@ fn change_of(node: &Node) -> Change {
     }
 }
 
-fn same_content(a: &Content, b: &Content) -> bool {
+pub(crate) fn same_content(a: &Content, b: &Content) -> bool {
     match (a, b) {
         (Content::Owned(x), Content::Owned(y)) => Arc::ptr_eq(x, y) || x == y,
         (Content::Shared(x), Content::Shared(y)) => {

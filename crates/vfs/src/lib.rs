@@ -12,6 +12,7 @@
 mod delta;
 pub mod det;
 mod error;
+mod merge;
 mod node;
 pub mod path;
 
@@ -26,6 +27,7 @@ use bytes::Bytes;
 pub use delta::{Attrs, Change, Delta};
 pub use det::{DetState, Determinism, SharedDet};
 pub use error::{Errno, VfsError, VfsResult};
+pub use merge::{MergeConflict, MergeError, MergeReport, MergedPath, SideChange};
 use node::{Children, Content, Kind, Name, Node};
 pub use node::{Device, DirEntry, FileType, Metadata};
 
