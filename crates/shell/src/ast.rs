@@ -38,6 +38,9 @@ pub struct Pipeline {
     pub negated: bool,
     pub timed: bool,
     pub commands: Vec<Command>,
+    /// 1-based line of the first command: `$LINENO` in `[[ ]]`, `(( ))`, a `for` word list
+    /// or an ERR trap after a compound command is this line, as in bash.
+    pub line: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -236,6 +236,7 @@ impl Interp {
     }
 
     fn run_pipeline(&mut self, p: &Pipeline) -> R {
+        self.line = p.line + self.line_offset;
         let started = p.timed.then(std::time::Instant::now);
         if p.negated {
             self.cond += 1;
@@ -686,8 +687,11 @@ impl Interp {
             self.err(&format!("((: {m}"));
             return Ok(1);
         }
+        // The header's `$LINENO` stays the header's line after the body moved it.
+        let header_line = self.line;
         loop {
             self.check()?;
+            self.line = header_line;
             if let Some(a) = cond {
                 match self.arith(a)? {
                     Ok(0) => break,
@@ -705,6 +709,7 @@ impl Interp {
                     break;
                 }
             }
+            self.line = header_line;
             if let Some(a) = step
                 && let Err(m) = self.arith(a)?
             {

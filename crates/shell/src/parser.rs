@@ -698,6 +698,8 @@ impl<'a> Parser<'a> {
                 _ => break,
             }
         }
+        self.skip_blanks();
+        let line = self.line_at(self.pos);
         let mut commands = vec![self.command()?];
         loop {
             self.skip_blanks();
@@ -730,6 +732,7 @@ impl<'a> Parser<'a> {
             negated,
             timed,
             commands,
+            line,
         })
     }
 
