@@ -130,6 +130,7 @@ pub struct Args {
     /// A feature this build lacks (PCRE2, preprocessors, ...): its message ends the run with
     /// status 2, printed plainly as ripgrep prints its own "not available" errors.
     pub unsupported: Option<String>,
+    pub json: bool,
 }
 
 impl Default for Args {
@@ -200,6 +201,7 @@ impl Default for Args {
             stats: false,
             encoding: None,
             unsupported: None,
+            json: false,
         }
     }
 }
@@ -624,7 +626,8 @@ fn switch(a: &mut Args, name: &str) -> Result<(), String> {
                     .into(),
             );
         }
-        "json" => a.unsupported = Some("--json is not supported by this rg".into()),
+        "json" => a.json = true,
+        "no-json" => a.json = false,
         _ => return Err(format!("unrecognized flag --{name}")),
     }
     Ok(())

@@ -93,6 +93,7 @@ OUTPUT:
         --max-columns-preview with -M, show the start of long lines
         --trim                strip leading whitespace
         --field-match-separator S, --field-context-separator S
+        --json                JSON Lines (begin, match, context, end, summary messages)
         --color WHEN          never, auto (= never here), always, ansi
         --colors SPEC         e.g. match:fg:blue (ripgrep's syntax)
     -p, --pretty              --color always --heading -n
@@ -132,6 +133,6 @@ OTHER:
     -h                        short help; --help this text; -V, --version
         --no-config, --mmap, --no-mmap, --line-buffered, --block-buffered  accepted
 
-Not available here: -P/--pcre2 and --engine pcre2, -z/--search-zip, --pre, --json,
---hyperlink-format (accepted, ignored).
+Not available here: -P/--pcre2 and --engine pcre2, -z/--search-zip, --pre;
+--hyperlink-format is accepted and ignored.
 ";

@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::exit;
 
 use grep_matcher::LineTerminator;
-use grep_printer::{ColorSpecs, Standard, StandardBuilder, Summary, SummaryBuilder, SummaryKind};
+use grep_printer::{
+    ColorSpecs, JSON, JSONBuilder, Standard, StandardBuilder, Stats, Summary, SummaryBuilder,
+    SummaryKind,
+};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Encoding, Searcher, SearcherBuilder};
 use ignore::overrides::OverrideBuilder;
@@ -25,6 +28,7 @@ use args::{Args, Case, Color, Mode, SortBy};
 type Out = Box<dyn WriteColor>;
 
 fn main() {
+    START.with(|_| ());
     guest_rt::enter_pwd();
     let argv: Vec<String> = std::env::args_os()
         .skip(1)
@@ -34,6 +38,19 @@ fn main() {
         Ok(a) => a,
         Err(msg) => usage_error(&msg),
     };
+    if args.json {
+        let other = match (args.mode, args.summary) {
+            (Mode::Files, _) => Some("--files"),
+            (_, Some(args::Summary::Count)) => Some("--count"),
+            (_, Some(args::Summary::CountMatches)) => Some("--count-matches"),
+            (_, Some(args::Summary::FilesWithMatches)) => Some("--files-with-matches"),
+            (_, Some(args::Summary::FilesWithoutMatch)) => Some("--files-without-match"),
+            _ => None,
+        };
+        if let Some(flag) = other {
+            usage_error(&format!("{flag} cannot be used with --json"));
+        }
+    }
     if let Some(msg) = &args.unsupported
         && !matches!(args.mode, Mode::Help { .. } | Mode::Version)
     {
@@ -180,6 +197,9 @@ enum Printer {
     Summary(Summary<Out>, bool),
     /// `--files`: paths only.
     Paths(Out),
+    /// `--json`: ripgrep's JSON Lines, and the statistics of the files that matched for the
+    /// closing `summary` message.
+    Json(JSON<Out>, Stats),
 }
 
 fn run(args: Args) -> i32 {
@@ -292,6 +312,14 @@ fn finish(args: &Args, printer: Printer, state: &State) -> i32 {
         Printer::Standard(p) => p.into_inner(),
         Printer::Summary(p, _) => p.into_inner(),
         Printer::Paths(o) => o,
+        Printer::Json(p, stats) => {
+            let mut o = p.into_inner();
+            let line = json_summary(&stats, START.with(|s| s.elapsed()));
+            if let Err(e) = o.write_all(line.as_bytes()) {
+                write_failed(e);
+            }
+            o
+        }
     };
     if let Err(e) = out.flush() {
         write_failed(e);
@@ -389,7 +417,7 @@ fn build_matcher(args: &Args) -> RegexMatcher {
 
 fn build_searcher(args: &Args) -> Searcher {
     let line_numbers = args.summary.is_none()
-        && (args.line_number.unwrap_or(false) || args.column || args.vimgrep)
+        && (args.line_number.unwrap_or(false) || args.column || args.vimgrep || args.json)
         && args.line_number != Some(false);
     let mut b = SearcherBuilder::new();
     b.line_terminator(if args.crlf {
@@ -432,6 +460,11 @@ fn color_specs(args: &Args) -> ColorSpecs {
 }
 
 fn build_printer(args: &Args, with_filename: bool, out: Out) -> Printer {
+    if args.json && !args.quiet {
+        let mut b = JSONBuilder::new();
+        b.replacement(args.replace.clone().map(String::into_bytes));
+        return Printer::Json(b.build(out), Stats::new());
+    }
     let specs = color_specs(args);
     let summary = match (args.summary, args.quiet) {
         (Some(args::Summary::FilesWithoutMatch), true) => Some(SummaryKind::QuietWithoutMatch),
@@ -511,6 +544,11 @@ fn search_path(
                 .search_path(matcher, path, &mut sink)
                 .map(|()| sink.has_match() != without)
         }
+        Printer::Json(p, stats) => {
+            let mut sink = p.sink_with_path(matcher, display);
+            let r = searcher.search_path(matcher, path, &mut sink);
+            json_stats(r, &sink, stats)
+        }
         Printer::Paths(_) => unreachable!("--files does not search"),
     };
     settle(result, display, st);
@@ -540,6 +578,11 @@ fn search_reader<R: Read>(
                 .search_reader(matcher, reader, &mut sink)
                 .map(|()| sink.has_match() != without)
         }
+        Printer::Json(p, stats) => {
+            let mut sink = p.sink_with_path(matcher, label);
+            let r = searcher.search_reader(matcher, reader, &mut sink);
+            json_stats(r, &sink, stats)
+        }
         Printer::Paths(_) => unreachable!("--files does not search"),
     };
     settle(result, label, st);
@@ -551,6 +594,49 @@ fn settle(result: io::Result<bool>, display: &Path, st: &mut State) {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => exit(0),
         Err(e) => st.message(format!("{}: {e}", display.display())),
     }
+}
+
+thread_local! {
+    /// When the run started, for `--json`'s `elapsed_total`.
+    static START: std::time::Instant = std::time::Instant::now();
+}
+
+/// ripgrep counts into `--json`'s summary only the files that matched.
+fn json_stats(
+    result: io::Result<()>,
+    sink: &grep_printer::JSONSink<'_, '_, &RegexMatcher, Out>,
+    stats: &mut Stats,
+) -> io::Result<bool> {
+    result?;
+    if sink.has_match() {
+        *stats += sink.stats();
+    }
+    Ok(sink.has_match())
+}
+
+/// `--json`'s closing message, keys in the order ripgrep's serializer writes them.
+fn json_summary(stats: &Stats, total: std::time::Duration) -> String {
+    let time = |d: std::time::Duration| {
+        format!(
+            "{{\"human\":\"{:0.6}s\",\"nanos\":{},\"secs\":{}}}",
+            d.as_secs_f64(),
+            d.subsec_nanos(),
+            d.as_secs()
+        )
+    };
+    format!(
+        "{{\"data\":{{\"elapsed_total\":{},\"stats\":{{\"bytes_printed\":{},\"bytes_searched\":{},\
+         \"elapsed\":{},\"matched_lines\":{},\"matches\":{},\"searches\":{},\
+         \"searches_with_match\":{}}}}},\"type\":\"summary\"}}\n",
+        time(total),
+        stats.bytes_printed(),
+        stats.bytes_searched(),
+        time(stats.elapsed()),
+        stats.matched_lines(),
+        stats.matches(),
+        stats.searches(),
+        stats.searches_with_match()
+    )
 }
 
 /// The walk of one root, given as an absolute path: order, depth, size, `-g` and `-t` by the
