@@ -552,3 +552,48 @@ fn help_version_and_type_list() {
         }
     }
 }
+
+/// `"elapsed":{...}` and `"elapsed_total":{...}` (times of the run) emptied.
+fn without_times(json: &str) -> String {
+    let mut out = String::new();
+    let mut rest = json;
+    while let Some(at) = rest.find("\"elapsed") {
+        let open = at + rest[at..].find('{').unwrap();
+        let close = open + rest[open..].find('}').unwrap();
+        out.push_str(&rest[..open]);
+        out.push_str("{}");
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn json_lines_match_ripgrep() {
+    let t = project();
+    for args in [
+        &["--json", "hello"][..],
+        &["--json", "-C", "1", "hello"],
+        &["--json", "-i", "-w", "HELLO", "a.txt", "src"],
+        &["--json", "-v", "hello", "a.txt"],
+        &["--json", "nothing-matches-this"],
+        &["--json", "-q", "hello"],
+    ] {
+        let ours = t.sandbox("", args, None);
+        let host = t.host("", args, None);
+        assert_eq!(
+            without_times(&ours.stdout),
+            without_times(&host.stdout),
+            "rg {args:?} (sandbox stderr {:?})",
+            ours.stderr
+        );
+        assert_eq!(ours.code, host.code, "status of rg {args:?}");
+    }
+    // Stdin, with its `<stdin>` path.
+    let ours = t.sandbox("", &["--json", "b"], Some(b"a\nb\n"));
+    let host = t.host("", &["--json", "b"], Some(b"a\nb\n"));
+    assert_eq!(without_times(&ours.stdout), without_times(&host.stdout));
+    // Summary modes do not combine with it.
+    let ours = t.sandbox("", &["--json", "-c", "hello"], None);
+    assert_eq!((ours.code, ours.stdout.as_str()), (2, ""));
+}
