@@ -30,6 +30,10 @@ pub mod kind {
     pub const FILESYSTEM: &str = "filesystem";
     /// The sandbox refused the request for a reason of its own (a bad state blob, ...).
     pub const REFUSED: &str = "refused";
+    /// `sandbox.merge` found paths both sandboxes changed; nothing was applied.
+    /// `data.conflicts` lists them: `[{path, ours, theirs}]`, each side `"added"`,
+    /// `"changed"` or `"deleted"`.
+    pub const MERGE_CONFLICT: &str = "merge_conflict";
 }
 
 /// A JSON-RPC error object: what a request gets instead of a result.
@@ -138,6 +142,19 @@ impl RpcError {
             ),
             SandboxError::Invalid(message) => Self::invalid_params(message),
             SandboxError::Process(e) => Self::process(e),
+            SandboxError::MergeConflict(ref conflicts) => {
+                let list: Vec<Value> = conflicts
+                    .iter()
+                    .map(|c| {
+                        json!({"path": c.path, "ours": c.ours.as_str(), "theirs": c.theirs.as_str()})
+                    })
+                    .collect();
+                Self {
+                    code: code::SANDBOX_ERROR,
+                    message: err.to_string(),
+                    data: Some(json!({"kind": kind::MERGE_CONFLICT, "conflicts": list})),
+                }
+            }
         }
     }
 

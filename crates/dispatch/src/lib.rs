@@ -281,6 +281,7 @@ impl Dispatcher {
                 })
             }
             "sandbox.import" => self.import(p),
+            "sandbox.merge" => self.merge(p),
             "sandbox.destroy" => self.destroy_fork(p),
             "sandbox.list" => Ok(self.list()),
             m if m.starts_with("process.") => self.process_call(m, p, notify),
@@ -396,6 +397,8 @@ impl Dispatcher {
             stdin: sdk::run_stdin(p)?.map(Into::into),
             // Past a stream's cap: head + tail and a spill file, or the seeds' prefix.
             truncation: p.truncation()?,
+            // `usage: false`: no receipt (only `wallMs`), for callers that never read it.
+            skip_usage: !p.opt_bool("usage")?.unwrap_or(true),
             ..RunOptions::default()
         };
         // Chunks are decoded as UTF-8 across chunk boundaries, so a character split between
@@ -480,6 +483,47 @@ impl Dispatcher {
             },
         );
         Ok(json!({"sandboxId": id}))
+    }
+
+    /// `sandbox.merge {sandboxId?, from, env?, cwd?}`: the files fork `from` changed since it
+    /// was forked from `sandboxId` (or last merged into it) are applied there, three-way; a
+    /// conflict applies nothing and answers `data.kind = "merge_conflict"` with the list.
+    fn merge(&self, p: Params) -> Result<Value, RpcError> {
+        let from = p.str("from")?;
+        let opts = wasmsand::MergeOptions {
+            env: p.opt_bool("env")?.unwrap_or(false),
+            cwd: p.opt_bool("cwd")?.unwrap_or(false),
+        };
+        let (parent, parent_id) = self.resolve(p)?;
+        if parent_id.as_deref() == Some(from) {
+            return Err(RpcError::invalid_params(
+                "Invalid param: from names the sandbox merged into; a sandbox cannot be merged into itself",
+            ));
+        }
+        let fork = {
+            let state = self.state.lock();
+            match state.forks.get(from) {
+                Some(f) => f.sandbox.clone(),
+                None => return Err(RpcError::unknown_sandbox(from)),
+            }
+        };
+        let r = parent
+            .merge(&fork, opts)
+            .map_err(|e| RpcError::from_sandbox(e, parent_id.as_deref()))?;
+        let count = |c: wasmsand::SideChange| r.applied.iter().filter(|a| a.change == c).count();
+        let applied: Vec<Value> = r
+            .applied
+            .iter()
+            .map(|a| json!({"path": a.path, "change": a.change.as_str()}))
+            .collect();
+        Ok(json!({
+            "applied": applied,
+            "added": count(wasmsand::SideChange::Added),
+            "changed": count(wasmsand::SideChange::Changed),
+            "deleted": count(wasmsand::SideChange::Deleted),
+            "env": r.env,
+            "cwd": r.cwd,
+        }))
     }
 
     /// `sandbox.import {data, key?}`: the root becomes the sandbox the blob describes (its

@@ -733,3 +733,126 @@ fn export_and_import_replace_the_root() {
     .unwrap_err();
     assert_eq!(e.code, code::INVALID_PARAMS);
 }
+
+// ---- issue 17: fork merge-back, runs without a receipt ----
+
+#[test]
+fn merge_applies_a_forks_changes_and_reports_conflicts_with_their_kinds() {
+    let d = d();
+    call(
+        &d,
+        "run",
+        json!({"command": "echo a > a; echo b > b; export X=1"}),
+    )
+    .unwrap();
+    let f = fork(&d, None);
+    call(
+        &d,
+        "run",
+        json!({"command": "echo a2 > a; export Y=fork; cd /tmp", "sandboxId": f}),
+    )
+    .unwrap();
+    let r = call(
+        &d,
+        "sandbox.merge",
+        json!({"from": f, "env": true, "cwd": true}),
+    )
+    .unwrap();
+    assert_eq!(
+        r["applied"],
+        json!([{"path": "/home/user/a", "change": "changed"}])
+    );
+    assert_eq!(
+        (&r["added"], &r["changed"], &r["deleted"]),
+        (&json!(0), &json!(1), &json!(0))
+    );
+    assert_eq!(r["env"], json!(["Y"]));
+    assert_eq!(r["cwd"], "/tmp");
+    let r = call(&d, "run", json!({"command": "pwd; cat ~/a; echo $Y"})).unwrap();
+    assert_eq!(r["stdout"], "/tmp\na2\nfork\n");
+
+    // Both sides change b, and the fork deletes a the parent changed: two conflicts, and
+    // the fork's new file c is not applied either.
+    call(
+        &d,
+        "run",
+        json!({"command": "cd; echo mine > b; echo a3 > a"}),
+    )
+    .unwrap();
+    call(
+        &d,
+        "run",
+        json!({"command": "cd; echo theirs > b; rm a; echo c > c", "sandboxId": f}),
+    )
+    .unwrap();
+    let e = call(&d, "sandbox.merge", json!({"from": f})).unwrap_err();
+    assert_eq!(e.code, code::SANDBOX_ERROR);
+    assert_eq!(e.kind(), Some(kind::MERGE_CONFLICT));
+    assert_eq!(
+        e.data.as_ref().unwrap()["conflicts"],
+        json!([
+            {"path": "/home/user/a", "ours": "changed", "theirs": "deleted"},
+            {"path": "/home/user/b", "ours": "changed", "theirs": "changed"},
+        ])
+    );
+    let r = call(&d, "run", json!({"command": "cat a b; ls"})).unwrap();
+    assert_eq!(r["stdout"], "a3\nmine\na\nb\n");
+}
+
+#[test]
+fn merge_refuses_what_is_not_a_fork_of_the_target() {
+    let d = d();
+    let f1 = fork(&d, None);
+    let f2 = fork(&d, None);
+    let grandchild = fork(&d, Some(&f1));
+    // A sibling, a grandchild, itself: invalid_params.
+    for (target, from) in [(Some(&f1), &f2), (None, &grandchild), (Some(&f1), &f1)] {
+        let e = call(
+            &d,
+            "sandbox.merge",
+            json!({"sandboxId": target, "from": from}),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, code::INVALID_PARAMS, "{e}");
+        assert_eq!(e.kind(), Some(kind::INVALID_PARAMS), "{e}");
+    }
+    // The grandchild merges into its own parent.
+    call(
+        &d,
+        "run",
+        json!({"command": "echo g > g", "sandboxId": grandchild}),
+    )
+    .unwrap();
+    let r = call(
+        &d,
+        "sandbox.merge",
+        json!({"sandboxId": f1, "from": grandchild}),
+    )
+    .unwrap();
+    assert_eq!(r["added"], 1);
+    let e = call(&d, "sandbox.merge", json!({"from": "99"})).unwrap_err();
+    assert_eq!(e.kind(), Some(kind::UNKNOWN_SANDBOX));
+    let e = call(&d, "sandbox.merge", json!({})).unwrap_err();
+    assert_eq!(e.message, "Missing required param: from");
+    let e = call(&d, "sandbox.merge", json!({"from": f1, "env": 1})).unwrap_err();
+    assert_eq!(e.code, code::INVALID_PARAMS);
+}
+
+#[test]
+fn a_run_without_usage_has_only_its_wall_time() {
+    let d = d();
+    let r = call(
+        &d,
+        "run",
+        json!({"command": "echo hi | wc -c > n", "usage": false}),
+    )
+    .unwrap();
+    assert_eq!(r["exitCode"], 0);
+    assert_eq!(r["usage"]["processes"], 0);
+    assert_eq!(r["usage"]["filesCreated"], 0);
+    let r = call(&d, "run", json!({"command": "echo hi | wc -c > m"})).unwrap();
+    assert_eq!(r["usage"]["filesCreated"], 1);
+    assert!(r["usage"]["processes"].as_u64().unwrap() >= 2);
+    let e = call(&d, "run", json!({"command": "true", "usage": "no"})).unwrap_err();
+    assert_eq!(e.code, code::INVALID_PARAMS);
+}

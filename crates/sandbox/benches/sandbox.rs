@@ -1,11 +1,12 @@
 //! The figures issue 4 sets targets for: a short pipeline per run, a 2000-iteration shell
 //! loop, creating a sandbox, and forking one that holds 10 000 files; and issue 17's export
-//! and import of a sandbox that holds 10 000 files.
+//! and import of a sandbox that holds 10 000 files, the cost of the resource receipt on a short
+//! pipeline, and merging a fork back into a parent that holds 10 000 files.
 //!
 //! `cargo bench --profile dev -p wasmsand --bench sandbox` (see the justfile's `bench`).
 
-use criterion::{Criterion, criterion_group, criterion_main};
-use wasmsand::{ImportOptions, Limits, Sandbox, SandboxOptions};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use wasmsand::{ImportOptions, Limits, MergeOptions, RunOptions, Sandbox, SandboxOptions};
 
 fn pipeline(c: &mut Criterion) {
     let sb = Sandbox::new(SandboxOptions::default());
@@ -92,5 +93,84 @@ fn portable_state(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, pipeline, shell_loop, create, fork, portable_state);
+/// Issue 17: the receipt is cheap enough to be on by default. The same pipeline with and
+/// without it (`RunOptions::skip_usage`), measured alternately in one process.
+fn receipt(c: &mut Criterion) {
+    let sb = Sandbox::new(SandboxOptions::default());
+    let cmd = "echo hello | wc -c";
+    let without = || RunOptions {
+        skip_usage: true,
+        ..RunOptions::default()
+    };
+    assert_eq!(sb.run(cmd).unwrap().stdout, "6\n");
+    let r = sb.run_with(cmd, without()).unwrap();
+    assert_eq!((r.stdout.as_str(), r.usage.processes), ("6\n", 0));
+    let mut g = c.benchmark_group("receipt");
+    g.bench_function("echo hello | wc -c, with usage", |b| {
+        b.iter(|| sb.run(cmd).unwrap())
+    });
+    g.bench_function("echo hello | wc -c, without usage", |b| {
+        b.iter(|| sb.run_with(cmd, without()).unwrap())
+    });
+    g.finish();
+}
+
+/// Merging back a fork that changed 99 files and deleted a tree of 100 into a parent that
+/// holds 10 000 files and changed 99 others (in the same directories) since the fork.
+fn merge(c: &mut Criterion) {
+    let base = Sandbox::new(SandboxOptions {
+        limits: Limits {
+            file_count: 20_000,
+            ..Limits::default()
+        },
+        ..Default::default()
+    });
+    for d in 0..100 {
+        for f in 0..100 {
+            base.write_file(
+                &format!("/home/user/d{d}/f{f}.txt"),
+                format!("{d}/{f}\n").as_bytes(),
+            )
+            .unwrap();
+        }
+    }
+    let setup = || {
+        let parent = base.fork().unwrap();
+        let child = parent.fork().unwrap();
+        for i in 1..100 {
+            child
+                .write_file(&format!("/home/user/d{i}/f1.txt"), b"fork\n")
+                .unwrap();
+            parent
+                .write_file(&format!("/home/user/d{i}/f2.txt"), b"parent\n")
+                .unwrap();
+        }
+        child.remove("/home/user/d0", true).unwrap();
+        (parent, child)
+    };
+    let (p, f) = setup();
+    let r = p.merge(&f, MergeOptions::default()).unwrap();
+    assert_eq!(r.applied.len(), 100);
+    c.bench_function(
+        "merge: fork changed 99 files and deleted 100, parent holding 10 000",
+        |b| {
+            b.iter_batched(
+                setup,
+                |(parent, child)| parent.merge(&child, MergeOptions::default()).unwrap(),
+                BatchSize::SmallInput,
+            )
+        },
+    );
+}
+
+criterion_group!(
+    benches,
+    pipeline,
+    shell_loop,
+    create,
+    fork,
+    portable_state,
+    receipt,
+    merge
+);
 criterion_main!(benches);

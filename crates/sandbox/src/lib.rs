@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -47,6 +47,7 @@ pub use wasmsand_model::{
 /// files; the sandbox keeps the shell state under the same id.
 pub use wasmsand_vfs::SnapshotId;
 pub use wasmsand_vfs::{Determinism, Errno, VfsError};
+pub use wasmsand_vfs::{MergeConflict, MergedPath, SideChange};
 
 /// Where a sandbox starts and what its user can change.
 pub const HOME: &str = "/home/user";
@@ -85,6 +86,18 @@ pub enum SandboxError {
     Invalid(String),
     #[error("{0}")]
     Process(#[from] ProcessError),
+    /// [`Sandbox::merge`] found paths both sides changed; nothing was applied.
+    #[error("merge conflict: {} path(s) changed in both sandboxes since the fork: {}", .0.len(), conflict_paths(.0))]
+    MergeConflict(Vec<MergeConflict>),
+}
+
+fn conflict_paths(c: &[MergeConflict]) -> String {
+    const SHOWN: usize = 5;
+    let mut s: Vec<&str> = c.iter().take(SHOWN).map(|c| c.path.as_str()).collect();
+    if c.len() > SHOWN {
+        s.push("...");
+    }
+    s.join(", ")
 }
 
 impl SandboxError {
@@ -156,6 +169,40 @@ pub struct RunOptions {
     /// What a stream past its cap shows: head + tail with the whole stream in a spill file
     /// (the default), or plain truncation.
     pub truncation: Truncation,
+    /// Leaves the result's `usage` empty but for `wall_ms`: the run's filesystem totals are
+    /// not read and the receipt is not assembled. What the receipt costs is measured by the
+    /// `receipt` group of the `sandbox` bench (docs/runs.md).
+    pub skip_usage: bool,
+}
+
+/// What [`Sandbox::merge`] carries besides the files.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MergeOptions {
+    /// The fork's exported variables replace the parent's (set or changed ones are set, ones
+    /// the fork no longer exports are unset); `PWD`/`OLDPWD` follow `cwd` instead, and the
+    /// parent's readonly variables are left alone.
+    pub env: bool,
+    /// The parent moves to the fork's working directory (with its `PWD` and `OLDPWD`).
+    pub cwd: bool,
+}
+
+/// What [`Sandbox::merge`] applied.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MergeResult {
+    /// Each path set to the fork's state, in path order, with what that did here (a tree
+    /// added or deleted whole is one entry).
+    pub applied: Vec<MergedPath>,
+    /// Variables set, changed or unset (with `env`), by name.
+    pub env: Vec<String>,
+    /// The new working directory (with `cwd`).
+    pub cwd: Option<String>,
+}
+
+/// Where a fork came from: its parent and the tree both had at the fork point (moved to the
+/// fork's tree as merged after each merge, the base of the next one).
+struct Origin {
+    parent: u64,
+    base: wasmsand_vfs::Checkpoint,
 }
 
 struct Inner {
@@ -163,11 +210,17 @@ struct Inner {
     vfs: Arc<Mutex<Vfs>>,
     /// Shell state at each snapshot; the files are in the VFS's own snapshots.
     snapshots: BTreeMap<u64, ShellState>,
+    /// Set in forks, for [`Sandbox::merge`]. Keeps the fork point's tree alive.
+    origin: Option<Origin>,
 }
+
+/// Sandbox identities, so a fork knows its parent without holding it.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// One sandbox: a shell session, its filesystem and its limits. `Send + Sync`: a server can
 /// share one between threads, and `cancel` works from any thread while `run` is going.
 pub struct Sandbox {
+    id: u64,
     inner: Mutex<Option<Inner>>,
     running: Mutex<Option<CancelToken>>,
     /// Set by `signal_term` for the run going now: its end runs the shell's TERM trap.
@@ -296,10 +349,12 @@ impl Sandbox {
         // Like `bash -c`: aliases are expanded after `shopt -s expand_aliases`.
         let shell = ShellState::new(&env, HOME);
         Sandbox {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             inner: Mutex::new(Some(Inner {
                 shell,
                 vfs: Arc::new(Mutex::new(vfs)),
                 snapshots: BTreeMap::new(),
+                origin: None,
             })),
             running: Mutex::new(None),
             term: AtomicBool::new(false),
@@ -386,7 +441,7 @@ impl Sandbox {
             let (activity_before, checkpoint) = {
                 let vfs = inner.vfs.lock();
                 let saved = opts.atomic.then(|| (vfs.checkpoint(), inner.shell.clone()));
-                (vfs.activity(), saved)
+                ((!opts.skip_usage).then(|| vfs.activity()), saved)
             };
             let door = self.tool_door();
             let cfg = self.run_config(inner, deadline, cancel, stdin, [&stdout, &stderr], &door);
@@ -439,6 +494,9 @@ impl Sandbox {
             if !rolled_back {
                 spill::finish(&mut inner.vfs.lock(), &stdout, &stderr, &mut result);
             }
+            let Some(activity_before) = activity_before else {
+                return Ok(result);
+            };
             let (activity, fs) = {
                 let vfs = inner.vfs.lock();
                 (vfs.activity().since(activity_before), vfs.usage())
@@ -526,7 +584,38 @@ impl Sandbox {
             stdin,
             stdout: Output::Buffer(stdout.clone()),
             stderr: Output::Buffer(stderr.clone()),
+            detach: Some(self.detach_jobs(inner)),
         }
+    }
+
+    /// How a run's shell keeps a job after the run (`nohup cmd &`, `cmd & disown`): as a
+    /// background process of this sandbox, started as [`Self::spawn`] starts one, with the
+    /// shell's state at the `&` and stdin at end of file.
+    fn detach_jobs(&self, inner: &Inner) -> wasmsand_shell::DetachFn {
+        let procs = self.procs.clone();
+        let vfs = inner.vfs.clone();
+        let (exec, limits, door) = (self.exec, self.limits, self.tool_door());
+        Arc::new(move |command: &str, shell: ShellState| {
+            let launch = process::Launch {
+                command: command.to_string(),
+                shell,
+                cfg_exec: exec,
+                vfs: vfs.clone(),
+                memory_limit: limits.memory_bytes,
+                door: door.clone(),
+                timeout_ms: limits.timeout_ms,
+                ring_bytes: [limits.stdout_bytes, limits.stderr_bytes],
+                max_live: limits.background_processes,
+            };
+            let opts = SpawnOptions {
+                close_stdin: true,
+                ..SpawnOptions::default()
+            };
+            match process::start(&procs, launch, opts) {
+                Ok(p) => Ok(Arc::new(process::DetachedProcess(p)) as Arc<dyn DetachedJob>),
+                Err(e) => Err(format!("{}: {e}", command.split(' ').next().unwrap_or(""))),
+            }
+        })
     }
 
     fn run_term_trap(
@@ -584,40 +673,9 @@ impl Sandbox {
             },
         }
     }
-            detach: Some(self.detach_jobs(inner)),
 
     /// Stops the command running now (from another thread): it ends with `CANCELLED`.
     pub fn cancel(&self) {
-    /// How a run's shell keeps a job after the run (`nohup cmd &`, `cmd & disown`): as a
-    /// background process of this sandbox, started as [`Self::spawn`] starts one, with the
-    /// shell's state at the `&` and stdin at end of file.
-    fn detach_jobs(&self, inner: &Inner) -> wasmsand_shell::DetachFn {
-        let procs = self.procs.clone();
-        let vfs = inner.vfs.clone();
-        let (exec, limits, door) = (self.exec, self.limits, self.tool_door());
-        Arc::new(move |command: &str, shell: ShellState| {
-            let launch = process::Launch {
-                command: command.to_string(),
-                shell,
-                cfg_exec: exec,
-                vfs: vfs.clone(),
-                memory_limit: limits.memory_bytes,
-                door: door.clone(),
-                timeout_ms: limits.timeout_ms,
-                ring_bytes: [limits.stdout_bytes, limits.stderr_bytes],
-                max_live: limits.background_processes,
-            };
-            let opts = SpawnOptions {
-                close_stdin: true,
-                ..SpawnOptions::default()
-            };
-            match process::start(&procs, launch, opts) {
-                Ok(p) => Ok(Arc::new(process::DetachedProcess(p)) as Arc<dyn DetachedJob>),
-                Err(e) => Err(format!("{}: {e}", command.split(' ').next().unwrap_or(""))),
-            }
-        })
-    }
-
         if let Some(c) = self.running.lock().as_ref() {
             c.cancel();
         }
@@ -777,11 +835,17 @@ impl Sandbox {
     pub fn fork(&self) -> Result<Sandbox> {
         self.with_inner(|i| {
             let vfs = i.vfs.lock().cow_clone();
+            let base = vfs.checkpoint();
             Ok(Sandbox {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 inner: Mutex::new(Some(Inner {
                     shell: i.shell.clone(),
                     vfs: Arc::new(Mutex::new(vfs)),
                     snapshots: i.snapshots.clone(),
+                    origin: Some(Origin {
+                        parent: self.id,
+                        base,
+                    }),
                 })),
                 running: Mutex::new(None),
                 term: AtomicBool::new(false),
@@ -793,6 +857,93 @@ impl Sandbox {
                 procs: Arc::default(),
             })
         })
+    }
+
+    /// Brings into this sandbox what `fork` (a [`Self::fork`] of it) changed in its files
+    /// since it was forked, or since it was last merged here: three-way against that point,
+    /// so a path only the fork changed is applied and a path both changed differently is a
+    /// conflict. All or nothing: with a conflict nothing is applied and the error
+    /// ([`SandboxError::MergeConflict`]) lists every conflicting path with what each side did;
+    /// a result past this sandbox's filesystem limits is refused (`ENOSPC`) and changes
+    /// nothing either. Times alone are not merged. `opts` carries the fork's environment and
+    /// working directory too. The fork is read as it stands (after the run it may be
+    /// doing) and is left as it is. Costs what the two sides changed, not what they hold.
+    pub fn merge(&self, fork: &Sandbox, opts: MergeOptions) -> Result<MergeResult> {
+        if std::ptr::eq(self, fork) {
+            return Err(SandboxError::Invalid(
+                "a sandbox cannot be merged into itself".into(),
+            ));
+        }
+        // The fork is read and released before this sandbox is locked: two locks are never
+        // held at once, so merges in both directions cannot deadlock.
+        let fork_state = fork.with_inner(|f| match &f.origin {
+            Some(o) if o.parent == self.id => Ok((
+                o.base.clone(),
+                f.vfs.lock().checkpoint(),
+                (opts.env || opts.cwd).then(|| f.shell.clone()),
+            )),
+            _ => Err(SandboxError::Invalid(
+                "not a fork of this sandbox: only a sandbox forked from this one merges into it"
+                    .into(),
+            )),
+        });
+        let (base, theirs, shell) = match fork_state {
+            Err(SandboxError::Destroyed) => {
+                return Err(SandboxError::Invalid(
+                    "the sandbox to merge has been destroyed".into(),
+                ));
+            }
+            other => other?,
+        };
+        let result = self.with_inner(|i| {
+            let mut vfs = i.vfs.lock();
+            let before = vfs.checkpoint();
+            let report = vfs.merge(&base, &theirs).map_err(|e| match e {
+                wasmsand_vfs::MergeError::Conflicts(c) => SandboxError::MergeConflict(c),
+                wasmsand_vfs::MergeError::Fs(e) => SandboxError::Fs(e),
+            })?;
+            let mut result = MergeResult {
+                applied: report.applied,
+                ..MergeResult::default()
+            };
+            let Some(theirs_shell) = shell else {
+                return Ok(result);
+            };
+            if opts.cwd {
+                let cwd = &theirs_shell.cwd;
+                if !vfs.stat(cwd).is_ok_and(|m| m.is_dir()) {
+                    vfs.rollback(before);
+                    return Err(SandboxError::Invalid(format!(
+                        "the fork's working directory {cwd} is not a directory here after the merge"
+                    )));
+                }
+            }
+            drop(vfs);
+            if opts.env {
+                result.env = carry_env(&mut i.shell, &theirs_shell);
+            }
+            if opts.cwd {
+                i.shell.cwd = theirs_shell.cwd.clone();
+                for name in ["PWD", "OLDPWD"] {
+                    match theirs_shell.vars.get(name) {
+                        Some(v) => i.shell.vars.put(name, v.clone()),
+                        None => {
+                            i.shell.vars.remove(name);
+                        }
+                    }
+                }
+                result.cwd = Some(theirs_shell.cwd);
+            }
+            Ok(result)
+        })?;
+        // What was merged is now in both: the next merge starts from it.
+        let _ = fork.with_inner(|f| {
+            if let Some(o) = f.origin.as_mut().filter(|o| o.parent == self.id) {
+                o.base = theirs;
+            }
+            Ok(())
+        });
+        Ok(result)
     }
 
     /// Releases the sandbox; every later call fails with [`SandboxError::Destroyed`].
@@ -972,6 +1123,49 @@ fn parent_of(p: &str) -> Option<String> {
     } else {
         t[..i].to_string()
     })
+}
+
+/// Makes `ours`' exported variables those of `theirs` (see [`MergeOptions::env`]); the
+/// names of those set or unset, sorted.
+fn carry_env(ours: &mut ShellState, theirs: &ShellState) -> Vec<String> {
+    let follows_cwd = |name: &str| matches!(name, "PWD" | "OLDPWD");
+    let exported = |s: &ShellState| -> BTreeMap<String, wasmsand_shell::Var> {
+        s.vars
+            .iter()
+            .filter(|(k, v)| v.has(wasmsand_shell::ATTR_EXPORT) && !follows_cwd(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let (mine, wanted) = (exported(ours), exported(theirs));
+    let mut changed = Vec::new();
+    for (name, var) in &wanted {
+        let readonly = ours
+            .vars
+            .get(name)
+            .is_some_and(|v| v.has(wasmsand_shell::ATTR_READONLY));
+        let same = mine
+            .get(name)
+            .is_some_and(|m| m.attrs == var.attrs && m.value == var.value);
+        if !same && !readonly {
+            ours.vars.put(name, var.clone());
+            changed.push(name.clone());
+        }
+    }
+    for (name, var) in &mine {
+        if wanted.contains_key(name) || var.has(wasmsand_shell::ATTR_READONLY) {
+            continue;
+        }
+        // Unset in the fork, or kept there unexported (`export -n`).
+        match theirs.vars.get(name) {
+            Some(v) => ours.vars.put(name, v.clone()),
+            None => {
+                ours.vars.remove(name);
+            }
+        }
+        changed.push(name.clone());
+    }
+    changed.sort();
+    changed
 }
 
 fn valid_name(name: &str) -> bool {

@@ -5,6 +5,7 @@
 
 mod conformance;
 mod deterministic;
+mod merge;
 mod mutations;
 mod node_git;
 mod processes;
