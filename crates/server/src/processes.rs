@@ -56,6 +56,9 @@ pub(crate) fn routes() -> Router<Arc<App>> {
 pub(crate) struct Tracked {
     log: Arc<RunLog>,
     ended: watch::Sender<bool>,
+    /// Held by the end's bookkeeping, and by a kill while it records itself: a kill's audit
+    /// event always comes before the end it causes.
+    ending: Arc<Mutex<Ending>>,
 }
 
 /// The service side of a session's processes, by pid.
@@ -512,9 +515,14 @@ pub(crate) async fn start_process(
     }
 
     let log = RunLog::new(app.config.ws_ring_bytes, u64::MAX);
+    let ending = Arc::new(Mutex::new(Ending {
+        pid: None,
+        result: None,
+    }));
     let tracked = Arc::new(Tracked {
         log: log.clone(),
         ended: watch::channel(false).0,
+        ending: ending.clone(),
     });
     let mut base = audit_base(&app, &session, &headers, trace.map(|t| t.0.0));
     base["command_sha256"] = json!(sha256_hex(canonical_json(&json!(command)).as_bytes()));
@@ -524,10 +532,6 @@ pub(crate) async fn start_process(
         session_id: session.id.clone(),
         base,
     });
-    let ending = Arc::new(Mutex::new(Ending {
-        pid: None,
-        result: None,
-    }));
     let (out_log, err_log) = (log.clone(), log.clone());
     let (exit_ctx, exit_tracked, exit_ending) = (ctx.clone(), tracked.clone(), ending.clone());
     let opts = SpawnOptions {
@@ -739,6 +743,8 @@ pub(crate) async fn kill_process(
     let pid = parse_pid(&pid)?;
     let session = session_of(&app, &id)?;
     let p = find(&session, pid)?;
+    let tracked = tracked_of(&session, pid);
+    let recording = tracked.as_ref().map(|t| t.ending.lock());
     let killed = p.kill();
     if killed {
         crate::audit::process_event(&app, "sandbox.process.killed", &session.owner, &id, {
@@ -747,6 +753,7 @@ pub(crate) async fn kill_process(
             b
         });
     }
+    drop(recording);
     Ok(views::json(
         StatusCode::OK,
         &KillReply {
