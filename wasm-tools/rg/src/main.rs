@@ -221,7 +221,13 @@ fn run(args: Args) -> i32 {
     // (a run without input), so the first read decides: bytes mean stdin is searched, an
     // immediate end of input means `./` is.
     let mut stdin_head: Option<Vec<u8>> = None;
-    if args.mode == Mode::Search && args.paths.is_empty() && !io::stdin().is_terminal() {
+    // `-f -` has stdin for its patterns, which leaves the directory to search.
+    let patterns_on_stdin = args.pattern_files.iter().any(|f| f == "-");
+    if args.mode == Mode::Search
+        && args.paths.is_empty()
+        && !patterns_on_stdin
+        && !io::stdin().is_terminal()
+    {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             match io::stdin().read(&mut buf) {
@@ -372,6 +378,11 @@ fn build_matcher(args: &Args) -> RegexMatcher {
         };
         let text = String::from_utf8_lossy(&text);
         patterns.extend(text.lines().map(str::to_string));
+    }
+    // No pattern at all (an empty `-f` file) matches nothing: ripgrep ends at once, without
+    // looking at the paths.
+    if patterns.is_empty() {
+        exit(1);
     }
     let mut b = RegexMatcherBuilder::new();
     b.case_insensitive(args.case == Case::Insensitive)
