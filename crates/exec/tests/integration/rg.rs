@@ -223,6 +223,8 @@ fn search_flags_match_ripgrep() {
         &["-inw", "HELLO"],
         &["-A1", "-e", "foo"],
         &["-j", "4", "hello"],
+        &["-f", "words.txt"],
+        &["-f", "words.txt", "-e", "foo", "-n"],
     ] {
         t.check(args);
     }
@@ -417,6 +419,8 @@ fn stdin_is_searched_when_it_has_data() {
     ] {
         t.check_in("", args, Some(input));
     }
+    // `-f -`: the patterns come from stdin and the directory is searched.
+    t.check_in("", &["-f", "-"], Some(b"hello\nfoo\n"));
     // No data: the current directory is searched (ripgrep with stdin not readable).
     let ours = t.sandbox("", &["-l", "hello"], Some(b""));
     let host = t.host("", &["-l", "hello"], None);
