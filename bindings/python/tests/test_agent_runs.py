@@ -1,11 +1,22 @@
 """Issue 17 through the SDK, on both transports: the resource receipt of every run, atomic
-runs, and portable state."""
+runs, portable state, and merging a fork back."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from wasmsand import Sandbox, Usage
+from wasmsand import (
+    AsyncSandbox,
+    InvalidParamsError,
+    MergeConflict,
+    MergeConflictError,
+    MergeResult,
+    Sandbox,
+    SandboxError,
+    Usage,
+)
 
 TRANSPORTS = ["inprocess", "rpc"]
 
@@ -91,7 +102,7 @@ def test_the_examples_in_docs_runs_md_run() -> None:
 
     doc = pathlib.Path(__file__).resolve().parents[3] / "docs" / "runs.md"
     blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)
-    assert len(blocks) == 5
+    assert len(blocks) == 6
     for code in blocks:
         exec(compile(code, str(doc), "exec"), {})
 
@@ -129,3 +140,90 @@ def test_deterministic_mode_repeats_across_sandboxes_forks_and_transports(transp
         assert c.commands.run(DET_SCRIPT).stdout != d.commands.run(DET_SCRIPT).stdout
     with pytest.raises(ValueError, match="deterministic"):
         Sandbox(transport=transport, deterministic={"sed": 1})
+
+
+def test_a_fork_merges_back(sb: Sandbox) -> None:
+    sb.commands.run("mkdir -p proj/lib && echo 1 > proj/a && echo 2 > proj/lib/b && ln -s a proj/link && export BASE=1")
+    fork = sb.fork()
+    fork.commands.run(
+        "cd proj && echo 1b > a && chmod 600 lib/b && rm link && ln -s lib/b link"
+        " && mkdir -p new/deep && echo n > new/deep/f && export MERGED=yes && cd new"
+    )
+    sb.commands.run("echo other > side")
+    r = sb.merge(fork)
+    assert isinstance(r, MergeResult)
+    assert r.applied == {
+        "/home/user/proj/a": "changed",
+        "/home/user/proj/lib/b": "changed",
+        "/home/user/proj/link": "changed",
+        "/home/user/proj/new": "added",
+    }
+    assert (r.env, r.cwd) == ([], None)
+    out = sb.commands.run("cat proj/a proj/link proj/new/deep/f side; stat -c %a proj/lib/b; readlink proj/link; pwd; echo ${MERGED:-unset}")
+    assert out.stdout == "1b\n2\nn\nother\n600\nlib/b\n/home/user\nunset\n"
+    # The fork is left as it was; its later changes merge on top of the first merge.
+    fork.commands.run("rm -r /home/user/proj/lib")
+    r = sb.merge(fork, env=True, cwd=True)
+    assert r.applied == {"/home/user/proj/lib": "deleted"}
+    assert (r.env, r.cwd) == (["MERGED"], "/home/user/proj/new")
+    assert sb.commands.run("pwd; echo $MERGED; ls ..").stdout == "/home/user/proj/new\nyes\na\nlink\nnew\n"
+
+
+def test_a_conflicting_merge_applies_nothing(sb: Sandbox) -> None:
+    sb.commands.run("mkdir d && echo base > d/f && echo base > g")
+    fork = sb.fork()
+    fork.commands.run("echo theirs > g; rm -r d; echo only > new")
+    sb.commands.run("echo ours > g; echo inside > d/added")
+    with pytest.raises(MergeConflictError) as info:
+        sb.merge(fork)
+    e = info.value
+    assert isinstance(e, SandboxError) and e.kind == "merge_conflict"
+    assert e.conflicts == [
+        MergeConflict("/home/user/d", "changed", "deleted"),
+        MergeConflict("/home/user/g", "changed", "changed"),
+    ]
+    assert sb.commands.run("cat g; ls").stdout == "ours\nd\ng\n"
+
+
+def test_merge_refuses_what_is_not_a_fork_of_it(transport: str) -> None:
+    with Sandbox(transport=transport) as a, Sandbox(transport=transport) as b:
+        f1, f2 = a.fork(), a.fork()
+        grandchild = f1.fork()
+        for target, source in [(f1, f2), (a, grandchild), (f1, f1), (a, b), (f1, a)]:
+            with pytest.raises(InvalidParamsError):
+                target.merge(source)
+        grandchild.files.write("/tmp/g", "g")
+        assert f1.merge(grandchild).applied == {"/tmp/g": "added"}
+        f2.destroy()
+        with pytest.raises(SandboxError):
+            a.merge(f2)
+
+
+def test_a_merge_past_the_parents_limits_changes_nothing(transport: str) -> None:
+    with Sandbox(transport=transport, limits={"fs_bytes": 3000}) as sb:
+        fork = sb.fork()
+        fork.files.write("/tmp/big", "x" * 2000)
+        sb.files.write("/tmp/mine", "y" * 2000)
+        with pytest.raises(OSError) as info:
+            sb.merge(fork)
+        assert "ENOSPC" in str(info.value) or info.value.errno == 28
+        assert not sb.files.exists("/tmp/big")
+        sb.files.remove("/tmp/mine")
+        assert sb.merge(fork).applied == {"/tmp/big": "added"}
+
+
+def test_async_merge(transport: str) -> None:
+    async def main() -> None:
+        sb = await AsyncSandbox.create(transport=transport)
+        async with sb:
+            fork = await sb.fork()
+            await fork.commands.run("echo f > /tmp/f; cd /tmp")
+            r = await sb.merge(fork, cwd=True)
+            assert (r.applied, r.cwd) == ({"/tmp/f": "added"}, "/tmp")
+            await fork.commands.run("echo g > /tmp/f")
+            await sb.commands.run("echo h > /tmp/f")
+            with pytest.raises(MergeConflictError) as info:
+                await sb.merge(fork)
+            assert info.value.conflicts == [MergeConflict("/tmp/f", "changed", "changed")]
+
+    asyncio.run(main())

@@ -67,5 +67,6 @@ def test_the_sample_runs() -> None:
         notes = sync_program(transport)
         assert notes[:4] == ["me", "exit 3", "typed", "0"]
         assert "no such pid" in notes and "killed True" in notes
+        assert "merged ['/tmp/merged'] conflict ['/tmp/merged']" in notes
         assert notes[-1] == "True ['a.txt'] False"
         assert asyncio.run(async_program(transport)) == ["async", "bg", "0", "xx"]

@@ -14,6 +14,9 @@ from wasmsand import (
     CommandResult,
     FileInfo,
     Limits,
+    MergeConflict,
+    MergeConflictError,
+    MergeResult,
     ProcessInfo,
     ProcessNotFoundError,
     Sandbox,
@@ -49,6 +52,17 @@ def sync_program(transport: str) -> list[str]:
             slow.wait(timeout=0.05)
         except WaitTimeoutError:
             notes.append(f"killed {slow.kill()}")
+        fork = sb.fork()
+        fork.files.write("/tmp/merged", "m")
+        merged: MergeResult = sb.merge(fork, env=False, cwd=False)
+        fork.files.write("/tmp/merged", "n")
+        sb.files.write("/tmp/merged", "o")
+        try:
+            sb.merge(fork)
+        except MergeConflictError as mc:
+            conflicts: list[MergeConflict] = mc.conflicts
+            notes.append(f"merged {list(merged.applied)} conflict {[c.path for c in conflicts]}")
+        fork.destroy()
         sb.files.write("/tmp/a.txt", "text")
         sb.files.write("/tmp/b.bin", b"\x00")
         sb.files.write("/tmp/c.bin", io.BytesIO(b"stream"))
@@ -79,6 +93,10 @@ async def async_program(transport: str) -> list[str]:
         x: str = await sb.files.read("/tmp/x")
         xb: bytes = await sb.files.read("/tmp/x", format="bytes")
         notes.append(x + xb.decode())
+        fork = await sb.fork()
+        await fork.files.write("/tmp/y", "y")
+        merged: MergeResult = await sb.merge(fork, cwd=False)
+        assert merged.applied == {"/tmp/y": "added"} and merged.cwd is None
     return notes
 
 

@@ -11,12 +11,22 @@ from ._errors import (
     CommandExitError,
     InvalidParamsError,
     LimitExceededError,
+    MergeConflictError,
     ProcessNotFoundError,
     SandboxDestroyedError,
     SandboxError,
     WaitTimeoutError,
 )
-from ._types import CommandResult, FileInfo, Limits, ProcessInfo, Usage, WriteEntry
+from ._types import (
+    CommandResult,
+    FileInfo,
+    Limits,
+    MergeConflict,
+    MergeResult,
+    ProcessInfo,
+    Usage,
+    WriteEntry,
+)
 from .sandbox import CommandHandle, Commands, Files, Sandbox, Tools
 
 __all__ = [
@@ -33,6 +43,8 @@ __all__ = [
     "CommandResult",
     "FileInfo",
     "Limits",
+    "MergeConflict",
+    "MergeResult",
     "ProcessInfo",
     "Usage",
     "WriteEntry",
@@ -41,6 +53,7 @@ __all__ = [
     "LimitExceededError",
     "SandboxDestroyedError",
     "InvalidParamsError",
+    "MergeConflictError",
     "ProcessNotFoundError",
     "WaitTimeoutError",
 ]

@@ -25,7 +25,7 @@ from typing import (
 )
 
 from ._errors import WaitTimeoutError
-from ._types import CommandResult, FileInfo, Limits, ProcessInfo, WriteEntry
+from ._types import CommandResult, FileInfo, Limits, MergeResult, ProcessInfo, WriteEntry
 from .sandbox import CommandHandle, Sandbox
 
 __all__ = ["AsyncSandbox", "AsyncCommands", "AsyncCommandHandle", "AsyncFiles", "AsyncTools"]
@@ -405,6 +405,10 @@ class AsyncSandbox:
     async def fork(self) -> "AsyncSandbox":
         """A fork sharing this sandbox's server and thread pool."""
         return AsyncSandbox(await self._run(self._sync.fork), self._run)
+
+    async def merge(self, fork: "AsyncSandbox", *, env: bool = False, cwd: bool = False) -> MergeResult:
+        """As ``Sandbox.merge``: applies here what ``fork`` changed since it was forked."""
+        return await self._run(self._sync.merge, fork._sync, env=env, cwd=cwd)
 
     async def destroy(self) -> None:
         await self._run(self._sync.destroy)

@@ -16,6 +16,7 @@ __all__ = [
     "LimitExceededError",
     "SandboxDestroyedError",
     "InvalidParamsError",
+    "MergeConflictError",
     "raise_for_error",
 ]
 
@@ -60,6 +61,18 @@ class InvalidParamsError(SandboxError, ValueError):
     ``"invalid_params"`` or ``"unknown_snapshot"``); also a ``ValueError``."""
 
 
+class MergeConflictError(SandboxError):
+    """``merge`` found paths both sandboxes changed since the fork; nothing was applied.
+    ``conflicts`` lists them (``MergeConflict``: ``path``, ``ours``, ``theirs``)."""
+
+    def __init__(self, message: str, code: int | None = None, data: Any = None) -> None:
+        super().__init__(message, code, data)
+        from ._types import MergeConflict
+
+        raw = data.get("conflicts", []) if isinstance(data, dict) else []
+        self.conflicts = [MergeConflict.from_wire(c) for c in raw if isinstance(c, dict)]
+
+
 class CommandExitError(SandboxError):
     """A command run with ``check=True`` exited non-zero; ``result`` is its whole
     ``CommandResult`` (``exit_code``, ``stdout`` and ``stderr`` are repeated here)."""
@@ -81,6 +94,7 @@ _KINDS: dict[str, type[SandboxError]] = {
     "unknown_sandbox": SandboxDestroyedError,
     "invalid_params": InvalidParamsError,
     "unknown_snapshot": InvalidParamsError,
+    "merge_conflict": MergeConflictError,
 }
 
 

@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-__all__ = ["CommandResult", "FileInfo", "Limits", "ProcessInfo", "Usage", "WriteEntry"]
+__all__ = [
+    "CommandResult",
+    "FileInfo",
+    "Limits",
+    "MergeConflict",
+    "MergeResult",
+    "ProcessInfo",
+    "Usage",
+    "WriteEntry",
+]
 
 
 @dataclass
@@ -190,3 +199,39 @@ class Limits:
                 raise ValueError(f"limit {f.name} must be a non-negative integer, not {v!r}")
             out[_WIRE[f.name]] = v
         return out
+
+
+@dataclass
+class MergeConflict:
+    """A path both sandboxes changed differently since the fork: ``ours`` is what the
+    sandbox merged into did, ``theirs`` what the fork did (``"added"``, ``"changed"`` or
+    ``"deleted"``)."""
+
+    path: str
+    ours: str
+    theirs: str
+
+    @classmethod
+    def from_wire(cls, w: Mapping[str, Any]) -> "MergeConflict":
+        return cls(path=str(w["path"]), ours=str(w["ours"]), theirs=str(w["theirs"]))
+
+
+@dataclass
+class MergeResult:
+    """What ``Sandbox.merge`` applied: ``applied`` maps each path set to the fork's state to
+    what that did here (``"added"``, ``"changed"``, ``"deleted"``; a tree added or deleted
+    whole is one path), in path order; ``env`` names the variables set or unset (with
+    ``env=True``); ``cwd`` is the new working directory (with ``cwd=True``)."""
+
+    applied: dict[str, str] = field(default_factory=dict)
+    env: list[str] = field(default_factory=list)
+    cwd: str | None = None
+
+    @classmethod
+    def from_wire(cls, w: Mapping[str, Any]) -> "MergeResult":
+        cwd = w.get("cwd")
+        return cls(
+            applied={str(a["path"]): str(a["change"]) for a in w.get("applied", [])},
+            env=[str(x) for x in w.get("env", [])],
+            cwd=None if cwd is None else str(cwd),
+        )

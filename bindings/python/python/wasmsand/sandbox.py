@@ -10,9 +10,9 @@ import secrets
 import threading
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Literal, Mapping, overload
 
-from ._errors import CommandExitError, SandboxDestroyedError, SandboxError
+from ._errors import CommandExitError, InvalidParamsError, SandboxDestroyedError, SandboxError
 from ._transport import InProcessTransport, RpcTransport, Transport
-from ._types import CommandResult, FileInfo, Limits, ProcessInfo, WriteEntry
+from ._types import CommandResult, FileInfo, Limits, MergeResult, ProcessInfo, WriteEntry
 
 __all__ = ["Sandbox", "Commands", "CommandHandle", "Files", "Tools"]
 
@@ -725,6 +725,24 @@ class Sandbox:
         h = _Handle(self._h.transport, str(r["sandboxId"]), self._h.tools)
         h.chunk_bytes = self._h.chunk_bytes
         return Sandbox(_handle=h)
+
+    def merge(self, fork: "Sandbox", *, env: bool = False, cwd: bool = False) -> MergeResult:
+        """Applies here the files ``fork`` (a fork of this sandbox) changed since it was
+        forked, or since it was last merged here: three-way, so a path only the fork changed
+        is applied and one both changed differently is a conflict. All or nothing: a conflict
+        raises ``MergeConflictError`` (``.conflicts``) and applies nothing. ``env=True``
+        carries the fork's exported variables, ``cwd=True`` its working directory. The fork
+        is left as it is."""
+        if fork._h.transport is not self._h.transport or fork._h.sandbox_id is None:
+            raise InvalidParamsError(
+                "not a fork of this sandbox: only a sandbox forked from this one merges into it",
+                -32602,
+                {"kind": "invalid_params"},
+            )
+        if fork._h.destroyed:
+            raise SandboxDestroyedError("sandbox has been destroyed", None, {"kind": "sandbox_destroyed"})
+        r = self._h.call("sandbox.merge", {"from": fork._h.sandbox_id, "env": bool(env), "cwd": bool(cwd)})
+        return MergeResult.from_wire(r)
 
     def destroy(self) -> None:
         """Destroys this fork; a root sandbox is ended with ``kill()``."""
