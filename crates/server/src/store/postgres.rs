@@ -205,6 +205,24 @@ impl PostgresStore {
         futures::executor::block_on(task).map_err(|e| err(format!("store task failed: {e}")))?
     }
 
+    /// As [`Self::exec`] with two connections: two statements that each read many rows run
+    /// at the same time on two server processes, not one after the other on one.
+    fn exec_pair<T, F, Fut>(&self, f: F) -> StoreResult<T>
+    where
+        F: FnOnce(Object, Object) -> Fut + Send + 'static,
+        Fut: Future<Output = StoreResult<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let pool = self.pool.clone();
+        self.exec(move |a| async move {
+            let b = pool
+                .get()
+                .await
+                .map_err(|e| err(format!("cannot get a connection: {e}")))?;
+            f(a, b).await
+        })
+    }
+
     /// The schema version after start-up (the number of the last migration applied).
     pub fn schema_version(&self) -> StoreResult<i32> {
         self.exec(|c| async move {
@@ -672,7 +690,7 @@ impl Store for PostgresStore {
 
     fn query_runs(&self, q: &RunQuery) -> StoreResult<RunPage> {
         let q = q.clone();
-        self.exec(move |c| async move {
+        self.exec_pair(move |c, c2| async move {
             let mut conds: Vec<String> = Vec::new();
             let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
             let mut bind = |conds: &mut Vec<String>, sql: &str, p: Box<dyn ToSql + Sync + Send>| {
@@ -746,7 +764,8 @@ impl Store for PostgresStore {
                 .collect();
             // The page's ids come from the index alone (no record read for the rows an
             // offset skips), then only its records are read, in the page's order. The count
-            // goes down the same connection at the same time.
+            // runs at the same time on a second connection: a text search (a scan, for a
+            // needle too short for a trigram) then costs one scan's time, not two.
             let count_sql = format!("SELECT COUNT(*) FROM sandbox_runs {where_}");
             let page_sql = format!(
                 "SELECT r.body::text FROM unnest(ARRAY(
@@ -757,7 +776,7 @@ impl Store for PostgresStore {
             );
             let (count, rows) = futures::future::try_join(
                 c.query_one(&count_sql, &refs),
-                c.query(&page_sql, &refs),
+                c2.query(&page_sql, &refs),
             )
             .await
             .map_err(err)?;
