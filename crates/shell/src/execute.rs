@@ -236,6 +236,15 @@ impl Interp {
     }
 
     fn run_pipeline(&mut self, p: &Pipeline) -> R {
+        let mark = self.procsubs.len();
+        let r = self.run_pipeline_inner(p);
+        let finished = self.finish_process_substs(mark);
+        let status = r?;
+        finished?;
+        Ok(status)
+    }
+
+    fn run_pipeline_inner(&mut self, p: &Pipeline) -> R {
         self.line = p.line + self.line_offset;
         let started = p.timed.then(std::time::Instant::now);
         if p.negated {
@@ -381,7 +390,10 @@ impl Interp {
         if !parent.is_empty() {
             self.inherited_traps = Some(parent);
         }
-        let status = match f(self) {
+        let r = f(self);
+        // A pipeline stage is run as a command, not a pipeline: its `<( )` files end here.
+        let _ = self.finish_process_substs(0);
+        let status = match r {
             Ok(s) => s,
             Err(Flow::Exit(s)) | Err(Flow::Return(s)) | Err(Flow::Fatal(s)) => s,
             Err(Flow::Unbound) => 1,

@@ -179,9 +179,9 @@ impl Interp {
                     let text = self.command_subst(s)?;
                     push(out, text, in_dq, !in_dq);
                 }
-                WordPart::ProcessSubst { .. } => {
-                    self.err("process substitution is not supported in this shell");
-                    return Err(Flow::Exit(1));
+                WordPart::ProcessSubst { output, script } => {
+                    let path = self.process_subst(*output, script)?;
+                    push(out, path, in_dq, false);
                 }
                 WordPart::Arith(a) => {
                     let v = self.arith_or_exit(a)?;
@@ -250,12 +250,83 @@ impl Interp {
                 }
             };
         }
+        let (out, status) = self.capture(s, "command substitution")?;
+        self.subst_status = Some(status);
+        self.st.status = status;
+        let mut text = String::from_utf8_lossy(&out).into_owned();
+        if text.contains('\0') {
+            // bash strings cannot hold NUL: it drops them (with a warning).
+            self.err("warning: command substitution: ignored null byte in input");
+            text.retain(|c| c != '\0');
+        }
+        Ok(trim_newlines(text))
+    }
+
+    /// `<(cmd)`: a file holding cmd's whole output; `>(cmd)`: an empty file that cmd reads as
+    /// its stdin once the command using it is done. A WASI guest cannot read a pipe by a
+    /// `/dev/fd` name, so the data goes through a file of the sandbox's tree, removed when
+    /// the pipeline ends (see `run_pipeline`).
+    fn process_subst(&mut self, output: bool, s: &Script) -> R<String> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = format!("/tmp/.wasmsand-procsub-{n}");
+        let data = if output {
+            Vec::new()
+        } else {
+            self.enter()?;
+            let r = self.capture(s, "process substitution");
+            self.depth -= 1;
+            r?.0
+        };
+        let written = {
+            let mut vfs = self.rt.vfs.lock();
+            let _ = vfs.mkdir_p("/tmp");
+            vfs.write(&path, &data)
+        };
+        if let Err(e) = written {
+            self.err(&format!("{path}: {}", crate::interp::strerror(e.errno)));
+            return Err(Flow::Fatal(1));
+        }
+        self.procsubs
+            .push((path.clone(), output.then(|| s.clone())));
+        Ok(path)
+    }
+
+    /// Ends the process substitutions made since `mark`: runs the `>( )` readers on what
+    /// was written, then removes the files.
+    pub(crate) fn finish_process_substs(&mut self, mark: usize) -> R<()> {
+        if self.procsubs.len() <= mark {
+            return Ok(());
+        }
+        let done: Vec<_> = self.procsubs.drain(mark..).collect();
+        let mut result = Ok(());
+        for (path, reader) in done {
+            if let Some(script) = reader
+                && result.is_ok()
+            {
+                let f = wasmsand_exec::OpenFile::new(self.rt.vfs.clone(), path.clone(), false);
+                let mut child = self.fork();
+                child
+                    .fds
+                    .set(0, Some(Fd::In(crate::interp::InSrc::File(f))));
+                let _ = child.run_as_subshell(|c| c.run_script(&script));
+                drop(child);
+                result = self.check();
+            }
+            let _ = self.rt.vfs.lock().unlink(&path);
+        }
+        result
+    }
+
+    /// Runs a script in a subshell and returns what it wrote to stdout, and its status.
+    fn capture(&mut self, s: &Script, what: &str) -> R<(Vec<u8>, i32)> {
         self.count_process()?;
         let cap = self.st.limits.max_word_bytes as u64;
         // Past the cap the whole run stops: a producer like `cat /dev/zero` would otherwise
         // run on (its bytes dropped) until the deadline.
         let rt = self.rt.clone();
         let seen = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let what_owned = what.to_string();
         let buf =
             OutputBuffer::new(cap + 1).with_callback(std::sync::Arc::new(move |chunk: &[u8]| {
                 let total = seen
@@ -263,7 +334,7 @@ impl Interp {
                     + chunk.len() as u64;
                 if total > cap {
                     rt.set_abort(crate::interp::Abort::Limit(format!(
-                        "command substitution: output too large (limit: {cap} bytes)"
+                        "{what_owned}: output too large (limit: {cap} bytes)"
                     )));
                 }
             }));
@@ -273,20 +344,10 @@ impl Interp {
         drop(child);
         let out = buf.take();
         if out.len() as u64 > cap {
-            return Err(self.limit(format!(
-                "command substitution: output too large (limit: {cap} bytes)"
-            )));
+            return Err(self.limit(format!("{what}: output too large (limit: {cap} bytes)")));
         }
         self.check()?;
-        self.subst_status = Some(status);
-        self.st.status = status;
-        let mut text = String::from_utf8_lossy(out.as_bytes()).into_owned();
-        if text.contains('\0') {
-            // bash strings cannot hold NUL: it drops them (with a warning).
-            self.err("warning: command substitution: ignored null byte in input");
-            text.retain(|c| c != '\0');
-        }
-        Ok(trim_newlines(text))
+        Ok((out.as_bytes().to_vec(), status))
     }
 
     // ---- parameters ----

@@ -390,6 +390,9 @@ pub(crate) struct Interp {
     /// The run's receipt, shared by every interpreter of the run (subshells, pipeline
     /// stages, jobs, nested runtimes with their own deadline).
     pub usage: Arc<UsageCounters>,
+    /// Files standing for `<( )` / `>( )` of the commands being run, with the `>( )` reader
+    /// to run once the command is done; removed when their pipeline ends.
+    pub(crate) procsubs: Vec<(String, Option<crate::ast::Script>)>,
 }
 
 /// Stack for every interpreter thread: the tree walk recurses per nesting level and per
@@ -432,6 +435,7 @@ impl Interp {
             saved_opts: Vec::new(),
             return_traps: Vec::new(),
             usage: Arc::default(),
+            procsubs: Vec::new(),
         }
     }
 
