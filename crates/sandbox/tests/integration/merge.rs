@@ -55,10 +55,7 @@ fn a_forks_files_dirs_modes_links_and_deleted_trees_come_back() {
         "2\nk\ny\nmine\n700\nkeep\na\nkeep\nl\nn\n/home/user\n"
     );
     // Inode numbers stay unique across what came from the fork and what was here.
-    let inos = run(
-        &parent,
-        "stat -c %i ~/* p/* p/n/* p/n/m/* | sort | uniq -d",
-    );
+    let inos = run(&parent, "stat -c %i ~/* p/* p/n/* p/n/m/* | sort | uniq -d");
     assert_eq!(inos, "");
     // The fork is as it was.
     assert_eq!(
