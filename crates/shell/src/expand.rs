@@ -1407,6 +1407,10 @@ fn leading_tilde(w: &Word) -> std::borrow::Cow<'_, Word> {
 }
 
 fn is_list_param(p: &ParamExp) -> bool {
+    // `"${!a[@]}"` of an empty (or declared, unset) array is no word, like `"${a[@]}"`.
+    if matches!(p.op, ParamOp::Keys { star: false }) {
+        return true;
+    }
     // Per-element operators keep `"${a[@]...}"` a list: an empty one is no word at all.
     let per_element = matches!(
         p.op,
