@@ -210,6 +210,11 @@ impl Interp {
                 Err(Flow::Return(s))
             }
             "break" | "continue" => {
+                // Extra arguments end a `bash -c` shell (a script file would go on).
+                if args.len() > 1 && self.loops > 0 {
+                    self.err(&format!("{name}: too many arguments"));
+                    return Err(Flow::Exit(1));
+                }
                 let n = match args.first() {
                     None => 1,
                     Some(a) => match a.trim().parse::<i64>() {
