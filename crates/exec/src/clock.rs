@@ -6,8 +6,8 @@
 use wasmer::{AsStoreMut, Function, FunctionEnv, FunctionEnvMut, Imports, Module};
 use wasmsand_vfs::SharedDet;
 
-use crate::fs::SharedVfs;
-use crate::run::LateMemory;
+use crate::file::SharedVfs;
+use crate::guard::LateMemory;
 
 const EFAULT: i32 = 21;
 const EINVAL: i32 = 28;

@@ -15,9 +15,37 @@ use wasmer::{
     WasmPtr,
 };
 
-use crate::Door;
-use crate::run::RunGuard;
+use crate::guard::RunGuard;
 use crate::stdio::CancelToken;
+
+/// A host door offered to a guest, with the number of calls allowed. Clones share the count,
+/// so one budget can span every program of a shell command line.
+#[derive(Clone)]
+pub struct Door {
+    pub handler: Arc<dyn HostDoor>,
+    pub max_calls: u64,
+    used: Arc<AtomicU64>,
+}
+
+impl Door {
+    pub fn new(handler: Arc<dyn HostDoor>, max_calls: u64) -> Self {
+        Self {
+            handler,
+            max_calls,
+            used: Arc::default(),
+        }
+    }
+
+    /// Calls made so far through this door and its clones.
+    pub fn calls_used(&self) -> u64 {
+        self.used.load(Ordering::SeqCst)
+    }
+
+    /// Numbers the next call (1-based) across every clone.
+    pub(crate) fn next_index(&self) -> u64 {
+        self.used.fetch_add(1, Ordering::SeqCst) + 1
+    }
+}
 
 /// Largest request frame read from a guest.
 pub const MAX_REQUEST_BYTES: u32 = 16 << 20;

@@ -14,6 +14,7 @@ mod door;
 mod engine;
 mod file;
 mod fs;
+mod guard;
 mod image;
 mod memory;
 mod modes;
@@ -32,9 +33,9 @@ use wasmer_wasix::runtime::task_manager::tokio::TokioTaskManager;
 use wasmer_wasix::{PluggableRuntime, UnsupportedVirtualNetworking};
 
 pub use cache::{CACHE_DIR_ENV, CacheStats, default_cache_dir, on_slow_compile, vouch_digest};
-pub use door::{DoorFault, HostDoor};
+pub use door::{Door, DoorFault, HostDoor};
 pub use engine::WASM_PAGE;
-pub use fs::{OpenFile, SharedVfs};
+pub use file::{OpenFile, SharedVfs};
 pub use preinit::{Preinit, register_preinit};
 pub use stdio::{
     ByteCursor, CancelToken, ChunkCallback, Input, Output, OutputBuffer, PIPE_CAPACITY, PipeReader,
@@ -149,35 +150,6 @@ impl std::fmt::Debug for Program {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let short: String = self.hash[..6].iter().map(|b| format!("{b:02x}")).collect();
         f.debug_struct("Program").field("sha256", &short).finish()
-    }
-}
-
-/// A host door offered to a guest, with the number of calls allowed. Clones share the count,
-/// so one budget can span every program of a shell command line.
-#[derive(Clone)]
-pub struct Door {
-    pub handler: Arc<dyn HostDoor>,
-    pub max_calls: u64,
-    used: Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl Door {
-    pub fn new(handler: Arc<dyn HostDoor>, max_calls: u64) -> Self {
-        Self {
-            handler,
-            max_calls,
-            used: Arc::default(),
-        }
-    }
-
-    /// Calls made so far through this door and its clones.
-    pub fn calls_used(&self) -> u64 {
-        self.used.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    /// Numbers the next call (1-based) across every clone.
-    pub(crate) fn next_index(&self) -> u64 {
-        self.used.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
     }
 }
 

@@ -12,7 +12,7 @@ use parking_lot::{Condvar, Mutex};
 use wasmsand_model::CappedBuffer;
 
 use crate::file::SyncFile;
-use crate::fs::{ErrnoSlot, OpenFile, VfsFile};
+use crate::file::{ErrnoSlot, OpenFile, VfsFile};
 
 /// Default bytes a pipe holds before its writer blocks (Linux's default pipe size).
 pub const PIPE_CAPACITY: usize = 64 * 1024;
