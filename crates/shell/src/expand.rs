@@ -1162,9 +1162,33 @@ impl Interp {
                 }
             }
             AssignValue::Array(elems) => {
+                let target = self.resolve_ref(&a.name).0;
+                let assoc = matches!(
+                    self.st.vars.get(&target).map(|v| &v.value),
+                    Some(Value::Assoc(_))
+                );
                 let mut out = Vec::new();
                 for e in elems {
                     match &e.key {
+                        // bash does no tilde expansion in `[k]=~` of an associative array.
+                        Some(k) if assoc => {
+                            let k = self.expand_string(k)?;
+                            let value = Word {
+                                parts: e
+                                    .value
+                                    .parts
+                                    .iter()
+                                    .map(|p| match p {
+                                        WordPart::Tilde(user) => {
+                                            WordPart::Literal(format!("~{user}"))
+                                        }
+                                        p => p.clone(),
+                                    })
+                                    .collect(),
+                            };
+                            let v = self.expand_string(&value)?;
+                            out.push((Some(k), e.append, v));
+                        }
                         Some(k) => {
                             let k = self.expand_string(k)?;
                             let v = self.expand_string(&e.value)?;
@@ -1254,6 +1278,8 @@ impl Interp {
                 _ => crate::vars::AssocMap::new(),
             };
             let mut pending_key: Option<String> = None;
+            // `(k1 v1 k2 v2)` pairs only when the list starts without a subscript.
+            let pairs = items.first().is_some_and(|(k, _, _)| k.is_none());
             for (k, add, v) in items {
                 match k {
                     Some(k) => {
@@ -1265,6 +1291,9 @@ impl Interp {
                             *slot = v;
                         }
                     }
+                    None if !pairs => self.err(&format!(
+                        "{name}: {v}: must use subscript when assigning associative array"
+                    )),
                     // bash 5.1+: `(k1 v1 k2 v2)` pairs up keys and values.
                     None => match pending_key.take() {
                         Some(key) => {
