@@ -812,6 +812,12 @@ impl Interp {
         let r = match self.apply_redirects(&cmd.redirects) {
             Ok(Ok(())) => {
                 if is_decl && crate::builtins::is_declaration(&argv[0]) {
+                    // The command word itself is no operand: `export X=1` must not declare
+                    // a variable named `export`.
+                    let mut decl_args = decl_args;
+                    if matches!(decl_args.first(), Some(DeclArg::Plain(w)) if *w == argv[0]) {
+                        decl_args.remove(0);
+                    }
                     self.with_prefix_assignments(&cmd.assignments, |me| {
                         me.run_declaration(&argv[0].clone(), decl_args)
                     })
