@@ -395,9 +395,15 @@ pub(crate) fn start(
         t.procs.insert(proc.pid(), proc.clone());
         proc
     };
-    // Written before the caller sees the handle, so it is what the process reads first; a
-    // chunk larger than the pipe waits on the process's own thread instead.
+    // Written before the caller sees the handle, so it is what the process reads first (a
+    // later `write_stdin` comes after it): the pipe is empty, so what fits goes in without
+    // blocking. Only a rest larger than the pipe waits on the process's own thread.
     let initial = opts.stdin.clone().unwrap_or_default();
+    let now = initial.len().min(PIPE_CAPACITY);
+    if now > 0 {
+        let _ = stdin_w.write_all(&initial[..now]);
+    }
+    let rest = initial.slice(now..);
     if opts.close_stdin {
         proc.0.stdin.lock().take();
     }
@@ -405,8 +411,8 @@ pub(crate) fn start(
     let spawned = std::thread::Builder::new()
         .name(format!("wasmsand-process-{}", proc.pid()))
         .spawn(move || {
-            if !initial.is_empty() {
-                let _ = stdin_w.write_all(&initial);
+            if !rest.is_empty() {
+                let _ = stdin_w.write_all(&rest);
             }
             drop(stdin_w);
             run(p, launch, cancel, Input::Pipe(stdin_r), opts)
