@@ -1322,6 +1322,17 @@ impl Interp {
         };
         let mut next = m.keys().next_back().map(|k| k.wrapping_add(1)).unwrap_or(0);
         for (k, add, v) in items {
+            // bash fills the array in place: a subscript naming the array itself
+            // (`a=([0]=5 [a[0]]=x)`) sees the elements assigned before it.
+            if k.as_deref().is_some_and(|k| k.contains(name)) {
+                self.st.vars.put(
+                    name,
+                    Var {
+                        value: Value::Indexed(m.clone()),
+                        attrs,
+                    },
+                );
+            }
             let idx = match k {
                 Some(k) => match self.eval_arith_text(&k) {
                     Ok(i) if i < 0 => {
