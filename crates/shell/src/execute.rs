@@ -798,7 +798,9 @@ impl Interp {
             }
         }
         if argv.is_empty() {
-            return self.run_assignments_only(cmd);
+            let r = self.run_assignments_only(cmd);
+            self.last_arg.clear();
+            return r;
         }
         if self.st.opts.xtrace {
             let mut t: Vec<String> = Vec::new();
@@ -808,6 +810,7 @@ impl Interp {
             t.extend(argv.iter().cloned());
             self.trace(&t);
         }
+        let last = argv.last().cloned().unwrap_or_default();
         let saved = self.fds.clone();
         let r = match self.apply_redirects(&cmd.redirects) {
             Ok(Ok(())) => {
@@ -828,6 +831,7 @@ impl Interp {
             Ok(Err(status)) => Ok(status),
             Err(e) => Err(e),
         };
+        self.last_arg = last;
         if std::mem::take(&mut self.keep_redirs) {
             return r;
         }

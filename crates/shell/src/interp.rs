@@ -393,6 +393,8 @@ pub(crate) struct Interp {
     /// Files standing for `<( )` / `>( )` of the commands being run, with the `>( )` reader
     /// to run once the command is done; removed when their pipeline ends.
     pub(crate) procsubs: Vec<(String, Option<crate::ast::Script>)>,
+    /// `$_`: the last argument of the previous simple command.
+    pub(crate) last_arg: String,
 }
 
 /// Stack for every interpreter thread: the tree walk recurses per nesting level and per
@@ -436,6 +438,7 @@ impl Interp {
             return_traps: Vec::new(),
             usage: Arc::default(),
             procsubs: Vec::new(),
+            last_arg: String::new(),
         }
     }
 
@@ -449,6 +452,7 @@ impl Interp {
         child.funcnames = self.funcnames.clone();
         child.line = self.line;
         child.line_offset = self.line_offset;
+        child.last_arg = self.last_arg.clone();
         child.cond = self.cond;
         child.last_bg = self.last_bg;
         child.job_cancel = self.job_cancel.clone();
@@ -539,6 +543,7 @@ impl Interp {
             "RANDOM" => Some((random_from(&self.rt.vfs) % 32768).to_string()),
             "SECONDS" => Some(self.rt.started.elapsed().as_secs().to_string()),
             "LINENO" => Some(self.line.to_string()),
+            "_" => Some(self.last_arg.clone()),
             "BASHPID" => Some(self.rt.shell_pid.to_string()),
             "SHELLOPTS" => Some(self.shellopts()),
             "BASHOPTS" => Some(self.bashopts()),
