@@ -164,7 +164,7 @@ fn two_processes_filling_the_cache_at_once_leave_it_sound() {
         let children: Vec<_> = (0..2)
             .map(|_| {
                 std::process::Command::new(std::env::current_exe().unwrap())
-                    .args(["--exact", "cache_fill_child", "--test-threads=1"])
+                    .args(["--exact", "cache::cache_fill_child", "--test-threads=1"])
                     .env("WASMSAND_CACHE_FILL_DIR", dir.path())
                     .spawn()
                     .unwrap()

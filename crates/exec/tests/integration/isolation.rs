@@ -50,7 +50,7 @@ fn guest_stdio_never_reaches_the_host_process() {
     let child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "guest_stdio_never_reaches_the_host_process",
+            "isolation::guest_stdio_never_reaches_the_host_process",
             "--nocapture",
             "--test-threads=1",
         ])
