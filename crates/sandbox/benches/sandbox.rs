@@ -54,9 +54,9 @@ fn fork(c: &mut Criterion) {
     });
 }
 
-/// Issue 17's targets: a sandbox holding 10 000 files exports in ≤ 50 ms and imports in
-/// ≤ 50 ms. The files are small and distinct (a path and a line each), as an agent's would be.
-fn portable_state(c: &mut Criterion) {
+/// A sandbox holding 10 000 small files, `/home/user/d{0..99}/f{0..99}.txt`, each with
+/// `content(d, f)`.
+fn ten_thousand_files(content: impl Fn(u32, u32) -> String) -> Sandbox {
     let sb = Sandbox::new(SandboxOptions {
         limits: Limits {
             file_count: 20_000,
@@ -68,11 +68,18 @@ fn portable_state(c: &mut Criterion) {
         for f in 0..100 {
             sb.write_file(
                 &format!("/home/user/d{d}/f{f}.txt"),
-                format!("file {f} of directory {d}\n").as_bytes(),
+                content(d, f).as_bytes(),
             )
             .unwrap();
         }
     }
+    sb
+}
+
+/// Issue 17's targets: a sandbox holding 10 000 files exports in ≤ 50 ms and imports in
+/// ≤ 50 ms. The files are small and distinct (a path and a line each), as an agent's would be.
+fn portable_state(c: &mut Criterion) {
+    let sb = ten_thousand_files(|d, f| format!("file {f} of directory {d}\n"));
     assert_eq!(sb.usage().unwrap().files_used, 10_100);
     let blob = sb.export_state(Some(b"key")).unwrap();
     println!("blob of 10 000 files: {} bytes", blob.len());
@@ -118,22 +125,7 @@ fn receipt(c: &mut Criterion) {
 /// Merging back a fork that changed 99 files and deleted a tree of 100 into a parent that
 /// holds 10 000 files and changed 99 others (in the same directories) since the fork.
 fn merge(c: &mut Criterion) {
-    let base = Sandbox::new(SandboxOptions {
-        limits: Limits {
-            file_count: 20_000,
-            ..Limits::default()
-        },
-        ..Default::default()
-    });
-    for d in 0..100 {
-        for f in 0..100 {
-            base.write_file(
-                &format!("/home/user/d{d}/f{f}.txt"),
-                format!("{d}/{f}\n").as_bytes(),
-            )
-            .unwrap();
-        }
-    }
+    let base = ten_thousand_files(|d, f| format!("{d}/{f}\n"));
     let setup = || {
         let parent = base.fork().unwrap();
         let child = parent.fork().unwrap();
