@@ -16,7 +16,7 @@ use wasmer::{
 };
 
 use crate::guard::RunGuard;
-use crate::stdio::CancelToken;
+use crate::wasi::stdio::CancelToken;
 
 /// A host door offered to a guest, with the number of calls allowed. Clones share the count,
 /// so one budget can span every program of a shell command line.

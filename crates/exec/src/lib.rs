@@ -9,19 +9,14 @@
 //!   per program, capped output, and a counted door for host calls.
 
 mod cache;
-mod clock;
 mod door;
 mod engine;
-mod file;
-mod fs;
 mod guard;
 mod image;
 mod memory;
-mod modes;
-mod poll;
 mod preinit;
 mod run;
-pub mod stdio;
+mod wasi;
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -35,9 +30,10 @@ use wasmer_wasix::{PluggableRuntime, UnsupportedVirtualNetworking};
 pub use cache::{CACHE_DIR_ENV, CacheStats, default_cache_dir, on_slow_compile, vouch_digest};
 pub use door::{Door, DoorFault, HostDoor};
 pub use engine::WASM_PAGE;
-pub use file::{OpenFile, SharedVfs};
 pub use preinit::{Preinit, register_preinit};
-pub use stdio::{
+pub use wasi::file::{OpenFile, SharedVfs};
+pub use wasi::stdio;
+pub use wasi::stdio::{
     ByteCursor, CancelToken, ChunkCallback, Input, Output, OutputBuffer, PIPE_CAPACITY, PipeReader,
     PipeWriter, pipe,
 };

@@ -14,10 +14,10 @@ use wasmer::{
 use wasmer_wasix::types::wasi::{Errno as WasiErrno, Filetype as WasiFiletype, Signal};
 use wasmer_wasix::{WasiEnv, WasiError, WasiProcess};
 
-use crate::file::{Blocking, ErrnoSlot};
-use crate::fs::{SharedStdin, Stdio, VfsFs};
 use crate::guard::{LateMemory, ROOT_FDS, RunGuard};
-use crate::stdio::{CancelToken, StdinFile, Wakeable};
+use crate::wasi::file::{Blocking, ErrnoSlot};
+use crate::wasi::fs::{SharedStdin, Stdio, VfsFs};
+use crate::wasi::stdio::{CancelToken, StdinFile, Wakeable};
 use crate::{ExecError, Exit, Outcome, Process, Program, RunSpec, door};
 
 fn setup(e: impl std::fmt::Display) -> ExecError {
@@ -46,7 +46,7 @@ pub(crate) fn run(
 
     let mut store = Store::new(engine);
     let errno = Arc::new(ErrnoSlot::default());
-    let broken_pipe = Arc::new(crate::stdio::PipeBreak::default());
+    let broken_pipe = Arc::new(crate::wasi::stdio::PipeBreak::default());
     let stdin = Arc::new(parking_lot::Mutex::new(StdinFile::new(spec.stdin, &errno)));
     let stdio = Stdio {
         stdin: stdin.clone(),
@@ -85,7 +85,7 @@ pub(crate) fn run(
     let late_memory = LateMemory::default();
     let guard = Arc::new(RunGuard::default());
     wrap_imports(&mut store, &mut imports, &errno, &late_memory, &guard);
-    crate::modes::define(
+    crate::wasi::modes::define(
         &mut store,
         &program.module,
         &mut imports,
@@ -93,7 +93,7 @@ pub(crate) fn run(
         &spec.cwd,
         &late_memory,
     );
-    crate::modes::define_set_times(
+    crate::wasi::modes::define_set_times(
         &mut store,
         &program.module,
         &mut imports,
@@ -101,7 +101,7 @@ pub(crate) fn run(
         &late_memory,
         &guard,
     );
-    crate::clock::define(
+    crate::wasi::clock::define(
         &mut store,
         &program.module,
         &mut imports,
@@ -445,10 +445,13 @@ fn call_fixed(mut env: FunctionEnvMut<FixEnv>, args: &[Value]) -> Result<Vec<Val
         }
         (Fix::ZeroClock, Some(memory)) => match (args.first(), args.get(2)) {
             (Some(Value::I32(subs)), Some(Value::I32(n))) => {
-                let changed =
-                    crate::poll::rewrite_zero_clocks(&memory.view(&store), *subs as u32, *n as u32);
+                let changed = crate::wasi::poll::rewrite_zero_clocks(
+                    &memory.view(&store),
+                    *subs as u32,
+                    *n as u32,
+                );
                 let result = guard.nested(|| original.call(&mut store, args));
-                crate::poll::restore(memory, &store, &changed);
+                crate::wasi::poll::restore(memory, &store, &changed);
                 result?.into_vec()
             }
             _ => guard.nested(|| original.call(&mut store, args))?.into_vec(),

@@ -11,8 +11,8 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 use wasmsand_model::CappedBuffer;
 
-use crate::file::SyncFile;
-use crate::file::{ErrnoSlot, OpenFile, VfsFile};
+use crate::wasi::file::SyncFile;
+use crate::wasi::file::{ErrnoSlot, OpenFile, VfsFile};
 
 /// Default bytes a pipe holds before its writer blocks (Linux's default pipe size).
 pub const PIPE_CAPACITY: usize = 64 * 1024;

@@ -6,8 +6,8 @@
 use wasmer::{AsStoreMut, Function, FunctionEnv, FunctionEnvMut, Imports, Module};
 use wasmsand_vfs::SharedDet;
 
-use crate::file::SharedVfs;
 use crate::guard::LateMemory;
+use crate::wasi::file::SharedVfs;
 
 const EFAULT: i32 = 21;
 const EINVAL: i32 = 28;

@@ -20,8 +20,8 @@ use wasmer::{
 };
 use wasmer_wasix::types::wasi::Errno as WasiErrno;
 
-use crate::file::{SharedVfs, wasi_errno};
 use crate::guard::{LateMemory, ROOT_FDS, RunGuard};
+use crate::wasi::file::{SharedVfs, wasi_errno};
 
 /// Longest path the import reads (Linux's `PATH_MAX`).
 const MAX_PATH: u32 = 4096;

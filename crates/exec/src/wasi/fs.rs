@@ -19,10 +19,10 @@ use virtual_fs::{
 use wasmer_wasix::types::wasi::Errno as WasiErrno;
 use wasmsand_vfs::{Device, Errno, Metadata as VfsMetadata, Vfs, VfsError};
 
-use crate::file::{
+use crate::wasi::file::{
     Blocking, ErrnoSlot, OpenFile, SharedVfs, SyncFile, fs_error, nanos, wasi_errno,
 };
-use crate::stdio::{Output, OutputFile, StdinFile};
+use crate::wasi::stdio::{Output, OutputFile, StdinFile};
 
 fn metadata(m: &VfsMetadata) -> Metadata {
     let mut ft = FileType::default();
@@ -53,7 +53,7 @@ pub(crate) struct Stdio {
     pub(crate) stderr: Output,
     pub(crate) errno: Arc<ErrnoSlot>,
     /// Set when a write met a pipe whose reader is gone (see `Exit::status`).
-    pub(crate) broken_pipe: Arc<crate::stdio::PipeBreak>,
+    pub(crate) broken_pipe: Arc<crate::wasi::stdio::PipeBreak>,
 }
 
 impl Stdio {

@@ -1,0 +1,21 @@
+//! The host side of WASI: how the sandbox appears to wasmer-wasix and what the runner puts in
+//! place of the wasix imports that get it wrong.
+//!
+//! - `fs`: the `Vfs` as wasix's `FileSystem`; `file`: blocking file objects adapted to wasix's
+//!   async `VirtualFile`, and the errno slot their failures land in; `stdio`: a guest's standard
+//!   streams (capped buffers, bounded pipes, cancel tokens, SIGPIPE). No cycle: `fs → stdio →
+//!   file`.
+//! - `clock` (deterministic `clock_time_get` / `random_get`), `poll` (`poll_oneoff` with a zero
+//!   timeout), `modes` (`wasmsand.path_meta` and `path_filestat_set_times`): imports defined or
+//!   patched by the runner (`run.rs`).
+//!
+//! Of the runner these modules know only `guard` (the instance's memory once it exists, when
+//! a host function may call back into the guest); not the watchdog, the module cache or the
+//! door.
+
+pub(crate) mod clock;
+pub(crate) mod file;
+pub(crate) mod fs;
+pub(crate) mod modes;
+pub(crate) mod poll;
+pub mod stdio;
