@@ -25,7 +25,7 @@ for cp in tree:tree bc:bc file:file strings:binutils column:bsdextrautils zip:zi
     sqlite3:sqlite3 rg:ripgrep node:nodejs git:git; do
     command -v "${cp%%:*}" >/dev/null 2>&1 || missing+=("${cp#*:}")
 done
-# The sqlite3 guest is C: clang's wasm32 target and wasi-libc's headers (crates/tools/build.rs
+# The sqlite3 guest is C: clang's wasm32 target and wasi-libc's headers (crates/guests/build.rs
 # installs them too when missing and run as root, or says what to install).
 if ! command -v clang-14 >/dev/null 2>&1 || ! command -v llvm-ar-14 >/dev/null 2>&1 ||
     [ ! -f /usr/include/wasm32-wasi/stdio.h ]; then

@@ -34,7 +34,7 @@ fn runs(c: &mut Criterion) {
             argv[0]
         };
         let program = exec
-            .load(wasmsand_tools::wasm_for_tool(tool).unwrap())
+            .load(wasmsand_guests::wasm_for_command(tool).unwrap())
             .unwrap();
         // `flood 0` exits at once: the cost of a tiny (non-multicall) module.
         let argv = if tool == "flood" {
@@ -81,7 +81,7 @@ fn devtools(c: &mut Criterion) {
     }
     // A repository for the git cases: /home/user/p with one commit.
     let git = exec
-        .load(wasmsand_tools::wasm_for_tool("git").unwrap())
+        .load(wasmsand_guests::wasm_for_command("git").unwrap())
         .unwrap();
     for args in [
         &["git", "-C", "/home/user/p", "init", "-q"][..],
@@ -107,7 +107,7 @@ fn devtools(c: &mut Criterion) {
         &["zip", "-r", "-q", "/tmp/p.zip", "/home/user/p/src"],
     ] {
         let program = exec
-            .load(wasmsand_tools::wasm_for_tool(args[0]).unwrap())
+            .load(wasmsand_guests::wasm_for_command(args[0]).unwrap())
             .unwrap();
         let r = exec
             .run(&program, RunSpec::new(vfs.clone(), args.iter().copied()))
@@ -218,7 +218,7 @@ fn devtools(c: &mut Criterion) {
         ),
     ] {
         let program = exec
-            .load(wasmsand_tools::wasm_for_tool(argv[0]).unwrap())
+            .load(wasmsand_guests::wasm_for_command(argv[0]).unwrap())
             .unwrap();
         group.bench_function(name, |b| {
             b.iter(|| {
@@ -236,7 +236,7 @@ fn devtools(c: &mut Criterion) {
 }
 
 fn loads(c: &mut Criterion) {
-    let wasm = wasmsand_tools::wasm_for_tool("cat").unwrap();
+    let wasm = wasmsand_guests::wasm_for_command("cat").unwrap();
     let mut group = c.benchmark_group("load_coreutils");
     group.sample_size(10);
     group.bench_function("miss_compile", |b| {

@@ -235,7 +235,7 @@ pub struct Sandbox {
     procs: Arc<Mutex<process::ProcTable>>,
 }
 
-/// The prepared filesystem every sandbox starts as: the standard layout with every tool in
+/// The prepared filesystem every sandbox starts as: the standard layout with every guest in
 /// `/bin` and `/usr/bin`, its bytes shared with the embedded modules (never copied).
 fn template() -> &'static Vfs {
     static T: OnceLock<Vfs> = OnceLock::new();
@@ -244,11 +244,11 @@ fn template() -> &'static Vfs {
         vfs.layout(|v| -> std::result::Result<(), VfsError> {
             v.standard_layout()?;
             v.mkdir_p("/usr/local/share")?;
-            for name in wasmsand_tools::tool_names() {
+            for name in wasmsand_guests::command_names() {
                 if TEST_GUESTS.contains(&name) {
                     continue;
                 }
-                let Some(wasm) = wasmsand_tools::wasm_for_tool(name) else {
+                let Some(wasm) = wasmsand_guests::wasm_for_command(name) else {
                     continue;
                 };
                 let bytes = Bytes::from_static(wasm);

@@ -7,7 +7,7 @@ use std::thread;
 use wasmsand_exec::{Exec, ExecOptions};
 
 fn wasm() -> &'static [u8] {
-    wasmsand_tools::wasm_for_tool("spin").unwrap()
+    wasmsand_guests::wasm_for_command("spin").unwrap()
 }
 
 /// Puts `bytes` at `path` the way any writer of the cache must: aside, then renamed over it.
@@ -124,7 +124,7 @@ fn invalid_wasm_is_a_clear_error() {
 #[test]
 fn an_entry_of_another_module_is_rejected_never_run() {
     let dir = tempfile::tempdir().unwrap();
-    let other = wasmsand_tools::wasm_for_tool("alloc").unwrap();
+    let other = wasmsand_guests::wasm_for_command("alloc").unwrap();
     exec_at(dir.path()).load(wasm()).unwrap();
     exec_at(dir.path()).load(other).unwrap();
     let entries = entries_in(dir.path());
@@ -152,7 +152,7 @@ fn cache_fill_child() {
     };
     let e = exec_at(std::path::Path::new(&dir));
     e.load(wasm()).unwrap();
-    e.load(wasmsand_tools::wasm_for_tool("alloc").unwrap())
+    e.load(wasmsand_guests::wasm_for_command("alloc").unwrap())
         .unwrap();
 }
 
@@ -176,7 +176,7 @@ fn two_processes_filling_the_cache_at_once_leave_it_sound() {
         // Every entry a fresh process finds is whole and its own: all disk hits.
         let e = exec_at(dir.path());
         e.load(wasm()).unwrap();
-        e.load(wasmsand_tools::wasm_for_tool("alloc").unwrap())
+        e.load(wasmsand_guests::wasm_for_command("alloc").unwrap())
             .unwrap();
         let s = e.cache_stats();
         assert_eq!(

@@ -31,7 +31,7 @@ pub fn vfs_with(options: VfsOptions) -> SharedVfs {
 }
 
 pub fn program(tool: &str) -> Program {
-    let wasm = wasmsand_tools::wasm_for_tool(tool).unwrap_or_else(|| panic!("no tool {tool}"));
+    let wasm = wasmsand_guests::wasm_for_command(tool).unwrap_or_else(|| panic!("no tool {tool}"));
     exec().load(wasm).unwrap()
 }
 

@@ -12,7 +12,7 @@ mkdir -p "$W/bin"
 while read -r tool wasm; do
     case "$tool" in '#'*|'') continue ;; esac
     ln -sf "$BIN/${wasm%.wasm}" "$W/bin/$tool"
-done < tools.txt
+done < commands.txt
 T="$W/bin"
 cd "$W"
 mkdir -p d/sub && printf 'b\na\nc\na\n' > d/f1 && printf 'hello world\nfoo bar\n' > d/sub/f2

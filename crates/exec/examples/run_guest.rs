@@ -1,5 +1,5 @@
-//! Runs one guest tool on a fresh sandbox filesystem and prints what it wrote:
-//! `cargo run -p wasmsand-exec --example run_tool -- [--cwd DIR] TOOL ARGS...`
+//! Runs one guest program on a fresh sandbox filesystem and prints what it wrote:
+//! `cargo run -p wasmsand-exec --example run_guest -- [--cwd DIR] COMMAND ARGS...`
 //! Standard input is passed through.
 
 use std::io::{Read, Write};
@@ -17,19 +17,19 @@ fn main() {
         cwd = args[1].clone();
         args.drain(..2);
     }
-    let Some(tool) = args.first() else {
-        eprintln!("usage: run_tool [--cwd DIR] TOOL ARGS...");
+    let Some(command) = args.first() else {
+        eprintln!("usage: run_guest [--cwd DIR] COMMAND ARGS...");
         std::process::exit(2);
     };
-    let Some(wasm) = wasmsand_tools::wasm_for_tool(tool) else {
-        eprintln!("run_tool: no such tool: {tool}");
+    let Some(wasm) = wasmsand_guests::wasm_for_command(command) else {
+        eprintln!("run_guest: no such command: {command}");
         std::process::exit(127);
     };
     let mut stdin = Vec::new();
     std::io::stdin().read_to_end(&mut stdin).ok();
     let vfs = Arc::new(Mutex::new(Vfs::with_standard_layout(VfsOptions::default())));
     let exec = Exec::shared();
-    let program = exec.load(wasm).expect("tools compile");
+    let program = exec.load(wasm).expect("guests compile");
     let (out, err) = (OutputBuffer::new(1 << 24), OutputBuffer::new(1 << 24));
     let mut spec = RunSpec::new(vfs, args.iter().cloned());
     spec.cwd = cwd;

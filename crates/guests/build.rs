@@ -1,8 +1,8 @@
-//! Builds the guest workspace `wasm-tools/` for `wasm32-wasip1` and embeds the result, so that
+//! Builds the guest workspace `guests/` for `wasm32-wasip1` and embeds the result, so that
 //! `cargo build`/`cargo test` alone produce every guest program (nothing to build by hand, no
 //! .wasm committed).
 //!
-//! The guests are built by a nested cargo into `<target>/wasm-tools`, inside the one target
+//! The guests are built by a nested cargo into `<target>/guests`, inside the one target
 //! directory but apart from the host build (a nested cargo must not wait on the outer one's
 //! lock). The outer jobserver is inherited, so the two never run more jobs than allowed.
 
@@ -17,32 +17,32 @@ const TARGET: &str = "wasm32-wasip1";
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let workspace = manifest_dir
-        .join("../../wasm-tools")
+        .join("../../guests")
         .canonicalize()
-        .expect("wasm-tools/ sits two levels above crates/tools");
+        .expect("guests/ sits two levels above crates/guests");
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
-    println!("cargo::rerun-if-env-changed=WASMSAND_TOOLS_TARGET_DIR");
-    let target_dir = env::var_os("WASMSAND_TOOLS_TARGET_DIR")
+    println!("cargo::rerun-if-env-changed=WASMSAND_GUESTS_TARGET_DIR");
+    let target_dir = env::var_os("WASMSAND_GUESTS_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| host_target_dir(&out_dir).join("wasm-tools"));
+        .unwrap_or_else(|| host_target_dir(&out_dir).join("guests"));
 
     watch_sources(&workspace);
     ensure_target();
     build(&workspace, &target_dir);
 
     let release = target_dir.join(TARGET).join("release");
-    let list = fs::read_to_string(workspace.join("tools.txt")).expect("wasm-tools/tools.txt");
+    let list = fs::read_to_string(workspace.join("commands.txt")).expect("guests/commands.txt");
     let mut files: Vec<String> = Vec::new();
-    let mut tools = String::new();
+    let mut commands = String::new();
     for line in list.lines().map(str::trim) {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
         let mut parts = line.split_whitespace();
-        let (Some(tool), Some(file)) = (parts.next(), parts.next()) else {
-            panic!("wasm-tools/tools.txt: bad line {line:?}");
+        let (Some(command), Some(file)) = (parts.next(), parts.next()) else {
+            panic!("guests/commands.txt: bad line {line:?}");
         };
-        writeln!(tools, "    ({tool:?}, {file:?}),").unwrap();
+        writeln!(commands, "    ({command:?}, {file:?}),").unwrap();
         if !files.iter().any(|f| f == file) {
             files.push(file.to_owned());
         }
@@ -53,7 +53,7 @@ fn main() {
         let path = release.join(file);
         assert!(
             path.exists(),
-            "{} was not built; is it a binary of wasm-tools?",
+            "{} was not built; is it a binary of guests/?",
             path.display()
         );
         writeln!(
@@ -63,11 +63,11 @@ fn main() {
         )
         .unwrap();
     }
-    code.push_str("];\n\n/// Every tool name and the file that provides it.\n");
-    code.push_str("pub static TOOLS: &[(&str, &str)] = &[\n");
-    code.push_str(&tools);
+    code.push_str("];\n\n/// Every command name and the module file that provides it.\n");
+    code.push_str("pub static COMMANDS: &[(&str, &str)] = &[\n");
+    code.push_str(&commands);
     code.push_str("];\n");
-    fs::write(out_dir.join("tools.rs"), code).unwrap();
+    fs::write(out_dir.join("commands.rs"), code).unwrap();
 }
 
 /// `<target>/<profile>/build/<pkg>/out` → `<target>` (or `<target>/<triple>` when
@@ -166,7 +166,7 @@ fn build(workspace: &Path, target_dir: &Path) {
         .status()
         .unwrap_or_else(|e| panic!("cannot run cargo: {e}"));
     if !status.success() {
-        panic!("building wasm-tools/ for {TARGET} failed (see above).");
+        panic!("building guests/ for {TARGET} failed (see above).");
     }
 }
 
@@ -175,7 +175,7 @@ fn build(workspace: &Path, target_dir: &Path) {
 /// with its own wasi-libc, so no C runtime or linker is needed beyond these.
 const C_PACKAGES: &[&str] = &["clang-14", "llvm-14", "wasi-libc"];
 
-/// The C compiler for the guests built from C (SQLite in `wasm-tools/sqlite`), handed to the
+/// The C compiler for the guests built from C (SQLite in `guests/sqlite`), handed to the
 /// `cc` crate of the nested build. `WASMSAND_WASM_CC`/`_AR`/`_CFLAGS` name another toolchain
 /// (wasi-sdk's clang with `--sysroot=...`, say). Otherwise Debian's clang is used, installed
 /// with apt-get when missing and the build runs as root (as the README's `cargo run` does on a

@@ -1,4 +1,4 @@
-//! Every guest tool runs through `wasmsand-exec` with real wasm: arguments, stdin, exit codes,
+//! Every guest program runs through `wasmsand-exec` with real wasm: arguments, stdin, exit codes,
 //! and files read and written in the VFS. Where the machine has the GNU (or Debian) tool, the
 //! same command runs on the host in a temporary directory holding the same files, and the
 //! outputs, exit codes and resulting files must match it; the remaining cases state their
@@ -527,7 +527,7 @@ fn every_tool_instantiates_runs_and_answers_help() {
     let vfs = vfs();
     let guests_for_limit_tests = ["spin", "alloc", "flood"];
     let mut ran = 0;
-    for tool in wasmsand_tools::tool_names() {
+    for tool in wasmsand_guests::command_names() {
         if guests_for_limit_tests.contains(&tool) {
             continue;
         }

@@ -14,7 +14,7 @@ mod time_fmt;
 use dispatch::UuMain;
 
 /// The tools only this module has; with `core_tools::TOOLS`, every tool it provides.
-/// `tools.txt` and the README are checked against both lists.
+/// `commands.txt` and the README are checked against both lists.
 pub const TOOLS: &[&str] = &[
     "ls",
     "touch",

@@ -1,0 +1,43 @@
+//! The guest programs of wasmsand, built from `guests/` for `wasm32-wasip1` by this crate's
+//! build script and embedded here. `guests/commands.txt` maps each command name to the module
+//! file that provides it (several commands may share one module).
+
+include!(concat!(env!("OUT_DIR"), "/commands.rs"));
+
+/// The wasm bytes of a module file (`coreutils.wasm`, ...).
+pub fn file(name: &str) -> Option<&'static [u8]> {
+    FILES.iter().find(|(f, _)| *f == name).map(|(_, b)| *b)
+}
+
+/// The module file that provides a command (`sort` → `coreutils.wasm`).
+pub fn file_for_command(command: &str) -> Option<&'static str> {
+    COMMANDS
+        .iter()
+        .find(|(c, _)| *c == command)
+        .map(|(_, f)| *f)
+}
+
+/// The wasm bytes that run a command.
+pub fn wasm_for_command(command: &str) -> Option<&'static [u8]> {
+    file_for_command(command).and_then(file)
+}
+
+/// Every command name, in the order of `guests/commands.txt`.
+pub fn command_names() -> impl Iterator<Item = &'static str> {
+    COMMANDS.iter().map(|(c, _)| *c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_has_wasm_bytes() {
+        assert!(COMMANDS.len() > 50);
+        for name in command_names() {
+            let wasm = wasm_for_command(name).unwrap();
+            assert_eq!(&wasm[..4], b"\0asm", "{name}");
+        }
+        assert!(wasm_for_command("no-such-command").is_none());
+    }
+}
