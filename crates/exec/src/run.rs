@@ -45,6 +45,7 @@ pub(crate) fn run(
     }
 
     let mut store = Store::new(engine);
+    crate::guard::drop_interrupts_in_host_code(&mut store);
     let errno = Arc::new(ErrnoSlot::default());
     let broken_pipe = Arc::new(crate::wasi::stdio::PipeBreak::default());
     let stdin = Arc::new(parking_lot::Mutex::new(StdinFile::new(spec.stdin, &errno)));
