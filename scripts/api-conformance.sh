@@ -2,7 +2,8 @@
 # The service's OpenAPI document checked against a live server with schemathesis (PyPI):
 # `sandboxd serve` on a free loopback port, every operation fuzzed from the document served
 # at /openapi.json, and every response must be no 5xx, a documented status and match its
-# schema. Needs target/debug/sandboxd (built by `cargo test --workspace`). Called by
+# schema. Runs $SANDBOXD (scripts/test.sh passes the target/debug/e2e-sandboxd that `cargo test
+# --workspace` builds; default target/debug/sandboxd). Called by
 # scripts/test.sh; SCHEMATHESIS_EXAMPLES sets the examples per operation (default 100).
 set -euo pipefail
 cd "$(dirname "$0")/.."

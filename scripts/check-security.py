@@ -54,7 +54,8 @@ def main() -> int:
             elif not any(tid in [t.strip() for t in m.split(",")] for m in TAG.findall(span)):
                 problems.append(f"{tid}: {path}::{name} has no `// Threat: {tid}` comment")
     known = set(ids)
-    for f in sorted(ROOT.glob("crates/**/tests/**/*.rs")) + sorted(ROOT.glob("crates/*/src/**/*.rs")):
+    tests = sorted(ROOT.glob("crates/**/tests/**/*.rs")) + sorted(ROOT.glob("tests/**/*.rs"))
+    for f in tests + sorted(ROOT.glob("crates/*/src/**/*.rs")):
         if "target" in f.parts:
             continue
         for m in TAG.findall(f.read_text()):

@@ -35,7 +35,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# PostgreSQL's server binaries for the replicated-service tests (crates/sandboxd/tests/integration/cluster):
+# PostgreSQL's server binaries for the replicated-service tests (tests/e2e/sandboxd/cluster):
 # the tests start their own throw-away cluster on a loopback port under target/ and stop it.
 # Under CI=true those tests fail, not skip, when no server can be started.
 if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
@@ -47,20 +47,22 @@ cargo test --workspace --locked "$@"
 
 # The Python module: built by pip through its PEP 517 backend (maturin, from PyPI) into a fresh
 # venv, reusing the target dir above (the wheel builds in the same dev profile), then its
-# pytest suite against both transports.
+# pytest suite (tests/python) against both transports.
 VENV="${WASMSAND_TEST_VENV:-target/py-test-venv}"
 rm -rf "$VENV"
 python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 "$VENV/bin/python" -m pip install --quiet "./bindings/python[test]"
-"$VENV/bin/python" -m pytest -q bindings/python/tests
+"$VENV/bin/python" -m pytest -q tests/python
 
 # The service's OpenAPI document against a live `sandboxd serve` (schemathesis from PyPI in
 # its own venv under target/): no 5xx, only documented statuses, bodies matching the schemas.
-# Both steps below run target/debug/sandboxd (up to date after the tests; built if not).
-# `cargo test --workspace` above built it; a `cargo build -p` would resolve features without
-# the dev-dependencies and rebuild much of the tree, so it runs only if the binary is missing.
-[ -x target/debug/sandboxd ] || cargo build -p sandboxd --locked
+# Both steps below run target/debug/e2e-sandboxd: the build of sandboxd's main.rs that the
+# end-to-end suites start (tests/Cargo.toml), so `cargo test --workspace` above has just brought
+# it up to date. The fallback builds it the same way, with the dev-dependencies' features: a
+# `cargo build -p` would resolve features without them and rebuild much of the tree.
+export SANDBOXD="${SANDBOXD:-$PWD/target/debug/e2e-sandboxd}"
+[ -x "$SANDBOXD" ] || cargo test -p wasmsand-e2e --locked --no-run
 scripts/api-conformance.sh
 
 # The web panel in headless Chromium from Debian's packages, driven by playwright-core (npm,

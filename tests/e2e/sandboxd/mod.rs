@@ -1,0 +1,9 @@
+//! The `sandboxd` binary over real pipes and loopback (moved from crates/sandboxd/tests).
+
+mod cli;
+mod cluster;
+mod common;
+mod mcp;
+mod processes;
+mod rpc;
+mod typed;

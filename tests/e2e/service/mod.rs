@@ -1,0 +1,19 @@
+//! End-to-end tests of the service over real HTTP and WebSocket on loopback (moved from
+//! crates/server/tests/e2e).
+
+mod admin;
+mod api;
+mod artifacts;
+mod audit;
+mod auth;
+mod common;
+mod mcp;
+mod metrics;
+mod openapi;
+mod operator;
+mod processes;
+mod quotas;
+mod restart;
+mod runs;
+mod uploads;
+mod ws;

@@ -1,0 +1,167 @@
+//! Per-user quotas and rate limits: each refusal is a 429 with its details and `Retry-After`.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use super::auth::{ALICE_KEY, ROOT_KEY, api_key, auth_server, call, wait_done_as};
+use super::common::*;
+
+fn retry_after(h: &reqwest::header::HeaderMap) -> u64 {
+    h.get("retry-after")
+        .expect("Retry-After")
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn assert_refused(s: StatusCode, v: &Value, code: &str, quota: &str) {
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{v}");
+    assert_eq!(v["error"]["code"], code, "{v}");
+    assert_eq!(v["error"]["details"]["quota"], quota, "{v}");
+}
+
+// Threat: T-SERVICE-EXHAUST (docs/security.md)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_runs_per_user_are_capped() {
+    let srv = auth_server(|c| c.user_max_concurrent_runs = 1).await;
+    let alice = [api_key(ALICE_KEY)];
+    let root = [api_key(ROOT_KEY)];
+    let runs = srv.url("/runs");
+    let (s, _, long) = call(
+        &srv,
+        Method::POST,
+        &runs,
+        &alice,
+        Some(TestServer::script("sleep 30")),
+    )
+    .await;
+    assert!(s.is_success(), "{long}");
+    let long_id = long["run_id"].as_str().unwrap().to_string();
+    let (s, h, v) = call(
+        &srv,
+        Method::POST,
+        &runs,
+        &alice,
+        Some(TestServer::script("true")),
+    )
+    .await;
+    assert_refused(s, &v, "quota_exceeded", "concurrent_runs");
+    assert_eq!(v["error"]["details"]["limit"], 1);
+    assert_eq!(v["error"]["details"]["used"], 1);
+    assert!(retry_after(&h) >= 1);
+    // Another user is not held back by alice's run.
+    let (s, _, other) = call(
+        &srv,
+        Method::POST,
+        &runs,
+        &root,
+        Some(TestServer::script("true")),
+    )
+    .await;
+    assert!(s.is_success(), "{other}");
+    // Once alice's run ends, she may start another.
+    let (s, _, _) = call(
+        &srv,
+        Method::POST,
+        &srv.url(&format!("/runs/{long_id}/cancel")),
+        &alice,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::ACCEPTED);
+    assert_eq!(
+        wait_done_as(&srv, &long_id, &alice).await["phase"],
+        "killed"
+    );
+    let (s, _, v) = call(
+        &srv,
+        Method::POST,
+        &runs,
+        &alice,
+        Some(TestServer::script("true")),
+    )
+    .await;
+    assert!(s.is_success(), "{v}");
+    // The refusals are counted.
+    let metrics = srv
+        .client
+        .get(format!("http://{}/metrics", srv.addr))
+        .header("x-api-key", ROOT_KEY)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("sandbox_quota_rejections_total{quota=\"concurrent_runs\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_per_minute_are_rate_limited() {
+    let srv = TestServer::with(|c| c.user_runs_per_minute = 2).await;
+    for _ in 0..2 {
+        srv.run(TestServer::script("true")).await;
+    }
+    let (s, h, v) = srv.post("/runs", TestServer::script("true")).await;
+    assert_refused(s, &v, "rate_limited", "runs_per_minute");
+    assert_eq!(v["error"]["details"]["limit"], 2);
+    let wait = retry_after(&h);
+    assert!((1..=60).contains(&wait), "{wait}");
+    assert_eq!(v["error"]["details"]["retry_after_sec"], wait);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execution_seconds_per_day_are_capped() {
+    let srv = TestServer::with(|c| c.user_exec_seconds_per_day = 1).await;
+    let (_, _, status) = srv.run(TestServer::script("sleep 1.2")).await;
+    assert_eq!(status["phase"], "completed", "{status}");
+    assert!(status["resource_usage"]["wall_time_sec"].as_f64().unwrap() >= 1.0);
+    let (s, h, v) = srv.post("/runs", TestServer::script("true")).await;
+    assert_refused(s, &v, "quota_exceeded", "exec_seconds_per_day");
+    assert!(v["error"]["details"]["used"].as_u64().unwrap() >= 1);
+    // Room comes back when the run leaves the rolling day.
+    let wait = retry_after(&h);
+    assert!((86_000..=86_400).contains(&wait), "{wait}");
+}
+
+// Threat: T-SERVICE-EXHAUST (docs/security.md)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifact_bytes_are_capped_per_run_and_per_user() {
+    let srv = TestServer::with(|c| {
+        c.max_artifact_bytes_per_run_mb = 1;
+        c.max_artifact_bytes_per_user_mb = 2;
+    })
+    .await;
+    let capture = |script: &str| {
+        let mut b = TestServer::script(script);
+        b["capture_patterns"] = json!(["*.bin"]);
+        b
+    };
+    // Over the per-run cap: the file is left out and the run says so.
+    let (_, _, st) = srv
+        .run(capture("head -c 1048577 /dev/zero > big.bin"))
+        .await;
+    assert_eq!(st["phase"], "completed", "{st}");
+    assert_eq!(st["artifacts_capped"], true, "{st}");
+    assert_eq!(st["resource_usage"]["artifact_bytes"], 0);
+    // Two runs of exactly 1 MiB fill the user's 2 MiB.
+    for _ in 0..2 {
+        let (_, _, st) = srv
+            .run(capture("head -c 1048576 /dev/zero > one.bin"))
+            .await;
+        assert_eq!(st["resource_usage"]["artifact_bytes"], 1_048_576, "{st}");
+    }
+    let (s, h, v) = srv.post("/runs", capture("true")).await;
+    assert_refused(s, &v, "quota_exceeded", "artifact_bytes_per_user");
+    assert_eq!(v["error"]["details"]["used"], 2 * 1_048_576);
+    assert_eq!(v["error"]["details"]["limit"], 2 * 1_048_576);
+    // The room comes back with the artifact TTL (24 h by default).
+    assert!(retry_after(&h) > 86_000);
+    // A run that captures nothing still runs.
+    let (s, _, v) = srv.post("/runs", TestServer::script("true")).await;
+    assert!(s.is_success(), "{v}");
+}
