@@ -1,6 +1,9 @@
 //! Cost of forking a filesystem (expected flat in the number of files) and of writing a large
 //! file in small chunks (expected linear in the total).
 
+// `criterion_group!` defines an undocumented `pub fn`; a benchmark has no API to document.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};

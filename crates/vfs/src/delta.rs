@@ -21,17 +21,24 @@ pub enum Change {
     Removed,
     /// A directory with these attributes; what it holds comes in entries of its own.
     Dir(Attrs),
+    /// A regular file with these attributes and this whole content.
     File(Attrs, Bytes),
+    /// A symlink with these attributes pointing at this target (not resolved).
     Symlink(Attrs, String),
+    /// A character device with these attributes.
     Device(Attrs, Device),
 }
 
 /// Mode and times of a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Attrs {
+    /// Permission bits, as [`Metadata::mode`](crate::Metadata::mode).
     pub mode: u32,
+    /// Access time (see [`Metadata::atime`](crate::Metadata::atime)).
     pub atime: SystemTime,
+    /// Last change of the content.
     pub mtime: SystemTime,
+    /// Last change of the content or the attributes.
     pub ctime: SystemTime,
 }
 
@@ -65,6 +72,7 @@ impl Change {
 /// in byte order of their components.
 #[derive(Clone, Default)]
 pub struct Delta {
+    /// `(absolute path, its new state)`, in the order they must be applied.
     pub entries: Vec<(String, Change)>,
 }
 

@@ -31,6 +31,7 @@ impl Default for Determinism {
 /// Where a deterministic sandbox's clock and random stream stand.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DetState {
+    /// The seed and clock this state started from.
     pub config: Determinism,
     /// 64-bit blocks of the random stream drawn so far.
     drawn: u64,
@@ -42,6 +43,7 @@ pub struct DetState {
 pub type SharedDet = Arc<Mutex<DetState>>;
 
 impl DetState {
+    /// The state before any draw or clock reading.
     pub fn new(config: Determinism) -> Self {
         Self {
             config,
@@ -71,6 +73,7 @@ impl DetState {
         }
     }
 
+    /// The next 32 random bits (the high half of one block), for `$RANDOM` and the like.
     pub fn next_u32(&mut self) -> u32 {
         (self.block() >> 32) as u32
     }

@@ -5,21 +5,35 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[allow(clippy::upper_case_acronyms)]
 pub enum Errno {
+    /// A path component does not exist.
     ENOENT,
+    /// The path to create already exists.
     EEXIST,
+    /// A component used as a directory is something else.
     ENOTDIR,
+    /// A file operation was asked of a directory.
     EISDIR,
+    /// A directory to remove or replace still has entries.
     ENOTEMPTY,
+    /// A limit of the tree was reached: its byte limit or its file count.
     ENOSPC,
+    /// The path is outside the writable paths.
     EROFS,
+    /// More than [`MAX_SYMLINKS`](crate::MAX_SYMLINKS) symlinks while resolving one path.
     ELOOP,
+    /// The operation makes no sense for its operands (removing `/`, `.`, renaming a directory
+    /// into itself, reading a link that is not one, ...).
     EINVAL,
+    /// A component or the whole path is longer than Linux allows.
     ENAMETOOLONG,
+    /// The node's permission bits refuse the access.
     EACCES,
+    /// A file would grow past [`MAX_FILE_SIZE`](crate::MAX_FILE_SIZE).
     EFBIG,
 }
 
 impl Errno {
+    /// The POSIX name (`"ENOENT"`), as errors are spelled on the wire and in messages.
     pub fn name(self) -> &'static str {
         match self {
             Errno::ENOENT => "ENOENT",
@@ -86,12 +100,16 @@ impl fmt::Display for Errno {
 /// when the error concerns no path).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct VfsError {
+    /// What kind of failure: callers branch on this, never on the message.
     pub errno: Errno,
+    /// The path as the caller gave it (empty when the error concerns no path).
     pub path: String,
+    /// Human-readable detail, e.g. which limit was reached.
     pub message: String,
 }
 
 impl VfsError {
+    /// An error with a specific message.
     pub fn new(errno: Errno, path: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             errno,
@@ -116,4 +134,5 @@ impl fmt::Display for VfsError {
     }
 }
 
+/// The result of every fallible filesystem operation.
 pub type VfsResult<T> = Result<T, VfsError>;

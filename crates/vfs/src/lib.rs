@@ -14,6 +14,8 @@ pub mod det;
 mod error;
 mod merge;
 mod node;
+/// Path arithmetic without a tree: joining onto a cwd, lexical normalization, Linux's length
+/// limits.
 pub mod path;
 
 use std::borrow::Cow;
@@ -81,7 +83,9 @@ pub struct Usage {
     pub files_used: u64,
     /// Every node in the tree but the root.
     pub nodes: u64,
+    /// The limit `files_used` counts against (`None`: unlimited).
     pub max_file_count: Option<u64>,
+    /// The limit `bytes_used` counts against (`None`: unlimited).
     pub fs_limit_bytes: Option<u64>,
 }
 
@@ -278,6 +282,7 @@ impl Vfs {
         self.umask = umask & 0o777;
     }
 
+    /// The umask in force (permission bits only), `0o022` unless set.
     pub fn umask(&self) -> u32 {
         self.umask
     }
@@ -927,6 +932,7 @@ impl Vfs {
         }
     }
 
+    /// What the tree uses of its limits now (O(1): the counts are kept up to date).
     pub fn usage(&self) -> Usage {
         Usage {
             bytes_used: self.tree.bytes,

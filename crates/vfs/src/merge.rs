@@ -28,8 +28,12 @@ use crate::{Checkpoint, Errno, Tree, Vfs, VfsError};
 /// What one side did to a path since the fork point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SideChange {
+    /// The path did not exist at the fork point and exists now.
     Added,
+    /// The path existed at the fork point and exists now in another state (content, mode,
+    /// type or link target).
     Changed,
+    /// The path existed at the fork point and exists no more.
     Deleted,
 }
 
@@ -56,15 +60,20 @@ impl SideChange {
 /// what the fork did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MergeConflict {
+    /// Absolute path of the conflicting node (the topmost one when a whole tree differs).
     pub path: String,
+    /// What the tree merged into did to the path since the fork point.
     pub ours: SideChange,
+    /// What the fork did to the path since the fork point.
     pub theirs: SideChange,
 }
 
 /// A path the merge set to the fork's state, and what that did to it here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MergedPath {
+    /// Absolute path that now has the fork's state.
     pub path: String,
+    /// Whether the path was added, changed or removed here.
     pub change: SideChange,
 }
 
@@ -72,12 +81,14 @@ pub struct MergedPath {
 /// is one entry).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MergeReport {
+    /// Every path the merge changed; empty when the fork changed nothing new.
     pub applied: Vec<MergedPath>,
 }
 
 /// Why a merge applied nothing.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum MergeError {
+    /// Paths both sides changed differently, in path order; nothing was applied.
     #[error("merge conflict: {} path(s) changed on both sides", .0.len())]
     Conflicts(Vec<MergeConflict>),
     /// The merged tree would pass the filesystem's limits, or touch a path it may not change.

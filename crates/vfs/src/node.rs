@@ -11,9 +11,13 @@ pub(crate) type Children = im::OrdMap<Name, Node>;
 /// What kind of node a path names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FileType {
+    /// A regular file.
     File,
+    /// A directory.
     Dir,
+    /// A symbolic link (only `lstat` and directory listings report one).
     Symlink,
+    /// One of the [`Device`]s under `/dev`.
     CharDevice,
 }
 
@@ -30,7 +34,9 @@ pub enum Device {
     /// filesystem only marks them (they act like `Null` here); whoever runs programs connects
     /// them to the program's descriptors 0, 1 and 2.
     Stdin,
+    /// `/dev/stdout`, the running program's descriptor 1 (see [`Device::Stdin`]).
     Stdout,
+    /// `/dev/stderr`, the running program's descriptor 2 (see [`Device::Stdin`]).
     Stderr,
 }
 
@@ -213,6 +219,7 @@ impl Node {
 /// What `stat` and `lstat` report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Metadata {
+    /// File, directory, symlink or character device.
     pub file_type: FileType,
     /// Bytes of content for files, the target's length for symlinks, 4096 for directories.
     pub size: u64,
@@ -220,9 +227,15 @@ pub struct Metadata {
     pub mode: u32,
     /// Unique among the live nodes of one tree.
     pub ino: u64,
+    /// Links to the node: 1 for anything but a directory (the tree has no hard links), 2 plus
+    /// its subdirectories for a directory, as on Linux.
     pub nlink: u64,
+    /// Access time: set when the node is made and by `set_times`; reads do not move it (as
+    /// a `noatime` mount), so reading never changes a tree.
     pub atime: SystemTime,
+    /// Last change of the content.
     pub mtime: SystemTime,
+    /// Last change of the content or the attributes (mode, links, times).
     pub ctime: SystemTime,
     /// Which device, for character devices.
     pub device: Option<Device>,
@@ -232,14 +245,17 @@ pub struct Metadata {
 }
 
 impl Metadata {
+    /// Whether this is a directory (after following symlinks, for `stat`).
     pub fn is_dir(&self) -> bool {
         self.file_type == FileType::Dir
     }
 
+    /// Whether this is a regular file (devices are not).
     pub fn is_file(&self) -> bool {
         self.file_type == FileType::File
     }
 
+    /// Whether this is a symlink; only `lstat` can report one.
     pub fn is_symlink(&self) -> bool {
         self.file_type == FileType::Symlink
     }
@@ -259,7 +275,10 @@ impl Metadata {
 /// One entry of a directory listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
+    /// The entry's name in its directory (one component, no `/`).
     pub name: String,
+    /// The entry's own type: a symlink is listed as a symlink, not as its target.
     pub file_type: FileType,
+    /// The same inode number `lstat` gives for the entry.
     pub ino: u64,
 }
