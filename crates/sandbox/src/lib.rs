@@ -228,7 +228,7 @@ pub struct Sandbox {
     destroyed: AtomicBool,
     limits: Limits,
     exec: &'static Exec,
-    /// Host tools offered to guests through the `host.call` door (`from host import tools`).
+    /// Host tools offered to guests through the tool-call channel (`from host import tools`).
     tools: Mutex<wasmsand_cpython::ToolSet>,
     /// Background processes; never taken while `inner` is held by a run that waits on them.
     /// Shared with the runs' shells, which hand `nohup cmd &` jobs over to it.
@@ -443,14 +443,14 @@ impl Sandbox {
                 let saved = opts.atomic.then(|| (vfs.checkpoint(), inner.shell.clone()));
                 ((!opts.skip_usage).then(|| vfs.activity()), saved)
             };
-            let door = self.tool_door();
-            let cfg = self.run_config(inner, deadline, cancel, stdin, [&stdout, &stderr], &door);
+            let channel = self.tool_channel();
+            let cfg = self.run_config(inner, deadline, cancel, stdin, [&stdout, &stderr], &channel);
             let mut outcome = wasmsand_shell::run(&mut inner.shell, command, cfg);
             let terminated =
                 outcome.abort == Some(Abort::Cancelled) && self.term.swap(false, Ordering::SeqCst);
             if terminated {
                 let stats = outcome.stats;
-                outcome = self.run_term_trap(inner, deadline, &stdout, &stderr, &door);
+                outcome = self.run_term_trap(inner, deadline, &stdout, &stderr, &channel);
                 outcome.stats = stats.then(outcome.stats);
             }
             *self.running.lock() = None;
@@ -521,7 +521,10 @@ impl Sandbox {
             if activity.count_limit_hits > 0 {
                 hit.push("fileCount");
             }
-            if door.as_ref().is_some_and(|d| d.calls_used() > d.max_calls) {
+            if channel
+                .as_ref()
+                .is_some_and(|c| c.calls_used() > c.max_calls)
+            {
                 hit.push("toolCalls");
             }
             if matches!(outcome.abort, Some(Abort::Limit(_))) {
@@ -572,7 +575,7 @@ impl Sandbox {
         cancel: CancelToken,
         stdin: Input,
         [stdout, stderr]: [&OutputBuffer; 2],
-        door: &Option<wasmsand_exec::Door>,
+        channel: &Option<wasmsand_exec::ToolChannel>,
     ) -> wasmsand_shell::RunConfig {
         wasmsand_shell::RunConfig {
             exec: self.exec,
@@ -580,7 +583,7 @@ impl Sandbox {
             deadline: Some(deadline),
             cancel,
             memory_limit: Some(self.limits.memory_bytes),
-            door: door.clone(),
+            tool_channel: channel.clone(),
             stdin,
             stdout: Output::Buffer(stdout.clone()),
             stderr: Output::Buffer(stderr.clone()),
@@ -594,7 +597,7 @@ impl Sandbox {
     fn detach_jobs(&self, inner: &Inner) -> wasmsand_shell::DetachFn {
         let procs = self.procs.clone();
         let vfs = inner.vfs.clone();
-        let (exec, limits, door) = (self.exec, self.limits, self.tool_door());
+        let (exec, limits, channel) = (self.exec, self.limits, self.tool_channel());
         Arc::new(move |command: &str, shell: ShellState| {
             let launch = process::Launch {
                 command: command.to_string(),
@@ -602,7 +605,7 @@ impl Sandbox {
                 cfg_exec: exec,
                 vfs: vfs.clone(),
                 memory_limit: limits.memory_bytes,
-                door: door.clone(),
+                tool_channel: channel.clone(),
                 timeout_ms: limits.timeout_ms,
                 ring_bytes: [limits.stdout_bytes, limits.stderr_bytes],
                 max_live: limits.background_processes,
@@ -624,7 +627,7 @@ impl Sandbox {
         deadline: Instant,
         stdout: &OutputBuffer,
         stderr: &OutputBuffer,
-        door: &Option<wasmsand_exec::Door>,
+        channel: &Option<wasmsand_exec::ToolChannel>,
     ) -> wasmsand_shell::RunOutcome {
         const TERM_STATUS: i32 = 128 + 15;
         let action = inner
@@ -652,7 +655,7 @@ impl Sandbox {
             cancel,
             Input::Empty,
             [stdout, stderr],
-            door,
+            channel,
         );
         // The interrupted script cannot resume: a trap that does not `exit` ends the run as
         // terminated.
@@ -1076,7 +1079,7 @@ impl Sandbox {
             cfg_exec: self.exec,
             vfs,
             memory_limit: self.limits.memory_bytes,
-            door: self.tool_door(),
+            tool_channel: self.tool_channel(),
             timeout_ms: timeout_ms.unwrap_or(self.limits.timeout_ms),
             ring_bytes: [self.limits.stdout_bytes, self.limits.stderr_bytes],
             max_live: self.limits.background_processes,

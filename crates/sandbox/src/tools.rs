@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use wasmsand_exec::Door;
+use wasmsand_exec::ToolChannel;
 
 pub use wasmsand_cpython::{Tool, ToolHandler, ToolSetError};
 
@@ -46,14 +46,17 @@ impl Sandbox {
         self.tools.lock().names().map(str::to_string).collect()
     }
 
-    /// The door of one run: the tools as registered now, and a fresh budget of
-    /// `limits.tool_calls` shared by every program of the command line. No tools, no door: the
-    /// guest's `import host.tools` then fails with "this run has no tools".
-    pub(crate) fn tool_door(&self) -> Option<Door> {
+    /// The tool-call channel of one run: the tools as registered now, and a fresh budget of
+    /// `limits.tool_calls` shared by every program of the command line. No tools, no channel:
+    /// the guest's `import host.tools` then fails with "this run has no tools".
+    pub(crate) fn tool_channel(&self) -> Option<ToolChannel> {
         let tools = self.tools.lock();
         if tools.is_empty() {
             return None;
         }
-        Some(Door::new(Arc::new(tools.door()), self.limits.tool_calls))
+        Some(ToolChannel::new(
+            Arc::new(tools.handler()),
+            self.limits.tool_calls,
+        ))
     }
 }

@@ -12,7 +12,8 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 use wasmsand_exec::{
-    CancelToken, Door, Exec, Exit, Input, OpenFile, Output, PipeReader, Program, RunSpec, SharedVfs,
+    CancelToken, Exec, Exit, Input, OpenFile, Output, PipeReader, Program, RunSpec, SharedVfs,
+    ToolChannel,
 };
 
 use crate::ast::*;
@@ -222,7 +223,7 @@ pub(crate) struct Runtime {
     pub compile_nanos: std::sync::atomic::AtomicU64,
     pub cancel: CancelToken,
     pub memory_limit: Option<u64>,
-    pub door: Option<Door>,
+    pub tool_channel: Option<ToolChannel>,
     pub live_jobs: AtomicUsize,
     pub processes: AtomicUsize,
     pub next_pid: AtomicU32,
@@ -850,7 +851,7 @@ impl Interp {
             deadline: self.rt.deadline(),
             cancel: self.cancel_token(),
             memory_limit: self.rt.memory_limit,
-            door: self.rt.door.clone(),
+            tool_channel: self.rt.tool_channel.clone(),
             entry: entry.function,
             entry_input: entry.input,
         };

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use wasmsand_exec::{CancelToken, Door, Exec, Input, Output, SharedVfs};
+use wasmsand_exec::{CancelToken, Exec, Input, Output, SharedVfs, ToolChannel};
 
 pub use builtins::builtin_names;
 pub use error::{ParseError, SourceKind};
@@ -56,8 +56,8 @@ pub struct RunConfig {
     pub cancel: CancelToken,
     /// Per-program memory cap.
     pub memory_limit: Option<u64>,
-    /// The `host.call` door for programs that import it, shared by the whole run.
-    pub door: Option<Door>,
+    /// The tool-call channel for programs that import `host.call`, shared by the whole run.
+    pub tool_channel: Option<ToolChannel>,
     pub stdin: Input,
     pub stdout: Output,
     pub stderr: Output,
@@ -88,7 +88,7 @@ pub struct RunStats {
     pub processes: u64,
     /// WASI programs run.
     pub programs: u64,
-    /// Calls made through the host door.
+    /// Calls made through the tool-call channel.
     pub host_calls: u64,
     /// Whether a program was stopped at its memory cap.
     pub out_of_memory: bool,
@@ -129,7 +129,7 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
         compile_nanos: std::sync::atomic::AtomicU64::new(0),
         cancel: cfg.cancel,
         memory_limit: cfg.memory_limit,
-        door: cfg.door,
+        tool_channel: cfg.tool_channel,
         live_jobs: AtomicUsize::new(0),
         processes: AtomicUsize::new(0),
         next_pid: AtomicU32::new(state.pid + 1),

@@ -274,7 +274,7 @@ impl Interp {
             compile_nanos: AtomicU64::new(0),
             cancel: CancelToken::new(),
             memory_limit: parent.memory_limit,
-            door: parent.door.clone(),
+            tool_channel: parent.tool_channel.clone(),
             // The run's limits on subshells and programs go on counting inside.
             live_jobs: AtomicUsize::new(parent.live_jobs.load(Ordering::SeqCst)),
             processes: AtomicUsize::new(parent.processes.load(Ordering::SeqCst)),

@@ -11,7 +11,7 @@
 //!
 //! Of the runner these modules know only `guard` (the instance's memory once it exists, when
 //! a host function may call back into the guest); not the watchdog, the module cache or the
-//! door.
+//! tool-call channel.
 
 pub(crate) mod clock;
 pub(crate) mod file;

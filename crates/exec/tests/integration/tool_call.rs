@@ -1,4 +1,4 @@
-//! The `host.call` door: requests reach the handler, answers come back into guest memory, and
+//! The tool-call channel (`host.call`): requests reach the handler, answers come back into guest memory, and
 //! calls past the run's budget get the handler's over-budget answer instead.
 
 use crate::common;
@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use common::*;
 use parking_lot::Mutex;
-use wasmsand_exec::{CancelToken, Door, DoorFault, Exit, HostDoor, OutputBuffer, RunSpec};
+use wasmsand_exec::{
+    CancelToken, Exit, OutputBuffer, RunSpec, ToolCallFault, ToolCallHandler, ToolChannel,
+};
 
-/// Calls the door `n` times with "ping", printing each answer and the return code.
-fn door_guest(n: u32) -> wasmsand_exec::Program {
+/// Calls the channel `n` times with "ping", printing each answer and the return code.
+fn calling_guest(n: u32) -> wasmsand_exec::Program {
     let wat = format!(
         r#"(module
           (import "wasi_snapshot_preview1" "fd_write"
@@ -58,33 +60,33 @@ struct Pong {
     fail_on: Option<u64>,
 }
 
-impl HostDoor for Pong {
-    fn call(&self, request: &[u8], index: u64, _: &CancelToken) -> Result<Vec<u8>, DoorFault> {
+impl ToolCallHandler for Pong {
+    fn call(&self, request: &[u8], index: u64, _: &CancelToken) -> Result<Vec<u8>, ToolCallFault> {
         self.seen.lock().push((request.to_vec(), index));
         if self.fail_on == Some(index) {
-            return Err(DoorFault("handler failed".into()));
+            return Err(ToolCallFault("handler failed".into()));
         }
         Ok(format!("pong {index}\n").into_bytes())
     }
 
-    fn over_budget(&self, _request: &[u8], max: u64) -> Result<Vec<u8>, DoorFault> {
+    fn over_budget(&self, _request: &[u8], max: u64) -> Result<Vec<u8>, ToolCallFault> {
         Ok(format!("budget of {max} spent\n").into_bytes())
     }
 }
 
-fn run_door(n: u32, door: Option<Door>) -> (Exit, String, u64) {
+fn run_calls(n: u32, channel: Option<ToolChannel>) -> (Exit, String, u64) {
     let out = OutputBuffer::new(4096);
-    let mut spec = RunSpec::new(vfs(), ["door"]);
+    let mut spec = RunSpec::new(vfs(), ["caller"]);
     spec.stdout = out.clone().into();
-    spec.door = door;
-    let r = exec().run(&door_guest(n), spec).unwrap();
+    spec.tool_channel = channel;
+    let r = exec().run(&calling_guest(n), spec).unwrap();
     (r.exit, out.snapshot().to_text().text, r.host_calls)
 }
 
 #[test]
 fn requests_reach_the_handler_and_answers_come_back() {
     let pong = Arc::new(Pong::default());
-    let (exit, out, calls) = run_door(2, Some(Door::new(pong.clone(), 10)));
+    let (exit, out, calls) = run_calls(2, Some(ToolChannel::new(pong.clone(), 10)));
     assert_eq!(exit, Exit::Code(0));
     assert_eq!(out, "pong 1\npong 2\n");
     assert_eq!(calls, 2);
@@ -97,7 +99,7 @@ fn requests_reach_the_handler_and_answers_come_back() {
 #[test]
 fn calls_past_the_budget_get_the_over_budget_answer() {
     let pong = Arc::new(Pong::default());
-    let (exit, out, calls) = run_door(4, Some(Door::new(pong.clone(), 2)));
+    let (exit, out, calls) = run_calls(4, Some(ToolChannel::new(pong.clone(), 2)));
     assert_eq!(exit, Exit::Code(0), "the run ends normally");
     assert_eq!(
         out,
@@ -112,26 +114,26 @@ fn calls_past_the_budget_get_the_over_budget_answer() {
 }
 
 #[test]
-fn no_door_and_handler_faults_give_the_guest_error_codes() {
-    let (exit, out, _) = run_door(1, None);
+fn no_channel_and_handler_faults_give_the_guest_error_codes() {
+    let (exit, out, _) = run_calls(1, None);
     assert_eq!(exit, Exit::Code(0));
     assert_eq!(out, "rc=1\n");
     let pong = Arc::new(Pong {
         fail_on: Some(1),
         ..Default::default()
     });
-    let (_, out, _) = run_door(2, Some(Door::new(pong, 10)));
+    let (_, out, _) = run_calls(2, Some(ToolChannel::new(pong, 10)));
     assert_eq!(out, "rc=2\npong 2\n");
 }
 
 #[test]
-fn clones_of_a_door_share_one_budget() {
+fn clones_of_a_channel_share_one_budget() {
     let pong = Arc::new(Pong::default());
-    let door = Door::new(pong.clone(), 3);
-    let (_, first, calls) = run_door(2, Some(door.clone()));
+    let channel = ToolChannel::new(pong.clone(), 3);
+    let (_, first, calls) = run_calls(2, Some(channel.clone()));
     assert_eq!((first.as_str(), calls), ("pong 1\npong 2\n", 2));
-    let (_, second, calls) = run_door(2, Some(door.clone()));
+    let (_, second, calls) = run_calls(2, Some(channel.clone()));
     assert_eq!(second, "pong 3\nbudget of 3 spent\n");
     assert_eq!(calls, 2, "per program");
-    assert_eq!(door.calls_used(), 4, "across the budget");
+    assert_eq!(channel.calls_used(), 4, "across the budget");
 }

