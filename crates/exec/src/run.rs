@@ -330,7 +330,7 @@ enum Fix {
     PathAt(usize, usize, usize),
     /// Report the standard streams as what they are (pipes or buffers), never as a terminal.
     Fdstat,
-    /// Make zero-timeout clocks return at once (see `poll.rs`).
+    /// Make zero-timeout clocks return at once (see `wasi/poll.rs`).
     ZeroClock,
 }
 

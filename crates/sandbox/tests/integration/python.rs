@@ -177,7 +177,7 @@ fn numpy_and_pandas() {
     );
     assert_eq!(out, "[12, 15, 18, 21]\n");
     // pandas imports subprocess, whose `selectors` probes `poll(0)` at import: it hung before
-    // the exec layer made zero-timeout polls return (crates/exec/src/poll.rs).
+    // the exec layer made zero-timeout polls return (crates/exec/src/wasi/poll.rs).
     let out = ok(
         &sb,
         r#"python3 -c '
