@@ -35,6 +35,7 @@ pub const HEAD_TAIL_MIN_CAP: u64 = 2 * MARKER_ROOM;
 /// Text decoded from a [`CappedBuffer`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LossyText {
+    /// The kept bytes as UTF-8, each invalid sequence replaced by U+FFFD.
     pub text: String,
     /// How many invalid UTF-8 sequences were replaced by U+FFFD. Zero means the text is
     /// exactly the bytes that were kept.
@@ -137,18 +138,22 @@ impl CappedBuffer {
         &self.data
     }
 
+    /// The bytes kept so far, without copying (in head + tail mode: the head only).
     pub fn into_bytes(self) -> Vec<u8> {
         self.data
     }
 
+    /// Bytes kept so far (never more than the cap).
     pub fn len(&self) -> usize {
         self.data.len()
     }
 
+    /// Whether nothing has been kept yet.
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }
 
+    /// The most bytes this buffer keeps.
     pub fn cap(&self) -> u64 {
         self.cap as u64
     }

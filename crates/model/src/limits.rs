@@ -46,16 +46,27 @@ fn default_background_processes() -> u64 {
 }
 
 impl Limits {
+    /// Default of [`Limits::stdout_bytes`]: 1 MiB.
     pub const DEFAULT_STDOUT_BYTES: u64 = MIB;
+    /// Default of [`Limits::stderr_bytes`]: 1 MiB.
     pub const DEFAULT_STDERR_BYTES: u64 = MIB;
+    /// Default of [`Limits::command_bytes`]: 64 KiB.
     pub const DEFAULT_COMMAND_BYTES: u64 = 64 * KIB;
+    /// Default of [`Limits::rpc_bytes`]: 8 MiB.
     pub const DEFAULT_RPC_BYTES: u64 = 8 * MIB;
+    /// Default of [`Limits::file_count`]: 10 000 nodes.
     pub const DEFAULT_FILE_COUNT: u64 = 10_000;
+    /// Default of [`Limits::fs_bytes`]: 256 MiB.
     pub const DEFAULT_FS_BYTES: u64 = 256 * MIB;
+    /// Default of [`Limits::timeout_ms`]: 30 s.
     pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+    /// Default of [`Limits::memory_bytes`]: 512 MiB.
     pub const DEFAULT_MEMORY_BYTES: u64 = 512 * MIB;
+    /// Default of [`Limits::tool_calls`]: 500 calls.
     pub const DEFAULT_TOOL_CALLS: u64 = 500;
+    /// Default of [`Limits::spill_bytes`]: 16 MiB.
     pub const DEFAULT_SPILL_BYTES: u64 = 16 * MIB;
+    /// Default of [`Limits::background_processes`]: 8.
     pub const DEFAULT_BACKGROUND_PROCESSES: u64 = 8;
 
     /// These limits with every field the patch sets replaced.
@@ -125,26 +136,37 @@ impl Default for Limits {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LimitsPatch {
+    /// Replaces [`Limits::stdout_bytes`] when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdout_bytes: Option<u64>,
+    /// Replaces [`Limits::stderr_bytes`] when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stderr_bytes: Option<u64>,
+    /// Replaces [`Limits::command_bytes`] when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_bytes: Option<u64>,
+    /// Replaces [`Limits::rpc_bytes`] when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rpc_bytes: Option<u64>,
+    /// Replaces [`Limits::file_count`] when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_count: Option<u64>,
+    /// Replaces [`Limits::fs_bytes`] when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fs_bytes: Option<u64>,
+    /// Replaces [`Limits::timeout_ms`] when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Replaces [`Limits::memory_bytes`] when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
+    /// Replaces [`Limits::tool_calls`] when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<u64>,
+    /// Replaces [`Limits::spill_bytes`] when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spill_bytes: Option<u64>,
+    /// Replaces [`Limits::background_processes`] when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub background_processes: Option<u64>,
 }

@@ -37,7 +37,9 @@ impl std::fmt::Display for ErrorClass {
 /// Which output streams lost bytes to their cap.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Truncated {
+    /// stdout passed `stdoutBytes`.
     pub stdout: bool,
+    /// stderr passed `stderrBytes`.
     pub stderr: bool,
 }
 
@@ -65,8 +67,10 @@ pub enum Truncation {
 /// stream; absent for a stream that fit or was not spilled.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spilled {
+    /// Absolute path, in the sandbox, of the file holding the whole stdout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdout: Option<String>,
+    /// Absolute path, in the sandbox, of the file holding the whole stderr.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stderr: Option<String>,
 }
@@ -110,12 +114,20 @@ pub struct Usage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunResult {
+    /// The shell's exit status, as `$?` after the command: 0 success, 2 syntax error, 124
+    /// timeout, 128+N a signal.
     pub exit_code: i32,
+    /// What the run wrote to stdout, within `stdoutBytes` (invalid UTF-8 replaced by U+FFFD).
     pub stdout: String,
+    /// What the run wrote to stderr, within `stderrBytes` (invalid UTF-8 replaced by U+FFFD).
     pub stderr: String,
+    /// Wall-clock time of the run (the same figure as `usage.wallMs`).
     pub execution_time_ms: u64,
+    /// Which streams passed their cap; absent when none did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<Truncated>,
+    /// Why the run ended abnormally (deadline, cancel, denied capability, limit); absent when
+    /// it ended normally, whatever its status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_class: Option<ErrorClass>,
     /// The run's resource receipt.
