@@ -20,6 +20,7 @@
 
 use std::cell::RefCell;
 use std::fs::File;
+use std::ops::Range;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
@@ -150,6 +151,21 @@ impl MemoryImage {
             return Err(std::io::Error::last_os_error());
         }
         Ok(())
+    }
+}
+
+impl MemoryImage {
+    /// Writes the image's bytes `range` back over the same range of a region mapped from it
+    /// at `base` (pages a run made private copies of).
+    ///
+    /// # Safety
+    /// `range` must lie within the image and `[base + range)` be writable memory of a
+    /// reservation the caller owns, with no live reference into it.
+    pub(crate) unsafe fn restore(&self, base: *mut u8, range: Range<usize>) -> std::io::Result<()> {
+        debug_assert!(range.end <= self.len);
+        // SAFETY: see above.
+        let to = unsafe { std::slice::from_raw_parts_mut(base.add(range.start), range.len()) };
+        self.file.read_exact_at(to, range.start as u64)
     }
 }
 

@@ -12,9 +12,11 @@
 //! one run can reach the next (tests/integration/isolation.rs checks it across modules).
 //!
 //! A module with a [`MemoryImage`] (CPython) gets a region whose start is the image mapped
-//! copy-on-write: its data segments are not copied at all, and a released region is reset with
-//! one `MADV_DONTNEED`, after which it reads as the image again and zero past it. Such regions
-//! wait in their own pool, for instances of the same image only.
+//! copy-on-write: its data segments are not copied at all. A released region is reset in
+//! place: the pages the run wrote (private copies, found in `/proc/self/pagemap`) get the
+//! image's bytes back and stay resident, so the next run writes them without a copy-on-write
+//! fault; the pages it only read stay mapped. It then reads as the image again and zero past
+//! it. Such regions wait in their own pool, for instances of the same image only.
 
 use std::ops::Range;
 use std::ptr::NonNull;
@@ -45,6 +47,35 @@ const POOL_SIZE: usize = 8;
 /// Resident (zeroed) bytes a pooled region may keep, from its start.
 const MAX_KEEP: usize = 8 << 20;
 const OS_PAGE: usize = 4096;
+
+/// Private pages (copies of the image's) an image region may keep between runs.
+const MAX_PRIVATE_PAGES: usize = MAX_KEEP / OS_PAGE;
+
+/// Pagemap entry bits (`Documentation/admin-guide/mm/pagemap.rst`).
+const PM_PRESENT: u64 = 1 << 63;
+const PM_SWAP: u64 = 1 << 62;
+/// A page of a file (or shared anonymous memory): in a private file mapping, a page nobody
+/// wrote.
+const PM_FILE: u64 = 1 << 61;
+
+/// The pagemap entries of the pages of `[addr, addr + len)` (page-aligned), read from
+/// `/proc/self/pagemap` (one `u64` per page; the flag bits need no privilege).
+fn page_flags(addr: *const u8, len: usize) -> Option<Vec<u64>> {
+    use std::os::unix::fs::FileExt;
+    static PAGEMAP: std::sync::OnceLock<Option<std::fs::File>> = std::sync::OnceLock::new();
+    let file = PAGEMAP
+        .get_or_init(|| std::fs::File::open("/proc/self/pagemap").ok())
+        .as_ref()?;
+    let mut bytes = vec![0u8; len / OS_PAGE * 8];
+    file.read_exact_at(&mut bytes, (addr as usize / OS_PAGE * 8) as u64)
+        .ok()?;
+    Some(
+        bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+            .collect(),
+    )
+}
 
 static POOL: Mutex<Vec<Region>> = Mutex::new(Vec::new());
 /// Regions holding a mapped image, reset to it (and zero past it).
@@ -111,10 +142,22 @@ impl Region {
         Ok(region)
     }
 
-    /// Brings an image region back to the image (and zero past it): private copies of the
-    /// image's pages and every anonymous page are dropped. False if the kernel refused.
+    /// Brings an image region back to the image (and zero past it). False if the kernel
+    /// refused, in which case the region must not be reused.
+    ///
+    /// The pages the run wrote are private copies of the image's: they are kept and the image's
+    /// bytes read back into them, so the next run writes them again without a fault (a
+    /// copy-on-write fault costs several times the copy, and dropping the page was another
+    /// cost); pages it only read stay mapped to the image. When the pagemap cannot be read or
+    /// the region holds more than `MAX_PRIVATE_PAGES` private pages (runs unlike each other
+    /// wrote different pages), every page is dropped instead (`MADV_DONTNEED`) and reads as the
+    /// image again.
     fn reset_to_image(&mut self) -> bool {
-        if self.touched > 0 {
+        let restored = self
+            .image
+            .clone()
+            .is_some_and(|image| self.restore_in_place(&image));
+        if !restored && self.touched > 0 {
             // SAFETY: `[0, touched)` lies inside the reservation.
             let rc = unsafe {
                 libc::madvise(self.base.as_ptr().cast(), self.touched, libc::MADV_DONTNEED)
@@ -124,6 +167,79 @@ impl Region {
             }
         }
         self.touched = self.accessible;
+        true
+    }
+
+    /// Restores the image's pages a run made private and zeroes the pages it used past the
+    /// image (up to `MAX_KEEP` of them, dropping the rest). False if nothing may be trusted to
+    /// be restored: the caller then drops every page.
+    ///
+    /// Which pages are the run's is read from `/proc/self/pagemap`: in the image's range every
+    /// page that is not the image file's own (a private copy, the shared zero page, a page on
+    /// swap or being migrated) is rewritten from the image; past it every page present or on
+    /// swap is zeroed. A page the pagemap shows as absent reads as the image (or zero) anyway.
+    fn restore_in_place(&mut self, image: &MemoryImage) -> bool {
+        let base = self.base.as_ptr();
+        // Every run makes at least the image accessible (`create`), and the region is larger.
+        let image_end = image.len;
+        if self.touched < image_end || self.accessible < image_end {
+            return false;
+        }
+        let keep_end = self.touched.min(image_end + MAX_KEEP) / OS_PAGE * OS_PAGE;
+        let Some(flags) = page_flags(base, keep_end) else {
+            return false;
+        };
+        let image_pages = image_end / OS_PAGE;
+        let private = |f: u64| f & PM_SWAP != 0 || (f & PM_PRESENT != 0 && f & PM_FILE == 0);
+        if flags[..image_pages].iter().filter(|f| private(**f)).count() > MAX_PRIVATE_PAGES {
+            return false;
+        }
+        // Past the accessible part nothing was written since the last reset (memory only grows
+        // during a run), and it was zero then.
+        let writable = self.accessible.min(keep_end) / OS_PAGE;
+        let mut page = 0;
+        while page < writable {
+            let in_image = page < image_pages;
+            let dirty = |f: u64| {
+                if in_image {
+                    private(f)
+                } else {
+                    f & (PM_PRESENT | PM_SWAP) != 0
+                }
+            };
+            if !dirty(flags[page]) {
+                page += 1;
+                continue;
+            }
+            let start = page;
+            let end = if in_image { image_pages } else { writable };
+            while page < end && dirty(flags[page]) {
+                page += 1;
+            }
+            let range = start * OS_PAGE..page * OS_PAGE;
+            if in_image {
+                // SAFETY: the range lies within the image, mapped at `base`, and is accessible.
+                if unsafe { image.restore(base, range) }.is_err() {
+                    return false;
+                }
+            } else {
+                // SAFETY: the range lies within the accessible part of the reservation.
+                unsafe { std::ptr::write_bytes(base.add(range.start), 0, range.len()) };
+            }
+        }
+        if keep_end < self.touched {
+            // SAFETY: `[keep_end, touched)` lies inside the reservation.
+            let rc = unsafe {
+                libc::madvise(
+                    base.add(keep_end).cast(),
+                    self.touched - keep_end,
+                    libc::MADV_DONTNEED,
+                )
+            };
+            if rc != 0 {
+                return false;
+            }
+        }
         true
     }
 
@@ -457,5 +573,64 @@ fn reset_and_pool(mut region: Region) {
         if pool.len() < POOL_SIZE {
             pool.push(region);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(region: &Region, p: usize) -> &[u8] {
+        // SAFETY: callers only read pages inside the accessible part.
+        unsafe { std::slice::from_raw_parts(region.base.as_ptr().add(p * OS_PAGE), OS_PAGE) }
+    }
+
+    fn write(region: &Region, p: usize, byte: u8) {
+        // SAFETY: callers only write pages inside the accessible part.
+        unsafe { std::ptr::write_bytes(region.base.as_ptr().add(p * OS_PAGE + 7), byte, 100) };
+    }
+
+    /// Whatever a run wrote (a few pages, or more than a region may keep), the reset region
+    /// reads as the image and zero past it, including where the memory had grown.
+    #[test]
+    fn image_regions_reset_to_the_image() {
+        let image_pages = MAX_PRIVATE_PAGES + 64;
+        let memory_pages = image_pages + 16;
+        let mut memory = vec![0u8; memory_pages * OS_PAGE];
+        for (p, chunk) in memory.chunks_mut(OS_PAGE).take(image_pages).enumerate() {
+            chunk.fill(p as u8 | 1);
+        }
+        let image = crate::image::MemoryImage::capture(&memory).expect("an image");
+        let mut region = Region::with_image(1 << 30, image).unwrap();
+        region.set_accessible(memory_pages * OS_PAGE).unwrap();
+        let check = |region: &Region| {
+            for p in 0..memory_pages {
+                let want = if p < image_pages { p as u8 | 1 } else { 0 };
+                assert!(page(region, p).iter().all(|b| *b == want), "page {p}");
+            }
+        };
+        check(&region);
+        for round in 0..4 {
+            // Grown past the initial size, as a run's memory.grow does.
+            region.set_accessible((memory_pages + 8) * OS_PAGE).unwrap();
+            let written: Vec<usize> = if round == 2 {
+                (0..memory_pages + 8).collect()
+            } else {
+                vec![0, 5, 6, image_pages - 1, image_pages, memory_pages + 3]
+            };
+            for p in &written {
+                write(&region, *p, 0xee);
+            }
+            assert!(region.reset_to_image());
+            region.set_accessible(memory_pages * OS_PAGE).unwrap();
+            check(&region);
+            if round != 2 {
+                // Written image pages stay resident as private copies (no fault next time).
+                let flags = page_flags(region.base.as_ptr(), OS_PAGE * 8).unwrap();
+                assert!(flags[5] & PM_PRESENT != 0 && flags[5] & PM_FILE == 0);
+            }
+        }
+        region.set_accessible((memory_pages + 8) * OS_PAGE).unwrap();
+        assert!(page(&region, memory_pages + 3).iter().all(|b| *b == 0));
     }
 }
