@@ -343,15 +343,55 @@ pub fn exercise_queries(store: &dyn Store) {
             node_id: Some("no-such-node".into()),
             ..base.clone()
         },
+        // The text search with other filters (a store may answer the search alone apart).
+        RunQuery {
+            q: Some("py".into()),
+            user_id: Some("user1".into()),
+            sort: RunSort::FinishedAt,
+            limit: 3,
+            ..base.clone()
+        },
+        RunQuery {
+            q: Some("exit".into()),
+            started_from: Some(2_000),
+            offset: 2,
+            ..base.clone()
+        },
     ]);
-    for q in queries {
-        let got = store.query_runs(&q).unwrap();
-        let want = q.apply(all.clone());
+    let check = |q: &RunQuery, all: Vec<RunRecord>| {
+        let got = store.query_runs(q).unwrap();
+        let want = q.apply(all);
         let ids = |p: &RunPage| p.items.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
         assert_eq!(ids(&got), ids(&want), "items of {q:?}");
         assert_eq!(got.total, want.total, "total of {q:?}");
         assert_eq!(got.items, want.items, "records of {q:?}");
+    };
+    for q in &queries {
+        check(q, all.clone());
     }
+    // A run's text changes with its record: the search finds the new words, not the old.
+    let mut changed = all.iter().find(|r| r.id == "q06").unwrap().clone();
+    changed.message = Some("Killed by the reaper".into());
+    changed.base_image = "alpine:3".into();
+    store.put_run(&changed).unwrap();
+    let all = store.list_runs().unwrap();
+    for needle in ["REAPER", "alpine", "nonzero exit 6", "python"] {
+        let q = RunQuery {
+            q: Some(needle.into()),
+            ..base.clone()
+        };
+        check(&q, all.clone());
+    }
+    assert_eq!(
+        store
+            .query_runs(&RunQuery {
+                q: Some("reaper".into()),
+                ..base.clone()
+            })
+            .unwrap()
+            .total,
+        1
+    );
 }
 
 /// Claims of idempotency keys: one holder at a time, its answer replaces its claim, expired

@@ -46,11 +46,11 @@ fn migrations_apply_once_when_replicas_start_together() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     for s in &stores {
-        assert_eq!(s.schema_version().unwrap(), 3);
+        assert_eq!(s.schema_version().unwrap(), 4);
     }
     assert_eq!(
         pg.psql(&url, "SELECT COUNT(*) FROM sandbox_schema_migrations"),
-        "3"
+        "4"
     );
     // Reopening applies nothing and keeps the data.
     stores[0]
