@@ -6,9 +6,9 @@
 //! - [`Server`] adds what a transport needs: requests on the same sandbox run in arrival order,
 //!   requests on different sandboxes run concurrently, `kill` and `create` take effect at once,
 //!   and the [`Outbox`] lets the server call the client and match its answers by id.
-//! - The line-JSON `type` protocol (`shell`, `write_file`, `read_file`, `reset`, `status`) is
-//!   answered by the same dispatcher against the root sandbox ([`Dispatcher::handle`] picks the
-//!   protocol from the object's members).
+//! - The line protocol (objects with a `type`: `shell`, `write_file`, `read_file`, `reset`,
+//!   `status`) is answered by the same dispatcher against the root sandbox
+//!   ([`Dispatcher::handle`] picks the protocol from the object's members).
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -20,7 +20,7 @@
 //! ```
 
 mod error;
-mod legacy;
+mod line_protocol;
 mod params;
 mod process;
 mod sdk;
@@ -209,15 +209,15 @@ impl Dispatcher {
     }
 
     /// Answers one request object of either protocol in the calling thread: a JSON-RPC
-    /// request (`"jsonrpc"` member) or a line-JSON `type` request. `None` for a JSON-RPC
-    /// notification.
+    /// request (`"jsonrpc"` member) or a line-protocol request (`"type"` member). `None` for a
+    /// JSON-RPC notification.
     pub fn handle(&self, request: &Value, notify: &Notify) -> Option<Value> {
         if let Some(obj) = request.as_object()
             && !obj.contains_key("jsonrpc")
             && obj.contains_key("type")
         {
             self.note_arrival();
-            return Some(self.handle_typed(obj));
+            return Some(self.handle_line_request(obj));
         }
         match Request::parse(request) {
             Ok(req) => self.execute(&req, notify),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 use serde_json::{Value, json};
 
-use crate::{Dispatcher, Notify, Request, RpcError, legacy};
+use crate::{Dispatcher, Notify, Request, RpcError, line_protocol};
 
 /// Where a request runs. Requests of one lane run one after another in arrival order, on a
 /// thread that exists while the lane has work; different lanes run at the same time.
@@ -24,7 +24,8 @@ enum Lane {
 
 enum Job {
     Rpc(Request),
-    Typed(serde_json::Map<String, Value>),
+    /// A request of the line protocol.
+    Line(serde_json::Map<String, Value>),
 }
 
 /// A dispatcher driven by a transport: `submit` each incoming line or object in arrival
@@ -111,8 +112,8 @@ impl Server {
         match serde_json::from_slice::<Value>(line) {
             Ok(v) => self.submit(v),
             Err(e) => {
-                let answer = if legacy::looks_typed(line) {
-                    legacy::malformed_line(line, &e.to_string())
+                let answer = if line_protocol::looks_like_line_request(line) {
+                    line_protocol::malformed_line(line, &e.to_string())
                 } else {
                     RpcError::parse_error().response(None)
                 };
@@ -142,7 +143,7 @@ impl Server {
                 let Value::Object(obj) = v else {
                     unreachable!()
                 };
-                self.enqueue(Lane::Root, Job::Typed(obj));
+                self.enqueue(Lane::Root, Job::Line(obj));
                 return;
             }
         }
@@ -246,7 +247,7 @@ impl Inner {
     fn run(&self, job: Job) {
         let answer = match job {
             Job::Rpc(req) => self.dispatcher.execute(&req, &self.sink),
-            Job::Typed(obj) => Some(self.dispatcher.handle_typed(&obj)),
+            Job::Line(obj) => Some(self.dispatcher.handle_line_request(&obj)),
         };
         if let Some(answer) = answer {
             (self.sink)(answer);

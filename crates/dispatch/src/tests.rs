@@ -393,7 +393,7 @@ fn streaming_sends_output_notifications_then_the_result() {
 }
 
 #[test]
-fn typed_protocol_session() {
+fn line_protocol_session() {
     let d = d();
     let h = |v: Value| d.handle(&v, &quiet()).unwrap();
     let r =
@@ -418,7 +418,7 @@ fn typed_protocol_session() {
 }
 
 #[test]
-fn typed_protocol_errors_echo_the_id() {
+fn line_protocol_errors_echo_the_id() {
     let d = d();
     let h = |v: Value| d.handle(&v, &quiet()).unwrap();
     let r = h(json!({"type": "shell", "id": "x1"}));
@@ -443,7 +443,7 @@ fn typed_protocol_errors_echo_the_id() {
 }
 
 #[test]
-fn typed_write_and_read_with_encodings_and_mode() {
+fn line_protocol_write_and_read_with_encodings_and_mode() {
     let d = d();
     let h = |v: Value| d.handle(&v, &quiet()).unwrap();
     let r = h(
@@ -467,7 +467,7 @@ fn typed_write_and_read_with_encodings_and_mode() {
 }
 
 #[test]
-fn typed_status_reports_uptime_and_limits() {
+fn line_protocol_status_reports_uptime_and_limits() {
     let d = d();
     let r = d
         .handle(&json!({"type": "status", "id": "s"}), &quiet())

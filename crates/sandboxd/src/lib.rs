@@ -1,5 +1,5 @@
 //! `sandboxd`: wasmsand's server. Reads line-delimited JSON on stdin (JSON-RPC 2.0, and the
-//! line-JSON `type` protocol on the same stream), answers on stdout, logs on stderr.
+//! line protocol on the same stream), answers on stdout, logs on stderr.
 //!
 //! Shutdown: `kill` destroys every sandbox (running commands end as cancelled), answers (the
 //! last line written: requests not yet answered never are), and exits 0 at once. End of input is a clean shutdown of another kind: requests already read
@@ -31,8 +31,8 @@ const MIB: u64 = 1024 * 1024;
 /// A WebAssembly sandbox for LLM agents, served as line-delimited JSON on stdio.
 ///
 /// Without a subcommand, serves JSON-RPC 2.0 (run, files.*, env.*, snapshot.*, sandbox.*,
-/// kill) and the line-JSON `type` protocol (shell, write_file, read_file, reset, status) on
-/// stdin/stdout until `kill` or the end of input.
+/// kill) and the line protocol (objects with a `type`: shell, write_file, read_file, reset,
+/// status) on stdin/stdout until `kill` or the end of input.
 #[derive(Debug, Parser)]
 #[command(name = "sandboxd", version, about, long_about)]
 struct Cli {

@@ -1,5 +1,6 @@
-//! The line-JSON `type` protocol (`shell`, `write_file`, `read_file`, `reset`, `status`),
-//! answered against the root sandbox in that protocol's own shapes: snake_case fields, errors
+//! The line protocol of seed 002: objects with a `type` member (`shell`, `write_file`,
+//! `read_file`, `reset`, `status`), answered against the root sandbox in that protocol's own
+//! shapes: snake_case fields, errors
 //! as an `error` string, and the request's `id` echoed on every answer.
 
 use base64::Engine as _;
@@ -16,8 +17,8 @@ const DEFAULT_MODE: u32 = 0o644;
 type Fields = Map<String, Value>;
 
 impl Dispatcher {
-    /// Answers one `type` request object.
-    pub fn handle_typed(&self, req: &Fields) -> Value {
+    /// Answers one request object of the line protocol.
+    pub fn handle_line_request(&self, req: &Fields) -> Value {
         let id = req.get("id").cloned().unwrap_or(Value::Null);
         let ty = req.get("type").cloned().unwrap_or(Value::Null);
         let mut answer = Map::new();
@@ -26,11 +27,11 @@ impl Dispatcher {
         let outcome = match (&ty, &id) {
             (Value::String(_), Value::String(_) | Value::Number(_)) => {
                 match ty.as_str().unwrap_or_default() {
-                    "shell" => self.typed_shell(req, &mut answer),
-                    "write_file" => self.typed_write(req, &mut answer),
-                    "read_file" => self.typed_read(req, &mut answer),
-                    "reset" => self.typed_reset(&mut answer),
-                    "status" => self.typed_status(&mut answer),
+                    "shell" => self.line_shell(req, &mut answer),
+                    "write_file" => self.line_write_file(req, &mut answer),
+                    "read_file" => self.line_read_file(req, &mut answer),
+                    "reset" => self.line_reset(&mut answer),
+                    "status" => self.line_status(&mut answer),
                     other => Err(format!("unknown request type: {other}")),
                 }
             }
@@ -45,7 +46,7 @@ impl Dispatcher {
         Value::Object(answer)
     }
 
-    fn typed_shell(&self, req: &Fields, answer: &mut Fields) -> Result<(), String> {
+    fn line_shell(&self, req: &Fields, answer: &mut Fields) -> Result<(), String> {
         let command = field_str(req, "command")?;
         let limit = match req.get("time_limit_ms") {
             None | Some(Value::Null) => DEFAULT_TIME_LIMIT_MS,
@@ -81,7 +82,7 @@ impl Dispatcher {
         Ok(())
     }
 
-    fn typed_write(&self, req: &Fields, answer: &mut Fields) -> Result<(), String> {
+    fn line_write_file(&self, req: &Fields, answer: &mut Fields) -> Result<(), String> {
         let path = field_str(req, "path")?;
         let content = field_str(req, "content")?;
         let data = match encoding(req)? {
@@ -111,7 +112,7 @@ impl Dispatcher {
         Ok(())
     }
 
-    fn typed_read(&self, req: &Fields, answer: &mut Fields) -> Result<(), String> {
+    fn line_read_file(&self, req: &Fields, answer: &mut Fields) -> Result<(), String> {
         let path = field_str(req, "path")?;
         let enc = encoding(req)?;
         let sb = self.root().map_err(|e| e.message)?;
@@ -127,13 +128,13 @@ impl Dispatcher {
         Ok(())
     }
 
-    fn typed_reset(&self, answer: &mut Fields) -> Result<(), String> {
+    fn line_reset(&self, answer: &mut Fields) -> Result<(), String> {
         self.reset_root().map_err(|e: RpcError| e.message)?;
         answer.insert("success".into(), true.into());
         Ok(())
     }
 
-    fn typed_status(&self, answer: &mut Fields) -> Result<(), String> {
+    fn line_status(&self, answer: &mut Fields) -> Result<(), String> {
         let mut limit = self.config.limits.memory_bytes;
         let (used, ready) = match self.root() {
             Ok(sb) => {
@@ -223,8 +224,8 @@ pub fn malformed_line(line: &[u8], error: &str) -> Value {
     Value::Object(answer)
 }
 
-/// Whether an unparseable line was meant for the `type` protocol rather than JSON-RPC.
-pub fn looks_typed(line: &[u8]) -> bool {
+/// Whether an unparseable line was meant for the line protocol rather than JSON-RPC.
+pub fn looks_like_line_request(line: &[u8]) -> bool {
     let text = String::from_utf8_lossy(line);
     scrape(&text, "type").is_some() && !text.contains("\"jsonrpc\"")
 }
