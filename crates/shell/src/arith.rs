@@ -67,7 +67,7 @@ enum Fail {
     TooDeep,
 }
 
-type R<T> = Result<T, Fail>;
+type ArithResult<T> = Result<T, Fail>;
 
 struct ArithParser<'a> {
     tokens: Vec<Token>,
@@ -162,7 +162,7 @@ impl ArithParser<'_> {
     }
 
     /// Every recursion that input length could drive passes through here.
-    fn deeper<T>(&mut self, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
+    fn deeper<T>(&mut self, f: impl FnOnce(&mut Self) -> ArithResult<T>) -> ArithResult<T> {
         self.depth += 1;
         if self.depth > self.budget {
             return Err(Fail::TooDeep);
@@ -172,7 +172,7 @@ impl ArithParser<'_> {
         r
     }
 
-    fn comma(&mut self) -> R<ArithExpr> {
+    fn comma(&mut self) -> ArithResult<ArithExpr> {
         let mut lhs = self.assign()?;
         while self.eat(",") {
             let rhs = self.assign()?;
@@ -181,7 +181,7 @@ impl ArithParser<'_> {
         Ok(lhs)
     }
 
-    fn assign(&mut self) -> R<ArithExpr> {
+    fn assign(&mut self) -> ArithResult<ArithExpr> {
         let lhs = self.ternary()?;
         if let Some(op) = self.peek_op().and_then(assign_op) {
             let Some(target) = as_lvalue(&lhs) else {
@@ -198,7 +198,7 @@ impl ArithParser<'_> {
         Ok(lhs)
     }
 
-    fn ternary(&mut self) -> R<ArithExpr> {
+    fn ternary(&mut self) -> ArithResult<ArithExpr> {
         let cond = self.binary(1)?;
         if !self.eat("?") {
             return Ok(cond);
@@ -217,7 +217,7 @@ impl ArithParser<'_> {
 
     /// Precedence climbing: left-associative chains loop, so only `**` (right-associative)
     /// and the fixed number of precedence levels recurse.
-    fn binary(&mut self, min_prec: u8) -> R<ArithExpr> {
+    fn binary(&mut self, min_prec: u8) -> ArithResult<ArithExpr> {
         let mut lhs = self.unary()?;
         while let Some(op) = self.peek_op() {
             // `1--1` is `1 - -1`: a `++`/`--` after something that is not a variable is a
@@ -253,7 +253,7 @@ impl ArithParser<'_> {
         Ok(lhs)
     }
 
-    fn unary(&mut self) -> R<ArithExpr> {
+    fn unary(&mut self) -> ArithResult<ArithExpr> {
         let op = self.peek_op();
         let uop = match op {
             Some("-") => Some(ArithUnaryOp::Neg),
@@ -303,7 +303,7 @@ impl ArithParser<'_> {
         Ok(e)
     }
 
-    fn primary(&mut self) -> R<ArithExpr> {
+    fn primary(&mut self) -> ArithResult<ArithExpr> {
         let Some(tok) = self.tokens.get(self.pos).cloned() else {
             return Err(self.error("syntax error: operand expected"));
         };

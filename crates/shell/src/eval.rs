@@ -4,7 +4,7 @@ use std::time::SystemTime;
 
 use crate::ast::*;
 use crate::expand::AErr;
-use crate::interp::{AssignKey, Flow, Interp, R};
+use crate::interp::{AssignKey, Flow, FlowResult, Interp};
 use crate::vars::Value;
 
 /// How deep variable values may refer to further expressions (`a=b; b=c; ...`).
@@ -15,7 +15,7 @@ type AR<T = i64> = Result<T, AErr>;
 impl Interp {
     /// Evaluates an arithmetic expression: `Ok(Err(msg))` for an arithmetic error the caller
     /// reports its own way.
-    pub(crate) fn arith(&mut self, a: &Arith) -> R<Result<i64, String>> {
+    pub(crate) fn arith(&mut self, a: &Arith) -> FlowResult<Result<i64, String>> {
         // bash substitutes `$x` textually before parsing (`a="1+2"; $(($a*3))` is 7): when
         // the expression holds expansions, expand the source text and parse again.
         let res = match &a.expr {
@@ -39,7 +39,7 @@ impl Interp {
 
     /// Text expanded as if it were inside double quotes (`$x`, `$(...)`, `$((...))`), as
     /// arithmetic and `${x@P}` expand theirs; text that does not parse stays as it is.
-    pub(crate) fn expand_dq_text(&mut self, src: &str) -> R<String> {
+    pub(crate) fn expand_dq_text(&mut self, src: &str) -> FlowResult<String> {
         let parsed = crate::parse(&format!("echo \"{}\"", dq_escape(src)));
         Ok(match parsed {
             Ok(script) => {
@@ -61,7 +61,7 @@ impl Interp {
     }
 
     /// An arithmetic error inside a word expansion ends the (sub)shell, as in bash.
-    pub(crate) fn arith_or_exit(&mut self, a: &Arith) -> R<i64> {
+    pub(crate) fn arith_or_exit(&mut self, a: &Arith) -> FlowResult<i64> {
         match self.arith(a)? {
             Ok(v) => Ok(v),
             Err(m) => {
@@ -274,7 +274,7 @@ impl Interp {
 
     // ---- [[ ]] ----
 
-    pub(crate) fn eval_cond(&mut self, c: &CondExpr) -> R<Result<bool, String>> {
+    pub(crate) fn eval_cond(&mut self, c: &CondExpr) -> FlowResult<Result<bool, String>> {
         Ok(Ok(match c {
             CondExpr::Word(w) => !self.expand_string(w)?.is_empty(),
             CondExpr::Not(x) => match self.eval_cond(x)? {

@@ -7,7 +7,7 @@ use wasmsand_exec::{Output, OutputBuffer};
 
 use crate::ast::*;
 use crate::execute::AssignedValue;
-use crate::interp::{AssignKey, Fd, Flow, Interp, R};
+use crate::interp::{AssignKey, Fd, Flow, FlowResult, Interp};
 use crate::pattern;
 use crate::vars::{ATTR_INTEGER, ATTR_READONLY, Value, Var};
 
@@ -46,7 +46,7 @@ impl From<Flow> for AErr {
 
 impl Interp {
     /// Full expansion of several words into fields (command arguments, `for` lists).
-    pub(crate) fn expand_words(&mut self, words: &[Word]) -> R<Vec<String>> {
+    pub(crate) fn expand_words(&mut self, words: &[Word]) -> FlowResult<Vec<String>> {
         let mut out = Vec::new();
         for w in words {
             out.extend(self.expand_word_fields(w)?);
@@ -54,7 +54,7 @@ impl Interp {
         Ok(out)
     }
 
-    pub(crate) fn expand_word_fields(&mut self, word: &Word) -> R<Vec<String>> {
+    pub(crate) fn expand_word_fields(&mut self, word: &Word) -> FlowResult<Vec<String>> {
         // Fast path: a plain literal word without glob characters is itself.
         if let [WordPart::Literal(s)] = word.parts.as_slice()
             && !s.contains(['*', '?', '['])
@@ -95,7 +95,7 @@ impl Interp {
 
     /// Expansion without splitting nor globbing (assignments, `case` subjects, `[[ ]]`,
     /// here-strings): lists are joined with spaces.
-    pub(crate) fn expand_string(&mut self, word: &Word) -> R<String> {
+    pub(crate) fn expand_string(&mut self, word: &Word) -> FlowResult<String> {
         if let [WordPart::Literal(s)] | [WordPart::Quoted(s)] = word.parts.as_slice() {
             return Ok(s.clone());
         }
@@ -121,14 +121,14 @@ impl Interp {
     }
 
     /// A pattern: quoted parts are escaped so they match literally.
-    pub(crate) fn expand_pattern(&mut self, word: &Word) -> R<String> {
+    pub(crate) fn expand_pattern(&mut self, word: &Word) -> FlowResult<String> {
         let ext = self.extglob();
         self.expand_pattern_ext(word, ext)
     }
 
     /// [`Self::expand_pattern`], with extended groups (`@(a|b)`) special or not: `[[ ]]`
     /// always takes them, as in bash 5.2; elsewhere `shopt -s extglob` decides.
-    pub(crate) fn expand_pattern_ext(&mut self, word: &Word, ext: bool) -> R<String> {
+    pub(crate) fn expand_pattern_ext(&mut self, word: &Word, ext: bool) -> FlowResult<String> {
         let mut fields: Vec<Field> = vec![Vec::new()];
         self.expand_parts(&word.parts, false, &mut fields)?;
         Ok(join_fields(&fields, |p| {
@@ -143,7 +143,7 @@ impl Interp {
     }
 
     /// An extended regex for `=~`: quoted parts match literally.
-    pub(crate) fn expand_regex(&mut self, word: &Word) -> R<String> {
+    pub(crate) fn expand_regex(&mut self, word: &Word) -> FlowResult<String> {
         let mut fields: Vec<Field> = vec![Vec::new()];
         self.expand_parts(&word.parts, false, &mut fields)?;
         Ok(join_fields(&fields, |p| {
@@ -155,13 +155,18 @@ impl Interp {
         }))
     }
 
-    pub(crate) fn expand_heredoc(&mut self, body: &Word) -> R<String> {
+    pub(crate) fn expand_heredoc(&mut self, body: &Word) -> FlowResult<String> {
         let mut fields: Vec<Field> = vec![Vec::new()];
         self.expand_parts(&body.parts, true, &mut fields)?;
         Ok(join_fields(&fields, |p| p.text.clone()))
     }
 
-    fn expand_parts(&mut self, parts: &[WordPart], in_dq: bool, out: &mut Vec<Field>) -> R<()> {
+    fn expand_parts(
+        &mut self,
+        parts: &[WordPart],
+        in_dq: bool,
+        out: &mut Vec<Field>,
+    ) -> FlowResult<()> {
         for part in parts {
             match part {
                 WordPart::Literal(s) => push(out, s.clone(), in_dq, false),
@@ -214,14 +219,14 @@ impl Interp {
 
     /// Runs a command substitution in a subshell and returns its output without trailing
     /// newlines.
-    pub(crate) fn command_subst(&mut self, s: &Script) -> R<String> {
+    pub(crate) fn command_subst(&mut self, s: &Script) -> FlowResult<String> {
         self.enter()?;
         let r = self.command_subst_inner(s);
         self.depth -= 1;
         r
     }
 
-    fn command_subst_inner(&mut self, s: &Script) -> R<String> {
+    fn command_subst_inner(&mut self, s: &Script) -> FlowResult<String> {
         // `$(< file)` reads the file without a subshell.
         if let [item] = s.items.as_slice()
             && !item.background
@@ -266,7 +271,7 @@ impl Interp {
     /// its stdin once the command using it is done. A WASI guest cannot read a pipe by a
     /// `/dev/fd` name, so the data goes through a file of the sandbox's tree, removed when
     /// the pipeline ends (see `run_pipeline`).
-    fn process_subst(&mut self, output: bool, s: &Script) -> R<String> {
+    fn process_subst(&mut self, output: bool, s: &Script) -> FlowResult<String> {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path = format!("/tmp/.wasmsand-procsub-{n}");
@@ -294,7 +299,7 @@ impl Interp {
 
     /// Ends the process substitutions made since `mark`: runs the `>( )` readers on what
     /// was written, then removes the files.
-    pub(crate) fn finish_process_substs(&mut self, mark: usize) -> R<()> {
+    pub(crate) fn finish_process_substs(&mut self, mark: usize) -> FlowResult<()> {
         if self.procsubs.len() <= mark {
             return Ok(());
         }
@@ -319,7 +324,7 @@ impl Interp {
     }
 
     /// Runs a script in a subshell and returns what it wrote to stdout, and its status.
-    fn capture(&mut self, s: &Script, what: &str) -> R<(Vec<u8>, i32)> {
+    fn capture(&mut self, s: &Script, what: &str) -> FlowResult<(Vec<u8>, i32)> {
         self.count_process()?;
         let cap = self.st.limits.max_word_bytes as u64;
         // Past the cap the whole run stops: a producer like `cat /dev/zero` would otherwise
@@ -352,7 +357,7 @@ impl Interp {
 
     // ---- parameters ----
 
-    fn param_value(&mut self, param: &Param, sub: &Option<Subscript>) -> R<PV> {
+    fn param_value(&mut self, param: &Param, sub: &Option<Subscript>) -> FlowResult<PV> {
         match param {
             Param::Named(name) => self.named_value(name, sub),
             Param::Positional(0) => Ok(PV::Str(self.st.arg0.clone())),
@@ -406,7 +411,7 @@ impl Interp {
         s
     }
 
-    fn named_value(&mut self, name: &str, sub: &Option<Subscript>) -> R<PV> {
+    fn named_value(&mut self, name: &str, sub: &Option<Subscript>) -> FlowResult<PV> {
         let (resolved, ref_sub) = self.resolve_ref(name);
         if let (Some(k), None) = (ref_sub, sub) {
             // A reference to `a[i+1]`, `a[$k]` or `a[@]` reads as that subscript written
@@ -472,7 +477,7 @@ impl Interp {
         }
     }
 
-    fn expand_param(&mut self, pe: &ParamExp, in_dq: bool, out: &mut Vec<Field>) -> R<()> {
+    fn expand_param(&mut self, pe: &ParamExp, in_dq: bool, out: &mut Vec<Field>) -> FlowResult<()> {
         // `${!prefix*}` and `${!arr[@]}` are name and key lists, not indirections.
         match &pe.op {
             ParamOp::PrefixNames { star } => {
@@ -748,7 +753,7 @@ impl Interp {
     }
 
     /// The word of `${x:-word}` / `${x:+word}`: unquoted, even its literal text is split.
-    fn expand_operand(&mut self, word: &Word, in_dq: bool, out: &mut Vec<Field>) -> R<()> {
+    fn expand_operand(&mut self, word: &Word, in_dq: bool, out: &mut Vec<Field>) -> FlowResult<()> {
         let mut tmp: Vec<Field> = vec![Vec::new()];
         self.expand_parts(&word.parts, in_dq, &mut tmp)?;
         for (i, mut field) in tmp.into_iter().enumerate() {
@@ -770,7 +775,7 @@ impl Interp {
         Ok(())
     }
 
-    fn subscript_key(&mut self, name: &str, w: &Word) -> R<AssignKey> {
+    fn subscript_key(&mut self, name: &str, w: &Word) -> FlowResult<AssignKey> {
         let text = self.expand_string(w)?;
         let name = &self.resolve_ref(name).0;
         let is_assoc = matches!(
@@ -790,7 +795,7 @@ impl Interp {
         }
     }
 
-    fn apply_op(&mut self, op: &ParamOp, value: PV, positional: bool) -> R<PV> {
+    fn apply_op(&mut self, op: &ParamOp, value: PV, positional: bool) -> FlowResult<PV> {
         let each = |v: PV, f: &mut dyn FnMut(&str) -> String| -> PV {
             match v {
                 PV::Unset => PV::Str(f("")),
@@ -959,7 +964,7 @@ impl Interp {
 
     // ---- globbing ----
 
-    fn glob_field(&mut self, f: Field, out: &mut Vec<String>) -> R<()> {
+    fn glob_field(&mut self, f: Field, out: &mut Vec<String>) -> FlowResult<()> {
         let literal: String = f.iter().map(|p| p.text.as_str()).collect();
         let ext = self.extglob();
         let globbable = !self.st.opts.noglob
@@ -1032,7 +1037,7 @@ impl Interp {
     // ---- brace expansion ----
 
     /// Expands the brace parts of a word into several words, bounded.
-    pub(crate) fn brace_expand(&mut self, word: &Word) -> R<Vec<Word>> {
+    pub(crate) fn brace_expand(&mut self, word: &Word) -> FlowResult<Vec<Word>> {
         if !word.parts.iter().any(|p| matches!(p, WordPart::Brace(_))) {
             return Ok(vec![word.clone()]);
         }
@@ -1077,7 +1082,7 @@ impl Interp {
         Ok(out)
     }
 
-    fn brace_alternatives(&mut self, b: &BraceExp) -> R<Vec<Word>> {
+    fn brace_alternatives(&mut self, b: &BraceExp) -> FlowResult<Vec<Word>> {
         match b {
             BraceExp::List(words) => Ok(words.clone()),
             BraceExp::Seq { start, end, step } => {
@@ -1149,7 +1154,7 @@ impl Interp {
 
     // ---- assignments ----
 
-    pub(crate) fn eval_assignment(&mut self, a: &Assignment) -> R<AssignedValue> {
+    pub(crate) fn eval_assignment(&mut self, a: &Assignment) -> FlowResult<AssignedValue> {
         Ok(match &a.value {
             AssignValue::Scalar(w) => {
                 let v = self.expand_string(w)?;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use wasmsand_exec::CancelToken;
 
 use crate::ast::{AndOr, Arg, Command, Script};
-use crate::interp::{Interp, R};
+use crate::interp::{FlowResult, Interp};
 
 /// Ended jobs whose pid `wait PID` still answers for.
 const REMEMBERED_PIDS: usize = 256;
@@ -423,13 +423,13 @@ impl Interp {
 
     /// `wait` on job specs and pids; `wait -n` for the next job to end. Afterwards the jobs
     /// that have ended leave the table, as bash cleans it up after a wait.
-    pub(crate) fn b_wait(&mut self, args: &[String]) -> R {
+    pub(crate) fn b_wait(&mut self, args: &[String]) -> FlowResult {
         let r = self.wait_builtin(args);
         self.reap_jobs();
         r
     }
 
-    fn wait_builtin(&mut self, args: &[String]) -> R {
+    fn wait_builtin(&mut self, args: &[String]) -> FlowResult {
         let mut next = false;
         let mut var: Option<String> = None;
         let mut i = 0;
@@ -490,7 +490,7 @@ impl Interp {
         Ok(status)
     }
 
-    fn wait_next(&mut self, operands: &[String], var: Option<&str>) -> R {
+    fn wait_next(&mut self, operands: &[String], var: Option<&str>) -> FlowResult {
         let mut wanted: Vec<u32> = Vec::new();
         for a in operands {
             if let Spec::Job(i) = self.resolve(a) {
@@ -522,7 +522,7 @@ impl Interp {
 
     /// Waits for one job; a job on the host's side is waited for in slices so that the run's
     /// deadline and cancellation still apply to the waiting shell.
-    pub(crate) fn wait_job(&mut self, j: &mut Job) -> R {
+    pub(crate) fn wait_job(&mut self, j: &mut Job) -> FlowResult {
         if let JobKind::Detached(d) = &j.kind {
             loop {
                 if let Some(s) = d.wait(Duration::from_millis(20)) {
@@ -567,7 +567,7 @@ impl Interp {
 
     /// `nohup cmd` / `setsid cmd` run as part of a job (or in the foreground): the command
     /// itself, as a program (never a function), since no terminal hangs up in the sandbox.
-    pub(crate) fn b_nohup(&mut self, name: &str, args: &[String]) -> R {
+    pub(crate) fn b_nohup(&mut self, name: &str, args: &[String]) -> FlowResult {
         let args: &[String] = match args.first().map(String::as_str) {
             Some("--") => &args[1..],
             _ => args,

@@ -45,7 +45,7 @@ pub use vars::{ATTR_EXPORT, ATTR_INTEGER, ATTR_READONLY, Value, Var, Vars};
 /// a file that starts with this runs it.
 pub const SHELL_MARKER: &[u8] = b"#!/bin/bash\n# wasmsand: the shell is built into the sandbox\n";
 
-use interp::{Fd, Fds, Flow, InSrc, Interp, R, Runtime, THREAD_STACK};
+use interp::{Fd, Fds, Flow, FlowResult, InSrc, Interp, Runtime, THREAD_STACK};
 
 /// What one run of a script may use.
 pub struct RunConfig {
@@ -306,7 +306,7 @@ fn flow_status(it: &mut Interp, f: Flow) -> i32 {
 }
 
 /// The top-level list: a fatal error skips the rest of its line, then the script goes on.
-fn run_items(it: &mut Interp, script: &ast::Script) -> R {
+fn run_items(it: &mut Interp, script: &ast::Script) -> FlowResult {
     let mut status = it.st.status;
     let mut skip_through: Option<usize> = None;
     for (idx, item) in script.items.iter().enumerate() {

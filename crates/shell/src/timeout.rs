@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use wasmsand_exec::CancelToken;
 
-use crate::interp::{Abort, Flow, Interp, R, Runtime, THREAD_STACK};
+use crate::interp::{Abort, Flow, FlowResult, Interp, Runtime, THREAD_STACK};
 
 const TIMEOUT_HELP: &str = "\
 Usage: timeout [OPTION] DURATION COMMAND [ARG]...
@@ -108,14 +108,14 @@ fn parse_duration(s: &str) -> Option<Duration> {
 }
 
 impl Interp {
-    fn timeout_usage(&mut self, msg: &str) -> R {
+    fn timeout_usage(&mut self, msg: &str) -> FlowResult {
         self.err_raw(&format!(
             "timeout: {msg}\nTry 'timeout --help' for more information.\n"
         ));
         Ok(125)
     }
 
-    pub(crate) fn b_timeout(&mut self, args: &[String]) -> R {
+    pub(crate) fn b_timeout(&mut self, args: &[String]) -> FlowResult {
         let mut preserve = false;
         let mut verbose = false;
         let mut signal = ("TERM".to_string(), 15);
@@ -247,7 +247,7 @@ impl Interp {
     }
 
     /// Runs `argv` as a program would be: builtins or files, never functions.
-    pub(crate) fn run_plain_argv(&mut self, argv: Vec<String>) -> R {
+    pub(crate) fn run_plain_argv(&mut self, argv: Vec<String>) -> FlowResult {
         let name = argv[0].clone();
         if crate::builtins::is_builtin(&name) {
             return self.run_builtin(&name, &argv);
@@ -263,7 +263,7 @@ impl Interp {
         preserve: bool,
         verbose: bool,
         signal: (String, i32),
-    ) -> R {
+    ) -> FlowResult {
         self.reserve_job()?;
         let name = cmd[0].clone();
         let parent = self.rt.clone();

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::ast::CondBinOp;
 use crate::execute::{AssignedValue, DeclArg};
 use crate::expand::AErr;
-use crate::interp::{Fd, Flow, InSrc, Interp, R, strerror};
+use crate::interp::{Fd, Flow, FlowResult, InSrc, Interp, strerror};
 use crate::printf::{echo_escapes, quote_single};
 use crate::vars::{
     ATTR_EXPORT, ATTR_INTEGER, ATTR_LOWER, ATTR_NAMEREF, ATTR_READONLY, ATTR_TRACE, ATTR_UPPER,
@@ -181,7 +181,7 @@ pub fn builtin_names() -> &'static [&'static str] {
 }
 
 impl Interp {
-    pub(crate) fn run_builtin(&mut self, name: &str, argv: &[String]) -> R {
+    pub(crate) fn run_builtin(&mut self, name: &str, argv: &[String]) -> FlowResult {
         self.check()?;
         let args = &argv[1..];
         match name {
@@ -368,7 +368,7 @@ impl Interp {
         if s != 0 { s } else { status }
     }
 
-    fn status_arg(&mut self, name: &str, args: &[String]) -> R<i32> {
+    fn status_arg(&mut self, name: &str, args: &[String]) -> FlowResult<i32> {
         match args.first() {
             None => Ok(self.st.status),
             Some(a) => match a.trim().parse::<i64>() {
@@ -435,7 +435,7 @@ impl Interp {
         }
     }
 
-    fn b_printf(&mut self, args: &[String]) -> R {
+    fn b_printf(&mut self, args: &[String]) -> FlowResult {
         let mut args = args;
         let mut var = None;
         if args.first().map(String::as_str) == Some("-v") {
@@ -1001,7 +1001,7 @@ impl Interp {
 
     /// `history`: a non-interactive bash keeps no history, so there is never anything to
     /// list; the arguments are still checked as bash does.
-    fn b_history(&mut self, args: &[String]) -> R {
+    fn b_history(&mut self, args: &[String]) -> FlowResult {
         let mut rest = args;
         if let Some(a) = rest.first() {
             if a == "--" {
@@ -1226,7 +1226,7 @@ impl Interp {
         status
     }
 
-    pub(crate) fn run_declaration(&mut self, name: &str, args: Vec<DeclArg>) -> R {
+    pub(crate) fn run_declaration(&mut self, name: &str, args: Vec<DeclArg>) -> FlowResult {
         let mut add: u8 = 0;
         let mut remove: u8 = 0;
         let mut array = false;
@@ -1465,7 +1465,7 @@ impl Interp {
     /// A declaration argument that came from an expansion (`export "$n=$v"`, `local $x`,
     /// `builtin declare a=1`): bash splits it at its first `=` as it would an assignment
     /// word. A `(...)` value is an array literal only for arrays (bash 5.2).
-    fn plain_declaration(&mut self, s: &str, array: bool) -> R<PlainDecl> {
+    fn plain_declaration(&mut self, s: &str, array: bool) -> FlowResult<PlainDecl> {
         let Some(eq) = s.find('=') else {
             return Ok(PlainDecl::Name(s.to_string()));
         };
@@ -1725,7 +1725,7 @@ impl Interp {
         status
     }
 
-    fn b_let(&mut self, args: &[String]) -> R {
+    fn b_let(&mut self, args: &[String]) -> FlowResult {
         if args.is_empty() {
             self.err("let: expression expected");
             return Ok(1);
@@ -2034,7 +2034,7 @@ impl Interp {
         status
     }
 
-    fn read_byte_by(&mut self, fd: u32, deadline: Instant) -> R<Result<Option<u8>, ()>> {
+    fn read_byte_by(&mut self, fd: u32, deadline: Instant) -> FlowResult<Result<Option<u8>, ()>> {
         let mut b = [0u8; 1];
         if let Some(Fd::In(InSrc::Pipe(p))) = self.fds.get(fd).cloned() {
             let until = match self.rt.deadline() {
@@ -2058,7 +2058,7 @@ impl Interp {
     }
 
     /// Reads one byte from descriptor `fd`; `None` at end of input.
-    fn read_byte(&mut self, fd: u32) -> R<Option<u8>> {
+    fn read_byte(&mut self, fd: u32) -> FlowResult<Option<u8>> {
         let mut b = [0u8; 1];
         match self.fds.get(fd).cloned() {
             Some(Fd::In(InSrc::Pipe(p))) => match p.read(&mut b) {
@@ -2087,7 +2087,7 @@ impl Interp {
         }
     }
 
-    fn b_read(&mut self, args: &[String]) -> R {
+    fn b_read(&mut self, args: &[String]) -> FlowResult {
         let mut raw = false;
         let mut prompt = None;
         let mut array: Option<String> = None;
@@ -2266,7 +2266,7 @@ impl Interp {
         self.assign_array(name, items, false)
     }
 
-    fn b_mapfile(&mut self, name: &str, args: &[String]) -> R {
+    fn b_mapfile(&mut self, name: &str, args: &[String]) -> FlowResult {
         let mut trim = false;
         let mut delim = b'\n';
         let mut max: Option<usize> = None;
@@ -2518,7 +2518,7 @@ impl Interp {
 
     /// `kill`: signals can only reach the shell itself (`kill -USR1 $$` runs its trap, or
     /// ends it as the signal's default action would); other processes are threads here.
-    fn b_kill(&mut self, args: &[String]) -> R {
+    fn b_kill(&mut self, args: &[String]) -> FlowResult {
         let usage = |me: &mut Interp| {
             me.err_raw("kill: usage: kill [-s sigspec | -n signum | -sigspec] pid | jobspec ... or kill -l [sigspec]\n");
             Ok(2)
@@ -2951,7 +2951,7 @@ impl Interp {
         status
     }
 
-    fn b_command(&mut self, args: &[String]) -> R {
+    fn b_command(&mut self, args: &[String]) -> FlowResult {
         let mut verbose = None;
         let mut i = 0;
         while i < args.len() && args[i].starts_with('-') && args[i].len() > 1 {
@@ -3069,7 +3069,7 @@ impl Interp {
 
     // ---- source / exec / bash / sleep ----
 
-    fn b_source(&mut self, name: &str, args: &[String]) -> R {
+    fn b_source(&mut self, name: &str, args: &[String]) -> FlowResult {
         let Some(file) = args.first() else {
             self.err(&format!("{name}: filename argument required"));
             return Ok(2);
@@ -3137,7 +3137,7 @@ impl Interp {
         }
     }
 
-    fn b_exec(&mut self, args: &[String]) -> R {
+    fn b_exec(&mut self, args: &[String]) -> FlowResult {
         let mut args = args;
         let mut argv0 = None;
         let mut clear_env = false;
@@ -3209,7 +3209,7 @@ impl Interp {
         Err(Flow::Exit(status))
     }
 
-    fn b_sleep(&mut self, args: &[String]) -> R {
+    fn b_sleep(&mut self, args: &[String]) -> FlowResult {
         if args.is_empty() {
             self.err("sleep: missing operand");
             return Ok(1);
@@ -3243,7 +3243,7 @@ impl Interp {
         }
     }
 
-    fn b_bash(&mut self, args: &[String]) -> R {
+    fn b_bash(&mut self, args: &[String]) -> FlowResult {
         let mut i = 0;
         let mut command: Option<String> = None;
         let mut opts: Vec<(String, bool)> = Vec::new();
@@ -3329,7 +3329,7 @@ impl Interp {
 
     /// `env`: the guest's could not start a program, so the shell runs the command itself
     /// with the modified environment.
-    fn b_env(&mut self, args: &[String]) -> R {
+    fn b_env(&mut self, args: &[String]) -> FlowResult {
         let mut env = self.st.vars.environ();
         let mut i = 0;
         while i < args.len() {
@@ -3389,7 +3389,7 @@ impl Interp {
 
     // ---- xargs ----
 
-    fn b_xargs(&mut self, args: &[String]) -> R {
+    fn b_xargs(&mut self, args: &[String]) -> FlowResult {
         let mut max_args: Option<usize> = None;
         let mut max_lines: Option<usize> = None;
         let mut replace: Option<String> = None;
@@ -3507,7 +3507,7 @@ impl Interp {
     }
 
     /// Runs a command given as words (function, builtin or program), as `xargs` does.
-    pub(crate) fn run_argv(&mut self, argv: Vec<String>) -> R {
+    pub(crate) fn run_argv(&mut self, argv: Vec<String>) -> FlowResult {
         let name = argv[0].clone();
         if let Some(f) = self.st.functions.get(&name).cloned() {
             return self.call_function(&f, argv);
