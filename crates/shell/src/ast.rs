@@ -204,6 +204,8 @@ pub enum CondBinOp {
 pub struct Redirect {
     /// The explicit descriptor (`2>`), `None` for the operator's default.
     pub fd: Option<u32>,
+    /// `{name}>file`: the descriptor is allocated (10 and up) and its number stored in `name`.
+    pub fd_var: Option<String>,
     pub op: RedirOp,
     pub target: RedirTarget,
 }

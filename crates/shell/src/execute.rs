@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 use wasmsand_exec::{OpenFile, Output, pipe};
 
 use crate::ast::*;
-use crate::interp::{Fd, Flow, FlowResult, InSrc, Interp, THREAD_STACK, strerror};
+use crate::interp::{Fd, Flow, InSrc, Interp, MAX_FD, R, Saved, THREAD_STACK, strerror};
 use crate::jobs::{Job, JobKind};
 use crate::vars::{ATTR_EXPORT, Var};
 
@@ -15,7 +15,7 @@ use crate::vars::{ATTR_EXPORT, Var};
 const PIPE_BYTES: usize = 64 * 1024;
 
 impl Interp {
-    pub(crate) fn run_script(&mut self, s: &Script) -> FlowResult {
+    pub(crate) fn run_script(&mut self, s: &Script) -> R {
         let mut status = self.st.status;
         for (idx, item) in s.items.iter().enumerate() {
             self.check()?;
@@ -36,7 +36,7 @@ impl Interp {
         Ok(status)
     }
 
-    fn run_and_or(&mut self, ao: &AndOr) -> FlowResult {
+    fn run_and_or(&mut self, ao: &AndOr) -> R {
         let mut last_ran = 0usize;
         let mut status = if ao.rest.is_empty() {
             self.run_pipeline(&ao.first)?
@@ -100,7 +100,7 @@ impl Interp {
         Ok(status)
     }
 
-    fn run_err_trap(&mut self) -> FlowResult<()> {
+    fn run_err_trap(&mut self) -> R<()> {
         // Without `set -E` functions do not inherit the ERR trap.
         if self.in_trap || (!self.funcnames.is_empty() && !self.st.opts.errtrace) {
             return Ok(());
@@ -111,7 +111,7 @@ impl Interp {
         Ok(())
     }
 
-    pub(crate) fn run_trap_action(&mut self, action: &str) -> FlowResult<()> {
+    pub(crate) fn run_trap_action(&mut self, action: &str) -> R<()> {
         let saved = self.st.status;
         self.in_trap = true;
         // `$LINENO` in a trap is the line where it fired.
@@ -132,7 +132,7 @@ impl Interp {
 
     /// The RETURN trap at the end of a `source`: at the top level, under `set -T`, or in a
     /// function that set the trap itself.
-    pub(crate) fn source_return_trap(&mut self) -> FlowResult<()> {
+    pub(crate) fn source_return_trap(&mut self) -> R<()> {
         if self.in_trap {
             return Ok(());
         }
@@ -150,7 +150,7 @@ impl Interp {
     }
 
     /// `BASH_COMMAND` for the traps, and the DEBUG trap, before a simple command runs.
-    fn before_command(&mut self, cmd: &SimpleCommand) -> FlowResult<()> {
+    fn before_command(&mut self, cmd: &SimpleCommand) -> R<()> {
         let debug = self.st.traps.get("DEBUG").cloned();
         let wants_text = debug.is_some() || self.st.traps.contains_key("ERR");
         if !wants_text {
@@ -167,7 +167,7 @@ impl Interp {
     }
 
     /// `eval`: the text's lines count on from the line of the `eval` itself.
-    pub(crate) fn eval_string(&mut self, src: &str) -> FlowResult {
+    pub(crate) fn eval_string(&mut self, src: &str) -> R {
         let (line, offset) = (self.line, self.line_offset);
         self.line_offset = line;
         let r = self.eval_text(src);
@@ -176,7 +176,7 @@ impl Interp {
     }
 
     /// Parses and runs text (`eval`, traps, `bash -c` in the same state).
-    pub(crate) fn eval_text(&mut self, src: &str) -> FlowResult {
+    pub(crate) fn eval_text(&mut self, src: &str) -> R {
         if crate::needs_line_reading(self, src) {
             self.enter()?;
             let r = self.eval_by_lines(src);
@@ -199,7 +199,7 @@ impl Interp {
 
     /// `eval` text read a complete command at a time, so an alias it defines applies to the
     /// lines after it.
-    fn eval_by_lines(&mut self, src: &str) -> FlowResult {
+    fn eval_by_lines(&mut self, src: &str) -> R {
         let lines: Vec<&str> = src.split_inclusive('\n').collect();
         let mut status = 0;
         let mut start = 0;
@@ -219,7 +219,7 @@ impl Interp {
     }
 
     /// One more level of nesting (function, eval, source, substitution), bounded.
-    pub(crate) fn enter(&mut self) -> FlowResult<()> {
+    pub(crate) fn enter(&mut self) -> R<()> {
         if self.depth >= self.st.limits.max_depth {
             let name = self
                 .funcnames
@@ -235,7 +235,7 @@ impl Interp {
         Ok(())
     }
 
-    fn run_pipeline(&mut self, p: &Pipeline) -> FlowResult {
+    fn run_pipeline(&mut self, p: &Pipeline) -> R {
         let mark = self.procsubs.len();
         let r = self.run_pipeline_inner(p);
         let finished = self.finish_process_substs(mark);
@@ -244,7 +244,7 @@ impl Interp {
         Ok(status)
     }
 
-    fn run_pipeline_inner(&mut self, p: &Pipeline) -> FlowResult {
+    fn run_pipeline_inner(&mut self, p: &Pipeline) -> R {
         self.line = p.line + self.line_offset;
         let started = p.timed.then(std::time::Instant::now);
         if p.negated {
@@ -291,7 +291,7 @@ impl Interp {
 
     /// Runs a multi-stage pipeline: every stage a subshell on its own thread except the last,
     /// which runs on this thread (in a subshell too, as bash without `lastpipe`).
-    fn run_stages(&mut self, cmds: &[Command]) -> FlowResult<(i32, Vec<i32>)> {
+    fn run_stages(&mut self, cmds: &[Command]) -> R<(i32, Vec<i32>)> {
         let n = cmds.len();
         let mut handles = Vec::new();
         let mut next_in: Option<wasmsand_exec::PipeReader> = None;
@@ -359,7 +359,7 @@ impl Interp {
     }
 
     /// Counts one more live subshell thread, failing the run past the limit.
-    pub(crate) fn reserve_job(&mut self) -> FlowResult<()> {
+    pub(crate) fn reserve_job(&mut self) -> R<()> {
         let live = self.rt.live_jobs.fetch_add(1, Ordering::SeqCst) + 1;
         if live > self.st.limits.max_live_jobs {
             self.rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
@@ -376,7 +376,7 @@ impl Interp {
     }
 
     /// Runs `f` as a subshell body: `exit` ends only it, its EXIT trap runs at its end.
-    pub(crate) fn run_as_subshell(&mut self, f: impl FnOnce(&mut Interp) -> FlowResult) -> i32 {
+    pub(crate) fn run_as_subshell(&mut self, f: impl FnOnce(&mut Interp) -> R) -> i32 {
         let parent = std::mem::take(&mut self.st.traps);
         for (sig, action) in parent.iter() {
             // Ignored signals stay ignored; `set -E`/`set -T` carry ERR and DEBUG/RETURN.
@@ -426,7 +426,7 @@ impl Interp {
 
     /// `cmd &`. With `detach` and a host that keeps jobs, the job starts on the host's side
     /// and outlives the run; otherwise it is a thread of the run.
-    fn spawn_background(&mut self, ao: &AndOr, detach: bool) -> FlowResult<()> {
+    fn spawn_background(&mut self, ao: &AndOr, detach: bool) -> R<()> {
         let text = format!("{} &", crate::printer::and_or_text(ao));
         if detach && let Some(host) = self.rt.detach.clone() {
             let source = crate::printer::and_or_text(ao);
@@ -491,7 +491,7 @@ impl Interp {
         }
     }
 
-    pub(crate) fn run_command(&mut self, cmd: &Command) -> FlowResult {
+    pub(crate) fn run_command(&mut self, cmd: &Command) -> R {
         self.check()?;
         match cmd {
             Command::Simple(s) => self.run_simple(s),
@@ -499,14 +499,14 @@ impl Interp {
                 if redirs.is_empty() {
                     return self.run_compound(c);
                 }
-                let saved = self.fds.clone();
-                let r = match self.apply_redirects(redirs) {
-                    Ok(Ok(())) => self.run_compound(c),
-                    Ok(Err(status)) => Ok(status),
-                    Err(e) => Err(e),
-                };
-                self.fds = saved;
-                r
+                match self.apply_redirects(redirs)? {
+                    Ok(saved) => {
+                        let r = self.run_compound(c);
+                        self.restore_fds(saved);
+                        r
+                    }
+                    Err(status) => Ok(status),
+                }
             }
             Command::FunctionDef(f) => {
                 if self.st.readonly_functions.contains(&f.name) {
@@ -521,7 +521,7 @@ impl Interp {
         }
     }
 
-    fn run_compound(&mut self, c: &CompoundCommand) -> FlowResult {
+    fn run_compound(&mut self, c: &CompoundCommand) -> R {
         match c {
             CompoundCommand::Group(s) => self.run_script(s),
             CompoundCommand::Subshell(s) => {
@@ -605,7 +605,7 @@ impl Interp {
     }
 
     /// Runs a loop body; `Some(flow)` when the loop must stop (break) or propagate.
-    fn loop_body(&mut self, body: &Script) -> FlowResult<LoopStep> {
+    fn loop_body(&mut self, body: &Script) -> R<LoopStep> {
         match self.run_script(body) {
             Ok(s) => Ok(LoopStep::Next(s)),
             Err(Flow::Break(n)) => {
@@ -626,7 +626,7 @@ impl Interp {
         }
     }
 
-    fn run_while(&mut self, cond: &Script, body: &Script, until: bool) -> FlowResult {
+    fn run_while(&mut self, cond: &Script, body: &Script, until: bool) -> R {
         self.loops += 1;
         let r = (|| {
             let mut status = 0;
@@ -658,7 +658,7 @@ impl Interp {
         r
     }
 
-    fn run_for(&mut self, var: &str, items: Vec<String>, body: &Script) -> FlowResult {
+    fn run_for(&mut self, var: &str, items: Vec<String>, body: &Script) -> R {
         let mut status = 0;
         let is_ref = self
             .st
@@ -691,7 +691,7 @@ impl Interp {
         cond: &Option<Arith>,
         step: &Option<Arith>,
         body: &Script,
-    ) -> FlowResult {
+    ) -> R {
         let mut status = 0;
         if let Some(a) = init
             && let Err(m) = self.arith(a)?
@@ -732,7 +732,7 @@ impl Interp {
         Ok(status)
     }
 
-    fn run_case(&mut self, word: &Word, items: &[CaseItem]) -> FlowResult {
+    fn run_case(&mut self, word: &Word, items: &[CaseItem]) -> R {
         let subject = self.expand_string(word)?;
         let mut status = 0;
         let mut i = 0;
@@ -772,7 +772,7 @@ impl Interp {
 
     // ---- simple commands ----
 
-    fn run_simple(&mut self, cmd: &SimpleCommand) -> FlowResult {
+    fn run_simple(&mut self, cmd: &SimpleCommand) -> R {
         self.line = cmd.line + self.line_offset;
         self.subst_status = None;
         if !self.in_trap && !self.st.traps.is_empty() {
@@ -811,9 +811,10 @@ impl Interp {
             self.trace(&t);
         }
         let last = argv.last().cloned().unwrap_or_default();
-        let saved = self.fds.clone();
+        let mut saved = Vec::new();
         let r = match self.apply_redirects(&cmd.redirects) {
-            Ok(Ok(())) => {
+            Ok(Ok(s)) => {
+                saved = s;
                 if is_decl && crate::builtins::is_declaration(&argv[0]) {
                     // The command word itself is no operand: `export X=1` must not declare
                     // a variable named `export`.
@@ -835,11 +836,11 @@ impl Interp {
         if std::mem::take(&mut self.keep_redirs) {
             return r;
         }
-        self.fds = saved;
+        self.restore_fds(saved);
         r
     }
 
-    fn run_assignments_only(&mut self, cmd: &SimpleCommand) -> FlowResult {
+    fn run_assignments_only(&mut self, cmd: &SimpleCommand) -> R {
         for a in &cmd.assignments {
             let v = self.eval_assignment(a)?;
             if self.st.opts.xtrace {
@@ -876,11 +877,11 @@ impl Interp {
                 return Err(Flow::Fatal(1));
             }
         }
-        let saved = self.fds.clone();
-        let r = self.apply_redirects(&cmd.redirects);
-        self.fds = saved;
-        match r? {
-            Ok(()) => Ok(self.subst_status.unwrap_or(0)),
+        match self.apply_redirects(&cmd.redirects)? {
+            Ok(saved) => {
+                self.restore_fds(saved);
+                Ok(self.subst_status.unwrap_or(0))
+            }
             Err(s) => Ok(s),
         }
     }
@@ -889,8 +890,8 @@ impl Interp {
     fn with_prefix_assignments(
         &mut self,
         assigns: &[Assignment],
-        f: impl FnOnce(&mut Interp) -> FlowResult,
-    ) -> FlowResult {
+        f: impl FnOnce(&mut Interp) -> R,
+    ) -> R {
         if assigns.is_empty() {
             return f(self);
         }
@@ -919,7 +920,7 @@ impl Interp {
     }
 
     /// Finds what `argv[0]` names and runs it.
-    fn dispatch(&mut self, cmd: &SimpleCommand, argv: Vec<String>) -> FlowResult {
+    fn dispatch(&mut self, cmd: &SimpleCommand, argv: Vec<String>) -> R {
         let name = argv[0].clone();
         if !name.contains('/') {
             if let Some(f) = self.st.functions.get(&name).cloned() {
@@ -945,11 +946,7 @@ impl Interp {
     }
 
     /// Runs a command found through `$PATH` or given by path: a wasm program or a script.
-    pub(crate) fn run_external(
-        &mut self,
-        argv: Vec<String>,
-        env: Vec<(String, String)>,
-    ) -> FlowResult {
+    pub(crate) fn run_external(&mut self, argv: Vec<String>, env: Vec<(String, String)>) -> R {
         let name = argv[0].clone();
         let path = if name.contains('/') {
             wasmsand_vfs::path::join(&self.st.cwd, &name)
@@ -1023,7 +1020,7 @@ impl Interp {
         data: &[u8],
         argv: Vec<String>,
         env: Vec<(String, String)>,
-    ) -> FlowResult {
+    ) -> R {
         let text = String::from_utf8_lossy(data).into_owned();
         let mut interp_argv: Vec<String> = Vec::new();
         if let Some(rest) = text.strip_prefix("#!") {
@@ -1072,7 +1069,7 @@ impl Interp {
         env: Vec<(String, String)>,
         from_dash_c: bool,
         set_opts: &[(String, bool)],
-    ) -> FlowResult {
+    ) -> R {
         self.count_process()?;
         let mut child = self.fork();
         child.st.vars = crate::vars::Vars::default();
@@ -1128,7 +1125,7 @@ impl Interp {
         Ok(status)
     }
 
-    pub(crate) fn call_function(&mut self, f: &Arc<FunctionDef>, argv: Vec<String>) -> FlowResult {
+    pub(crate) fn call_function(&mut self, f: &Arc<FunctionDef>, argv: Vec<String>) -> R {
         self.enter()?;
         let saved_pos = std::mem::replace(&mut self.st.positional, argv[1..].to_vec());
         let saved_loops = std::mem::replace(&mut self.loops, 0);
@@ -1216,19 +1213,38 @@ impl Interp {
 
     // ---- redirections ----
 
-    /// Applies redirections to the descriptor table. `Ok(Err(status))` when one failed (the
-    /// message was printed; the command does not run).
-    pub(crate) fn apply_redirects(&mut self, redirs: &[Redirect]) -> FlowResult<Result<(), i32>> {
+    /// Applies redirections to the descriptor table. On success, what they replaced, for
+    /// [`Interp::restore_fds`]; `Ok(Err(status))` when one failed (the message was printed, the
+    /// table is as before, the command does not run).
+    pub(crate) fn apply_redirects(&mut self, redirs: &[Redirect]) -> R<Result<Vec<Saved>, i32>> {
+        let mut saved = Vec::new();
         for r in redirs {
-            if let Err(msg) = self.redirect(r)? {
-                self.err(&msg);
-                return Ok(Err(1));
+            match self.redirect(r, &mut saved) {
+                Ok(Ok(())) => {}
+                Ok(Err(msg)) => {
+                    self.err(&msg);
+                    self.restore_fds(saved);
+                    return Ok(Err(1));
+                }
+                Err(e) => {
+                    self.restore_fds(saved);
+                    return Err(e);
+                }
             }
         }
-        Ok(Ok(()))
+        Ok(Ok(saved))
     }
 
-    fn redirect(&mut self, r: &Redirect) -> FlowResult<Result<(), String>> {
+    /// Puts back the descriptors a command's redirections replaced. Only those: what the
+    /// command itself did to others (`exec 3>f` in a redirected group, `{name}>f`) stays, as in
+    /// bash.
+    pub(crate) fn restore_fds(&mut self, saved: Vec<Saved>) {
+        for s in saved.into_iter().rev() {
+            self.fds.restore(s);
+        }
+    }
+
+    fn redirect(&mut self, r: &Redirect, saved: &mut Vec<Saved>) -> R<Result<(), String>> {
         let default_fd = match r.op {
             RedirOp::Read
             | RedirOp::ReadWrite
@@ -1237,10 +1253,60 @@ impl Interp {
             | RedirOp::HereString => 0,
             _ => 1,
         };
-        let fd = r.fd.unwrap_or(default_fd);
-        if fd > 9 {
-            return Ok(Err(format!("{fd}: Bad file descriptor")));
+        if let Some(name) = &r.fd_var {
+            return self.redirect_named(r, name);
         }
+        let fd = r.fd.unwrap_or(default_fd);
+        if fd > MAX_FD {
+            // bash names what it failed to copy, or the descriptor it failed to open.
+            let what = match (&r.op, &r.target) {
+                (RedirOp::DupRead | RedirOp::DupWrite, RedirTarget::Word(w)) => {
+                    crate::expand::source_text(w)
+                }
+                _ => fd.to_string(),
+            };
+            return Ok(Err(format!("{what}: Bad file descriptor")));
+        }
+        saved.push(self.fds.take_snapshot(fd));
+        if matches!(r.op, RedirOp::WriteAll | RedirOp::AppendAll)
+            || (r.op == RedirOp::DupWrite && r.fd.is_none())
+        {
+            saved.push(self.fds.take_snapshot(2));
+        }
+        self.redirect_to(r, fd)
+    }
+
+    /// `{name}>file`: the file opens on the lowest free descriptor from 10, whose number goes
+    /// into `name`; `{name}>&-` closes the descriptor `name` holds. Neither is undone after
+    /// the command.
+    fn redirect_named(&mut self, r: &Redirect, name: &str) -> R<Result<(), String>> {
+        let closing = matches!(r.op, RedirOp::DupRead | RedirOp::DupWrite)
+            && matches!(&r.target, RedirTarget::Word(w) if crate::expand::source_text(w) == "-");
+        if closing {
+            let n = self
+                .get_var(name)
+                .and_then(|v| v.trim().parse::<u32>().ok());
+            let Some(n) = n.filter(|n| *n <= MAX_FD) else {
+                return Ok(Err(format!("{name}: ambiguous redirect")));
+            };
+            self.fds.set(n, None);
+            return Ok(Ok(()));
+        }
+        let Some(fd) = self.fds.free_from_10() else {
+            return Ok(Err(format!("{name}: Too many open files")));
+        };
+        if let Err(m) = self.redirect_to(r, fd)? {
+            return Ok(Err(m));
+        }
+        if let Err(m) = self.set_var(name, fd.to_string()) {
+            self.fds.set(fd, None);
+            self.err(&m);
+            return Ok(Err(format!("{name}: cannot assign fd to variable")));
+        }
+        Ok(Ok(()))
+    }
+
+    fn redirect_to(&mut self, r: &Redirect, fd: u32) -> R<Result<(), String>> {
         let word = match &r.target {
             RedirTarget::HereDoc(h) => {
                 let body = if h.quoted {
@@ -1278,11 +1344,12 @@ impl Interp {
                 }
                 let src = target.trim_end_matches('-');
                 if let Ok(n) = src.parse::<u32>() {
-                    let Some(entry) = self.fds.get(n).cloned() else {
+                    if !self.fds.dup(n, fd, r.op == RedirOp::DupWrite) {
                         return Ok(Err(format!("{n}: Bad file descriptor")));
-                    };
-                    self.fds.set(fd, Some(entry));
-                    if target.ends_with('-') {
+                    }
+                    // bash does not reopen a moved descriptor after the command
+                    // (`echo a 3>&1-` leaves stdout closed).
+                    if target.ends_with('-') && n != fd {
                         self.fds.set(n, None);
                     }
                     return Ok(Ok(()));
@@ -1316,7 +1383,7 @@ impl Interp {
                     return Ok(Err(format!("{target}: {}", strerror(e.errno))));
                 }
                 let f = OpenFile::new(self.rt.vfs.clone(), abs, false);
-                self.fds.set(fd, Some(Fd::In(InSrc::File(f))));
+                self.fds.set_rw(fd, f);
                 Ok(Ok(()))
             }
             RedirOp::Write | RedirOp::Clobber | RedirOp::Append => {
@@ -1344,7 +1411,7 @@ impl Interp {
         }
     }
 
-    pub(crate) fn check_size(&mut self, len: usize, what: &str) -> FlowResult<()> {
+    pub(crate) fn check_size(&mut self, len: usize, what: &str) -> R<()> {
         if len > self.st.limits.max_word_bytes {
             return Err(self.limit(format!(
                 "{what}: too large ({len} bytes, limit: {})",
@@ -1381,7 +1448,7 @@ impl Interp {
         target: &str,
         append: bool,
         clobber: bool,
-    ) -> FlowResult<Result<Output, String>> {
+    ) -> R<Result<Output, String>> {
         match target {
             "/dev/null" => return Ok(Ok(Output::Null)),
             "/dev/stdout" => return Ok(Ok(self.fds.output(1).unwrap_or(Output::Null))),

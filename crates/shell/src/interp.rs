@@ -211,8 +211,7 @@ pub(crate) enum Flow {
     Abort(Abort),
 }
 
-/// What an interpreter step returns: its status (or value), or control flow leaving it.
-pub(crate) type FlowResult<T = i32> = Result<T, Flow>;
+pub(crate) type R<T = i32> = Result<T, Flow>;
 
 /// What a run shares across its threads (pipeline stages, background jobs).
 pub(crate) struct Runtime {
@@ -309,20 +308,99 @@ pub(crate) enum InSrc {
     Bytes(Arc<Mutex<(bytes::Bytes, usize)>>),
 }
 
-/// The descriptor table: 0..=9 as bash allows in redirections.
+/// The highest descriptor a redirection may name: bash's limit is the process's open-file
+/// limit, 1024 by default.
+pub(crate) const MAX_FD: u32 = 1023;
+
+/// The descriptor table.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Fds {
-    pub slots: [Option<Fd>; 10],
+    slots: BTreeMap<u32, Slot>,
+}
+
+#[derive(Debug, Clone)]
+struct Slot {
+    fd: Fd,
+    /// Opened with `<>`: its copies may be read and written (the file shares one offset).
+    rw: Option<OpenFile>,
 }
 
 impl Fds {
     pub fn get(&self, fd: u32) -> Option<&Fd> {
-        self.slots.get(fd as usize).and_then(Option::as_ref)
+        self.slots.get(&fd).map(|s| &s.fd)
     }
 
     pub fn set(&mut self, fd: u32, v: Option<Fd>) {
-        if let Some(slot) = self.slots.get_mut(fd as usize) {
-            *slot = v;
+        match v {
+            Some(fd_entry) if fd <= MAX_FD => {
+                self.slots.insert(
+                    fd,
+                    Slot {
+                        fd: fd_entry,
+                        rw: None,
+                    },
+                );
+            }
+            _ => {
+                self.slots.remove(&fd);
+            }
+        }
+    }
+
+    /// Opens `fd` on a file for reading and writing (`<>`).
+    pub fn set_rw(&mut self, fd: u32, f: OpenFile) {
+        if fd <= MAX_FD {
+            self.slots.insert(
+                fd,
+                Slot {
+                    fd: Fd::In(InSrc::File(f.clone())),
+                    rw: Some(f),
+                },
+            );
+        }
+    }
+
+    /// Makes `to` a copy of `from` for reading or writing (`to<&from`, `to>&from`); a `<>`
+    /// descriptor serves either way. False when `from` is not open.
+    pub fn dup(&mut self, from: u32, to: u32, write: bool) -> bool {
+        let Some(slot) = self.slots.get(&from).cloned() else {
+            return false;
+        };
+        let slot = match slot.rw {
+            Some(f) => Slot {
+                fd: if write {
+                    Fd::Out(Output::File(f.clone()))
+                } else {
+                    Fd::In(InSrc::File(f.clone()))
+                },
+                rw: Some(f),
+            },
+            None => slot,
+        };
+        if to <= MAX_FD {
+            self.slots.insert(to, slot);
+        }
+        true
+    }
+
+    /// The lowest free descriptor from 10 up, as bash gives `{name}>file`.
+    pub fn free_from_10(&self) -> Option<u32> {
+        (10..=MAX_FD).find(|n| !self.slots.contains_key(n))
+    }
+
+    /// The entry of `fd` with its read-write state, to put back after a redirection.
+    pub(crate) fn take_snapshot(&self, fd: u32) -> Saved {
+        Saved(fd, self.slots.get(&fd).cloned())
+    }
+
+    pub(crate) fn restore(&mut self, s: Saved) {
+        match s.1 {
+            Some(slot) => {
+                self.slots.insert(s.0, slot);
+            }
+            None => {
+                self.slots.remove(&s.0);
+            }
         }
     }
 
@@ -345,6 +423,10 @@ impl Fds {
         }
     }
 }
+
+/// One descriptor as it was before a command's redirections changed it.
+#[derive(Debug, Clone)]
+pub(crate) struct Saved(u32, Option<Slot>);
 
 /// A running interpreter: the session state plus this thread's view of the run.
 pub(crate) struct Interp {
@@ -474,7 +556,7 @@ impl Interp {
     }
 
     /// The deadline and cancellation, checked in every loop iteration and command.
-    pub fn check(&self) -> FlowResult<()> {
+    pub fn check(&self) -> R<()> {
         if self.rt.aborted.load(Ordering::Relaxed) {
             let a = self.rt.abort.lock().clone().unwrap_or(Abort::Cancelled);
             return Err(Flow::Abort(a));
@@ -834,7 +916,7 @@ impl Interp {
         program: &Program,
         argv: Vec<String>,
         env: Vec<(String, String)>,
-    ) -> FlowResult<i32> {
+    ) -> R<i32> {
         self.check()?;
         self.count_process()?;
         let stdout = self.fds.output(1).unwrap_or(Output::Null);
@@ -888,7 +970,7 @@ impl Interp {
         }
     }
 
-    pub fn count_process(&mut self) -> FlowResult<()> {
+    pub fn count_process(&mut self) -> R<()> {
         let n = self.rt.processes.fetch_add(1, Ordering::SeqCst) + 1;
         self.usage.processes.fetch_add(1, Ordering::Relaxed);
         if n > self.st.limits.max_processes {

@@ -22,7 +22,7 @@ pub const MAX_DEPTH: usize = 200;
 
 const DEPTH_MESSAGE: &str = "maximum nesting depth exceeded";
 
-type ParseResult<T> = Result<T, ParseError>;
+type R<T> = Result<T, ParseError>;
 
 /// Parses a whole script.
 pub fn parse(source: &str) -> Result<Script, ParseError> {
@@ -91,8 +91,8 @@ fn run_passes<T>(
     depth: usize,
     line_base: usize,
     opts: &ParseOptions,
-    f: impl Fn(&mut Parser<'_>) -> ParseResult<T>,
-) -> ParseResult<T> {
+    f: impl Fn(&mut Parser<'_>) -> R<T>,
+) -> R<T> {
     if depth > MAX_DEPTH {
         return Err(ParseError {
             line: line_base,
@@ -449,7 +449,7 @@ impl<'a> Parser<'a> {
         self.unexpected()
     }
 
-    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> ParseResult<T>) -> ParseResult<T> {
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(self.err_at(self.pos, DEPTH_MESSAGE));
@@ -476,7 +476,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn skip_linebreaks(&mut self) -> ParseResult<()> {
+    fn skip_linebreaks(&mut self) -> R<()> {
         loop {
             self.skip_blanks();
             if self.at(0) == Some(b'\n') {
@@ -489,7 +489,7 @@ impl<'a> Parser<'a> {
 
     /// Consumes a newline token; the bodies of the here-documents started on its line follow.
     #[inline(never)]
-    fn newline(&mut self) -> ParseResult<()> {
+    fn newline(&mut self) -> R<()> {
         self.pos += 1;
         if self.pending.is_empty() {
             return Ok(());
@@ -569,7 +569,7 @@ impl<'a> Parser<'a> {
             .find(|w| self.starts(w) && self.delim_at(w.len()))
     }
 
-    fn expect_reserved(&mut self, word: &str) -> ParseResult<()> {
+    fn expect_reserved(&mut self, word: &str) -> R<()> {
         self.skip_blanks();
         if self.peek_reserved() == Some(word) {
             self.pos += word.len();
@@ -592,7 +592,7 @@ impl<'a> Parser<'a> {
 
     // ----- lists, pipelines, commands -----
 
-    fn program(&mut self) -> ParseResult<Script> {
+    fn program(&mut self) -> R<Script> {
         let s = self.list()?;
         self.skip_linebreaks()?;
         if !self.eof() {
@@ -602,14 +602,14 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn list(&mut self) -> ParseResult<Script> {
+    fn list(&mut self) -> R<Script> {
         self.list_depth += 1;
         let r = self.list_items();
         self.list_depth -= 1;
         r
     }
 
-    fn list_items(&mut self) -> ParseResult<Script> {
+    fn list_items(&mut self) -> R<Script> {
         let mut items = Vec::new();
         let top = self.list_depth == 1 && self.depth == 0;
         let mut extglob_next: Option<bool> = None;
@@ -651,7 +651,7 @@ impl<'a> Parser<'a> {
         Ok(Script { items })
     }
 
-    fn nonempty_list(&mut self) -> ParseResult<Script> {
+    fn nonempty_list(&mut self) -> R<Script> {
         let s = self.list()?;
         if s.items.is_empty() {
             return Err(self.unexpected());
@@ -660,7 +660,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn and_or(&mut self) -> ParseResult<AndOr> {
+    fn and_or(&mut self) -> R<AndOr> {
         let first = self.pipeline()?;
         let mut rest = Vec::new();
         loop {
@@ -678,7 +678,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn pipeline(&mut self) -> ParseResult<Pipeline> {
+    fn pipeline(&mut self) -> R<Pipeline> {
         let (mut timed, mut negated) = (false, false);
         loop {
             self.skip_blanks();
@@ -709,6 +709,7 @@ impl<'a> Parser<'a> {
                     self.pos += 2;
                     let dup = Redirect {
                         fd: Some(2),
+                        fd_var: None,
                         op: RedirOp::DupWrite,
                         target: RedirTarget::Word(Word::literal("1")),
                     };
@@ -737,7 +738,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn command(&mut self) -> ParseResult<Command> {
+    fn command(&mut self) -> R<Command> {
         self.skip_blanks();
         self.alias_next = None;
         self.expand_aliases_here(true);
@@ -774,7 +775,7 @@ impl<'a> Parser<'a> {
 
     /// A compound command and the redirections after it.
     #[inline(never)]
-    fn compound(&mut self) -> ParseResult<Command> {
+    fn compound(&mut self) -> R<Command> {
         let cc = if self.starts("((") {
             let open = self.pos;
             match self.try_dparen()? {
@@ -816,7 +817,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn subshell(&mut self) -> ParseResult<CompoundCommand> {
+    fn subshell(&mut self) -> R<CompoundCommand> {
         self.pos += 1;
         let body = self.nonempty_list()?;
         self.skip_blanks();
@@ -828,7 +829,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn if_command(&mut self) -> ParseResult<CompoundCommand> {
+    fn if_command(&mut self) -> R<CompoundCommand> {
         self.pos += 2;
         let mut branches = Vec::new();
         let mut else_body = None;
@@ -860,7 +861,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn while_command(&mut self, until: bool) -> ParseResult<CompoundCommand> {
+    fn while_command(&mut self, until: bool) -> R<CompoundCommand> {
         self.pos += 5;
         let cond = self.nonempty_list()?;
         let body = self.do_group()?;
@@ -873,7 +874,7 @@ impl<'a> Parser<'a> {
 
     /// `do list done`, or `{ list }` which bash accepts after `for` too.
     #[inline(never)]
-    fn do_group(&mut self) -> ParseResult<Script> {
+    fn do_group(&mut self) -> R<Script> {
         self.skip_linebreaks()?;
         match self.peek_reserved() {
             Some("do") => {
@@ -893,7 +894,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn for_command(&mut self, select: bool) -> ParseResult<CompoundCommand> {
+    fn for_command(&mut self, select: bool) -> R<CompoundCommand> {
         self.pos += if select { 6 } else { 3 };
         self.skip_blanks();
         if !select && self.starts("((") {
@@ -938,7 +939,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn arith_for(&mut self) -> ParseResult<CompoundCommand> {
+    fn arith_for(&mut self) -> R<CompoundCommand> {
         let open = self.pos;
         self.pos += 2;
         let mut parts = Vec::new();
@@ -970,7 +971,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn case_command(&mut self) -> ParseResult<CompoundCommand> {
+    fn case_command(&mut self) -> R<CompoundCommand> {
         self.pos += 4;
         self.skip_blanks();
         if self.delim_at(0) {
@@ -1042,7 +1043,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn function_keyword(&mut self) -> ParseResult<Command> {
+    fn function_keyword(&mut self) -> R<Command> {
         self.pos += 8;
         self.skip_blanks();
         if self.delim_at(0) {
@@ -1064,7 +1065,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn function_body(&mut self, name: String) -> ParseResult<Command> {
+    fn function_body(&mut self, name: String) -> R<Command> {
         self.skip_linebreaks()?;
         if !self.at_compound_start() {
             return Err(self.unexpected());
@@ -1077,7 +1078,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn simple(&mut self) -> ParseResult<Command> {
+    fn simple(&mut self) -> R<Command> {
         let line = self.line_at(self.pos);
         let mut assignments = Vec::new();
         let mut words: Vec<Arg> = Vec::new();
@@ -1181,14 +1182,35 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn try_redirect(&mut self) -> ParseResult<Option<Redirect>> {
+    fn try_redirect(&mut self) -> R<Option<Redirect>> {
         let start = self.pos;
         let mut i = 0;
         while self.at(i).is_some_and(|c| c.is_ascii_digit()) {
             i += 1;
         }
         let mut fd = None;
-        if i > 0 {
+        let mut fd_var = None;
+        if i == 0 && self.at(0) == Some(b'{') {
+            // `{name}>file`: a name in braces right before the operator.
+            let mut j = 1;
+            while self
+                .at(j)
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_')
+            {
+                j += 1;
+            }
+            let name = &self.src[start + 1..start + j];
+            if j > 1
+                && !name[0].is_ascii_digit()
+                && self.at(j) == Some(b'}')
+                && matches!(self.at(j + 1), Some(b'<' | b'>'))
+                && self.at(j + 2) != Some(b'(')
+            {
+                fd_var = Some(lossy(name));
+                i = j + 1;
+            }
+        }
+        if i > 0 && fd_var.is_none() {
             if !matches!(self.at(i), Some(b'<' | b'>')) {
                 return Ok(None);
             }
@@ -1254,6 +1276,7 @@ impl<'a> Parser<'a> {
             let body = self.bodies.get(&op_pos).cloned().unwrap_or_default();
             return Ok(Some(Redirect {
                 fd,
+                fd_var,
                 op,
                 target: RedirTarget::HereDoc(HereDoc {
                     delimiter: lossy(&delimiter),
@@ -1272,6 +1295,7 @@ impl<'a> Parser<'a> {
         };
         Ok(Some(Redirect {
             fd,
+            fd_var,
             op,
             target: RedirTarget::Word(target),
         }))
@@ -1307,7 +1331,7 @@ impl<'a> Parser<'a> {
 
     /// `name=`, `name+=`, `name[sub]=` at the current position, with its value.
     #[inline(never)]
-    fn try_assignment(&mut self) -> ParseResult<Option<Assignment>> {
+    fn try_assignment(&mut self) -> R<Option<Assignment>> {
         let start = self.pos;
         if !self.at(0).is_some_and(is_name_start) {
             return Ok(None);
@@ -1355,7 +1379,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn array_literal(&mut self) -> ParseResult<Vec<ArrayElem>> {
+    fn array_literal(&mut self) -> R<Vec<ArrayElem>> {
         let open = self.pos;
         self.pos += 1;
         let mut elems = Vec::new();
@@ -1404,7 +1428,7 @@ impl<'a> Parser<'a> {
     // ----- [[ ]] -----
 
     #[inline(never)]
-    fn cond_command(&mut self) -> ParseResult<CompoundCommand> {
+    fn cond_command(&mut self) -> R<CompoundCommand> {
         self.pos += 2;
         self.in_cond += 1;
         let e = self.cond_or();
@@ -1456,11 +1480,11 @@ impl<'a> Parser<'a> {
         !(self.delim_at(0) || (self.starts("]]") && self.delim_at(2)))
     }
 
-    fn cond_or(&mut self) -> ParseResult<CondExpr> {
+    fn cond_or(&mut self) -> R<CondExpr> {
         self.cond_chain("||", Self::cond_and, CondExpr::Or)
     }
 
-    fn cond_and(&mut self) -> ParseResult<CondExpr> {
+    fn cond_and(&mut self) -> R<CondExpr> {
         self.cond_chain("&&", Self::cond_term, CondExpr::And)
     }
 
@@ -1468,9 +1492,9 @@ impl<'a> Parser<'a> {
     fn cond_chain(
         &mut self,
         op: &str,
-        operand: fn(&mut Self) -> ParseResult<CondExpr>,
+        operand: fn(&mut Self) -> R<CondExpr>,
         join: fn(Box<CondExpr>, Box<CondExpr>) -> CondExpr,
-    ) -> ParseResult<CondExpr> {
+    ) -> R<CondExpr> {
         let mut lhs = operand(self)?;
         loop {
             self.cond_skip();
@@ -1484,7 +1508,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn cond_term(&mut self) -> ParseResult<CondExpr> {
+    fn cond_term(&mut self) -> R<CondExpr> {
         self.cond_skip();
         if self.at(0) == Some(b'!') && self.delim_at(1) {
             self.pos += 1;
@@ -1609,14 +1633,14 @@ impl<'a> Parser<'a> {
 
     /// A command argument: parsed, then brace expansion markers found.
     #[inline(never)]
-    fn command_word(&mut self) -> ParseResult<Word> {
+    fn command_word(&mut self) -> R<Word> {
         let parts = self.word_parts(Mode::Normal, Tilde::Start)?;
         let parts = self.braces(parts)?;
         Ok(Word { parts })
     }
 
     #[inline(never)]
-    fn word_parts(&mut self, mode: Mode, tilde: Tilde) -> ParseResult<Vec<WordPart>> {
+    fn word_parts(&mut self, mode: Mode, tilde: Tilde) -> R<Vec<WordPart>> {
         let quoted_ctx = matches!(
             mode,
             Mode::DQuote | Mode::HereDoc | Mode::Param { dq: true, .. }
@@ -1814,7 +1838,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn double_quoted(&mut self) -> ParseResult<WordPart> {
+    fn double_quoted(&mut self) -> R<WordPart> {
         let open = self.pos;
         self.pos += 1;
         let parts = self.word_parts(Mode::DQuote, Tilde::No)?;
@@ -1827,7 +1851,7 @@ impl<'a> Parser<'a> {
 
     /// Body of `$(`, `<(`, `>(`: a script up to the closing parenthesis.
     #[inline(never)]
-    fn subst_body(&mut self, _open: usize) -> ParseResult<Script> {
+    fn subst_body(&mut self, _open: usize) -> R<Script> {
         let s = self.list()?;
         self.skip_linebreaks()?;
         match self.at(0) {
@@ -1841,7 +1865,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn backtick(&mut self, in_dq: bool) -> ParseResult<WordPart> {
+    fn backtick(&mut self, in_dq: bool) -> R<WordPart> {
         let open = self.pos;
         self.pos += 1;
         let mut content = Vec::new();
@@ -1885,7 +1909,7 @@ impl<'a> Parser<'a> {
 
     /// At `$`: the expansion, or `None` when the `$` is literal.
     #[inline(never)]
-    fn dollar(&mut self, quoted_ctx: bool) -> ParseResult<Option<WordPart>> {
+    fn dollar(&mut self, quoted_ctx: bool) -> R<Option<WordPart>> {
         let open = self.pos;
         let Some(n) = self.at(1) else { return Ok(None) };
         Ok(Some(match n {
@@ -1947,7 +1971,7 @@ impl<'a> Parser<'a> {
 
     /// `$'...'` with the current position after the opening quote.
     #[inline(never)]
-    fn ansi_c(&mut self, open: usize) -> ParseResult<String> {
+    fn ansi_c(&mut self, open: usize) -> R<String> {
         let mut out: Vec<u8> = Vec::new();
         loop {
             let Some(c) = self.at(0) else {
@@ -2062,7 +2086,7 @@ impl<'a> Parser<'a> {
         None
     }
 
-    fn opt_subscript(&mut self, open: usize) -> ParseResult<Option<Subscript>> {
+    fn opt_subscript(&mut self, open: usize) -> R<Option<Subscript>> {
         if self.at(0) != Some(b'[') {
             return Ok(None);
         }
@@ -2085,7 +2109,7 @@ impl<'a> Parser<'a> {
 
     /// `${...}` with the position after `${`; `open` is the `$`.
     #[inline(never)]
-    fn param_brace(&mut self, open: usize, in_dq: bool) -> ParseResult<WordPart> {
+    fn param_brace(&mut self, open: usize, in_dq: bool) -> R<WordPart> {
         let make = |param, subscript, indirect, op| {
             WordPart::Param(Box::new(ParamExp {
                 param,
@@ -2155,7 +2179,7 @@ impl<'a> Parser<'a> {
         let Some(c) = self.at(0) else {
             return Err(self.unclosed(open, "}"));
         };
-        let word = |p: &mut Self, dq: bool| -> ParseResult<Word> {
+        let word = |p: &mut Self, dq: bool| -> R<Word> {
             let parts = p.word_parts(Mode::Param { dq, slash: false }, Tilde::Start)?;
             if p.at(0) != Some(b'}') {
                 return Err(p.unclosed(open, "}"));
@@ -2272,7 +2296,7 @@ impl<'a> Parser<'a> {
 
     /// A `${...}` bash accepts when parsing and rejects when expanding: skip to its `}`.
     #[inline(never)]
-    fn bad_subst(&mut self, open: usize) -> ParseResult<WordPart> {
+    fn bad_subst(&mut self, open: usize) -> R<WordPart> {
         let mut depth = 0usize;
         while let Some(c) = self.at(0) {
             self.pos += 1;
@@ -2301,7 +2325,7 @@ impl<'a> Parser<'a> {
     /// At `((`: an arithmetic expression up to `))`, or `None` (position unchanged) when the
     /// parentheses turn out to be nested subshells or a command substitution.
     #[inline(never)]
-    fn try_dparen(&mut self) -> ParseResult<Option<Arith>> {
+    fn try_dparen(&mut self) -> R<Option<Arith>> {
         let open = self.pos;
         if self.not_arith.contains(&open) {
             return Ok(None);
@@ -2321,7 +2345,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn finish_arith(&self, tokens: Vec<Token>, start: usize, end: usize) -> ParseResult<Arith> {
+    fn finish_arith(&self, tokens: Vec<Token>, start: usize, end: usize) -> R<Arith> {
         let source = lossy(&self.src[start..end]);
         let budget = MAX_DEPTH.saturating_sub(self.depth);
         match arith::parse_tokens(tokens, &source, budget) {
@@ -2334,11 +2358,7 @@ impl<'a> Parser<'a> {
     /// expression text ends, and the byte that ended it; `None` for a `((` that is no
     /// arithmetic.
     #[inline(never)]
-    fn arith_tokens(
-        &mut self,
-        end: ArithEnd,
-        open: usize,
-    ) -> ParseResult<Option<(Vec<Token>, usize, u8)>> {
+    fn arith_tokens(&mut self, end: ArithEnd, open: usize) -> R<Option<(Vec<Token>, usize, u8)>> {
         let start = self.pos;
         let mut tokens = Vec::new();
         let (mut parens, mut brackets, mut ternary) = (0usize, 0usize, 0usize);
@@ -2462,7 +2482,7 @@ impl<'a> Parser<'a> {
     /// Finds brace expansions in a parsed word. Matching braces are paired in one pass with a
     /// stack, so a word full of unmatched `{` stays linear.
     #[inline(never)]
-    fn braces(&self, parts: Vec<WordPart>) -> ParseResult<Vec<WordPart>> {
+    fn braces(&self, parts: Vec<WordPart>) -> R<Vec<WordPart>> {
         let has_brace = parts
             .iter()
             .any(|p| matches!(p, WordPart::Literal(s) if s.contains('{')));

@@ -193,6 +193,9 @@ impl Printer {
                 self.out.push(' ');
             }
             match (r.fd, r.op) {
+                _ if r.fd_var.is_some() => self
+                    .out
+                    .push_str(&format!("{{{}}}", r.fd_var.as_deref().unwrap_or(""))),
                 (Some(fd), _) => self.out.push_str(&fd.to_string()),
                 // bash spells out the descriptor of a bare `>&2` / `<&3`.
                 (None, RedirOp::DupWrite) => self.out.push('1'),
