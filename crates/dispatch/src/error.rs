@@ -3,10 +3,17 @@ use wasmsand::SandboxError;
 
 /// JSON-RPC 2.0 error codes used on the wire.
 pub mod code {
+    /// The line is not JSON, or is over the line cap (then `data.kind` is
+    /// `request_too_large`).
     pub const PARSE_ERROR: i64 = -32700;
+    /// JSON, but not a JSON-RPC 2.0 request object.
     pub const INVALID_REQUEST: i64 = -32600;
+    /// No method of that name.
     pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// A parameter is missing, of the wrong type or out of range, or the `sandboxId` is
+    /// unknown (`data.kind` tells which).
     pub const INVALID_PARAMS: i64 = -32602;
+    /// A failure of the server itself, never of the request.
     pub const INTERNAL_ERROR: i64 = -32603;
     /// A sandbox operation failed (a filesystem errno, a destroyed sandbox). The source
     /// system's server answered these with code 1 and its clients expect that, so the code
@@ -17,14 +24,25 @@ pub mod code {
 /// The stable names sent as `error.data.kind`, one per kind of failure, so that clients branch
 /// on them instead of on message text (messages may be reworded; kinds may not).
 pub mod kind {
+    /// With [`code::PARSE_ERROR`](super::code::PARSE_ERROR): the line is not JSON.
     pub const PARSE_ERROR: &str = "parse_error";
+    /// With [`code::PARSE_ERROR`](super::code::PARSE_ERROR): the line passed the line cap
+    /// (`limits.rpcBytes`) and was dropped unread.
     pub const REQUEST_TOO_LARGE: &str = "request_too_large";
+    /// With [`code::INVALID_REQUEST`](super::code::INVALID_REQUEST).
     pub const INVALID_REQUEST: &str = "invalid_request";
+    /// With [`code::METHOD_NOT_FOUND`](super::code::METHOD_NOT_FOUND).
     pub const METHOD_NOT_FOUND: &str = "method_not_found";
+    /// With [`code::INVALID_PARAMS`](super::code::INVALID_PARAMS): a bad parameter.
     pub const INVALID_PARAMS: &str = "invalid_params";
+    /// With [`code::INTERNAL_ERROR`](super::code::INTERNAL_ERROR).
     pub const INTERNAL: &str = "internal";
+    /// The `sandboxId` names no live fork (never made, destroyed, or its root killed);
+    /// `data.sandboxId` repeats it.
     pub const UNKNOWN_SANDBOX: &str = "unknown_sandbox";
+    /// `snapshot.restore` named a snapshot id this sandbox does not hold.
     pub const UNKNOWN_SNAPSHOT: &str = "unknown_snapshot";
+    /// The root sandbox was destroyed by `kill`; every later request gets this.
     pub const SANDBOX_DESTROYED: &str = "sandbox_destroyed";
     /// A filesystem call failed; `data.errno` names the errno, `data.path` the path.
     pub const FILESYSTEM: &str = "filesystem";
@@ -40,8 +58,12 @@ pub mod kind {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message} ({code})")]
 pub struct RpcError {
+    /// One of [`code`]'s values (or a peer's own, for errors relayed from a client).
     pub code: i64,
+    /// Human-readable; may be reworded, so clients branch on `data.kind`, never on this.
     pub message: String,
+    /// `{"kind": ...}` from [`kind`] plus what that kind adds (`errno`, `path`, `sandboxId`,
+    /// `conflicts`); `None` only for errors relayed from a peer without one.
     pub data: Option<Value>,
 }
 
@@ -59,7 +81,8 @@ impl RpcError {
         Self::with_kind(code, message, kind)
     }
 
-    pub fn with_kind(code: i64, message: impl Into<String>, kind: &str) -> Self {
+    /// An error with an explicit `data.kind`, for kinds that share a code.
+    pub(crate) fn with_kind(code: i64, message: impl Into<String>, kind: &str) -> Self {
         Self {
             code,
             message: message.into(),
@@ -72,11 +95,13 @@ impl RpcError {
         self.data.as_ref()?.get("kind")?.as_str()
     }
 
-    pub fn parse_error() -> Self {
+    /// The line is not JSON.
+    pub(crate) fn parse_error() -> Self {
         Self::new(code::PARSE_ERROR, "Parse error")
     }
 
-    pub fn too_large() -> Self {
+    /// The line passed the line cap.
+    pub(crate) fn too_large() -> Self {
         Self::with_kind(
             code::PARSE_ERROR,
             "Request too large",
@@ -93,26 +118,31 @@ impl RpcError {
         )
     }
 
-    pub fn invalid_request(message: impl Into<String>) -> Self {
+    /// Not a JSON-RPC request object; `message` says what is wrong with it.
+    pub(crate) fn invalid_request(message: impl Into<String>) -> Self {
         Self::new(code::INVALID_REQUEST, message)
     }
 
-    pub fn method_not_found(method: &str) -> Self {
+    /// No method named `method`.
+    pub(crate) fn method_not_found(method: &str) -> Self {
         Self::new(
             code::METHOD_NOT_FOUND,
             format!("Method not found: {method}"),
         )
     }
 
-    pub fn invalid_params(message: impl Into<String>) -> Self {
+    /// A bad parameter; `message` names it and what was expected.
+    pub(crate) fn invalid_params(message: impl Into<String>) -> Self {
         Self::new(code::INVALID_PARAMS, message)
     }
 
-    pub fn internal(message: impl std::fmt::Display) -> Self {
+    /// A failure of the server itself.
+    pub(crate) fn internal(message: impl std::fmt::Display) -> Self {
         Self::new(code::INTERNAL_ERROR, format!("Internal error: {message}"))
     }
 
-    pub fn unknown_sandbox(id: &str) -> Self {
+    /// `id` names no live fork.
+    pub(crate) fn unknown_sandbox(id: &str) -> Self {
         Self {
             code: code::INVALID_PARAMS,
             message: format!("Unknown sandboxId: {id}"),

@@ -53,13 +53,18 @@ pub type ClientCall = Arc<dyn Fn(&str, Value) -> Result<Value, String> + Send + 
 /// Smallest and largest line cap a client may ask for with `create`'s `limits.rpcBytes`, so
 /// that a client can neither make every request too large nor lift the memory bound.
 pub const MIN_RPC_BYTES: u64 = 1024;
+/// See [`MIN_RPC_BYTES`].
 pub const MAX_RPC_BYTES: u64 = 128 * 1024 * 1024;
 
 /// How the root sandbox is made (a `create` request can still change its limits).
 #[derive(Debug, Clone, Default)]
 pub struct DispatchConfig {
+    /// The root sandbox's limits; `limits.rpc_bytes` is also the line cap a transport reads
+    /// with until a `create` changes it.
     pub limits: Limits,
+    /// Environment variables set in the root sandbox's shell (forks inherit them).
     pub env: Vec<(String, String)>,
+    /// Where compiled guest modules are cached on disk (`None`: the default cache).
     pub cache_dir: Option<PathBuf>,
 }
 
@@ -68,7 +73,10 @@ pub struct DispatchConfig {
 pub struct Request {
     /// `None` for a notification (no answer is sent).
     pub id: Option<Value>,
+    /// The method name, e.g. `run` or `files.write`.
     pub method: String,
+    /// The named parameters (an absent or null `params` is an empty object; positional ones
+    /// are refused with `invalid_params`).
     pub params: Map<String, Value>,
 }
 
@@ -177,6 +185,7 @@ impl Dispatcher {
         *self.notifier.lock() = Some(notify);
     }
 
+    /// A dispatcher whose root sandbox is made from `config` on first use.
     pub fn new(config: DispatchConfig) -> Dispatcher {
         Dispatcher {
             rpc_bytes: AtomicU64::new(config.limits.rpc_bytes),

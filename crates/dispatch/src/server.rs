@@ -50,6 +50,8 @@ struct Inner {
 }
 
 impl Server {
+    /// A server over `dispatcher` that writes every answer, notification and call to the
+    /// client through `sink` (from any thread; the transport serializes the writes).
     pub fn new(dispatcher: Arc<Dispatcher>, sink: Notify) -> Server {
         let sealed = Arc::new(Mutex::new(false));
         let raw_sink = sink;
@@ -95,6 +97,7 @@ impl Server {
         Server { inner }
     }
 
+    /// The dispatcher the requests go to.
     pub fn dispatcher(&self) -> &Arc<Dispatcher> {
         &self.inner.dispatcher
     }
@@ -261,8 +264,10 @@ pub const TOOL_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 /// Why a call to the client failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
+    /// The client answered with a JSON-RPC error object.
     #[error("the client answered with an error: {0}")]
     Remote(RpcError),
+    /// No answer within the call's timeout; a late answer is dropped.
     #[error("the client did not answer within {0:?}")]
     Timeout(Duration),
 }

@@ -378,7 +378,7 @@ fn notifications_get_no_answer() {
 #[test]
 fn streaming_sends_output_notifications_then_the_result() {
     let d = d();
-    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
     let notify: Notify = Arc::new(move |v| sink.lock().push(v));
     let req = json!({"jsonrpc": "2.0", "id": "r1", "method": "run",
@@ -479,8 +479,8 @@ fn line_protocol_status_reports_uptime_and_limits() {
 }
 
 /// A server whose sink records every message.
-fn recording_server() -> (Server, Arc<parking_lot::Mutex<Vec<Value>>>) {
-    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+fn recording_server() -> (Server, Arc<Mutex<Vec<Value>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
     let server = Server::new(Arc::new(d()), Arc::new(move |v| sink.lock().push(v)));
     (server, seen)
@@ -533,7 +533,7 @@ fn kill_answer_is_the_last_message() {
         "run",
         json!({"command": "sleep 30", "sandboxId": "1"}),
     );
-    std::thread::sleep(std::time::Duration::from_millis(100));
+    std::thread::sleep(Duration::from_millis(100));
     submit(&server, 3, "kill", json!({}));
     server.wait_idle();
     submit(&server, 4, "run", json!({"command": "echo late"}));
@@ -642,7 +642,7 @@ fn protocol_page_examples_hold() {
                 .strip_prefix("> ")
                 .unwrap_or_else(|| panic!("block {n}: expected a `> ` request, got {line}"));
             let req: Value = serde_json::from_str(req).expect("example requests are JSON");
-            let sent = Arc::new(parking_lot::Mutex::new(Vec::new()));
+            let sent = Arc::new(Mutex::new(Vec::new()));
             let sink = sent.clone();
             let notify: Notify = Arc::new(move |v| sink.lock().push(v));
             let answer = d.handle(&req, &notify);
