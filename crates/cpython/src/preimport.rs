@@ -20,7 +20,38 @@ use wasmsand_vfs::{Vfs, VfsOptions};
 /// - A collection and `gc.freeze()` last: the imported objects are moved out of the
 ///   collector's generations, so a run's collections do not walk (and so copy the pages of)
 ///   numpy's hundred thousand objects.
+///
+/// It also leaves one name in the turn's namespace, `_wasmsand_run(argv0, args, env)`: the
+/// command-line prelude the shell sends as each run's turn (`crates/shell/src/reactor.rs`,
+/// which describes what it does), compiled here once instead of in every run (compiling the
+/// prelude's source was a quarter of a `print(1)` run). A run's turn is then one call.
 const SOURCE: &str = r#"
+def _wasmsand_prelude():
+    import os, sys, linecache, _reactor, atexit, gc, io
+    writers = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom)
+    def run(argv0, a, env):
+        os.environ.clear()
+        os.environ.update(env)
+        linecache._interactive_cache.clear()
+        os.chdir(os.environ.get('PWD') or '/')
+        i = 0
+        while i < len(a) and a[i].startswith('-') and a[i] not in ('-', '-c', '-m'):
+            i += 2 if a[i] == '-X' else 1
+        t = a[i] if i < len(a) else '-'
+        sys.path.insert(0, '' if t in ('-', '-c') else os.getcwd() if t == '-m' else os.path.dirname(os.path.abspath(t)))
+        r = _reactor.run([argv0, *a], dict(os.environ))
+        atexit._run_exitfuncs()
+        for f in [*gc.get_objects(), sys.stdout, sys.stderr]:
+            if isinstance(f, writers):
+                try:
+                    f.flush()
+                except Exception:
+                    pass
+        os._exit(r if isinstance(r, int) else 1)
+    return run
+_wasmsand_run = _wasmsand_prelude()
+del _wasmsand_prelude
+
 def _preimport():
     import os, sys, gc
     def descriptors():

@@ -34,11 +34,12 @@ pub(crate) fn prepare(
     }
     if program.is_preinitialized() {
         // The memory was captured after a `turn` (numpy imported), and the reactor allows
-        // `run` only in an instance no turn has entered; so the command line is a turn too: the
-        // same prelude, with the arguments and the environment written into it. A turn reads
-        // neither: its `os.environ` (and wasi-libc's, read once) is the capture's. Replacing
-        // `os.environ` sets wasi-libc's too (putenv/unsetenv), so C code sees the run's.
-        // JSON strings and objects are Python literals.
+        // `run` only in an instance no turn has entered; so the command line is a turn too: a
+        // call of `_wasmsand_run`, the same prelude compiled into the captured memory
+        // (crates/cpython/src/preimport.rs), with the arguments and the environment. A turn
+        // reads neither: its `os.environ` (and wasi-libc's, read once) is the capture's.
+        // Replacing `os.environ` sets wasi-libc's too (putenv/unsetenv), so C code sees the
+        // run's. JSON strings and objects are Python literals.
         let args =
             serde_json::to_string(&argv.get(1..).unwrap_or_default()).expect("strings serialize");
         let mut vars: serde_json::Map<String, serde_json::Value> = env
@@ -48,15 +49,7 @@ pub(crate) fn prepare(
         // As the exec layer sets it for every run.
         vars.insert("PWD".into(), cwd.into());
         let vars = serde_json::Value::Object(vars).to_string();
-        let source = PRELUDE
-            .replace("ARGV0", &format!("{PYTHON_ARGV0:?}"))
-            .replace("sys.argv[1:]", &args)
-            .replace(
-                "import os, sys, linecache, _reactor\n",
-                &format!(
-                    "import os, sys, linecache, _reactor\nos.environ.clear()\nos.environ.update({vars})\n"
-                ),
-            );
+        let source = format!("_wasmsand_run({PYTHON_ARGV0:?}, {args}, {vars})\n");
         return Entry {
             function: Some("turn".into()),
             argv,

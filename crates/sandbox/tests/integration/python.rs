@@ -80,9 +80,20 @@ fn argv_environment_cwd_and_exit_codes() {
     );
     assert!(r.stderr.ends_with("ValueError: boom\n"), "{}", r.stderr);
     assert!(
-        !r.stderr.contains("_reactor") && !r.stderr.contains("chdir"),
+        !r.stderr.contains("_reactor")
+            && !r.stderr.contains("chdir")
+            && !r.stderr.contains("_wasmsand"),
         "{}",
         r.stderr
+    );
+    // The prelude (compiled into the captured memory) leaves no name in the program's
+    // `__main__`.
+    assert_eq!(
+        ok(
+            &sb,
+            "python3 -c 'print([k for k in globals() if not k.startswith(\"__\")])'"
+        ),
+        "[]\n"
     );
 }
 
