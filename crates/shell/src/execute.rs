@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 use wasmsand_exec::{OpenFile, Output, pipe};
 
 use crate::ast::*;
-use crate::interp::{Fd, Flow, InSrc, Interp, MAX_FD, R, Saved, THREAD_STACK, strerror};
+use crate::interp::{Fd, Flow, FlowResult, InSrc, Interp, MAX_FD, Saved, THREAD_STACK, strerror};
 use crate::jobs::{Job, JobKind};
 use crate::vars::{ATTR_EXPORT, Var};
 
@@ -15,7 +15,7 @@ use crate::vars::{ATTR_EXPORT, Var};
 const PIPE_BYTES: usize = 64 * 1024;
 
 impl Interp {
-    pub(crate) fn run_script(&mut self, s: &Script) -> R {
+    pub(crate) fn run_script(&mut self, s: &Script) -> FlowResult {
         let mut status = self.st.status;
         for (idx, item) in s.items.iter().enumerate() {
             self.check()?;
@@ -36,7 +36,7 @@ impl Interp {
         Ok(status)
     }
 
-    fn run_and_or(&mut self, ao: &AndOr) -> R {
+    fn run_and_or(&mut self, ao: &AndOr) -> FlowResult {
         let mut last_ran = 0usize;
         let mut status = if ao.rest.is_empty() {
             self.run_pipeline(&ao.first)?
@@ -100,7 +100,7 @@ impl Interp {
         Ok(status)
     }
 
-    fn run_err_trap(&mut self) -> R<()> {
+    fn run_err_trap(&mut self) -> FlowResult<()> {
         // Without `set -E` functions do not inherit the ERR trap.
         if self.in_trap || (!self.funcnames.is_empty() && !self.st.opts.errtrace) {
             return Ok(());
@@ -111,7 +111,7 @@ impl Interp {
         Ok(())
     }
 
-    pub(crate) fn run_trap_action(&mut self, action: &str) -> R<()> {
+    pub(crate) fn run_trap_action(&mut self, action: &str) -> FlowResult<()> {
         let saved = self.st.status;
         self.in_trap = true;
         // `$LINENO` in a trap is the line where it fired.
@@ -132,7 +132,7 @@ impl Interp {
 
     /// The RETURN trap at the end of a `source`: at the top level, under `set -T`, or in a
     /// function that set the trap itself.
-    pub(crate) fn source_return_trap(&mut self) -> R<()> {
+    pub(crate) fn source_return_trap(&mut self) -> FlowResult<()> {
         if self.in_trap {
             return Ok(());
         }
@@ -150,7 +150,7 @@ impl Interp {
     }
 
     /// `BASH_COMMAND` for the traps, and the DEBUG trap, before a simple command runs.
-    fn before_command(&mut self, cmd: &SimpleCommand) -> R<()> {
+    fn before_command(&mut self, cmd: &SimpleCommand) -> FlowResult<()> {
         let debug = self.st.traps.get("DEBUG").cloned();
         let wants_text = debug.is_some() || self.st.traps.contains_key("ERR");
         if !wants_text {
@@ -167,7 +167,7 @@ impl Interp {
     }
 
     /// `eval`: the text's lines count on from the line of the `eval` itself.
-    pub(crate) fn eval_string(&mut self, src: &str) -> R {
+    pub(crate) fn eval_string(&mut self, src: &str) -> FlowResult {
         let (line, offset) = (self.line, self.line_offset);
         self.line_offset = line;
         let r = self.eval_text(src);
@@ -176,7 +176,7 @@ impl Interp {
     }
 
     /// Parses and runs text (`eval`, traps, `bash -c` in the same state).
-    pub(crate) fn eval_text(&mut self, src: &str) -> R {
+    pub(crate) fn eval_text(&mut self, src: &str) -> FlowResult {
         if crate::needs_line_reading(self, src) {
             self.enter()?;
             let r = self.eval_by_lines(src);
@@ -199,7 +199,7 @@ impl Interp {
 
     /// `eval` text read a complete command at a time, so an alias it defines applies to the
     /// lines after it.
-    fn eval_by_lines(&mut self, src: &str) -> R {
+    fn eval_by_lines(&mut self, src: &str) -> FlowResult {
         let lines: Vec<&str> = src.split_inclusive('\n').collect();
         let mut status = 0;
         let mut start = 0;
@@ -219,7 +219,7 @@ impl Interp {
     }
 
     /// One more level of nesting (function, eval, source, substitution), bounded.
-    pub(crate) fn enter(&mut self) -> R<()> {
+    pub(crate) fn enter(&mut self) -> FlowResult<()> {
         if self.depth >= self.st.limits.max_depth {
             let name = self
                 .funcnames
@@ -235,7 +235,7 @@ impl Interp {
         Ok(())
     }
 
-    fn run_pipeline(&mut self, p: &Pipeline) -> R {
+    fn run_pipeline(&mut self, p: &Pipeline) -> FlowResult {
         let mark = self.procsubs.len();
         let r = self.run_pipeline_inner(p);
         let finished = self.finish_process_substs(mark);
@@ -244,7 +244,7 @@ impl Interp {
         Ok(status)
     }
 
-    fn run_pipeline_inner(&mut self, p: &Pipeline) -> R {
+    fn run_pipeline_inner(&mut self, p: &Pipeline) -> FlowResult {
         self.line = p.line + self.line_offset;
         let started = p.timed.then(std::time::Instant::now);
         if p.negated {
@@ -291,7 +291,7 @@ impl Interp {
 
     /// Runs a multi-stage pipeline: every stage a subshell on its own thread except the last,
     /// which runs on this thread (in a subshell too, as bash without `lastpipe`).
-    fn run_stages(&mut self, cmds: &[Command]) -> R<(i32, Vec<i32>)> {
+    fn run_stages(&mut self, cmds: &[Command]) -> FlowResult<(i32, Vec<i32>)> {
         let n = cmds.len();
         let mut handles = Vec::new();
         let mut next_in: Option<wasmsand_exec::PipeReader> = None;
@@ -359,7 +359,7 @@ impl Interp {
     }
 
     /// Counts one more live subshell thread, failing the run past the limit.
-    pub(crate) fn reserve_job(&mut self) -> R<()> {
+    pub(crate) fn reserve_job(&mut self) -> FlowResult<()> {
         let live = self.rt.live_jobs.fetch_add(1, Ordering::SeqCst) + 1;
         if live > self.st.limits.max_live_jobs {
             self.rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
@@ -376,7 +376,7 @@ impl Interp {
     }
 
     /// Runs `f` as a subshell body: `exit` ends only it, its EXIT trap runs at its end.
-    pub(crate) fn run_as_subshell(&mut self, f: impl FnOnce(&mut Interp) -> R) -> i32 {
+    pub(crate) fn run_as_subshell(&mut self, f: impl FnOnce(&mut Interp) -> FlowResult) -> i32 {
         let parent = std::mem::take(&mut self.st.traps);
         for (sig, action) in parent.iter() {
             // Ignored signals stay ignored; `set -E`/`set -T` carry ERR and DEBUG/RETURN.
@@ -426,7 +426,7 @@ impl Interp {
 
     /// `cmd &`. With `detach` and a host that keeps jobs, the job starts on the host's side
     /// and outlives the run; otherwise it is a thread of the run.
-    fn spawn_background(&mut self, ao: &AndOr, detach: bool) -> R<()> {
+    fn spawn_background(&mut self, ao: &AndOr, detach: bool) -> FlowResult<()> {
         let text = format!("{} &", crate::printer::and_or_text(ao));
         if detach && let Some(host) = self.rt.detach.clone() {
             let source = crate::printer::and_or_text(ao);
@@ -491,7 +491,7 @@ impl Interp {
         }
     }
 
-    pub(crate) fn run_command(&mut self, cmd: &Command) -> R {
+    pub(crate) fn run_command(&mut self, cmd: &Command) -> FlowResult {
         self.check()?;
         match cmd {
             Command::Simple(s) => self.run_simple(s),
@@ -521,7 +521,7 @@ impl Interp {
         }
     }
 
-    fn run_compound(&mut self, c: &CompoundCommand) -> R {
+    fn run_compound(&mut self, c: &CompoundCommand) -> FlowResult {
         match c {
             CompoundCommand::Group(s) => self.run_script(s),
             CompoundCommand::Subshell(s) => {
@@ -605,7 +605,7 @@ impl Interp {
     }
 
     /// Runs a loop body; `Some(flow)` when the loop must stop (break) or propagate.
-    fn loop_body(&mut self, body: &Script) -> R<LoopStep> {
+    fn loop_body(&mut self, body: &Script) -> FlowResult<LoopStep> {
         match self.run_script(body) {
             Ok(s) => Ok(LoopStep::Next(s)),
             Err(Flow::Break(n)) => {
@@ -626,7 +626,7 @@ impl Interp {
         }
     }
 
-    fn run_while(&mut self, cond: &Script, body: &Script, until: bool) -> R {
+    fn run_while(&mut self, cond: &Script, body: &Script, until: bool) -> FlowResult {
         self.loops += 1;
         let r = (|| {
             let mut status = 0;
@@ -658,7 +658,7 @@ impl Interp {
         r
     }
 
-    fn run_for(&mut self, var: &str, items: Vec<String>, body: &Script) -> R {
+    fn run_for(&mut self, var: &str, items: Vec<String>, body: &Script) -> FlowResult {
         let mut status = 0;
         let is_ref = self
             .st
@@ -691,7 +691,7 @@ impl Interp {
         cond: &Option<Arith>,
         step: &Option<Arith>,
         body: &Script,
-    ) -> R {
+    ) -> FlowResult {
         let mut status = 0;
         if let Some(a) = init
             && let Err(m) = self.arith(a)?
@@ -732,7 +732,7 @@ impl Interp {
         Ok(status)
     }
 
-    fn run_case(&mut self, word: &Word, items: &[CaseItem]) -> R {
+    fn run_case(&mut self, word: &Word, items: &[CaseItem]) -> FlowResult {
         let subject = self.expand_string(word)?;
         let mut status = 0;
         let mut i = 0;
@@ -772,7 +772,7 @@ impl Interp {
 
     // ---- simple commands ----
 
-    fn run_simple(&mut self, cmd: &SimpleCommand) -> R {
+    fn run_simple(&mut self, cmd: &SimpleCommand) -> FlowResult {
         self.line = cmd.line + self.line_offset;
         self.subst_status = None;
         if !self.in_trap && !self.st.traps.is_empty() {
@@ -840,7 +840,7 @@ impl Interp {
         r
     }
 
-    fn run_assignments_only(&mut self, cmd: &SimpleCommand) -> R {
+    fn run_assignments_only(&mut self, cmd: &SimpleCommand) -> FlowResult {
         for a in &cmd.assignments {
             let v = self.eval_assignment(a)?;
             if self.st.opts.xtrace {
@@ -890,8 +890,8 @@ impl Interp {
     fn with_prefix_assignments(
         &mut self,
         assigns: &[Assignment],
-        f: impl FnOnce(&mut Interp) -> R,
-    ) -> R {
+        f: impl FnOnce(&mut Interp) -> FlowResult,
+    ) -> FlowResult {
         if assigns.is_empty() {
             return f(self);
         }
@@ -920,7 +920,7 @@ impl Interp {
     }
 
     /// Finds what `argv[0]` names and runs it.
-    fn dispatch(&mut self, cmd: &SimpleCommand, argv: Vec<String>) -> R {
+    fn dispatch(&mut self, cmd: &SimpleCommand, argv: Vec<String>) -> FlowResult {
         let name = argv[0].clone();
         if !name.contains('/') {
             if let Some(f) = self.st.functions.get(&name).cloned() {
@@ -946,7 +946,11 @@ impl Interp {
     }
 
     /// Runs a command found through `$PATH` or given by path: a wasm program or a script.
-    pub(crate) fn run_external(&mut self, argv: Vec<String>, env: Vec<(String, String)>) -> R {
+    pub(crate) fn run_external(
+        &mut self,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+    ) -> FlowResult {
         let name = argv[0].clone();
         let path = if name.contains('/') {
             wasmsand_vfs::path::join(&self.st.cwd, &name)
@@ -1020,7 +1024,7 @@ impl Interp {
         data: &[u8],
         argv: Vec<String>,
         env: Vec<(String, String)>,
-    ) -> R {
+    ) -> FlowResult {
         let text = String::from_utf8_lossy(data).into_owned();
         let mut interp_argv: Vec<String> = Vec::new();
         if let Some(rest) = text.strip_prefix("#!") {
@@ -1069,7 +1073,7 @@ impl Interp {
         env: Vec<(String, String)>,
         from_dash_c: bool,
         set_opts: &[(String, bool)],
-    ) -> R {
+    ) -> FlowResult {
         self.count_process()?;
         let mut child = self.fork();
         child.st.vars = crate::vars::Vars::default();
@@ -1125,7 +1129,7 @@ impl Interp {
         Ok(status)
     }
 
-    pub(crate) fn call_function(&mut self, f: &Arc<FunctionDef>, argv: Vec<String>) -> R {
+    pub(crate) fn call_function(&mut self, f: &Arc<FunctionDef>, argv: Vec<String>) -> FlowResult {
         self.enter()?;
         let saved_pos = std::mem::replace(&mut self.st.positional, argv[1..].to_vec());
         let saved_loops = std::mem::replace(&mut self.loops, 0);
@@ -1216,7 +1220,10 @@ impl Interp {
     /// Applies redirections to the descriptor table. On success, what they replaced, for
     /// [`Interp::restore_fds`]; `Ok(Err(status))` when one failed (the message was printed, the
     /// table is as before, the command does not run).
-    pub(crate) fn apply_redirects(&mut self, redirs: &[Redirect]) -> R<Result<Vec<Saved>, i32>> {
+    pub(crate) fn apply_redirects(
+        &mut self,
+        redirs: &[Redirect],
+    ) -> FlowResult<Result<Vec<Saved>, i32>> {
         let mut saved = Vec::new();
         for r in redirs {
             match self.redirect(r, &mut saved) {
@@ -1244,7 +1251,7 @@ impl Interp {
         }
     }
 
-    fn redirect(&mut self, r: &Redirect, saved: &mut Vec<Saved>) -> R<Result<(), String>> {
+    fn redirect(&mut self, r: &Redirect, saved: &mut Vec<Saved>) -> FlowResult<Result<(), String>> {
         let default_fd = match r.op {
             RedirOp::Read
             | RedirOp::ReadWrite
@@ -1279,7 +1286,7 @@ impl Interp {
     /// `{name}>file`: the file opens on the lowest free descriptor from 10, whose number goes
     /// into `name`; `{name}>&-` closes the descriptor `name` holds. Neither is undone after
     /// the command.
-    fn redirect_named(&mut self, r: &Redirect, name: &str) -> R<Result<(), String>> {
+    fn redirect_named(&mut self, r: &Redirect, name: &str) -> FlowResult<Result<(), String>> {
         let closing = matches!(r.op, RedirOp::DupRead | RedirOp::DupWrite)
             && matches!(&r.target, RedirTarget::Word(w) if crate::expand::source_text(w) == "-");
         if closing {
@@ -1306,7 +1313,7 @@ impl Interp {
         Ok(Ok(()))
     }
 
-    fn redirect_to(&mut self, r: &Redirect, fd: u32) -> R<Result<(), String>> {
+    fn redirect_to(&mut self, r: &Redirect, fd: u32) -> FlowResult<Result<(), String>> {
         let word = match &r.target {
             RedirTarget::HereDoc(h) => {
                 let body = if h.quoted {
@@ -1411,7 +1418,7 @@ impl Interp {
         }
     }
 
-    pub(crate) fn check_size(&mut self, len: usize, what: &str) -> R<()> {
+    pub(crate) fn check_size(&mut self, len: usize, what: &str) -> FlowResult<()> {
         if len > self.st.limits.max_word_bytes {
             return Err(self.limit(format!(
                 "{what}: too large ({len} bytes, limit: {})",
@@ -1448,7 +1455,7 @@ impl Interp {
         target: &str,
         append: bool,
         clobber: bool,
-    ) -> R<Result<Output, String>> {
+    ) -> FlowResult<Result<Output, String>> {
         match target {
             "/dev/null" => return Ok(Ok(Output::Null)),
             "/dev/stdout" => return Ok(Ok(self.fds.output(1).unwrap_or(Output::Null))),

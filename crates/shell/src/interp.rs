@@ -211,7 +211,8 @@ pub(crate) enum Flow {
     Abort(Abort),
 }
 
-pub(crate) type R<T = i32> = Result<T, Flow>;
+/// What an interpreter step returns: its status (or value), or control flow leaving it.
+pub(crate) type FlowResult<T = i32> = Result<T, Flow>;
 
 /// What a run shares across its threads (pipeline stages, background jobs).
 pub(crate) struct Runtime {
@@ -556,7 +557,7 @@ impl Interp {
     }
 
     /// The deadline and cancellation, checked in every loop iteration and command.
-    pub fn check(&self) -> R<()> {
+    pub fn check(&self) -> FlowResult<()> {
         if self.rt.aborted.load(Ordering::Relaxed) {
             let a = self.rt.abort.lock().clone().unwrap_or(Abort::Cancelled);
             return Err(Flow::Abort(a));
@@ -916,7 +917,7 @@ impl Interp {
         program: &Program,
         argv: Vec<String>,
         env: Vec<(String, String)>,
-    ) -> R<i32> {
+    ) -> FlowResult<i32> {
         self.check()?;
         self.count_process()?;
         let stdout = self.fds.output(1).unwrap_or(Output::Null);
@@ -970,7 +971,7 @@ impl Interp {
         }
     }
 
-    pub fn count_process(&mut self) -> R<()> {
+    pub fn count_process(&mut self) -> FlowResult<()> {
         let n = self.rt.processes.fetch_add(1, Ordering::SeqCst) + 1;
         self.usage.processes.fetch_add(1, Ordering::Relaxed);
         if n > self.st.limits.max_processes {

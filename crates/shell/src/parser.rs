@@ -22,7 +22,7 @@ pub const MAX_DEPTH: usize = 200;
 
 const DEPTH_MESSAGE: &str = "maximum nesting depth exceeded";
 
-type R<T> = Result<T, ParseError>;
+type ParseResult<T> = Result<T, ParseError>;
 
 /// Parses a whole script.
 pub fn parse(source: &str) -> Result<Script, ParseError> {
@@ -91,8 +91,8 @@ fn run_passes<T>(
     depth: usize,
     line_base: usize,
     opts: &ParseOptions,
-    f: impl Fn(&mut Parser<'_>) -> R<T>,
-) -> R<T> {
+    f: impl Fn(&mut Parser<'_>) -> ParseResult<T>,
+) -> ParseResult<T> {
     if depth > MAX_DEPTH {
         return Err(ParseError {
             line: line_base,
@@ -449,7 +449,7 @@ impl<'a> Parser<'a> {
         self.unexpected()
     }
 
-    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> ParseResult<T>) -> ParseResult<T> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(self.err_at(self.pos, DEPTH_MESSAGE));
@@ -476,7 +476,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn skip_linebreaks(&mut self) -> R<()> {
+    fn skip_linebreaks(&mut self) -> ParseResult<()> {
         loop {
             self.skip_blanks();
             if self.at(0) == Some(b'\n') {
@@ -489,7 +489,7 @@ impl<'a> Parser<'a> {
 
     /// Consumes a newline token; the bodies of the here-documents started on its line follow.
     #[inline(never)]
-    fn newline(&mut self) -> R<()> {
+    fn newline(&mut self) -> ParseResult<()> {
         self.pos += 1;
         if self.pending.is_empty() {
             return Ok(());
@@ -569,7 +569,7 @@ impl<'a> Parser<'a> {
             .find(|w| self.starts(w) && self.delim_at(w.len()))
     }
 
-    fn expect_reserved(&mut self, word: &str) -> R<()> {
+    fn expect_reserved(&mut self, word: &str) -> ParseResult<()> {
         self.skip_blanks();
         if self.peek_reserved() == Some(word) {
             self.pos += word.len();
@@ -592,7 +592,7 @@ impl<'a> Parser<'a> {
 
     // ----- lists, pipelines, commands -----
 
-    fn program(&mut self) -> R<Script> {
+    fn program(&mut self) -> ParseResult<Script> {
         let s = self.list()?;
         self.skip_linebreaks()?;
         if !self.eof() {
@@ -602,14 +602,14 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn list(&mut self) -> R<Script> {
+    fn list(&mut self) -> ParseResult<Script> {
         self.list_depth += 1;
         let r = self.list_items();
         self.list_depth -= 1;
         r
     }
 
-    fn list_items(&mut self) -> R<Script> {
+    fn list_items(&mut self) -> ParseResult<Script> {
         let mut items = Vec::new();
         let top = self.list_depth == 1 && self.depth == 0;
         let mut extglob_next: Option<bool> = None;
@@ -651,7 +651,7 @@ impl<'a> Parser<'a> {
         Ok(Script { items })
     }
 
-    fn nonempty_list(&mut self) -> R<Script> {
+    fn nonempty_list(&mut self) -> ParseResult<Script> {
         let s = self.list()?;
         if s.items.is_empty() {
             return Err(self.unexpected());
@@ -660,7 +660,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn and_or(&mut self) -> R<AndOr> {
+    fn and_or(&mut self) -> ParseResult<AndOr> {
         let first = self.pipeline()?;
         let mut rest = Vec::new();
         loop {
@@ -678,7 +678,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn pipeline(&mut self) -> R<Pipeline> {
+    fn pipeline(&mut self) -> ParseResult<Pipeline> {
         let (mut timed, mut negated) = (false, false);
         loop {
             self.skip_blanks();
@@ -738,7 +738,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn command(&mut self) -> R<Command> {
+    fn command(&mut self) -> ParseResult<Command> {
         self.skip_blanks();
         self.alias_next = None;
         self.expand_aliases_here(true);
@@ -775,7 +775,7 @@ impl<'a> Parser<'a> {
 
     /// A compound command and the redirections after it.
     #[inline(never)]
-    fn compound(&mut self) -> R<Command> {
+    fn compound(&mut self) -> ParseResult<Command> {
         let cc = if self.starts("((") {
             let open = self.pos;
             match self.try_dparen()? {
@@ -817,7 +817,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn subshell(&mut self) -> R<CompoundCommand> {
+    fn subshell(&mut self) -> ParseResult<CompoundCommand> {
         self.pos += 1;
         let body = self.nonempty_list()?;
         self.skip_blanks();
@@ -829,7 +829,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn if_command(&mut self) -> R<CompoundCommand> {
+    fn if_command(&mut self) -> ParseResult<CompoundCommand> {
         self.pos += 2;
         let mut branches = Vec::new();
         let mut else_body = None;
@@ -861,7 +861,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn while_command(&mut self, until: bool) -> R<CompoundCommand> {
+    fn while_command(&mut self, until: bool) -> ParseResult<CompoundCommand> {
         self.pos += 5;
         let cond = self.nonempty_list()?;
         let body = self.do_group()?;
@@ -874,7 +874,7 @@ impl<'a> Parser<'a> {
 
     /// `do list done`, or `{ list }` which bash accepts after `for` too.
     #[inline(never)]
-    fn do_group(&mut self) -> R<Script> {
+    fn do_group(&mut self) -> ParseResult<Script> {
         self.skip_linebreaks()?;
         match self.peek_reserved() {
             Some("do") => {
@@ -894,7 +894,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn for_command(&mut self, select: bool) -> R<CompoundCommand> {
+    fn for_command(&mut self, select: bool) -> ParseResult<CompoundCommand> {
         self.pos += if select { 6 } else { 3 };
         self.skip_blanks();
         if !select && self.starts("((") {
@@ -939,7 +939,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn arith_for(&mut self) -> R<CompoundCommand> {
+    fn arith_for(&mut self) -> ParseResult<CompoundCommand> {
         let open = self.pos;
         self.pos += 2;
         let mut parts = Vec::new();
@@ -971,7 +971,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn case_command(&mut self) -> R<CompoundCommand> {
+    fn case_command(&mut self) -> ParseResult<CompoundCommand> {
         self.pos += 4;
         self.skip_blanks();
         if self.delim_at(0) {
@@ -1043,7 +1043,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn function_keyword(&mut self) -> R<Command> {
+    fn function_keyword(&mut self) -> ParseResult<Command> {
         self.pos += 8;
         self.skip_blanks();
         if self.delim_at(0) {
@@ -1065,7 +1065,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn function_body(&mut self, name: String) -> R<Command> {
+    fn function_body(&mut self, name: String) -> ParseResult<Command> {
         self.skip_linebreaks()?;
         if !self.at_compound_start() {
             return Err(self.unexpected());
@@ -1078,7 +1078,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn simple(&mut self) -> R<Command> {
+    fn simple(&mut self) -> ParseResult<Command> {
         let line = self.line_at(self.pos);
         let mut assignments = Vec::new();
         let mut words: Vec<Arg> = Vec::new();
@@ -1182,7 +1182,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn try_redirect(&mut self) -> R<Option<Redirect>> {
+    fn try_redirect(&mut self) -> ParseResult<Option<Redirect>> {
         let start = self.pos;
         let mut i = 0;
         while self.at(i).is_some_and(|c| c.is_ascii_digit()) {
@@ -1331,7 +1331,7 @@ impl<'a> Parser<'a> {
 
     /// `name=`, `name+=`, `name[sub]=` at the current position, with its value.
     #[inline(never)]
-    fn try_assignment(&mut self) -> R<Option<Assignment>> {
+    fn try_assignment(&mut self) -> ParseResult<Option<Assignment>> {
         let start = self.pos;
         if !self.at(0).is_some_and(is_name_start) {
             return Ok(None);
@@ -1379,7 +1379,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn array_literal(&mut self) -> R<Vec<ArrayElem>> {
+    fn array_literal(&mut self) -> ParseResult<Vec<ArrayElem>> {
         let open = self.pos;
         self.pos += 1;
         let mut elems = Vec::new();
@@ -1428,7 +1428,7 @@ impl<'a> Parser<'a> {
     // ----- [[ ]] -----
 
     #[inline(never)]
-    fn cond_command(&mut self) -> R<CompoundCommand> {
+    fn cond_command(&mut self) -> ParseResult<CompoundCommand> {
         self.pos += 2;
         self.in_cond += 1;
         let e = self.cond_or();
@@ -1480,11 +1480,11 @@ impl<'a> Parser<'a> {
         !(self.delim_at(0) || (self.starts("]]") && self.delim_at(2)))
     }
 
-    fn cond_or(&mut self) -> R<CondExpr> {
+    fn cond_or(&mut self) -> ParseResult<CondExpr> {
         self.cond_chain("||", Self::cond_and, CondExpr::Or)
     }
 
-    fn cond_and(&mut self) -> R<CondExpr> {
+    fn cond_and(&mut self) -> ParseResult<CondExpr> {
         self.cond_chain("&&", Self::cond_term, CondExpr::And)
     }
 
@@ -1492,9 +1492,9 @@ impl<'a> Parser<'a> {
     fn cond_chain(
         &mut self,
         op: &str,
-        operand: fn(&mut Self) -> R<CondExpr>,
+        operand: fn(&mut Self) -> ParseResult<CondExpr>,
         join: fn(Box<CondExpr>, Box<CondExpr>) -> CondExpr,
-    ) -> R<CondExpr> {
+    ) -> ParseResult<CondExpr> {
         let mut lhs = operand(self)?;
         loop {
             self.cond_skip();
@@ -1508,7 +1508,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn cond_term(&mut self) -> R<CondExpr> {
+    fn cond_term(&mut self) -> ParseResult<CondExpr> {
         self.cond_skip();
         if self.at(0) == Some(b'!') && self.delim_at(1) {
             self.pos += 1;
@@ -1633,14 +1633,14 @@ impl<'a> Parser<'a> {
 
     /// A command argument: parsed, then brace expansion markers found.
     #[inline(never)]
-    fn command_word(&mut self) -> R<Word> {
+    fn command_word(&mut self) -> ParseResult<Word> {
         let parts = self.word_parts(Mode::Normal, Tilde::Start)?;
         let parts = self.braces(parts)?;
         Ok(Word { parts })
     }
 
     #[inline(never)]
-    fn word_parts(&mut self, mode: Mode, tilde: Tilde) -> R<Vec<WordPart>> {
+    fn word_parts(&mut self, mode: Mode, tilde: Tilde) -> ParseResult<Vec<WordPart>> {
         let quoted_ctx = matches!(
             mode,
             Mode::DQuote | Mode::HereDoc | Mode::Param { dq: true, .. }
@@ -1838,7 +1838,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn double_quoted(&mut self) -> R<WordPart> {
+    fn double_quoted(&mut self) -> ParseResult<WordPart> {
         let open = self.pos;
         self.pos += 1;
         let parts = self.word_parts(Mode::DQuote, Tilde::No)?;
@@ -1851,7 +1851,7 @@ impl<'a> Parser<'a> {
 
     /// Body of `$(`, `<(`, `>(`: a script up to the closing parenthesis.
     #[inline(never)]
-    fn subst_body(&mut self, _open: usize) -> R<Script> {
+    fn subst_body(&mut self, _open: usize) -> ParseResult<Script> {
         let s = self.list()?;
         self.skip_linebreaks()?;
         match self.at(0) {
@@ -1865,7 +1865,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn backtick(&mut self, in_dq: bool) -> R<WordPart> {
+    fn backtick(&mut self, in_dq: bool) -> ParseResult<WordPart> {
         let open = self.pos;
         self.pos += 1;
         let mut content = Vec::new();
@@ -1909,7 +1909,7 @@ impl<'a> Parser<'a> {
 
     /// At `$`: the expansion, or `None` when the `$` is literal.
     #[inline(never)]
-    fn dollar(&mut self, quoted_ctx: bool) -> R<Option<WordPart>> {
+    fn dollar(&mut self, quoted_ctx: bool) -> ParseResult<Option<WordPart>> {
         let open = self.pos;
         let Some(n) = self.at(1) else { return Ok(None) };
         Ok(Some(match n {
@@ -1971,7 +1971,7 @@ impl<'a> Parser<'a> {
 
     /// `$'...'` with the current position after the opening quote.
     #[inline(never)]
-    fn ansi_c(&mut self, open: usize) -> R<String> {
+    fn ansi_c(&mut self, open: usize) -> ParseResult<String> {
         let mut out: Vec<u8> = Vec::new();
         loop {
             let Some(c) = self.at(0) else {
@@ -2086,7 +2086,7 @@ impl<'a> Parser<'a> {
         None
     }
 
-    fn opt_subscript(&mut self, open: usize) -> R<Option<Subscript>> {
+    fn opt_subscript(&mut self, open: usize) -> ParseResult<Option<Subscript>> {
         if self.at(0) != Some(b'[') {
             return Ok(None);
         }
@@ -2109,7 +2109,7 @@ impl<'a> Parser<'a> {
 
     /// `${...}` with the position after `${`; `open` is the `$`.
     #[inline(never)]
-    fn param_brace(&mut self, open: usize, in_dq: bool) -> R<WordPart> {
+    fn param_brace(&mut self, open: usize, in_dq: bool) -> ParseResult<WordPart> {
         let make = |param, subscript, indirect, op| {
             WordPart::Param(Box::new(ParamExp {
                 param,
@@ -2179,7 +2179,7 @@ impl<'a> Parser<'a> {
         let Some(c) = self.at(0) else {
             return Err(self.unclosed(open, "}"));
         };
-        let word = |p: &mut Self, dq: bool| -> R<Word> {
+        let word = |p: &mut Self, dq: bool| -> ParseResult<Word> {
             let parts = p.word_parts(Mode::Param { dq, slash: false }, Tilde::Start)?;
             if p.at(0) != Some(b'}') {
                 return Err(p.unclosed(open, "}"));
@@ -2296,7 +2296,7 @@ impl<'a> Parser<'a> {
 
     /// A `${...}` bash accepts when parsing and rejects when expanding: skip to its `}`.
     #[inline(never)]
-    fn bad_subst(&mut self, open: usize) -> R<WordPart> {
+    fn bad_subst(&mut self, open: usize) -> ParseResult<WordPart> {
         let mut depth = 0usize;
         while let Some(c) = self.at(0) {
             self.pos += 1;
@@ -2325,7 +2325,7 @@ impl<'a> Parser<'a> {
     /// At `((`: an arithmetic expression up to `))`, or `None` (position unchanged) when the
     /// parentheses turn out to be nested subshells or a command substitution.
     #[inline(never)]
-    fn try_dparen(&mut self) -> R<Option<Arith>> {
+    fn try_dparen(&mut self) -> ParseResult<Option<Arith>> {
         let open = self.pos;
         if self.not_arith.contains(&open) {
             return Ok(None);
@@ -2345,7 +2345,7 @@ impl<'a> Parser<'a> {
     }
 
     #[inline(never)]
-    fn finish_arith(&self, tokens: Vec<Token>, start: usize, end: usize) -> R<Arith> {
+    fn finish_arith(&self, tokens: Vec<Token>, start: usize, end: usize) -> ParseResult<Arith> {
         let source = lossy(&self.src[start..end]);
         let budget = MAX_DEPTH.saturating_sub(self.depth);
         match arith::parse_tokens(tokens, &source, budget) {
@@ -2358,7 +2358,11 @@ impl<'a> Parser<'a> {
     /// expression text ends, and the byte that ended it; `None` for a `((` that is no
     /// arithmetic.
     #[inline(never)]
-    fn arith_tokens(&mut self, end: ArithEnd, open: usize) -> R<Option<(Vec<Token>, usize, u8)>> {
+    fn arith_tokens(
+        &mut self,
+        end: ArithEnd,
+        open: usize,
+    ) -> ParseResult<Option<(Vec<Token>, usize, u8)>> {
         let start = self.pos;
         let mut tokens = Vec::new();
         let (mut parens, mut brackets, mut ternary) = (0usize, 0usize, 0usize);
@@ -2482,7 +2486,7 @@ impl<'a> Parser<'a> {
     /// Finds brace expansions in a parsed word. Matching braces are paired in one pass with a
     /// stack, so a word full of unmatched `{` stays linear.
     #[inline(never)]
-    fn braces(&self, parts: Vec<WordPart>) -> R<Vec<WordPart>> {
+    fn braces(&self, parts: Vec<WordPart>) -> ParseResult<Vec<WordPart>> {
         let has_brace = parts
             .iter()
             .any(|p| matches!(p, WordPart::Literal(s) if s.contains('{')));
