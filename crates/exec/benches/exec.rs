@@ -1,4 +1,4 @@
-//! Instantiate-and-run latency of small cached tools, and module load cost with a cold disk
+//! Instantiate-and-run latency of small cached guests, and module load cost with a cold disk
 //! cache (compile), a warm disk cache (deserialize) and a warm memory cache.
 
 use std::hint::black_box;

@@ -16,8 +16,8 @@ pub(crate) type LateMemory = Arc<OnceLock<Memory>>;
 
 /// Keeps the store interrupt and host functions that call back into the instance apart.
 ///
-/// Wrapped WASI calls and the tool-call channel call the instance again from inside a host function
-/// (`Function::call`). A store interrupt that lands in such a nested call corrupts wasmer's
+/// Wrapped WASI calls and the tool-call channel call the instance again from inside a host
+/// function (`Function::call`). A store interrupt that lands in such a nested call corrupts wasmer's
 /// per-thread store bookkeeping (observed as a panic, "Mismatched store context access"). So
 /// the watchdog first sets `stopping`, then interrupts only while no nested call is running;
 /// a host function increments `in_host` before checking `stopping`, and once stopping refuses

@@ -265,7 +265,7 @@ impl Region {
     }
 
     /// Brings the region back to all zeroes. Pages the last run touched stay resident and are
-    /// zeroed in place, up to `MAX_KEEP`: the next run of the same tool touches the same pages
+    /// zeroed in place, up to `MAX_KEEP`: the next run of the same guest touches the same pages
     /// (data image, stack, heap), and a page fault costs ~10x a memset of the page. False if
     /// the kernel refused, in which case the region must not be reused.
     fn scrub(&mut self) -> bool {
@@ -527,7 +527,7 @@ impl Drop for PooledMemory {
     }
 }
 
-/// Scrubs a plain region and pools it. Inline: the next run of the same tool wants it back
+/// Scrubs a plain region and pools it. Inline: the next run of the same guest wants it back
 /// warm, and a missed pool means refaulting its data pages.
 fn recycle(mut region: Region) {
     if region.scrub() {

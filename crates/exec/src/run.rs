@@ -60,8 +60,8 @@ pub(crate) fn run(
     let fs: Arc<dyn virtual_fs::FileSystem + Send + Sync> =
         Arc::new(VfsFs::new(spec.vfs.clone(), errno.clone(), stdio));
     let argv0 = spec.args.first().cloned().unwrap_or_default();
-    // WASI has no working directory; wasi-libc starts at `/`. The guest tools change to
-    // `$PWD` first thing, so PWD always names the run's directory (as in a shell).
+    // WASI has no working directory; wasi-libc starts at `/`. The guest programs change
+    // to `$PWD` first thing, so PWD always names the run's directory (as in a shell).
     let mut env = spec.env;
     match env.iter_mut().find(|(k, _)| k == "PWD") {
         Some((_, v)) => v.clone_from(&spec.cwd),
@@ -712,7 +712,8 @@ fn watch(wd: &Watchdog) {
             // Cancelling wakes the token's waiters, this watchdog among them: not under its lock.
             drop(st);
             for (cancel, process) in stops {
-                // Everything sharing the token (other pipeline stages, pipes, the tool-call channel) stops too.
+                // Everything sharing the token (other pipeline stages, pipes, the tool-call
+                // channel) stops too.
                 cancel.cancel();
                 process.signal_process(Signal::Sigkill);
             }

@@ -10,7 +10,7 @@
 //!
 //! The payload is a JSON header (limits, shell state) and then the files as the changes that
 //! turn the shared initial layout into the sandbox's tree, so a sandbox that holds 10 000
-//! small files exports them and not the tools and the Python standard library every sandbox
+//! small files exports them and not the guest programs and the Python standard library every sandbox
 //! shares.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -30,7 +30,7 @@ fn metadata(m: &VfsMetadata) -> Metadata {
         wasmsand_vfs::FileType::File => ft.file = true,
         wasmsand_vfs::FileType::Dir => ft.dir = true,
         wasmsand_vfs::FileType::Symlink => ft.symlink = true,
-        // Rust's std on WASI has no notion of character devices, and the guest tools refuse
+        // Rust's std on WASI has no notion of character devices, and the guest programs refuse
         // files of unknown type (`cat /dev/null`). Devices are therefore shown to guests as
         // empty regular files; reads and writes still behave as the device does.
         wasmsand_vfs::FileType::CharDevice => ft.file = true,

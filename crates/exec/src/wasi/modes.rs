@@ -3,7 +3,7 @@
 //!
 //! WASI's `filestat` has a file type but no mode, so wasi-libc makes `st_mode` up and every
 //! guest would show `r-xr-xr-x` whatever `chmod` set; its link count comes through wasix as 1
-//! for directories. The tools this project builds (`stat`, `ls`, `find -perm`) ask the host
+//! for directories. The guests this project builds (`stat`, `ls`, `find -perm`) ask the host
 //! through this import instead.
 //!
 //! Guest side: `wasmsand.path_meta(path_ptr, path_len, follow) -> i64`. The path is UTF-8

@@ -554,5 +554,5 @@ fn every_tool_instantiates_runs_and_answers_help() {
         );
         ran += 1;
     }
-    assert!(ran >= 65, "only {ran} tools");
+    assert!(ran >= 65, "only {ran} commands");
 }

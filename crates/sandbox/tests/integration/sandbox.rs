@@ -238,7 +238,7 @@ fn files_api_round_trips_with_the_shell() {
     let r = sb.run("echo x > /usr/bin/sort").unwrap();
     assert_eq!(r.exit_code, 1);
     assert!(r.stderr.contains("Read-only file system"), "{}", r.stderr);
-    // Tools are files in /bin and /usr/bin.
+    // Guest programs are files in /bin and /usr/bin.
     let r = sb
         .run("ls /usr/bin | grep -c . ; which sort; [ -x /bin/cat ] && echo exec")
         .unwrap();

@@ -1,5 +1,5 @@
 //! Shared helpers of the exec tests: one `Exec` whose disk cache lives in the target dir (so
-//! each module compiles once for all test binaries), a fresh VFS, and a one-call tool runner.
+//! each module compiles once for all test binaries), a fresh VFS, and a one-call guest runner.
 #![allow(dead_code)]
 
 use std::sync::{Arc, OnceLock};
@@ -30,8 +30,9 @@ pub fn vfs_with(options: VfsOptions) -> SharedVfs {
     Arc::new(Mutex::new(v))
 }
 
-pub fn program(tool: &str) -> Program {
-    let wasm = wasmsand_guests::wasm_for_command(tool).unwrap_or_else(|| panic!("no tool {tool}"));
+pub fn program(command: &str) -> Program {
+    let wasm = wasmsand_guests::wasm_for_command(command)
+        .unwrap_or_else(|| panic!("no command {command}"));
     exec().load(wasm).unwrap()
 }
 
@@ -48,7 +49,7 @@ impl Ran {
     }
 }
 
-/// Runs `argv` (a tool name first) in `vfs` at `cwd` with `stdin`.
+/// Runs `argv` (a command name first) in `vfs` at `cwd` with `stdin`.
 pub fn run_in(vfs: &SharedVfs, cwd: &str, argv: &[&str], stdin: &[u8]) -> Ran {
     let out = OutputBuffer::new(1 << 20);
     let err = OutputBuffer::new(1 << 20);
