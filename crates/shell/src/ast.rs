@@ -200,6 +200,47 @@ pub enum CondBinOp {
     SameFile,
 }
 
+impl CondBinOp {
+    /// Every spelling of every operator, the one printed first: the one table of the
+    /// parser (`[[ ]]`), the printer and the `test` builtin.
+    const SPELLINGS: &[(&str, CondBinOp)] = &[
+        ("==", CondBinOp::PatEq),
+        ("=", CondBinOp::PatEq),
+        ("!=", CondBinOp::PatNe),
+        ("=~", CondBinOp::Match),
+        ("<", CondBinOp::StrLt),
+        (">", CondBinOp::StrGt),
+        ("-eq", CondBinOp::IntEq),
+        ("-ne", CondBinOp::IntNe),
+        ("-lt", CondBinOp::IntLt),
+        ("-le", CondBinOp::IntLe),
+        ("-gt", CondBinOp::IntGt),
+        ("-ge", CondBinOp::IntGe),
+        ("-nt", CondBinOp::NewerThan),
+        ("-ot", CondBinOp::OlderThan),
+        ("-ef", CondBinOp::SameFile),
+    ];
+
+    /// The operator spelled `word`.
+    pub fn from_word(word: &str) -> Option<Self> {
+        Self::SPELLINGS
+            .iter()
+            .find(|(w, _)| *w == word)
+            .map(|&(_, op)| op)
+    }
+
+    /// How the operator is written back (`==` for `=` too).
+    pub fn as_str(self) -> &'static str {
+        Self::SPELLINGS
+            .iter()
+            .find(|(_, op)| *op == self)
+            .map_or("", |(w, _)| w)
+    }
+}
+
+/// The unary operators of `[[ ]]` and `test` (`-f FILE`, `-z STRING`, ...), by letter.
+pub const COND_UNARY_OPS: &str = "abcdefghknoprstuvwxzGLNOSR";
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Redirect {
     /// The explicit descriptor (`2>`), `None` for the operator's default.

@@ -423,6 +423,13 @@ impl Interp {
                 });
             }
             'o' => return Ok(self.option_value(arg).unwrap_or(false)),
+            'R' => {
+                return Ok(self
+                    .st
+                    .vars
+                    .get(arg)
+                    .is_some_and(|v| v.has(crate::vars::ATTR_NAMEREF)));
+            }
             't' => return Ok(false),
             _ => {}
         }

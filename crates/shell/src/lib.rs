@@ -32,7 +32,7 @@ use std::time::Instant;
 use parking_lot::Mutex;
 use wasmsand_exec::{CancelToken, Exec, Input, Output, SharedVfs, ToolChannel};
 
-pub use builtins::builtin_names;
+pub use builtins::{Builtin, builtin_table};
 pub use error::{ParseError, SourceKind};
 pub use interp::{Abort, Options, ShellLimits, ShellState};
 pub use jobs::{DetachFn, DetachedJob};

@@ -264,8 +264,6 @@ const RESERVED: &[&str] = &[
     "if", "then", "else", "elif", "fi", "do", "done", "case", "esac", "while", "until", "for",
     "select", "function", "in", "time", "{", "}", "!", "[[", "]]",
 ];
-const DECL_BUILTINS: &[&str] = &["declare", "typeset", "local", "export", "readonly"];
-const COND_UNARY: &[u8] = b"abcdefghkprstuwxzGLNOSnovR";
 
 impl<'a> Parser<'a> {
     fn new(src: &'a [u8], depth: usize, line_base: usize) -> Self {
@@ -1097,7 +1095,7 @@ impl<'a> Parser<'a> {
                 let decl = match words.first() {
                     None => true,
                     Some(Arg::Word(w)) => {
-                        w.as_literal().is_some_and(|s| DECL_BUILTINS.contains(&s))
+                        w.as_literal().is_some_and(crate::builtins::is_declaration)
                     }
                     Some(Arg::Assignment(_)) => false,
                 };
@@ -1545,7 +1543,7 @@ impl<'a> Parser<'a> {
         };
         let raw = &self.src[raw_start..self.pos];
         if let [b'-', c] = raw
-            && COND_UNARY.contains(c)
+            && crate::ast::COND_UNARY_OPS.as_bytes().contains(c)
         {
             let c = *c as char;
             self.cond_skip();
@@ -1565,22 +1563,9 @@ impl<'a> Parser<'a> {
                 let end = (self.pos..self.src.len())
                     .find(|&j| is_meta(self.src[j]))
                     .unwrap_or(self.src.len());
-                let op = match &self.src[self.pos..end] {
-                    b"==" | b"=" => CondBinOp::PatEq,
-                    b"!=" => CondBinOp::PatNe,
-                    b"=~" => CondBinOp::Match,
-                    b"-eq" => CondBinOp::IntEq,
-                    b"-ne" => CondBinOp::IntNe,
-                    b"-lt" => CondBinOp::IntLt,
-                    b"-le" => CondBinOp::IntLe,
-                    b"-gt" => CondBinOp::IntGt,
-                    b"-ge" => CondBinOp::IntGe,
-                    b"-nt" => CondBinOp::NewerThan,
-                    b"-ot" => CondBinOp::OlderThan,
-                    b"-ef" => CondBinOp::SameFile,
-                    _ => {
-                        return Err(self.err_at(self.pos, "conditional binary operator expected"));
-                    }
+                let word = std::str::from_utf8(&self.src[self.pos..end]).ok();
+                let Some(op) = word.and_then(CondBinOp::from_word) else {
+                    return Err(self.err_at(self.pos, "conditional binary operator expected"));
                 };
                 Some((op, end - self.pos))
             }

@@ -396,22 +396,7 @@ fn cond_text(e: &CondExpr) -> String {
         CondExpr::Word(w) => word_text(w, false),
         CondExpr::Unary(op, w) => format!("-{op} {}", word_text(w, false)),
         CondExpr::Binary(l, op, r) => {
-            let op = match op {
-                CondBinOp::PatEq => "==",
-                CondBinOp::PatNe => "!=",
-                CondBinOp::Match => "=~",
-                CondBinOp::StrLt => "<",
-                CondBinOp::StrGt => ">",
-                CondBinOp::IntEq => "-eq",
-                CondBinOp::IntNe => "-ne",
-                CondBinOp::IntLt => "-lt",
-                CondBinOp::IntLe => "-le",
-                CondBinOp::IntGt => "-gt",
-                CondBinOp::IntGe => "-ge",
-                CondBinOp::NewerThan => "-nt",
-                CondBinOp::OlderThan => "-ot",
-                CondBinOp::SameFile => "-ef",
-            };
+            let op = op.as_str();
             format!("{} {op} {}", word_text(l, false), word_text(r, false))
         }
         CondExpr::Not(e) => format!("! {}", cond_text(e)),

@@ -128,6 +128,30 @@ pub fn quote_q(s: &str) -> String {
     out
 }
 
+/// Double quotes with `"`, `\`, `$` and `` ` `` escaped: how `declare -p` and `set` print a
+/// value (`"a \"b\" \$c"`).
+pub(crate) fn quote_double(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        if matches!(c, '"' | '\\' | '$' | '`') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+/// `s` itself when it is not empty and every character is `safe`, else [`quote_single`]:
+/// how `set` lists a scalar and `set -x` shows a word (they differ in what they leave bare).
+pub(crate) fn quote_unless(s: &str, safe: impl Fn(char) -> bool) -> String {
+    if !s.is_empty() && s.chars().all(safe) {
+        s.to_string()
+    } else {
+        quote_single(s)
+    }
+}
+
 /// What `${x@Q}` and `declare -p` print for `s`: single quotes (`'it'\''s'`), or the
 /// `$'...'` form when `s` holds control characters.
 pub fn quote_single(s: &str) -> String {

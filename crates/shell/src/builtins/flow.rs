@@ -1,0 +1,319 @@
+//! Control flow: `exit`, `return`, `break`/`continue`, `eval`, `source`/`.`, `exec`, and
+//! `bash`/`sh` (a script run in a child shell).
+
+use crate::interp::{Flow, FlowResult, Interp, strerror};
+
+use super::is_builtin;
+
+impl Interp {
+    pub(super) fn b_exit(&mut self, args: &[String]) -> FlowResult {
+        if args.len() > 1 {
+            self.err("exit: too many arguments");
+            return Err(Flow::Exit(1));
+        }
+        let s = self.status_arg("exit", args)?;
+        Err(Flow::Exit(s))
+    }
+
+    pub(super) fn b_return(&mut self, args: &[String]) -> FlowResult {
+        if !self.st.vars.in_function() && self.sourcing == 0 {
+            self.err("return: can only `return' from a function or sourced script");
+            return Ok(2);
+        }
+        let s = self.status_arg("return", args)?;
+        Err(Flow::Return(s))
+    }
+
+    /// `break` and `continue`.
+    pub(super) fn b_loop_control(&mut self, name: &str, args: &[String]) -> FlowResult {
+        // Extra arguments end a `bash -c` shell (a script file would go on).
+        if args.len() > 1 && self.loops > 0 {
+            self.err(&format!("{name}: too many arguments"));
+            return Err(Flow::Exit(1));
+        }
+        let n = match args.first() {
+            None => 1,
+            Some(a) => match a.trim().parse::<i64>() {
+                Ok(n) if n > 0 => n.min(u32::MAX as i64) as u32,
+                Ok(_) => {
+                    // bash reports the count and still leaves the loop.
+                    self.err(&format!("{name}: {a}: loop count out of range"));
+                    self.st.status = 1;
+                    if self.loops == 0 {
+                        return Ok(1);
+                    }
+                    return Err(if name == "break" {
+                        Flow::Break(1)
+                    } else {
+                        Flow::Continue(1)
+                    });
+                }
+                Err(_) => {
+                    self.err(&format!("{name}: {a}: numeric argument required"));
+                    return Err(Flow::Exit(128));
+                }
+            },
+        };
+        if self.loops == 0 {
+            self.err(&format!(
+                "{name}: only meaningful in a `for', `while', or `until' loop"
+            ));
+            return Ok(0);
+        }
+        let n = n.min(self.loops);
+        self.st.status = 0;
+        Err(if name == "break" {
+            Flow::Break(n)
+        } else {
+            Flow::Continue(n)
+        })
+    }
+
+    pub(super) fn b_eval(&mut self, args: &[String]) -> FlowResult {
+        let args = match args.first() {
+            Some(a) if a == "--" => &args[1..],
+            _ => args,
+        };
+        let src = args.join(" ");
+        // An error that abandons the rest of a line abandons only the eval'd text.
+        match self.eval_string(&src) {
+            Err(Flow::Fatal(s)) => Ok(s),
+            r => r,
+        }
+    }
+
+    fn status_arg(&mut self, name: &str, args: &[String]) -> FlowResult<i32> {
+        match args.first() {
+            None => Ok(self.st.status),
+            Some(a) => match a.trim().parse::<i64>() {
+                Ok(n) => Ok((n & 0xff) as i32),
+                Err(_) => {
+                    self.err(&format!("{name}: {a}: numeric argument required"));
+                    Ok(2)
+                }
+            },
+        }
+    }
+
+    pub(super) fn b_source(&mut self, name: &str, args: &[String]) -> FlowResult {
+        let Some(file) = args.first() else {
+            self.err(&format!("{name}: filename argument required"));
+            return Ok(2);
+        };
+        let path = if file.contains('/') {
+            wasmsand_vfs::path::join(&self.st.cwd, file)
+        } else {
+            // `source` looks along PATH for a readable file; no exec bit is needed.
+            let path_var = self.get_var("PATH").unwrap_or_default();
+            let vfs = self.rt.vfs.lock();
+            path_var
+                .split(':')
+                .map(|d| {
+                    let d = if d.is_empty() { "." } else { d };
+                    wasmsand_vfs::path::join(&self.st.cwd, &format!("{d}/{file}"))
+                })
+                .find(|p| {
+                    vfs.stat(p)
+                        .is_ok_and(|m| m.file_type == wasmsand_vfs::FileType::File)
+                })
+                .unwrap_or_else(|| wasmsand_vfs::path::join(&self.st.cwd, file))
+        };
+        let data = self.rt.vfs.lock().read(&path);
+        let data = match data {
+            Ok(d) => d,
+            Err(e) => {
+                self.err(&format!("{file}: {}", strerror(e.errno)));
+                return Ok(1);
+            }
+        };
+        let text = String::from_utf8_lossy(&data).into_owned();
+        let script = match crate::parse(&text) {
+            Ok(s) => s,
+            Err(e) => {
+                self.err_raw(&format!("{}\n", e.render()));
+                return Ok(2);
+            }
+        };
+        self.enter()?;
+        let saved_pos = if args.len() > 1 {
+            Some(std::mem::replace(
+                &mut self.st.positional,
+                args[1..].to_vec(),
+            ))
+        } else {
+            None
+        };
+        self.sourcing += 1;
+        let offset = std::mem::replace(&mut self.line_offset, 0);
+        let mut r = self.run_script(&script);
+        self.line_offset = offset;
+        self.sourcing -= 1;
+        if matches!(r, Ok(_) | Err(Flow::Return(_)))
+            && let Err(e) = self.source_return_trap()
+        {
+            r = Err(e);
+        }
+        if let Some(p) = saved_pos {
+            self.st.positional = p;
+        }
+        self.depth -= 1;
+        match r {
+            Err(Flow::Return(s)) => Ok(s),
+            other => other,
+        }
+    }
+
+    pub(super) fn b_exec(&mut self, args: &[String]) -> FlowResult {
+        let mut args = args;
+        let mut argv0 = None;
+        let mut clear_env = false;
+        while let Some(a) = args.first() {
+            if a == "--" {
+                args = &args[1..];
+                break;
+            }
+            let Some(flags) = a.strip_prefix('-').filter(|f| !f.is_empty()) else {
+                break;
+            };
+            args = &args[1..];
+            for c in flags.chars() {
+                match c {
+                    'c' => clear_env = true,
+                    // A login shell's `-` in argv[0]: nothing here reads it.
+                    'l' => {}
+                    'a' => match args.first() {
+                        Some(n) => {
+                            argv0 = Some(n.clone());
+                            args = &args[1..];
+                        }
+                        None => {
+                            self.err("exec: -a: option requires an argument");
+                            return Ok(2);
+                        }
+                    },
+                    _ => {
+                        self.err(&format!("exec: -{c}: invalid option"));
+                        self.err_raw(
+                            "exec: usage: exec [-cl] [-a name] [command [argument ...]] [redirection ...]\n",
+                        );
+                        return Ok(2);
+                    }
+                }
+            }
+        }
+        let mut owned: Vec<String>;
+        if let Some(name) = argv0
+            && matches!(args.first().map(String::as_str), Some("sh" | "bash"))
+            && args.iter().any(|a| a == "-c")
+        {
+            // `exec -a NAME sh -c SCRIPT`: NAME is the script's `$0` unless one is given.
+            owned = args.to_vec();
+            let script_at = owned.iter().position(|a| a == "-c").unwrap_or(0) + 1;
+            if owned.len() == script_at + 1 {
+                owned.push(name);
+            }
+            args = &owned;
+        }
+        if clear_env {
+            owned = args.to_vec();
+            let status = self.run_external(owned, Vec::new())?;
+            return Err(Flow::Exit(status));
+        }
+        if args.is_empty() {
+            // `exec >file`: the redirections stay for the rest of the shell.
+            self.keep_redirs = true;
+            return Ok(0);
+        }
+        let status = if is_builtin(&args[0]) {
+            self.run_builtin(&args[0].clone(), args)?
+        } else if let Some(f) = self.st.functions.get(&args[0]).cloned() {
+            self.call_function(&f, args.to_vec())?
+        } else {
+            let env = self.st.vars.environ();
+            self.run_external(args.to_vec(), env)?
+        };
+        Err(Flow::Exit(status))
+    }
+
+    pub(super) fn b_bash(&mut self, args: &[String]) -> FlowResult {
+        let mut i = 0;
+        let mut command: Option<String> = None;
+        let mut opts: Vec<(String, bool)> = Vec::new();
+        while i < args.len() {
+            let a = &args[i];
+            if a == "-c" {
+                i += 1;
+                command = Some(args.get(i).cloned().unwrap_or_default());
+                if args.get(i).is_none() {
+                    self.err_raw("bash: -c: option requires an argument\n");
+                    return Ok(2);
+                }
+                i += 1;
+                break;
+            }
+            if a == "--" {
+                i += 1;
+                break;
+            }
+            if (a.starts_with('-') || a.starts_with('+')) && a.len() > 1 {
+                let on = a.starts_with('-');
+                for c in a[1..].chars() {
+                    match c {
+                        'e' => opts.push(("errexit".into(), on)),
+                        'u' => opts.push(("nounset".into(), on)),
+                        'x' => opts.push(("xtrace".into(), on)),
+                        'c' => {}
+                        _ => {}
+                    }
+                }
+                if a.contains('c') && a.starts_with('-') {
+                    i += 1;
+                    command = args.get(i).cloned();
+                    i += 1;
+                    break;
+                }
+                i += 1;
+                continue;
+            }
+            break;
+        }
+        let env = self.st.vars.environ();
+        if let Some(cmd) = command {
+            let arg0 = args.get(i).cloned().unwrap_or_else(|| "bash".into());
+            let rest = args.get(i + 1..).map(|s| s.to_vec()).unwrap_or_default();
+            return self.run_shell_script(&cmd, arg0, rest, env, true, &opts);
+        }
+        let (text, arg0, rest) = match args.get(i) {
+            Some(file) => {
+                let path = wasmsand_vfs::path::join(&self.st.cwd, file);
+                let data = self.rt.vfs.lock().read(&path);
+                match data {
+                    Ok(d) => (
+                        String::from_utf8_lossy(&d).into_owned(),
+                        file.clone(),
+                        args[i + 1..].to_vec(),
+                    ),
+                    Err(e) => {
+                        self.err_raw(&format!("bash: {file}: {}\n", strerror(e.errno)));
+                        return Ok(127);
+                    }
+                }
+            }
+            None => {
+                let mut data = Vec::new();
+                while let Some(b) = self.read_byte(0)? {
+                    data.push(b);
+                    if data.len() > self.st.limits.max_word_bytes {
+                        return Err(self.limit("bash: script on stdin too large".into()));
+                    }
+                }
+                (
+                    String::from_utf8_lossy(&data).into_owned(),
+                    "bash".into(),
+                    Vec::new(),
+                )
+            }
+        };
+        self.run_shell_script(&text, arg0, rest, env, false, &opts)
+    }
+}

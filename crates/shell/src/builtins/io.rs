@@ -1,0 +1,579 @@
+//! `echo`, `printf`, `read` and `mapfile`/`readarray`.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::interp::{Fd, FlowResult, InSrc, Interp};
+use crate::printf::echo_escapes;
+use crate::vars::{ATTR_READONLY, Value, Var, is_valid_name};
+
+impl Interp {
+    pub(super) fn b_echo(&mut self, args: &[String]) -> i32 {
+        let mut newline = true;
+        let mut escapes = false;
+        let mut i = 0;
+        while i < args.len() {
+            let a = &args[i];
+            if a.len() < 2 || !a.starts_with('-') || !a[1..].chars().all(|c| "neE".contains(c)) {
+                break;
+            }
+            for c in a[1..].chars() {
+                match c {
+                    'n' => newline = false,
+                    'e' => escapes = true,
+                    _ => escapes = false,
+                }
+            }
+            i += 1;
+        }
+        let mut out = Vec::new();
+        for (j, a) in args[i..].iter().enumerate() {
+            if j > 0 {
+                out.push(b' ');
+            }
+            if escapes {
+                let (bytes, stop) = echo_escapes(a);
+                out.extend_from_slice(&bytes);
+                if stop {
+                    return match self.out(&out) {
+                        Ok(()) => 0,
+                        Err(s) => s,
+                    };
+                }
+            } else {
+                out.extend_from_slice(a.as_bytes());
+            }
+        }
+        if newline {
+            out.push(b'\n');
+        }
+        match self.out(&out) {
+            Ok(()) => 0,
+            Err(s) => s,
+        }
+    }
+
+    pub(super) fn b_printf(&mut self, args: &[String]) -> FlowResult {
+        let mut args = args;
+        let mut var = None;
+        if args.first().map(String::as_str) == Some("-v") {
+            match args.get(1) {
+                Some(v) => {
+                    let base = v.split('[').next().unwrap_or("");
+                    if !is_valid_name(base) || (v.contains('[') && !v.ends_with(']')) {
+                        self.err(&format!("printf: `{v}': not a valid identifier"));
+                        return Ok(2);
+                    }
+                    var = Some(v.clone());
+                    args = &args[2..];
+                }
+                None => {
+                    self.err("printf: -v: option requires an argument");
+                    return Ok(2);
+                }
+            }
+        }
+        if args.first().map(String::as_str) == Some("--") {
+            args = &args[1..];
+        }
+        let Some(fmt) = args.first() else {
+            self.err("printf: usage: printf [-v var] format [arguments]");
+            return Ok(2);
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        let start = now - self.rt.started.elapsed().as_secs() as i64;
+        let tz = self.get_var("TZ");
+        let p = crate::printf::printf_in_zone(fmt, &args[1..], now, start, tz.as_deref());
+        for e in &p.errors {
+            self.err(e);
+        }
+        if let Some(n) = p.too_large {
+            return Err(self.limit(format!(
+                "printf: field width or precision too large ({n}, limit: {} bytes)",
+                crate::printf::MAX_FIELD
+            )));
+        }
+        let status = match var {
+            Some(v) => {
+                // A variable ends at a NUL byte, as a C string does in bash.
+                let end = p.out.iter().position(|&b| b == 0).unwrap_or(p.out.len());
+                let text = String::from_utf8_lossy(&p.out[..end]).into_owned();
+                let r = match v.find('[') {
+                    Some(i) if v.ends_with(']') => {
+                        let name = v[..i].to_string();
+                        match self.runtime_key_for(&name, &v[i + 1..v.len() - 1]) {
+                            Ok(k) => self.assign(&name, Some(k), text, false),
+                            Err(m) => Err(m),
+                        }
+                    }
+                    _ => self.set_var(&v, text),
+                };
+                if let Err(m) = r {
+                    self.err(&format!("printf: {m}"));
+                    return Ok(1);
+                }
+                p.status
+            }
+            None => match self.out(&p.out) {
+                Ok(()) => p.status,
+                Err(s) => s,
+            },
+        };
+        Ok(status)
+    }
+
+    fn read_byte_by(&mut self, fd: u32, deadline: Instant) -> FlowResult<Result<Option<u8>, ()>> {
+        let mut b = [0u8; 1];
+        if let Some(Fd::In(InSrc::Pipe(p))) = self.fds.get(fd).cloned() {
+            let until = match self.rt.deadline() {
+                Some(d) if d < deadline => d,
+                _ => deadline,
+            };
+            return match p.read_until(&mut b, until) {
+                Ok(0) => Ok(Ok(None)),
+                Ok(_) => Ok(Ok(Some(b[0]))),
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    self.check()?;
+                    Ok(Err(()))
+                }
+                Err(_) => {
+                    self.check()?;
+                    Ok(Ok(None))
+                }
+            };
+        }
+        Ok(Ok(self.read_byte(fd)?))
+    }
+
+    /// Reads one byte from descriptor `fd`; `None` at end of input.
+    pub(super) fn read_byte(&mut self, fd: u32) -> FlowResult<Option<u8>> {
+        let mut b = [0u8; 1];
+        match self.fds.get(fd).cloned() {
+            Some(Fd::In(InSrc::Pipe(p))) => match p.read(&mut b) {
+                Ok(0) => Ok(None),
+                Ok(_) => Ok(Some(b[0])),
+                Err(_) => {
+                    self.check()?;
+                    Ok(None)
+                }
+            },
+            Some(Fd::In(InSrc::File(f))) => match f.read(&mut b) {
+                Ok(0) | Err(_) => Ok(None),
+                Ok(_) => Ok(Some(b[0])),
+            },
+            Some(Fd::In(InSrc::Bytes(c))) => {
+                let mut g = c.lock();
+                let pos = g.1;
+                if pos < g.0.len() {
+                    g.1 += 1;
+                    Ok(Some(g.0[pos]))
+                } else {
+                    Ok(None)
+                }
+            }
+            _ => Ok(None),
+        }
+    }
+
+    pub(super) fn b_read(&mut self, args: &[String]) -> FlowResult {
+        let mut raw = false;
+        let mut prompt = None;
+        let mut array: Option<String> = None;
+        let mut delim = b'\n';
+        let mut nchars: Option<usize> = None;
+        let mut exact = false;
+        let mut fd = 0u32;
+        let mut silent_timeout: Option<f64> = None;
+        let mut names = Vec::new();
+        let mut i = 0;
+        while i < args.len() {
+            let a = &args[i];
+            if !a.starts_with('-') || a == "-" || !names.is_empty() {
+                names.push(a.clone());
+                i += 1;
+                continue;
+            }
+            if a == "--" {
+                names.extend(args[i + 1..].iter().cloned());
+                break;
+            }
+            let mut chars = a[1..].chars();
+            while let Some(c) = chars.next() {
+                let mut value = || -> Option<String> {
+                    let rest: String = chars.by_ref().collect();
+                    if !rest.is_empty() {
+                        Some(rest)
+                    } else {
+                        i += 1;
+                        args.get(i).cloned()
+                    }
+                };
+                match c {
+                    'r' => raw = true,
+                    's' | 'e' => {}
+                    'p' => prompt = value(),
+                    'a' => array = value(),
+                    'd' => delim = value().and_then(|v| v.bytes().next()).unwrap_or(0),
+                    'n' => nchars = value().and_then(|v| v.parse().ok()),
+                    'N' => {
+                        nchars = value().and_then(|v| v.parse().ok());
+                        exact = true;
+                    }
+                    't' => silent_timeout = value().and_then(|v| v.parse().ok()),
+                    'u' => fd = value().and_then(|v| v.parse().ok()).unwrap_or(0),
+                    _ => {
+                        self.err(&format!("read: -{c}: invalid option"));
+                        return Ok(2);
+                    }
+                }
+            }
+            i += 1;
+        }
+        if let Some(p) = prompt {
+            let _ = self.write_fd(2, p.as_bytes());
+        }
+        if silent_timeout == Some(0.0) {
+            let ready = matches!(
+                self.fds.get(fd),
+                Some(Fd::In(InSrc::Bytes(_) | InSrc::File(_) | InSrc::Empty))
+            );
+            return Ok(if ready { 0 } else { 1 });
+        }
+        let deadline = silent_timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+        let mut buf: Vec<u8> = Vec::new();
+        // Bytes that came from a backslash escape: never field separators.
+        let mut escaped: Vec<bool> = Vec::new();
+        let mut got_delim = false;
+        let mut count = 0usize;
+        let max = self.st.limits.max_word_bytes;
+        loop {
+            if let Some(n) = nchars
+                && count >= n
+            {
+                break;
+            }
+            let next = match deadline {
+                Some(d) => match self.read_byte_by(fd, d)? {
+                    Ok(b) => b,
+                    Err(()) => return Ok(142),
+                },
+                None => self.read_byte(fd)?,
+            };
+            let Some(b) = next else {
+                break;
+            };
+            if b == delim && !exact {
+                got_delim = true;
+                break;
+            }
+            if b == 0 {
+                // bash strings cannot hold NUL: `read` drops it.
+                continue;
+            }
+            if b == b'\\' && !raw {
+                match self.read_byte(fd)? {
+                    Some(b'\n') => continue,
+                    Some(n) => {
+                        buf.push(n);
+                        escaped.push(true);
+                        count += 1;
+                        continue;
+                    }
+                    None => break,
+                }
+            }
+            buf.push(b);
+            escaped.push(false);
+            count += 1;
+            if buf.len() > max {
+                return Err(self.limit(format!("read: line too long (limit: {max} bytes)")));
+            }
+        }
+        let at_eof = !got_delim && nchars.is_none_or(|n| count < n);
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let ifs = self.get_var("IFS").unwrap_or_else(|| " \t\n".into());
+        // End of input before the delimiter is status 1, even when some text was read.
+        let status = i32::from(at_eof);
+        if let Some(arr) = array {
+            let fields = split_read(
+                &text,
+                &escaped_chars(&text, &buf, &escaped),
+                &ifs,
+                usize::MAX,
+            );
+            let items = fields.into_iter().map(|f| (None, f)).collect();
+            if let Err(m) = self.assign_array_fresh(&arr, items) {
+                self.err(&format!("read: {m}"));
+                return Ok(1);
+            }
+            return Ok(status);
+        }
+        if names.is_empty() {
+            // REPLY keeps the line as read, without IFS trimming.
+            if let Err(m) = self.set_var("REPLY", text) {
+                self.err(&format!("read: {m}"));
+                return Ok(1);
+            }
+            return Ok(status);
+        }
+        let esc = escaped_chars(&text, &buf, &escaped);
+        let fields = split_read(&text, &esc, &ifs, names.len());
+        for (k, n) in names.iter().enumerate() {
+            if !is_valid_name(n) {
+                self.err(&format!("read: `{n}': not a valid identifier"));
+                return Ok(1);
+            }
+            let v = fields.get(k).cloned().unwrap_or_default();
+            if let Err(m) = self.set_var(n, v) {
+                self.err(&format!("read: {m}"));
+                return Ok(1);
+            }
+        }
+        Ok(status)
+    }
+
+    fn assign_array_fresh(
+        &mut self,
+        name: &str,
+        items: Vec<(Option<String>, String)>,
+    ) -> Result<(), String> {
+        if let Some(v) = self.st.vars.get(name)
+            && v.has(ATTR_READONLY)
+        {
+            return Err(format!("{name}: readonly variable"));
+        }
+        let attrs = self.st.vars.get(name).map(|v| v.attrs).unwrap_or(0);
+        self.st.vars.put(
+            name,
+            Var {
+                value: Value::Indexed(BTreeMap::new()),
+                attrs,
+            },
+        );
+        let items = items.into_iter().map(|(k, v)| (k, false, v)).collect();
+        self.assign_array(name, items, false)
+    }
+
+    pub(super) fn b_mapfile(&mut self, name: &str, args: &[String]) -> FlowResult {
+        let mut trim = false;
+        let mut delim = b'\n';
+        let mut max: Option<usize> = None;
+        let mut skip = 0usize;
+        let mut fd = 0u32;
+        let mut origin: Option<i64> = None;
+        let mut callback: Option<String> = None;
+        let mut quantum = 5000usize;
+        let mut target = "MAPFILE".to_string();
+        let mut i = 0;
+        while i < args.len() {
+            let a = args[i].as_str();
+            if !(a.starts_with('-') && a.len() > 1) {
+                target = a.to_string();
+                i += 1;
+                continue;
+            }
+            let flags: Vec<char> = a[1..].chars().collect();
+            for (j, c) in flags.iter().enumerate() {
+                let takes_value = matches!(c, 'd' | 'n' | 's' | 'u' | 'O' | 'c' | 'C');
+                let value = if takes_value {
+                    let rest: String = flags[j + 1..].iter().collect();
+                    if rest.is_empty() {
+                        i += 1;
+                        args.get(i).cloned().unwrap_or_default()
+                    } else {
+                        rest
+                    }
+                } else {
+                    String::new()
+                };
+                let bad_count = |me: &mut Interp, v: &str| {
+                    me.err(&format!("{name}: {v}: invalid line count"));
+                };
+                match c {
+                    't' => trim = true,
+                    'd' => delim = value.bytes().next().unwrap_or(0),
+                    'n' => match value.parse::<usize>() {
+                        Ok(n) => max = (n > 0).then_some(n),
+                        Err(_) => {
+                            bad_count(self, &value);
+                            return Ok(1);
+                        }
+                    },
+                    's' => match value.parse::<usize>() {
+                        Ok(n) => skip = n,
+                        Err(_) => {
+                            bad_count(self, &value);
+                            return Ok(1);
+                        }
+                    },
+                    'u' => fd = value.parse().unwrap_or(0),
+                    'O' => match value.parse::<i64>() {
+                        Ok(n) if n >= 0 => origin = Some(n),
+                        _ => {
+                            self.err(&format!("{name}: {value}: invalid array origin"));
+                            return Ok(1);
+                        }
+                    },
+                    'c' => match value.parse::<usize>() {
+                        Ok(n) if n > 0 => quantum = n,
+                        _ => {
+                            self.err(&format!("{name}: {value}: invalid callback quantum"));
+                            return Ok(1);
+                        }
+                    },
+                    'C' => callback = Some(value),
+                    c => {
+                        self.err(&format!("{name}: -{c}: invalid option"));
+                        return Ok(2);
+                    }
+                }
+                if takes_value {
+                    break;
+                }
+            }
+            i += 1;
+        }
+        if !is_valid_name(&target) {
+            self.err(&format!("{name}: `{target}': not a valid identifier"));
+            return Ok(1);
+        }
+        if origin.is_none() {
+            if let Err(m) = self.assign_array_fresh(&target, Vec::new()) {
+                self.err(&format!("{name}: {m}"));
+                return Ok(1);
+            }
+        } else if !self.st.vars.get(&target).is_some_and(|v| v.is_array()) {
+            let _ = self.assign_array(&target, Vec::new(), true);
+        }
+        let mut index = origin.unwrap_or(0);
+        let mut line = Vec::new();
+        let mut seen = 0usize;
+        let mut stored = 0usize;
+        let mut total = 0usize;
+        let limit = self.st.limits.max_word_bytes;
+        loop {
+            if max.is_some_and(|m| stored >= m) {
+                break;
+            }
+            let b = self.read_byte(fd)?;
+            let end = match b {
+                None => true,
+                Some(c) => {
+                    line.push(c);
+                    total += 1;
+                    if total > limit {
+                        return Err(
+                            self.limit(format!("{name}: input too large (limit: {limit} bytes)"))
+                        );
+                    }
+                    c == delim
+                }
+            };
+            if end && !line.is_empty() {
+                // A NUL delimiter cannot be kept: bash strings end there.
+                if (trim || delim == 0) && line.last() == Some(&delim) {
+                    line.pop();
+                }
+                if seen >= skip {
+                    let text = String::from_utf8_lossy(&line).into_owned();
+                    if let Some(cb) = &callback
+                        && (stored + 1).is_multiple_of(quantum)
+                    {
+                        let cmd = format!("{cb} {index} {}", crate::printf::quote_single(&text));
+                        self.eval_string(&cmd)?;
+                    }
+                    let r = self.assign(
+                        &target,
+                        Some(crate::interp::AssignKey::Index(index)),
+                        text,
+                        false,
+                    );
+                    if let Err(m) = r {
+                        self.err(&format!("{name}: {m}"));
+                        return Ok(1);
+                    }
+                    index += 1;
+                    stored += 1;
+                }
+                seen += 1;
+                line.clear();
+            }
+            if b.is_none() {
+                break;
+            }
+        }
+        Ok(0)
+    }
+}
+
+pub(super) fn unescape_delim(v: &str) -> u8 {
+    match v {
+        "\\n" => b'\n',
+        "\\t" => b'\t',
+        "\\0" => 0,
+        _ => v.bytes().next().unwrap_or(b'\n'),
+    }
+}
+
+fn escaped_chars(text: &str, buf: &[u8], escaped: &[bool]) -> Vec<bool> {
+    // Map byte flags onto chars (lossy decoding keeps one char per valid sequence).
+    if text.len() == buf.len() {
+        let mut v = Vec::new();
+        let mut idx = 0;
+        for c in text.chars() {
+            v.push(escaped.get(idx).copied().unwrap_or(false));
+            idx += c.len_utf8();
+        }
+        v
+    } else {
+        vec![false; text.chars().count()]
+    }
+}
+
+/// `read`'s splitting: IFS whitespace trimmed at both ends, the last name gets the rest.
+fn split_read(text: &str, escaped: &[bool], ifs: &str, n: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let is_ws = |i: usize| {
+        let c = chars[i];
+        !escaped.get(i).copied().unwrap_or(false)
+            && ifs.contains(c)
+            && matches!(c, ' ' | '\t' | '\n')
+    };
+    let is_delim = |i: usize| !escaped.get(i).copied().unwrap_or(false) && ifs.contains(chars[i]);
+    let mut fields = Vec::new();
+    let mut i = 0;
+    let len = chars.len();
+    while i < len && is_ws(i) {
+        i += 1;
+    }
+    while i < len {
+        if fields.len() + 1 == n {
+            // The last variable: the rest of the line minus trailing IFS whitespace.
+            let mut end = len;
+            while end > i && is_ws(end - 1) {
+                end -= 1;
+            }
+            fields.push(chars[i..end].iter().collect());
+            return fields;
+        }
+        let start = i;
+        while i < len && !is_delim(i) {
+            i += 1;
+        }
+        fields.push(chars[start..i].iter().collect::<String>());
+        // Skip whitespace, one non-whitespace delimiter, then whitespace again.
+        while i < len && is_ws(i) {
+            i += 1;
+        }
+        if i < len && is_delim(i) && !is_ws(i) {
+            i += 1;
+            while i < len && is_ws(i) {
+                i += 1;
+            }
+        }
+    }
+    fields
+}

@@ -1,0 +1,388 @@
+//! Builtins about commands: `type`, `command`, `builtin`, `help`, `alias`/`unalias`,
+//! `history`.
+
+use crate::interp::{Flow, FlowResult, Interp};
+
+use super::{BUILTINS, is_builtin, lookup};
+
+impl Interp {
+    pub(super) fn b_builtin(&mut self, args: &[String]) -> FlowResult {
+        match args.first() {
+            Some(n) if is_builtin(n) => self.run_builtin(&n.clone(), args),
+            Some(n) => {
+                self.err(&format!("builtin: {n}: not a shell builtin"));
+                Ok(1)
+            }
+            None => Ok(0),
+        }
+    }
+
+    /// `help NAME`: the synopsis line (the long descriptions are not carried).
+    pub(super) fn b_help(&mut self, args: &[String]) -> i32 {
+        let topics: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+        let mut text = String::new();
+        let mut status = 0;
+        let helped = || BUILTINS.iter().filter_map(|b| Some((b.name, b.synopsis?)));
+        if topics.is_empty() {
+            for (_, syn) in helped() {
+                text.push_str(&format!(" {syn}\n"));
+            }
+        }
+        for t in topics {
+            let hits: Vec<(&str, &str)> = helped()
+                .filter(|(n, _)| crate::pattern::matches(t, n))
+                .collect();
+            if hits.is_empty() {
+                self.err(&format!(
+                    "help: no help topics match `{t}'.  Try `help help' or `man -k {t}' or `info {t}'."
+                ));
+                status = 1;
+            }
+            for (n, syn) in hits {
+                text.push_str(&format!("{n}: {syn}\n"));
+            }
+        }
+        let s = self.out_str(&text);
+        if s != 0 { s } else { status }
+    }
+
+    /// `history`: a non-interactive bash keeps no history, so there is never anything to
+    /// list; the arguments are still checked as bash does.
+    pub(super) fn b_history(&mut self, args: &[String]) -> FlowResult {
+        let mut rest = args;
+        if let Some(a) = rest.first() {
+            if a == "--" {
+                rest = &rest[1..];
+            } else if let Some(flags) = a.strip_prefix('-').filter(|f| !f.is_empty()) {
+                for c in flags.chars() {
+                    if c == 'd' {
+                        let off = rest.get(1).map(String::as_str).unwrap_or("");
+                        self.err(&format!("history: {off}: history position out of range"));
+                        return Ok(1);
+                    }
+                    if !"canrwps".contains(c) {
+                        self.err(&format!("history: -{c}: invalid option"));
+                        self.err_raw(&format!(
+                            "history: usage: {}\n",
+                            lookup("history").and_then(|b| b.synopsis).unwrap_or("")
+                        ));
+                        return Ok(2);
+                    }
+                }
+                return Ok(0);
+            }
+        }
+        if let Some(n) = rest.first()
+            && n.trim_start_matches('+').parse::<i64>().is_err()
+        {
+            self.err(&format!("history: {n}: numeric argument required"));
+            return Ok(1);
+        }
+        if rest.len() > 1 {
+            // bash treats a count followed by more words as fatal, ending the shell.
+            self.err("history: too many arguments");
+            return Err(Flow::Exit(1));
+        }
+        Ok(0)
+    }
+
+    fn describe(&self, name: &str) -> Option<(&'static str, String)> {
+        if self.st.opts.expand_aliases
+            && let Some(a) = self.st.aliases.get(name)
+        {
+            return Some(("alias", a.clone()));
+        }
+        if KEYWORDS.contains(&name) {
+            return Some(("keyword", String::new()));
+        }
+        if self.st.functions.contains_key(name) {
+            return Some(("function", String::new()));
+        }
+        if is_builtin(name) {
+            return Some(("builtin", String::new()));
+        }
+        let path = if name.contains('/') {
+            let p = wasmsand_vfs::path::join(&self.st.cwd, name);
+            self.rt
+                .vfs
+                .lock()
+                .stat(&p)
+                .ok()
+                .filter(|m| m.mode & 0o111 != 0 && m.file_type == wasmsand_vfs::FileType::File)
+                .map(|_| name.to_string())
+        } else {
+            self.find_in_path(name)
+        };
+        path.map(|p| ("file", p))
+    }
+
+    /// Every meaning of `name` in lookup order (`type -a`): alias, keyword, function,
+    /// builtin, then each executable file along `$PATH`.
+    fn describe_all(&self, name: &str, skip_funcs: bool) -> Vec<(&'static str, String)> {
+        let mut v = Vec::new();
+        if self.st.opts.expand_aliases
+            && let Some(a) = self.st.aliases.get(name)
+        {
+            v.push(("alias", a.clone()));
+        }
+        if KEYWORDS.contains(&name) {
+            v.push(("keyword", String::new()));
+        }
+        if !skip_funcs && self.st.functions.contains_key(name) {
+            v.push(("function", String::new()));
+        }
+        if is_builtin(name) {
+            v.push(("builtin", String::new()));
+        }
+        v.extend(self.path_files(name).into_iter().map(|p| ("file", p)));
+        v
+    }
+
+    /// The executable files `name` finds: itself when it has a slash, else along `$PATH`.
+    fn path_files(&self, name: &str) -> Vec<String> {
+        let vfs = self.rt.vfs.lock();
+        let ok = |p: &str| {
+            vfs.stat(p)
+                .is_ok_and(|m| m.mode & 0o111 != 0 && m.file_type == wasmsand_vfs::FileType::File)
+        };
+        if name.contains('/') {
+            let p = wasmsand_vfs::path::join(&self.st.cwd, name);
+            return if ok(&p) {
+                vec![name.to_string()]
+            } else {
+                Vec::new()
+            };
+        }
+        if name.is_empty() {
+            return Vec::new();
+        }
+        let path = self
+            .get_var("PATH")
+            .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        let mut out: Vec<String> = Vec::new();
+        for dir in path.split(':') {
+            let shown = if dir.is_empty() {
+                name.to_string()
+            } else {
+                format!("{}/{name}", dir.trim_end_matches('/'))
+            };
+            let full = wasmsand_vfs::path::join(&self.st.cwd, &shown);
+            if ok(&full) && !out.contains(&shown) {
+                out.push(shown);
+            }
+        }
+        out
+    }
+
+    pub(super) fn b_type(&mut self, args: &[String]) -> i32 {
+        let mut terse = false;
+        let mut path_only = false;
+        let mut force_path = false;
+        let mut all = false;
+        let mut skip_funcs = false;
+        let mut names = Vec::new();
+        let mut options_done = false;
+        for a in args {
+            if !options_done && a.starts_with('-') && a.len() > 1 {
+                if a == "--" {
+                    options_done = true;
+                    continue;
+                }
+                for c in a[1..].chars() {
+                    match c {
+                        't' => terse = true,
+                        'p' => path_only = true,
+                        'P' => force_path = true,
+                        'a' => all = true,
+                        'f' => skip_funcs = true,
+                        _ => {
+                            self.err(&format!("type: -{c}: invalid option"));
+                            self.err_raw("type: usage: type [-afptP] name [name ...]\n");
+                            return 2;
+                        }
+                    }
+                }
+                continue;
+            }
+            options_done = true;
+            names.push(a.clone());
+        }
+        let mut status = 0;
+        for n in names {
+            let mut text = String::new();
+            let found = if force_path {
+                let files = self.path_files(&n);
+                let files = if all {
+                    files
+                } else {
+                    files.into_iter().take(1).collect()
+                };
+                for f in &files {
+                    text.push_str(&format!("{f}\n"));
+                }
+                !files.is_empty()
+            } else {
+                let mut meanings = self.describe_all(&n, skip_funcs);
+                if !all {
+                    meanings.truncate(1);
+                }
+                for (kind, extra) in &meanings {
+                    if path_only {
+                        if *kind == "file" {
+                            text.push_str(&format!("{extra}\n"));
+                        }
+                    } else if terse {
+                        text.push_str(&format!("{kind}\n"));
+                    } else {
+                        text.push_str(&match *kind {
+                            "alias" => format!("{n} is aliased to `{extra}'\n"),
+                            "keyword" => format!("{n} is a shell keyword\n"),
+                            "function" => {
+                                let body = self
+                                    .st
+                                    .functions
+                                    .get(&n)
+                                    .map(|f| crate::printer::function_text(f))
+                                    .unwrap_or_default();
+                                format!("{n} is a function\n{body}\n")
+                            }
+                            "builtin" => format!("{n} is a shell builtin\n"),
+                            _ => format!("{n} is {extra}\n"),
+                        });
+                    }
+                }
+                !meanings.is_empty()
+            };
+            if !found {
+                if !terse && !path_only && !force_path {
+                    self.err(&format!("type: {n}: not found"));
+                }
+                status = 1;
+            }
+            let s = self.out_str(&text);
+            if s != 0 {
+                return s;
+            }
+        }
+        status
+    }
+
+    pub(super) fn b_command(&mut self, args: &[String]) -> FlowResult {
+        let mut verbose = None;
+        let mut i = 0;
+        while i < args.len() && args[i].starts_with('-') && args[i].len() > 1 {
+            match args[i].as_str() {
+                "-v" => verbose = Some(false),
+                "-V" => verbose = Some(true),
+                "-p" => {}
+                "--" => {
+                    i += 1;
+                    break;
+                }
+                o => {
+                    self.err(&format!("command: {o}: invalid option"));
+                    return Ok(2);
+                }
+            }
+            i += 1;
+        }
+        let rest = &args[i..];
+        let Some(name) = rest.first() else {
+            return Ok(0);
+        };
+        if let Some(long) = verbose {
+            let mut status = 0;
+            let mut found = false;
+            for n in rest {
+                let text = match self.describe(n) {
+                    Some(_) if long => {
+                        if self.b_type(std::slice::from_ref(n)) != 0 {
+                            status = 1;
+                        } else {
+                            found = true;
+                        }
+                        continue;
+                    }
+                    Some(("file", p)) => format!("{p}\n"),
+                    Some(("alias", v)) => {
+                        format!("alias {n}={}\n", crate::printf::quote_single(&v))
+                    }
+                    Some(_) => format!("{n}\n"),
+                    None => {
+                        if long {
+                            self.err(&format!("command: {n}: not found"));
+                        }
+                        continue;
+                    }
+                };
+                found = true;
+                let s = self.out_str(&text);
+                if s != 0 {
+                    return Ok(s);
+                }
+            }
+            // Found at least one name: bash's status is then 0.
+            return Ok(if found { 0 } else { status.max(1) });
+        }
+        if is_builtin(name) {
+            return self.run_builtin(&name.clone(), rest);
+        }
+        let env = self.st.vars.environ();
+        self.run_external(rest.to_vec(), env)
+    }
+
+    pub(super) fn b_alias(&mut self, args: &[String]) -> i32 {
+        let args = args.strip_prefix(&["--".to_string()]).unwrap_or(args);
+        let args: Vec<&String> = args.iter().filter(|a| *a != "-p").collect();
+        if args.is_empty() {
+            let mut text = String::new();
+            for (k, v) in self.st.aliases.iter() {
+                text.push_str(&format!("alias {k}={}\n", crate::printf::quote_single(v)));
+            }
+            return self.out_str(&text);
+        }
+        let mut status = 0;
+        let mut text = String::new();
+        for a in args {
+            match a.split_once('=') {
+                Some((k, v)) => {
+                    self.st.aliases.insert(k.to_string(), v.to_string());
+                }
+                None => match self.st.aliases.get(a.as_str()) {
+                    Some(v) => {
+                        text.push_str(&format!("alias {a}={}\n", crate::printf::quote_single(v)))
+                    }
+                    None => {
+                        self.err(&format!("alias: {a}: not found"));
+                        status = 1;
+                    }
+                },
+            }
+        }
+        let s = self.out_str(&text);
+        if s != 0 { s } else { status }
+    }
+
+    pub(super) fn b_unalias(&mut self, args: &[String]) -> i32 {
+        let args = args.strip_prefix(&["--".to_string()]).unwrap_or(args);
+        if args.is_empty() {
+            self.err("unalias: usage: unalias [-a] name [name ...]");
+            return 2;
+        }
+        let mut status = 0;
+        for a in args {
+            if a == "-a" {
+                self.st.aliases.clear();
+            } else if self.st.aliases.remove(a.as_str()).is_none() {
+                self.err(&format!("unalias: {a}: not found"));
+                status = 1;
+            }
+        }
+        status
+    }
+}
+
+const KEYWORDS: &[&str] = &[
+    "if", "then", "else", "elif", "fi", "case", "esac", "for", "select", "while", "until", "do",
+    "done", "in", "function", "time", "{", "}", "!", "[[", "]]", "coproc",
+];

@@ -1,0 +1,423 @@
+//! Shell options: `set` (also the variable listing of a bare `set`) and `shopt`.
+
+use crate::interp::Interp;
+use crate::printf::{quote_double, quote_unless};
+use crate::vars::{Value, Var};
+
+use super::vars::assoc_key;
+
+impl Interp {
+    pub(crate) fn option_value(&self, name: &str) -> Option<bool> {
+        let o = &self.st.opts;
+        Some(match name {
+            "errexit" => o.errexit,
+            "nounset" => o.nounset,
+            "pipefail" => o.pipefail,
+            "xtrace" => o.xtrace,
+            "noglob" => o.noglob,
+            "noclobber" => o.noclobber,
+            "allexport" => o.allexport,
+            "noexec" => o.noexec,
+            "errtrace" => o.errtrace,
+            "functrace" => o.functrace,
+            n if SET_OPTIONS.contains(&n) => o.extra.contains(n),
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn set_option(&mut self, name: &str, on: bool) -> bool {
+        let o = &mut self.st.opts;
+        match name {
+            "errexit" => o.errexit = on,
+            "nounset" => o.nounset = on,
+            "pipefail" => o.pipefail = on,
+            "xtrace" => o.xtrace = on,
+            "noglob" => o.noglob = on,
+            "noclobber" => o.noclobber = on,
+            "allexport" => o.allexport = on,
+            "noexec" => o.noexec = on,
+            "errtrace" => o.errtrace = on,
+            "functrace" => o.functrace = on,
+            n if SET_OPTIONS.contains(&n) => {
+                if on {
+                    o.extra.insert(n.to_string());
+                } else {
+                    o.extra.remove(n);
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// `shopt` options: the ones the shell models, then the rest as plain flags.
+    pub(crate) fn shopt_value(&self, name: &str) -> Option<bool> {
+        let o = &self.st.opts;
+        Some(match name {
+            "nullglob" => o.nullglob,
+            "dotglob" => o.dotglob,
+            "failglob" => o.failglob,
+            "nocaseglob" => o.nocaseglob,
+            "nocasematch" => o.nocasematch,
+            "expand_aliases" => o.expand_aliases,
+            "lastpipe" => o.lastpipe,
+            n if SHOPT_OPTIONS.iter().any(|(k, _)| *k == n) => o.extra.contains(n),
+            _ => return None,
+        })
+    }
+
+    fn set_shopt(&mut self, name: &str, on: bool) -> bool {
+        let o = &mut self.st.opts;
+        let slot = match name {
+            "nullglob" => &mut o.nullglob,
+            "dotglob" => &mut o.dotglob,
+            "failglob" => &mut o.failglob,
+            "nocaseglob" => &mut o.nocaseglob,
+            "nocasematch" => &mut o.nocasematch,
+            "expand_aliases" => &mut o.expand_aliases,
+            "lastpipe" => &mut o.lastpipe,
+            n if SHOPT_OPTIONS.iter().any(|(k, _)| *k == n) => {
+                if on {
+                    o.extra.insert(n.to_string());
+                } else {
+                    o.extra.remove(n);
+                }
+                return true;
+            }
+            _ => return false,
+        };
+        *slot = on;
+        true
+    }
+
+    /// `$SHELLOPTS`: the `set -o` options that are on.
+    pub(crate) fn shellopts(&self) -> String {
+        SET_OPTIONS
+            .iter()
+            .filter(|n| self.option_value(n) == Some(true))
+            .copied()
+            .collect::<Vec<_>>()
+            .join(":")
+    }
+
+    /// `$BASHOPTS`: the `shopt` options that are on.
+    pub(crate) fn bashopts(&self) -> String {
+        SHOPT_OPTIONS
+            .iter()
+            .filter(|(n, _)| self.shopt_value(n) == Some(true))
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(":")
+    }
+
+    pub(super) fn b_set(&mut self, args: &[String]) -> i32 {
+        if args.is_empty() {
+            let mut text = String::new();
+            for n in self.st.vars.names() {
+                if let Some(v) = self.st.vars.get(&n)
+                    && !matches!(v.value, Value::Unset)
+                {
+                    text.push_str(&set_line(&n, v));
+                }
+            }
+            return self.out_str(&text);
+        }
+        let mut i = 0;
+        while i < args.len() {
+            let a = &args[i];
+            if a == "--" {
+                self.st.positional = args[i + 1..].to_vec();
+                return 0;
+            }
+            if a == "-" {
+                self.st.opts.xtrace = false;
+                self.st.opts.extra.remove("verbose");
+                if i + 1 < args.len() {
+                    self.st.positional = args[i + 1..].to_vec();
+                }
+                return 0;
+            }
+            if a == "+" {
+                if i + 1 < args.len() {
+                    self.st.positional = args[i + 1..].to_vec();
+                }
+                return 0;
+            }
+            let on = a.starts_with('-');
+            if !(on || a.starts_with('+')) || a.len() < 2 {
+                self.st.positional = args[i..].to_vec();
+                return 0;
+            }
+            for c in a[1..].chars() {
+                let name = match c {
+                    'e' => "errexit",
+                    'u' => "nounset",
+                    'x' => "xtrace",
+                    'f' => "noglob",
+                    'C' => "noclobber",
+                    'a' => "allexport",
+                    'n' => "noexec",
+                    'h' => "hashall",
+                    'B' => "braceexpand",
+                    'H' => "histexpand",
+                    'm' => "monitor",
+                    'b' => "notify",
+                    'v' => "verbose",
+                    'T' => "functrace",
+                    'E' => "errtrace",
+                    'P' => "physical",
+                    'k' => "keyword",
+                    't' => "onecmd",
+                    'o' => {
+                        i += 1;
+                        match args.get(i) {
+                            Some(n) => {
+                                if !self.set_option(n, on) {
+                                    self.err(&format!("set: {n}: invalid option name"));
+                                    return 2;
+                                }
+                            }
+                            None => {
+                                let text = self.options_listing(on);
+                                return self.out_str(&text);
+                            }
+                        }
+                        continue;
+                    }
+                    _ => {
+                        self.err(&format!("set: {}{c}: invalid option", &a[..1]));
+                        return 2;
+                    }
+                };
+                self.set_option(name, on);
+            }
+            i += 1;
+        }
+        0
+    }
+
+    fn options_listing(&self, dash: bool) -> String {
+        let mut s = String::new();
+        for n in SET_OPTIONS {
+            let v = self.option_value(n).unwrap_or(false);
+            if dash {
+                s.push_str(&format!("{n:<15}\t{}\n", if v { "on" } else { "off" }));
+            } else {
+                s.push_str(&format!("set {}o {n}\n", if v { '-' } else { '+' }));
+            }
+        }
+        s
+    }
+
+    pub(super) fn b_shopt(&mut self, args: &[String]) -> i32 {
+        let mut mode: Option<bool> = None;
+        let mut quiet = false;
+        let mut print = false;
+        let mut set_o = false;
+        let mut names = Vec::new();
+        let mut options_done = false;
+        for a in args {
+            if !options_done && a.starts_with('-') && a.len() > 1 {
+                if a == "--" {
+                    options_done = true;
+                    continue;
+                }
+                for c in a[1..].chars() {
+                    match c {
+                        's' => mode = Some(true),
+                        'u' => mode = Some(false),
+                        'q' => quiet = true,
+                        'p' => print = true,
+                        'o' => set_o = true,
+                        _ => {
+                            self.err(&format!("shopt: -{c}: invalid option"));
+                            self.err_raw("shopt: usage: shopt [-pqsu] [-o] [optname ...]\n");
+                            return 2;
+                        }
+                    }
+                }
+                continue;
+            }
+            options_done = true;
+            names.push(a.clone());
+        }
+        let all: Vec<String> = if set_o {
+            SET_OPTIONS.iter().map(|s| s.to_string()).collect()
+        } else {
+            SHOPT_OPTIONS.iter().map(|(s, _)| s.to_string()).collect()
+        };
+        let listing = names.is_empty();
+        let targets = if listing { all } else { names };
+        let mut status = 0;
+        let mut text = String::new();
+        for n in &targets {
+            let current = if set_o {
+                self.option_value(n)
+            } else {
+                self.shopt_value(n)
+            };
+            let Some(v) = current else {
+                self.err(&format!("shopt: {n}: invalid shell option name"));
+                status = 1;
+                continue;
+            };
+            match mode {
+                Some(m) if !listing => {
+                    if set_o {
+                        self.set_option(n, m);
+                    } else {
+                        self.set_shopt(n, m);
+                    }
+                }
+                Some(m) => {
+                    // `shopt -s` alone lists the options that are on.
+                    if v == m {
+                        text.push_str(&shopt_line(n, v, print, set_o));
+                    }
+                }
+                None => {
+                    if !v {
+                        status = 1;
+                    }
+                    text.push_str(&shopt_line(n, v, print, set_o));
+                }
+            }
+        }
+        if listing {
+            status = 0;
+        }
+        if !quiet && !text.is_empty() {
+            let s = self.out_str(&text);
+            if s != 0 {
+                return s;
+            }
+        }
+        status
+    }
+}
+
+/// `set -o` options, in the order bash lists them.
+const SET_OPTIONS: &[&str] = &[
+    "allexport",
+    "braceexpand",
+    "emacs",
+    "errexit",
+    "errtrace",
+    "functrace",
+    "hashall",
+    "histexpand",
+    "history",
+    "ignoreeof",
+    "interactive-comments",
+    "keyword",
+    "monitor",
+    "noclobber",
+    "noexec",
+    "noglob",
+    "nolog",
+    "notify",
+    "nounset",
+    "onecmd",
+    "physical",
+    "pipefail",
+    "posix",
+    "privileged",
+    "verbose",
+    "vi",
+    "xtrace",
+];
+
+/// `shopt` options of bash 5.2 in its order, with their defaults under `bash -c`.
+pub(crate) const SHOPT_OPTIONS: &[(&str, bool)] = &[
+    ("autocd", false),
+    ("assoc_expand_once", false),
+    ("cdable_vars", false),
+    ("cdspell", false),
+    ("checkhash", false),
+    ("checkjobs", false),
+    ("checkwinsize", true),
+    ("cmdhist", true),
+    ("compat31", false),
+    ("compat32", false),
+    ("compat40", false),
+    ("compat41", false),
+    ("compat42", false),
+    ("compat43", false),
+    ("compat44", false),
+    ("complete_fullquote", true),
+    ("direxpand", false),
+    ("dirspell", false),
+    ("dotglob", false),
+    ("execfail", false),
+    ("expand_aliases", false),
+    ("extdebug", false),
+    ("extglob", false),
+    ("extquote", true),
+    ("failglob", false),
+    ("force_fignore", true),
+    ("globasciiranges", true),
+    ("globskipdots", true),
+    ("globstar", false),
+    ("gnu_errfmt", false),
+    ("histappend", false),
+    ("histreedit", false),
+    ("histverify", false),
+    ("hostcomplete", true),
+    ("huponexit", false),
+    ("inherit_errexit", false),
+    ("interactive_comments", true),
+    ("lastpipe", false),
+    ("lithist", false),
+    ("localvar_inherit", false),
+    ("localvar_unset", false),
+    ("login_shell", false),
+    ("mailwarn", false),
+    ("no_empty_cmd_completion", false),
+    ("nocaseglob", false),
+    ("nocasematch", false),
+    ("noexpand_translation", false),
+    ("nullglob", false),
+    ("patsub_replacement", true),
+    ("progcomp", true),
+    ("progcomp_alias", false),
+    ("promptvars", true),
+    ("restricted_shell", false),
+    ("shift_verbose", false),
+    ("sourcepath", true),
+    ("varredir_close", false),
+    ("xpg_echo", false),
+];
+
+fn shopt_line(n: &str, v: bool, print: bool, set_o: bool) -> String {
+    match (print, set_o) {
+        (true, true) => format!("set {}o {n}\n", if v { '-' } else { '+' }),
+        (true, false) => format!("shopt {} {n}\n", if v { "-s" } else { "-u" }),
+        _ => format!("{n:<15}\t{}\n", if v { "on" } else { "off" }),
+    }
+}
+
+pub(super) fn set_line(name: &str, v: &Var) -> String {
+    match &v.value {
+        Value::Str(s) => format!(
+            "{name}={}\n",
+            quote_unless(s, |c| {
+                c.is_ascii_alphanumeric() || "_-./:,+@%=".contains(c)
+            })
+        ),
+        Value::Indexed(m) => {
+            let body: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("[{k}]={}", quote_double(v)))
+                .collect();
+            format!("{name}=({})\n", body.join(" "))
+        }
+        Value::Assoc(m) => {
+            let body: String = m
+                .iter()
+                .map(|(k, v)| format!("[{}]={} ", assoc_key(k), quote_double(v)))
+                .collect();
+            format!("{name}=({body})\n")
+        }
+        Value::Unset => String::new(),
+    }
+}

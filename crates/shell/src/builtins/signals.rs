@@ -1,0 +1,298 @@
+//! `trap` and `kill`, and the signal table they share.
+
+use crate::interp::{Flow, FlowResult, Interp};
+
+impl Interp {
+    pub(super) fn b_trap(&mut self, args: &[String]) -> i32 {
+        let mut args: &[String] = args;
+        let mut print = false;
+        while let Some(first) = args.first() {
+            match first.as_str() {
+                "-p" => print = true,
+                "-l" => {
+                    let mut text = String::new();
+                    for (i, (n, name)) in signals().iter().enumerate() {
+                        text.push_str(&format!("{n:2}) SIG{name}"));
+                        text.push(if (i + 1).is_multiple_of(5) {
+                            '\n'
+                        } else {
+                            '\t'
+                        });
+                    }
+                    if !text.ends_with('\n') {
+                        text.push('\n');
+                    }
+                    return self.out_str(&text);
+                }
+                "--" => {
+                    args = &args[1..];
+                    break;
+                }
+                o if o.starts_with('-') && o.len() > 1 && o != "-" => {
+                    self.err(&format!("trap: {o}: invalid option"));
+                    self.err_raw("trap: usage: trap [-lp] [[arg] signal_spec ...]\n");
+                    return 2;
+                }
+                _ => break,
+            }
+            args = &args[1..];
+        }
+        if print || args.is_empty() {
+            let traps = self
+                .inherited_traps
+                .clone()
+                .unwrap_or_else(|| self.st.traps.clone());
+            let mut status = 0;
+            let wanted: Vec<String> = if args.is_empty() {
+                let mut all: Vec<String> = traps.keys().cloned().collect();
+                all.sort_by_key(|k| signal_order(k));
+                all
+            } else {
+                let mut v = Vec::new();
+                for a in args {
+                    match signal_name(a) {
+                        Some(n) => v.push(n),
+                        None => {
+                            self.err(&format!("trap: {a}: invalid signal specification"));
+                            status = 1;
+                        }
+                    }
+                }
+                v
+            };
+            let mut text = String::new();
+            for sig in wanted {
+                if let Some(action) = traps.get(&sig) {
+                    text.push_str(&format!(
+                        "trap -- {} {sig}\n",
+                        crate::printf::quote_single(action)
+                    ));
+                }
+            }
+            let s = self.out_str(&text);
+            return if s != 0 { s } else { status };
+        }
+        // `trap N` alone (a signal number) resets it, as `trap - N` would.
+        let (action, sigs) = if args.len() == 1 || args[0] == "-" {
+            (None, if args[0] == "-" { &args[1..] } else { args })
+        } else if args[0].parse::<u32>().is_ok() && signal_name(&args[0]).is_some() {
+            (None, args)
+        } else {
+            (Some(args[0].clone()), &args[1..])
+        };
+        self.inherited_traps = None;
+        let mut status = 0;
+        for s in sigs {
+            let Some(sig) = signal_name(s) else {
+                self.err(&format!("trap: {s}: invalid signal specification"));
+                status = 1;
+                continue;
+            };
+            match &action {
+                Some(a) => {
+                    self.st.traps.insert(sig, a.clone());
+                }
+                None => {
+                    self.st.traps.remove(&sig);
+                }
+            }
+        }
+        status
+    }
+
+    /// `kill`: signals can only reach the shell itself (`kill -USR1 $$` runs its trap, or
+    /// ends it as the signal's default action would); other processes are threads here.
+    pub(super) fn b_kill(&mut self, args: &[String]) -> FlowResult {
+        let usage = |me: &mut Interp| {
+            me.err_raw("kill: usage: kill [-s sigspec | -n signum | -sigspec] pid | jobspec ... or kill -l [sigspec]\n");
+            Ok(2)
+        };
+        if args.is_empty() {
+            return usage(self);
+        }
+        let mut sig = "SIGTERM".to_string();
+        let mut i = 0;
+        if args[0] == "-l" || args[0] == "-L" {
+            if args.len() == 1 {
+                return Ok(self.b_trap(&["-l".to_string()]));
+            }
+            let mut text = String::new();
+            let mut status = 0;
+            for a in &args[1..] {
+                let table = signals();
+                if a == "0" {
+                    // Signal 0 is the EXIT trap's number.
+                    text.push_str("EXIT\n");
+                } else if let Ok(n) = a.parse::<u32>() {
+                    let n = if n > 128 { n - 128 } else { n };
+                    match table.iter().find(|(k, _)| *k == n) {
+                        Some((_, name)) => text.push_str(&format!("{name}\n")),
+                        None => {
+                            self.err(&format!("kill: {a}: invalid signal specification"));
+                            status = 1;
+                        }
+                    }
+                } else {
+                    match signal_name(a).and_then(|n| {
+                        let bare = n.strip_prefix("SIG").unwrap_or(&n).to_string();
+                        table.iter().find(|(_, s)| *s == bare).map(|(k, _)| *k)
+                    }) {
+                        Some(k) => text.push_str(&format!("{k}\n")),
+                        None => {
+                            self.err(&format!("kill: {a}: invalid signal specification"));
+                            status = 1;
+                        }
+                    }
+                }
+            }
+            let s = self.out_str(&text);
+            return Ok(if s != 0 { s } else { status });
+        }
+        if args[0] == "-s" || args[0] == "-n" {
+            let Some(spec) = args.get(1) else {
+                return usage(self);
+            };
+            match signal_name(spec) {
+                Some(n) => sig = n,
+                None => {
+                    self.err(&format!("kill: {spec}: invalid signal specification"));
+                    return Ok(1);
+                }
+            }
+            i = 2;
+        } else if let Some(spec) = args[0].strip_prefix('-')
+            && !spec.is_empty()
+            && spec != "-"
+        {
+            if spec == "0" {
+                sig = "0".into();
+            } else {
+                match signal_name(spec) {
+                    Some(n) => sig = n,
+                    None => {
+                        self.err(&format!("kill: {spec}: invalid signal specification"));
+                        return Ok(1);
+                    }
+                }
+            }
+            i = 1;
+        } else if args[0] == "--" {
+            i = 1;
+        }
+        let pids = &args[i..];
+        if pids.is_empty() {
+            return usage(self);
+        }
+        let mut status = 0;
+        for p in pids {
+            let own = p.parse::<u32>().ok() == Some(self.rt.shell_pid);
+            if !own {
+                let bare = sig.strip_prefix("SIG").unwrap_or(&sig);
+                let num = match bare {
+                    "0" | "EXIT" => 0,
+                    _ => signals()
+                        .iter()
+                        .find(|(_, s)| *s == bare)
+                        .map_or(15, |(k, _)| *k),
+                };
+                if let Some(s) = self.kill_job(p, num) {
+                    if s != 0 {
+                        status = s;
+                    }
+                    continue;
+                }
+                match p.parse::<i64>() {
+                    Ok(_) => self.err(&format!("kill: ({p}) - No such process")),
+                    Err(_) => self.err(&format!("kill: {p}: arguments must be process or job IDs")),
+                }
+                status = 1;
+                continue;
+            }
+            if sig == "0" || sig == "EXIT" {
+                continue;
+            }
+            match self.st.traps.get(&sig).cloned() {
+                Some(action) if action.is_empty() => {}
+                Some(action) => self.run_trap_action(&action)?,
+                None => {
+                    let bare = sig.strip_prefix("SIG").unwrap_or(&sig).to_string();
+                    // Default actions: these are ignored, the rest end the shell.
+                    if matches!(bare.as_str(), "CHLD" | "URG" | "WINCH" | "CONT") {
+                        continue;
+                    }
+                    let n = signals()
+                        .iter()
+                        .find(|(_, s)| *s == bare)
+                        .map(|(k, _)| *k)
+                        .unwrap_or(15);
+                    return Err(Flow::Exit(128 + n as i32));
+                }
+            }
+        }
+        Ok(status)
+    }
+}
+
+/// Linux's signals as `trap -l` lists them: number and name without `SIG`.
+fn signals() -> Vec<(u32, String)> {
+    const NAMES: [&str; 31] = [
+        "HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "BUS", "FPE", "KILL", "USR1", "SEGV", "USR2",
+        "PIPE", "ALRM", "TERM", "STKFLT", "CHLD", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "URG",
+        "XCPU", "XFSZ", "VTALRM", "PROF", "WINCH", "IO", "PWR", "SYS",
+    ];
+    let mut v: Vec<(u32, String)> = NAMES
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (i as u32 + 1, n.to_string()))
+        .collect();
+    v.push((34, "RTMIN".into()));
+    for i in 1..=15 {
+        v.push((34 + i, format!("RTMIN+{i}")));
+    }
+    for i in (1..=14).rev() {
+        v.push((64 - i, format!("RTMAX-{i}")));
+    }
+    v.push((64, "RTMAX".into()));
+    v
+}
+
+/// A trap's canonical name (`EXIT`, `SIGINT`, `ERR`) from a name or number in any case,
+/// with or without `SIG`.
+fn signal_name(s: &str) -> Option<String> {
+    let u = s.to_uppercase();
+    let u = u.strip_prefix("SIG").unwrap_or(&u).to_string();
+    match u.as_str() {
+        "0" | "EXIT" => return Some("EXIT".into()),
+        "ERR" | "DEBUG" | "RETURN" => return Some(u),
+        _ => {}
+    }
+    let table = signals();
+    if let Ok(n) = u.parse::<u32>() {
+        return table
+            .iter()
+            .find(|(k, _)| *k == n)
+            .map(|(_, name)| format!("SIG{name}"));
+    }
+    table
+        .iter()
+        .find(|(_, name)| *name == u)
+        .map(|(_, name)| format!("SIG{name}"))
+}
+
+/// Where a trap comes in `trap -p`: EXIT, the signals by number, then DEBUG, ERR, RETURN.
+fn signal_order(name: &str) -> u32 {
+    match name {
+        "EXIT" => 0,
+        "DEBUG" => 100,
+        "ERR" => 101,
+        "RETURN" => 102,
+        n => {
+            let bare = n.strip_prefix("SIG").unwrap_or(n);
+            signals()
+                .iter()
+                .find(|(_, s)| s == bare)
+                .map(|(k, _)| *k)
+                .unwrap_or(99)
+        }
+    }
+}

@@ -1,0 +1,438 @@
+//! Commands that are programs in bash but builtins here, because a WASI program can neither
+//! start another program nor change permission bits: `env`, `xargs`, `chmod`, and `sleep`
+//! (which waits on the run's deadline and cancel token).
+
+use std::time::{Duration, Instant};
+
+use crate::interp::{Fd, FlowResult, InSrc, Interp, strerror};
+use crate::vars::{ATTR_EXPORT, Value, Var};
+
+use super::io::unescape_delim;
+use super::is_builtin;
+
+impl Interp {
+    pub(super) fn b_sleep(&mut self, args: &[String]) -> FlowResult {
+        if args.is_empty() {
+            self.err("sleep: missing operand");
+            return Ok(1);
+        }
+        let mut total = 0f64;
+        for a in args {
+            let (num, mult) = match a.chars().last() {
+                Some('s') => (&a[..a.len() - 1], 1.0),
+                Some('m') => (&a[..a.len() - 1], 60.0),
+                Some('h') => (&a[..a.len() - 1], 3600.0),
+                Some('d') => (&a[..a.len() - 1], 86400.0),
+                _ => (a.as_str(), 1.0),
+            };
+            match num.parse::<f64>() {
+                Ok(v) if v >= 0.0 && v.is_finite() => total += v * mult,
+                _ => {
+                    self.err_raw(&format!("sleep: invalid time interval '{a}'\n"));
+                    return Ok(1);
+                }
+            }
+        }
+        let end = Instant::now() + Duration::from_secs_f64(total.min(1e9));
+        loop {
+            self.check()?;
+            let now = Instant::now();
+            if now >= end {
+                return Ok(0);
+            }
+            let step = (end - now).min(Duration::from_millis(5));
+            std::thread::sleep(step);
+        }
+    }
+
+    /// `env`: the guest's could not start a program, so the shell runs the command itself
+    /// with the modified environment.
+    pub(super) fn b_env(&mut self, args: &[String]) -> FlowResult {
+        let mut env = self.st.vars.environ();
+        let mut i = 0;
+        while i < args.len() {
+            let a = args[i].as_str();
+            if a == "-i" || a == "-" || a == "--ignore-environment" {
+                env.clear();
+            } else if a == "-u" || a == "--unset" {
+                i += 1;
+                if let Some(n) = args.get(i) {
+                    env.retain(|(k, _)| k != n);
+                }
+            } else if let Some(n) = a.strip_prefix("-u") {
+                env.retain(|(k, _)| k != n);
+            } else if a == "--" {
+                i += 1;
+                break;
+            } else if a.starts_with('-') && a.len() > 1 {
+                self.err_raw(&format!("env: invalid option -- '{}'\n", &a[1..]));
+                return Ok(125);
+            } else if let Some((k, v)) = a.split_once('=') {
+                env.retain(|(name, _)| name != k);
+                env.push((k.to_string(), v.to_string()));
+            } else {
+                break;
+            }
+            i += 1;
+        }
+        let cmd = &args[i.min(args.len())..];
+        if cmd.is_empty() {
+            let text: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+            return Ok(self.out_str(&text));
+        }
+        let name = cmd[0].clone();
+        if is_builtin(&name) || self.st.functions.contains_key(&name) {
+            // A subshell whose exported variables are exactly `env`.
+            let mut child = self.fork();
+            for (k, _) in child.st.vars.environ() {
+                child.st.vars.remove(&k);
+            }
+            for (k, v) in &env {
+                child.st.vars.put(
+                    k,
+                    Var {
+                        value: Value::Str(v.clone()),
+                        attrs: ATTR_EXPORT,
+                    },
+                );
+            }
+            let cmd = cmd.to_vec();
+            let s = child.run_as_subshell(|c| c.run_argv(cmd));
+            drop(child);
+            self.check()?;
+            return Ok(s);
+        }
+        self.run_external(cmd.to_vec(), env)
+    }
+
+    pub(super) fn b_xargs(&mut self, args: &[String]) -> FlowResult {
+        let mut max_args: Option<usize> = None;
+        let mut max_lines: Option<usize> = None;
+        let mut replace: Option<String> = None;
+        let mut delim: Option<u8> = None;
+        let mut no_run_empty = false;
+        let mut trace = false;
+        let mut i = 0;
+        while i < args.len() && args[i].starts_with('-') && args[i].len() > 1 {
+            let a = args[i].as_str();
+            let mut val = |short: &str| -> Option<String> {
+                if a.len() > short.len() {
+                    Some(a[short.len()..].to_string())
+                } else {
+                    i += 1;
+                    args.get(i).cloned()
+                }
+            };
+            match a {
+                "-0" | "--null" => delim = Some(0),
+                "-r" | "--no-run-if-empty" => no_run_empty = true,
+                "-t" | "--verbose" => trace = true,
+                "--" => {
+                    i += 1;
+                    break;
+                }
+                s if s.starts_with("-n") => max_args = val("-n").and_then(|v| v.parse().ok()),
+                s if s.starts_with("-L") => max_lines = val("-L").and_then(|v| v.parse().ok()),
+                s if s.starts_with("-I") => replace = val("-I"),
+                s if s.starts_with("-d") => {
+                    delim = val("-d").map(|v| unescape_delim(&v));
+                }
+                s if s.starts_with("-P") => {
+                    val("-P");
+                }
+                s if s.starts_with("-s") => {
+                    val("-s");
+                }
+                s => {
+                    self.err_raw(&format!("xargs: invalid option -- '{}'\n", &s[1..]));
+                    return Ok(1);
+                }
+            }
+            i += 1;
+        }
+        let mut cmd: Vec<String> = args[i..].to_vec();
+        if cmd.is_empty() {
+            cmd.push("echo".into());
+        }
+        let mut input = Vec::new();
+        while let Some(b) = self.read_byte(0)? {
+            input.push(b);
+            if input.len() > self.st.limits.max_word_bytes {
+                return Err(self.limit("xargs: input too large".into()));
+            }
+        }
+        let text = String::from_utf8_lossy(&input).into_owned();
+        // Items, each tagged with the input line it ended (for -L).
+        let items: Vec<String> = match (delim, &replace) {
+            (Some(d), _) => text
+                .split(d as char)
+                .map(str::to_string)
+                .filter(|s| !s.is_empty())
+                .collect(),
+            (None, Some(_)) => text
+                .lines()
+                .map(|l| l.trim_start().to_string())
+                .filter(|l| !l.is_empty())
+                .collect(),
+            (None, None) => split_xargs(&text),
+        };
+        if items.is_empty() && (no_run_empty || replace.is_some()) {
+            return Ok(0);
+        }
+        let batches: Vec<Vec<String>> = if let Some(r) = &replace {
+            items
+                .iter()
+                .map(|it| cmd.iter().map(|c| c.replace(r.as_str(), it)).collect())
+                .collect()
+        } else {
+            let per = max_args.or(max_lines).unwrap_or(usize::MAX).max(1);
+            let chunks: Vec<Vec<String>> = if items.is_empty() {
+                vec![Vec::new()]
+            } else {
+                items.chunks(per).map(|c| c.to_vec()).collect()
+            };
+            chunks
+                .into_iter()
+                .map(|c| {
+                    let mut v = cmd.clone();
+                    v.extend(c);
+                    v
+                })
+                .collect()
+        };
+        let mut status = 0;
+        let saved_stdin = self.fds.get(0).cloned();
+        self.fds.set(0, Some(Fd::In(InSrc::Empty)));
+        for argv in batches {
+            self.check()?;
+            if trace {
+                let line = format!("{}\n", argv.join(" "));
+                self.err_raw(&line);
+            }
+            let s = self.run_argv(argv)?;
+            if s == 255 {
+                status = 124;
+                break;
+            }
+            if s != 0 {
+                status = 123;
+            }
+        }
+        self.fds.set(0, saved_stdin);
+        Ok(status)
+    }
+
+    /// Runs a command given as words (function, builtin or program), as `xargs` does.
+    pub(crate) fn run_argv(&mut self, argv: Vec<String>) -> FlowResult {
+        let name = argv[0].clone();
+        if let Some(f) = self.st.functions.get(&name).cloned() {
+            return self.call_function(&f, argv);
+        }
+        if is_builtin(&name) {
+            return self.run_builtin(&name, &argv);
+        }
+        let env = self.st.vars.environ();
+        self.run_external(argv, env)
+    }
+
+    /// Modes are the shell's to change: the guest `chmod` has no WASI call for it.
+    pub(super) fn b_chmod(&mut self, args: &[String]) -> i32 {
+        let mut recursive = false;
+        let mut verbose = false;
+        let mut rest = Vec::new();
+        for a in args {
+            match a.as_str() {
+                "-R" | "--recursive" => recursive = true,
+                "-v" | "-c" => verbose = true,
+                "-f" | "--" => {}
+                _ => rest.push(a.clone()),
+            }
+        }
+        if rest.len() < 2 {
+            self.err_raw("chmod: missing operand\n");
+            return 1;
+        }
+        let spec = rest.remove(0);
+        let mut status = 0;
+        let mut paths: Vec<(String, String)> = rest
+            .iter()
+            .map(|p| (p.clone(), wasmsand_vfs::path::join(&self.st.cwd, p)))
+            .collect();
+        if recursive {
+            let mut all = Vec::new();
+            let vfs = self.rt.vfs.lock();
+            for (shown, abs) in &paths {
+                walk(&vfs, shown, abs, &mut all, 0);
+            }
+            paths = all;
+        }
+        for (shown, abs) in paths {
+            let cur = self.rt.vfs.lock().stat(&abs);
+            let meta = match cur {
+                Ok(m) => m,
+                Err(e) => {
+                    self.err_raw(&format!(
+                        "chmod: cannot access '{shown}': {}\n",
+                        strerror(e.errno)
+                    ));
+                    status = 1;
+                    continue;
+                }
+            };
+            let is_dir = meta.file_type == wasmsand_vfs::FileType::Dir;
+            let Some(mode) = parse_mode(&spec, meta.mode, is_dir, self.st.umask) else {
+                self.err_raw(&format!("chmod: invalid mode: '{spec}'\n"));
+                return 1;
+            };
+            let r = self.rt.vfs.lock().chmod(&abs, mode);
+            if let Err(e) = r {
+                self.err_raw(&format!(
+                    "chmod: changing permissions of '{shown}': {}\n",
+                    strerror(e.errno)
+                ));
+                status = 1;
+            } else if verbose {
+                let line = format!("mode of '{shown}' changed to {mode:04o}\n");
+                let _ = self.out(line.as_bytes());
+            }
+        }
+        status
+    }
+}
+
+fn walk(
+    vfs: &wasmsand_vfs::Vfs,
+    shown: &str,
+    abs: &str,
+    out: &mut Vec<(String, String)>,
+    depth: usize,
+) {
+    out.push((shown.to_string(), abs.to_string()));
+    if depth > 256 {
+        return;
+    }
+    if let Ok(m) = vfs.lstat(abs)
+        && m.file_type == wasmsand_vfs::FileType::Dir
+        && let Ok(entries) = vfs.readdir(abs)
+    {
+        for e in entries {
+            walk(
+                vfs,
+                &format!("{shown}/{}", e.name),
+                &format!("{abs}/{}", e.name),
+                out,
+                depth + 1,
+            );
+        }
+    }
+}
+
+/// Octal or symbolic (`u+x,go-w`, `a=r`, `+X`) mode.
+fn parse_mode(spec: &str, current: u32, is_dir: bool, umask: u32) -> Option<u32> {
+    if spec.chars().all(|c| c.is_digit(8)) && !spec.is_empty() {
+        return u32::from_str_radix(spec, 8).ok().filter(|m| *m <= 0o7777);
+    }
+    let mut mode = current & 0o7777;
+    for clause in spec.split(',') {
+        let who_end = clause.find(['+', '-', '=']).unwrap_or(clause.len());
+        let who = &clause[..who_end];
+        if who.chars().any(|c| !"ugoa".contains(c)) {
+            return None;
+        }
+        let mut rest = &clause[who_end..];
+        if rest.is_empty() {
+            return None;
+        }
+        let mask = if who.is_empty() {
+            0o7777 & !umask
+        } else {
+            let mut m = 0;
+            for c in who.chars() {
+                m |= match c {
+                    'u' => 0o4700,
+                    'g' => 0o2070,
+                    'o' => 0o1007,
+                    _ => 0o7777,
+                };
+            }
+            m
+        };
+        while !rest.is_empty() {
+            let op = rest.chars().next()?;
+            rest = &rest[1..];
+            let perm_end = rest.find(['+', '-', '=']).unwrap_or(rest.len());
+            let perms = &rest[..perm_end];
+            rest = &rest[perm_end..];
+            let mut bits = 0;
+            for c in perms.chars() {
+                bits |= match c {
+                    'r' => 0o444,
+                    'w' => 0o222,
+                    'x' => 0o111,
+                    'X' => {
+                        if is_dir || current & 0o111 != 0 {
+                            0o111
+                        } else {
+                            0
+                        }
+                    }
+                    's' => 0o6000,
+                    't' => 0o1000,
+                    _ => return None,
+                };
+            }
+            let bits = bits & mask;
+            match op {
+                '+' => mode |= bits,
+                '-' => mode &= !bits,
+                '=' => {
+                    let clear = if who.is_empty() { 0o7777 } else { mask };
+                    mode = (mode & !clear) | bits;
+                }
+                _ => return None,
+            }
+        }
+    }
+    Some(mode)
+}
+
+/// xargs' default parsing: blanks and newlines separate, quotes and backslashes group.
+fn split_xargs(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut has = false;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' | '\n' => {
+                if has {
+                    out.push(std::mem::take(&mut cur));
+                    has = false;
+                }
+            }
+            '\'' | '"' => {
+                has = true;
+                for d in chars.by_ref() {
+                    if d == c {
+                        break;
+                    }
+                    cur.push(d);
+                }
+            }
+            '\\' => {
+                has = true;
+                if let Some(d) = chars.next() {
+                    cur.push(d);
+                }
+            }
+            _ => {
+                has = true;
+                cur.push(c);
+            }
+        }
+    }
+    if has {
+        out.push(cur);
+    }
+    out
+}

@@ -1,0 +1,747 @@
+//! Variables: `declare`/`typeset`/`local`/`export`/`readonly` (one implementation), `unset`,
+//! `let`, and how variables print (`declare -p`, `${x@A}`, `${x@a}`).
+
+use std::collections::BTreeMap;
+
+use crate::execute::{AssignedValue, DeclArg};
+use crate::expand::AErr;
+use crate::interp::{FlowResult, Interp};
+use crate::printf::quote_double;
+use crate::vars::{
+    ATTR_EXPORT, ATTR_INTEGER, ATTR_LOWER, ATTR_NAMEREF, ATTR_READONLY, ATTR_TRACE, ATTR_UPPER,
+    Value, Var, is_valid_name,
+};
+
+use super::options::set_line;
+
+impl Interp {
+    pub(super) fn b_unset(&mut self, args: &[String]) -> i32 {
+        let mut funcs = false;
+        let mut vars_only = false;
+        let mut nameref = false;
+        let mut status = 0;
+        let mut options_done = false;
+        for a in args {
+            if !options_done && a.starts_with('-') && a.len() > 1 {
+                if a == "--" {
+                    options_done = true;
+                    continue;
+                }
+                for c in a[1..].chars() {
+                    match c {
+                        'f' => funcs = true,
+                        'v' => vars_only = true,
+                        'n' => nameref = true,
+                        _ => {
+                            self.err(&format!("unset: -{c}: invalid option"));
+                            self.err_raw("unset: usage: unset [-f] [-v] [-n] [name ...]\n");
+                            return 2;
+                        }
+                    }
+                }
+                continue;
+            }
+            options_done = true;
+            if funcs && !vars_only {
+                self.st.functions.remove(a);
+                continue;
+            }
+            let (name, key) = match a.find('[') {
+                Some(i) if a.ends_with(']') => {
+                    (a[..i].to_string(), Some(a[i + 1..a.len() - 1].to_string()))
+                }
+                _ => (a.clone(), None),
+            };
+            if !is_valid_name(&name) {
+                // Without -v an invalid variable name may still be a function's: no error.
+                if vars_only {
+                    self.err(&format!("unset: `{a}': not a valid identifier"));
+                    status = 1;
+                } else {
+                    self.st.functions.remove(a);
+                }
+                continue;
+            }
+            let (name, key) = if nameref && key.is_none() {
+                (name, None)
+            } else {
+                let (target, sub) = self.resolve_ref(&name);
+                (target, key.or(sub))
+            };
+            if let Some(key) = key {
+                if let Some(v) = self.st.vars.get(&name)
+                    && v.has(ATTR_READONLY)
+                {
+                    self.err(&format!("unset: {name}: cannot unset: readonly variable"));
+                    status = 1;
+                    continue;
+                }
+                let is_assoc = matches!(
+                    self.st.vars.get(&name).map(|v| &v.value),
+                    Some(Value::Assoc(_))
+                );
+                if !is_assoc && (key == "@" || key == "*") {
+                    let _ = self.unset_var(&name);
+                    continue;
+                }
+                let k = self.runtime_key_for(&name, &key);
+                if let Some(var) = self.st.vars.get_mut(&name) {
+                    match (&mut var.value, k) {
+                        (Value::Indexed(m), Ok(crate::interp::AssignKey::Index(i))) => {
+                            let i = if i < 0 {
+                                m.keys().next_back().map(|k| k + 1 + i).unwrap_or(i)
+                            } else {
+                                i
+                            };
+                            m.remove(&i);
+                        }
+                        (Value::Assoc(m), Ok(crate::interp::AssignKey::Key(k))) => {
+                            m.remove(&k);
+                        }
+                        (Value::Str(_), Ok(crate::interp::AssignKey::Index(0 | -1))) => {
+                            var.value = Value::Unset;
+                        }
+                        (_, Err(m)) => {
+                            self.err(&format!("unset: {m}"));
+                            status = 1;
+                        }
+                        _ => {}
+                    }
+                }
+                continue;
+            }
+            if self.st.vars.get(&name).is_some() {
+                if let Err(m) = self.unset_var(&name) {
+                    self.err(&m);
+                    status = 1;
+                }
+            } else if !vars_only && !nameref {
+                self.st.functions.remove(&name);
+            }
+        }
+        status
+    }
+
+    pub(crate) fn run_declaration(&mut self, name: &str, args: Vec<DeclArg>) -> FlowResult {
+        let mut add: u8 = 0;
+        let mut remove: u8 = 0;
+        let mut array = false;
+        let mut assoc = false;
+        let mut print = false;
+        let mut global = false;
+        let mut funcs = false;
+        let mut func_names = false;
+        let mut items: Vec<DeclArg> = Vec::new();
+        let mut options_done = false;
+        match name {
+            "export" => add |= ATTR_EXPORT,
+            "readonly" => add |= ATTR_READONLY,
+            _ => {}
+        }
+        for a in args {
+            if let DeclArg::Plain(s) = &a
+                && !options_done
+                && (s.starts_with('-') || s.starts_with('+'))
+                && s.len() > 1
+            {
+                if s == "--" {
+                    options_done = true;
+                    continue;
+                }
+                let on = s.starts_with('-');
+                for c in s[1..].chars() {
+                    let bit = match c {
+                        'x' => ATTR_EXPORT,
+                        'r' => ATTR_READONLY,
+                        'i' => ATTR_INTEGER,
+                        'l' => ATTR_LOWER,
+                        'u' => ATTR_UPPER,
+                        't' => ATTR_TRACE,
+                        'a' => {
+                            array = true;
+                            0
+                        }
+                        'A' => {
+                            assoc = true;
+                            0
+                        }
+                        'p' => {
+                            print = true;
+                            0
+                        }
+                        'g' if name != "local" && name != "export" && name != "readonly" => {
+                            global = true;
+                            0
+                        }
+                        'f' => {
+                            funcs = true;
+                            0
+                        }
+                        'F' if name != "export" && name != "readonly" => {
+                            func_names = true;
+                            0
+                        }
+                        'n' if name == "export" => {
+                            remove |= ATTR_EXPORT;
+                            add &= !ATTR_EXPORT;
+                            0
+                        }
+                        'n' => ATTR_NAMEREF,
+                        _ => {
+                            self.err(&format!("{name}: -{c}: invalid option"));
+                            self.err_raw(&format!("{name}: usage: {}\n", decl_usage(name)));
+                            return Ok(2);
+                        }
+                    };
+                    if on {
+                        add |= bit;
+                    } else {
+                        remove |= bit;
+                        add &= !bit;
+                    }
+                }
+                continue;
+            }
+            items.push(a);
+        }
+        if name == "local" && !self.st.vars.in_function() {
+            self.err("local: can only be used in a function");
+            return Ok(1);
+        }
+        if (funcs || func_names) && (name == "export" || name == "readonly") && !items.is_empty() {
+            let mut status = 0;
+            for a in &items {
+                let n = match a {
+                    DeclArg::Plain(s) => s.clone(),
+                    DeclArg::Assign(a, _) => a.name.clone(),
+                };
+                if !self.st.functions.contains_key(&n) {
+                    self.err(&format!("{name}: {n}: not a function"));
+                    status = 1;
+                } else if name == "export" {
+                    if remove & ATTR_EXPORT != 0 {
+                        self.st.exported_functions.remove(&n);
+                    } else {
+                        self.st.exported_functions.insert(n);
+                    }
+                } else {
+                    self.st.readonly_functions.insert(n);
+                }
+            }
+            return Ok(status);
+        }
+        if funcs || func_names {
+            return Ok(self.print_functions(&items, func_names));
+        }
+        if items.is_empty() {
+            return Ok(self.list_declarations(name, add, array, assoc, print));
+        }
+        if print {
+            return Ok(self.print_declarations(name, &items));
+        }
+        let make_local = (name == "local" || (self.st.vars.in_function() && !global))
+            && name != "export"
+            && name != "readonly";
+        let mut status = 0;
+        for item in items {
+            if name == "local"
+                && let DeclArg::Plain(s) = &item
+                && s == "-"
+            {
+                // `local -`: the function's option changes end with it.
+                if let Some(slot) = self.saved_opts.last_mut()
+                    && slot.is_none()
+                {
+                    *slot = Some(self.st.opts.clone());
+                }
+                continue;
+            }
+            let (var_name, shown, value) = match item {
+                DeclArg::Plain(s) => match self.plain_declaration(&s, array || assoc)? {
+                    PlainDecl::Name(n) => (n, s, None),
+                    PlainDecl::Assign(a, v) => (a.name.clone(), s, Some((a, v))),
+                    PlainDecl::Invalid => {
+                        self.err(&format!("{name}: `{s}': not a valid identifier"));
+                        status = 1;
+                        continue;
+                    }
+                },
+                DeclArg::Assign(a, v) => (a.name.clone(), a.name.clone(), Some((a, v))),
+            };
+            if !is_valid_name(&var_name) {
+                self.err(&format!("{name}: `{shown}': not a valid identifier"));
+                status = 1;
+                continue;
+            }
+            if let Some(v) = self.st.vars.get(&var_name)
+                && v.has(ATTR_READONLY)
+                && (value.is_some() || remove & ATTR_READONLY != 0)
+            {
+                self.err(&format!("{name}: {var_name}: readonly variable"));
+                status = 1;
+                continue;
+            }
+            if add & ATTR_NAMEREF != 0 {
+                if let Err(m) = self.declare_nameref(&var_name, add, make_local, value) {
+                    self.err(&format!("{name}: {m}"));
+                    status = 1;
+                }
+                continue;
+            }
+            if let Some(existing) = self.st.vars.get(&var_name).map(|v| &v.value) {
+                let stays_visible = !make_local || self.st.vars.is_local_here(&var_name);
+                if stays_visible && assoc && matches!(existing, Value::Indexed(_)) {
+                    self.err(&format!(
+                        "{name}: {var_name}: cannot convert indexed to associative array"
+                    ));
+                    status = 1;
+                    continue;
+                }
+                if stays_visible && array && !assoc && matches!(existing, Value::Assoc(_)) {
+                    self.err(&format!(
+                        "{name}: {var_name}: cannot convert associative to indexed array"
+                    ));
+                    status = 1;
+                    continue;
+                }
+            }
+            if make_local {
+                self.st.vars.make_local(&var_name);
+            } else if global && self.st.vars.in_function() {
+                // `declare -g` inside a function writes the global binding.
+                let r = self.declare_global(&var_name, add, remove, array, assoc, value);
+                if let Err(m) = r {
+                    self.err(&m);
+                    status = 1;
+                }
+                continue;
+            }
+            let mut var = self.st.vars.get(&var_name).cloned().unwrap_or(Var {
+                value: Value::Unset,
+                attrs: 0,
+            });
+            let was_unset = matches!(var.value, Value::Unset);
+            if assoc && !matches!(var.value, Value::Assoc(_)) {
+                var.value = Value::Assoc(crate::vars::AssocMap::new());
+            } else if array && !matches!(var.value, Value::Indexed(_) | Value::Assoc(_)) {
+                var.value = match std::mem::replace(&mut var.value, Value::Unset) {
+                    Value::Str(s) => Value::Indexed(BTreeMap::from([(0, s)])),
+                    _ => Value::Indexed(BTreeMap::new()),
+                };
+            }
+            var.attrs = (var.attrs | add) & !remove;
+            if was_unset && value.is_none() && var.is_array() {
+                var.attrs |= crate::vars::ATTR_NOVALUE;
+            }
+            if add & ATTR_UPPER != 0 {
+                var.attrs &= !ATTR_LOWER;
+            } else if add & ATTR_LOWER != 0 {
+                var.attrs &= !ATTR_UPPER;
+            }
+            let readonly_after = var.attrs & ATTR_READONLY != 0;
+            var.attrs &= !ATTR_READONLY;
+            self.st.vars.put(&var_name, var);
+            if let Some((a, v)) = value {
+                let r = match v {
+                    AssignedValue::Array(items) => self.assign_array(&a.name, items, a.append),
+                    other => self.store_assignment(&a, other),
+                };
+                if let Err(m) = r {
+                    self.err(&format!("{name}: {m}"));
+                    status = 1;
+                }
+            }
+            if readonly_after && let Some(v) = self.st.vars.get_mut(&var_name) {
+                v.attrs |= ATTR_READONLY;
+            }
+        }
+        Ok(status)
+    }
+
+    /// A declaration argument that came from an expansion (`export "$n=$v"`, `local $x`,
+    /// `builtin declare a=1`): bash splits it at its first `=` as it would an assignment
+    /// word. A `(...)` value is an array literal only for arrays (bash 5.2).
+    fn plain_declaration(&mut self, s: &str, array: bool) -> FlowResult<PlainDecl> {
+        let Some(eq) = s.find('=') else {
+            return Ok(PlainDecl::Name(s.to_string()));
+        };
+        let (lhs, val) = (&s[..eq], &s[eq + 1..]);
+        let (lhs, append) = match lhs.strip_suffix('+') {
+            Some(l) => (l, true),
+            None => (lhs, false),
+        };
+        let (name, index) = match lhs.find('[') {
+            Some(i) if lhs.ends_with(']') && i + 1 < lhs.len() => {
+                (&lhs[..i], Some(lhs[i + 1..lhs.len() - 1].to_string()))
+            }
+            _ => (lhs, None),
+        };
+        if !is_valid_name(name) {
+            return Ok(PlainDecl::Invalid);
+        }
+        let is_array_var = self.st.vars.get(name).is_some_and(|v| v.is_array());
+        let mut a = crate::ast::Assignment {
+            name: name.to_string(),
+            index: None,
+            append,
+            value: crate::ast::AssignValue::Scalar(crate::ast::Word::default()),
+        };
+        if index.is_none()
+            && (array || is_array_var)
+            && val.starts_with('(')
+            && val.ends_with(')')
+            && let Ok(script) = crate::parse(&format!("{name}={val}"))
+            && let Some(crate::ast::ListItem {
+                and_or:
+                    crate::ast::AndOr {
+                        first: crate::ast::Pipeline { commands, .. },
+                        ..
+                    },
+                ..
+            }) = script.items.first()
+            && let Some(crate::ast::Command::Simple(sc)) = commands.first()
+            && let Some(parsed) = sc.assignments.first()
+            && matches!(parsed.value, crate::ast::AssignValue::Array(_))
+        {
+            a.value = parsed.value.clone();
+            let v = self.eval_assignment(&a)?;
+            return Ok(PlainDecl::Assign(a, v));
+        }
+        let v = match index {
+            Some(k) => AssignedValue::Elem(k, val.to_string()),
+            None => AssignedValue::Scalar(val.to_string()),
+        };
+        Ok(PlainDecl::Assign(a, v))
+    }
+
+    /// `declare -n name[=target]`: the value is stored as is, never followed.
+    fn declare_nameref(
+        &mut self,
+        name: &str,
+        add: u8,
+        make_local: bool,
+        value: Option<(crate::ast::Assignment, AssignedValue)>,
+    ) -> Result<(), String> {
+        let target = match value {
+            Some((_, AssignedValue::Scalar(t))) => Some(t),
+            Some(_) => return Err(format!("{name}: reference variable cannot be an array")),
+            None => None,
+        };
+        // `declare -n ref` on a set variable makes its value the target: checked the same.
+        let existing = match self.st.vars.get(name).map(|v| &v.value) {
+            Some(Value::Str(t)) if target.is_none() => Some(t.clone()),
+            _ => None,
+        };
+        if let Some(t) = target.as_ref().or(existing.as_ref()) {
+            let base = t.split('[').next().unwrap_or("");
+            let sub_ok = match t.find('[') {
+                Some(i) => t.ends_with(']') && i + 1 < t.len() - 1,
+                None => true,
+            };
+            if !(t.is_empty() || is_valid_name(base) && sub_ok) {
+                return Err(format!("`{t}': invalid variable name for name reference"));
+            }
+            if t == name {
+                return Err(format!(
+                    "{name}: nameref variable self references not allowed"
+                ));
+            }
+        }
+        if make_local {
+            self.st.vars.make_local(name);
+        }
+        let mut var = self.st.vars.get(name).cloned().unwrap_or(Var {
+            value: Value::Unset,
+            attrs: 0,
+        });
+        var.attrs |= add;
+        if let Some(t) = target {
+            var.value = Value::Str(t);
+        }
+        self.st.vars.put(name, var);
+        Ok(())
+    }
+
+    fn print_functions(&mut self, items: &[DeclArg], names_only: bool) -> i32 {
+        let mut names: Vec<String> = if items.is_empty() {
+            let mut v: Vec<String> = self.st.functions.keys().cloned().collect();
+            v.sort();
+            v
+        } else {
+            items
+                .iter()
+                .map(|a| match a {
+                    DeclArg::Plain(s) => s.clone(),
+                    DeclArg::Assign(a, _) => a.name.clone(),
+                })
+                .collect()
+        };
+        let mut status = 0;
+        let mut text = String::new();
+        for n in names.drain(..) {
+            match self.st.functions.get(&n).cloned() {
+                Some(_) if names_only => {
+                    if items.is_empty() {
+                        text.push_str(&format!("declare -f {n}\n"));
+                    } else {
+                        text.push_str(&format!("{n}\n"));
+                    }
+                }
+                Some(f) => {
+                    text.push_str(&crate::printer::function_text(&f));
+                    text.push('\n');
+                }
+                None => status = 1,
+            }
+        }
+        let s = self.out_str(&text);
+        if s != 0 { s } else { status }
+    }
+
+    fn declare_global(
+        &mut self,
+        name: &str,
+        add: u8,
+        remove: u8,
+        array: bool,
+        assoc: bool,
+        value: Option<(crate::ast::Assignment, AssignedValue)>,
+    ) -> Result<(), String> {
+        if !self.st.vars.is_shadowed(name) {
+            let mut var = self.st.vars.get(name).cloned().unwrap_or(Var {
+                value: Value::Unset,
+                attrs: 0,
+            });
+            if assoc && !matches!(var.value, Value::Assoc(_)) {
+                var.value = Value::Assoc(crate::vars::AssocMap::new());
+            } else if array && !matches!(var.value, Value::Indexed(_) | Value::Assoc(_)) {
+                var.value = Value::Indexed(BTreeMap::new());
+            }
+            var.attrs = (var.attrs | add) & !remove;
+            self.st.vars.put(name, var);
+            return match value {
+                Some((a, AssignedValue::Array(items))) => {
+                    self.assign_array(&a.name, items, a.append)
+                }
+                Some((a, v)) => self.store_assignment(&a, v),
+                None => Ok(()),
+            };
+        }
+        // A local hides the global: assign in the visible slot, then move the result into
+        // the global binding and put the local back.
+        let visible = self.st.vars.get(name).cloned();
+        let global = self.st.vars.with_global(name, |g| g.clone());
+        let mut var = global.unwrap_or(Var {
+            value: if assoc {
+                Value::Assoc(crate::vars::AssocMap::new())
+            } else if array {
+                Value::Indexed(BTreeMap::new())
+            } else {
+                Value::Unset
+            },
+            attrs: 0,
+        });
+        var.attrs = (var.attrs | add) & !remove;
+        self.st.vars.put(name, var);
+        let r = match value {
+            Some((a, AssignedValue::Array(items))) => self.assign_array(&a.name, items, a.append),
+            Some((a, v)) => self.store_assignment(&a, v),
+            None => Ok(()),
+        };
+        let result = self.st.vars.get(name).cloned();
+        self.st.vars.with_global(name, |g| *g = result);
+        match visible {
+            Some(v) => self.st.vars.put(name, v),
+            None => {
+                self.st.vars.remove(name);
+            }
+        }
+        r
+    }
+
+    /// `declare -p` / `export` / `readonly -p` without names: every variable with the
+    /// requested attributes; plain `declare` lists them as `set` does.
+    fn list_declarations(
+        &mut self,
+        name: &str,
+        filter: u8,
+        array: bool,
+        assoc: bool,
+        print: bool,
+    ) -> i32 {
+        let set_style = matches!(name, "declare" | "typeset" | "local")
+            && filter == 0
+            && !array
+            && !assoc
+            && !print;
+        let locals_only = name == "local";
+        let mut text = String::new();
+        for n in self.st.vars.names() {
+            let Some(v) = self.st.vars.get(&n) else {
+                continue;
+            };
+            if v.attrs & filter != filter
+                || (array && !matches!(v.value, Value::Indexed(_)))
+                || (assoc && !matches!(v.value, Value::Assoc(_)))
+                || (locals_only && !self.st.vars.is_local_here(&n))
+            {
+                continue;
+            }
+            if set_style {
+                text.push_str(&set_line(&n, v));
+            } else {
+                text.push_str(&declare_line(&n, v));
+                text.push('\n');
+            }
+        }
+        self.out_str(&text)
+    }
+
+    fn print_declarations(&mut self, name: &str, items: &[DeclArg]) -> i32 {
+        let mut text = String::new();
+        let mut status = 0;
+        for a in items {
+            let n = match a {
+                DeclArg::Plain(s) => s.clone(),
+                DeclArg::Assign(a, _) => a.name.clone(),
+            };
+            let Some(v) = self.st.vars.get(&n).cloned() else {
+                self.err(&format!("{name}: {n}: not found"));
+                status = 1;
+                continue;
+            };
+            text.clear();
+            text.push_str(&declare_line(&n, &v));
+            text.push('\n');
+            let s = self.out_str(&text);
+            if s != 0 {
+                return s;
+            }
+        }
+        status
+    }
+
+    pub(super) fn b_let(&mut self, args: &[String]) -> FlowResult {
+        if args.is_empty() {
+            self.err("let: expression expected");
+            return Ok(1);
+        }
+        let mut last = 0;
+        for a in args {
+            match self.eval_arith_text(a) {
+                Ok(v) => last = v,
+                Err(AErr::Msg(m)) => {
+                    self.err(&format!("let: {m}"));
+                    return Ok(1);
+                }
+                Err(AErr::Flow(f)) => return Err(f),
+            }
+        }
+        Ok((last == 0) as i32)
+    }
+}
+
+/// A scalar as `declare -p` prints it: double-quoted, or `$'...'` when it holds control
+/// characters.
+fn decl_quote(s: &str) -> String {
+    if s.chars().any(|c| c.is_control()) {
+        crate::printf::quote_single(s)
+    } else {
+        quote_double(s)
+    }
+}
+
+/// `${x@a}`: the attribute letters.
+pub(crate) fn attr_letters(v: &Var) -> String {
+    attr_flags(v).trim_start_matches('-').to_string()
+}
+
+/// `${x@A}`: a command that recreates the variable.
+pub(crate) fn assignment_form(name: &str, v: &Var) -> String {
+    let flags = attr_flags(v);
+    match &v.value {
+        Value::Str(s) if flags == "--" => format!("{name}={}", crate::printf::quote_single(s)),
+        Value::Str(s) => format!("declare {flags} {name}={}", crate::printf::quote_single(s)),
+        Value::Unset => format!("declare {flags} {name}"),
+        _ => declare_line(name, v),
+    }
+}
+
+fn attr_flags(v: &Var) -> String {
+    let mut f = String::new();
+    match v.value {
+        Value::Indexed(_) => f.push('a'),
+        Value::Assoc(_) => f.push('A'),
+        _ => {}
+    }
+    for (bit, c) in [
+        (ATTR_INTEGER, 'i'),
+        (ATTR_NAMEREF, 'n'),
+        (ATTR_READONLY, 'r'),
+        (ATTR_TRACE, 't'),
+        (ATTR_EXPORT, 'x'),
+        (ATTR_LOWER, 'l'),
+        (ATTR_UPPER, 'u'),
+    ] {
+        if v.has(bit) {
+            f.push(c);
+        }
+    }
+    if f.is_empty() {
+        "--".into()
+    } else {
+        format!("-{f}")
+    }
+}
+
+pub(crate) fn declare_line(name: &str, v: &Var) -> String {
+    let flags = attr_flags(v);
+    match &v.value {
+        Value::Unset => format!("declare {flags} {name}"),
+        Value::Str(s) => format!("declare {flags} {name}={}", decl_quote(s)),
+        Value::Indexed(_) | Value::Assoc(_) if v.has(crate::vars::ATTR_NOVALUE) => {
+            format!("declare {flags} {name}")
+        }
+        Value::Indexed(m) => {
+            let body: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("[{k}]={}", quote_double(v)))
+                .collect();
+            format!("declare {flags} {name}=({})", body.join(" "))
+        }
+        Value::Assoc(m) => {
+            let body: String = m
+                .iter()
+                .map(|(k, v)| format!("[{}]={} ", assoc_key(k), quote_double(v)))
+                .collect();
+            format!("declare {flags} {name}=({body})")
+        }
+    }
+}
+
+pub(super) fn assoc_key(k: &str) -> String {
+    if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !k.is_empty() {
+        k.to_string()
+    } else {
+        quote_double(k)
+    }
+}
+
+/// What a declaration argument from an expansion turned out to be.
+enum PlainDecl {
+    Name(String),
+    Assign(crate::ast::Assignment, AssignedValue),
+    Invalid,
+}
+
+fn decl_usage(name: &str) -> &'static str {
+    match name {
+        "export" => "export [-fn] [name[=value] ...] or export -p",
+        "readonly" => "readonly [-aAf] [name[=value] ...] or readonly -p",
+        "local" => "local [option] name[=value] ...",
+        "typeset" => {
+            "typeset [-aAfFgiIlnrtux] name[=value] ... or typeset -p [-aAfFilnrtux] [name ...]"
+        }
+        _ => "declare [-aAfFgiIlnrtux] name[=value] ... or declare -p [-aAfFilnrtux] [name ...]",
+    }
+}
