@@ -531,32 +531,19 @@ impl Interp {
                 PV::Str(s) => s,
                 PV::List(l, _) => l.join(" "),
                 PV::Unset => {
-                    // bash: a name never declared cannot be followed (the line is
-                    // abandoned); a declared one without a value leads nowhere.
-                    let n = param_name(&pe.param);
-                    if let Param::Named(name) = &pe.param
-                        && self.st.vars.get(name).is_none()
-                    {
-                        self.err(&format!("{n}: invalid indirect expansion"));
-                        return Err(Flow::Fatal(1));
-                    }
                     if self.st.opts.nounset {
-                        self.err(&format!("!{n}: unbound variable"));
+                        let n = param_name(&pe.param);
+                        self.err(&format!("{n}: unbound variable"));
                         return Err(Flow::Unbound);
                     }
-                    let v = match &pe.op {
-                        ParamOp::None => PV::Unset,
-                        op => self.apply_op(op, PV::Unset, false)?,
-                    };
-                    self.push_value(v, in_dq, out);
-                    return Ok(());
+                    String::new()
                 }
             };
             match parse_param_ref(&target) {
                 Some(r) => r,
                 None => {
-                    self.err(&format!("{target}: invalid variable name"));
-                    return Err(Flow::Fatal(1));
+                    self.err(&format!("{target}: invalid indirect expansion"));
+                    return Err(Flow::Exit(1));
                 }
             }
         } else {
@@ -733,24 +720,6 @@ impl Interp {
                     _ => String::new(),
                 };
                 push(out, text, in_dq, !in_dq);
-            }
-            // bash's `${a[@]@a}` repeats the array's attributes once per element;
-            // `${a[i]@a}` is the array's attributes.
-            ParamOp::Transform('a') if matches!(&param, Param::Named(_)) => {
-                let Param::Named(name) = &param else {
-                    unreachable!()
-                };
-                let letters = self
-                    .st
-                    .vars
-                    .get(name)
-                    .map(crate::builtins::attr_letters)
-                    .unwrap_or_default();
-                let v = match value {
-                    PV::List(items, star) => PV::List(vec![letters; items.len()], star),
-                    _ => PV::Str(letters),
-                };
-                self.push_value(v, in_dq, out);
             }
             ParamOp::Transform(c @ ('A' | 'a'))
                 if matches!(&param, Param::Named(_))
