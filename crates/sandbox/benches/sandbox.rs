@@ -5,6 +5,9 @@
 //!
 //! `cargo bench --profile dev -p wasmsand --bench sandbox` (see the justfile's `bench`).
 
+// `criterion_group!` defines an undocumented `pub fn`; a benchmark has no API to document.
+#![allow(missing_docs)]
+
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use wasmsand::{ImportOptions, Limits, MergeOptions, RunOptions, Sandbox, SandboxOptions};
 

@@ -60,6 +60,8 @@ const TEST_GUESTS: &[&str] = &["spin", "alloc", "flood"];
 /// How to make a sandbox.
 #[derive(Debug, Clone, Default)]
 pub struct SandboxOptions {
+    /// Every limit of the sandbox and of each run in it (a run may override its own timeout,
+    /// [`RunOptions::timeout_ms`]).
     pub limits: Limits,
     /// Environment variables (exported) added to, or replacing, the defaults (`HOME`, `PATH`,
     /// `USER`, `SHELL`, `LANG`, `TMPDIR`, `TERM`).
@@ -76,14 +78,21 @@ pub struct SandboxOptions {
 /// Why a sandbox operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum SandboxError {
+    /// [`Sandbox::destroy`] was called; the sandbox refuses every call from then on.
     #[error("sandbox has been destroyed")]
     Destroyed,
+    /// A file operation failed; the errno says why (see [`SandboxError::errno`]).
     #[error("{0}")]
     Fs(#[from] VfsError),
+    /// [`Sandbox::restore`] was given an id this sandbox does not hold.
     #[error("unknown snapshot: {0}")]
     UnknownSnapshot(String),
+    /// The request itself is refused (a readonly variable, an over-long command, a state
+    /// blob that does not verify, a merge from a sandbox that is not a fork, ...); the text
+    /// says what.
     #[error("{0}")]
     Invalid(String),
+    /// A background-process call failed.
     #[error("{0}")]
     Process(#[from] ProcessError),
     /// [`Sandbox::merge`] found paths both sides changed; nothing was applied.
@@ -110,20 +119,28 @@ impl SandboxError {
     }
 }
 
+/// The result of every fallible sandbox call.
 pub type Result<T, E = SandboxError> = std::result::Result<T, E>;
 
 /// What `list` and `stat` report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileInfo {
+    /// The last component of the path (`/` for the root).
     pub name: String,
+    /// What the path itself is: a symlink is not followed.
     pub kind: FileKind,
+    /// Bytes of content for a file, the target's length for a symlink, 0 for a directory.
     pub size: u64,
 }
 
+/// The three kinds of node the API distinguishes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileKind {
+    /// A regular file, or one of the devices under `/dev`.
     File,
+    /// A directory.
     Dir,
+    /// A symbolic link.
     Symlink,
 }
 
@@ -366,6 +383,7 @@ impl Sandbox {
         }
     }
 
+    /// The limits this sandbox was made with (forks share them).
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
@@ -400,6 +418,10 @@ impl Sandbox {
         )
     }
 
+    /// Runs a command line with per-run options (stdin, env, its own timeout, streaming
+    /// callbacks, atomic, ...). Refused before it starts when the sandbox is destroyed
+    /// or the command passes `command_bytes`; anything that goes wrong while it runs is in
+    /// the [`RunResult`], not an error.
     pub fn run_with(&self, command: &str, opts: RunOptions) -> Result<RunResult> {
         if self.destroyed.load(Ordering::SeqCst) {
             return Err(SandboxError::Destroyed);
@@ -728,6 +750,8 @@ impl Sandbox {
         })
     }
 
+    /// What `path` is, without following a final symlink (relative paths from the shell's
+    /// cwd).
     pub fn stat(&self, path: &str) -> Result<FileInfo> {
         self.with_inner(|i| {
             let p = Self::abs(i, path);
@@ -957,6 +981,7 @@ impl Sandbox {
         *self.inner.lock() = None;
     }
 
+    /// Whether [`Sandbox::destroy`] was called.
     pub fn is_destroyed(&self) -> bool {
         self.destroyed.load(Ordering::SeqCst)
     }

@@ -45,16 +45,22 @@ pub struct SpawnOptions {
     pub close_stdin: bool,
     /// Receives stdout chunks as they are written (all of them, whatever the ring keeps).
     pub on_stdout: Option<ChunkCallback>,
+    /// Receives stderr chunks as they are written.
     pub on_stderr: Option<ChunkCallback>,
+    /// Called once when the process ends, after its last output chunk.
     pub on_exit: Option<ExitCallback>,
 }
 
 /// What [`crate::Sandbox::processes`] reports for one process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessInfo {
+    /// Its id in the sandbox: 1, 2, ... in start order, never reused.
     pub pid: u32,
+    /// The command line it runs.
     pub command: String,
+    /// Whether it has not ended yet.
     pub running: bool,
+    /// Its exit status once ended ([`KILLED_STATUS`] when killed).
     pub exit_code: Option<i32>,
     /// Wall-clock start, milliseconds since the Unix epoch.
     pub started_at_ms: u64,
@@ -95,14 +101,20 @@ impl wasmsand_shell::DetachedJob for DetachedProcess {
 /// Why a process call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProcessError {
+    /// No process with this pid, or one that ended so long ago it was forgotten (see
+    /// [`KEPT_ENDED_PROCESSES`]).
     #[error("no such process: {0}")]
     NoSuchProcess(u32),
+    /// `background_processes` processes are already running; nothing was started.
     #[error("too many background processes (limit: {0} alive at once)")]
     LimitExceeded(u64),
+    /// [`Process::wait`] gave up; the process goes on.
     #[error("process {0} did not end within the wait timeout")]
     WaitTimeout(u32),
+    /// [`Process::close_stdin`] was called; the process still runs.
     #[error("the stdin of process {0} is closed")]
     StdinClosed(u32),
+    /// The process has ended, so its stdin takes nothing more.
     #[error("process {0} is not running")]
     NotRunning(u32),
 }
@@ -207,18 +219,22 @@ impl std::fmt::Debug for Process {
 }
 
 impl Process {
+    /// Its id in the sandbox (see [`ProcessInfo::pid`]).
     pub fn pid(&self) -> u32 {
         self.0.pid
     }
 
+    /// The command line it runs.
     pub fn command(&self) -> &str {
         &self.0.command
     }
 
+    /// Whether it has not ended yet.
     pub fn is_running(&self) -> bool {
         self.0.result.lock().is_none()
     }
 
+    /// A snapshot of its state, as [`crate::Sandbox::processes`] lists it.
     pub fn info(&self) -> ProcessInfo {
         let result = self.0.result.lock();
         ProcessInfo {
