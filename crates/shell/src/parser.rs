@@ -2227,13 +2227,29 @@ impl<'a> Parser<'a> {
                 if mode != ReplaceMode::First {
                     self.pos += 1;
                 }
-                let parts = self.word_parts(
+                // bash: a pattern is never empty after `//`, so a `/` there is its first
+                // character (`${x////c}` replaces `/` with `c`).
+                let lead_slash = mode == ReplaceMode::All && self.at(0) == Some(b'/');
+                if lead_slash {
+                    self.pos += 1;
+                }
+                // A leading `~` is expanded, except after `#`/`%` where it is not the start.
+                let tilde = if matches!(mode, ReplaceMode::All | ReplaceMode::First) && !lead_slash
+                {
+                    Tilde::Start
+                } else {
+                    Tilde::No
+                };
+                let mut parts = self.word_parts(
                     Mode::Param {
                         dq: false,
                         slash: true,
                     },
-                    Tilde::No,
+                    tilde,
                 )?;
+                if lead_slash {
+                    parts.insert(0, WordPart::Literal("/".into()));
+                }
                 let pattern = Word { parts };
                 let replacement = if self.at(0) == Some(b'/') {
                     self.pos += 1;
