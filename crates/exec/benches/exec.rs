@@ -1,6 +1,9 @@
 //! Instantiate-and-run latency of small cached guests, and module load cost with a cold disk
 //! cache (compile), a warm disk cache (deserialize) and a warm memory cache.
 
+// `criterion_group!` defines an undocumented `pub fn`; a benchmark has no API to document.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::sync::Arc;
 

@@ -41,8 +41,11 @@ pub use wasi::stdio::{
 /// Why a program could not be run at all.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ExecError {
+    /// The bytes are not a module wasmer can compile (not wasm, or a feature it lacks).
     #[error("cannot compile the program: {0}")]
     Compile(String),
+    /// The module compiled but its environment or instance could not be made (a missing
+    /// import, a bad cwd, ...); nothing of it ran.
     #[error("cannot set up the program: {0}")]
     Setup(String),
     /// wasmer or wasix panicked during the run; the panic was contained and the run reported
@@ -86,7 +89,9 @@ impl Exit {
 /// The result of [`Exec::run`].
 #[derive(Debug, Clone)]
 pub struct Outcome {
+    /// How the program ended.
     pub exit: Exit,
+    /// Wall-clock time from the start of the run (setup included) to its end.
     pub elapsed: Duration,
     /// Calls this program made through its tool-call channel.
     pub host_calls: u64,
@@ -153,12 +158,17 @@ impl std::fmt::Debug for Program {
 pub struct RunSpec {
     /// argv, program name first.
     pub args: Vec<String>,
+    /// The whole environment the program sees (nothing is inherited from the host).
     pub env: Vec<(String, String)>,
     /// Absolute working directory inside the sandbox; it must exist.
     pub cwd: String,
+    /// The only filesystem the program sees, as its root `/`.
     pub vfs: SharedVfs,
+    /// Descriptor 0.
     pub stdin: Input,
+    /// Descriptor 1.
     pub stdout: Output,
+    /// Descriptor 2.
     pub stderr: Output,
     /// When the run must end; `None` for no deadline.
     pub deadline: Option<Instant>,
@@ -249,6 +259,7 @@ struct ExecInner {
 }
 
 impl Exec {
+    /// An executor with its own in-memory module cache over the disk cache `options` names.
     pub fn new(options: ExecOptions) -> Self {
         let dir = if options.no_disk_cache {
             None
@@ -280,10 +291,12 @@ impl Exec {
         })
     }
 
+    /// How this executor's loads were answered so far.
     pub fn cache_stats(&self) -> CacheStats {
         self.inner.cache.stats()
     }
 
+    /// The disk cache's directory; `None` when it has none.
     pub fn cache_dir(&self) -> Option<&std::path::Path> {
         self.inner.cache.dir()
     }
@@ -307,7 +320,7 @@ impl Exec {
     pub fn run(&self, program: &Program, spec: RunSpec) -> Result<Outcome, ExecError> {
         if program.deeper.ready().is_none()
             && program.deeper.qualified.is_ok()
-            && crate::preinit::registered(&program.hash).is_some()
+            && preinit::registered(&program.hash).is_some()
             && program.deeper.claim()
         {
             let (exec, program) = (self.clone(), program.clone());
@@ -331,7 +344,7 @@ impl Exec {
         deeper
             .image
             .get_or_init(|| {
-                let preinit = crate::preinit::registered(&program.hash)?;
+                let preinit = preinit::registered(&program.hash)?;
                 if let Err(why) = &deeper.qualified {
                     tracing::warn!("no pre-initialized memory: the module {why}");
                     return None;

@@ -600,7 +600,7 @@ mod tests {
         for (p, chunk) in memory.chunks_mut(OS_PAGE).take(image_pages).enumerate() {
             chunk.fill(p as u8 | 1);
         }
-        let image = crate::image::MemoryImage::capture(&memory).expect("an image");
+        let image = MemoryImage::capture(&memory).expect("an image");
         let mut region = Region::with_image(1 << 30, image).unwrap();
         region.set_accessible(memory_pages * OS_PAGE).unwrap();
         let check = |region: &Region| {

@@ -48,7 +48,7 @@ pub(crate) fn run(
     crate::guard::drop_interrupts_in_host_code(&mut store);
     let errno = Arc::new(ErrnoSlot::default());
     let broken_pipe = Arc::new(crate::wasi::stdio::PipeBreak::default());
-    let stdin = Arc::new(parking_lot::Mutex::new(StdinFile::new(spec.stdin, &errno)));
+    let stdin = Arc::new(Mutex::new(StdinFile::new(spec.stdin, &errno)));
     let stdio = Stdio {
         stdin: stdin.clone(),
         stdout: spec.stdout,

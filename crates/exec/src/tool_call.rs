@@ -24,12 +24,15 @@ use crate::wasi::stdio::CancelToken;
 /// Clones share the count, so one budget can span every program of a shell command line.
 #[derive(Clone)]
 pub struct ToolChannel {
+    /// What answers the guest's calls.
     pub handler: Arc<dyn ToolCallHandler>,
+    /// Calls allowed across every clone; the next one fails in the guest, not the run.
     pub max_calls: u64,
     used: Arc<AtomicU64>,
 }
 
 impl ToolChannel {
+    /// A channel with a fresh budget of `max_calls`.
     pub fn new(handler: Arc<dyn ToolCallHandler>, max_calls: u64) -> Self {
         Self {
             handler,

@@ -290,6 +290,7 @@ impl OpenFile {
         Ok(())
     }
 
+    /// The VFS path the file was opened at.
     pub fn path(&self) -> &str {
         &self.path
     }
@@ -306,7 +307,7 @@ impl OpenFile {
     }
 }
 
-impl fmt::Debug for OpenFile {
+impl Debug for OpenFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenFile")
             .field("path", &self.path)
@@ -324,7 +325,7 @@ pub(crate) struct VfsFile {
     append: bool,
 }
 
-impl fmt::Debug for VfsFile {
+impl Debug for VfsFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("VfsFile")
             .field("path", &self.path)

@@ -52,10 +52,13 @@ pub(crate) trait Wakeable: Send + Sync {
 }
 
 impl CancelToken {
+    /// A token not cancelled yet.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Cancels every run using this token (or a clone) and wakes what they wait on; a
+    /// second call does nothing.
     pub fn cancel(&self) {
         if self.inner.cancelled.swap(true, Ordering::SeqCst) {
             return;
@@ -66,6 +69,7 @@ impl CancelToken {
         }
     }
 
+    /// Whether [`CancelToken::cancel`] was called.
     pub fn is_cancelled(&self) -> bool {
         self.inner.cancelled.load(Ordering::SeqCst)
     }
@@ -331,6 +335,7 @@ pub struct OutputBuffer {
 }
 
 impl OutputBuffer {
+    /// A buffer keeping the first `cap` bytes (see [`CappedBuffer`]).
     pub fn new(cap: u64) -> Self {
         Self {
             inner: Arc::new(Mutex::new(CappedBuffer::new(cap))),
@@ -391,11 +396,13 @@ impl fmt::Debug for OutputBuffer {
 pub enum Input {
     /// Immediate end of file (like `< /dev/null`).
     Empty,
+    /// These bytes, then end of file; each program reads them from the start.
     Bytes(Bytes),
     /// Bytes several programs read in turn (a shell's here-document or a run's stdin): each
     /// reads from where the last one stopped, and seeks like a file, so `cat f; tr a-z A-Z`
     /// leaves the input to `tr` as bash's does.
     Cursor(ByteCursor),
+    /// The read end of a pipe (a pipeline stage); end of file once every writer is dropped.
     Pipe(PipeReader),
     /// A VFS file (`< file`): seekable, as a redirected file is.
     File(OpenFile),
@@ -409,7 +416,10 @@ pub type ByteCursor = Arc<Mutex<(Bytes, usize)>>;
 pub enum Output {
     /// Discarded (like `> /dev/null`).
     Null,
+    /// Kept, up to the buffer's cap, for the caller to read after the run.
     Buffer(OutputBuffer),
+    /// The write end of a pipe; writes block while it is full, and a write after the reader
+    /// is gone ends the program with status 141 (SIGPIPE).
     Pipe(Arc<PipeWriter>),
     /// A VFS file (`> file`, `>> file`); VFS limits apply to what the program writes.
     File(OpenFile),
