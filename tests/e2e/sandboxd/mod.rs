@@ -3,7 +3,7 @@
 mod cli;
 mod cluster;
 mod common;
+mod line_protocol;
 mod mcp;
 mod processes;
 mod rpc;
-mod typed;

@@ -1,5 +1,5 @@
-//! The line-JSON `type` protocol over the real `sandboxd` binary, on the same stdin as
-//! JSON-RPC.
+//! The line protocol (objects with a `type`) over the real `sandboxd` binary, on the same
+//! stdin as JSON-RPC.
 
 use super::common;
 
