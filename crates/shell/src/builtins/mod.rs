@@ -15,7 +15,7 @@
 //! - `signals.rs`: `trap`, `kill`;
 //! - `meta.rs`: `type`, `command`, `builtin`, `help`, `alias`, `unalias`, `history`;
 //! - `limits.rs`: `ulimit`, `umask`, `times`;
-//! - `tools.rs`: `env`, `xargs`, `chmod`, `sleep` (programs in bash, builtins here).
+//! - `programs.rs`: `env`, `xargs`, `chmod`, `sleep` (programs in bash, builtins here).
 //!
 //! The job builtins (`jobs`, `wait`, `disown`, `nohup`, `setsid`) are in `crate::jobs`,
 //! `timeout` and `which` in `crate::timeout`.
@@ -27,9 +27,9 @@ mod io;
 mod limits;
 mod meta;
 mod options;
+mod programs;
 mod signals;
 mod test;
-mod tools;
 mod vars;
 
 use crate::execute::DeclArg;
