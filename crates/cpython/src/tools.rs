@@ -26,11 +26,14 @@ pub type ToolHandler = Arc<dyn Fn(Value) -> Result<Value, String> + Send + Sync>
 /// One tool.
 #[derive(Clone)]
 pub struct Tool {
+    /// The guest's function name (`host.tools.NAME`): a Python identifier, not a keyword.
     pub name: String,
+    /// Sent to the guest in the tool's descriptor, for code (or a model) choosing a tool.
     pub description: String,
     /// JSON Schema of the arguments; `None` lets the guest pass any keyword arguments (its
     /// function is then `name(**kwargs)`).
     pub input_schema: Option<Value>,
+    /// Runs on a host thread for each call; the run waits for its answer.
     pub handler: ToolHandler,
 }
 
@@ -51,6 +54,7 @@ pub enum ToolSetError {
         "invalid tool name {0:?}: a letter, then up to 63 letters, digits or underscores, not a Python keyword"
     )]
     InvalidName(String),
+    /// The schema given for the named tool is not a JSON object.
     #[error("input schema of {0}: must be a JSON object")]
     InvalidSchema(String),
 }
@@ -62,14 +66,17 @@ pub struct ToolSet {
 }
 
 impl ToolSet {
+    /// Whether no tool is registered (a run then offers the guest no channel at all).
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
     }
 
+    /// The registered names, in byte order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.tools.keys().map(String::as_str)
     }
 
+    /// The tool registered under `name`.
     pub fn get(&self, name: &str) -> Option<&Tool> {
         self.tools.get(name)
     }
@@ -86,6 +93,8 @@ impl ToolSet {
         Ok(())
     }
 
+    /// Removes a tool (copy-on-write, as [`ToolSet::insert`]); false when none had that
+    /// name.
     pub fn remove(&mut self, name: &str) -> bool {
         Arc::make_mut(&mut self.tools).remove(name).is_some()
     }
