@@ -5,7 +5,6 @@
 
 mod cache;
 mod common;
-mod data_tools;
 mod devtools;
 mod git;
 mod guests;
@@ -14,4 +13,5 @@ mod limits;
 mod node;
 mod redirect;
 mod rg;
+mod sqlite_zip;
 mod tool_call;

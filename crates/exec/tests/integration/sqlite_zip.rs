@@ -1,5 +1,5 @@
 //! sqlite3 and zip/unzip run through `wasmsand-exec` with real wasm, each command beside the
-//! machine's own tool (Debian's sqlite3, Info-ZIP zip/unzip; rg is in `rg.rs`) in a temporary
+//! machine's own program (Debian's sqlite3, Info-ZIP zip/unzip; rg is in `rg.rs`) in a temporary
 //! directory holding the same files: stdout and exit status must be the same, and the files
 //! they leave behind are read back by the other side (a database written in the sandbox is
 //! opened by the host's sqlite3).
