@@ -526,24 +526,35 @@ impl Interp {
             self.push_value(v, in_dq, out);
             return Ok(());
         }
+        let mut unset_target = false;
         let (param, sub) = if pe.indirect {
             let target = match self.param_value(&pe.param, &pe.subscript)? {
                 PV::Str(s) => s,
                 PV::List(l, _) => l.join(" "),
                 PV::Unset => {
+                    // bash: a name never declared cannot be followed (the line is
+                    // abandoned); a declared one without a value leads nowhere.
+                    let n = param_name(&pe.param);
+                    if let Param::Named(name) = &pe.param
+                        && self.st.vars.get(name).is_none()
+                    {
+                        self.err(&format!("{n}: invalid indirect expansion"));
+                        return Err(Flow::Fatal(1));
+                    }
                     if self.st.opts.nounset {
-                        let n = param_name(&pe.param);
-                        self.err(&format!("{n}: unbound variable"));
+                        self.err(&format!("!{n}: unbound variable"));
                         return Err(Flow::Unbound);
                     }
+                    unset_target = true;
                     String::new()
                 }
             };
             match parse_param_ref(&target) {
                 Some(r) => r,
+                None if unset_target => (pe.param.clone(), None),
                 None => {
-                    self.err(&format!("{target}: invalid indirect expansion"));
-                    return Err(Flow::Exit(1));
+                    self.err(&format!("{target}: invalid variable name"));
+                    return Err(Flow::Fatal(1));
                 }
             }
         } else {
@@ -590,7 +601,11 @@ impl Interp {
                 return Ok(());
             }
         }
-        let value = self.param_value(&param, &sub)?;
+        let value = if unset_target {
+            PV::Unset
+        } else {
+            self.param_value(&param, &sub)?
+        };
         // bash tests `${a[@]:-x}` on the elements joined (by a space for `@`, by IFS's first
         // character for `*`): two empty elements join to a non-null " ".
         let ifs_sep = self.get_var("IFS").is_none_or(|s| !s.is_empty());
@@ -721,7 +736,25 @@ impl Interp {
                 };
                 push(out, text, in_dq, !in_dq);
             }
-            ParamOp::Transform(c @ ('A' | 'a'))
+            // bash's `${a[@]@a}` repeats the array's attributes once per element;
+            // `${a[i]@a}` is the array's attributes.
+            ParamOp::Transform('a') if matches!(&param, Param::Named(_)) => {
+                let Param::Named(name) = &param else {
+                    unreachable!()
+                };
+                let letters = self
+                    .st
+                    .vars
+                    .get(name)
+                    .map(crate::builtins::attr_letters)
+                    .unwrap_or_default();
+                let v = match value {
+                    PV::List(items, star) => PV::List(vec![letters; items.len()], star),
+                    _ => PV::Str(letters),
+                };
+                self.push_value(v, in_dq, out);
+            }
+            ParamOp::Transform('A')
                 if matches!(&param, Param::Named(_))
                     && !matches!(sub, Some(Subscript::Index(_))) =>
             {
@@ -731,7 +764,6 @@ impl Interp {
                 let var = self.st.vars.get(name).cloned();
                 let text = match var {
                     None => String::new(),
-                    Some(v) if *c == 'a' => crate::builtins::attr_letters(&v),
                     Some(v) => crate::builtins::assignment_form(name, &v),
                 };
                 push(out, text, in_dq, !in_dq);
