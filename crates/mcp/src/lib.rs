@@ -67,7 +67,7 @@ pub struct McpConfig {
 
 /// What [`RunGate::begin`] answers: an admitted run's ticket, or why it is refused.
 pub type Admission =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Box<dyn RunTicket>, String>> + Send>>;
+    std::pin::Pin<Box<dyn Future<Output = Result<Box<dyn RunTicket>, String>> + Send>>;
 
 /// What an embedding server checks and records around each execution of code through MCP,
 /// so that its per-user quotas count MCP runs as well as its own.
@@ -97,14 +97,19 @@ pub trait RunTicket: Send {
         exit_code: i32,
         timed_out: bool,
         duration_ms: u64,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 }
 
 impl McpConfig {
+    /// Default of [`McpConfig::max_timeout_ms`]: 5 minutes.
     pub const DEFAULT_MAX_TIMEOUT_MS: u64 = 300_000;
+    /// Default of [`McpConfig::max_sessions`].
     pub const DEFAULT_MAX_SESSIONS: usize = 256;
+    /// Default of [`McpConfig::max_sessions_per_client`].
     pub const DEFAULT_MAX_SESSIONS_PER_CLIENT: usize = 16;
+    /// Default of [`McpConfig::session_idle_ttl`]: 30 minutes.
     pub const DEFAULT_SESSION_IDLE_TTL: Duration = Duration::from_secs(30 * 60);
+    /// Default of [`McpConfig::max_read_bytes`]: 4 MiB.
     pub const DEFAULT_MAX_READ_BYTES: u64 = 4 * 1024 * 1024;
 }
 
@@ -160,6 +165,8 @@ pub struct Mcp {
 }
 
 impl Mcp {
+    /// A server with no session yet. A background thread reaps idle sessions; it ends when the
+    /// last clone of this server is dropped.
     pub fn new(config: McpConfig) -> Mcp {
         let store = Store::new(Caps {
             global: config.max_sessions,
@@ -171,6 +178,7 @@ impl Mcp {
         }
     }
 
+    /// The settings it was made with.
     pub fn config(&self) -> &McpConfig {
         &self.shared.config
     }
@@ -238,7 +246,7 @@ impl Mcp {
         &self,
         listener: tokio::net::TcpListener,
         options: &HttpOptions,
-        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+        shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         axum::serve(listener, self.http_router(options))
             .with_graceful_shutdown(shutdown)
@@ -254,6 +262,7 @@ impl Mcp {
 /// Where `sandboxd mcp` serves.
 #[derive(Debug, Clone)]
 pub enum Listen {
+    /// One client on stdin/stdout (line-delimited JSON-RPC, as MCP's stdio transport).
     Stdio,
     /// Streamable HTTP at `http://ADDR/mcp`. The bound address (port 0 picks one) is printed
     /// on stdout as `http://HOST:PORT/mcp`, one line, once the server accepts connections.
