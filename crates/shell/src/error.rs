@@ -71,3 +71,91 @@ impl ParseError {
         out
     }
 }
+
+/// What went wrong while running a script, short of control flow ([`crate::interp::Flow`]).
+///
+/// `Display` is the text bash prints after `bash: line N: ` (the conformance corpus compares
+/// stderr with bash's, so the wording is bash's, not ours); callers match on the variant
+/// instead of the text.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ShellError {
+    /// The descriptor is closed, or not open for the operation.
+    #[error("Bad file descriptor")]
+    BadFd,
+    /// A pipe or output stream failed; `message` is what bash prints for it (`Broken pipe`).
+    #[error("{message}")]
+    Io {
+        kind: std::io::ErrorKind,
+        message: String,
+    },
+    /// The file tree refused an operation (`No such file or directory`, `Read-only file
+    /// system`, ...).
+    #[error("{}", crate::interp::strerror(*.0))]
+    Fs(wasmsand_vfs::Errno),
+    /// A value longer than [`crate::ShellLimits`]'s `max_word_bytes`.
+    #[error("{name}: value too large ({len} bytes, limit: {limit})")]
+    TooLarge {
+        name: String,
+        len: usize,
+        limit: usize,
+    },
+    /// The file tree refused an operation on a path the user named (`cd: x: No such file or
+    /// directory`).
+    #[error("{path}: {}", crate::interp::strerror(*errno))]
+    Path {
+        path: String,
+        errno: wasmsand_vfs::Errno,
+    },
+    /// An assignment to a readonly variable.
+    #[error("{0}: readonly variable")]
+    Readonly(String),
+    /// `unset` of a readonly variable.
+    #[error("unset: {0}: cannot unset: readonly variable")]
+    CannotUnset(String),
+    /// A subscript that is not a valid index or key (`a[x y]`, `a[-9]` past the start).
+    #[error("{0}: bad array subscript")]
+    BadSubscript(String),
+    /// An arithmetic error, worded by the evaluator (`1/0: division by 0 (error token is
+    /// "0")`).
+    #[error("{0}")]
+    Arith(String),
+    /// A bad operand or operator of `test`/`[`/`[[ ]]` (`x: integer expression expected`,
+    /// `-q: unary operator expected`).
+    #[error("{0}")]
+    Test(String),
+    /// `[[ s =~ re ]]` with an invalid `re`: bash prints nothing and the status is 2.
+    #[error("")]
+    BadRegex,
+    /// An argument a builtin refuses, worded as bash words it for that builtin
+    /// (`x: Not a directory`, `` `z': invalid symbolic mode operator``).
+    #[error("{0}")]
+    Usage(String),
+    /// A wasm module that could not be compiled or instantiated.
+    #[error("{0}")]
+    Load(String),
+}
+
+impl ShellError {
+    /// An error of a pipe or stream, with the text bash prints for it.
+    pub fn io(e: &std::io::Error) -> ShellError {
+        let message = match e.kind() {
+            std::io::ErrorKind::BrokenPipe => "Broken pipe".to_string(),
+            _ => e.to_string(),
+        };
+        ShellError::Io {
+            kind: e.kind(),
+            message,
+        }
+    }
+
+    /// A broken pipe: the reader went away (bash's SIGPIPE).
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(
+            self,
+            ShellError::Io {
+                kind: std::io::ErrorKind::BrokenPipe,
+                ..
+            }
+        )
+    }
+}

@@ -3,6 +3,7 @@
 use std::time::SystemTime;
 
 use crate::ast::*;
+use crate::error::ShellError;
 use crate::expand::AErr;
 use crate::interp::{AssignKey, Flow, FlowResult, Interp};
 use crate::vars::Value;
@@ -15,7 +16,7 @@ type AR<T = i64> = Result<T, AErr>;
 impl Interp {
     /// Evaluates an arithmetic expression: `Ok(Err(msg))` for an arithmetic error the caller
     /// reports its own way.
-    pub(crate) fn arith(&mut self, a: &Arith) -> FlowResult<Result<i64, String>> {
+    pub(crate) fn arith(&mut self, a: &Arith) -> FlowResult<Result<i64, ShellError>> {
         // bash substitutes `$x` textually before parsing (`a="1+2"; $(($a*3))` is 7): when
         // the expression holds expansions, expand the source text and parse again.
         let res = match &a.expr {
@@ -27,7 +28,7 @@ impl Interp {
         };
         match res {
             Ok(v) => Ok(Ok(v)),
-            Err(AErr::Msg(m)) => Ok(Err(m)),
+            Err(AErr::Msg(m)) => Ok(Err(ShellError::Arith(m))),
             Err(AErr::Flow(f)) => Err(f),
         }
     }
@@ -65,7 +66,7 @@ impl Interp {
         match self.arith(a)? {
             Ok(v) => Ok(v),
             Err(m) => {
-                self.err(&m);
+                self.err(&m.to_string());
                 Err(Flow::Fatal(1))
             }
         }
@@ -77,11 +78,11 @@ impl Interp {
     }
 
     /// For callers that cannot propagate control flow (attribute-driven assignment).
-    pub(crate) fn eval_arith_str(&mut self, text: &str) -> Result<i64, String> {
+    pub(crate) fn eval_arith_str(&mut self, text: &str) -> Result<i64, ShellError> {
         match self.eval_arith_text(text) {
             Ok(v) => Ok(v),
-            Err(AErr::Msg(m)) => Err(m),
-            Err(AErr::Flow(_)) => Err(format!("{text}: expression error")),
+            Err(AErr::Msg(m)) => Err(ShellError::Arith(m)),
+            Err(AErr::Flow(_)) => Err(ShellError::Arith(format!("{text}: expression error"))),
         }
     }
 
@@ -177,7 +178,7 @@ impl Interp {
                 self.assign(name, Some(key), v.to_string(), false)
             }
         };
-        r.map_err(AErr::Msg)
+        r.map_err(|e| AErr::Msg(e.to_string()))
     }
 
     fn load_lvalue(&mut self, lv: &LValue, depth: u32, src: &str) -> AR {
@@ -274,7 +275,7 @@ impl Interp {
 
     // ---- [[ ]] ----
 
-    pub(crate) fn eval_cond(&mut self, c: &CondExpr) -> FlowResult<Result<bool, String>> {
+    pub(crate) fn eval_cond(&mut self, c: &CondExpr) -> FlowResult<Result<bool, ShellError>> {
         Ok(Ok(match c {
             CondExpr::Word(w) => !self.expand_string(w)?.is_empty(),
             CondExpr::Not(x) => match self.eval_cond(x)? {
@@ -312,12 +313,12 @@ impl Interp {
                         if is_int_op(*op) {
                             let a = match self.eval_arith_text(&left) {
                                 Ok(v) => v,
-                                Err(AErr::Msg(m)) => return Ok(Err(m)),
+                                Err(AErr::Msg(m)) => return Ok(Err(ShellError::Arith(m))),
                                 Err(AErr::Flow(f)) => return Err(f),
                             };
                             let b = match self.eval_arith_text(&right) {
                                 Ok(v) => v,
-                                Err(AErr::Msg(m)) => return Ok(Err(m)),
+                                Err(AErr::Msg(m)) => return Ok(Err(ShellError::Arith(m))),
                                 Err(AErr::Flow(f)) => return Err(f),
                             };
                             int_compare(*op, a, b)
@@ -330,16 +331,15 @@ impl Interp {
         }))
     }
 
-    fn regex_match(&mut self, text: &str, re: &str) -> Result<bool, String> {
+    fn regex_match(&mut self, text: &str, re: &str) -> Result<bool, ShellError> {
         let compiled = regex::RegexBuilder::new(re)
             .size_limit(1 << 20)
             .case_insensitive(self.st.opts.nocasematch)
-            .build()
-            .map_err(|_| "invalid regular expression".to_string());
+            .build();
         let compiled = match compiled {
             Ok(c) => c,
             // bash returns 2 for a bad regex without a message on stderr.
-            Err(_) => return Err(String::new()),
+            Err(_) => return Err(ShellError::BadRegex),
         };
         match compiled.captures(text) {
             Some(caps) => {
@@ -373,7 +373,7 @@ impl Interp {
     }
 
     /// A unary test of `[[ ]]` and `test`: file tests, `-z`, `-n`, `-v`, `-o`.
-    pub(crate) fn unary_test(&mut self, op: char, arg: &str) -> Result<bool, String> {
+    pub(crate) fn unary_test(&mut self, op: char, arg: &str) -> Result<bool, ShellError> {
         use wasmsand_vfs::FileType;
         match op {
             'z' => return Ok(arg.is_empty()),
@@ -394,7 +394,7 @@ impl Interp {
                 let key = match (&value, key) {
                     (Some(Value::Assoc(_)), Some(k)) if k != "@" && k != "*" => Some(
                         self.expand_string(&crate::expand::runtime_subscript(&k))
-                            .map_err(|_| format!("{k}: bad array subscript"))?,
+                            .map_err(|_| ShellError::BadSubscript(k.clone()))?,
                     ),
                     (_, k) => k,
                 };
@@ -461,7 +461,7 @@ impl Interp {
             'k' => m.mode & 0o1000 != 0,
             'O' | 'G' => true,
             'N' => m.mtime > m.atime,
-            _ => return Err(format!("-{op}: unary operator expected")),
+            _ => return Err(ShellError::Test(format!("-{op}: unary operator expected"))),
         })
     }
 
@@ -470,7 +470,7 @@ impl Interp {
         left: &str,
         op: CondBinOp,
         right: &str,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, ShellError> {
         Ok(match op {
             CondBinOp::StrLt => left < right,
             CondBinOp::StrGt => left > right,
@@ -497,10 +497,10 @@ impl Interp {
                 }
             }
             _ => {
-                let parse = |s: &str| -> Result<i64, String> {
+                let parse = |s: &str| -> Result<i64, ShellError> {
                     let t = s.trim();
                     t.parse::<i64>()
-                        .map_err(|_| format!("{s}: integer expression expected"))
+                        .map_err(|_| ShellError::Test(format!("{s}: integer expression expected")))
                 };
                 int_compare(op, parse(left)?, parse(right)?)
             }

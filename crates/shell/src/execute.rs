@@ -7,6 +7,7 @@ use parking_lot::Mutex;
 use wasmsand_exec::{OpenFile, Output, pipe};
 
 use crate::ast::*;
+use crate::error::ShellError;
 use crate::interp::{Fd, Flow, FlowResult, InSrc, Interp, MAX_FD, Saved, THREAD_STACK, strerror};
 use crate::jobs::{Job, JobKind};
 use crate::vars::{ATTR_EXPORT, Var};
@@ -596,7 +597,7 @@ impl Interp {
                     Ok(true) => Ok(0),
                     Ok(false) => Ok(1),
                     Err(msg) => {
-                        self.err(&msg);
+                        self.err(&msg.to_string());
                         Ok(2)
                     }
                 }
@@ -671,7 +672,7 @@ impl Interp {
             if is_ref && let Some(v) = self.st.vars.get_mut(var) {
                 v.value = crate::vars::Value::Str(item);
             } else if let Err(msg) = self.set_var(var, item) {
-                self.err(&msg);
+                self.err(&msg.to_string());
                 return Err(Flow::Exit(1));
             }
             match self.loop_body(body)? {
@@ -861,14 +862,14 @@ impl Interp {
                 }
             }
             if let Err(msg) = self.store_assignment(a, v) {
-                self.err(&msg);
+                self.err(&msg.to_string());
                 // An arithmetic error assigning to an integer variable ends the shell.
                 let integer = self
                     .st
                     .vars
                     .get(&a.name)
                     .is_some_and(|v| v.has(crate::vars::ATTR_INTEGER));
-                if integer && !msg.ends_with("readonly variable") {
+                if integer && !matches!(msg, ShellError::Readonly(_)) {
                     return Err(Flow::Exit(1));
                 }
                 if self.st.opts.errexit && self.cond == 0 {
@@ -900,7 +901,7 @@ impl Interp {
             let v = self.eval_assignment(a)?;
             saved.push((a.name.clone(), self.st.vars.get(&a.name).cloned()));
             if let Err(msg) = self.store_assignment(a, v) {
-                self.err(&msg);
+                self.err(&msg.to_string());
                 return Ok(1);
             }
             if let Some(var) = self.st.vars.get_mut(&a.name) {
@@ -1307,7 +1308,7 @@ impl Interp {
         }
         if let Err(m) = self.set_var(name, fd.to_string()) {
             self.fds.set(fd, None);
-            self.err(&m);
+            self.err(&m.to_string());
             return Ok(Err(format!("{name}: cannot assign fd to variable")));
         }
         Ok(Ok(()))

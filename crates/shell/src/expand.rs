@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use wasmsand_exec::{Output, OutputBuffer};
 
 use crate::ast::*;
+use crate::error::ShellError;
 use crate::execute::AssignedValue;
 use crate::interp::{AssignKey, Fd, Flow, FlowResult, Interp};
 use crate::pattern;
@@ -677,7 +678,7 @@ impl Interp {
                         _ => None,
                     };
                     if let Err(m) = self.assign(name, key, v.clone(), false) {
-                        self.err(&m);
+                        self.err(&m.to_string());
                         return Err(Flow::Exit(1));
                     }
                     push(out, v, in_dq, !in_dq);
@@ -1248,7 +1249,7 @@ impl Interp {
         &mut self,
         a: &Assignment,
         v: AssignedValue,
-    ) -> Result<(), String> {
+    ) -> Result<(), ShellError> {
         match v {
             AssignedValue::Scalar(s) => self.assign(&a.name, None, s, a.append),
             AssignedValue::Elem(k, s) => {
@@ -1261,7 +1262,7 @@ impl Interp {
 
     /// [`Self::key_for`] for a subscript written in a runtime string (`printf -v 'a[$k]'`,
     /// `unset 'a["k"]'`, a `declare -n` target): an associative key is expanded first.
-    pub(crate) fn runtime_key_for(&mut self, name: &str, k: &str) -> Result<AssignKey, String> {
+    pub(crate) fn runtime_key_for(&mut self, name: &str, k: &str) -> Result<AssignKey, ShellError> {
         let target = self.resolve_ref(name).0;
         if matches!(
             self.st.vars.get(&target).map(|v| &v.value),
@@ -1269,13 +1270,13 @@ impl Interp {
         ) {
             return match self.expand_string(&runtime_subscript(k)) {
                 Ok(key) => Ok(AssignKey::Key(key)),
-                Err(_) => Err(format!("{k}: bad array subscript")),
+                Err(_) => Err(ShellError::BadSubscript(k.to_string())),
             };
         }
         self.key_for(name, k)
     }
 
-    pub(crate) fn key_for(&mut self, name: &str, k: &str) -> Result<AssignKey, String> {
+    pub(crate) fn key_for(&mut self, name: &str, k: &str) -> Result<AssignKey, ShellError> {
         let name = &self.resolve_ref(name).0;
         let is_assoc = matches!(
             self.st.vars.get(name).map(|v| &v.value),
@@ -1286,8 +1287,8 @@ impl Interp {
         } else {
             match self.eval_arith_text(k) {
                 Ok(i) => Ok(AssignKey::Index(i)),
-                Err(AErr::Msg(m)) => Err(m),
-                Err(AErr::Flow(_)) => Err(format!("{k}: bad array subscript")),
+                Err(AErr::Msg(m)) => Err(ShellError::Arith(m)),
+                Err(AErr::Flow(_)) => Err(ShellError::BadSubscript(k.to_string())),
             }
         }
     }
@@ -1297,14 +1298,14 @@ impl Interp {
         name: &str,
         items: Vec<(Option<String>, bool, String)>,
         append: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), ShellError> {
         let resolved = self.resolve_ref(name).0;
         let name = resolved.as_str();
         let existing = self.st.vars.get(name).cloned();
         if let Some(v) = &existing
             && v.has(ATTR_READONLY)
         {
-            return Err(format!("{name}: readonly variable"));
+            return Err(ShellError::Readonly(name.to_string()));
         }
         let attrs = existing.as_ref().map(|v| v.attrs).unwrap_or(0) & !crate::vars::ATTR_NOVALUE;
         let is_assoc = matches!(existing.as_ref().map(|v| &v.value), Some(Value::Assoc(_)));
@@ -1379,13 +1380,13 @@ impl Interp {
                             .map(|k| k.saturating_add(1))
                             .unwrap_or(0);
                         if top + i < 0 {
-                            return Err(format!("[{k}]: bad array subscript"));
+                            return Err(ShellError::BadSubscript(format!("[{k}]")));
                         }
                         top + i
                     }
                     Ok(i) => i,
-                    Err(AErr::Msg(msg)) => return Err(msg),
-                    Err(AErr::Flow(_)) => return Err(format!("{k}: bad array subscript")),
+                    Err(AErr::Msg(msg)) => return Err(ShellError::Arith(msg)),
+                    Err(AErr::Flow(_)) => return Err(ShellError::BadSubscript(k.to_string())),
                 },
                 None => next,
             };
@@ -1404,7 +1405,7 @@ impl Interp {
                         };
                         b.wrapping_add(n).to_string()
                     }
-                    Err(AErr::Msg(msg)) => return Err(msg),
+                    Err(AErr::Msg(msg)) => return Err(ShellError::Arith(msg)),
                     Err(AErr::Flow(_)) => v,
                 }
             } else {

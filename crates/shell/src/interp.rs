@@ -25,6 +25,7 @@ use wasmsand_exec::{
 };
 
 use crate::ast::*;
+use crate::error::ShellError;
 use crate::vars::{ATTR_EXPORT, ATTR_NAMEREF, Value, Var, Vars};
 
 /// Bounds on what one script may make the host do. Each has a clear error when exceeded.
@@ -599,10 +600,10 @@ impl Interp {
     // ---- output ----
 
     /// Writes to a descriptor. A closed or input-only descriptor is `EBADF`.
-    pub fn write_fd(&mut self, fd: u32, data: &[u8]) -> Result<(), String> {
+    pub fn write_fd(&mut self, fd: u32, data: &[u8]) -> Result<(), ShellError> {
         match self.fds.get(fd) {
             Some(Fd::Out(o)) => write_output(o, data),
-            _ => Err("Bad file descriptor".into()),
+            _ => Err(ShellError::BadFd),
         }
     }
 
@@ -611,7 +612,7 @@ impl Interp {
     pub fn out(&mut self, data: &[u8]) -> Result<(), i32> {
         match self.write_fd(1, data) {
             Ok(()) => Ok(()),
-            Err(e) if e == "Broken pipe" => Err(141),
+            Err(e) if e.is_broken_pipe() => Err(141),
             Err(e) => {
                 self.err(&format!("write error: {e}"));
                 Err(1)
@@ -711,7 +712,7 @@ impl Interp {
     }
 
     /// Assigns a scalar, honouring `readonly`, `-i`, case attributes and `allexport`.
-    pub fn set_var(&mut self, name: &str, value: String) -> Result<(), String> {
+    pub fn set_var(&mut self, name: &str, value: String) -> Result<(), ShellError> {
         self.assign(name, None, value, false)
     }
 
@@ -722,7 +723,7 @@ impl Interp {
         key: Option<AssignKey>,
         value: String,
         append: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), ShellError> {
         if self.st.vars.get(name).is_some_and(|v| v.has(ATTR_NAMEREF)) {
             let (target, sub) = self.resolve_ref(name);
             if target != name {
@@ -734,16 +735,16 @@ impl Interp {
             }
         }
         if value.len() > self.st.limits.max_word_bytes {
-            return Err(format!(
-                "{name}: value too large ({} bytes, limit: {})",
-                value.len(),
-                self.st.limits.max_word_bytes
-            ));
+            return Err(ShellError::TooLarge {
+                name: name.to_string(),
+                len: value.len(),
+                limit: self.st.limits.max_word_bytes,
+            });
         }
         let existing = self.st.vars.get(name).cloned();
         let attrs = existing.as_ref().map(|v| v.attrs).unwrap_or(0);
         if attrs & crate::vars::ATTR_READONLY != 0 {
-            return Err(format!("{name}: readonly variable"));
+            return Err(ShellError::Readonly(name.to_string()));
         }
         let value = if attrs & crate::vars::ATTR_INTEGER != 0 {
             let base = if append {
@@ -754,7 +755,7 @@ impl Interp {
             } else {
                 "0".into()
             };
-            let n = self.eval_arith_str(&value).map_err(|e| e.to_string())?;
+            let n = self.eval_arith_str(&value)?;
             if append {
                 let b = self.eval_arith_str(&base).unwrap_or(0);
                 b.wrapping_add(n).to_string()
@@ -813,7 +814,7 @@ impl Interp {
                     let top = m.keys().next_back().map_or(0, |&k| i128::from(k) + 1);
                     match i64::try_from(top + i128::from(i)) {
                         Ok(j) if j >= 0 => j,
-                        _ => return Err(format!("{name}[{i}]: bad array subscript")),
+                        _ => return Err(ShellError::BadSubscript(format!("{name}[{i}]"))),
                     }
                 } else {
                     i
@@ -846,11 +847,11 @@ impl Interp {
         Ok(())
     }
 
-    pub fn unset_var(&mut self, name: &str) -> Result<(), String> {
+    pub fn unset_var(&mut self, name: &str) -> Result<(), ShellError> {
         if let Some(v) = self.st.vars.get(name)
             && v.has(crate::vars::ATTR_READONLY)
         {
-            return Err(format!("unset: {name}: cannot unset: readonly variable"));
+            return Err(ShellError::CannotUnset(name.to_string()));
         }
         if self.st.vars.is_local_here(name) {
             // A local stays declared (and shadowing) after unset, as in bash.
@@ -898,13 +899,17 @@ impl Interp {
     /// The compiled program for a wasm file's contents. Tool files share their bytes with
     /// the embedded modules, so the buffer's address identifies them without hashing 4 MB
     /// per run; the cache holds a clone of each buffer, so an address cannot be reused.
-    pub fn program_for(&mut self, data: &bytes::Bytes) -> Result<Program, String> {
+    pub fn program_for(&mut self, data: &bytes::Bytes) -> Result<Program, ShellError> {
         let key = (data.as_ptr() as usize, data.len());
         if let Some((_, p)) = programs().lock().get(&key) {
             return Ok(p.clone());
         }
         let started = Instant::now();
-        let p = self.rt.exec.load(data).map_err(|e| e.to_string())?;
+        let p = self
+            .rt
+            .exec
+            .load(data)
+            .map_err(|e| ShellError::Load(e.to_string()))?;
         // A memory hit takes microseconds; anything slow was a compile or a disk load.
         if started.elapsed() > std::time::Duration::from_millis(20) {
             self.rt
@@ -1012,18 +1017,15 @@ pub(crate) fn apply_case_attrs(attrs: u8, value: String) -> String {
     }
 }
 
-pub(crate) fn write_output(o: &Output, data: &[u8]) -> Result<(), String> {
+pub(crate) fn write_output(o: &Output, data: &[u8]) -> Result<(), ShellError> {
     match o {
         Output::Null => Ok(()),
         Output::Buffer(b) => {
             b.write(data);
             Ok(())
         }
-        Output::Pipe(p) => p.write_all(data).map_err(|e| match e.kind() {
-            std::io::ErrorKind::BrokenPipe => "Broken pipe".to_string(),
-            _ => e.to_string(),
-        }),
-        Output::File(f) => f.write(data).map_err(|e| strerror(e.errno)),
+        Output::Pipe(p) => p.write_all(data).map_err(|e| ShellError::io(&e)),
+        Output::File(f) => f.write(data).map_err(|e| ShellError::Fs(e.errno)),
     }
 }
 

@@ -1,6 +1,7 @@
 //! `cd`, `pwd`, and the directory stack: `pushd`, `popd`, `dirs`.
 
-use crate::interp::{Interp, strerror};
+use crate::error::ShellError;
+use crate::interp::Interp;
 use crate::vars::{ATTR_EXPORT, ATTR_READONLY, Value, Var};
 
 impl Interp {
@@ -88,21 +89,22 @@ impl Interp {
         }
     }
 
-    pub(crate) fn change_dir(&mut self, target: &str, physical: bool) -> Result<(), String> {
+    pub(crate) fn change_dir(&mut self, target: &str, physical: bool) -> Result<(), ShellError> {
         if target.is_empty() {
             return Ok(());
         }
         let joined = wasmsand_vfs::path::join(&self.st.cwd, target);
         let vfs = self.rt.vfs.lock();
-        let meta = vfs
-            .stat(&joined)
-            .map_err(|e| format!("{target}: {}", strerror(e.errno)))?;
+        let path_error = |errno| ShellError::Path {
+            path: target.to_string(),
+            errno,
+        };
+        let meta = vfs.stat(&joined).map_err(|e| path_error(e.errno))?;
         if meta.file_type != wasmsand_vfs::FileType::Dir {
-            return Err(format!("{target}: Not a directory"));
+            return Err(path_error(wasmsand_vfs::Errno::ENOTDIR));
         }
         let new = if physical {
-            vfs.realpath(&joined)
-                .map_err(|e| format!("{target}: {}", strerror(e.errno)))?
+            vfs.realpath(&joined).map_err(|e| path_error(e.errno))?
         } else {
             wasmsand_vfs::path::normalize(&joined)
         };
@@ -113,7 +115,7 @@ impl Interp {
         Ok(())
     }
 
-    fn assign_exported_if_set(&mut self, name: &str, v: String) -> Result<(), String> {
+    fn assign_exported_if_set(&mut self, name: &str, v: String) -> Result<(), ShellError> {
         let attrs = self
             .st
             .vars

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::error::ShellError;
 use crate::interp::{Fd, FlowResult, InSrc, Interp};
 use crate::printf::echo_escapes;
 use crate::vars::{ATTR_READONLY, Value, Var, is_valid_name};
@@ -339,11 +340,11 @@ impl Interp {
         &mut self,
         name: &str,
         items: Vec<(Option<String>, String)>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ShellError> {
         if let Some(v) = self.st.vars.get(name)
             && v.has(ATTR_READONLY)
         {
-            return Err(format!("{name}: readonly variable"));
+            return Err(ShellError::Readonly(name.to_string()));
         }
         let attrs = self.st.vars.get(name).map(|v| v.attrs).unwrap_or(0);
         self.st.vars.put(

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::error::ShellError;
 use crate::interp::Interp;
 
 impl Interp {
@@ -220,7 +221,7 @@ const ULIMITS: &[(char, &str, &str, Option<u64>)] = &[
 
 /// Applies a symbolic mode (`u=rwx,g-w,+x`) to permission bits, as bash's `umask` does:
 /// no `who` means all, and `X`, `s`, `t` or copying (`g=u`) are not accepted.
-fn symbolic_mode(mode: &str, initial: u32) -> Result<u32, String> {
+fn symbolic_mode(mode: &str, initial: u32) -> Result<u32, ShellError> {
     let mut bits = initial;
     let b = mode.as_bytes();
     let mut i = 0;
@@ -240,7 +241,9 @@ fn symbolic_mode(mode: &str, initial: u32) -> Result<u32, String> {
         i += 1;
         if !matches!(op, Some(b'+' | b'-' | b'=')) {
             let c = op.map(char::from).unwrap_or_default();
-            return Err(format!("`{c}': invalid symbolic mode operator"));
+            return Err(ShellError::Usage(format!(
+                "`{c}': invalid symbolic mode operator"
+            )));
         }
         let mut perm = 0;
         while let Some(&c) = b.get(i) {
@@ -256,7 +259,9 @@ fn symbolic_mode(mode: &str, initial: u32) -> Result<u32, String> {
             None | Some(b',') => {}
             Some(_) => {
                 let c = mode[i..].chars().next().unwrap_or_default();
-                return Err(format!("`{c}': invalid symbolic mode character"));
+                return Err(ShellError::Usage(format!(
+                    "`{c}': invalid symbolic mode character"
+                )));
             }
         }
         if who != 0 {

@@ -2,6 +2,7 @@
 //! operators themselves are `[[ ]]`'s (`eval.rs`).
 
 use crate::ast::{COND_UNARY_OPS, CondBinOp};
+use crate::error::ShellError;
 use crate::interp::Interp;
 
 impl Interp {
@@ -29,7 +30,7 @@ impl Interp {
         }
     }
 
-    fn test_expr(&mut self, a: &[&str]) -> Result<bool, String> {
+    fn test_expr(&mut self, a: &[&str]) -> Result<bool, ShellError> {
         // POSIX fixes the meaning by argument count up to four.
         match a.len() {
             0 => Ok(false),
@@ -56,7 +57,10 @@ impl Interp {
                 if a[0] == "(" && a[2] == ")" {
                     return Ok(!a[1].is_empty());
                 }
-                Err(format!("{}: binary operator expected", a[1]))
+                Err(ShellError::Test(format!(
+                    "{}: binary operator expected",
+                    a[1]
+                )))
             }
             4 if a[0] == "!" => self.test_expr(&a[1..]).map(|b| !b),
             4 if a[0] == "(" && a[3] == ")" => self.test_expr(&a[1..3]),
@@ -64,14 +68,14 @@ impl Interp {
                 let mut pos = 0;
                 let r = self.test_or(a, &mut pos)?;
                 if pos < a.len() {
-                    return Err(format!("{}: unexpected argument", a[pos]));
+                    return Err(ShellError::Test(format!("{}: unexpected argument", a[pos])));
                 }
                 Ok(r)
             }
         }
     }
 
-    fn test_or(&mut self, a: &[&str], pos: &mut usize) -> Result<bool, String> {
+    fn test_or(&mut self, a: &[&str], pos: &mut usize) -> Result<bool, ShellError> {
         let mut v = self.test_and(a, pos)?;
         while *pos < a.len() && a[*pos] == "-o" {
             *pos += 1;
@@ -81,7 +85,7 @@ impl Interp {
         Ok(v)
     }
 
-    fn test_and(&mut self, a: &[&str], pos: &mut usize) -> Result<bool, String> {
+    fn test_and(&mut self, a: &[&str], pos: &mut usize) -> Result<bool, ShellError> {
         let mut v = self.test_not(a, pos)?;
         while *pos < a.len() && a[*pos] == "-a" {
             *pos += 1;
@@ -91,7 +95,7 @@ impl Interp {
         Ok(v)
     }
 
-    fn test_not(&mut self, a: &[&str], pos: &mut usize) -> Result<bool, String> {
+    fn test_not(&mut self, a: &[&str], pos: &mut usize) -> Result<bool, ShellError> {
         if *pos < a.len() && a[*pos] == "!" {
             *pos += 1;
             return self.test_not(a, pos).map(|b| !b);
@@ -99,15 +103,15 @@ impl Interp {
         self.test_primary(a, pos)
     }
 
-    fn test_primary(&mut self, a: &[&str], pos: &mut usize) -> Result<bool, String> {
+    fn test_primary(&mut self, a: &[&str], pos: &mut usize) -> Result<bool, ShellError> {
         let Some(&first) = a.get(*pos) else {
-            return Err("argument expected".into());
+            return Err(ShellError::Test("argument expected".into()));
         };
         if first == "(" {
             *pos += 1;
             let v = self.test_or(a, pos)?;
             if a.get(*pos) != Some(&")") {
-                return Err("`)' expected".into());
+                return Err(ShellError::Test("`)' expected".into()));
             }
             *pos += 1;
             return Ok(v);
@@ -129,15 +133,15 @@ impl Interp {
         Ok(!first.is_empty())
     }
 
-    fn test_unary(&mut self, op: &str, arg: &str) -> Result<bool, String> {
+    fn test_unary(&mut self, op: &str, arg: &str) -> Result<bool, ShellError> {
         let mut c = op.chars();
         match (c.next(), c.next(), c.next()) {
             (Some('-'), Some(ch), None) if COND_UNARY_OPS.contains(ch) => self.unary_test(ch, arg),
-            _ => Err(format!("{op}: unary operator expected")),
+            _ => Err(ShellError::Test(format!("{op}: unary operator expected"))),
         }
     }
 
-    fn test_binary(&mut self, l: &str, op: CondBinOp, r: &str) -> Result<bool, String> {
+    fn test_binary(&mut self, l: &str, op: CondBinOp, r: &str) -> Result<bool, ShellError> {
         self.binary_test(l, op, r)
     }
 }

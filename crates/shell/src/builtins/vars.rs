@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::error::ShellError;
 use crate::execute::{AssignedValue, DeclArg};
 use crate::expand::AErr;
 use crate::interp::{FlowResult, Interp};
@@ -112,7 +113,7 @@ impl Interp {
             }
             if self.st.vars.get(&name).is_some() {
                 if let Err(m) = self.unset_var(&name) {
-                    self.err(&m);
+                    self.err(&m.to_string());
                     status = 1;
                 }
             } else if !vars_only && !nameref {
@@ -311,7 +312,7 @@ impl Interp {
                 // `declare -g` inside a function writes the global binding.
                 let r = self.declare_global(&var_name, add, remove, array, assoc, value);
                 if let Err(m) = r {
-                    self.err(&m);
+                    self.err(&m.to_string());
                     status = 1;
                 }
                 continue;
@@ -421,10 +422,14 @@ impl Interp {
         add: u8,
         make_local: bool,
         value: Option<(crate::ast::Assignment, AssignedValue)>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ShellError> {
         let target = match value {
             Some((_, AssignedValue::Scalar(t))) => Some(t),
-            Some(_) => return Err(format!("{name}: reference variable cannot be an array")),
+            Some(_) => {
+                return Err(ShellError::Usage(format!(
+                    "{name}: reference variable cannot be an array"
+                )));
+            }
             None => None,
         };
         // `declare -n ref` on a set variable makes its value the target: checked the same.
@@ -439,12 +444,14 @@ impl Interp {
                 None => true,
             };
             if !(t.is_empty() || is_valid_name(base) && sub_ok) {
-                return Err(format!("`{t}': invalid variable name for name reference"));
+                return Err(ShellError::Usage(format!(
+                    "`{t}': invalid variable name for name reference"
+                )));
             }
             if t == name {
-                return Err(format!(
+                return Err(ShellError::Usage(format!(
                     "{name}: nameref variable self references not allowed"
-                ));
+                )));
             }
         }
         if make_local {
@@ -506,7 +513,7 @@ impl Interp {
         array: bool,
         assoc: bool,
         value: Option<(crate::ast::Assignment, AssignedValue)>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ShellError> {
         if !self.st.vars.is_shadowed(name) {
             let mut var = self.st.vars.get(name).cloned().unwrap_or(Var {
                 value: Value::Unset,
