@@ -56,7 +56,7 @@ impl ToolChannel {
 pub const MAX_REQUEST_BYTES: u32 = 16 << 20;
 
 const ANSWERED: i32 = 0;
-const NO_HOST: i32 = -1;
+const NO_CHANNEL: i32 = -1;
 const HOST_FAULT: i32 = -2;
 
 /// The host side of the tool-call channel. Answers are whole frames; their format is the
@@ -156,7 +156,7 @@ fn tool_call(
 ) -> i32 {
     let (data, mut store) = env.data_and_store_mut();
     let Some(channel) = data.channel.clone() else {
-        return NO_HOST;
+        return NO_CHANNEL;
     };
     let (Some(memory), Some(alloc)) = (data.memory.clone(), data.alloc.clone()) else {
         return HOST_FAULT;
