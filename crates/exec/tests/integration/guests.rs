@@ -230,7 +230,7 @@ fn text_utilities_match_gnu() {
 }
 
 #[test]
-fn search_and_edit_tools_match_gnu() {
+fn search_and_edit_guests_match_gnu() {
     let files: &[(&str, &[u8])] = &[
         ("a.txt", LINES),
         ("data.csv", CSV),
@@ -413,7 +413,7 @@ fn gzip_and_tar_round_trip_and_interoperate_with_the_host() {
 }
 
 #[test]
-fn tools_with_nondeterministic_or_sandbox_specific_output() {
+fn guests_with_nondeterministic_or_sandbox_specific_output() {
     let files: &[(&str, &[u8])] = &[("a.txt", LINES), ("d/b.txt", b"bee\n")];
     // `ls -l` prints real messages, not localization keys.
     let (r, _) = sandbox(files, &["ls", "-l", "d"], b"");
@@ -523,16 +523,16 @@ fn dev_files_behave_as_on_linux() {
 }
 
 #[test]
-fn every_tool_instantiates_runs_and_answers_help() {
+fn every_command_instantiates_runs_and_answers_help() {
     let vfs = vfs();
     let guests_for_limit_tests = ["spin", "alloc", "flood"];
     let mut ran = 0;
-    for tool in wasmsand_guests::command_names() {
-        if guests_for_limit_tests.contains(&tool) {
+    for command in wasmsand_guests::command_names() {
+        if guests_for_limit_tests.contains(&command) {
             continue;
         }
-        let r = run(&vfs, &[tool, "--help"], b"");
-        if tool == "xargs" {
+        let r = run(&vfs, &[command, "--help"], b"");
+        if command == "xargs" {
             // A guest cannot start processes; the shell runs xargs itself.
             assert_eq!(r.exit, Exit::Code(126));
             assert!(
@@ -544,13 +544,13 @@ fn every_tool_instantiates_runs_and_answers_help() {
         }
         assert!(
             matches!(r.exit, Exit::Code(0..=2)),
-            "{tool} --help: {:?} {}",
+            "{command} --help: {:?} {}",
             r.exit,
             r.stderr
         );
         assert!(
             !(r.stdout.is_empty() && r.stderr.is_empty()),
-            "{tool} --help printed nothing"
+            "{command} --help printed nothing"
         );
         ran += 1;
     }
