@@ -896,7 +896,7 @@ impl Interp {
         None
     }
 
-    /// The compiled program for a wasm file's contents. Tool files share their bytes with
+    /// The compiled program for a wasm file's contents. Guest files share their bytes with
     /// the embedded modules, so the buffer's address identifies them without hashing 4 MB
     /// per run; the cache holds a clone of each buffer, so an address cannot be reused.
     pub fn program_for(&mut self, data: &bytes::Bytes) -> Result<Program, ShellError> {

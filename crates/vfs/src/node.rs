@@ -46,9 +46,9 @@ pub(crate) enum Content {
     /// Bytes the sandbox owns. Copied on write only while a clone or snapshot shares them;
     /// otherwise appended to in place, so many small writes cost O(total).
     Owned(Arc<Vec<u8>>),
-    /// Read-only bytes the host provides (tools, the Python stdlib). Never copied per sandbox
-    /// and not counted against the sandbox's byte limit; a write replaces them with an owned
-    /// copy.
+    /// Read-only bytes the host provides (guest programs, the Python stdlib). Never copied per
+    /// sandbox and not counted against the sandbox's byte limit; a write replaces them with an
+    /// owned copy.
     Shared(Bytes),
 }
 
