@@ -94,7 +94,7 @@ pub struct Outcome {
     /// Wall-clock time from the start of the run (setup included) to its end.
     pub elapsed: Duration,
     /// Calls this program made through its tool-call channel.
-    pub host_calls: u64,
+    pub tool_calls: u64,
     /// CPU time the guest's code used: the thread CPU clock of the run's thread across the
     /// entry point (host calls it made included, compilation and setup not).
     pub cpu_time: Duration,

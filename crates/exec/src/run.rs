@@ -132,7 +132,7 @@ pub(crate) fn run(
                 let outcome = Outcome {
                     exit: Exit::OutOfMemory(msg),
                     elapsed: started.elapsed(),
-                    host_calls: 0,
+                    tool_calls: 0,
                     cpu_time: Duration::ZERO,
                     peak_memory: 0,
                     memory_capped: true,
@@ -197,7 +197,7 @@ pub(crate) fn run(
     let outcome = Outcome {
         exit,
         elapsed: started.elapsed(),
-        host_calls: calls.load(Ordering::SeqCst),
+        tool_calls: calls.load(Ordering::SeqCst),
         cpu_time,
         peak_memory,
         memory_capped,

@@ -89,8 +89,10 @@ pub struct Usage {
     pub peak_memory_bytes: u64,
     /// Processes the run started: programs, subshells, pipeline stages, background jobs.
     pub processes: u64,
-    /// Calls the run's programs made to host tools.
-    pub host_calls: u64,
+    /// Calls the run's programs made to host tools (`hostCalls` on the wire before
+    /// 2026-11-26; that name is still read).
+    #[serde(alias = "hostCalls")]
+    pub tool_calls: u64,
     /// Bytes written into files of the sandbox.
     pub bytes_written: u64,
     /// Files, directories and symlinks created.
@@ -220,7 +222,7 @@ mod tests {
             v,
             json!({"exitCode": 0, "stdout": "hello\n", "stderr": "", "executionTimeMs": 3,
                 "usage": {"wallMs": 0, "cpuUs": 0, "peakMemoryBytes": 0, "processes": 0,
-                    "hostCalls": 0, "bytesWritten": 0, "filesCreated": 0, "filesDeleted": 0,
+                    "toolCalls": 0, "bytesWritten": 0, "filesCreated": 0, "filesDeleted": 0,
                     "fsBytes": 0, "fsFiles": 0, "limitsHit": []}})
         );
         let obj = v.as_object().unwrap();

@@ -557,7 +557,7 @@ impl Sandbox {
                 cpu_us: stats.cpu_time.as_micros() as u64,
                 peak_memory_bytes: stats.peak_memory,
                 processes: stats.processes,
-                host_calls: stats.host_calls,
+                tool_calls: stats.tool_calls,
                 bytes_written: activity.bytes_written,
                 files_created: activity.created,
                 files_deleted: activity.deleted,

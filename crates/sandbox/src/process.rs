@@ -552,7 +552,7 @@ fn run(proc: Process, launch: Launch, cancel: CancelToken, stdin: Input, opts: S
         cpu_us: stats.cpu_time.as_micros() as u64,
         peak_memory_bytes: stats.peak_memory,
         processes: stats.processes,
-        host_calls: stats.host_calls,
+        tool_calls: stats.tool_calls,
         fs_bytes: fs.bytes_used,
         fs_files: fs.files_used,
         limits_hit: hit,

@@ -251,7 +251,7 @@ pub(crate) struct Runtime {
 pub(crate) struct UsageCounters {
     pub cpu_nanos: AtomicU64,
     pub peak_memory: AtomicU64,
-    pub host_calls: AtomicU64,
+    pub tool_calls: AtomicU64,
     pub programs: AtomicU64,
     pub processes: AtomicU64,
     pub out_of_memory: AtomicBool,
@@ -262,7 +262,7 @@ impl UsageCounters {
         self.cpu_nanos
             .fetch_add(o.cpu_time.as_nanos() as u64, Ordering::Relaxed);
         self.peak_memory.fetch_max(o.peak_memory, Ordering::Relaxed);
-        self.host_calls.fetch_add(o.host_calls, Ordering::Relaxed);
+        self.tool_calls.fetch_add(o.tool_calls, Ordering::Relaxed);
         self.programs.fetch_add(1, Ordering::Relaxed);
         if o.memory_capped {
             self.out_of_memory.store(true, Ordering::Relaxed);
@@ -275,7 +275,7 @@ impl UsageCounters {
             peak_memory: self.peak_memory.load(Ordering::Relaxed),
             processes: self.processes.load(Ordering::Relaxed),
             programs: self.programs.load(Ordering::Relaxed),
-            host_calls: self.host_calls.load(Ordering::Relaxed),
+            tool_calls: self.tool_calls.load(Ordering::Relaxed),
             out_of_memory: self.out_of_memory.load(Ordering::Relaxed),
         }
     }

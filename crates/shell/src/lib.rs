@@ -89,7 +89,7 @@ pub struct RunStats {
     /// WASI programs run.
     pub programs: u64,
     /// Calls made through the tool-call channel.
-    pub host_calls: u64,
+    pub tool_calls: u64,
     /// Whether a program was stopped at its memory cap.
     pub out_of_memory: bool,
 }
@@ -102,7 +102,7 @@ impl RunStats {
             peak_memory: self.peak_memory.max(next.peak_memory),
             processes: self.processes + next.processes,
             programs: self.programs + next.programs,
-            host_calls: self.host_calls + next.host_calls,
+            tool_calls: self.tool_calls + next.tool_calls,
             out_of_memory: self.out_of_memory || next.out_of_memory,
         }
     }

@@ -34,7 +34,7 @@ class Usage:
     cpu_us: int = 0
     peak_memory_bytes: int = 0
     processes: int = 0
-    host_calls: int = 0
+    tool_calls: int = 0
     bytes_written: int = 0
     files_created: int = 0
     files_deleted: int = 0
@@ -50,7 +50,7 @@ class Usage:
             cpu_us=int(w.get("cpuUs", 0)),
             peak_memory_bytes=int(w.get("peakMemoryBytes", 0)),
             processes=int(w.get("processes", 0)),
-            host_calls=int(w.get("hostCalls", 0)),
+            tool_calls=int(w.get("toolCalls", w.get("hostCalls", 0))),
             bytes_written=int(w.get("bytesWritten", 0)),
             files_created=int(w.get("filesCreated", 0)),
             files_deleted=int(w.get("filesDeleted", 0)),

@@ -80,7 +80,7 @@ fn run_calls(n: u32, channel: Option<ToolChannel>) -> (Exit, String, u64) {
     spec.stdout = out.clone().into();
     spec.tool_channel = channel;
     let r = exec().run(&calling_guest(n), spec).unwrap();
-    (r.exit, out.snapshot().to_text().text, r.host_calls)
+    (r.exit, out.snapshot().to_text().text, r.tool_calls)
 }
 
 #[test]

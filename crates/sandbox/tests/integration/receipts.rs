@@ -43,7 +43,7 @@ fn a_pipeline_reports_its_programs_cpu_memory_and_processes() {
     assert_eq!(u.peak_memory_bytes % (64 * 1024), 0, "{u:?}");
     assert!(u.cpu_us > 0, "{u:?}");
     assert!(u.cpu_us <= (u.wall_ms + 1) * 1000 * 2, "{u:?}");
-    assert_eq!(u.host_calls, 0);
+    assert_eq!(u.tool_calls, 0);
     assert!(u.limits_hit.is_empty(), "{u:?}");
     assert_eq!(u.wall_ms, r.execution_time_ms);
 }
@@ -147,7 +147,7 @@ fn the_receipt_is_on_the_wire() {
         "cpuUs",
         "peakMemoryBytes",
         "processes",
-        "hostCalls",
+        "toolCalls",
         "bytesWritten",
         "filesCreated",
         "filesDeleted",
