@@ -1024,20 +1024,14 @@ impl Interp {
             out.push(literal);
             return Ok(());
         }
-        let globignore = self.get_var("GLOBIGNORE");
-        let ignore: Vec<String> = globignore
-            .clone()
-            .unwrap_or_default()
-            .split(':')
-            .filter(|p| !p.is_empty())
-            .map(str::to_string)
-            .collect();
+        let ignore = pattern::split_globignore(&self.get_var("GLOBIGNORE").unwrap_or_default());
         let opts = pattern::GlobOptions {
-            // Setting GLOBIGNORE turns dotglob on (`.` and `..` are still never matched).
-            dotglob: self.st.opts.dotglob || globignore.is_some(),
+            dotglob: self.st.opts.dotglob,
             nullglob: self.st.opts.nullglob,
             nocaseglob: self.st.opts.nocaseglob,
             max_results: self.st.limits.max_glob_results,
+            globstar: self.shopt_value("globstar") == Some(true),
+            skipdots: self.shopt_value("globskipdots") != Some(false),
         };
         let mut r = {
             let vfs = self.rt.vfs.lock();
@@ -1048,7 +1042,7 @@ impl Interp {
         {
             v.retain(|p| {
                 let base = p.rsplit('/').next().unwrap_or(p);
-                base != "." && base != ".." && !ignore.iter().any(|i| pattern::matches(i, p))
+                base != "." && base != ".." && !ignore.iter().any(|i| pattern::matches_path(i, p))
             });
         }
         match r {

@@ -843,6 +843,10 @@ impl Interp {
                 }
             }
         }
+        // bash: a non-empty GLOBIGNORE turns `dotglob` on (an empty one leaves it as it is).
+        if name == "GLOBIGNORE" && var.scalar_value().is_some_and(|v| !v.is_empty()) {
+            self.st.opts.dotglob = true;
+        }
         self.st.vars.put(name, var);
         Ok(())
     }
@@ -852,6 +856,10 @@ impl Interp {
             && v.has(crate::vars::ATTR_READONLY)
         {
             return Err(ShellError::CannotUnset(name.to_string()));
+        }
+        // bash: unsetting GLOBIGNORE turns `dotglob` off.
+        if name == "GLOBIGNORE" {
+            self.st.opts.dotglob = false;
         }
         if self.st.vars.is_local_here(name) {
             // A local stays declared (and shadowing) after unset, as in bash.

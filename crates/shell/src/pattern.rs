@@ -98,6 +98,48 @@ pub fn matches(pattern: &str, text: &str) -> bool {
     matches_opts(pattern, text, false)
 }
 
+/// [`matches`] as a pathname: `*`, `?` and brackets do not match a `/`, so the pattern and the
+/// path must have as many components (how bash applies `GLOBIGNORE`).
+pub fn matches_path(pattern: &str, path: &str) -> bool {
+    let comps = split_components(pattern);
+    let parts: Vec<&str> = path.split('/').collect();
+    comps.len() == parts.len() && comps.iter().zip(parts).all(|(c, p)| matches(c, p))
+}
+
+/// The patterns of `GLOBIGNORE`: separated by `:`, except inside a bracket expression
+/// (`[[:alnum:]]*` is one pattern).
+pub fn split_globignore(value: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut depth = 0usize;
+    let mut chars = value.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                cur.push(c);
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+                continue;
+            }
+            '[' => depth += 1,
+            ']' if depth > 0 => depth -= 1,
+            ':' if depth == 0 => {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
 /// [`matches`], optionally ignoring case (`shopt -s nocasematch`).
 pub fn matches_opts(pattern: &str, text: &str, nocase: bool) -> bool {
     if let Some(ext) = ExtPattern::parse(pattern, nocase) {
@@ -284,6 +326,11 @@ pub struct GlobOptions {
     pub nocaseglob: bool,
     /// Most paths one expansion (or one level of it) may produce before it is refused.
     pub max_results: usize,
+    /// `shopt -s globstar`: a `**` component matches any number of directories.
+    pub globstar: bool,
+    /// `shopt globskipdots` (on by default): `.` and `..` never match; off, a pattern starting
+    /// with `.` matches them too.
+    pub skipdots: bool,
 }
 
 impl Default for GlobOptions {
@@ -293,6 +340,8 @@ impl Default for GlobOptions {
             nullglob: false,
             nocaseglob: false,
             max_results: 100_000,
+            globstar: false,
+            skipdots: true,
         }
     }
 }
@@ -345,6 +394,19 @@ pub fn glob(
             continue;
         }
         last_was_meta = true;
+        if opts.globstar && comp == "**" {
+            // Zero or more directories; as the last component, every file and directory
+            // below (and the directory itself when it was named: `c/**` gives `c/`).
+            let mut next = Vec::new();
+            for prefix in &current {
+                if idx < last || !prefix.is_empty() {
+                    next.push(prefix.clone());
+                }
+                descend(vfs, &fs_path, prefix, idx < last, opts, &mut next)?;
+            }
+            current = next;
+            continue;
+        }
         let ext = ExtPattern::parse(comp, opts.nocaseglob);
         let pat = Compiled::new(comp, opts.nocaseglob);
         let explicit_dot = match &ext {
@@ -356,16 +418,21 @@ pub fn glob(
             let Ok(entries) = vfs.readdir(&fs_path(prefix)) else {
                 continue;
             };
-            for e in entries {
-                if e.name.starts_with('.') && !explicit_dot && !opts.dotglob {
-                    continue;
-                }
-                if e.name == "." || e.name == ".." {
+            let mut names: Vec<String> = entries
+                .into_iter()
+                .map(|e| e.name)
+                .filter(|n| n != "." && n != "..")
+                .collect();
+            if explicit_dot && !opts.skipdots {
+                names.extend([".".to_string(), "..".to_string()]);
+            }
+            for name in names {
+                if name.starts_with('.') && !explicit_dot && !opts.dotglob {
                     continue;
                 }
                 let hit = match &ext {
-                    Some(x) => x.matches(&e.name),
-                    None => pat.matches_str(&e.name),
+                    Some(x) => x.matches(&name),
+                    None => pat.matches_str(&name),
                 };
                 if !hit {
                     continue;
@@ -373,7 +440,7 @@ pub fn glob(
                 if next.len() >= opts.max_results {
                     return Err(too_many());
                 }
-                next.push(format!("{prefix}{}{sep}", e.name));
+                next.push(format!("{prefix}{name}{sep}"));
             }
         }
         current = next;
@@ -387,11 +454,53 @@ pub fn glob(
     } else if !last_was_meta {
         current.retain(|p| vfs.lstat(&fs_path(p)).is_ok());
     }
+    // `**/` never names the starting directory itself.
+    current.retain(|p| !p.is_empty());
     if current.len() > opts.max_results {
         return Err(too_many());
     }
     current.sort();
+    current.dedup();
     Ok(current)
+}
+
+/// Everything below `prefix` for a `**` component: directories only (each with a trailing `/`)
+/// when more components follow, else files and directories. Hidden names only with `dotglob`;
+/// symbolic links are listed but not followed, as bash does.
+fn descend(
+    vfs: &Vfs,
+    fs_path: &dyn Fn(&str) -> String,
+    prefix: &str,
+    dirs_only: bool,
+    opts: &GlobOptions,
+    out: &mut Vec<String>,
+) -> Result<(), GlobError> {
+    let Ok(entries) = vfs.readdir(&fs_path(prefix)) else {
+        return Ok(());
+    };
+    for e in entries {
+        if e.name == "." || e.name == ".." || (e.name.starts_with('.') && !opts.dotglob) {
+            continue;
+        }
+        let is_dir = e.file_type == wasmsand_vfs::FileType::Dir;
+        if out.len() >= opts.max_results {
+            return Err(GlobError::TooMany {
+                limit: opts.max_results,
+            });
+        }
+        if is_dir {
+            let sub = format!("{prefix}{}/", e.name);
+            out.push(if dirs_only {
+                sub.clone()
+            } else {
+                format!("{prefix}{}", e.name)
+            });
+            descend(vfs, fs_path, &sub, dirs_only, opts, out)?;
+        } else if !dirs_only {
+            out.push(format!("{prefix}{}", e.name));
+        }
+    }
+    Ok(())
 }
 
 /// Splits a pattern at its slashes; an escaped slash still separates directories.
