@@ -32,7 +32,8 @@ pub(crate) const OPERATORS: &[&str] = &[
 ];
 
 /// Parses a token list. The outer `Err` is the depth limit; the inner one is the message bash
-/// prints when the expression is evaluated.
+/// prints when the expression is evaluated (a `String` on purpose: the text is the data, kept
+/// in [`crate::ast::Arith`] until then).
 pub(crate) fn parse_tokens(
     tokens: Vec<Token>,
     source: &str,

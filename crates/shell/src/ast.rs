@@ -451,7 +451,8 @@ pub enum ReplaceMode {
 /// Bash reports arithmetic syntax errors when the expression is evaluated, not when the script
 /// is parsed (`echo $((1+))` runs the commands before it and fails with status 1), so a bad
 /// expression is not a [`crate::ParseError`]: `expr` holds the message bash prints, e.g.
-/// `1+: syntax error: operand expected (error token is "+")`.
+/// `1+: syntax error: operand expected (error token is "+")` (text that is the data, hence a
+/// `String`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Arith {
     pub source: String,

@@ -106,6 +106,22 @@ pub enum ShellError {
         path: String,
         errno: wasmsand_vfs::Errno,
     },
+    /// A redirection names a descriptor that is not open, or past the highest one
+    /// (`3>&-; echo >&3`).
+    #[error("{0}: Bad file descriptor")]
+    BadFdNamed(String),
+    /// A redirection's word expanded to no word or to several (`> $empty`, `> *.txt`).
+    #[error("{0}: ambiguous redirect")]
+    AmbiguousRedirect(String),
+    /// `{name}>file` with every descriptor from 10 up in use.
+    #[error("{0}: Too many open files")]
+    TooManyFiles(String),
+    /// `{name}>file` where `name` cannot take the descriptor's number (readonly).
+    #[error("{0}: cannot assign fd to variable")]
+    FdVariable(String),
+    /// `> file` under `set -o noclobber` when the file exists.
+    #[error("{0}: cannot overwrite existing file")]
+    Clobber(String),
     /// An assignment to a readonly variable.
     #[error("{0}: readonly variable")]
     Readonly(String),
@@ -158,4 +174,18 @@ impl ShellError {
             }
         )
     }
+}
+
+/// Why [`crate::ShellState::from_portable`] refused a description.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum StateError {
+    /// Not the shape `to_portable` writes; serde's account of where it differs.
+    #[error("shell state: {0}")]
+    Malformed(String),
+    /// A function's text does not parse.
+    #[error("shell state: {0}")]
+    FunctionSyntax(ParseError),
+    /// A function's text parses, but not to one function definition.
+    #[error("shell state: not a function definition: {0:?}")]
+    NotAFunction(String),
 }

@@ -1229,8 +1229,8 @@ impl Interp {
         for r in redirs {
             match self.redirect(r, &mut saved) {
                 Ok(Ok(())) => {}
-                Ok(Err(msg)) => {
-                    self.err(&msg);
+                Ok(Err(e)) => {
+                    self.err(&e.to_string());
                     self.restore_fds(saved);
                     return Ok(Err(1));
                 }
@@ -1252,7 +1252,11 @@ impl Interp {
         }
     }
 
-    fn redirect(&mut self, r: &Redirect, saved: &mut Vec<Saved>) -> FlowResult<Result<(), String>> {
+    fn redirect(
+        &mut self,
+        r: &Redirect,
+        saved: &mut Vec<Saved>,
+    ) -> FlowResult<Result<(), ShellError>> {
         let default_fd = match r.op {
             RedirOp::Read
             | RedirOp::ReadWrite
@@ -1273,7 +1277,7 @@ impl Interp {
                 }
                 _ => fd.to_string(),
             };
-            return Ok(Err(format!("{what}: Bad file descriptor")));
+            return Ok(Err(ShellError::BadFdNamed(what)));
         }
         saved.push(self.fds.take_snapshot(fd));
         if matches!(r.op, RedirOp::WriteAll | RedirOp::AppendAll)
@@ -1287,7 +1291,7 @@ impl Interp {
     /// `{name}>file`: the file opens on the lowest free descriptor from 10, whose number goes
     /// into `name`; `{name}>&-` closes the descriptor `name` holds. Neither is undone after
     /// the command.
-    fn redirect_named(&mut self, r: &Redirect, name: &str) -> FlowResult<Result<(), String>> {
+    fn redirect_named(&mut self, r: &Redirect, name: &str) -> FlowResult<Result<(), ShellError>> {
         let closing = matches!(r.op, RedirOp::DupRead | RedirOp::DupWrite)
             && matches!(&r.target, RedirTarget::Word(w) if crate::expand::source_text(w) == "-");
         if closing {
@@ -1295,13 +1299,13 @@ impl Interp {
                 .get_var(name)
                 .and_then(|v| v.trim().parse::<u32>().ok());
             let Some(n) = n.filter(|n| *n <= MAX_FD) else {
-                return Ok(Err(format!("{name}: ambiguous redirect")));
+                return Ok(Err(ShellError::AmbiguousRedirect(name.to_string())));
             };
             self.fds.set(n, None);
             return Ok(Ok(()));
         }
         let Some(fd) = self.fds.free_from_10() else {
-            return Ok(Err(format!("{name}: Too many open files")));
+            return Ok(Err(ShellError::TooManyFiles(name.to_string())));
         };
         if let Err(m) = self.redirect_to(r, fd)? {
             return Ok(Err(m));
@@ -1309,12 +1313,12 @@ impl Interp {
         if let Err(m) = self.set_var(name, fd.to_string()) {
             self.fds.set(fd, None);
             self.err(&m.to_string());
-            return Ok(Err(format!("{name}: cannot assign fd to variable")));
+            return Ok(Err(ShellError::FdVariable(name.to_string())));
         }
         Ok(Ok(()))
     }
 
-    fn redirect_to(&mut self, r: &Redirect, fd: u32) -> FlowResult<Result<(), String>> {
+    fn redirect_to(&mut self, r: &Redirect, fd: u32) -> FlowResult<Result<(), ShellError>> {
         let word = match &r.target {
             RedirTarget::HereDoc(h) => {
                 let body = if h.quoted {
@@ -1341,7 +1345,7 @@ impl Interp {
             [one] => one.clone(),
             _ => {
                 let raw = crate::expand::source_text(word);
-                return Ok(Err(format!("{raw}: ambiguous redirect")));
+                return Ok(Err(ShellError::AmbiguousRedirect(raw)));
             }
         };
         match r.op {
@@ -1353,7 +1357,7 @@ impl Interp {
                 let src = target.trim_end_matches('-');
                 if let Ok(n) = src.parse::<u32>() {
                     if !self.fds.dup(n, fd, r.op == RedirOp::DupWrite) {
-                        return Ok(Err(format!("{n}: Bad file descriptor")));
+                        return Ok(Err(ShellError::BadFdNamed(n.to_string())));
                     }
                     // bash does not reopen a moved descriptor after the command
                     // (`echo a 3>&1-` leaves stdout closed).
@@ -1363,7 +1367,7 @@ impl Interp {
                     return Ok(Ok(()));
                 }
                 if r.op == RedirOp::DupRead {
-                    return Ok(Err(format!("{target}: ambiguous redirect")));
+                    return Ok(Err(ShellError::AmbiguousRedirect(target)));
                 }
                 // `>& file` is `&> file` when no descriptor was given.
                 let out = match self.open_output(&target, false, true)? {
@@ -1388,7 +1392,10 @@ impl Interp {
                 let abs = wasmsand_vfs::path::join(&self.st.cwd, &target);
                 let created = self.rt.vfs.lock().create(&abs, false);
                 if let Err(e) = created {
-                    return Ok(Err(format!("{target}: {}", strerror(e.errno))));
+                    return Ok(Err(ShellError::Path {
+                        path: target,
+                        errno: e.errno,
+                    }));
                 }
                 let f = OpenFile::new(self.rt.vfs.clone(), abs, false);
                 self.fds.set_rw(fd, f);
@@ -1429,7 +1436,7 @@ impl Interp {
         Ok(())
     }
 
-    pub(crate) fn open_input(&mut self, target: &str) -> Result<InSrc, String> {
+    pub(crate) fn open_input(&mut self, target: &str) -> Result<InSrc, ShellError> {
         match target {
             "/dev/stdin" => {
                 return Ok(match self.fds.get(0) {
@@ -1444,7 +1451,12 @@ impl Interp {
         let vfs = self.rt.vfs.lock();
         match vfs.stat(&abs) {
             Ok(_) => {}
-            Err(e) => return Err(format!("{target}: {}", strerror(e.errno))),
+            Err(e) => {
+                return Err(ShellError::Path {
+                    path: target.to_string(),
+                    errno: e.errno,
+                });
+            }
         }
         drop(vfs);
         Ok(InSrc::File(OpenFile::new(self.rt.vfs.clone(), abs, false)))
@@ -1456,7 +1468,7 @@ impl Interp {
         target: &str,
         append: bool,
         clobber: bool,
-    ) -> FlowResult<Result<Output, String>> {
+    ) -> FlowResult<Result<Output, ShellError>> {
         match target {
             "/dev/null" => return Ok(Ok(Output::Null)),
             "/dev/stdout" => return Ok(Ok(self.fds.output(1).unwrap_or(Output::Null))),
@@ -1464,14 +1476,20 @@ impl Interp {
             _ => {}
         }
         if target.is_empty() {
-            return Ok(Err(": No such file or directory".into()));
+            return Ok(Err(ShellError::Path {
+                path: String::new(),
+                errno: wasmsand_vfs::Errno::ENOENT,
+            }));
         }
         let abs = wasmsand_vfs::path::join(&self.st.cwd, target);
         let mut vfs = self.rt.vfs.lock();
         let existing = vfs.stat(&abs);
         if let Ok(m) = &existing {
             if m.file_type == wasmsand_vfs::FileType::Dir {
-                return Ok(Err(format!("{target}: Is a directory")));
+                return Ok(Err(ShellError::Path {
+                    path: target.to_string(),
+                    errno: wasmsand_vfs::Errno::EISDIR,
+                }));
             }
             if m.file_type == wasmsand_vfs::FileType::CharDevice {
                 drop(vfs);
@@ -1482,7 +1500,7 @@ impl Interp {
                 ))));
             }
             if self.st.opts.noclobber && !append && !clobber {
-                return Ok(Err(format!("{target}: cannot overwrite existing file")));
+                return Ok(Err(ShellError::Clobber(target.to_string())));
             }
         }
         let r = if append {
@@ -1493,7 +1511,10 @@ impl Interp {
             vfs.create(&abs, false).map(|_| ())
         };
         if let Err(e) = r {
-            return Ok(Err(format!("{target}: {}", strerror(e.errno))));
+            return Ok(Err(ShellError::Path {
+                path: target.to_string(),
+                errno: e.errno,
+            }));
         }
         drop(vfs);
         Ok(Ok(Output::File(OpenFile::new(

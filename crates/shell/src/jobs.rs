@@ -32,7 +32,8 @@ pub trait DetachedJob: Send + Sync {
 
 /// Starts `command` (shell source) with a copy of the session `state` as a job the host keeps
 /// after the run; the error is the message the shell prints when the host refuses (its limit
-/// on background processes, a destroyed sandbox).
+/// on background processes, a destroyed sandbox). It stays a `String`: the text is the data,
+/// the host's own wording, which the shell prints and never inspects.
 pub type DetachFn =
     Arc<dyn Fn(&str, crate::ShellState) -> Result<Arc<dyn DetachedJob>, String> + Send + Sync>;
 

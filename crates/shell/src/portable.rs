@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::ast::{Command, FunctionDef};
+use crate::error::StateError;
 use crate::interp::{Options, ShellLimits, ShellState};
 use crate::vars::{AssocMap, Value, Var, Vars};
 
@@ -114,8 +115,9 @@ impl ShellState {
 
     /// The session [`Self::to_portable`] described. Fails with a message on anything that is
     /// not such a description, or on a function that does not parse.
-    pub fn from_portable(v: serde_json::Value) -> Result<ShellState, String> {
-        let p: Portable = serde_json::from_value(v).map_err(|e| format!("shell state: {e}"))?;
+    pub fn from_portable(v: serde_json::Value) -> Result<ShellState, StateError> {
+        let p: Portable =
+            serde_json::from_value(v).map_err(|e| StateError::Malformed(e.to_string()))?;
         let mut vars = Vars::default();
         for pv in p.vars {
             let value = match pv.value {
@@ -166,9 +168,9 @@ impl ShellState {
     }
 }
 
-fn parse_function(text: &str) -> Result<FunctionDef, String> {
-    let bad = || format!("shell state: not a function definition: {text:?}");
-    let script = crate::parse(text).map_err(|e| format!("shell state: {e}"))?;
+fn parse_function(text: &str) -> Result<FunctionDef, StateError> {
+    let bad = || StateError::NotAFunction(text.to_string());
+    let script = crate::parse(text).map_err(StateError::FunctionSyntax)?;
     let [item] = script.items.as_slice() else {
         return Err(bad());
     };
