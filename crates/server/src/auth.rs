@@ -35,7 +35,9 @@ use crate::util::sha256_hex;
 pub struct ApiKey {
     /// SHA-256 of the key's bytes, lowercase hex.
     pub sha256: String,
+    /// The user a request with this key acts as.
     pub user_id: String,
+    /// Whether requests with this key have admin rights (`/admin` and `/metrics`).
     pub admin: bool,
 }
 
@@ -97,12 +99,14 @@ pub fn parse_api_keys(text: &str) -> Result<Vec<ApiKey>, String> {
 /// The authenticated caller of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
+    /// Whose sessions, runs and quotas the request concerns.
     pub user_id: String,
+    /// Admin rights (`/admin` and `/metrics`).
     pub admin: bool,
 }
 
 /// The verifiers, built once from the configuration.
-pub struct Auth {
+pub(crate) struct Auth {
     keys: HashMap<String, ApiKey>,
     jwt: Option<jsonwebtoken::DecodingKey>,
     role_claim: String,
@@ -113,7 +117,7 @@ pub struct Auth {
 type HmacSha256 = Hmac<Sha256>;
 
 impl Auth {
-    pub fn new(c: &crate::Config) -> Auth {
+    pub(crate) fn new(c: &crate::Config) -> Auth {
         let ws_secret = match &c.ws_signing_secret {
             Some(s) => s.as_bytes().to_vec(),
             None => {
@@ -269,7 +273,7 @@ pub fn signed_query(app: &App, run_id: &str) -> String {
     format!("?token={token}&exp={exp}")
 }
 
-pub fn unauthorized(reason: &str) -> ApiError {
+pub(crate) fn unauthorized(reason: &str) -> ApiError {
     let message = match reason {
         "missing_credentials" => {
             "authentication required: send `Authorization: Bearer <JWT or API key>` or `X-API-Key`"

@@ -7,7 +7,9 @@ use std::time::Duration;
 /// Where runs, artifacts metadata and idempotency entries are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreConfig {
+    /// In this process only: lost on restart (the library's default).
     Memory,
+    /// A SQLite database at this path: survives restarts of one process (`serve`'s default).
     Sqlite(PathBuf),
     /// A `postgres://` URL: the store shared by replicas (see docs/deploy.md).
     Postgres(String),
@@ -34,6 +36,7 @@ impl StoreConfig {
         }
     }
 
+    /// `memory`, `sqlite` or `postgres`, as `/runtimes` reports the store.
     pub fn mode(&self) -> &'static str {
         match self {
             StoreConfig::Memory => "memory",
@@ -43,10 +46,14 @@ impl StoreConfig {
     }
 }
 
+/// Everything a service instance is configured with; [`Config::default`] holds the PRD's
+/// defaults, [`Config::from_env`] reads the `SANDBOX_*` variables over them.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Root of the on-disk layout (`<data_dir>/<user_id>/runs/<run_id>/artifacts/...`).
     pub data_dir: PathBuf,
+    /// Where runs, artifact lists, idempotency entries and audit events are kept
+    /// (`SANDBOX_STORE_BACKEND`, `SANDBOX_STORE_DB_PATH`, `SANDBOX_STORE_URL`).
     pub store: StoreConfig,
     /// The base URL other replicas reach this one at (`SANDBOX_ADVERTISE_URL`), recorded in
     /// a shared store so they can forward requests for its sessions and runs. Default:
@@ -62,35 +69,57 @@ pub struct Config {
     pub node_id: Option<String>,
     /// Compiled-module cache of the sandboxes (default: wasmsand's own default).
     pub cache_dir: Option<PathBuf>,
+    /// `SANDBOX_DEFAULT_RUNTIME` (`wasm`): the runtime a request gets when it names none; only `wasm` exists.
     pub default_runtime: String,
+    /// `SANDBOX_NETWORK_DEFAULT` (`deny_all`): the only network policy there is, reported as such.
     pub network_default: String,
+    /// `SANDBOX_MAX_CONCURRENT_RUNS` (8): runs executing at once; more wait in the queue.
     pub max_concurrent_runs: usize,
+    /// `SANDBOX_QUEUE_MAX_LENGTH` (100): runs waiting at once; past it a new run is refused (429).
     pub queue_max_length: usize,
+    /// `SANDBOX_QUEUE_TTL_SEC` (120): a run queued longer fails with `queue_ttl_expired`.
     pub queue_ttl_sec: u64,
+    /// `SANDBOX_MAX_CPU` (4.0): largest `resources.cpu` a request may ask for (a program uses one thread whatever it asks).
     pub max_cpu: f64,
+    /// `SANDBOX_MAX_MEM_MB` (8192): largest `resources.memory_mb`; see [`Config::effective_max_mem_mb`].
     pub max_mem_mb: u64,
+    /// `SANDBOX_MAX_LOG_BYTES` (10 MiB): output a run streams before one `truncated` frame and silence.
     pub max_log_bytes: u64,
+    /// `SANDBOX_MAX_UPLOAD_MB` (64): largest upload body.
     pub max_upload_mb: u64,
+    /// `SANDBOX_MAX_UPLOAD_FILES` (1000): most files one upload may create.
     pub max_upload_files: u64,
+    /// `SANDBOX_MAX_UPLOAD_DEPTH` (10): deepest path an upload may create.
     pub max_upload_depth: usize,
     /// Largest expansion of a compressed upload (uncompressed / compressed bytes).
     pub max_upload_ratio: u64,
+    /// `SANDBOX_WORKSPACE_CAP_MB` (256): bytes of files a session's sandbox may hold.
     pub workspace_cap_mb: u64,
+    /// `SANDBOX_WORKSPACE_FILE_COUNT` (10 000): files a session's sandbox may hold.
     pub workspace_file_count: u64,
+    /// `SANDBOX_ARTIFACT_TTL_HOURS` (24): how long a finished run's artifacts are kept (see [`Config::artifact_ttl`]).
     pub artifact_ttl_hours: u64,
     /// A finer artifact TTL in seconds that wins over `artifact_ttl_hours` (tests, small
     /// disks).
     pub artifact_ttl_sec: Option<u64>,
+    /// `SANDBOX_MAX_ARTIFACT_BYTES_PER_RUN_MB` (32): artifact bytes captured per run; past it files are left out and the run marked `artifacts_capped`.
     pub max_artifact_bytes_per_run_mb: u64,
+    /// `SANDBOX_MAX_ARTIFACT_BYTES_PER_USER_MB` (128): unexpired artifact bytes one user may hold.
     pub max_artifact_bytes_per_user_mb: u64,
+    /// `SANDBOX_SUPPORTED_SPEC_VERSIONS` (`1.0`): the `spec_version`s requests may carry; others get `invalid_spec_version`.
     pub supported_spec_versions: Vec<String>,
+    /// `SANDBOX_IDEMPOTENCY_TTL_SEC` (600): how long an `Idempotency-Key` replays its first answer.
     pub idempotency_ttl_sec: u64,
+    /// `SANDBOX_DEFAULT_STARTUP_TIMEOUT_SEC` (20): a run's `startup_timeout_sec` when it gives none.
     pub default_startup_timeout_sec: u64,
+    /// `SANDBOX_DEFAULT_EXEC_TIMEOUT_SEC` (60): a run's `timeout_sec` when it gives none.
     pub default_exec_timeout_sec: u64,
     /// Longest `timeout_sec` / `startup_timeout_sec` a request may ask for; larger ones are
     /// clamped (the status reports the clamped value).
     pub max_timeout_sec: u64,
+    /// `SANDBOX_CANCEL_GRACE_SECONDS` (5): how long a cancelled run's TERM trap may run before KILL.
     pub cancel_grace_seconds: u64,
+    /// `SANDBOX_WS_HEARTBEAT_SEC` (10): interval of heartbeat frames on a quiet stream.
     pub ws_heartbeat_sec: u64,
     /// Background processes a session may have running at once
     /// (`SANDBOX_MAX_PROCESSES_PER_SESSION`); 0 turns them off.
@@ -102,14 +131,23 @@ pub struct Config {
     /// Most finished runs whose frames stay in memory (the oldest go first); older ones
     /// stream their `end` frame rebuilt from the store.
     pub max_retained_runs: usize,
+    /// `SANDBOX_SESSION_TTL_SEC` (3600): a session's `ttl_sec` when it gives none.
     pub session_default_ttl_sec: u64,
+    /// `SANDBOX_SESSION_MAX_TTL_SEC` (86 400): larger `ttl_sec`s are clamped.
     pub session_max_ttl_sec: u64,
+    /// `SANDBOX_MAX_SESSIONS` (1000): live sessions (MCP's included); then 429 `quota_exceeded`.
     pub max_sessions: usize,
+    /// `SANDBOX_SWEEP_INTERVAL_SEC` (900): how often expired artifacts are deleted and old audit events purged.
     pub sweep_interval_sec: u64,
+    /// `SANDBOX_PIDS_LIMIT` (256): reported in `limits` and the policy hash only (a wasm sandbox has no host processes).
     pub pids_limit: u64,
+    /// `SANDBOX_ULIMIT_NOFILE` (1024): reported in `limits` and the policy hash only.
     pub ulimit_nofile: u64,
+    /// `SANDBOX_ULIMIT_NPROC` (512): reported in the policy hash only.
     pub ulimit_nproc: u64,
+    /// `SANDBOX_ENABLE_EXECUTION` (true): false makes every run 403 `forbidden`.
     pub enable_execution: bool,
+    /// `SANDBOX_BACKGROUND_EXECUTION` (true): reported in the policy hash; runs always execute in the background.
     pub background_execution: bool,
     /// Extra names for templates, e.g. `python:3.11-slim` → `wasmsand/default`.
     pub image_aliases: BTreeMap<String, String>,
@@ -134,22 +172,27 @@ pub struct Config {
     pub allow_anonymous: bool,
     /// Pre-signed `log_stream_url`s (`SANDBOX_WS_SIGNED_URLS`).
     pub ws_signed_urls: bool,
+    /// `SANDBOX_WS_SIGNED_URL_TTL_SEC` (60): how long a signed stream URL stays valid.
     pub ws_signed_url_ttl_sec: u64,
     /// HMAC key of signed WebSocket URLs (`SANDBOX_WS_SIGNING_SECRET`): a secret, outside
     /// `policy_hash`. A random per-process key when unset.
     pub ws_signing_secret: Option<String>,
-    /// Per-user quotas; 0 turns one off.
+    /// Per-user quotas; 0 turns one off. `SANDBOX_USER_MAX_CONCURRENT_RUNS`: runs of one
+    /// user not finished yet.
     pub user_max_concurrent_runs: u64,
+    /// `SANDBOX_USER_RUNS_PER_MINUTE`: runs one user may create in any minute.
     pub user_runs_per_minute: u64,
+    /// `SANDBOX_USER_EXEC_SECONDS_PER_DAY`: execution seconds one user may use in a rolling 24 h.
     pub user_exec_seconds_per_day: u64,
     /// Audit events also go, one JSON object a line, to this file (`SANDBOX_AUDIT_LOG_PATH`).
     pub audit_log_path: Option<PathBuf>,
+    /// `SANDBOX_AUDIT_RETENTION_DAYS` (30): how long audit events stay in the store.
     pub audit_retention_days: u64,
     /// `json` (default) or `text` (`SANDBOX_LOG_FORMAT`).
     pub log_format: String,
 }
 
-pub const MIB: u64 = 1024 * 1024;
+pub(crate) const MIB: u64 = 1024 * 1024;
 
 impl Default for Config {
     fn default() -> Self {
@@ -456,10 +499,12 @@ impl Config {
         Ok(c)
     }
 
+    /// The defaults with the process's `SANDBOX_*` variables applied, validated.
     pub fn from_env() -> Result<Config, String> {
         Config::from_lookup(|k| std::env::var(k).ok())
     }
 
+    /// Refuses settings that cannot work together, naming the variable to change.
     pub fn validate(&self) -> Result<(), String> {
         if self.max_concurrent_runs == 0 {
             return Err("SANDBOX_MAX_CONCURRENT_RUNS must be at least 1".into());
@@ -520,6 +565,7 @@ impl Config {
         Ok(())
     }
 
+    /// How long artifacts are kept: `artifact_ttl_sec` when set, else the hours.
     pub fn artifact_ttl(&self) -> Duration {
         Duration::from_secs(
             self.artifact_ttl_sec
@@ -527,6 +573,7 @@ impl Config {
         )
     }
 
+    /// [`Config::cancel_grace_seconds`] as a duration.
     pub fn grace(&self) -> Duration {
         Duration::from_secs(self.cancel_grace_seconds)
     }

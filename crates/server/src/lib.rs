@@ -9,19 +9,19 @@
 
 mod admin;
 mod admin_ops;
-pub mod api;
+mod api;
 mod artifacts;
-pub mod audit;
+mod audit;
 pub mod auth;
 pub mod config;
-pub mod error;
+mod error;
 mod images;
-pub mod logs;
+mod logs;
 mod mcp_gate;
-pub mod observe;
-pub mod openapi;
+mod observe;
+mod openapi;
 mod panel;
-pub mod policy;
+mod policy;
 mod processes;
 mod quotas;
 mod replica;
@@ -31,7 +31,7 @@ pub mod settings;
 pub mod store;
 mod upload;
 mod util;
-pub mod views;
+mod views;
 mod ws;
 
 use std::collections::HashMap;
@@ -56,9 +56,11 @@ pub const REASON_SERVER_RESTART: &str = "server_restart";
 
 /// Shared state of one service instance.
 pub struct App {
-    pub config: Config,
+    pub(crate) config: Config,
+    /// `policy_hash` (PRD §17): SHA-256, in hex, of the effective policy of this
+    /// configuration, reported on sessions and runs; the same settings give the same hash.
     pub policy_hash: String,
-    pub store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn Store>,
     images: Arc<Images>,
     runs: Mutex<HashMap<String, Arc<LiveRun>>>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
@@ -68,7 +70,7 @@ pub struct App {
     /// Credentials and signed stream URLs.
     pub(crate) auth: auth::Auth,
     /// This app's own metrics recorder.
-    pub metrics: Arc<observe::Metrics>,
+    pub(crate) metrics: Arc<observe::Metrics>,
     pub(crate) audit: audit::AuditSink,
     pub(crate) quotas: quotas::Quotas,
     /// The MCP server of `/mcp`, once mounted: its sessions count against `max_sessions`.
@@ -77,18 +79,29 @@ pub struct App {
     replica: replica::Replica,
     /// Recorded on the runs this process executes (PRD §30, v0.3): the machine or pod, and
     /// this process (its replica id with a shared store).
-    pub node_id: String,
-    pub worker_id: String,
+    pub(crate) node_id: String,
+    pub(crate) worker_id: String,
 }
 
+/// Why a service instance could not start; nothing is served.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The configuration is inconsistent or unsafe (e.g. no authentication on a public
+    /// address); the text says which setting to change.
     #[error("{0}")]
     Config(String),
+    /// The store could not be opened or migrated.
     #[error(transparent)]
     Store(#[from] store::StoreError),
+    /// The listening address could not be bound.
     #[error("cannot listen on {addr}: {err}")]
-    Bind { addr: String, err: std::io::Error },
+    Bind {
+        /// The address as configured.
+        addr: String,
+        /// What the operating system answered.
+        err: std::io::Error,
+    },
+    /// Another I/O failure while starting.
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -164,6 +177,7 @@ impl App {
         Ok(app)
     }
 
+    /// Whether [`App::shutdown`] has begun: new runs and processes are refused from then on.
     pub fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::SeqCst)
     }
@@ -183,11 +197,14 @@ impl App {
 
 /// A bound, not yet serving, instance.
 pub struct Server {
+    /// The instance's state, shared with every handler.
     pub app: Arc<App>,
     listener: tokio::net::TcpListener,
 }
 
 impl Server {
+    /// Validates `config`, opens the store and binds `addr` (port 0 picks a free one); refuses
+    /// to listen beyond loopback without authentication unless `allow_anonymous` is set.
     pub async fn bind(config: Config, addr: &str) -> Result<Server, StartError> {
         let app = App::new(config)?;
         let listener =
@@ -216,6 +233,7 @@ impl Server {
         Ok(Server { app, listener })
     }
 
+    /// The address actually bound (with the port chosen when asked for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.listener
             .local_addr()
@@ -226,7 +244,7 @@ impl Server {
     /// lets open connections finish (WebSocket streams end with their runs).
     pub async fn serve(
         self,
-        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+        shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let app = self.app.clone();
         // The forwarding layer's own errors (an owner that does not answer, a lost

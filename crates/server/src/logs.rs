@@ -275,10 +275,6 @@ impl RunLog {
         self.inner.lock().ended
     }
 
-    pub fn last_seq(&self) -> u64 {
-        self.inner.lock().next_seq - 1
-    }
-
     pub fn evicted(&self) -> u64 {
         self.inner.lock().evicted
     }

@@ -124,7 +124,7 @@ impl RunTicket for Ticket {
         exit_code: i32,
         timed_out: bool,
         duration_ms: u64,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
         let Ticket { app, mut record } = *self;
         Box::pin(async move {
             record.finished_at = Some(now_ms());

@@ -16,6 +16,7 @@ pub struct MemoryStore {
 }
 
 impl MemoryStore {
+    /// An empty store; everything in it is lost with the process.
     pub fn new() -> Self {
         Self::default()
     }

@@ -20,25 +20,38 @@ pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
+/// A store call that failed (I/O, a database error, a record that does not decode); the text
+/// says what. Handlers answer it as a 5xx.
 #[derive(Debug, thiserror::Error)]
 #[error("store: {0}")]
 pub struct StoreError(pub String);
 
+/// The result of every store call.
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// Where a run is in its life: `queued → starting → running →` one terminal phase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
+    /// Waiting for one of the `max_concurrent_runs` slots.
     Queued,
+    /// Its sandbox is being prepared (within `startup_timeout_sec`).
     Starting,
+    /// The command is executing.
     Running,
+    /// Ended with exit status 0.
     Completed,
+    /// Ended otherwise: a nonzero status, a limit, a lost session or replica, a shutdown
+    /// (`reason_code` says which).
     Failed,
+    /// Past `startup_timeout_sec` or `timeout_sec`.
     TimedOut,
+    /// Cancelled by its user.
     Killed,
 }
 
 impl Phase {
+    /// The wire spelling (`"timed_out"`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Queued => "queued",
@@ -51,6 +64,7 @@ impl Phase {
         }
     }
 
+    /// Whether the run has ended (a terminal phase never changes again).
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
@@ -59,59 +73,98 @@ impl Phase {
     }
 }
 
+/// The limits a run ran under, as its status reports them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Limits {
+    /// Always 1: a program runs on one thread.
     pub cpu: f64,
+    /// Each program's linear-memory cap.
     pub memory_mb: u64,
+    /// `SANDBOX_PIDS_LIMIT`, reported for compatibility (a wasm sandbox has no host pids).
     pub pids: u64,
+    /// `SANDBOX_ULIMIT_NOFILE`, reported for compatibility.
     pub nofile: u64,
+    /// The run's startup budget after clamping.
     pub startup_timeout_sec: u64,
+    /// The run's execution budget after clamping.
     pub timeout_sec: u64,
 }
 
+/// What a run used, filled in when it ends.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ResourceUsage {
+    /// CPU time of the run's guest programs.
     pub cpu_time_sec: f64,
+    /// Wall-clock time from start to end of the command.
     pub wall_time_sec: f64,
+    /// Largest linear memory of any of its programs; `None` while it runs and for a run that
+    /// never executed.
     pub peak_rss_mb: Option<f64>,
+    /// Bytes of output it streamed (at most `SANDBOX_MAX_LOG_BYTES`).
     pub log_bytes: u64,
+    /// Bytes of the artifacts captured.
     pub artifact_bytes: u64,
+    /// The limits it ran under.
     pub limits: Limits,
 }
 
+/// One file captured from a run's workspace after it ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArtifactEntry {
     /// Relative to the workspace, `/`-separated, normalized.
     pub path: String,
+    /// Bytes (0 for a symlink).
     pub size: u64,
     /// `file` or `symlink` (listed, zero-length, never followed).
     pub kind: String,
+    /// MIME type guessed from the name and first bytes (`inode/symlink` for a symlink).
     pub content_type: String,
 }
 
 /// Everything known about one run; the status endpoint is a view of it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
+    /// The run id (minted by the server).
     pub id: String,
+    /// Whose run it is: other users get 404 for it.
     pub user_id: String,
+    /// The session it ran in; `None` for a one-shot run in a fresh sandbox.
     pub session_id: Option<String>,
+    /// The `spec_version` of its request.
     pub spec_version: String,
+    /// Always `wasm`.
     pub runtime: String,
+    /// The server's version ([`crate::RUNTIME_VERSION`]).
     pub runtime_version: String,
+    /// The template it ran on, as the request named it (default `wasmsand/default`).
     pub base_image: String,
+    /// SHA-256 of the template's files, so a run can be traced to exactly what it ran on.
     pub image_digest: String,
+    /// The `policy_hash` of the configuration it ran under.
     pub policy_hash: String,
+    /// The command as requested (argv form).
     pub command: Vec<String>,
+    /// Where it is in the state machine.
     pub phase: Phase,
+    /// Why it ended as it did (`nonzero_exit`, `execution_timeout`, ...); `None` for `completed` and while it runs.
     pub reason_code: Option<String>,
+    /// Detail for a human (e.g. the exit status, `canceled_by_user`).
     pub message: Option<String>,
+    /// The command's exit status, once it ran (124 on an execution timeout).
     pub exit_code: Option<i32>,
+    /// When the request was accepted (epoch ms).
     pub created_at: i64,
+    /// When it left the queue (epoch ms).
     pub starting_at: Option<i64>,
+    /// When the command began (epoch ms).
     pub started_at: Option<i64>,
+    /// When it reached a terminal phase (epoch ms).
     pub finished_at: Option<i64>,
+    /// What it used, and its limits.
     pub resource_usage: ResourceUsage,
+    /// Globs (relative to the workspace) whose files become its artifacts.
     pub capture_patterns: Vec<String>,
+    /// The captured files.
     pub artifacts: Vec<ArtifactEntry>,
     /// Set when the sweeper removed the artifacts after their TTL.
     pub artifacts_expired: bool,
@@ -120,6 +173,7 @@ pub struct RunRecord {
     pub artifacts_capped: bool,
     /// Sequence number of the run's last WebSocket frame (its `end` once finished).
     pub last_seq: u64,
+    /// Whether its output passed `SANDBOX_MAX_LOG_BYTES` (a `truncated` frame was sent).
     pub log_truncated: bool,
     /// Frames the run's ring dropped to stay within its size (what a client that fell that
     /// far behind lost, announced to it with `resume`).
@@ -130,6 +184,7 @@ pub struct RunRecord {
     /// v0.3). Absent in records older than these fields.
     #[serde(default)]
     pub node_id: Option<String>,
+    /// See `node_id`.
     #[serde(default)]
     pub worker_id: Option<String>,
 }
@@ -139,14 +194,20 @@ pub struct RunRecord {
 pub struct IdemEntry {
     /// `sessions` or `runs`: keys are scoped per endpoint.
     pub endpoint: String,
+    /// Keys are scoped per user: two users may use the same key.
     pub user_id: String,
+    /// The `Idempotency-Key` header's value.
     pub key: String,
     /// SHA-256 of the canonical request body.
     pub fingerprint: String,
+    /// The session or run the first request created.
     pub object_id: String,
+    /// When the key was claimed (epoch ms); the entry expires `SANDBOX_IDEMPOTENCY_TTL_SEC`
+    /// later.
     pub created_at: i64,
     /// The answer's HTTP status; 0 while the request that claimed the key is in flight.
     pub status: u16,
+    /// The answer's body, replayed as is.
     pub response: Value,
 }
 
@@ -165,13 +226,17 @@ impl IdemEntry {
 /// One audit event (PRD §15): who did what to which run or session, under which policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditEvent {
+    /// Unique id of the event.
     pub id: String,
     /// Epoch milliseconds.
     pub ts: i64,
     /// `sandbox.session.created`, `sandbox.run.created`, ... `sandbox.run.killed`.
     pub event: String,
+    /// Who did it.
     pub user_id: String,
+    /// The run concerned, if any.
     pub run_id: Option<String>,
+    /// The session concerned, if any.
     pub session_id: Option<String>,
     /// The whole event as logged: `policy_hash`, `spec_version`, `source`, `runtime`, ...
     pub body: Value,
@@ -180,11 +245,17 @@ pub struct AuditEvent {
 /// Which audit events to list; `None` fields do not filter.
 #[derive(Debug, Clone, Default)]
 pub struct AuditQuery {
+    /// Only this user's events.
     pub user_id: Option<String>,
+    /// Only events of this run.
     pub run_id: Option<String>,
+    /// Only events of this session.
     pub session_id: Option<String>,
+    /// Only events of this name.
     pub event: Option<String>,
+    /// Most events returned.
     pub limit: usize,
+    /// Events skipped first (paging).
     pub offset: usize,
 }
 
@@ -196,10 +267,12 @@ pub struct UserUsage {
     /// Runs created at or after the minute window's start, and the oldest of their creation
     /// times (when the window frees a slot).
     pub recent_runs: u64,
+    /// See `recent_runs`.
     pub oldest_recent: Option<i64>,
     /// Execution milliseconds of runs created at or after the day window's start (a run in
     /// flight counts from its creation to now), and the oldest of their creation times.
     pub exec_ms: u64,
+    /// See `exec_ms`.
     pub oldest_exec: Option<i64>,
 }
 
@@ -234,12 +307,16 @@ impl UserUsage {
 /// The per-user limits a new run must fit in (0: no limit).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UserLimits {
+    /// Runs of the user not finished yet (`SANDBOX_USER_MAX_CONCURRENT_RUNS`).
     pub concurrent_runs: u64,
+    /// Runs the user created in the last minute (`SANDBOX_USER_RUNS_PER_MINUTE`).
     pub runs_per_minute: u64,
+    /// Execution seconds in the last 24 h (`SANDBOX_USER_EXEC_SECONDS_PER_DAY`).
     pub exec_seconds_per_day: u64,
 }
 
 impl UserLimits {
+    /// Whether any limit is on (if none is, admitting a run needs no usage query).
     pub fn any(&self) -> bool {
         self.concurrent_runs > 0 || self.runs_per_minute > 0 || self.exec_seconds_per_day > 0
     }
@@ -255,8 +332,10 @@ impl UserLimits {
 /// Which time the admin list sorts on (then on `created_at`, in the same direction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RunSort {
+    /// `started_at`, when the command began.
     #[default]
     StartedAt,
+    /// `finished_at`, when the run ended.
     FinishedAt,
 }
 
@@ -266,25 +345,42 @@ pub enum RunSort {
 /// the sort time come first ascending and last descending.
 #[derive(Debug, Clone, Default)]
 pub struct RunQuery {
+    /// Only this user's runs.
     pub user_id: Option<String>,
+    /// Only runs executed on this node.
     pub node_id: Option<String>,
+    /// Only runs executed by this worker process.
     pub worker_id: Option<String>,
+    /// Only runs in this phase (its wire spelling).
     pub phase: Option<String>,
+    /// Only runs of this runtime.
     pub runtime: Option<String>,
+    /// Only runs on the template with this digest.
     pub image_digest: Option<String>,
+    /// Only runs that named this template.
     pub base_image: Option<String>,
+    /// Case-insensitive substring of `base_image` or `message`.
     pub q: Option<String>,
+    /// Runs started at or after.
     pub started_from: Option<i64>,
+    /// Runs started at or before.
     pub started_to: Option<i64>,
+    /// Runs finished at or after.
     pub finished_from: Option<i64>,
+    /// Runs finished at or before.
     pub finished_to: Option<i64>,
+    /// The time sorted on.
     pub sort: RunSort,
+    /// Newest first.
     pub desc: bool,
+    /// Most runs in the page.
     pub limit: usize,
+    /// Runs skipped before the page.
     pub offset: usize,
 }
 
 impl RunQuery {
+    /// Whether `r` passes every filter (sorting and paging aside).
     pub fn matches(&self, r: &RunRecord) -> bool {
         let eq = |f: &Option<String>, v: &str| f.as_deref().is_none_or(|f| f == v);
         let within = |from: Option<i64>, to: Option<i64>, t: Option<i64>| match (from, to, t) {
@@ -338,8 +434,10 @@ impl RunQuery {
     }
 }
 
+/// One page of a [`RunQuery`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunPage {
+    /// The runs of the page, in the query's order.
     pub items: Vec<RunRecord>,
     /// Runs matching the filters, all pages together.
     pub total: u64,
@@ -348,10 +446,13 @@ pub struct RunPage {
 /// A `sandboxd serve` process registered in a shared store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaInfo {
+    /// Its replica id (a new one each start).
     pub id: String,
     /// Base URL other replicas forward requests to, e.g. `http://10.0.0.7:8787`.
     pub address: String,
+    /// When it registered (epoch ms).
     pub started_at: i64,
+    /// Its last heartbeat (epoch ms): how the others tell it is alive.
     pub heartbeat_at: i64,
 }
 
@@ -366,14 +467,17 @@ pub trait Cluster: Send + Sync {
     fn leave(&self) -> StoreResult<()>;
     /// A replica whose heartbeat is not older than `alive_since`.
     fn live_replica(&self, id: &str, alive_since: i64) -> StoreResult<Option<ReplicaInfo>>;
+    /// Every replica whose heartbeat is not older than `alive_since`.
     fn live_replicas(&self, alive_since: i64) -> StoreResult<Vec<ReplicaInfo>>;
     /// The replica that stored the run first (the one executing it).
     fn run_owner(&self, run_id: &str) -> StoreResult<Option<String>>;
     /// Records that this replica holds the session.
     fn session_put(&self, session_id: &str, user_id: &str, now: i64) -> StoreResult<()>;
+    /// The replica holding the session.
     fn session_owner(&self, session_id: &str) -> StoreResult<Option<String>>;
     /// The replica holding the session and the user it belongs to.
     fn session_holder(&self, session_id: &str) -> StoreResult<Option<(String, String)>>;
+    /// Forgets the session (it was destroyed or expired).
     fn session_delete(&self, session_id: &str) -> StoreResult<()>;
     /// Unfinished runs of replicas not seen since `alive_since` (or unregistered) end
     /// `failed` with this reason; queue places and sessions of replicas gone for longer than
@@ -389,10 +493,14 @@ pub trait Cluster: Send + Sync {
     /// Takes a place in the queue shared by all replicas unless `max` are waiting. Returns
     /// how many were waiting before, or `None` when the queue is full.
     fn queue_enter(&self, run_id: &str, max: usize, now: i64) -> StoreResult<Option<usize>>;
+    /// Gives up the run's place in the shared queue (it started or ended).
     fn queue_leave(&self, run_id: &str) -> StoreResult<()>;
+    /// Runs waiting in the shared queue, all replicas together.
     fn queue_len(&self) -> StoreResult<usize>;
 }
 
+/// Where runs, artifact lists, idempotency entries and audit events are kept; one
+/// implementation per backend, each passing [`testsuite`].
 pub trait Store: Send + Sync + 'static {
     /// `memory`, `sqlite` or `postgres`, as `/runtimes` reports it.
     fn mode(&self) -> &'static str;
@@ -400,6 +508,7 @@ pub trait Store: Send + Sync + 'static {
     fn blocking(&self) -> bool;
     /// Inserts or replaces.
     fn put_run(&self, run: &RunRecord) -> StoreResult<()>;
+    /// The run with this id.
     fn get_run(&self, id: &str) -> StoreResult<Option<RunRecord>>;
     /// At start-up: runs left unfinished by a previous process become `failed` with this
     /// reason. Returns how many.
@@ -408,6 +517,7 @@ pub trait Store: Send + Sync + 'static {
     fn runs_with_artifacts_before(&self, cutoff: i64) -> StoreResult<Vec<RunRecord>>;
     /// Bytes of unexpired artifacts a user holds.
     fn user_artifact_bytes(&self, user_id: &str) -> StoreResult<u64>;
+    /// The entry of this key, if any (expired or not).
     fn idem_get(&self, endpoint: &str, user_id: &str, key: &str) -> StoreResult<Option<IdemEntry>>;
     /// Inserts or replaces.
     fn idem_put(&self, entry: &IdemEntry) -> StoreResult<()>;

@@ -19,6 +19,8 @@ fn err(e: impl std::fmt::Display) -> StoreError {
 }
 
 impl SqliteStore {
+    /// Opens (creating it and its directory when missing) and migrates the database at
+    /// `path`.
     pub fn open(path: &Path) -> StoreResult<SqliteStore> {
         if let Some(dir) = path.parent()
             && !dir.as_os_str().is_empty()

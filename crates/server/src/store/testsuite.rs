@@ -4,6 +4,8 @@
 
 use super::*;
 
+/// A run record of user `u` in `phase` with fixed, valid values elsewhere: a starting point
+/// that a test changes only where it matters.
 pub fn sample_run(id: &str, phase: Phase) -> RunRecord {
     RunRecord {
         id: id.into(),
@@ -124,7 +126,7 @@ pub fn exercise(store: &dyn Store) {
         UserUsage::default()
     );
     // Admission: the count and the insert are one step; a refused run is not stored.
-    let one = crate::store::UserLimits {
+    let one = UserLimits {
         concurrent_runs: 1,
         ..Default::default()
     };
@@ -133,7 +135,7 @@ pub fn exercise(store: &dyn Store) {
         .unwrap();
     assert_eq!((seen, stored), (u.clone(), false));
     assert!(store.get_run("r6").unwrap().is_none());
-    let two = crate::store::UserLimits {
+    let two = UserLimits {
         concurrent_runs: 2,
         runs_per_minute: 2,
         exec_seconds_per_day: 4,
@@ -405,7 +407,7 @@ pub fn exercise_idem_claims(store: &dyn Store) {
         object_id: String::new(),
         created_at: at,
         status: 0,
-        response: serde_json::Value::Null,
+        response: Value::Null,
     };
     let c1 = claim("c", 1000);
     assert_eq!(store.idem_claim(&c1, 0, 0).unwrap(), None);
