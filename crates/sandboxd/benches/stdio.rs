@@ -2,6 +2,9 @@
 //! (pipelined on one connection; criterion's elements/s is the request rate), and the time
 //! from spawning the process to the first `run` answered, with the module cache warm.
 
+// `criterion_group!` defines an undocumented `pub fn`; a benchmark has no API to document.
+#![allow(missing_docs)]
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -110,7 +110,7 @@ async fn http(args: &[&str]) -> Client {
     }
 }
 
-async fn within<F: std::future::Future>(f: F) -> F::Output {
+async fn within<F: Future>(f: F) -> F::Output {
     tokio::time::timeout(PATIENCE, f)
         .await
         .expect("the server answers")
