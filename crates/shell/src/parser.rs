@@ -1319,7 +1319,59 @@ impl<'a> Parser<'a> {
                         j += 1;
                     }
                 }
+                // bash reads a subscript as a balanced text: expansions, parentheses and
+                // blanks are part of it (`a[$(f x)]=v`, `a[(1+2)]=v`, `a[1 + 1]=v`).
+                b'$' if matches!(self.src.get(j + 1), Some(b'(' | b'{')) => {
+                    let (o, c) = if self.src[j + 1] == b'(' {
+                        (b'(', b')')
+                    } else {
+                        (b'{', b'}')
+                    };
+                    j = self.skip_balanced(j + 1, o, c)?;
+                }
+                b'`' => {
+                    j += 1;
+                    while j < self.src.len() && self.src[j] != b'`' {
+                        if self.src[j] == b'\\' {
+                            j += 1;
+                        }
+                        j += 1;
+                    }
+                }
+                b'(' => j = self.skip_balanced(j, b'(', b')')?,
+                b' ' | b'\t' | b'<' | b'>' | b'|' | b'&' => {}
                 c if is_meta(c) => return None,
+                _ => {}
+            }
+            j += 1;
+        }
+        None
+    }
+
+    /// The index of the `close` matching the `open` at `at`, past quotes and escapes; `None`
+    /// when the text ends (or a line does) first.
+    fn skip_balanced(&self, at: usize, open: u8, close: u8) -> Option<usize> {
+        let mut depth = 0usize;
+        let mut j = at;
+        while j < self.src.len() {
+            match self.src[j] {
+                b'\\' => j += 1,
+                q @ (b'\'' | b'"') => {
+                    j += 1;
+                    while j < self.src.len() && self.src[j] != q {
+                        if q == b'"' && self.src[j] == b'\\' {
+                            j += 1;
+                        }
+                        j += 1;
+                    }
+                }
+                c if c == open => depth += 1,
+                c if c == close => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(j);
+                    }
+                }
                 _ => {}
             }
             j += 1;
@@ -1701,7 +1753,8 @@ impl<'a> Parser<'a> {
                     Some(b'\n') => self.pos += 2,
                     Some(n) if quoted_ctx => {
                         let special = matches!(n, b'$' | b'`' | b'\\')
-                            || (n == b'"' && mode == Mode::DQuote)
+                            || (n == b'"'
+                                && matches!(mode, Mode::DQuote | Mode::Param { dq: true, .. }))
                             || (n == b'}' && matches!(mode, Mode::Param { .. }));
                         if special {
                             flush(&mut parts, &mut lit, quoted_ctx);
