@@ -10,6 +10,23 @@ pub struct ParseError {
     pub line: usize,
     pub column: usize,
     pub message: String,
+    /// What kind of error it is, which decides what the interpreter does with it.
+    pub kind: ParseErrorKind,
+}
+
+/// What kind of syntax error a [`ParseError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParseErrorKind {
+    /// `syntax error near unexpected token ...`: bash prints the offending line after it.
+    UnexpectedToken,
+    /// The text ended inside a construct (`unexpected EOF while looking for ...`, `unexpected
+    /// end of file`): more lines may complete it.
+    Incomplete,
+    /// An error inside `[[ ]]`: bash drops the line without changing `$?` (and says nothing
+    /// at all about a missing operand, `message` is then empty).
+    Conditional,
+    /// Any other.
+    Syntax,
 }
 
 impl ParseError {
@@ -36,11 +53,11 @@ impl ParseError {
     /// at all about a missing operand).
     /// The text ended inside a construct: more lines may complete it.
     pub fn is_incomplete(&self) -> bool {
-        self.message.contains("unexpected EOF") || self.message.contains("unexpected end of file")
+        self.kind == ParseErrorKind::Incomplete
     }
 
     pub fn keeps_status(&self) -> bool {
-        self.message.is_empty() || self.message.contains("conditional")
+        self.kind == ParseErrorKind::Conditional
     }
 
     /// The full stderr text bash prints for this error in `source` (newline-terminated): the
@@ -61,7 +78,7 @@ impl ParseError {
             return String::new();
         }
         let mut out = format!("{head}{}\n", self.message);
-        if self.message.starts_with("syntax error near") {
+        if self.kind == ParseErrorKind::UnexpectedToken {
             let text = source
                 .lines()
                 .nth(self.line.saturating_sub(1))

@@ -33,7 +33,7 @@ use parking_lot::Mutex;
 use wasmsand_exec::{CancelToken, Exec, Input, Output, SharedVfs, ToolChannel};
 
 pub use builtins::{Builtin, builtin_table};
-pub use error::{ParseError, ShellError, SourceKind, StateError};
+pub use error::{ParseError, ParseErrorKind, ShellError, SourceKind, StateError};
 pub use interp::{Abort, Options, ShellLimits, ShellState};
 pub use jobs::{DetachFn, DetachedJob};
 pub use parser::{

@@ -15,6 +15,7 @@ use std::collections::{HashMap, HashSet};
 use crate::ParseError;
 use crate::arith::{self, OPERATORS, Tok, Token};
 use crate::ast::*;
+use crate::error::ParseErrorKind;
 
 /// How deeply constructs may nest (compound commands, substitutions, `${...}`, brace
 /// expansions, arithmetic and `[[ ]]` parentheses, all counted together).
@@ -98,6 +99,7 @@ fn run_passes<T>(
             line: line_base,
             column: 1,
             message: DEPTH_MESSAGE.into(),
+            kind: ParseErrorKind::Syntax,
         });
     }
     let mut p = Parser::new(src, depth, line_base);
@@ -382,6 +384,31 @@ impl<'a> Parser<'a> {
                 .count()
                 + 1,
             message: message.into(),
+            kind: ParseErrorKind::Syntax,
+        }
+    }
+
+    /// An error inside `[[ ]]` (bash keeps `$?` for those).
+    fn cond_err_at(&self, pos: usize, message: impl Into<String>) -> ParseError {
+        ParseError {
+            kind: ParseErrorKind::Conditional,
+            ..self.err_at(pos, message)
+        }
+    }
+
+    /// `syntax error near unexpected token ...` (bash shows the offending line after it).
+    fn unexpected_at(&self, pos: usize, message: impl Into<String>) -> ParseError {
+        ParseError {
+            kind: ParseErrorKind::UnexpectedToken,
+            ..self.err_at(pos, message)
+        }
+    }
+
+    /// The input ended inside a construct opened at `pos`.
+    fn incomplete_at(&self, pos: usize, message: impl Into<String>) -> ParseError {
+        ParseError {
+            kind: ParseErrorKind::Incomplete,
+            ..self.err_at(pos, message)
         }
     }
 
@@ -391,11 +418,12 @@ impl<'a> Parser<'a> {
         let mut e = self.err_at(self.src.len(), message);
         let extra = usize::from(!self.src.is_empty() && !self.src.ends_with(b"\n"));
         e.line = self.line_base + self.newlines.len() + extra;
+        e.kind = ParseErrorKind::Incomplete;
         e
     }
 
     fn unclosed(&self, open: usize, what: &str) -> ParseError {
-        self.err_at(
+        self.incomplete_at(
             open,
             format!("unexpected EOF while looking for matching `{what}'"),
         )
@@ -430,7 +458,7 @@ impl<'a> Parser<'a> {
             return self.eof_err("syntax error: unexpected end of file");
         }
         let t = self.token_text();
-        self.err_at(
+        self.unexpected_at(
             self.pos,
             format!("syntax error near unexpected token `{t}'"),
         )
@@ -442,7 +470,7 @@ impl<'a> Parser<'a> {
     fn expected_word(&mut self) -> ParseError {
         self.skip_blanks();
         if self.eof() {
-            return self.err_at(self.pos, "syntax error near unexpected token `newline'");
+            return self.unexpected_at(self.pos, "syntax error near unexpected token `newline'");
         }
         self.unexpected()
     }
@@ -1493,7 +1521,7 @@ impl<'a> Parser<'a> {
             return Err(self.eof_err("unexpected EOF while looking for `]]'"));
         }
         if self.at_cond_word() {
-            return Err(self.err_at(self.pos, "syntax error in conditional expression"));
+            return Err(self.cond_err_at(self.pos, "syntax error in conditional expression"));
         }
         Err(self.cond_unexpected("syntax error in conditional expression: unexpected token"))
     }
@@ -1523,7 +1551,7 @@ impl<'a> Parser<'a> {
             return self.eof_err("unexpected EOF while looking for `]]'");
         }
         let t = self.cond_token();
-        self.err_at(self.pos, format!("{prefix} `{t}'"))
+        self.cond_err_at(self.pos, format!("{prefix} `{t}'"))
     }
 
     fn at_cond_word(&self) -> bool {
@@ -1578,13 +1606,13 @@ impl<'a> Parser<'a> {
         if !self.at_cond_word() {
             // bash says nothing about a missing operand before `]]` (`[[ ]]`, `[[ ! ]]`).
             if self.starts("]]") {
-                return Err(self.err_at(self.pos, ""));
+                return Err(self.cond_err_at(self.pos, ""));
             }
             if self.eof() {
                 return Err(self.eof_err("unexpected EOF while looking for `]]'"));
             }
             let t = self.cond_token();
-            return Err(self.err_at(
+            return Err(self.cond_err_at(
                 self.pos,
                 format!("unexpected token `{t}' in conditional command"),
             ));
@@ -1617,12 +1645,12 @@ impl<'a> Parser<'a> {
                     .unwrap_or(self.src.len());
                 let word = std::str::from_utf8(&self.src[self.pos..end]).ok();
                 let Some(op) = word.and_then(CondBinOp::from_word) else {
-                    return Err(self.err_at(self.pos, "conditional binary operator expected"));
+                    return Err(self.cond_err_at(self.pos, "conditional binary operator expected"));
                 };
                 Some((op, end - self.pos))
             }
             None | Some(b'\n') => {
-                return Err(self.err_at(
+                return Err(self.cond_err_at(
                     self.pos,
                     "unexpected token `newline', conditional binary operator expected",
                 ));
@@ -1660,7 +1688,7 @@ impl<'a> Parser<'a> {
 
     fn cond_arg_error(&self, kind: &str) -> ParseError {
         let t = self.cond_token();
-        self.err_at(
+        self.cond_err_at(
             self.pos,
             format!("unexpected argument `{t}' to conditional {kind} operator"),
         )
