@@ -163,66 +163,197 @@ impl Interp {
         format!("{}\n", parts.join(" "))
     }
 
+    /// The whole stack as `dirs` shows it, left to right: the current directory first.
+    fn dir_list(&self) -> Vec<String> {
+        let mut all = vec![self.st.cwd.clone()];
+        all.extend(self.st.dirstack.iter().rev().cloned());
+        all
+    }
+
+    /// Stores `all` (as `dir_list` returns it) without its first entry, the current directory.
+    fn set_dir_list(&mut self, all: &[String]) {
+        self.st.dirstack = all[1..].iter().rev().cloned().collect();
+    }
+
+    /// `+N` / `-N`: an index counted from the left / right of the `dirs` list. `None` when
+    /// the word is not one (bash's "invalid number", a usage error).
+    fn stack_index(word: &str, len: usize) -> Option<Result<usize, ()>> {
+        let (sign, digits) = word.split_at(1);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let n: usize = digits.parse().unwrap_or(usize::MAX);
+        if n >= len {
+            return Some(Err(()));
+        }
+        Some(Ok(if sign == "+" { n } else { len - 1 - n }))
+    }
+
+    fn stack_usage(&mut self, name: &str, word: &str, what: &str) -> i32 {
+        self.err(&format!("{name}: {word}: {what}"));
+        self.usage(name);
+        2
+    }
+
     pub(super) fn b_pushd(&mut self, args: &[String]) -> i32 {
-        let quiet = args.iter().any(|a| a == "-n");
-        let rest: Vec<&String> = args.iter().filter(|a| *a != "-n").collect();
-        match rest.first() {
+        let mut no_cd = false;
+        let mut rest: Vec<&String> = Vec::new();
+        let mut options_done = false;
+        for a in args {
+            if !options_done && a == "-n" {
+                no_cd = true;
+            } else if !options_done && a == "--" {
+                options_done = true;
+            } else {
+                options_done = true;
+                rest.push(a);
+            }
+        }
+        if rest.len() > 1 {
+            self.err("pushd: too many arguments");
+            return 1;
+        }
+        let mut all = self.dir_list();
+        match rest.first().map(|s| s.as_str()) {
             None => {
-                let Some(top) = self.st.dirstack.pop() else {
+                if all.len() < 2 {
                     self.err("pushd: no other directory");
                     return 1;
-                };
-                let cur = self.st.cwd.clone();
-                if let Err(m) = self.change_dir(&top, false) {
-                    self.st.dirstack.push(top);
-                    self.err(&format!("pushd: {m}"));
-                    return 1;
                 }
-                self.st.dirstack.push(cur);
+                all.swap(0, 1);
+            }
+            Some(w) if w.len() > 1 && (w.starts_with('+') || w.starts_with('-')) => {
+                match Self::stack_index(w, all.len()) {
+                    None => return self.stack_usage("pushd", w, "invalid number"),
+                    Some(Err(())) => {
+                        self.err(&format!("pushd: {w}: directory stack index out of range"));
+                        return 1;
+                    }
+                    Some(Ok(n)) => all.rotate_left(n),
+                }
             }
             Some(d) => {
-                let cur = self.st.cwd.clone();
-                if let Err(m) = self.change_dir(d, false) {
+                let d = if d == "-" {
+                    match self.get_var("OLDPWD") {
+                        Some(o) => o,
+                        None => {
+                            self.err("pushd: OLDPWD not set");
+                            return 1;
+                        }
+                    }
+                } else {
+                    d.to_string()
+                };
+                if no_cd {
+                    all.insert(1, d);
+                    self.set_dir_list(&all);
+                    let line = self.dirs_line();
+                    return self.out_str(&line);
+                }
+                if let Err(m) = self.change_dir(&d, false) {
                     self.err(&format!("pushd: {m}"));
                     return 1;
                 }
-                self.st.dirstack.push(cur);
+                all.insert(0, self.st.cwd.clone());
+                self.set_dir_list(&all);
+                let line = self.dirs_line();
+                return self.out_str(&line);
             }
         }
-        if quiet {
-            return 0;
+        if !no_cd && all[0] != self.st.cwd {
+            let target = all[0].clone();
+            if let Err(m) = self.change_dir(&target, false) {
+                self.err(&format!("pushd: {m}"));
+                return 1;
+            }
+            all[0] = self.st.cwd.clone();
         }
+        self.set_dir_list(&all);
         let line = self.dirs_line();
         self.out_str(&line)
     }
 
-    pub(super) fn b_popd(&mut self, _args: &[String]) -> i32 {
-        let Some(top) = self.st.dirstack.pop() else {
+    pub(super) fn b_popd(&mut self, args: &[String]) -> i32 {
+        let mut no_cd = false;
+        let mut index = None;
+        let mut all = self.dir_list();
+        let mut options_done = false;
+        for a in args {
+            if !options_done && a == "-n" {
+                no_cd = true;
+            } else if !options_done && a == "--" {
+                options_done = true;
+            } else if a.len() > 1 && (a.starts_with('+') || a.starts_with('-')) {
+                match Self::stack_index(a, all.len()) {
+                    None => return self.stack_usage("popd", a, "invalid number"),
+                    Some(Err(())) => {
+                        self.err(&format!("popd: {a}: directory stack index out of range"));
+                        return 1;
+                    }
+                    Some(Ok(n)) => index = Some(n),
+                }
+            } else {
+                return self.stack_usage("popd", a, "invalid argument");
+            }
+        }
+        if all.len() < 2 {
             self.err("popd: directory stack empty");
             return 1;
-        };
-        if let Err(m) = self.change_dir(&top, false) {
-            self.err(&format!("popd: {m}"));
-            return 1;
         }
+        let n = index.unwrap_or(if no_cd { 1 } else { 0 });
+        if n == 0 {
+            if let Err(m) = self.change_dir(&all[1].clone(), false) {
+                self.err(&format!("popd: {m}"));
+                return 1;
+            }
+            all.remove(0);
+            all[0] = self.st.cwd.clone();
+        } else {
+            all.remove(n);
+        }
+        self.set_dir_list(&all);
         let line = self.dirs_line();
         self.out_str(&line)
     }
 
     pub(super) fn b_dirs(&mut self, args: &[String]) -> i32 {
-        if args.iter().any(|a| a == "-c") {
+        let (mut full, mut per_line, mut numbered, mut clear) = (false, false, false, false);
+        let mut index = None;
+        let all = self.dir_list();
+        for a in args {
+            match a.as_str() {
+                "--" => {}
+                "-c" => clear = true,
+                "-l" => full = true,
+                "-p" => per_line = true,
+                "-v" => {
+                    per_line = true;
+                    numbered = true;
+                }
+                w if w.len() > 1 && (w.starts_with('+') || w.starts_with('-')) => {
+                    match Self::stack_index(w, all.len()) {
+                        None => return self.stack_usage("dirs", w, "invalid number"),
+                        Some(Err(())) => {
+                            let n = &w[1..];
+                            self.err(&format!("dirs: {n}: directory stack index out of range"));
+                            return 1;
+                        }
+                        Some(Ok(n)) => index = Some(n),
+                    }
+                }
+                w => return self.stack_usage("dirs", w, "invalid option"),
+            }
+        }
+        if clear {
             self.st.dirstack.clear();
             return 0;
         }
-        let full = args.iter().any(|a| a == "-l");
-        let per_line = args.iter().any(|a| a == "-p" || a == "-v");
-        let numbered = args.iter().any(|a| a == "-v");
-        let mut all = vec![self.st.cwd.clone()];
-        all.extend(self.st.dirstack.iter().rev().cloned());
-        let shown: Vec<String> = all
-            .iter()
-            .map(|d| if full { d.clone() } else { self.tilde_short(d) })
-            .collect();
+        let show = |d: &String| if full { d.clone() } else { self.tilde_short(d) };
+        if let Some(n) = index {
+            let text = format!("{}\n", show(&all[n]));
+            return self.out_str(&text);
+        }
+        let shown: Vec<String> = all.iter().map(show).collect();
         let text = if per_line {
             shown
                 .iter()

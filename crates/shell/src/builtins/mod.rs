@@ -336,6 +336,28 @@ impl Interp {
         }
     }
 
+    /// Bash's check for builtins that take no options (`eval`, `source`, `builtin`): a
+    /// leading `--` is skipped, any other word starting with `-` (but `-` itself) is an
+    /// invalid option, a usage error (status 2).
+    fn no_options<'a>(&mut self, name: &str, args: &'a [String]) -> Result<&'a [String], i32> {
+        match args.first().map(|s| s.as_str()) {
+            Some("--") => Ok(&args[1..]),
+            Some(a) if a.len() > 1 && a.starts_with('-') => {
+                self.err(&format!("{name}: {a}: invalid option"));
+                self.usage(name);
+                Err(2)
+            }
+            _ => Ok(args),
+        }
+    }
+
+    /// `NAME: usage: SYNOPSIS` on stderr, as bash follows a usage error.
+    fn usage(&mut self, name: &str) {
+        if let Some(syn) = lookup(name).and_then(|b| b.synopsis) {
+            self.err_raw(&format!("{name}: usage: {syn}\n"));
+        }
+    }
+
     pub(crate) fn out_str(&mut self, s: &str) -> i32 {
         match self.out(s.as_bytes()) {
             Ok(()) => 0,
