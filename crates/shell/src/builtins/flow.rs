@@ -70,9 +70,9 @@ impl Interp {
     }
 
     pub(super) fn b_eval(&mut self, args: &[String]) -> FlowResult {
-        let args = match args.first() {
-            Some(a) if a == "--" => &args[1..],
-            _ => args,
+        let args = match self.no_options("eval", args) {
+            Ok(a) => a,
+            Err(st) => return Ok(st),
         };
         let src = args.join(" ");
         // An error that abandons the rest of a line abandons only the eval'd text.
@@ -96,8 +96,13 @@ impl Interp {
     }
 
     pub(super) fn b_source(&mut self, name: &str, args: &[String]) -> FlowResult {
+        let args = match self.no_options(name, args) {
+            Ok(a) => a,
+            Err(st) => return Ok(st),
+        };
         let Some(file) = args.first() else {
             self.err(&format!("{name}: filename argument required"));
+            self.usage(name);
             return Ok(2);
         };
         let path = if file.contains('/') {

@@ -7,6 +7,10 @@ use super::{BUILTINS, is_builtin, lookup};
 
 impl Interp {
     pub(super) fn b_builtin(&mut self, args: &[String]) -> FlowResult {
+        let args = match self.no_options("builtin", args) {
+            Ok(a) => a,
+            Err(st) => return Ok(st),
+        };
         match args.first() {
             Some(n) if is_builtin(n) => self.run_builtin(&n.clone(), args),
             Some(n) => {
