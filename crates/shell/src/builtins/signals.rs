@@ -63,10 +63,10 @@ impl Interp {
             let mut text = String::new();
             for sig in wanted {
                 if let Some(action) = traps.get(&sig) {
-                    text.push_str(&format!(
-                        "trap -- {} {sig}\n",
-                        crate::printf::quote_single(action)
-                    ));
+                    // Always plain single quotes, control characters and newlines
+                    // included: bash's trap listing never switches to $'...'.
+                    let quoted = format!("'{}'", action.replace('\'', "'\\''"));
+                    text.push_str(&format!("trap -- {quoted} {sig}\n"));
                 }
             }
             let s = self.out_str(&text);
