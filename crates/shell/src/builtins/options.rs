@@ -40,6 +40,12 @@ impl Interp {
             "functrace" => o.functrace = on,
             n if SET_OPTIONS.contains(&n) => {
                 if on {
+                    // One line-editing mode at a time: turning one on turns the other off.
+                    match n {
+                        "vi" => o.extra.remove("emacs"),
+                        "emacs" => o.extra.remove("vi"),
+                        _ => false,
+                    };
                     o.extra.insert(n.to_string());
                 } else {
                     o.extra.remove(n);
