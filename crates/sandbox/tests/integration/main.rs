@@ -3,6 +3,7 @@
 //! One test binary per crate (modules inside): the test build links once per crate, not
 //! once per file (most of them pull in wasmer).
 
+mod builtins;
 mod conformance;
 mod deterministic;
 mod merge;
