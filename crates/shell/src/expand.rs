@@ -1449,6 +1449,28 @@ fn assignment_tilde(w: &Word) -> std::borrow::Cow<'_, Word> {
 
 /// A word that brace expansion left starting with an unquoted `~user` prefix.
 fn leading_tilde(w: &Word) -> std::borrow::Cow<'_, Word> {
+    // Brace expansion leaves the prefix in pieces (`~{/src,root}` gives `~` then `root`).
+    let lits = w
+        .parts
+        .iter()
+        .take_while(|p| matches!(p, WordPart::Literal(_)))
+        .count();
+    if lits > 1 {
+        let joined: String = w.parts[..lits]
+            .iter()
+            .map(|p| match p {
+                WordPart::Literal(l) => l.as_str(),
+                _ => "",
+            })
+            .collect();
+        let mut parts = vec![WordPart::Literal(joined)];
+        parts.extend(w.parts[lits..].iter().cloned());
+        let merged = Word { parts };
+        return match leading_tilde(&merged) {
+            std::borrow::Cow::Owned(t) => std::borrow::Cow::Owned(t),
+            std::borrow::Cow::Borrowed(_) => std::borrow::Cow::Borrowed(w),
+        };
+    }
     if let Some(WordPart::Literal(s)) = w.parts.first()
         && let Some(rest) = s.strip_prefix('~')
     {

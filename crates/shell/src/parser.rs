@@ -209,6 +209,9 @@ struct Parser<'a> {
     /// The alias just expanded ended in a blank: the next word, the first at or after this
     /// offset (the end of the alias text), is checked for an alias too.
     alias_next: Option<usize>,
+    /// Parsing an assignment's value: the words of its `${x-word}` operands expand `~`
+    /// after each `:` too (`y=${u-~:~}`), as bash.
+    tilde_assign: bool,
     /// A here-document body reached the end of the text without its delimiter.
     doc_unterminated: bool,
 }
@@ -286,6 +289,7 @@ impl<'a> Parser<'a> {
             list_depth: 0,
             aliases: None,
             alias_next: None,
+            tilde_assign: false,
             doc_unterminated: false,
         }
     }
@@ -1704,8 +1708,18 @@ impl<'a> Parser<'a> {
         Ok(Word { parts })
     }
 
-    #[inline(never)]
     fn word_parts(&mut self, mode: Mode, tilde: Tilde) -> ParseResult<Vec<WordPart>> {
+        if mode != Mode::Normal {
+            return self.word_parts_in(mode, tilde);
+        }
+        let saved = std::mem::replace(&mut self.tilde_assign, tilde == Tilde::Assign);
+        let r = self.word_parts_in(mode, tilde);
+        self.tilde_assign = saved;
+        r
+    }
+
+    #[inline(never)]
+    fn word_parts_in(&mut self, mode: Mode, tilde: Tilde) -> ParseResult<Vec<WordPart>> {
         let quoted_ctx = matches!(
             mode,
             Mode::DQuote | Mode::HereDoc | Mode::Param { dq: true, .. }
@@ -1896,7 +1910,7 @@ impl<'a> Parser<'a> {
         }
         let ok = match self.at(i) {
             None | Some(b'/') => true,
-            Some(b':') => tilde == Tilde::Assign,
+            Some(b':') => tilde == Tilde::Assign || matches!(mode, Mode::Param { .. }),
             Some(b'}') => matches!(mode, Mode::Param { .. }),
             Some(c) => mode == Mode::Normal && is_meta(c),
         };
@@ -2246,7 +2260,12 @@ impl<'a> Parser<'a> {
             return Err(self.unclosed(open, "}"));
         };
         let word = |p: &mut Self, dq: bool| -> ParseResult<Word> {
-            let parts = p.word_parts(Mode::Param { dq, slash: false }, Tilde::Start)?;
+            let tilde = if p.tilde_assign {
+                Tilde::Assign
+            } else {
+                Tilde::Start
+            };
+            let parts = p.word_parts(Mode::Param { dq, slash: false }, tilde)?;
             if p.at(0) != Some(b'}') {
                 return Err(p.unclosed(open, "}"));
             }
