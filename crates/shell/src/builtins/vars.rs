@@ -237,7 +237,9 @@ impl Interp {
         if items.is_empty() {
             return Ok(self.list_declarations(name, add, array, assoc, print));
         }
-        if print {
+        // `export -p NAME` and `readonly -p NAME` print nothing in bash: with names, -p is
+        // ignored and the attribute is given.
+        if print && name != "export" && name != "readonly" {
             return Ok(self.print_declarations(name, &items));
         }
         let make_local = (name == "local" || (self.st.vars.in_function() && !global))
