@@ -908,7 +908,10 @@ impl Interp {
                 var.attrs |= ATTR_EXPORT;
             }
         }
+        let hidden_len = self.temp_hidden.len();
+        self.temp_hidden.extend(saved.iter().cloned());
         let r = f(self);
+        self.temp_hidden.truncate(hidden_len);
         for (name, old) in saved.into_iter().rev() {
             match old {
                 Some(v) => self.st.vars.put(&name, v),
@@ -1134,9 +1137,18 @@ impl Interp {
         self.enter()?;
         let saved_pos = std::mem::replace(&mut self.st.positional, argv[1..].to_vec());
         let saved_loops = std::mem::replace(&mut self.loops, 0);
+        // BASH_LINENO, innermost first: the line each active function was called from.
+        let mut call_lines: Vec<String> = match self.st.vars.get("BASH_LINENO").map(|v| &v.value) {
+            Some(crate::vars::Value::Indexed(m)) if !self.funcnames.is_empty() => {
+                m.values().cloned().collect()
+            }
+            _ => Vec::new(),
+        };
+        call_lines.insert(0, self.line.to_string());
         self.st.vars.push_frame();
         self.funcnames.push(f.name.clone());
         self.set_funcname();
+        self.set_bash_lineno(call_lines);
         let return_trap_before = self.st.traps.get("RETURN").cloned();
         self.saved_opts.push(None);
         self.return_traps.push(return_trap_before.clone());
@@ -1162,6 +1174,11 @@ impl Interp {
         self.funcnames.pop();
         self.st.vars.pop_frame();
         self.set_funcname();
+        let outer_lines = match self.st.vars.get("BASH_LINENO").map(|v| &v.value) {
+            Some(crate::vars::Value::Indexed(m)) => m.values().skip(1).cloned().collect(),
+            _ => Vec::new(),
+        };
+        self.set_bash_lineno(outer_lines);
         self.loops = saved_loops;
         self.st.positional = saved_pos;
         self.depth -= 1;
@@ -1187,6 +1204,27 @@ impl Interp {
             .collect();
         self.st.vars.put(
             "FUNCNAME",
+            Var {
+                value: crate::vars::Value::Indexed(m),
+                attrs: 0,
+            },
+        );
+    }
+
+    /// `BASH_LINENO` (innermost call first); unset outside functions, as `FUNCNAME`.
+    fn set_bash_lineno(&mut self, lines: Vec<String>) {
+        if self.funcnames.is_empty() {
+            self.st.vars.remove("BASH_LINENO");
+            return;
+        }
+        let m = lines
+            .into_iter()
+            .take(self.funcnames.len())
+            .enumerate()
+            .map(|(i, l)| (i as i64, l))
+            .collect();
+        self.st.vars.put(
+            "BASH_LINENO",
             Var {
                 value: crate::vars::Value::Indexed(m),
                 attrs: 0,
