@@ -144,6 +144,8 @@ pub struct ShellState {
     /// `ulimit` values a script set, by option letter (`None`: unlimited). They are only
     /// recorded: the sandbox's own limits are what bound a run.
     pub ulimits: BTreeMap<char, Option<u64>>,
+    /// Builtins `enable -n` turned off: their names are looked up as programs.
+    pub disabled_builtins: im::OrdSet<String>,
 }
 
 impl ShellState {
@@ -188,6 +190,7 @@ impl ShellState {
             limits: ShellLimits::default(),
             pid: 1000 + random_u32() % 30000,
             ulimits: BTreeMap::new(),
+            disabled_builtins: im::OrdSet::new(),
         }
     }
 }

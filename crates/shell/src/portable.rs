@@ -31,6 +31,8 @@ struct Portable {
     pid: u32,
     #[serde(default)]
     ulimits: Vec<(char, Option<u64>)>,
+    #[serde(default)]
+    disabled_builtins: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -109,6 +111,7 @@ impl ShellState {
             limits: self.limits.clone(),
             pid: self.pid,
             ulimits: self.ulimits.iter().map(|(k, v)| (*k, *v)).collect(),
+            disabled_builtins: self.disabled_builtins.iter().cloned().collect(),
         };
         serde_json::to_value(p).expect("plain data serializes")
     }
@@ -164,6 +167,12 @@ impl ShellState {
             limits: p.limits,
             pid: p.pid,
             ulimits: p.ulimits.into_iter().collect(),
+            // A state from a build with other builtins keeps the names this one has.
+            disabled_builtins: p
+                .disabled_builtins
+                .into_iter()
+                .filter(|n| crate::builtins::is_builtin(n))
+                .collect(),
         })
     }
 }

@@ -210,7 +210,7 @@ impl Interp {
         let name = cmd[0].clone();
         // GNU timeout execs a program: functions are not seen, builtins stand for the
         // programs of the same name.
-        if !crate::builtins::is_builtin(&name)
+        if !self.builtin_enabled(&name)
             && let Some((msg, status)) = self.program_problem(&name)
         {
             self.err_raw(&format!("timeout: failed to run command '{name}': {msg}\n"));
@@ -249,7 +249,7 @@ impl Interp {
     /// Runs `argv` as a program would be: builtins or files, never functions.
     pub(crate) fn run_plain_argv(&mut self, argv: Vec<String>) -> FlowResult {
         let name = argv[0].clone();
-        if crate::builtins::is_builtin(&name) {
+        if self.builtin_enabled(&name) {
             return self.run_builtin(&name, &argv);
         }
         let env = self.st.vars.environ();

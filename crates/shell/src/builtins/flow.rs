@@ -3,7 +3,6 @@
 
 use crate::interp::{Flow, FlowResult, Interp, strerror};
 
-use super::is_builtin;
 
 impl Interp {
     pub(super) fn b_exit(&mut self, args: &[String]) -> FlowResult {
@@ -229,7 +228,7 @@ impl Interp {
             self.keep_redirs = true;
             return Ok(0);
         }
-        let status = if is_builtin(&args[0]) {
+        let status = if self.builtin_enabled(&args[0]) {
             self.run_builtin(&args[0].clone(), args)?
         } else if let Some(f) = self.st.functions.get(&args[0]).cloned() {
             self.call_function(&f, args.to_vec())?

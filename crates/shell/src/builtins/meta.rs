@@ -1,9 +1,9 @@
-//! Builtins about commands: `type`, `command`, `builtin`, `help`, `alias`/`unalias`,
-//! `history`.
+//! Builtins about commands: `type`, `command`, `builtin`, `enable`, `help`,
+//! `alias`/`unalias`, `history`.
 
 use crate::interp::{Flow, FlowResult, Interp};
 
-use super::{BUILTINS, is_builtin, lookup};
+use super::{BUILTINS, builtin_table, lookup};
 
 impl Interp {
     pub(super) fn b_builtin(&mut self, args: &[String]) -> FlowResult {
@@ -12,13 +12,93 @@ impl Interp {
             Err(st) => return Ok(st),
         };
         match args.first() {
-            Some(n) if is_builtin(n) => self.run_builtin(&n.clone(), args),
+            Some(n) if self.builtin_enabled(n) => self.run_builtin(&n.clone(), args),
             Some(n) => {
                 self.err(&format!("builtin: {n}: not a shell builtin"));
                 Ok(1)
             }
             None => Ok(0),
         }
+    }
+
+    /// `enable [-a] [-dnps] [-f filename] [name ...]`: `-n` turns builtins off, so that their
+    /// names are looked up along `$PATH` (and `builtin NAME` refuses them); without `-n` turns
+    /// them back on. Without names, lists them as bash does (`enable NAME` / `enable -n NAME`,
+    /// `-a` all, `-n` the ones off, `-s` only the special ones). No builtin can be loaded from
+    /// a file (`-f`) or deleted (`-d`).
+    pub(super) fn b_enable(&mut self, args: &[String]) -> i32 {
+        let (mut all, mut off, mut special, mut delete) = (false, false, false, false);
+        let mut file: Option<&String> = None;
+        let mut i = 0;
+        while let Some(a) = args.get(i) {
+            if a == "--" {
+                i += 1;
+                break;
+            }
+            let Some(flags) = a.strip_prefix('-').filter(|f| !f.is_empty()) else {
+                break;
+            };
+            for c in flags.chars() {
+                match c {
+                    'a' => all = true,
+                    'n' => off = true,
+                    'p' => {}
+                    's' => special = true,
+                    'd' => delete = true,
+                    'f' => {
+                        i += 1;
+                        match args.get(i) {
+                            Some(f) => file = Some(f),
+                            None => {
+                                self.err("enable: -f: option requires an argument");
+                                self.usage("enable");
+                                return 2;
+                            }
+                        }
+                    }
+                    _ => {
+                        self.err(&format!("enable: -{c}: invalid option"));
+                        self.usage("enable");
+                        return 2;
+                    }
+                }
+            }
+            i += 1;
+        }
+        if let Some(f) = file {
+            self.err(&format!(
+                "enable: cannot open shared object {f}: {f}: cannot open shared object file: No such file or directory"
+            ));
+            return 1;
+        }
+        let names = &args[i..];
+        if names.is_empty() {
+            let mut text = String::new();
+            for b in builtin_table() {
+                let is_off = self.st.disabled_builtins.contains(b.name);
+                if (special && !b.special) || !(all || is_off == off) {
+                    continue;
+                }
+                let flag = if is_off { "-n " } else { "" };
+                text.push_str(&format!("enable {flag}{}\n", b.name));
+            }
+            return self.out_str(&text);
+        }
+        let mut status = 0;
+        for n in names {
+            if lookup(n).is_none() {
+                self.err(&format!("enable: {n}: not a shell builtin"));
+                status = 1;
+            } else if delete {
+                self.err(&format!("enable: {n}: not dynamically loaded"));
+                status = 1;
+            } else if off {
+                self.st.disabled_builtins.insert(n.clone());
+            } else {
+                self.st.disabled_builtins.remove(n);
+            }
+        }
+        status
     }
 
     /// `help NAME`: the synopsis line (the long descriptions are not carried).
@@ -102,7 +182,7 @@ impl Interp {
         if self.st.functions.contains_key(name) {
             return Some(("function", String::new()));
         }
-        if is_builtin(name) {
+        if self.builtin_enabled(name) {
             return Some(("builtin", String::new()));
         }
         let path = if name.contains('/') {
@@ -135,7 +215,7 @@ impl Interp {
         if !skip_funcs && self.st.functions.contains_key(name) {
             v.push(("function", String::new()));
         }
-        if is_builtin(name) {
+        if self.builtin_enabled(name) {
             v.push(("builtin", String::new()));
         }
         v.extend(self.path_files(name).into_iter().map(|p| ("file", p)));
@@ -328,7 +408,7 @@ impl Interp {
             // Found at least one name: bash's status is then 0.
             return Ok(if found { 0 } else { status.max(1) });
         }
-        if is_builtin(name) {
+        if self.builtin_enabled(name) {
             return self.run_builtin(&name.clone(), rest);
         }
         let env = self.st.vars.environ();

@@ -13,7 +13,7 @@
 //! - `dirs.rs`: `cd`, `pwd`, `pushd`, `popd`, `dirs`;
 //! - `options.rs`: `set`, `shopt` (and the option accessors the interpreter uses);
 //! - `signals.rs`: `trap`, `kill`;
-//! - `meta.rs`: `type`, `command`, `builtin`, `help`, `alias`, `unalias`, `history`;
+//! - `meta.rs`: `type`, `command`, `builtin`, `enable`, `help`, `alias`, `unalias`, `history`;
 //! - `limits.rs`: `ulimit`, `umask`, `times`;
 //! - `programs.rs`: `env`, `xargs`, `chmod`, `sleep` (programs in bash, builtins here).
 //!
@@ -49,8 +49,8 @@ type Handler = fn(&mut Interp, &str, &[String]) -> FlowResult;
 pub struct Builtin {
     /// The command name.
     pub name: &'static str,
-    /// A POSIX special builtin (`break : . continue eval exec exit export readonly return
-    /// set shift times trap unset`).
+    /// A special builtin as bash 5.2 marks them: POSIX's (`break : . continue eval exec exit
+    /// export readonly return set shift times trap unset`) and `source` (`enable -s`).
     pub special: bool,
     /// A declaration builtin (`declare`, `typeset`, `local`, `export`, `readonly`): its
     /// arguments that look like assignments are parsed as assignments (`local a=(1 2)`,
@@ -146,6 +146,11 @@ static BUILTINS: &[Builtin] = &[
     regular("echo", Some("echo [-neE] [arg ...]"), |i, _, a| {
         Ok(i.b_echo(a))
     }),
+    regular(
+        "enable",
+        Some("enable [-a] [-dnps] [-f filename] [name ...]"),
+        |i, _, a| Ok(i.b_enable(a)),
+    ),
     regular("env", None, |i, _, a| i.b_env(a)),
     special("eval", Some("eval [arg ...]"), |i, _, a| i.b_eval(a)),
     special(
@@ -246,7 +251,7 @@ static BUILTINS: &[Builtin] = &[
         |i, _, a| Ok(i.b_shopt(a)),
     ),
     regular("sleep", None, |i, _, a| i.b_sleep(a)),
-    regular("source", Some("source filename [arguments]"), |i, n, a| {
+    special("source", Some("source filename [arguments]"), |i, n, a| {
         i.b_source(n, a)
     }),
     regular(
@@ -324,6 +329,12 @@ pub fn builtin_table() -> &'static [Builtin] {
 }
 
 impl Interp {
+    /// Whether `name` runs as a builtin: one the shell has and `enable -n` has not turned
+    /// off (a turned-off name is looked up along `$PATH` like any program).
+    pub(crate) fn builtin_enabled(&self, name: &str) -> bool {
+        is_builtin(name) && !self.st.disabled_builtins.contains(name)
+    }
+
     /// Runs the builtin `name` (`argv[0]` is the name as written).
     pub(crate) fn run_builtin(&mut self, name: &str, argv: &[String]) -> FlowResult {
         self.check()?;

@@ -8,7 +8,6 @@ use crate::interp::{Fd, FlowResult, InSrc, Interp, strerror};
 use crate::vars::{ATTR_EXPORT, Value, Var};
 
 use super::io::unescape_delim;
-use super::is_builtin;
 
 impl Interp {
     pub(super) fn b_sleep(&mut self, args: &[String]) -> FlowResult {
@@ -81,7 +80,7 @@ impl Interp {
             return Ok(self.out_str(&text));
         }
         let name = cmd[0].clone();
-        if is_builtin(&name) || self.st.functions.contains_key(&name) {
+        if self.builtin_enabled(&name) || self.st.functions.contains_key(&name) {
             // A subshell whose exported variables are exactly `env`.
             let mut child = self.fork();
             for (k, _) in child.st.vars.environ() {
@@ -228,7 +227,7 @@ impl Interp {
         if let Some(f) = self.st.functions.get(&name).cloned() {
             return self.call_function(&f, argv);
         }
-        if is_builtin(&name) {
+        if self.builtin_enabled(&name) {
             return self.run_builtin(&name, &argv);
         }
         let env = self.st.vars.environ();
