@@ -77,20 +77,23 @@ impl Interp {
             let last = ao.rest.last().map_or(&ao.first, |(_, p)| p);
             // bash traps ERR for the failing command itself, not again for the compound
             // command (`if`, loop, group) whose status it became.
-            let compound = matches!(
-                last.commands.last(),
-                Some(Command::Compound(
-                    CompoundCommand::Group(_)
-                        | CompoundCommand::If { .. }
-                        | CompoundCommand::While { .. }
-                        | CompoundCommand::Until { .. }
-                        | CompoundCommand::For { .. }
-                        | CompoundCommand::ArithFor { .. }
-                        | CompoundCommand::Select { .. }
-                        | CompoundCommand::Case { .. },
-                    _
-                ))
-            );
+            // A pipeline of several commands runs its last one in a subshell, whose failures
+            // do not trap in the shell itself: then the pipeline's status traps.
+            let compound = last.commands.len() == 1
+                && matches!(
+                    last.commands.last(),
+                    Some(Command::Compound(
+                        CompoundCommand::Group(_)
+                            | CompoundCommand::If { .. }
+                            | CompoundCommand::While { .. }
+                            | CompoundCommand::Until { .. }
+                            | CompoundCommand::For { .. }
+                            | CompoundCommand::ArithFor { .. }
+                            | CompoundCommand::Select { .. }
+                            | CompoundCommand::Case { .. },
+                        _
+                    ))
+                );
             if !compound {
                 self.run_err_trap()?;
             }
@@ -506,7 +509,15 @@ impl Interp {
                         self.restore_fds(saved);
                         r
                     }
-                    Err(status) => Ok(status),
+                    Err(status) => {
+                        // Nothing inside ran to trap the failure: a compound command whose
+                        // redirection fails traps ERR itself.
+                        if status != 0 && self.cond == 0 {
+                            self.st.status = status;
+                            self.run_err_trap()?;
+                        }
+                        Ok(status)
+                    }
                 }
             }
             Command::FunctionDef(f) => {
@@ -931,7 +942,7 @@ impl Interp {
                 return self
                     .with_prefix_assignments(&cmd.assignments, |me| me.call_function(&f, argv));
             }
-            if self.builtin_enabled(&name) {
+            if crate::builtins::is_builtin(&name) {
                 return self
                     .with_prefix_assignments(&cmd.assignments, |me| me.run_builtin(&name, &argv));
             }
@@ -1061,7 +1072,7 @@ impl Interp {
         full.push(path.to_string());
         full.extend(argv.into_iter().skip(1));
         let name = full[0].clone();
-        if self.builtin_enabled(&name) {
+        if crate::builtins::is_builtin(&name) {
             return self.run_builtin(&name, &full);
         }
         self.run_external(full, env)
@@ -1152,7 +1163,10 @@ impl Interp {
         let return_trap_before = self.st.traps.get("RETURN").cloned();
         self.saved_opts.push(None);
         self.return_traps.push(return_trap_before.clone());
+        let call_line = self.line;
         let mut r = self.run_command(&f.body);
+        // Back in the caller, `$LINENO` (in an ERR trap for the call, say) is the call's line.
+        self.line = call_line;
         self.return_traps.pop();
         if let Some(Some(opts)) = self.saved_opts.pop() {
             self.st.opts = opts;
