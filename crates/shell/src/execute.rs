@@ -170,6 +170,19 @@ impl Interp {
         Ok(())
     }
 
+    /// The DEBUG trap before a step that is no simple command (a `for` header, a pipeline
+    /// stage run in a subshell), with `$LINENO` at `line`.
+    fn debug_trap_at(&mut self, line: usize) -> FlowResult<()> {
+        if self.in_trap || !(self.funcnames.is_empty() || self.st.opts.functrace) {
+            return Ok(());
+        }
+        if let Some(action) = self.st.traps.get("DEBUG").cloned() {
+            self.line = line;
+            self.run_trap_action(&action)?;
+        }
+        Ok(())
+    }
+
     /// `eval`: the text's lines count on from the line of the `eval` itself.
     pub(crate) fn eval_string(&mut self, src: &str) -> FlowResult {
         let (line, offset) = (self.line, self.line_offset);
@@ -302,6 +315,11 @@ impl Interp {
         let mut last_status = 0;
         let mut spawn_error = None;
         for (i, cmd) in cmds.iter().enumerate() {
+            // bash runs the DEBUG trap for a stage that is a simple command in the shell
+            // itself, before the stage's subshell starts (which has no DEBUG trap).
+            if let Command::Simple(s) = cmd {
+                self.debug_trap_at(s.line + self.line_offset)?;
+            }
             let mut child = self.fork();
             if let Some(r) = next_in.take() {
                 child.fds.set(0, Some(Fd::In(InSrc::Pipe(r))));
@@ -677,8 +695,10 @@ impl Interp {
             .vars
             .get(var)
             .is_some_and(|v| v.has(crate::vars::ATTR_NAMEREF));
+        let header_line = self.line;
         for item in items {
             self.check()?;
+            self.debug_trap_at(header_line)?;
             // A nameref loop variable is pointed at each word in turn.
             if is_ref && let Some(v) = self.st.vars.get_mut(var) {
                 v.value = crate::vars::Value::Str(item);
@@ -705,6 +725,9 @@ impl Interp {
         body: &Script,
     ) -> FlowResult {
         let mut status = 0;
+        // The DEBUG trap runs before each of the header's expressions, at the header's line.
+        let header_line = self.line;
+        self.debug_trap_at(header_line)?;
         if let Some(a) = init
             && let Err(m) = self.arith(a)?
         {
@@ -716,6 +739,7 @@ impl Interp {
         loop {
             self.check()?;
             self.line = header_line;
+            self.debug_trap_at(header_line)?;
             if let Some(a) = cond {
                 match self.arith(a)? {
                     Ok(0) => break,
@@ -734,6 +758,7 @@ impl Interp {
                 }
             }
             self.line = header_line;
+            self.debug_trap_at(header_line)?;
             if let Some(a) = step
                 && let Err(m) = self.arith(a)?
             {
