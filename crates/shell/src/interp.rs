@@ -473,6 +473,9 @@ pub(crate) struct Interp {
     pub sourcing: u32,
     /// Set by `exec` without a command: keep this command's redirections.
     pub keep_redirs: bool,
+    /// Values that `NAME=value cmd` bindings hide while cmd runs, innermost last: `unset NAME`
+    /// inside cmd brings the hidden value back, as bash's temporary environment does.
+    pub temp_hidden: Vec<(String, Option<Var>)>,
     pub getopts_optind: usize,
     pub getopts_char: usize,
     /// In a subshell that has not set a trap yet: the parent's traps, which `trap -p` still
@@ -527,6 +530,7 @@ impl Interp {
             in_trap: false,
             sourcing: 0,
             keep_redirs: false,
+            temp_hidden: Vec::new(),
             getopts_optind: 0,
             getopts_char: 0,
             inherited_traps: None,
@@ -550,6 +554,7 @@ impl Interp {
         child.line = self.line;
         child.line_offset = self.line_offset;
         child.last_arg = self.last_arg.clone();
+        child.temp_hidden = self.temp_hidden.clone();
         child.cond = self.cond;
         child.last_bg = self.last_bg;
         child.job_cancel = self.job_cancel.clone();
@@ -863,6 +868,17 @@ impl Interp {
         // bash: unsetting GLOBIGNORE turns `dotglob` off.
         if name == "GLOBIGNORE" {
             self.st.opts.dotglob = false;
+        }
+        if !self.st.vars.is_local_here(name)
+            && let Some((_, hidden)) = self.temp_hidden.iter().rev().find(|(n, _)| n == name)
+        {
+            match hidden.clone() {
+                Some(v) => self.st.vars.put(name, v),
+                None => {
+                    self.st.vars.remove(name);
+                }
+            }
+            return Ok(());
         }
         if self.st.vars.is_local_here(name) {
             // A local stays declared (and shadowing) after unset, as in bash.
