@@ -7,8 +7,12 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("line {line}, column {column}: {message}")]
 pub struct ParseError {
+    /// 1-based line of the offending token in the parsed text.
     pub line: usize,
+    /// 1-based column (in characters) of the offending token on its line.
     pub column: usize,
+    /// The text bash prints after `line N: ` (empty for a `[[ ]]` error bash says nothing
+    /// about).
     pub message: String,
     /// What kind of error it is, which decides what the interpreter does with it.
     pub kind: ParseErrorKind,
@@ -49,13 +53,13 @@ pub enum SourceKind<'a> {
 }
 
 impl ParseError {
-    /// An error inside `[[ ]]`: bash drops the line without changing `$?` (and says nothing
-    /// at all about a missing operand).
     /// The text ended inside a construct: more lines may complete it.
     pub fn is_incomplete(&self) -> bool {
         self.kind == ParseErrorKind::Incomplete
     }
 
+    /// An error inside `[[ ]]`: bash drops the line without changing `$?` (and says nothing
+    /// at all about a missing operand).
     pub fn keeps_status(&self) -> bool {
         self.kind == ParseErrorKind::Conditional
     }
@@ -102,7 +106,9 @@ pub enum ShellError {
     /// A pipe or output stream failed; `message` is what bash prints for it (`Broken pipe`).
     #[error("{message}")]
     Io {
+        /// The kind of the underlying I/O error (`BrokenPipe` for a closed reader).
         kind: std::io::ErrorKind,
+        /// The text printed for it.
         message: String,
     },
     /// The file tree refused an operation (`No such file or directory`, `Read-only file
@@ -112,15 +118,20 @@ pub enum ShellError {
     /// A value longer than [`crate::ShellLimits`]'s `max_word_bytes`.
     #[error("{name}: value too large ({len} bytes, limit: {limit})")]
     TooLarge {
+        /// The variable the value was assigned to.
         name: String,
+        /// Its size in bytes.
         len: usize,
+        /// The limit in bytes.
         limit: usize,
     },
     /// The file tree refused an operation on a path the user named (`cd: x: No such file or
     /// directory`).
     #[error("{path}: {}", crate::interp::strerror(*errno))]
     Path {
+        /// The path as the user wrote it.
         path: String,
+        /// Why the file tree refused it.
         errno: wasmsand_vfs::Errno,
     },
     /// A redirection names a descriptor that is not open, or past the highest one

@@ -61,19 +61,34 @@ impl Default for ShellLimits {
 /// Shell options (`set -o`, `shopt`).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Options {
+    /// `set -e`: exit when a command fails outside a condition.
     pub errexit: bool,
+    /// `set -u`: expanding an unset variable is an error.
     pub nounset: bool,
+    /// `set -o pipefail`: a pipeline's status is the last non-zero one of its commands.
     pub pipefail: bool,
+    /// `set -x`: print each command, prefixed by `$PS4`, to stderr before running it.
     pub xtrace: bool,
+    /// `set -f`: no pathname expansion.
     pub noglob: bool,
+    /// `set -C`: `>` refuses to overwrite an existing regular file (`>|` still does).
     pub noclobber: bool,
+    /// `set -a`: every variable assigned is exported.
     pub allexport: bool,
+    /// `shopt -s nullglob`: a glob matching nothing expands to no word.
     pub nullglob: bool,
+    /// `shopt -s dotglob`: globs match names starting with `.`.
     pub dotglob: bool,
+    /// `shopt -s failglob`: a glob matching nothing is an error.
     pub failglob: bool,
+    /// `shopt -s nocaseglob`: globs match case-insensitively.
     pub nocaseglob: bool,
+    /// `shopt -s nocasematch`: `case` and `[[ == ]]` match case-insensitively.
     pub nocasematch: bool,
+    /// `shopt -s expand_aliases`: aliases are expanded (off by default, as in
+    /// non-interactive bash).
     pub expand_aliases: bool,
+    /// `shopt -s lastpipe`: the last command of a pipeline runs in the current shell.
     pub lastpipe: bool,
     /// `set -n`: read commands without running them.
     pub noexec: bool,
@@ -124,20 +139,35 @@ impl Default for Options {
 /// (persistent maps), which is how a sandbox forks.
 #[derive(Debug, Clone)]
 pub struct ShellState {
+    /// Shell variables (the exported ones are programs' environment).
     pub vars: Vars,
+    /// Defined functions by name.
     pub functions: im::HashMap<String, Arc<FunctionDef>>,
     /// Functions marked `export -f` (child shells get them) and `readonly -f`.
     pub exported_functions: im::HashSet<String>,
+    /// Functions marked `readonly -f`: they cannot be redefined or unset.
     pub readonly_functions: im::HashSet<String>,
+    /// `alias name=value` definitions, by name.
     pub aliases: im::OrdMap<String, String>,
+    /// The working directory, absolute and normalized (`$PWD`).
     pub cwd: String,
+    /// `set -o` and `shopt` options.
     pub opts: Options,
+    /// `$?`: the status of the last command.
     pub status: i32,
+    /// `$1`, `$2`, ...: the positional parameters (`$0` is not among them).
     pub positional: Vec<String>,
+    /// `$0`: `bash` unless a script or `bash -c` set it.
     pub arg0: String,
+    /// `trap` actions (shell source) by signal or pseudo-signal name (`SIGTERM`, `EXIT`,
+    /// `ERR`, ...).
     pub traps: im::OrdMap<String, String>,
+    /// The `pushd`/`popd` stack below the current directory, its top last (`dirs` prints
+    /// `cwd` and then these from the end).
     pub dirstack: Vec<String>,
+    /// The file-creation mask applied to new files (`umask`), 0o022 at start.
     pub umask: u32,
+    /// Bounds the shell enforces on the session's runs.
     pub limits: ShellLimits,
     /// `$$`: stable for the session, like a shell process's pid.
     pub pid: u32,
@@ -198,7 +228,9 @@ impl ShellState {
 /// Why a whole run stopped early.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Abort {
+    /// The run's deadline passed.
     Timeout,
+    /// The run's cancel token was triggered (or the host terminated it).
     Cancelled,
     /// A shell limit (recursion, expansion size, jobs): the message was already printed.
     Limit(String),
@@ -233,7 +265,7 @@ pub(crate) struct Runtime {
     /// The run's deadline as given; see [`Runtime::deadline`].
     pub base_deadline: Option<Instant>,
     /// Time spent compiling modules during this run, which does not count against it.
-    pub compile_nanos: std::sync::atomic::AtomicU64,
+    pub compile_nanos: AtomicU64,
     pub cancel: CancelToken,
     pub memory_limit: Option<u64>,
     pub tool_channel: Option<ToolChannel>,
@@ -461,7 +493,7 @@ pub(crate) struct Interp {
     pub reaped: Vec<crate::jobs::Job>,
     pub last_bg: Option<u32>,
     /// In a background job: its own token (a child of the run's), so `kill %N` ends it alone.
-    pub job_cancel: Option<wasmsand_exec::CancelToken>,
+    pub job_cancel: Option<CancelToken>,
     /// In a subshell: the jobs of the shell it was forked from, for `jobs` to list.
     pub parent_jobs: Arc<[crate::jobs::JobView]>,
     /// Set for a top-level `cmd &` that the next command disowns (see `jobs::disowned_next`).
@@ -492,7 +524,7 @@ pub(crate) struct Interp {
     pub usage: Arc<UsageCounters>,
     /// Files standing for `<( )` / `>( )` of the commands being run, with the `>( )` reader
     /// to run once the command is done; removed when their pipeline ends.
-    pub(crate) procsubs: Vec<(String, Option<crate::ast::Script>)>,
+    pub(crate) procsubs: Vec<(String, Option<Script>)>,
     /// `$_`: the last argument of the previous simple command.
     pub(crate) last_arg: String,
 }
@@ -567,7 +599,7 @@ impl Interp {
     }
 
     /// What cancels this interpreter's waits and programs: its job's token, else the run's.
-    pub fn cancel_token(&self) -> wasmsand_exec::CancelToken {
+    pub fn cancel_token(&self) -> CancelToken {
         self.job_cancel
             .clone()
             .unwrap_or_else(|| self.rt.cancel.clone())

@@ -24,9 +24,11 @@ const REMEMBERED_PIDS: usize = 256;
 pub trait DetachedJob: Send + Sync {
     /// Its pid in the host's process table (`$!`).
     fn pid(&self) -> u32;
+    /// Whether it has not ended yet.
     fn is_running(&self) -> bool;
     /// Its exit status once it has ended, waiting at most `timeout`.
     fn wait(&self, timeout: Duration) -> Option<i32>;
+    /// Stops it (`kill` on its pid); nothing happens when it has already ended.
     fn kill(&self);
 }
 

@@ -49,8 +49,11 @@ use interp::{Fd, Fds, Flow, FlowResult, InSrc, Interp, Runtime, THREAD_STACK};
 
 /// What one run of a script may use.
 pub struct RunConfig {
+    /// The WASI runtime every program of the run is started with.
     pub exec: &'static Exec,
+    /// The sandbox's filesystem: redirections, globbing, `cd` and programs all use it.
     pub vfs: SharedVfs,
+    /// When the run must stop (the outcome is then [`Abort::Timeout`]); `None` for no limit.
     pub deadline: Option<Instant>,
     /// Cancels the run from another thread (every program and wait of the run wakes up).
     pub cancel: CancelToken,
@@ -58,8 +61,11 @@ pub struct RunConfig {
     pub memory_limit: Option<u64>,
     /// The tool-call channel for programs that import `host.call`, shared by the whole run.
     pub tool_channel: Option<ToolChannel>,
+    /// The script's standard input (descriptor 0).
     pub stdin: Input,
+    /// Where the script's descriptor 1 goes.
     pub stdout: Output,
+    /// Where the script's descriptor 2 goes (shell error messages too).
     pub stderr: Output,
     /// Keeps jobs after the run (`nohup cmd &`, `cmd & disown`); without it they are jobs
     /// of the run like any other.

@@ -1627,7 +1627,7 @@ impl<'a> Parser<'a> {
         };
         let raw = &self.src[raw_start..self.pos];
         if let [b'-', c] = raw
-            && crate::ast::COND_UNARY_OPS.as_bytes().contains(c)
+            && COND_UNARY_OPS.as_bytes().contains(c)
         {
             let c = *c as char;
             self.cond_skip();

@@ -350,9 +350,13 @@ impl Default for GlobOptions {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GlobError {
     #[error("pathname expansion produced more than {limit} paths")]
-    TooMany { limit: usize },
+    TooMany {
+        /// The limit that was exceeded.
+        limit: usize,
+    },
 }
 
+    /// More paths matched than [`GlobOptions::max_results`] allows.
 /// Pathname expansion of `pattern` against `vfs`, relative paths taken from `cwd`.
 ///
 /// Results keep the pattern's form (relative stays relative, `./*` gives `./name`) and are

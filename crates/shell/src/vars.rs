@@ -7,10 +7,17 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+// The attribute bits of [`Var::attrs`], one per `declare` flag.
+/// `export`/`declare -x`: passed to programs in their environment (when it has a string
+/// value).
 pub const ATTR_EXPORT: u8 = 1;
+/// `readonly`/`declare -r`: assigning or unsetting it fails; cannot be removed again.
 pub const ATTR_READONLY: u8 = 2;
+/// `declare -i`: every value assigned is evaluated as an arithmetic expression first.
 pub const ATTR_INTEGER: u8 = 4;
+/// `declare -l`: values are lower-cased when assigned.
 pub const ATTR_LOWER: u8 = 8;
+/// `declare -u`: values are upper-cased when assigned.
 pub const ATTR_UPPER: u8 = 16;
 /// `declare -n`: the value is the name of another variable, which every use goes to.
 pub const ATTR_NAMEREF: u8 = 32;
@@ -19,12 +26,16 @@ pub const ATTR_TRACE: u8 = 64;
 /// An array declared (`declare -a x`) but never assigned: `declare -p` shows no `=()`.
 pub const ATTR_NOVALUE: u8 = 128;
 
+/// What a variable holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     /// Declared (`local x`, `export x`) but without a value.
     Unset,
+    /// A string (what `x=...` makes; integers are strings too).
     Str(String),
+    /// An indexed array (`a=(...)`, `declare -a`): sparse, keyed by index.
     Indexed(BTreeMap<i64, String>),
+    /// An associative array (`declare -A`).
     Assoc(AssocMap),
 }
 
@@ -52,14 +63,17 @@ fn bash_hash(s: &str) -> u32 {
 }
 
 impl AssocMap {
+    /// An empty map.
     pub fn new() -> AssocMap {
         AssocMap::default()
     }
 
+    /// The value of key `k`.
     pub fn get(&self, k: &str) -> Option<&String> {
         self.entries.get(k).map(|(_, v)| v)
     }
 
+    /// Whether `k` is set (possibly to an empty string).
     pub fn contains_key(&self, k: &str) -> bool {
         self.entries.contains_key(k)
     }
@@ -82,14 +96,17 @@ impl AssocMap {
         &mut e.1
     }
 
+    /// Unsets key `k`, returning its value; inserting it again later places it as newest.
     pub fn remove(&mut self, k: &str) -> Option<String> {
         self.entries.remove(k).map(|(_, v)| v)
     }
 
+    /// The number of keys (`${#m[@]}`).
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether the map has no keys.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -112,22 +129,28 @@ impl AssocMap {
         v.into_iter().map(|(_, _, k, val)| (k, val))
     }
 
+    /// The keys in bash's order (`${!m[@]}`).
     pub fn keys(&self) -> impl Iterator<Item = &String> {
         self.iter().map(|(k, _)| k)
     }
 
+    /// The values in bash's order (`${m[@]}`).
     pub fn values(&self) -> impl Iterator<Item = &String> {
         self.iter().map(|(_, v)| v)
     }
 }
 
+/// One shell variable: its value and its `declare` attributes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Var {
+    /// The value; [`Value::Unset`] for a variable only declared.
     pub value: Value,
+    /// A set of `ATTR_*` bits.
     pub attrs: u8,
 }
 
 impl Var {
+    /// A string variable without attributes, as `name=s` makes it.
     pub fn scalar(s: impl Into<String>) -> Var {
         Var {
             value: Value::Str(s.into()),
@@ -135,6 +158,7 @@ impl Var {
         }
     }
 
+    /// Whether the attribute bit `attr` (an `ATTR_*` constant) is set.
     pub fn has(&self, attr: u8) -> bool {
         self.attrs & attr != 0
     }
@@ -149,6 +173,7 @@ impl Var {
         }
     }
 
+    /// Whether the value is an indexed or associative array (an empty one too).
     pub fn is_array(&self) -> bool {
         matches!(self.value, Value::Indexed(_) | Value::Assoc(_))
     }
@@ -160,6 +185,8 @@ struct Frame {
     saved: HashMap<String, Option<Var>>,
 }
 
+/// The variable table of one shell session, with the `local` frames of the functions
+/// running. Cloning it is O(1) (a subshell or a fork gets its own copy).
 #[derive(Debug, Clone, Default)]
 pub struct Vars {
     map: im::HashMap<String, Var>,
@@ -167,14 +194,18 @@ pub struct Vars {
 }
 
 impl Vars {
+    /// The visible variable `name` (the innermost `local` one inside functions). Namerefs
+    /// are not followed.
     pub fn get(&self, name: &str) -> Option<&Var> {
         self.map.get(name)
     }
 
-    pub fn get_mut(&mut self, name: &str) -> Option<&mut Var> {
+    pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut Var> {
         self.map.get_mut(name)
     }
 
+    /// The visible value of `name` as `$name` reads it (element 0 of an array); `None` when
+    /// unset or only declared.
     pub fn scalar(&self, name: &str) -> Option<&str> {
         self.map.get(name).and_then(Var::scalar_value)
     }
@@ -184,16 +215,20 @@ impl Vars {
         self.map.insert(name.to_string(), var);
     }
 
+    /// Removes the visible binding of `name`, ignoring `readonly` (the caller checks it); a
+    /// global shadowed by a `local` comes back when the function returns.
     pub fn remove(&mut self, name: &str) -> Option<Var> {
         self.map.remove(name)
     }
 
-    pub fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         let mut v: Vec<String> = self.map.keys().cloned().collect();
         v.sort();
         v
     }
 
+    /// Every visible binding, in no particular order (the sandbox reads the exported ones
+    /// when it merges a fork's environment).
     pub fn iter(&self) -> impl Iterator<Item = (&String, &Var)> {
         self.map.iter()
     }
@@ -213,15 +248,15 @@ impl Vars {
         env
     }
 
-    pub fn in_function(&self) -> bool {
+    pub(crate) fn in_function(&self) -> bool {
         !self.frames.is_empty()
     }
 
-    pub fn push_frame(&mut self) {
+    pub(crate) fn push_frame(&mut self) {
         self.frames.push(Frame::default());
     }
 
-    pub fn pop_frame(&mut self) {
+    pub(crate) fn pop_frame(&mut self) {
         if let Some(frame) = self.frames.pop() {
             for (name, old) in frame.saved {
                 match old {
@@ -314,7 +349,7 @@ impl Vars {
     }
 }
 
-pub fn is_valid_name(name: &str) -> bool {
+pub(crate) fn is_valid_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
