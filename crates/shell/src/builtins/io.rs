@@ -557,7 +557,24 @@ fn split_read(text: &str, escaped: &[bool], ifs: &str, n: usize) -> Vec<String> 
             while end > i && is_ws(end - 1) {
                 end -= 1;
             }
-            fields.push(chars[i..end].iter().collect());
+            // When the rest is one field and the delimiter after it (`b,` of `a,b,`), bash
+            // stores just the field.
+            let mut j = i;
+            while j < end && !is_delim(j) {
+                j += 1;
+            }
+            let mut k = j;
+            while k < end && is_ws(k) {
+                k += 1;
+            }
+            if k < end && is_delim(k) && !is_ws(k) {
+                k += 1;
+                while k < end && is_ws(k) {
+                    k += 1;
+                }
+            }
+            let stop = if j < end && k >= end { j } else { end };
+            fields.push(chars[i..stop].iter().collect());
             return fields;
         }
         let start = i;
