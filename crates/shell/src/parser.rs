@@ -209,6 +209,8 @@ struct Parser<'a> {
     /// The alias just expanded ended in a blank: the next word, the first at or after this
     /// offset (the end of the alias text), is checked for an alias too.
     alias_next: Option<usize>,
+    /// Aliases expanded at the current command's word (see `expand_aliases_here`).
+    cmd_aliases: Vec<String>,
     /// Parsing an assignment's value: the words of its `${x-word}` operands expand `~`
     /// after each `:` too (`y=${u-~:~}`), as bash.
     tilde_assign: bool,
@@ -289,6 +291,7 @@ impl<'a> Parser<'a> {
             list_depth: 0,
             aliases: None,
             alias_next: None,
+            cmd_aliases: Vec::new(),
             tilde_assign: false,
             doc_unterminated: false,
         }
@@ -312,6 +315,20 @@ impl<'a> Parser<'a> {
     /// this position yet, its text replaces it in the input, which is then read again, as bash
     /// pushes alias text back into its input.
     fn expand_aliases_here(&mut self, command_position: bool) {
+        // The names expanded for this command's word so far: a command word after
+        // assignments or redirections (`FOO=1 ll`) is checked again, never into a loop.
+        let mut seen = if command_position {
+            std::mem::take(&mut self.cmd_aliases)
+        } else {
+            Vec::new()
+        };
+        self.expand_aliases_with(command_position, &mut seen);
+        if command_position {
+            self.cmd_aliases = seen;
+        }
+    }
+
+    fn expand_aliases_with(&mut self, command_position: bool, seen: &mut Vec<String>) {
         let Some(aliases) = self.aliases.clone() else {
             return;
         };
@@ -321,7 +338,6 @@ impl<'a> Parser<'a> {
                 _ => return,
             }
         }
-        let mut seen: Vec<String> = Vec::new();
         loop {
             let start = self.pos;
             let mut end = start;
@@ -771,6 +787,7 @@ impl<'a> Parser<'a> {
     fn command(&mut self) -> ParseResult<Command> {
         self.skip_blanks();
         self.alias_next = None;
+        self.cmd_aliases.clear();
         self.expand_aliases_here(true);
         if self.eof() {
             return Err(self.unexpected());
@@ -1146,6 +1163,15 @@ impl<'a> Parser<'a> {
                     break;
                 }
             }
+            // bash: the command word may follow assignments and redirections (`>f ll`).
+            if words.is_empty() && (!assignments.is_empty() || !redirects.is_empty()) {
+                let expanded = self.cmd_aliases.len();
+                self.expand_aliases_here(true);
+                if self.cmd_aliases.len() > expanded {
+                    // The alias text may start with assignments or redirections of its own.
+                    continue;
+                }
+            }
             let start = self.pos;
             let mut w = self.command_word()?;
             if self.pos == start {
@@ -1436,15 +1462,20 @@ impl<'a> Parser<'a> {
             return Ok(None);
         }
         let name = lossy(&self.src[start..name_end]);
+        let mut value_at = start + i + if append { 2 } else { 1 };
         let index = match sub {
             Some(s) => {
                 self.pos = s;
                 let parts = self.word_parts(Mode::Subscript, Tilde::No)?;
+                // An alias in a `$( )` of the subscript rewrites the text after it.
+                if self.at(0) == Some(b']') {
+                    value_at = self.pos + 1 + if append { 2 } else { 1 };
+                }
                 Some(Word { parts })
             }
             None => None,
         };
-        self.pos = start + i + if append { 2 } else { 1 };
+        self.pos = value_at;
         let value = if self.at(0) == Some(b'(') {
             AssignValue::Array(self.array_literal()?)
         } else {
