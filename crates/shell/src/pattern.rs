@@ -58,8 +58,12 @@ pub fn unescape(pattern: &str) -> String {
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        // Parentheses and bars too: quoted, they must not open an extended group.
-        if matches!(c, '*' | '?' | '[' | ']' | '\\' | '(' | ')' | '|') {
+        // Parentheses and bars too: quoted, they must not open an extended group; and what
+        // is special inside brackets (`[C\-D]` holds a `-`, `[\!a]` a `!`).
+        if matches!(
+            c,
+            '*' | '?' | '[' | ']' | '\\' | '(' | ')' | '|' | '-' | '!' | '^'
+        ) {
             out.push('\\');
         }
         out.push(c);
@@ -349,6 +353,7 @@ impl Default for GlobOptions {
 /// Why a pathname expansion was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GlobError {
+    /// More paths matched than [`GlobOptions::max_results`] allows.
     #[error("pathname expansion produced more than {limit} paths")]
     TooMany {
         /// The limit that was exceeded.
@@ -356,7 +361,6 @@ pub enum GlobError {
     },
 }
 
-    /// More paths matched than [`GlobOptions::max_results`] allows.
 /// Pathname expansion of `pattern` against `vfs`, relative paths taken from `cwd`.
 ///
 /// Results keep the pattern's form (relative stays relative, `./*` gives `./name`) and are
