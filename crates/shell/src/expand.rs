@@ -101,7 +101,10 @@ impl Interp {
             return Ok(s.clone());
         }
         let mut fields: Vec<Field> = vec![Vec::new()];
-        self.expand_parts(&word.parts, false, &mut fields)?;
+        let saved = std::mem::replace(&mut self.unsplit, true);
+        let r = self.expand_parts(&word.parts, false, &mut fields);
+        self.unsplit = saved;
+        r?;
         let s = join_fields(&fields, |p| p.text.clone());
         self.check_size(s.len(), "expansion")?;
         Ok(s)
@@ -976,13 +979,13 @@ impl Interp {
             PV::Unset => push(out, String::new(), in_dq, false),
             PV::Str(s) => push(out, s, in_dq, !in_dq),
             PV::List(items, star) => {
-                if in_dq && star {
+                if star && (in_dq || self.unsplit) {
                     let ifs = self.get_var("IFS");
                     let sep = match ifs.as_deref() {
                         None => " ".to_string(),
                         Some(s) => s.chars().next().map(String::from).unwrap_or_default(),
                     };
-                    push(out, items.join(&sep), true, false);
+                    push(out, items.join(&sep), in_dq, false);
                     return;
                 }
                 for (i, item) in items.into_iter().enumerate() {

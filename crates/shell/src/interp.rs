@@ -508,6 +508,9 @@ pub(crate) struct Interp {
     /// Values that `NAME=value cmd` bindings hide while cmd runs, innermost last: `unset NAME`
     /// inside cmd brings the hidden value back, as bash's temporary environment does.
     pub temp_hidden: Vec<(String, Option<Var>)>,
+    /// Expanding a word that is not split (an assignment's value, a `case` word, `[[ ]]`
+    /// operands): an unquoted `$*` joins with IFS's first character there, as `"$*"` does.
+    pub unsplit: bool,
     pub getopts_optind: usize,
     pub getopts_char: usize,
     /// In a subshell that has not set a trap yet: the parent's traps, which `trap -p` still
@@ -563,6 +566,7 @@ impl Interp {
             sourcing: 0,
             keep_redirs: false,
             temp_hidden: Vec::new(),
+            unsplit: false,
             getopts_optind: 0,
             getopts_char: 0,
             inherited_traps: None,
