@@ -1034,7 +1034,9 @@ impl Interp {
             return Ok(126);
         }
         if meta.mode & 0o111 == 0 {
-            self.err(&format!("{name}: Permission denied"));
+            // A file found along PATH is named by its path, as bash does.
+            let shown = if name.contains('/') { &name } else { &path };
+            self.err(&format!("{shown}: Permission denied"));
             return Ok(126);
         }
         let data = data.unwrap_or_default();

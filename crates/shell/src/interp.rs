@@ -946,17 +946,22 @@ impl Interp {
             .or_else(|| self.get_var("PATH"))
             .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
         let vfs = self.rt.vfs.lock();
+        // As bash: the first executable file, else the first plain file (`type` shows it,
+        // running it is "Permission denied").
+        let mut fallback = None;
         for dir in path.split(':') {
             let dir = if dir.is_empty() { "." } else { dir };
             let full = wasmsand_vfs::path::join(&self.st.cwd, &format!("{dir}/{name}"));
             if let Ok(m) = vfs.stat(&full)
                 && m.file_type == wasmsand_vfs::FileType::File
-                && m.mode & 0o111 != 0
             {
-                return Some(full);
+                if m.mode & 0o111 != 0 {
+                    return Some(full);
+                }
+                fallback.get_or_insert(full);
             }
         }
-        None
+        fallback
     }
 
     /// The compiled program for a wasm file's contents. Guest files share their bytes with

@@ -241,7 +241,11 @@ impl Interp {
             };
         }
         match self.find_in_path(name) {
-            Some(_) => None,
+            Some(p) => {
+                let vfs = self.rt.vfs.lock();
+                let runnable = vfs.stat(&p).is_ok_and(|m| m.mode & 0o111 != 0);
+                (!runnable).then_some(("Permission denied", 126))
+            }
             None => Some(("No such file or directory", 127)),
         }
     }

@@ -294,10 +294,19 @@ impl Interp {
         let mut status = 0;
         for n in names {
             let mut text = String::new();
+            // Without -a, a plain file along PATH stands in when no executable is found, as
+            // bash's lookup does (running it is then "Permission denied").
+            let fallback = || {
+                (!all && !n.contains('/'))
+                    .then(|| self.find_in_path(&n))
+                    .flatten()
+            };
             let found = if force_path {
                 let files = self.path_files(&n);
                 let files = if all {
                     files
+                } else if files.is_empty() {
+                    fallback().into_iter().collect()
                 } else {
                     files.into_iter().take(1).collect()
                 };
@@ -307,6 +316,11 @@ impl Interp {
                 !files.is_empty()
             } else {
                 let mut meanings = self.describe_all(&n, skip_funcs);
+                if meanings.is_empty()
+                    && let Some(p) = fallback()
+                {
+                    meanings.push(("file", p));
+                }
                 if !all {
                     meanings.truncate(1);
                 }
