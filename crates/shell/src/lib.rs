@@ -330,6 +330,8 @@ fn run_items(it: &mut Interp, script: &ast::Script) -> FlowResult {
         it.disown_follows = item.background && jobs::disowned_next(script, idx);
         match it.run_script(&one) {
             Ok(s) => status = s,
+            // Under `set -e` the abandoned line's failure ends the shell, as in bash.
+            Err(Flow::Fatal(s)) if it.st.opts.errexit => return Err(Flow::Exit(s)),
             Err(Flow::Fatal(s)) => {
                 status = s;
                 it.st.status = s;
