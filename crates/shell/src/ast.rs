@@ -333,7 +333,8 @@ pub struct Redirect {
     pub target: RedirTarget,
 }
 
-/// A redirection operator; the default descriptor is 0 for the `<` forms, 1 for the `>` ones.
+/// A redirection operator; the default descriptor is 0 for the `<` forms and 1 for the `>`
+/// ones, while `&>` and `&>>` redirect both 1 and 2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RedirOp {
     /// `<`
@@ -593,7 +594,8 @@ pub enum ReplaceMode {
 /// `String`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Arith {
-    /// The expression's text between the delimiters, as written (for messages and `xtrace`).
+    /// The expression's text between the delimiters, as written: error messages quote it,
+    /// and an expression that needs expanding first is re-read from it.
     pub source: String,
     /// The parsed expression, or the syntax error message reported when it is evaluated.
     pub expr: Result<ArithExpr, String>,
@@ -622,7 +624,7 @@ pub enum ArithExpr {
         /// Written before the operand: the value is the new one, not the old one.
         prefix: bool,
     },
-    /// `left op right`; `&&`, `||` and `,` evaluate their right side only when needed.
+    /// `left op right`; `&&` and `||` evaluate their right side only when needed.
     Binary(ArithBinOp, Box<ArithExpr>, Box<ArithExpr>),
     /// `cond ? then : else`: only the chosen branch is evaluated.
     Conditional(Box<ArithExpr>, Box<ArithExpr>, Box<ArithExpr>),

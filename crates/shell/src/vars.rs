@@ -186,7 +186,8 @@ struct Frame {
 }
 
 /// The variable table of one shell session, with the `local` frames of the functions
-/// running. Cloning it is O(1) (a subshell or a fork gets its own copy).
+/// running. Cloning it is cheap (a persistent map), which is how a subshell or a fork gets
+/// its own copy.
 #[derive(Debug, Clone, Default)]
 pub struct Vars {
     map: im::HashMap<String, Var>,
