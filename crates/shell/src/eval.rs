@@ -332,7 +332,7 @@ impl Interp {
     }
 
     fn regex_match(&mut self, text: &str, re: &str) -> Result<bool, ShellError> {
-        let compiled = regex::RegexBuilder::new(re)
+        let compiled = regex::RegexBuilder::new(&posix_brackets(re))
             .size_limit(1 << 20)
             .case_insensitive(self.st.opts.nocasematch)
             .build();
@@ -624,6 +624,65 @@ fn dq_escape(s: &str) -> String {
             out.push('\\');
         }
         out.push(c);
+    }
+    out
+}
+
+/// POSIX bracket expressions in the syntax of the `regex` crate: a `]` first in the brackets is
+/// a member (`[]a]`, `[^]a]`), and `[`, `\`, `&` and `~` inside are plain members (the crate
+/// reads them as nested classes, escapes and set operators). `[:alpha:]` and the rest of the
+/// expression are left as they are.
+fn posix_brackets(re: &str) -> String {
+    let chars: Vec<char> = re.chars().collect();
+    let mut out = String::with_capacity(re.len() + 8);
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\\' {
+            out.push(c);
+            if let Some(&n) = chars.get(i + 1) {
+                out.push(n);
+            }
+            i += 2;
+            continue;
+        }
+        if c != '[' {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        out.push('[');
+        i += 1;
+        if chars.get(i) == Some(&'^') {
+            out.push('^');
+            i += 1;
+        }
+        let mut first = true;
+        while i < chars.len() {
+            let c = chars[i];
+            if c == ']' && !first {
+                break;
+            }
+            first = false;
+            if c == '['
+                && let Some(&kind @ (':' | '=' | '.')) = chars.get(i + 1)
+                && let Some(end) = (i + 2..chars.len().saturating_sub(1))
+                    .find(|&j| chars[j] == kind && chars[j + 1] == ']')
+            {
+                out.extend(&chars[i..end + 2]);
+                i = end + 2;
+                continue;
+            }
+            if matches!(c, '[' | ']' | '\\' | '&' | '~') {
+                out.push('\\');
+            }
+            out.push(c);
+            i += 1;
+        }
+        if i < chars.len() {
+            out.push(']');
+            i += 1;
+        }
     }
     out
 }
