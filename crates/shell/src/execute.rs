@@ -991,14 +991,26 @@ impl Interp {
         argv: Vec<String>,
         env: Vec<(String, String)>,
     ) -> FlowResult {
+        self.run_external_in(argv, env, None)
+    }
+
+    /// As [`Self::run_external`], looking the name up along `search` instead of the
+    /// environment's `PATH` when given (`command -p`).
+    pub(crate) fn run_external_in(
+        &mut self,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+        search: Option<&str>,
+    ) -> FlowResult {
         let name = argv[0].clone();
         let path = if name.contains('/') {
             wasmsand_vfs::path::join(&self.st.cwd, &name)
         } else {
-            let path_var = env
-                .iter()
-                .find(|(k, _)| k == "PATH")
-                .map(|(_, v)| v.as_str());
+            let path_var = search.or_else(|| {
+                env.iter()
+                    .find(|(k, _)| k == "PATH")
+                    .map(|(_, v)| v.as_str())
+            });
             match self.find_in(&name, path_var) {
                 Some(p) => p,
                 None => {

@@ -170,7 +170,9 @@ impl Interp {
         Ok(0)
     }
 
-    fn describe(&self, name: &str) -> Option<(&'static str, String)> {
+    /// What `name` runs as (`command -v`): alias, keyword, function, builtin or a file
+    /// found along `search`, else `$PATH`.
+    fn describe_in(&self, name: &str, search: Option<&str>) -> Option<(&'static str, String)> {
         if self.st.opts.expand_aliases
             && let Some(a) = self.st.aliases.get(name)
         {
@@ -195,7 +197,7 @@ impl Interp {
                 .filter(|m| m.mode & 0o111 != 0 && m.file_type == wasmsand_vfs::FileType::File)
                 .map(|_| name.to_string())
         } else {
-            self.find_in_path(name)
+            self.find_in(name, search)
         };
         path.map(|p| ("file", p))
     }
@@ -367,19 +369,24 @@ impl Interp {
 
     pub(super) fn b_command(&mut self, args: &[String]) -> FlowResult {
         let mut verbose = None;
+        // `-p`: the standard utilities' path instead of `$PATH`, for the lookup only.
+        let mut search = None;
         let mut i = 0;
         while i < args.len() && args[i].starts_with('-') && args[i].len() > 1 {
-            match args[i].as_str() {
-                "-v" => verbose = Some(false),
-                "-V" => verbose = Some(true),
-                "-p" => {}
-                "--" => {
-                    i += 1;
-                    break;
-                }
-                o => {
-                    self.err(&format!("command: {o}: invalid option"));
-                    return Ok(2);
+            if args[i] == "--" {
+                i += 1;
+                break;
+            }
+            for c in args[i][1..].chars() {
+                match c {
+                    'v' => verbose = Some(false),
+                    'V' => verbose = Some(true),
+                    'p' => search = Some(STANDARD_PATH),
+                    _ => {
+                        self.err(&format!("command: -{c}: invalid option"));
+                        self.usage("command");
+                        return Ok(2);
+                    }
                 }
             }
             i += 1;
@@ -392,7 +399,8 @@ impl Interp {
             let mut status = 0;
             let mut found = false;
             for n in rest {
-                let text = match self.describe(n) {
+                let text = match self.describe_in(n, search) {
+                    Some(("file", p)) if long && search.is_some() => format!("{n} is {p}\n"),
                     Some(_) if long => {
                         if self.b_type(std::slice::from_ref(n)) != 0 {
                             status = 1;
@@ -426,7 +434,7 @@ impl Interp {
             return self.run_builtin(&name.clone(), rest);
         }
         let env = self.st.vars.environ();
-        self.run_external(rest.to_vec(), env)
+        self.run_external_in(rest.to_vec(), env, search)
     }
 
     pub(super) fn b_alias(&mut self, args: &[String]) -> i32 {
@@ -479,6 +487,9 @@ impl Interp {
         status
     }
 }
+
+/// Where `command -p` looks for programs: bash's standard utilities path.
+const STANDARD_PATH: &str = "/bin:/usr/bin:/sbin:/usr/sbin";
 
 const KEYWORDS: &[&str] = &[
     "if", "then", "else", "elif", "fi", "case", "esac", "for", "select", "while", "until", "do",
