@@ -1196,6 +1196,14 @@ impl Interp {
                     None => AssignedValue::Scalar(v),
                 }
             }
+            AssignValue::Array(_) if a.index.is_some() => {
+                let sub = a.index.as_ref().map(source_text).unwrap_or_default();
+                self.err(&format!(
+                    "{}[{sub}]: cannot assign list to array member",
+                    a.name
+                ));
+                return Err(Flow::Fatal(1));
+            }
             AssignValue::Array(elems) => {
                 let target = self.resolve_ref(&a.name).0;
                 let assoc = matches!(
