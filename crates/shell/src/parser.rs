@@ -1856,6 +1856,22 @@ impl<'a> Parser<'a> {
                     parts.push(WordPart::Quoted(lossy(&self.src[open + 1..close])));
                     self.pos = close + 1;
                 }
+                // In "${x-'...'}" the single quotes stay but still hide a `}` (bash prints
+                // `'}'` for "${u-'}'}").
+                b'\''
+                    if matches!(mode, Mode::Param { dq: true, .. })
+                        && self.src[self.pos + 1..].contains(&b'\'') =>
+                {
+                    let open = self.pos;
+                    let close = open
+                        + 1
+                        + self.src[open + 1..]
+                            .iter()
+                            .position(|&c| c == b'\'')
+                            .unwrap_or(0);
+                    lit.extend_from_slice(&self.src[open..=close]);
+                    self.pos = close + 1;
+                }
                 b'"' if !matches!(mode, Mode::DQuote | Mode::HereDoc) => {
                     flush(&mut parts, &mut lit, quoted_ctx);
                     parts.push(self.double_quoted()?);
