@@ -184,7 +184,7 @@ impl Interp {
         if self.st.functions.contains_key(name) {
             return Some(("function", String::new()));
         }
-        if self.builtin_enabled(name) {
+        if self.builtin_enabled(name) && !stands_in_for_program(name) {
             return Some(("builtin", String::new()));
         }
         let path = if name.contains('/') {
@@ -199,7 +199,12 @@ impl Interp {
         } else {
             self.find_in(name, search)
         };
-        path.map(|p| ("file", p))
+        match path {
+            Some(p) => Some(("file", p)),
+            // A program bash would run from a file, provided here without one.
+            None if self.builtin_enabled(name) => Some(("builtin", String::new())),
+            None => None,
+        }
     }
 
     /// Every meaning of `name` in lookup order (`type -a`): alias, keyword, function,
@@ -217,10 +222,11 @@ impl Interp {
         if !skip_funcs && self.st.functions.contains_key(name) {
             v.push(("function", String::new()));
         }
-        if self.builtin_enabled(name) {
+        let files = self.path_files(name);
+        if self.builtin_enabled(name) && (files.is_empty() || !stands_in_for_program(name)) {
             v.push(("builtin", String::new()));
         }
-        v.extend(self.path_files(name).into_iter().map(|p| ("file", p)));
+        v.extend(files.into_iter().map(|p| ("file", p)));
         v
     }
 
@@ -486,6 +492,13 @@ impl Interp {
         }
         status
     }
+}
+
+/// A builtin here for a command that is a program in bash (`env`, `xargs`, `sleep`, ...:
+/// the registry gives those, and only `kill` besides, no help synopsis). `type` and
+/// `command -v` show the file bash would run when `$PATH` has one.
+fn stands_in_for_program(name: &str) -> bool {
+    lookup(name).is_some_and(|b| b.synopsis.is_none() && b.name != "kill")
 }
 
 /// Where `command -p` looks for programs: bash's standard utilities path.
