@@ -614,7 +614,9 @@ impl Interp {
                 DeclArg::Plain(s) => s.clone(),
                 DeclArg::Assign(a, _) => a.name.clone(),
             };
-            let Some(v) = self.st.vars.get(&n).cloned() else {
+            // `local -p NAME` shows only the function's own locals.
+            let visible = name != "local" || self.st.vars.is_local_here(&n);
+            let Some(v) = self.st.vars.get(&n).filter(|_| visible).cloned() else {
                 self.err(&format!("{name}: {n}: not found"));
                 status = 1;
                 continue;
