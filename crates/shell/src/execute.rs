@@ -625,6 +625,8 @@ impl Interp {
                 match self.eval_cond(c)? {
                     Ok(true) => Ok(0),
                     Ok(false) => Ok(1),
+                    // A bad regex is status 2 without a word on stderr, as bash.
+                    Err(ShellError::BadRegex) => Ok(2),
                     Err(msg) => {
                         self.err(&msg.to_string());
                         Ok(2)
