@@ -15,6 +15,11 @@ impl Interp {
     }
 
     pub(super) fn b_return(&mut self, args: &[String]) -> FlowResult {
+        // As with `break`: extra arguments end a `bash -c` shell (a script file would return).
+        if args.len() > 1 {
+            self.err("return: too many arguments");
+            return Err(Flow::Exit(1));
+        }
         if !self.st.vars.in_function() && self.sourcing == 0 {
             self.err("return: can only `return' from a function or sourced script");
             return Ok(2);
