@@ -72,6 +72,12 @@ impl Interp {
             let s = self.out_str(&text);
             return if s != 0 { s } else { status };
         }
+        // One word that names no signal (`trap badsig`, `trap 99`, `trap -`) is a usage
+        // error in bash, not an invalid signal.
+        if args.len() == 1 && (args[0] == "-" || signal_name(&args[0]).is_none()) {
+            self.usage("trap");
+            return 2;
+        }
         // `trap N` alone (a signal number) resets it, as `trap - N` would.
         let (action, sigs) = if args.len() == 1 || args[0] == "-" {
             (None, if args[0] == "-" { &args[1..] } else { args })
