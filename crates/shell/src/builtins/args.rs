@@ -28,7 +28,8 @@ impl Interp {
 
     pub(super) fn b_getopts(&mut self, args: &[String]) -> i32 {
         if args.len() < 2 {
-            self.err("getopts: usage: getopts optstring name [arg ...]");
+            // Only the usage line, with no "bash: line N:" before it, as bash.
+            self.usage("getopts");
             return 2;
         }
         let var = args[1].clone();

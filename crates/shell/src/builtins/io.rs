@@ -150,6 +150,24 @@ impl Interp {
     }
 
     /// Reads one byte from descriptor `fd`; `None` at end of input.
+    /// The descriptor of `read -u` / `mapfile -u`: a number of an open descriptor, else
+    /// bash's message and status 1.
+    fn input_fd(&mut self, name: &str, value: &str) -> Result<u32, i32> {
+        let Ok(fd) = value.parse::<u32>() else {
+            self.err(&format!(
+                "{name}: {value}: invalid file descriptor specification"
+            ));
+            return Err(1);
+        };
+        if self.fds.get(fd).is_none() {
+            self.err(&format!(
+                "{name}: {fd}: invalid file descriptor: Bad file descriptor"
+            ));
+            return Err(1);
+        }
+        Ok(fd)
+    }
+
     pub(super) fn read_byte(&mut self, fd: u32) -> FlowResult<Option<u8>> {
         let mut b = [0u8; 1];
         match self.fds.get(fd).cloned() {
@@ -224,7 +242,10 @@ impl Interp {
                         exact = true;
                     }
                     't' => silent_timeout = value().and_then(|v| v.parse().ok()),
-                    'u' => fd = value().and_then(|v| v.parse().ok()).unwrap_or(0),
+                    'u' => match self.input_fd("read", &value().unwrap_or_default()) {
+                        Ok(f) => fd = f,
+                        Err(st) => return Ok(st),
+                    },
                     _ => {
                         self.err(&format!("read: -{c}: invalid option"));
                         return Ok(2);
@@ -410,7 +431,10 @@ impl Interp {
                             return Ok(1);
                         }
                     },
-                    'u' => fd = value.parse().unwrap_or(0),
+                    'u' => match self.input_fd(name, &value) {
+                        Ok(f) => fd = f,
+                        Err(st) => return Ok(st),
+                    },
                     'O' => match value.parse::<i64>() {
                         Ok(n) if n >= 0 => origin = Some(n),
                         _ => {
