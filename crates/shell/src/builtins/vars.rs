@@ -654,6 +654,8 @@ impl Interp {
 
 /// A scalar as `declare -p` prints it: double-quoted, or `$'...'` when it holds control
 /// characters.
+/// A value in `declare -p` form: double quotes, or `$'...'` when it holds a control
+/// character (scalars, array elements and keys alike).
 fn decl_quote(s: &str) -> String {
     if s.chars().any(|c| c.is_control()) {
         crate::printf::quote_single(s)
@@ -716,14 +718,14 @@ pub(crate) fn declare_line(name: &str, v: &Var) -> String {
         Value::Indexed(m) => {
             let body: Vec<String> = m
                 .iter()
-                .map(|(k, v)| format!("[{k}]={}", quote_double(v)))
+                .map(|(k, v)| format!("[{k}]={}", decl_quote(v)))
                 .collect();
             format!("declare {flags} {name}=({})", body.join(" "))
         }
         Value::Assoc(m) => {
             let body: String = m
                 .iter()
-                .map(|(k, v)| format!("[{}]={} ", assoc_key(k), quote_double(v)))
+                .map(|(k, v)| format!("[{}]={} ", assoc_key(k), decl_quote(v)))
                 .collect();
             format!("declare {flags} {name}=({body})")
         }
@@ -734,7 +736,7 @@ pub(super) fn assoc_key(k: &str) -> String {
     if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !k.is_empty() {
         k.to_string()
     } else {
-        quote_double(k)
+        decl_quote(k)
     }
 }
 
