@@ -70,6 +70,7 @@ impl Interp {
                 }
                 None => {
                     self.err("printf: -v: option requires an argument");
+                    self.usage("printf");
                     return Ok(2);
                 }
             }
@@ -78,7 +79,8 @@ impl Interp {
             args = &args[1..];
         }
         let Some(fmt) = args.first() else {
-            self.err("printf: usage: printf [-v var] format [arguments]");
+            // Only the usage line, with no "bash: line N:" before it, as bash.
+            self.usage("printf");
             return Ok(2);
         };
         let now = std::time::SystemTime::now()

@@ -478,7 +478,7 @@ impl Interp {
     pub(super) fn b_unalias(&mut self, args: &[String]) -> i32 {
         let args = args.strip_prefix(&["--".to_string()]).unwrap_or(args);
         if args.is_empty() {
-            self.err("unalias: usage: unalias [-a] name [name ...]");
+            self.usage("unalias");
             return 2;
         }
         let mut status = 0;
