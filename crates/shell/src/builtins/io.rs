@@ -232,26 +232,39 @@ impl Interp {
                         args.get(i).cloned()
                     }
                 };
+                if !matches!(
+                    c,
+                    'r' | 's' | 'e' | 'p' | 'a' | 'd' | 'n' | 'N' | 't' | 'u' | 'i'
+                ) {
+                    self.err(&format!("read: -{c}: invalid option"));
+                    self.usage("read");
+                    return Ok(2);
+                }
+                if matches!(c, 'r' | 's' | 'e') {
+                    raw |= c == 'r';
+                    continue;
+                }
+                let Some(v) = value() else {
+                    self.err(&format!("read: -{c}: option requires an argument"));
+                    self.usage("read");
+                    return Ok(2);
+                };
                 match c {
-                    'r' => raw = true,
-                    's' | 'e' => {}
-                    'p' => prompt = value(),
-                    'a' => array = value(),
-                    'd' => delim = value().and_then(|v| v.bytes().next()).unwrap_or(0),
-                    'n' => nchars = value().and_then(|v| v.parse().ok()),
+                    'p' => prompt = Some(v),
+                    'a' => array = Some(v),
+                    'd' => delim = v.bytes().next().unwrap_or(0),
+                    'n' => nchars = v.parse().ok(),
                     'N' => {
-                        nchars = value().and_then(|v| v.parse().ok());
+                        nchars = v.parse().ok();
                         exact = true;
                     }
-                    't' => silent_timeout = value().and_then(|v| v.parse().ok()),
-                    'u' => match self.input_fd("read", &value().unwrap_or_default()) {
+                    't' => silent_timeout = v.parse().ok(),
+                    'u' => match self.input_fd("read", &v) {
                         Ok(f) => fd = f,
                         Err(st) => return Ok(st),
                     },
-                    _ => {
-                        self.err(&format!("read: -{c}: invalid option"));
-                        return Ok(2);
-                    }
+                    // `-i text` only matters to readline (`-e`), which has no terminal here.
+                    _ => {}
                 }
             }
             i += 1;
@@ -344,7 +357,12 @@ impl Interp {
             return Ok(status);
         }
         let esc = escaped_chars(&text, &buf, &escaped);
-        let fields = split_read(&text, &esc, &ifs, names.len());
+        // `-N`: the characters as read go to the first name, unsplit and untrimmed.
+        let fields = if exact {
+            vec![text]
+        } else {
+            split_read(&text, &esc, &ifs, names.len())
+        };
         for (k, n) in names.iter().enumerate() {
             if !is_valid_name(n) {
                 self.err(&format!("read: `{n}': not a valid identifier"));
