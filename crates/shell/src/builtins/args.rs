@@ -1,10 +1,15 @@
 //! The positional parameters: `shift` and `getopts`.
 
-use crate::interp::{FlowResult, Interp};
+use crate::interp::{Flow, FlowResult, Interp};
 use crate::vars::is_valid_name;
 
 impl Interp {
     pub(super) fn b_shift(&mut self, args: &[String]) -> FlowResult {
+        // As with `break` and `return`: extra arguments end a `bash -c` shell.
+        if args.len() > 1 {
+            self.err("shift: too many arguments");
+            return Err(Flow::Exit(1));
+        }
         let n = match args.first() {
             None => 1,
             Some(a) => match a.trim().parse::<i64>() {
