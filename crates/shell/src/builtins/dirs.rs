@@ -133,7 +133,19 @@ impl Interp {
     }
 
     pub(super) fn b_pwd(&mut self, args: &[String]) -> i32 {
-        let physical = args.iter().any(|a| a == "-P");
+        let mut physical = false;
+        for a in args {
+            if a == "--" || !a.starts_with('-') || a.len() < 2 {
+                break;
+            }
+            for c in a[1..].chars() {
+                match c {
+                    'P' => physical = true,
+                    'L' => physical = false,
+                    _ => return self.stack_usage("pwd", &format!("-{c}"), "invalid option"),
+                }
+            }
+        }
         let cwd = if physical {
             self.rt
                 .vfs

@@ -444,6 +444,14 @@ impl Interp {
     }
 
     pub(super) fn b_alias(&mut self, args: &[String]) -> i32 {
+        if let Some(o) = args.first().filter(|a| a.len() > 1 && a.starts_with('-'))
+            && o != "--"
+            && let Some(c) = o[1..].chars().find(|&c| c != 'p')
+        {
+            self.err(&format!("alias: -{c}: invalid option"));
+            self.usage("alias");
+            return 2;
+        }
         let args = args.strip_prefix(&["--".to_string()]).unwrap_or(args);
         let args: Vec<&String> = args.iter().filter(|a| *a != "-p").collect();
         if args.is_empty() {

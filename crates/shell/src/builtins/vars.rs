@@ -42,6 +42,10 @@ impl Interp {
                 }
                 continue;
             }
+            if funcs && vars_only {
+                self.err("unset: cannot simultaneously unset a function and a variable");
+                return 1;
+            }
             options_done = true;
             if funcs && !vars_only {
                 self.st.functions.remove(a);
@@ -151,6 +155,17 @@ impl Interp {
                 }
                 let on = s.starts_with('-');
                 for c in s[1..].chars() {
+                    // export takes -f -n -p, readonly -a -A -f -p; the rest are declare's.
+                    let foreign = match name {
+                        "export" => !matches!(c, 'f' | 'n' | 'p'),
+                        "readonly" => !matches!(c, 'a' | 'A' | 'f' | 'p'),
+                        _ => false,
+                    };
+                    if foreign {
+                        self.err(&format!("{name}: -{c}: invalid option"));
+                        self.err_raw(&format!("{name}: usage: {}\n", decl_usage(name)));
+                        return Ok(2);
+                    }
                     let bit = match c {
                         'x' => ATTR_EXPORT,
                         'r' => ATTR_READONLY,
