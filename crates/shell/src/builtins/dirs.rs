@@ -8,12 +8,24 @@ impl Interp {
     pub(super) fn b_cd(&mut self, args: &[String]) -> i32 {
         let mut physical = false;
         let mut rest: Vec<&String> = Vec::new();
+        let mut options_done = false;
         for a in args {
-            match a.as_str() {
-                "-P" => physical = true,
-                "-L" => physical = false,
-                "--" => {}
-                _ => rest.push(a),
+            if options_done || a == "-" || !a.starts_with('-') {
+                options_done = true;
+                rest.push(a);
+                continue;
+            }
+            if a == "--" {
+                options_done = true;
+                continue;
+            }
+            for c in a[1..].chars() {
+                match c {
+                    'P' => physical = true,
+                    'L' => physical = false,
+                    'e' | '@' => {}
+                    _ => return self.stack_usage("cd", &format!("-{c}"), "invalid option"),
+                }
             }
         }
         if rest.len() > 1 {

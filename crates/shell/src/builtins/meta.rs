@@ -103,6 +103,16 @@ impl Interp {
 
     /// `help NAME`: the synopsis line (the long descriptions are not carried).
     pub(super) fn b_help(&mut self, args: &[String]) -> i32 {
+        if let Some(c) = args
+            .iter()
+            .take_while(|a| a.len() > 1 && a.starts_with('-') && *a != "--")
+            .flat_map(|a| a[1..].chars())
+            .find(|c| !matches!(c, 'd' | 'm' | 's'))
+        {
+            self.err(&format!("help: -{c}: invalid option"));
+            self.usage("help");
+            return 2;
+        }
         let topics: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
         let mut text = String::new();
         let mut status = 0;
