@@ -102,6 +102,35 @@ impl Interp {
     }
 
     /// `help NAME`: the synopsis line (the long descriptions are not carried).
+    /// `hash NAME...` checks each name is a command found along `$PATH` (scripts use it as an
+    /// existence test); no table is kept, so the listing and `-t` have nothing to show.
+    pub(super) fn b_hash(&mut self, args: &[String]) -> i32 {
+        let mut names = args;
+        if let Some(o) = args.first().filter(|a| a.len() > 1 && a.starts_with('-')) {
+            if o != "--" {
+                if let Some(c) = o[1..].chars().find(|c| !"lrpdt".contains(*c)) {
+                    self.err(&format!("hash: -{c}: invalid option"));
+                    self.usage("hash");
+                    return 2;
+                }
+                return 0;
+            }
+            names = &args[1..];
+        }
+        let mut status = 0;
+        for n in names {
+            let known = n.contains('/')
+                || self.builtin_enabled(n)
+                || self.st.functions.contains_key(n)
+                || self.find_in_path(n).is_some();
+            if !known {
+                self.err(&format!("hash: {n}: not found"));
+                status = 1;
+            }
+        }
+        status
+    }
+
     pub(super) fn b_help(&mut self, args: &[String]) -> i32 {
         if let Some(c) = args
             .iter()

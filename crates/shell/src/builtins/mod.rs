@@ -173,7 +173,7 @@ static BUILTINS: &[Builtin] = &[
     regular(
         "hash",
         Some("hash [-lr] [-p pathname] [-dt] [name ...]"),
-        |_, _, _| Ok(0),
+        |i, _, a| Ok(i.b_hash(a)),
     ),
     regular("help", Some("help [-dms] [pattern ...]"), |i, _, a| {
         Ok(i.b_help(a))
