@@ -76,9 +76,21 @@ impl Printer {
                 self.out.push('}');
                 self.redirects(redirs);
             }
+            // bash shows any other body (`f() ( ... )`, `f() if ...`) inside braces.
             other => {
                 self.newline();
+                self.out.push_str("{ ");
+                self.indent += 4;
+                self.newline();
                 self.command(other);
+                self.flush_heredocs();
+                self.indent -= 4;
+                if !self.out.ends_with('\n') {
+                    self.newline();
+                } else {
+                    self.ind();
+                }
+                self.out.push('}');
             }
         }
         self.flush_heredocs();
