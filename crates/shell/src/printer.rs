@@ -502,7 +502,7 @@ fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
                         .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '['),
                     _ => false,
                 };
-                s.push_str(&param_text(pe, next_is_name));
+                s.push_str(&param_text(pe, next_is_name, in_dq));
             }
             WordPart::CommandSubst(script) => {
                 let mut p = Printer::default();
@@ -547,7 +547,27 @@ fn brace_text(b: &BraceExp) -> String {
     }
 }
 
-fn param_text(pe: &ParamExp, braces_needed: bool) -> String {
+/// The operand word of `${x:-word}` (and `=`, `?`, `+`, a replacement) inside double quotes:
+/// there single quotes are plain characters, so quoted text is shown with backslashes only.
+fn dq_operand_text(w: &Word) -> String {
+    let mut s = String::new();
+    for p in &w.parts {
+        match p {
+            WordPart::Quoted(t) => {
+                for c in t.chars() {
+                    if matches!(c, '"' | '\\' | '$' | '`' | '}') {
+                        s.push('\\');
+                    }
+                    s.push(c);
+                }
+            }
+            other => parts_text(std::slice::from_ref(other), true, false, &mut s),
+        }
+    }
+    s
+}
+
+fn param_text(pe: &ParamExp, braces_needed: bool, in_dq: bool) -> String {
     let name = match &pe.param {
         Param::Named(n) => n.clone(),
         Param::Positional(n) => n.to_string(),
@@ -569,21 +589,28 @@ fn param_text(pe: &ParamExp, braces_needed: bool) -> String {
     };
     let bang = if pe.indirect { "!" } else { "" };
     let w = |w: &Word| word_text(w, false);
+    let operand = |wd: &Word| {
+        if in_dq {
+            dq_operand_text(wd)
+        } else {
+            word_text(wd, false)
+        }
+    };
     let colon = |c: bool| if c { ":" } else { "" };
     match &pe.op {
         ParamOp::None => format!("${{{bang}{name}{sub}}}"),
         ParamOp::Length => format!("${{#{name}{sub}}}"),
         ParamOp::Default { colon: c, word } => {
-            format!("${{{bang}{name}{sub}{}-{}}}", colon(*c), w(word))
+            format!("${{{bang}{name}{sub}{}-{}}}", colon(*c), operand(word))
         }
         ParamOp::Assign { colon: c, word } => {
-            format!("${{{bang}{name}{sub}{}={}}}", colon(*c), w(word))
+            format!("${{{bang}{name}{sub}{}={}}}", colon(*c), operand(word))
         }
         ParamOp::Error { colon: c, word } => {
-            format!("${{{bang}{name}{sub}{}?{}}}", colon(*c), w(word))
+            format!("${{{bang}{name}{sub}{}?{}}}", colon(*c), operand(word))
         }
         ParamOp::Alternate { colon: c, word } => {
-            format!("${{{bang}{name}{sub}{}+{}}}", colon(*c), w(word))
+            format!("${{{bang}{name}{sub}{}+{}}}", colon(*c), operand(word))
         }
         ParamOp::Substring { offset, length } => match length {
             Some(l) => format!("${{{bang}{name}{sub}:{}:{}}}", offset.source, l.source),
@@ -610,7 +637,11 @@ fn param_text(pe: &ParamExp, braces_needed: bool) -> String {
                 ReplaceMode::Prefix => "/#",
                 ReplaceMode::Suffix => "/%",
             };
-            format!("${{{bang}{name}{sub}{m}{}/{}}}", w(pattern), w(replacement))
+            format!(
+                "${{{bang}{name}{sub}{m}{}/{}}}",
+                w(pattern),
+                operand(replacement)
+            )
         }
         ParamOp::Case {
             upper,
