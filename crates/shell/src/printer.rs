@@ -475,7 +475,9 @@ fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
             WordPart::Quoted(t) => {
                 let mut cs = t.chars();
                 match (cs.next(), cs.next()) {
-                    (Some(c), None) if !c.is_alphanumeric() && c != '\'' => {
+                    // One quoted control character shows in single quotes, as bash's source
+                    // would have it; any other one, a quote too, after a backslash.
+                    (Some(c), None) if !c.is_alphanumeric() && !c.is_control() => {
                         s.push('\\');
                         s.push(c);
                     }
