@@ -89,8 +89,13 @@ impl Interp {
         match self.change_dir(&target, physical) {
             Ok(()) => {
                 if print {
-                    let cwd = self.st.cwd.clone();
-                    return self.out_str(&format!("{cwd}\n"));
+                    // An empty OLDPWD changes nothing; bash then prints that empty name.
+                    let shown = if target.is_empty() {
+                        String::new()
+                    } else {
+                        self.st.cwd.clone()
+                    };
+                    return self.out_str(&format!("{shown}\n"));
                 }
                 0
             }
