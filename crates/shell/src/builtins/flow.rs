@@ -3,7 +3,6 @@
 
 use crate::interp::{Flow, FlowResult, Interp, strerror};
 
-
 impl Interp {
     pub(super) fn b_exit(&mut self, args: &[String]) -> FlowResult {
         if args.len() > 1 {
