@@ -969,7 +969,7 @@ impl Interp {
                 return self
                     .with_prefix_assignments(&cmd.assignments, |me| me.call_function(&f, argv));
             }
-            if crate::builtins::is_builtin(&name) {
+            if self.builtin_enabled(&name) {
                 return self
                     .with_prefix_assignments(&cmd.assignments, |me| me.run_builtin(&name, &argv));
             }
@@ -1113,7 +1113,7 @@ impl Interp {
         full.push(path.to_string());
         full.extend(argv.into_iter().skip(1));
         let name = full[0].clone();
-        if crate::builtins::is_builtin(&name) {
+        if self.builtin_enabled(&name) {
             return self.run_builtin(&name, &full);
         }
         self.run_external(full, env)
