@@ -15,11 +15,25 @@ fn every_registered_builtin_is_a_builtin_to_type_command_and_help() {
     );
     let r = sb.run(&script).unwrap();
     assert_eq!(r.exit_code, 0, "{}", r.stderr);
-    let expected: String = names
+    // A command that is a program in bash shows as the file bash would run, when the
+    // sandbox has one along $PATH (it still runs as the builtin).
+    let file = |n: &str| {
+        let walk = format!(
+            "IFS=:; for d in $PATH; do [ -f \"$d/{n}\" ] && [ -x \"$d/{n}\" ] && {{ echo \"$d/{n}\"; break; }}; done"
+        );
+        let r = sb.run(&walk).unwrap();
+        (r.exit_code == 0 && r.stdout.starts_with('/')).then(|| r.stdout.trim().to_string())
+    };
+    let expected: String = table
         .iter()
-        .map(|n| format!("builtin\n{n} is a shell builtin\n"))
+        .map(|b| match b.program.then(|| file(b.name)).flatten() {
+            Some(path) => format!("file\n{} is {path}\n", b.name),
+            None => format!("builtin\n{} is a shell builtin\n", b.name),
+        })
         .collect();
     assert_eq!(r.stdout, expected);
+    // The programs that have a file are shown as files: at least env and xargs do.
+    assert!(expected.contains("env is /") && expected.contains("xargs is /"));
 
     for b in table {
         let r = sb.run(&format!("help -s '{}'", b.name)).unwrap();

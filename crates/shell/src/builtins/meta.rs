@@ -541,11 +541,10 @@ impl Interp {
     }
 }
 
-/// A builtin here for a command that is a program in bash (`env`, `xargs`, `sleep`, ...:
-/// the registry gives those, and only `kill` besides, no help synopsis). `type` and
-/// `command -v` show the file bash would run when `$PATH` has one.
+/// A builtin here for a command that is a program in bash ([`super::Builtin::program`]):
+/// `type` and `command -v` show the file bash would run when `$PATH` has one.
 fn stands_in_for_program(name: &str) -> bool {
-    lookup(name).is_some_and(|b| b.synopsis.is_none() && b.name != "kill")
+    lookup(name).is_some_and(|b| b.program)
 }
 
 /// Where `command -p` looks for programs: bash's standard utilities path.

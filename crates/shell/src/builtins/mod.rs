@@ -56,9 +56,13 @@ pub struct Builtin {
     /// arguments that look like assignments are parsed as assignments (`local a=(1 2)`,
     /// `export x=$y` without word splitting).
     pub declaration: bool,
-    /// What `help -s NAME` prints, as bash 5.2 does. `None` for the commands that are
-    /// programs in bash (`env`, `xargs`, `chmod`, `sleep`, `timeout`, `which`, `nohup`,
-    /// `setsid`, `bash`, `sh`) and for `kill`, whose help text is not carried.
+    /// A command that is a program in bash (`env`, `xargs`, `chmod`, `sleep`, `timeout`,
+    /// `which`, `nohup`, `setsid`, `bash`, `sh`), a builtin here because a WASI program can
+    /// neither start another program nor change permission bits. `type` and `command -v`
+    /// show the file bash would run when `$PATH` has one; it still runs as the builtin.
+    pub program: bool,
+    /// What `help -s NAME` prints, as bash 5.2 does. `None` for the programs above and for
+    /// `kill`, whose help text is not carried.
     pub synopsis: Option<&'static str>,
     run: Handler,
 }
@@ -68,8 +72,17 @@ const fn regular(name: &'static str, synopsis: Option<&'static str>, run: Handle
         name,
         special: false,
         declaration: false,
+        program: false,
         synopsis,
         run,
+    }
+}
+
+/// A builtin standing in for a program of bash's system (see [`Builtin::program`]).
+const fn program(name: &'static str, run: Handler) -> Builtin {
+    Builtin {
+        program: true,
+        ..regular(name, None, run)
     }
 }
 
@@ -111,7 +124,7 @@ static BUILTINS: &[Builtin] = &[
         Some("alias [-p] [name[=value] ... ]"),
         |i, _, a| Ok(i.b_alias(a)),
     ),
-    regular("bash", None, |i, _, a| i.b_bash(a)),
+    program("bash", |i, _, a| i.b_bash(a)),
     special("break", Some("break [n]"), |i, n, a| i.b_loop_control(n, a)),
     regular(
         "builtin",
@@ -121,7 +134,7 @@ static BUILTINS: &[Builtin] = &[
     regular("cd", Some("cd [-L|[-P [-e]] [-@]] [dir]"), |i, _, a| {
         Ok(i.b_cd(a))
     }),
-    regular("chmod", None, |i, _, a| Ok(i.b_chmod(a))),
+    program("chmod", |i, _, a| Ok(i.b_chmod(a))),
     regular(
         "command",
         Some("command [-pVv] command [arg ...]"),
@@ -151,7 +164,7 @@ static BUILTINS: &[Builtin] = &[
         Some("enable [-a] [-dnps] [-f filename] [name ...]"),
         |i, _, a| Ok(i.b_enable(a)),
     ),
-    regular("env", None, |i, _, a| i.b_env(a)),
+    program("env", |i, _, a| i.b_env(a)),
     special("eval", Some("eval [arg ...]"), |i, _, a| i.b_eval(a)),
     special(
         "exec",
@@ -204,7 +217,7 @@ static BUILTINS: &[Builtin] = &[
         ),
         |i, n, a| i.b_mapfile(n, a),
     ),
-    regular("nohup", None, |i, n, a| i.b_nohup(n, a)),
+    program("nohup", |i, n, a| i.b_nohup(n, a)),
     regular("popd", Some("popd [-n] [+N | -N]"), |i, _, a| {
         Ok(i.b_popd(a))
     }),
@@ -242,15 +255,15 @@ static BUILTINS: &[Builtin] = &[
         Some("set [-abefhkmnptuvxBCEHPT] [-o option-name] [--] [-] [arg ...]"),
         |i, _, a| Ok(i.b_set(a)),
     ),
-    regular("setsid", None, |i, n, a| i.b_nohup(n, a)),
-    regular("sh", None, |i, _, a| i.b_bash(a)),
+    program("setsid", |i, n, a| i.b_nohup(n, a)),
+    program("sh", |i, _, a| i.b_bash(a)),
     special("shift", Some("shift [n]"), |i, _, a| i.b_shift(a)),
     regular(
         "shopt",
         Some("shopt [-pqsu] [-o] [optname ...]"),
         |i, _, a| Ok(i.b_shopt(a)),
     ),
-    regular("sleep", None, |i, _, a| i.b_sleep(a)),
+    program("sleep", |i, _, a| i.b_sleep(a)),
     special("source", Some("source filename [arguments]"), |i, n, a| {
         i.b_source(n, a)
     }),
@@ -259,7 +272,7 @@ static BUILTINS: &[Builtin] = &[
         Some("test [expr]"),
         |i, _, a| Ok(i.b_test(a, false)),
     ),
-    regular("timeout", None, |i, _, a| i.b_timeout(a)),
+    program("timeout", |i, _, a| i.b_timeout(a)),
     special("times", Some("times"), |i, _, _| Ok(i.b_times())),
     special(
         "trap",
@@ -296,8 +309,8 @@ static BUILTINS: &[Builtin] = &[
     regular("wait", Some("wait [-fn] [-p var] [id ...]"), |i, _, a| {
         i.b_wait(a)
     }),
-    regular("which", None, |i, _, a| Ok(i.b_which(a))),
-    regular("xargs", None, |i, _, a| i.b_xargs(a)),
+    program("which", |i, _, a| Ok(i.b_which(a))),
+    program("xargs", |i, _, a| i.b_xargs(a)),
 ];
 
 /// The declaration builtins share one implementation, told apart by name.
