@@ -306,38 +306,16 @@ impl Interp {
     }
 
     pub(super) fn b_type(&mut self, args: &[String]) -> i32 {
-        let mut terse = false;
-        let mut path_only = false;
-        let mut force_path = false;
-        let mut all = false;
-        let mut skip_funcs = false;
-        let mut names = Vec::new();
-        let mut options_done = false;
-        for a in args {
-            if !options_done && a.starts_with('-') && a.len() > 1 {
-                if a == "--" {
-                    options_done = true;
-                    continue;
-                }
-                for c in a[1..].chars() {
-                    match c {
-                        't' => terse = true,
-                        'p' => path_only = true,
-                        'P' => force_path = true,
-                        'a' => all = true,
-                        'f' => skip_funcs = true,
-                        _ => {
-                            self.err(&format!("type: -{c}: invalid option"));
-                            self.err_raw("type: usage: type [-afptP] name [name ...]\n");
-                            return 2;
-                        }
-                    }
-                }
-                continue;
-            }
-            options_done = true;
-            names.push(a.clone());
-        }
+        let (flags, names) = match self.short_options("type", args, "tpPaf") {
+            Ok(split) => split,
+            Err(status) => return status,
+        };
+        let terse = flags.contains(&'t');
+        let path_only = flags.contains(&'p');
+        let force_path = flags.contains(&'P');
+        let all = flags.contains(&'a');
+        let skip_funcs = flags.contains(&'f');
+        let names = names.to_vec();
         let mut status = 0;
         for n in names {
             let mut text = String::new();

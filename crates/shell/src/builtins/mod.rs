@@ -375,6 +375,37 @@ impl Interp {
         }
     }
 
+    /// Splits a builtin's arguments into its single-letter options and its operands, as
+    /// bash's option parser does for the builtins without option arguments: leading words
+    /// `-xyz` give their letters in order, `--` ends them, and `-` alone or the first other
+    /// word starts the operands. A letter not in `allowed` is `NAME: -c: invalid option`
+    /// plus the usage line, status 2.
+    fn short_options<'a>(
+        &mut self,
+        name: &str,
+        args: &'a [String],
+        allowed: &str,
+    ) -> Result<(Vec<char>, &'a [String]), i32> {
+        let mut letters = Vec::new();
+        for (i, a) in args.iter().enumerate() {
+            if a == "--" {
+                return Ok((letters, &args[i + 1..]));
+            }
+            let Some(flags) = a.strip_prefix('-').filter(|f| !f.is_empty()) else {
+                return Ok((letters, &args[i..]));
+            };
+            for c in flags.chars() {
+                if !allowed.contains(c) {
+                    self.err(&format!("{name}: -{c}: invalid option"));
+                    self.usage(name);
+                    return Err(2);
+                }
+                letters.push(c);
+            }
+        }
+        Ok((letters, &[]))
+    }
+
     /// `NAME: usage: SYNOPSIS` on stderr, as bash follows a usage error.
     fn usage(&mut self, name: &str) {
         if let Some(syn) = lookup(name).and_then(|b| b.synopsis) {

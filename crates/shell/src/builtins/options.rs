@@ -216,37 +216,20 @@ impl Interp {
     }
 
     pub(super) fn b_shopt(&mut self, args: &[String]) -> i32 {
-        let mut mode: Option<bool> = None;
-        let mut quiet = false;
-        let mut print = false;
-        let mut set_o = false;
-        let mut names = Vec::new();
-        let mut options_done = false;
-        for a in args {
-            if !options_done && a.starts_with('-') && a.len() > 1 {
-                if a == "--" {
-                    options_done = true;
-                    continue;
-                }
-                for c in a[1..].chars() {
-                    match c {
-                        's' => mode = Some(true),
-                        'u' => mode = Some(false),
-                        'q' => quiet = true,
-                        'p' => print = true,
-                        'o' => set_o = true,
-                        _ => {
-                            self.err(&format!("shopt: -{c}: invalid option"));
-                            self.err_raw("shopt: usage: shopt [-pqsu] [-o] [optname ...]\n");
-                            return 2;
-                        }
-                    }
-                }
-                continue;
-            }
-            options_done = true;
-            names.push(a.clone());
-        }
+        let (flags, names) = match self.short_options("shopt", args, "suqpo") {
+            Ok(split) => split,
+            Err(status) => return status,
+        };
+        // The last of -s and -u wins.
+        let mode = flags.iter().rev().find_map(|c| match c {
+            's' => Some(true),
+            'u' => Some(false),
+            _ => None,
+        });
+        let quiet = flags.contains(&'q');
+        let print = flags.contains(&'p');
+        let set_o = flags.contains(&'o');
+        let names = names.to_vec();
         let all: Vec<String> = if set_o {
             SET_OPTIONS.iter().map(|s| s.to_string()).collect()
         } else {

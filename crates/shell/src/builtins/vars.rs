@@ -17,36 +17,19 @@ use super::options::set_line;
 
 impl Interp {
     pub(super) fn b_unset(&mut self, args: &[String]) -> i32 {
-        let mut funcs = false;
-        let mut vars_only = false;
-        let mut nameref = false;
+        let (flags, operands) = match self.short_options("unset", args, "fvn") {
+            Ok(split) => split,
+            Err(status) => return status,
+        };
+        let funcs = flags.contains(&'f');
+        let vars_only = flags.contains(&'v');
+        let nameref = flags.contains(&'n');
         let mut status = 0;
-        let mut options_done = false;
-        for a in args {
-            if !options_done && a.starts_with('-') && a.len() > 1 {
-                if a == "--" {
-                    options_done = true;
-                    continue;
-                }
-                for c in a[1..].chars() {
-                    match c {
-                        'f' => funcs = true,
-                        'v' => vars_only = true,
-                        'n' => nameref = true,
-                        _ => {
-                            self.err(&format!("unset: -{c}: invalid option"));
-                            self.err_raw("unset: usage: unset [-f] [-v] [-n] [name ...]\n");
-                            return 2;
-                        }
-                    }
-                }
-                continue;
-            }
+        for a in operands {
             if funcs && vars_only {
                 self.err("unset: cannot simultaneously unset a function and a variable");
                 return 1;
             }
-            options_done = true;
             if funcs && !vars_only {
                 self.st.functions.remove(a);
                 continue;
