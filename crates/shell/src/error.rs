@@ -93,7 +93,7 @@ impl ParseError {
     }
 }
 
-/// What went wrong while running a script, short of control flow ([`crate::interp::Flow`]).
+/// What went wrong while running a script, short of control flow (`crate::interp::Flow`).
 ///
 /// `Display` is the text bash prints after `bash: line N: ` (the conformance corpus compares
 /// stderr with bash's, so the wording is bash's, not ours); callers match on the variant

@@ -7,7 +7,7 @@
 //!
 //! Recursion only happens where the language nests (compound commands, substitutions,
 //! `${...}` words, brace expansions, arithmetic and `[[ ]]` parentheses), and every such step
-//! goes through [`Parser::nested`], which stops at [`MAX_DEPTH`]. Long flat input (many
+//! goes through `Parser::nested`, which stops at [`MAX_DEPTH`]. Long flat input (many
 //! commands, long pipelines, long `&&` chains, long words) is handled by loops.
 
 use std::collections::{HashMap, HashSet};

@@ -102,7 +102,7 @@ pub fn matches(pattern: &str, text: &str) -> bool {
     matches_opts(pattern, text, false)
 }
 
-/// [`matches`] as a pathname: `*`, `?` and brackets do not match a `/`, so the pattern and the
+/// [`matches()`] as a pathname: `*`, `?` and brackets do not match a `/`, so the pattern and the
 /// path must have as many components (how bash applies `GLOBIGNORE`).
 pub fn matches_path(pattern: &str, path: &str) -> bool {
     let comps = split_components(pattern);
@@ -144,7 +144,7 @@ pub fn split_globignore(value: &str) -> Vec<String> {
     out
 }
 
-/// [`matches`], optionally ignoring case (`shopt -s nocasematch`).
+/// [`matches()`], optionally ignoring case (`shopt -s nocasematch`).
 pub fn matches_opts(pattern: &str, text: &str, nocase: bool) -> bool {
     if let Some(ext) = ExtPattern::parse(pattern, nocase) {
         return ext.matches(text);

@@ -43,8 +43,8 @@ pub(crate) use vars::{assignment_form, attr_letters};
 type Handler = fn(&mut Interp, &str, &[String]) -> FlowResult;
 
 /// One builtin: the single place that says what the shell provides itself. Dispatch
-/// ([`Interp::run_builtin`]), lookup (`type`, `command -v/-V`, `builtin`, `$PATH` search),
-/// the parser's assignment-word rule and `help` all read [`BUILTINS`].
+/// (`Interp::run_builtin`), lookup (`type`, `command -v/-V`, `builtin`, `$PATH` search),
+/// the parser's assignment-word rule and `help` all read the registry, `BUILTINS`.
 #[derive(Debug, Clone, Copy)]
 pub struct Builtin {
     /// The command name.
