@@ -150,6 +150,10 @@ pub enum ShellError {
     /// `> file` under `set -o noclobber` when the file exists.
     #[error("{0}: cannot overwrite existing file")]
     Clobber(String),
+    /// An assignment to a variable whose `declare -n` chain comes back to itself
+    /// (`declare -n a=b b=a; a=1`); bash warns and the assignment fails.
+    #[error("warning: {0}: circular name reference")]
+    CircularRef(String),
     /// An assignment to a readonly variable.
     #[error("{0}: readonly variable")]
     Readonly(String),

@@ -686,6 +686,9 @@ impl Interp {
             "SHELLOPTS" => Some(self.shellopts()),
             "BASHOPTS" => Some(self.bashopts()),
             _ => match self.st.vars.get(name) {
+                // A chain that comes back to itself reads as unset, as in bash (which also
+                // warns on stderr).
+                Some(v) if v.has(ATTR_NAMEREF) && self.ref_is_circular(name) => None,
                 Some(v) if v.has(ATTR_NAMEREF) => {
                     let (target, sub) = self.resolve_ref(name);
                     match sub {
@@ -729,6 +732,27 @@ impl Interp {
         (cur, None)
     }
 
+    /// Whether `name`'s `declare -n` chain comes back to a name it already passed
+    /// (`declare -n a=b b=a`). A reference to itself is refused when it is declared.
+    pub fn ref_is_circular(&self, name: &str) -> bool {
+        let mut seen: Vec<&str> = vec![name];
+        let mut cur = name;
+        while let Some(v) = self.st.vars.get(cur) {
+            let Value::Str(t) = &v.value else {
+                return false;
+            };
+            if !v.has(ATTR_NAMEREF) || t.is_empty() || t.contains('[') || t == cur {
+                return false;
+            }
+            if seen.contains(&t.as_str()) {
+                return true;
+            }
+            seen.push(t);
+            cur = t;
+        }
+        false
+    }
+
     /// `a[k]` read without side effects: a key for associative arrays, a number or a
     /// variable's number for indexed ones.
     pub fn element_value(&self, name: &str, key: &str) -> Option<String> {
@@ -769,6 +793,9 @@ impl Interp {
         append: bool,
     ) -> Result<(), ShellError> {
         if self.st.vars.get(name).is_some_and(|v| v.has(ATTR_NAMEREF)) {
+            if self.ref_is_circular(name) {
+                return Err(ShellError::CircularRef(name.to_string()));
+            }
             let (target, sub) = self.resolve_ref(name);
             if target != name {
                 let key = match (sub, key) {
