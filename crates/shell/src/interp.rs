@@ -708,7 +708,8 @@ impl Interp {
     /// its own end.
     pub fn resolve_ref(&self, name: &str) -> (String, Option<String>) {
         let mut cur = name.to_string();
-        // bash bounds reference chains too (and rejects cycles); a fixed depth does both.
+        // A fixed depth bounds the walk, so a cycle ends it too; reads and assignments ask
+        // `ref_is_circular` first and treat a cycle as bash does.
         for _ in 0..16 {
             let Some(v) = self.st.vars.get(&cur) else {
                 break;
