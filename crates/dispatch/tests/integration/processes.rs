@@ -22,15 +22,17 @@ fn call(d: &Dispatcher, method: &str, params: Value, notify: &Notify) -> Value {
     a["result"].clone()
 }
 
-/// Waits until a `process.exit` for `pid` is among `seen`.
+/// Waits until a `process.exit` for `pid` of the root sandbox is among `seen`. A fork numbers
+/// its processes from 1 too, so its exit must not satisfy the wait.
 fn until_exit(seen: &Mutex<Vec<Value>>, pid: u64) -> Vec<Value> {
     let until = Instant::now() + Duration::from_secs(60);
     loop {
         let got = seen.lock().clone();
-        if got
-            .iter()
-            .any(|v| v["method"] == "process.exit" && v["params"]["pid"] == pid)
-        {
+        if got.iter().any(|v| {
+            v["method"] == "process.exit"
+                && v["params"]["pid"] == pid
+                && v["params"].get("sandboxId").is_none()
+        }) {
             return got;
         }
         assert!(Instant::now() < until, "no process.exit: {got:?}");
