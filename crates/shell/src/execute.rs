@@ -1145,6 +1145,13 @@ impl Interp {
         for (k, v) in [("IFS", " \t\n"), ("PS4", "+ "), ("OPTIND", "1")] {
             child.st.vars.put(k, Var::scalar(v));
         }
+        crate::interp::bash_variables(&mut child.st.vars);
+        if from_dash_c {
+            child
+                .st
+                .vars
+                .put("BASH_EXECUTION_STRING", Var::scalar(text));
+        }
         // Only `export -f` functions reach a child shell, as through bash's environment.
         let exported = std::mem::take(&mut child.st.exported_functions);
         child.st.functions = child

@@ -740,9 +740,19 @@ impl Interp {
                 };
                 push(out, text, in_dq, !in_dq);
             }
+            ParamOp::Transform('a') if matches!(value, PV::Unset) && self.st.opts.nounset => {
+                self.err(&format!(
+                    "{}: unbound variable",
+                    param_display(&param, &sub)
+                ));
+                return Err(Flow::Unbound);
+            }
+            // Special parameters have no attributes, and an indirection that led nowhere
+            // names no variable.
+            ParamOp::Transform('a') if unset_target || !matches!(&param, Param::Named(_)) => {}
             // bash's `${a[@]@a}` repeats the array's attributes once per element;
             // `${a[i]@a}` is the array's attributes.
-            ParamOp::Transform('a') if matches!(&param, Param::Named(_)) => {
+            ParamOp::Transform('a') => {
                 let Param::Named(name) = &param else {
                     unreachable!()
                 };

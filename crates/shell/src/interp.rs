@@ -26,7 +26,7 @@ use wasmsand_exec::{
 
 use crate::ast::*;
 use crate::error::ShellError;
-use crate::vars::{ATTR_EXPORT, ATTR_NAMEREF, Value, Var, Vars};
+use crate::vars::{ATTR_EXPORT, ATTR_NAMEREF, ATTR_READONLY, Value, Var, Vars};
 
 /// Bounds on what one script may make the host do. Each has a clear error when exceeded.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -196,6 +196,7 @@ impl ShellState {
                 vars.put(k, Var::scalar(v));
             }
         }
+        bash_variables(&mut vars);
         vars.put(
             "PWD",
             Var {
@@ -223,6 +224,41 @@ impl ShellState {
             disabled_builtins: im::OrdSet::new(),
         }
     }
+}
+
+/// The variables bash sets for itself. Scripts test `$BASH_VERSION` to know they run under
+/// bash, and `$OSTYPE`/`$MACHTYPE` to pick a platform; the values are those of the bash the
+/// shell follows. The sandbox runs every program as one unprivileged user, uid 1000.
+pub(crate) fn bash_variables(vars: &mut Vars) {
+    const VERSINFO: [&str; 6] = ["5", "2", "15", "1", "release", "x86_64-pc-linux-gnu"];
+    for (k, v) in [
+        ("BASH", "/bin/bash"),
+        ("BASH_VERSION", "5.2.15(1)-release"),
+        ("HOSTTYPE", "x86_64"),
+        ("MACHTYPE", "x86_64-pc-linux-gnu"),
+        ("OSTYPE", "linux-gnu"),
+        ("OPTERR", "1"),
+    ] {
+        if vars.get(k).is_none() {
+            vars.put(k, Var::scalar(v));
+        }
+    }
+    for (k, v) in [("UID", "1000"), ("EUID", "1000"), ("PPID", "1")] {
+        vars.put(
+            k,
+            Var {
+                value: Value::Str(v.into()),
+                attrs: ATTR_READONLY,
+            },
+        );
+    }
+    vars.put(
+        "BASH_VERSINFO",
+        Var {
+            value: Value::Indexed((0..).zip(VERSINFO.iter().map(|s| s.to_string())).collect()),
+            attrs: ATTR_READONLY,
+        },
+    );
 }
 
 /// Why a whole run stopped early.
@@ -530,6 +566,9 @@ pub(crate) struct Interp {
     pub(crate) procsubs: Vec<(String, Option<Script>)>,
     /// `$_`: the last argument of the previous simple command.
     pub(crate) last_arg: String,
+    /// `$BASHPID` of a subshell: numbered from the run's pids the first time it is read, so
+    /// subshells that never ask use none.
+    pub(crate) subshell_pid: Option<std::cell::OnceCell<u32>>,
 }
 
 /// Stack for every interpreter thread: the tree walk recurses per nesting level and per
@@ -576,6 +615,7 @@ impl Interp {
             usage: Arc::default(),
             procsubs: Vec::new(),
             last_arg: String::new(),
+            subshell_pid: None,
         }
     }
 
@@ -590,6 +630,7 @@ impl Interp {
         child.line = self.line;
         child.line_offset = self.line_offset;
         child.last_arg = self.last_arg.clone();
+        child.subshell_pid = Some(std::cell::OnceCell::new());
         child.temp_hidden = self.temp_hidden.clone();
         child.cond = self.cond;
         child.last_bg = self.last_bg;
@@ -682,7 +723,12 @@ impl Interp {
             "SECONDS" => Some(self.rt.started.elapsed().as_secs().to_string()),
             "LINENO" => Some(self.line.to_string()),
             "_" => Some(self.last_arg.clone()),
-            "BASHPID" => Some(self.rt.shell_pid.to_string()),
+            "BASHPID" => Some(
+                self.subshell_pid
+                    .as_ref()
+                    .map_or(self.rt.shell_pid, |p| *p.get_or_init(|| self.next_pid()))
+                    .to_string(),
+            ),
             "SHELLOPTS" => Some(self.shellopts()),
             "BASHOPTS" => Some(self.bashopts()),
             _ => match self.st.vars.get(name) {
@@ -815,7 +861,7 @@ impl Interp {
         }
         let existing = self.st.vars.get(name).cloned();
         let attrs = existing.as_ref().map(|v| v.attrs).unwrap_or(0);
-        if attrs & crate::vars::ATTR_READONLY != 0 {
+        if attrs & ATTR_READONLY != 0 {
             return Err(ShellError::Readonly(name.to_string()));
         }
         let value = if attrs & crate::vars::ATTR_INTEGER != 0 {
@@ -925,7 +971,7 @@ impl Interp {
 
     pub fn unset_var(&mut self, name: &str) -> Result<(), ShellError> {
         if let Some(v) = self.st.vars.get(name)
-            && v.has(crate::vars::ATTR_READONLY)
+            && v.has(ATTR_READONLY)
         {
             return Err(ShellError::CannotUnset(name.to_string()));
         }

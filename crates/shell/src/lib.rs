@@ -159,6 +159,10 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
         .spawn(move || {
             let mut it = Interp::new(taken, rt2, fds);
             it.usage = usage2;
+            // Each run is a `bash -c` of its script.
+            it.st
+                .vars
+                .put("BASH_EXECUTION_STRING", Var::scalar(source.as_str()));
             let status = run_top(&mut it, &source, SourceKind::DashC);
             let status = it.finish_shell(status);
             it.st.status = status;

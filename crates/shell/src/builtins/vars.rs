@@ -576,11 +576,9 @@ impl Interp {
         assoc: bool,
         print: bool,
     ) -> i32 {
-        let set_style = matches!(name, "declare" | "typeset" | "local")
-            && filter == 0
-            && !array
-            && !assoc
-            && !print;
+        // A bare `local` lists in `declare -p`'s form, unlike a bare `declare`.
+        let set_style =
+            matches!(name, "declare" | "typeset") && filter == 0 && !array && !assoc && !print;
         let locals_only = name == "local";
         let mut text = String::new();
         for n in self.st.vars.names() {
