@@ -936,12 +936,16 @@ impl Interp {
         }
         let mut saved = Vec::new();
         for a in assigns {
+            let a = &prefix_binding(a);
             let v = self.eval_assignment(a)?;
-            saved.push((a.name.clone(), self.st.vars.get(&a.name).cloned()));
+            let before = self.st.vars.get(&a.name).cloned();
+            // bash reports a binding it cannot make (a readonly name) and runs the command
+            // without it.
             if let Err(msg) = self.store_assignment(a, v) {
                 self.err(&msg.to_string());
-                return Ok(1);
+                continue;
             }
+            saved.push((a.name.clone(), before));
             if let Some(var) = self.st.vars.get_mut(&a.name) {
                 var.attrs |= ATTR_EXPORT;
             }
@@ -976,11 +980,21 @@ impl Interp {
         }
         let mut env = self.st.vars.environ();
         for a in &cmd.assignments {
+            let a = &prefix_binding(a);
             let v = self.eval_assignment(a)?;
             let s = match v {
                 AssignedValue::Scalar(s) => s,
                 AssignedValue::Elem(..) | AssignedValue::Array(_) => continue,
             };
+            if self
+                .st
+                .vars
+                .get(&a.name)
+                .is_some_and(|v| v.has(crate::vars::ATTR_READONLY))
+            {
+                self.err(&ShellError::Readonly(a.name.clone()).to_string());
+                continue;
+            }
             env.retain(|(k, _)| k != &a.name);
             env.push((a.name.clone(), s));
         }
@@ -1657,3 +1671,17 @@ const _: fn() = || {
     fn is_send<T: Send>() {}
     is_send::<Interp>();
 };
+
+/// A binding in front of a command is a string: `B=(b b) cmd` gives `cmd` the text `(b b)`,
+/// as bash does (an environment holds no arrays).
+fn prefix_binding(a: &Assignment) -> std::borrow::Cow<'_, Assignment> {
+    match &a.value {
+        AssignValue::Scalar(_) => std::borrow::Cow::Borrowed(a),
+        AssignValue::Array(elems) => std::borrow::Cow::Owned(Assignment {
+            value: AssignValue::Scalar(Word {
+                parts: vec![WordPart::Quoted(crate::printer::array_literal_text(elems))],
+            }),
+            ..a.clone()
+        }),
+    }
+}

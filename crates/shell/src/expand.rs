@@ -618,7 +618,8 @@ impl Interp {
             PV::Str(s) => !colon || !s.is_empty(),
             PV::List(l, star) => {
                 if colon {
-                    l.iter().any(|s| !s.is_empty()) || (l.len() > 1 && (!star || ifs_sep))
+                    // Unquoted, several empty words are not null whatever IFS is.
+                    l.iter().any(|s| !s.is_empty()) || (l.len() > 1 && (!star || ifs_sep || !in_dq))
                 } else {
                     !l.is_empty()
                 }
@@ -996,6 +997,19 @@ impl Interp {
                         Some(s) => s.chars().next().map(String::from).unwrap_or_default(),
                     };
                     push(out, items.join(&sep), in_dq, false);
+                    return;
+                }
+                // With a first IFS character that is not white space, bash joins the words
+                // with it and splits the result: an empty word between two others stays an
+                // empty field (`IFS=x; set -- a "" b; echo $@`).
+                if !in_dq
+                    && !self.unsplit
+                    && let Some(sep) = self
+                        .get_var("IFS")
+                        .and_then(|s| s.chars().next())
+                        .filter(|c| !matches!(c, ' ' | '\t' | '\n'))
+                {
+                    push(out, items.join(&sep.to_string()), false, true);
                     return;
                 }
                 for (i, item) in items.into_iter().enumerate() {

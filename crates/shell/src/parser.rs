@@ -1763,6 +1763,9 @@ impl<'a> Parser<'a> {
         // text there, up to the group's closing parenthesis.
         let mut ext_depth = 0usize;
         let mut ext_open = 0usize;
+        // Between the single quotes of "${x-'...'}": they stay in the value and hide a `}`,
+        // but `$` still expands inside them.
+        let mut squote_in_param = false;
         fn flush(parts: &mut Vec<WordPart>, lit: &mut Vec<u8>, quoted: bool) {
             if !lit.is_empty() {
                 let s = lossy(lit);
@@ -1810,7 +1813,9 @@ impl<'a> Parser<'a> {
                     depth == 0 && (matches!(c, b' ' | b'\t' | b'\n' | b';' | b'&' | b')'))
                 }
                 Mode::DQuote => c == b'"',
-                Mode::Param { slash, .. } => depth == 0 && (c == b'}' || (slash && c == b'/')),
+                Mode::Param { slash, .. } => {
+                    !squote_in_param && depth == 0 && (c == b'}' || (slash && c == b'/'))
+                }
                 Mode::Subscript => depth == 0 && c == b']',
                 Mode::HereDoc => false,
             };
@@ -1860,17 +1865,11 @@ impl<'a> Parser<'a> {
                 // `'}'` for "${u-'}'}").
                 b'\''
                     if matches!(mode, Mode::Param { dq: true, .. })
-                        && self.src[self.pos + 1..].contains(&b'\'') =>
+                        && (squote_in_param || self.src[self.pos + 1..].contains(&b'\'')) =>
                 {
-                    let open = self.pos;
-                    let close = open
-                        + 1
-                        + self.src[open + 1..]
-                            .iter()
-                            .position(|&c| c == b'\'')
-                            .unwrap_or(0);
-                    lit.extend_from_slice(&self.src[open..=close]);
-                    self.pos = close + 1;
+                    squote_in_param = !squote_in_param;
+                    lit.push(b'\'');
+                    self.pos += 1;
                 }
                 b'"' if !matches!(mode, Mode::DQuote | Mode::HereDoc) => {
                     flush(&mut parts, &mut lit, quoted_ctx);
@@ -1925,6 +1924,7 @@ impl<'a> Parser<'a> {
                 }
                 _ => {
                     match (mode, c) {
+                        _ if squote_in_param => {}
                         (Mode::Regex, b'(')
                         | (Mode::Param { .. }, b'{')
                         | (Mode::Subscript, b'[') => depth += 1,

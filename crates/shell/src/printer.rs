@@ -430,25 +430,26 @@ fn assignment_text(a: &Assignment) -> String {
     s.push('=');
     match &a.value {
         AssignValue::Scalar(w) => s.push_str(&word_text(w, false)),
-        AssignValue::Array(elems) => {
-            let items: Vec<String> = elems
-                .iter()
-                .map(|e| match &e.key {
-                    Some(k) => format!(
-                        "[{}]{}={}",
-                        word_text(k, false),
-                        if e.append { "+" } else { "" },
-                        word_text(&e.value, false)
-                    ),
-                    None => word_text(&e.value, false),
-                })
-                .collect();
-            s.push('(');
-            s.push_str(&items.join(" "));
-            s.push(')');
-        }
+        AssignValue::Array(elems) => s.push_str(&array_literal_text(elems)),
     }
     s
+}
+
+/// An array literal written back in source form: `(a [k]=v)`.
+pub(crate) fn array_literal_text(elems: &[ArrayElem]) -> String {
+    let items: Vec<String> = elems
+        .iter()
+        .map(|e| match &e.key {
+            Some(k) => format!(
+                "[{}]{}={}",
+                word_text(k, false),
+                if e.append { "+" } else { "" },
+                word_text(&e.value, false)
+            ),
+            None => word_text(&e.value, false),
+        })
+        .collect();
+    format!("({})", items.join(" "))
 }
 
 /// A word written back in source form. `raw` is for here-document bodies, whose quoted

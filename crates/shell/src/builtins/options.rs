@@ -143,11 +143,11 @@ impl Interp {
                 }
                 return 0;
             }
+            // A lone `+` is an option word without letters: option parsing goes on after it
+            // (`set + -` changes nothing).
             if a == "+" {
-                if i + 1 < args.len() {
-                    self.st.positional = args[i + 1..].to_vec();
-                }
-                return 0;
+                i += 1;
+                continue;
             }
             let on = a.starts_with('-');
             if !(on || a.starts_with('+')) || a.len() < 2 {

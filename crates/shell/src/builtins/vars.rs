@@ -156,12 +156,13 @@ impl Interp {
                         'l' => ATTR_LOWER,
                         'u' => ATTR_UPPER,
                         't' => ATTR_TRACE,
+                        // `+a`/`+A` cannot take the attribute away; they declare no array.
                         'a' => {
-                            array = true;
+                            array |= on;
                             0
                         }
                         'A' => {
-                            assoc = true;
+                            assoc |= on;
                             0
                         }
                         'p' => {
@@ -269,6 +270,16 @@ impl Interp {
                 },
                 DeclArg::Assign(a, v) => (a.name.clone(), a.name.clone(), Some((a, v))),
             };
+            // `export`/`readonly` take names, never array elements.
+            if matches!(name, "export" | "readonly")
+                && let Some((_, AssignedValue::Elem(k, _))) = &value
+            {
+                self.err(&format!(
+                    "{name}: `{var_name}[{k}]': not a valid identifier"
+                ));
+                status = 1;
+                continue;
+            }
             if !is_valid_name(&var_name) {
                 self.err(&format!("{name}: `{shown}': not a valid identifier"));
                 status = 1;
