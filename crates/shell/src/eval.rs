@@ -34,7 +34,7 @@ impl Interp {
     }
 
     fn arith_textual(&mut self, a: &Arith) -> AR {
-        let text = self.expand_dq_text(&a.source)?;
+        let text = self.expand_dq_text(&without_double_quotes(&a.source))?;
         self.eval_arith_text(&text)
     }
 
@@ -613,6 +613,44 @@ fn contains_expansion(e: &ArithExpr) -> bool {
                 }
         }
     }
+}
+
+/// The expression with its own double quotes removed, as bash's quote removal does before it
+/// evaluates (`$(( "1 + 2" * 3 ))` is 7); quotes inside `$(...)`, `${...}` and backquotes
+/// belong to those and stay.
+fn without_double_quotes(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut depth = 0usize;
+    let mut in_backquote = false;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        match c {
+            b'\\' if i + 1 < b.len() => {
+                out.extend_from_slice(&b[i..i + 2]);
+                i += 2;
+                continue;
+            }
+            b'$' if matches!(b.get(i + 1), Some(b'(' | b'{')) => {
+                depth += 1;
+                out.extend_from_slice(&b[i..i + 2]);
+                i += 2;
+                continue;
+            }
+            b'(' | b'{' if depth > 0 => depth += 1,
+            b')' | b'}' if depth > 0 => depth -= 1,
+            b'`' => in_backquote = !in_backquote,
+            b'"' if depth == 0 && !in_backquote => {
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        out.push(c);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| src.to_string())
 }
 
 /// Escapes `"` and backslashes that would end or alter a double-quoted string, keeping `$`

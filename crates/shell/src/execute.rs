@@ -1189,6 +1189,7 @@ impl Interp {
         for (name, on) in set_opts {
             child.set_option(name, *on);
         }
+        child.sync_option_vars();
         let name = child.st.arg0.clone();
         let kind = if from_dash_c {
             crate::SourceKind::DashC

@@ -570,7 +570,13 @@ impl Interp {
             && let Some(Subscript::At | Subscript::Star) = &sub
         {
             let resolved = self.resolve_ref(n).0;
-            if let Some(Value::Indexed(m)) = self.st.vars.get(&resolved).map(|v| v.value.clone()) {
+            let array = self
+                .st
+                .vars
+                .get(&resolved)
+                .map(|v| v.value.clone())
+                .filter(|v| matches!(v, Value::Indexed(_) | Value::Assoc(_)));
+            if let Some(array) = array {
                 let star = matches!(sub, Some(Subscript::Star));
                 let off = self.arith_or_exit(offset)?;
                 let len = match length {
@@ -583,23 +589,47 @@ impl Interp {
                     self.err(&format!("{l}: substring expression < 0"));
                     return Err(Flow::Fatal(1));
                 }
-                let top = m
-                    .keys()
-                    .next_back()
-                    .map(|k| k.saturating_add(1))
-                    .unwrap_or(0);
-                let start = if off < 0 {
-                    top.saturating_add(off)
-                } else {
-                    off
-                };
-                let items: Vec<String> = if start < 0 {
-                    Vec::new()
-                } else {
-                    m.range(start..)
-                        .map(|(_, v)| v.clone())
-                        .take(len.map_or(usize::MAX, |l| l as usize))
-                        .collect()
+                let take = len.map_or(usize::MAX, |l| l as usize);
+                let items: Vec<String> = match array {
+                    Value::Indexed(m) => {
+                        let top = m
+                            .keys()
+                            .next_back()
+                            .map(|k| k.saturating_add(1))
+                            .unwrap_or(0);
+                        let start = if off < 0 {
+                            top.saturating_add(off)
+                        } else {
+                            off
+                        };
+                        if start < 0 {
+                            Vec::new()
+                        } else {
+                            m.range(start..)
+                                .map(|(_, v)| v.clone())
+                                .take(take)
+                                .collect()
+                        }
+                    }
+                    Value::Assoc(m) => {
+                        // bash numbers an associative array's elements from 1 for a slice,
+                        // and 0 is the first one too; from the end they count as usual.
+                        let start = match off {
+                            0 => 0,
+                            o if o > 0 => o - 1,
+                            o => m.len() as i64 + o,
+                        };
+                        if start < 0 {
+                            Vec::new()
+                        } else {
+                            m.values()
+                                .skip(start as usize)
+                                .take(take)
+                                .cloned()
+                                .collect()
+                        }
+                    }
+                    _ => unreachable!("filtered to arrays above"),
                 };
                 self.push_value(PV::List(items, star), in_dq, out);
                 return Ok(());

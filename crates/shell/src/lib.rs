@@ -159,6 +159,7 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
         .spawn(move || {
             let mut it = Interp::new(taken, rt2, fds);
             it.usage = usage2;
+            it.sync_option_vars();
             // Each run is a `bash -c` of its script.
             it.st
                 .vars

@@ -96,6 +96,24 @@ impl Interp {
         true
     }
 
+    /// Stores `$SHELLOPTS` and `$BASHOPTS` as the readonly variables bash has, so that they
+    /// exist for `test -v`, refuse assignment and list with their current value. Reads go
+    /// through `get_var`, which computes them afresh.
+    pub(crate) fn sync_option_vars(&mut self) {
+        for (name, value) in [
+            ("SHELLOPTS", self.shellopts()),
+            ("BASHOPTS", self.bashopts()),
+        ] {
+            self.st.vars.put(
+                name,
+                Var {
+                    value: Value::Str(value),
+                    attrs: crate::vars::ATTR_READONLY,
+                },
+            );
+        }
+    }
+
     /// `$SHELLOPTS`: the `set -o` options that are on.
     pub(crate) fn shellopts(&self) -> String {
         SET_OPTIONS
@@ -118,6 +136,7 @@ impl Interp {
 
     pub(super) fn b_set(&mut self, args: &[String]) -> i32 {
         if args.is_empty() {
+            self.sync_option_vars();
             let mut text = String::new();
             for n in self.st.vars.names() {
                 if let Some(v) = self.st.vars.get(&n)

@@ -587,6 +587,7 @@ impl Interp {
         assoc: bool,
         print: bool,
     ) -> i32 {
+        self.sync_option_vars();
         // A bare `local` lists in `declare -p`'s form, unlike a bare `declare`.
         let set_style =
             matches!(name, "declare" | "typeset") && filter == 0 && !array && !assoc && !print;
@@ -614,6 +615,7 @@ impl Interp {
     }
 
     fn print_declarations(&mut self, name: &str, items: &[DeclArg]) -> i32 {
+        self.sync_option_vars();
         let mut text = String::new();
         let mut status = 0;
         for a in items {
