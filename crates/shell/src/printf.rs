@@ -57,7 +57,7 @@ pub fn printf_in_zone(
         next: 0,
         now,
         shell_start,
-        zone: tz.map(parse_tz).unwrap_or((0, "UTC".into())),
+        zone: tz.map_or(Zone::Fixed(0, "UTC".into()), Zone::from_tz),
     };
     let fmt: Vec<char> = format.chars().collect();
     loop {
@@ -380,13 +380,56 @@ struct State<'a> {
     next: usize,
     now: i64,
     shell_start: i64,
-    /// Seconds east of UTC and the zone's abbreviation.
-    zone: (i64, String),
+    zone: Zone,
 }
 
-/// A POSIX `TZ` value's standard offset and name (`JST-9`, `UTC+3`, `<+05>-5`); summer
-/// time rules are ignored and zone files are not read (the sandbox has none), so a name like
-/// `Europe/Paris` is UTC, as glibc treats a zone it cannot find.
+/// The time zone `%(...)T` shows times in.
+enum Zone {
+    /// Seconds east of UTC and the zone's abbreviation.
+    Fixed(i64, String),
+    /// A zone of the compiled-in database, or POSIX rules with summer time.
+    Rules(jiff::tz::TimeZone),
+}
+
+impl Zone {
+    /// As glibc reads `TZ`: a zone name first (`Asia/Tokyo`, `:UTC`), then POSIX rules
+    /// (`EST5EDT,M3.2.0,M11.1.0`); what is neither keeps its name at offset 0.
+    fn from_tz(tz: &str) -> Zone {
+        let name = tz.strip_prefix(':').unwrap_or(tz);
+        if let Ok(z) = jiff::tz::db().get(name) {
+            return Zone::Rules(z);
+        }
+        if !tz.starts_with(':')
+            && tz.contains(',')
+            && let Ok(z) = jiff::tz::TimeZone::posix(tz)
+        {
+            return Zone::Rules(z);
+        }
+        let (off, name) = parse_tz(tz);
+        Zone::Fixed(off, name)
+    }
+
+    /// Seconds east of UTC and the abbreviation in force at `t`.
+    fn at(&self, t: i64) -> (i64, String) {
+        match self {
+            Zone::Fixed(off, name) => (*off, name.clone()),
+            Zone::Rules(z) => match jiff::Timestamp::from_second(t) {
+                Ok(ts) => {
+                    let info = z.to_offset_info(ts);
+                    (
+                        i64::from(info.offset().seconds()),
+                        info.abbreviation().to_string(),
+                    )
+                }
+                Err(_) => (0, "UTC".into()),
+            },
+        }
+    }
+}
+
+/// A POSIX `TZ` value's standard offset and name (`JST-9`, `UTC+3`, `<+05>-5`), for values
+/// neither the zone database nor the full POSIX rules take; a name no zone has is UTC, as
+/// glibc treats a zone it cannot find.
 fn parse_tz(tz: &str) -> (i64, String) {
     let tz = tz.strip_prefix(':').unwrap_or(tz);
     let (name, rest) = if let Some(r) = tz.strip_prefix('<') {
@@ -549,7 +592,7 @@ impl State<'_> {
             } else {
                 tfmt
             };
-            let text = strftime(&tfmt, t, &self.zone);
+            let text = strftime(&tfmt, t, &self.zone.at(t));
             self.put_str(text.as_bytes(), &spec);
             return Ok(i + 1);
         }
@@ -1425,6 +1468,25 @@ mod tests {
         assert_eq!(at("EST5EDT"), "19:00 -0500 EST");
         assert_eq!(at("<+0530>-5:30"), "05:30 +0530 +0530");
         assert_eq!(at("UTC"), "00:00 +0000 UTC");
+        // Zone names and full POSIX rules follow summer time (bash 5.2.15 on Debian 12).
+        let may = |tz: &str| {
+            let p = printf_in_zone(
+                "%(%F %T %z %Z)T",
+                &["1557978599".to_string()],
+                0,
+                0,
+                Some(tz),
+            );
+            String::from_utf8(p.out).unwrap()
+        };
+        assert_eq!(may("Asia/Tokyo"), "2019-05-16 12:49:59 +0900 JST");
+        assert_eq!(may("US/Eastern"), "2019-05-15 23:49:59 -0400 EDT");
+        assert_eq!(may(":Portugal"), "2019-05-16 04:49:59 +0100 WEST");
+        assert_eq!(
+            may("CET-1CEST,M3.5.0,M10.5.0/3"),
+            "2019-05-16 05:49:59 +0200 CEST"
+        );
+        assert_eq!(may("Nowhere/Land"), "2019-05-16 03:49:59 +0000 Nowhere");
     }
 
     fn out(format: &str, args: &[&str]) -> Vec<u8> {

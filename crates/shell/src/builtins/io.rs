@@ -88,7 +88,13 @@ impl Interp {
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0);
         let start = now - self.rt.started.elapsed().as_secs() as i64;
-        let tz = self.get_var("TZ");
+        // As bash, only an exported TZ reaches the C library's clock functions.
+        let tz = self
+            .st
+            .vars
+            .get("TZ")
+            .filter(|v| v.has(crate::vars::ATTR_EXPORT))
+            .and_then(|v| v.scalar_value().map(str::to_string));
         let p = crate::printf::printf_in_zone(fmt, &args[1..], now, start, tz.as_deref());
         for e in &p.errors {
             self.err(e);
