@@ -8,7 +8,7 @@ use crate::dispatch::UuMain;
 pub const TOOLS: &[&str] = &[
     "cat", "head", "tail", "wc", "true", "false", "basename", "dirname", "seq", "yes", "env",
     "printenv", "sleep", "shuf", "numfmt", "mkdir", "rmdir", "rm", "cp", "mv", "ln", "readlink",
-    "realpath", "split", "mktemp", "truncate",
+    "realpath", "split", "mktemp", "truncate", "pwd",
 ];
 
 pub fn lookup(name: &str) -> Option<UuMain> {
@@ -31,6 +31,7 @@ pub fn lookup(name: &str) -> Option<UuMain> {
         "dirname" => |a| uu_dirname::uumain(a),
         "env" => |a| uu_env::uumain(a),
         "printenv" => |a| uu_printenv::uumain(a),
+        "pwd" => |a| uu_pwd::uumain(a),
         "sleep" => |a| uu_sleep::uumain(a),
         "split" => |a| uu_split::uumain(a),
         "mktemp" => |a| uu_mktemp::uumain(a),
