@@ -154,6 +154,10 @@ pub enum ShellError {
     /// (`declare -n a=b b=a; a=1`); bash warns and the assignment fails.
     #[error("warning: {0}: circular name reference")]
     CircularRef(String),
+    /// A name that cannot be assigned as asked: an element or list through a `declare -n`
+    /// whose target is itself an element (`declare -n r='a[0]'; r[1]=x`).
+    #[error("`{0}': not a valid identifier")]
+    InvalidIdentifier(String),
     /// An assignment to a readonly variable.
     #[error("{0}: readonly variable")]
     Readonly(String),

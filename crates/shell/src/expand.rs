@@ -232,32 +232,10 @@ impl Interp {
 
     fn command_subst_inner(&mut self, s: &Script) -> FlowResult<String> {
         // `$(< file)` reads the file without a subshell.
-        if let [item] = s.items.as_slice()
-            && !item.background
-            && item.and_or.rest.is_empty()
-            && let [Command::Simple(sc)] = item.and_or.first.commands.as_slice()
-            && sc.words.is_empty()
-            && sc.assignments.is_empty()
-            && let [r] = sc.redirects.as_slice()
-            && r.op == RedirOp::Read
-            && r.fd.is_none()
-            && let RedirTarget::Word(w) = &r.target
-        {
-            let name = self.expand_string(w)?;
-            let abs = wasmsand_vfs::path::join(&self.st.cwd, &name);
-            let data = self.rt.vfs.lock().read(&abs);
-            return match data {
-                Ok(d) => {
-                    self.check_size(d.len(), "command substitution")?;
-                    self.subst_status = Some(0);
-                    Ok(trim_newlines(String::from_utf8_lossy(&d).into_owned()))
-                }
-                Err(e) => {
-                    self.err(&format!("{name}: {}", crate::interp::strerror(e.errno)));
-                    self.subst_status = Some(1);
-                    Ok(String::new())
-                }
-            };
+        if let Some(w) = only_file_input(s) {
+            let (data, status) = self.read_file_input(w, "command substitution")?;
+            self.subst_status = Some(status);
+            return Ok(trim_newlines(String::from_utf8_lossy(&data).into_owned()));
         }
         let (out, status) = self.capture(s, "command substitution")?;
         self.subst_status = Some(status);
@@ -271,6 +249,24 @@ impl Interp {
         Ok(trim_newlines(text))
     }
 
+    /// The contents of the file a `< file` on its own names, as `$(< file)` and `<(< file)`
+    /// give them, and the status (1 when it cannot be read).
+    fn read_file_input(&mut self, w: &Word, what: &str) -> FlowResult<(Vec<u8>, i32)> {
+        let name = self.expand_string(w)?;
+        let abs = wasmsand_vfs::path::join(&self.st.cwd, &name);
+        let data = self.rt.vfs.lock().read(&abs);
+        match data {
+            Ok(d) => {
+                self.check_size(d.len(), what)?;
+                Ok((d.to_vec(), 0))
+            }
+            Err(e) => {
+                self.err(&format!("{name}: {}", crate::interp::strerror(e.errno)));
+                Ok((Vec::new(), 1))
+            }
+        }
+    }
+
     /// `<(cmd)`: a file holding cmd's whole output; `>(cmd)`: an empty file that cmd reads as
     /// its stdin once the command using it is done. A WASI guest cannot read a pipe by a
     /// `/dev/fd` name, so the data goes through a file of the sandbox's tree, removed when
@@ -281,6 +277,8 @@ impl Interp {
         let path = format!("/tmp/.wasmsand-procsub-{n}");
         let data = if output {
             Vec::new()
+        } else if let Some(w) = only_file_input(s) {
+            self.read_file_input(w, "process substitution")?.0
         } else {
             self.enter()?;
             let r = self.capture(s, "process substitution");
@@ -417,7 +415,7 @@ impl Interp {
 
     fn named_value(&mut self, name: &str, sub: &Option<Subscript>) -> FlowResult<PV> {
         let (resolved, ref_sub) = self.resolve_ref(name);
-        if let (Some(k), None) = (ref_sub, sub) {
+        if let (Some(k), None) = (&ref_sub, sub) {
             // A reference to `a[i+1]`, `a[$k]` or `a[@]` reads as that subscript written
             // in place.
             let sub = match k.as_str() {
@@ -426,6 +424,15 @@ impl Interp {
                 k => Subscript::Index(runtime_subscript(k)),
             };
             return self.named_value(&resolved, &Some(sub));
+        }
+        // A subscript on a reference whose target is an element names nothing (bash reads
+        // `${r[0]}` of `declare -n r='a[1]'` as unset).
+        if ref_sub.is_some() {
+            return Ok(match sub {
+                Some(Subscript::At) => PV::List(Vec::new(), false),
+                Some(Subscript::Star) => PV::List(Vec::new(), true),
+                _ => PV::Unset,
+            });
         }
         let name = resolved.as_str();
         let Some(sub) = sub else {
@@ -1358,7 +1365,10 @@ impl Interp {
         items: Vec<(Option<String>, bool, String)>,
         append: bool,
     ) -> Result<(), ShellError> {
-        let resolved = self.resolve_ref(name).0;
+        let (resolved, sub) = self.resolve_ref(name);
+        if let Some(k) = sub {
+            return Err(ShellError::InvalidIdentifier(format!("{resolved}[{k}]")));
+        }
         let name = resolved.as_str();
         let existing = self.st.vars.get(name).cloned();
         if let Some(v) = &existing
@@ -1370,9 +1380,13 @@ impl Interp {
         let is_assoc = matches!(existing.as_ref().map(|v| &v.value), Some(Value::Assoc(_)));
         let integer = attrs & ATTR_INTEGER != 0;
         if is_assoc {
-            let mut m = match (append, existing.map(|v| v.value)) {
-                (true, Some(Value::Assoc(m))) => m,
-                _ => crate::vars::AssocMap::new(),
+            // `a=([k]+=v)` builds a new table, but `+=` reads the value `k` had before the
+            // assignment (bash 5.2 fills the new table while the old one is still the
+            // variable's).
+            let (mut m, before) = match (append, existing.map(|v| v.value)) {
+                (true, Some(Value::Assoc(m))) => (m, None),
+                (false, Some(Value::Assoc(old))) => (crate::vars::AssocMap::new(), Some(old)),
+                _ => (crate::vars::AssocMap::new(), None),
             };
             let mut pending_key: Option<String> = None;
             // `(k1 v1 k2 v2)` pairs only when the list starts without a subscript.
@@ -1381,11 +1395,15 @@ impl Interp {
                 match k {
                     Some(k) => {
                         let v = crate::interp::apply_case_attrs(attrs, v);
+                        let prior = match &before {
+                            Some(old) if add => Some(old.get(&k).cloned().unwrap_or_default()),
+                            _ => None,
+                        };
                         let slot = m.slot(k);
-                        if add {
-                            slot.push_str(&v);
-                        } else {
-                            *slot = v;
+                        match prior {
+                            Some(p) => *slot = p + &v,
+                            None if add => slot.push_str(&v),
+                            None => *slot = v,
                         }
                     }
                     None if !pairs => self.err(&format!(
@@ -1914,4 +1932,24 @@ pub(crate) fn quote_for_trace(s: &str) -> String {
     crate::printf::quote_unless(s, |c| {
         c.is_ascii_alphanumeric() || "_-./=:,+@%^".contains(c) || !c.is_ascii()
     })
+}
+
+/// The file of a script that is one `< file` and nothing else: bash substitutes that file's
+/// contents for `$(< file)` and `<(< file)`.
+fn only_file_input(s: &Script) -> Option<&Word> {
+    if let [item] = s.items.as_slice()
+        && !item.background
+        && item.and_or.rest.is_empty()
+        && let [Command::Simple(sc)] = item.and_or.first.commands.as_slice()
+        && sc.words.is_empty()
+        && sc.assignments.is_empty()
+        && let [r] = sc.redirects.as_slice()
+        && r.op == RedirOp::Read
+        && r.fd.is_none()
+        && let RedirTarget::Word(w) = &r.target
+    {
+        Some(w)
+    } else {
+        None
+    }
 }

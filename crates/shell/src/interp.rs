@@ -846,8 +846,14 @@ impl Interp {
             let (target, sub) = self.resolve_ref(name);
             if target != name {
                 let key = match (sub, key) {
+                    (Some(k), None) if k == "@" || k == "*" => {
+                        return Err(ShellError::BadSubscript(format!("{target}[{k}]")));
+                    }
                     (Some(k), None) => Some(self.runtime_key_for(&target, &k)?),
-                    (_, k) => k,
+                    (Some(k), Some(_)) => {
+                        return Err(ShellError::InvalidIdentifier(format!("{target}[{k}]")));
+                    }
+                    (None, k) => k,
                 };
                 return self.assign(&target, key, value, append);
             }
