@@ -167,6 +167,10 @@ pub enum ShellError {
     /// A subscript that is not a valid index or key (`a[x y]`, `a[-9]` past the start).
     #[error("{0}: bad array subscript")]
     BadSubscript(String),
+    /// An arithmetic error in an indexed array's subscript (`a[1+]=x`): bash prints it and
+    /// the shell exits with status 1.
+    #[error("{0}")]
+    SubscriptArith(String),
     /// An arithmetic error, worded by the evaluator (`1/0: division by 0 (error token is
     /// "0")`).
     #[error("{0}")]

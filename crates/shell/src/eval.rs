@@ -109,6 +109,9 @@ impl Interp {
                     let e = e.clone();
                     self.eval_ax(&e, depth + 1, t)
                 }
+                // A variable's value that is an element with a malformed subscript
+                // (`x='a[1+]'`): the subscript's error, fatal as in bash.
+                Err(m) if is_element_text(t) => Err(self.subscript_error(m)),
                 Err(m) => Err(AErr::Msg(m.clone())),
             },
             Err(e) => Err(AErr::Msg(format!("{t}: {}", e.message))),
@@ -166,8 +169,19 @@ impl Interp {
             };
             Ok(AssignKey::Key(key))
         } else {
-            Ok(AssignKey::Index(self.eval_ax(idx, depth, src)?))
+            match self.eval_ax(idx, depth, src) {
+                Ok(i) => Ok(AssignKey::Index(i)),
+                Err(AErr::Msg(m)) => Err(self.subscript_error(&m)),
+                Err(f) => Err(f),
+            }
         }
+    }
+
+    /// An arithmetic error in an indexed array's subscript is fatal in bash: the message,
+    /// then the shell exits with status 1.
+    fn subscript_error(&mut self, msg: &str) -> AErr {
+        self.err(msg);
+        AErr::Flow(Flow::Exit(1))
     }
 
     fn store_lvalue(&mut self, lv: &LValue, v: i64, depth: u32, src: &str) -> AR<()> {
@@ -613,6 +627,16 @@ fn contains_expansion(e: &ArithExpr) -> bool {
                 }
         }
     }
+}
+
+/// Whether text starts as an array element does (`a[`), where arithmetic on a variable's
+/// value would evaluate a subscript.
+fn is_element_text(t: &str) -> bool {
+    let name_len = t
+        .bytes()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        .count();
+    name_len > 0 && !t.as_bytes()[0].is_ascii_digit() && t[name_len..].starts_with('[')
 }
 
 /// The expression with its own double quotes removed, as bash's quote removal does before it

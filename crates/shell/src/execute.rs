@@ -94,11 +94,14 @@ impl Interp {
                         _
                     ))
                 );
+            // Nor does `set -e` exit for it: a failure inside that could end the shell has
+            // already done so, and one that could not (`{ false && x; }`) does not make its
+            // group, `if`, loop or `case` fail in errexit's sense.
             if !compound {
                 self.run_err_trap()?;
-            }
-            if self.st.opts.errexit {
-                return Err(Flow::Exit(status));
+                if self.st.opts.errexit {
+                    return Err(Flow::Exit(status));
+                }
             }
         }
         Ok(status)
@@ -533,6 +536,9 @@ impl Interp {
                         if status != 0 && self.cond == 0 {
                             self.st.status = status;
                             self.run_err_trap()?;
+                            if self.st.opts.errexit {
+                                return Err(Flow::Exit(status));
+                            }
                         }
                         Ok(status)
                     }
@@ -907,7 +913,9 @@ impl Interp {
                     .vars
                     .get(&a.name)
                     .is_some_and(|v| v.has(crate::vars::ATTR_INTEGER));
-                if integer && !matches!(msg, ShellError::Readonly(_)) {
+                if (integer && !matches!(msg, ShellError::Readonly(_)))
+                    || matches!(msg, ShellError::SubscriptArith(_))
+                {
                     return Err(Flow::Exit(1));
                 }
                 if self.st.opts.errexit && self.cond == 0 {

@@ -1350,10 +1350,12 @@ impl Interp {
         );
         if is_assoc {
             Ok(AssignKey::Key(k.to_string()))
+        } else if k.trim().is_empty() {
+            Err(ShellError::BadSubscript(format!("{name}[{k}]")))
         } else {
             match self.eval_arith_text(k) {
                 Ok(i) => Ok(AssignKey::Index(i)),
-                Err(AErr::Msg(m)) => Err(ShellError::Arith(m)),
+                Err(AErr::Msg(m)) => Err(ShellError::SubscriptArith(m)),
                 Err(AErr::Flow(_)) => Err(ShellError::BadSubscript(k.to_string())),
             }
         }

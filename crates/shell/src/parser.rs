@@ -2290,6 +2290,10 @@ impl<'a> Parser<'a> {
         let Some(param) = self.param_name() else {
             return self.bad_subst(open);
         };
+        // `${a[]}`: an empty subscript is a bad substitution in bash.
+        if matches!(param, Param::Named(_)) && self.starts("[]") {
+            return self.bad_subst(open);
+        }
         let sub = if matches!(param, Param::Named(_)) {
             self.opt_subscript(open)?
         } else {
