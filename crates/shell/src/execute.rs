@@ -1035,12 +1035,26 @@ impl Interp {
                     .find(|(k, _)| k == "PATH")
                     .map(|(_, v)| v.as_str())
             });
-            match self.find_in(&name, path_var) {
-                Some(p) => p,
-                None => {
-                    self.err(&format!("{name}: command not found"));
-                    return Ok(127);
+            // The remembered path serves only a lookup along the shell's own PATH (not
+            // `PATH=... cmd` or `command -p`), as bash's table does.
+            let own_path = search.is_none() && path_var.map(str::to_string) == self.get_var("PATH");
+            match self.st.hashed.get_mut(&name).filter(|_| own_path) {
+                Some(h) => {
+                    h.hits += 1;
+                    h.path.clone()
                 }
+                None => match self.find_in(&name, path_var) {
+                    Some(p) => {
+                        if own_path {
+                            self.remember_path(&name, &p, 1);
+                        }
+                        p
+                    }
+                    None => {
+                        self.err(&format!("{name}: command not found"));
+                        return Ok(127);
+                    }
+                },
             }
         };
         let (meta, data) = {
@@ -1089,6 +1103,15 @@ impl Interp {
                     return Ok(126);
                 }
             };
+            // A guest module serves several commands and picks one by argv[0]: run through
+            // a link (`ln -s /bin/ls myls`) or a remembered path (`hash -p /bin/true t`), it
+            // is told the name of the file it really is.
+            let mut argv = argv;
+            let real = self.rt.vfs.lock().realpath(&path).unwrap_or(path);
+            let real_name = real.rsplit('/').next().unwrap_or(&real);
+            if argv[0].rsplit('/').next() != Some(real_name) {
+                argv[0] = real_name.to_string();
+            }
             return self.run_program(&program, argv, env);
         }
         self.run_script_file(&path, &data, argv, env)

@@ -176,6 +176,22 @@ pub struct ShellState {
     pub ulimits: BTreeMap<char, Option<u64>>,
     /// Builtins `enable -n` turned off: their names are looked up as programs.
     pub disabled_builtins: im::OrdSet<String>,
+    /// bash's table of remembered program paths (`hash`): a name found along `$PATH` is
+    /// run from here until `PATH` is assigned or `hash -r` empties it. Not kept in a
+    /// portable state, as a new bash process starts with it empty.
+    pub hashed: im::HashMap<String, Hashed>,
+}
+
+/// A remembered program path: where `name` was found, how often it ran from there, and
+/// when it was added (bash lists each bucket of its table newest first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hashed {
+    /// The program's file.
+    pub path: String,
+    /// How many times the name ran from this entry (`hash` lists it).
+    pub hits: u32,
+    /// Order of insertion.
+    pub seq: u64,
 }
 
 impl ShellState {
@@ -222,6 +238,7 @@ impl ShellState {
             pid: 1000 + random_u32() % 30000,
             ulimits: BTreeMap::new(),
             disabled_builtins: im::OrdSet::new(),
+            hashed: im::HashMap::new(),
         }
     }
 }
@@ -870,6 +887,9 @@ impl Interp {
         if attrs & ATTR_READONLY != 0 {
             return Err(ShellError::Readonly(name.to_string()));
         }
+        if name == "PATH" {
+            self.st.hashed.clear();
+        }
         let value = if attrs & crate::vars::ATTR_INTEGER != 0 {
             let base = if append {
                 match (&existing, &key) {
@@ -981,6 +1001,9 @@ impl Interp {
         {
             return Err(ShellError::CannotUnset(name.to_string()));
         }
+        if name == "PATH" {
+            self.st.hashed.clear();
+        }
         // bash: unsetting GLOBIGNORE turns `dotglob` off.
         if name == "GLOBIGNORE" {
             self.st.opts.dotglob = false;
@@ -1013,6 +1036,19 @@ impl Interp {
     }
 
     // ---- programs ----
+
+    /// Adds `name`'s program path to the `hash` table.
+    pub(crate) fn remember_path(&mut self, name: &str, path: &str, hits: u32) {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        self.st.hashed.insert(
+            name.to_string(),
+            Hashed {
+                path: path.to_string(),
+                hits,
+                seq: SEQ.fetch_add(1, Ordering::Relaxed),
+            },
+        );
+    }
 
     /// Resolves a command name to a program file in the VFS through `$PATH`.
     pub fn find_in_path(&self, name: &str) -> Option<String> {

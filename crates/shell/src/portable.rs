@@ -173,6 +173,7 @@ impl ShellState {
                 .into_iter()
                 .filter(|n| crate::builtins::is_builtin(n))
                 .collect(),
+            hashed: im::HashMap::new(),
         })
     }
 }

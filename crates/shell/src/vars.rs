@@ -53,7 +53,7 @@ pub struct AssocMap {
 /// Buckets of a bash associative array (`ASSOC_HASH_BUCKETS`).
 const ASSOC_BUCKETS: u32 = 1024;
 
-fn bash_hash(s: &str) -> u32 {
+pub(crate) fn bash_hash(s: &str) -> u32 {
     let mut h: u32 = 2_166_136_261;
     for b in s.bytes() {
         h = h.wrapping_mul(16_777_619);

@@ -104,31 +104,129 @@ impl Interp {
     /// `help NAME`: the synopsis line (the long descriptions are not carried).
     /// `hash NAME...` checks each name is a command found along `$PATH` (scripts use it as an
     /// existence test); no table is kept, so the listing and `-t` have nothing to show.
+    /// `hash [-lr] [-p path] [-dt] [name ...]`: the table of remembered program paths.
     pub(super) fn b_hash(&mut self, args: &[String]) -> i32 {
-        let mut names = args;
-        if let Some(o) = args.first().filter(|a| a.len() > 1 && a.starts_with('-')) {
-            if o != "--" {
-                if let Some(c) = o[1..].chars().find(|c| !"lrpdt".contains(*c)) {
-                    self.err(&format!("hash: -{c}: invalid option"));
-                    self.usage("hash");
-                    return 2;
+        let (mut list, mut reset, mut delete, mut show) = (false, false, false, false);
+        let mut given_path: Option<String> = None;
+        let mut i = 0;
+        while let Some(a) = args.get(i) {
+            if a == "--" {
+                i += 1;
+                break;
+            }
+            if !a.starts_with('-') || a.len() < 2 {
+                break;
+            }
+            let letters: Vec<char> = a[1..].chars().collect();
+            for (k, c) in letters.iter().enumerate() {
+                match c {
+                    'l' => list = true,
+                    'r' => reset = true,
+                    'd' => delete = true,
+                    't' => show = true,
+                    'p' => {
+                        // The path is the rest of this word, or the next word.
+                        let rest: String = letters[k + 1..].iter().collect();
+                        given_path = Some(if rest.is_empty() {
+                            i += 1;
+                            match args.get(i) {
+                                Some(p) => p.clone(),
+                                None => {
+                                    self.err("hash: -p: option requires an argument");
+                                    self.usage("hash");
+                                    return 2;
+                                }
+                            }
+                        } else {
+                            rest
+                        });
+                        break;
+                    }
+                    c => {
+                        self.err(&format!("hash: -{c}: invalid option"));
+                        self.usage("hash");
+                        return 2;
+                    }
                 }
+            }
+            i += 1;
+        }
+        let names = &args[i..];
+        if reset {
+            self.st.hashed.clear();
+        }
+        if names.is_empty() {
+            if reset {
                 return 0;
             }
-            names = &args[1..];
+            return self.hash_listing(list);
         }
         let mut status = 0;
+        let mut text = String::new();
         for n in names {
-            let known = n.contains('/')
-                || self.builtin_enabled(n)
+            if let Some(p) = &given_path {
+                self.remember_path(n, p, 0);
+                continue;
+            }
+            if delete {
+                if self.st.hashed.remove(n).is_none() {
+                    self.err(&format!("hash: {n}: not found"));
+                    status = 1;
+                }
+                continue;
+            }
+            if show {
+                match self.st.hashed.get(n) {
+                    Some(h) if list => text.push_str(&format!("builtin hash -p {} {n}\n", h.path)),
+                    Some(h) if names.len() > 1 => text.push_str(&format!("{n}\t{}\n", h.path)),
+                    Some(h) => text.push_str(&format!("{}\n", h.path)),
+                    None => {
+                        self.err(&format!("hash: {n}: not found"));
+                        status = 1;
+                    }
+                }
+                continue;
+            }
+            // Builtins and functions are not looked up; a name with a slash is not hashed.
+            if n.contains('/')
                 || self.st.functions.contains_key(n)
-                || self.find_in_path(n).is_some();
-            if !known {
-                self.err(&format!("hash: {n}: not found"));
-                status = 1;
+                || (self.builtin_enabled(n) && !stands_in_for_program(n))
+            {
+                continue;
+            }
+            match self.find_in_path(n) {
+                Some(p) => self.remember_path(n, &p, 0),
+                None if self.builtin_enabled(n) => {}
+                None => {
+                    self.err(&format!("hash: {n}: not found"));
+                    status = 1;
+                }
             }
         }
-        status
+        let s = self.out_str(&text);
+        if s != 0 { s } else { status }
+    }
+
+    /// The table as bash lists it: by its 256 buckets of the names' hash, each bucket newest
+    /// first.
+    fn hash_listing(&mut self, reusable: bool) -> i32 {
+        if self.st.hashed.is_empty() {
+            return self.out_str("hash: hash table empty\n");
+        }
+        let mut entries: Vec<(&String, &crate::interp::Hashed)> = self.st.hashed.iter().collect();
+        entries.sort_by_key(|(n, h)| (crate::vars::bash_hash(n) & 255, std::cmp::Reverse(h.seq)));
+        let mut text = String::new();
+        if !reusable {
+            text.push_str("hits\tcommand\n");
+        }
+        for (n, h) in entries {
+            if reusable {
+                text.push_str(&format!("builtin hash -p {} {n}\n", h.path));
+            } else {
+                text.push_str(&format!("{:>4}\t{}\n", h.hits, h.path));
+            }
+        }
+        self.out_str(&text)
     }
 
     pub(super) fn b_help(&mut self, args: &[String]) -> i32 {
@@ -226,7 +324,15 @@ impl Interp {
         if self.builtin_enabled(name) && !stands_in_for_program(name) {
             return Some(("builtin", String::new()));
         }
-        let path = if name.contains('/') {
+        let remembered = self
+            .st
+            .hashed
+            .get(name)
+            .filter(|_| search.is_none())
+            .map(|h| h.path.clone());
+        let path = if let Some(p) = remembered {
+            Some(p)
+        } else if name.contains('/') {
             let p = wasmsand_vfs::path::join(&self.st.cwd, name);
             self.rt
                 .vfs
@@ -346,8 +452,17 @@ impl Interp {
                 {
                     meanings.push(("file", p));
                 }
+                // A name the `hash` table remembers runs from there, and `type` says so.
+                let mut hashed = false;
                 if !all {
                     meanings.truncate(1);
+                    if let Some(first) = meanings.first_mut()
+                        && first.0 == "file"
+                        && let Some(h) = self.st.hashed.get(&n)
+                    {
+                        first.1 = h.path.clone();
+                        hashed = true;
+                    }
                 }
                 for (kind, extra) in &meanings {
                     if path_only {
@@ -370,6 +485,7 @@ impl Interp {
                                 format!("{n} is a function\n{body}\n")
                             }
                             "builtin" => format!("{n} is a shell builtin\n"),
+                            _ if hashed => format!("{n} is hashed ({extra})\n"),
                             _ => format!("{n} is {extra}\n"),
                         });
                     }
