@@ -129,7 +129,9 @@ impl Interp {
         self.line = line;
         self.in_trap = false;
         match r {
-            Ok(_) => {
+            // An error that abandons a line (bad arithmetic) ends only the trap's action, as
+            // in bash: the command it ran before or after goes on.
+            Ok(_) | Err(Flow::Fatal(_)) => {
                 self.st.status = saved;
                 Ok(())
             }
@@ -867,7 +869,7 @@ impl Interp {
                     if matches!(decl_args.first(), Some(DeclArg::Plain(w)) if *w == argv[0]) {
                         decl_args.remove(0);
                     }
-                    self.with_prefix_assignments(&cmd.assignments, |me| {
+                    self.with_prefix_assignments(&cmd.assignments, false, |me| {
                         me.run_declaration(&argv[0].clone(), decl_args)
                     })
                 } else {
@@ -937,6 +939,7 @@ impl Interp {
     fn with_prefix_assignments(
         &mut self,
         assigns: &[Assignment],
+        for_function: bool,
         f: impl FnOnce(&mut Interp) -> FlowResult,
     ) -> FlowResult {
         if assigns.is_empty() {
@@ -959,7 +962,18 @@ impl Interp {
             }
         }
         let hidden_len = self.temp_hidden.len();
-        self.temp_hidden.extend(saved.iter().cloned());
+        let depth = self.st.vars.frame_count();
+        self.temp_hidden.extend(
+            saved
+                .iter()
+                .map(|(name, hidden)| crate::interp::TempBinding {
+                    name: name.clone(),
+                    hidden: hidden.clone(),
+                    depth,
+                    for_function,
+                    claimed: false,
+                }),
+        );
         let r = f(self);
         self.temp_hidden.truncate(hidden_len);
         for (name, old) in saved.into_iter().rev() {
@@ -978,12 +992,14 @@ impl Interp {
         let name = argv[0].clone();
         if !name.contains('/') {
             if let Some(f) = self.st.functions.get(&name).cloned() {
-                return self
-                    .with_prefix_assignments(&cmd.assignments, |me| me.call_function(&f, argv));
+                return self.with_prefix_assignments(&cmd.assignments, true, |me| {
+                    me.call_function(&f, argv)
+                });
             }
             if self.builtin_enabled(&name) {
-                return self
-                    .with_prefix_assignments(&cmd.assignments, |me| me.run_builtin(&name, &argv));
+                return self.with_prefix_assignments(&cmd.assignments, false, |me| {
+                    me.run_builtin(&name, &argv)
+                });
             }
         }
         let mut env = self.st.vars.environ();

@@ -182,6 +182,21 @@ pub struct ShellState {
     pub hashed: im::HashMap<String, Hashed>,
 }
 
+/// One `NAME=value` binding in front of a command while the command runs.
+#[derive(Debug, Clone)]
+pub(crate) struct TempBinding {
+    pub name: String,
+    /// What the binding hides (`None`: the name was unset).
+    pub hidden: Option<Var>,
+    /// How many function frames were active when it was made.
+    pub depth: usize,
+    /// Made for a function call: bash puts it in the function's own scope, so a `local` of
+    /// the name there replaces it.
+    pub for_function: bool,
+    /// A `local` of the name in the scope the binding was made in took it over.
+    pub claimed: bool,
+}
+
 /// A remembered program path: where `name` was found, how often it ran from there, and
 /// when it was added (bash lists each bucket of its table newest first).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -558,9 +573,9 @@ pub(crate) struct Interp {
     pub sourcing: u32,
     /// Set by `exec` without a command: keep this command's redirections.
     pub keep_redirs: bool,
-    /// Values that `NAME=value cmd` bindings hide while cmd runs, innermost last: `unset NAME`
+    /// The `NAME=value cmd` bindings in force while cmd runs, innermost last: `unset NAME`
     /// inside cmd brings the hidden value back, as bash's temporary environment does.
-    pub temp_hidden: Vec<(String, Option<Var>)>,
+    pub temp_hidden: Vec<TempBinding>,
     /// Expanding a word that is not split (an assignment's value, a `case` word, `[[ ]]`
     /// operands): an unquoted `$*` joins with IFS's first character there, as `"$*"` does.
     pub unsplit: bool,
@@ -1008,10 +1023,8 @@ impl Interp {
         if name == "GLOBIGNORE" {
             self.st.opts.dotglob = false;
         }
-        if !self.st.vars.is_local_here(name)
-            && let Some((_, hidden)) = self.temp_hidden.iter().rev().find(|(n, _)| n == name)
-        {
-            match hidden.clone() {
+        if let Some(hidden) = self.visible_temp_binding(name).map(|t| t.hidden.clone()) {
+            match hidden {
                 Some(v) => self.st.vars.put(name, v),
                 None => {
                     self.st.vars.remove(name);
@@ -1033,6 +1046,57 @@ impl Interp {
         }
         self.st.vars.remove(name);
         Ok(())
+    }
+
+    /// The `NAME=value cmd` binding `name` reads as now, if no `local` made since hides it.
+    pub(crate) fn visible_temp_binding(&self, name: &str) -> Option<&TempBinding> {
+        self.visible_temp_index(name).map(|i| &self.temp_hidden[i])
+    }
+
+    fn visible_temp_index(&self, name: &str) -> Option<usize> {
+        self.temp_hidden
+            .iter()
+            .rposition(|t| t.name == name)
+            .filter(|&i| {
+                let t = &self.temp_hidden[i];
+                !t.claimed && !self.st.vars.local_since(name, t.depth)
+            })
+    }
+
+    /// `local name` without a value: bash starts it with the value of a temporary binding it
+    /// would hide (`v=x f` where f runs `local v`). Made in the scope of the function that
+    /// binding was for, it replaces the binding, so an `unset` from a callee shows what the
+    /// binding hid.
+    pub(crate) fn make_local_var(&mut self, name: &str, with_value: bool) {
+        let idx = self.visible_temp_index(name);
+        let already_local = self.st.vars.is_local_here(name);
+        let visible = self.st.vars.get(name).cloned();
+        self.st.vars.make_local(name);
+        let Some(i) = idx else {
+            return;
+        };
+        let frames = self.st.vars.frame_count();
+        let t = &mut self.temp_hidden[i];
+        // A binding made in this same function (for `eval`, say) is taken over by the local.
+        if t.depth == frames {
+            t.claimed = true;
+        }
+        if already_local {
+            return;
+        }
+        if t.for_function && t.depth + 1 == frames {
+            let hidden = t.hidden.clone();
+            self.st.vars.set_saved(name, hidden);
+        }
+        if !with_value && let Some(v) = visible {
+            self.st.vars.put(
+                name,
+                Var {
+                    value: v.value,
+                    attrs: v.attrs & ATTR_EXPORT,
+                },
+            );
+        }
     }
 
     // ---- programs ----

@@ -294,6 +294,28 @@ impl Vars {
         true
     }
 
+    /// How many function frames are active.
+    pub(crate) fn frame_count(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Whether a frame from index `depth` on (a function called since) holds a local `name`.
+    pub(crate) fn local_since(&self, name: &str, depth: usize) -> bool {
+        self.frames
+            .iter()
+            .skip(depth)
+            .any(|f| f.saved.contains_key(name))
+    }
+
+    /// Changes what the innermost frame's local `name` restores when it ends.
+    pub(crate) fn set_saved(&mut self, name: &str, old: Option<Var>) {
+        if let Some(f) = self.frames.last_mut()
+            && let Some(slot) = f.saved.get_mut(name)
+        {
+            *slot = old;
+        }
+    }
+
     /// Whether `name` is local to the innermost function.
     pub fn is_local_here(&self, name: &str) -> bool {
         self.frames

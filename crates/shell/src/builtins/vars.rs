@@ -318,7 +318,7 @@ impl Interp {
                 }
             }
             if make_local {
-                self.st.vars.make_local(&var_name);
+                self.make_local_var(&var_name, value.is_some());
             } else if global && self.st.vars.in_function() {
                 // `declare -g` inside a function writes the global binding.
                 let r = self.declare_global(&var_name, add, remove, array, assoc, value);
