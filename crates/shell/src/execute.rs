@@ -547,6 +547,12 @@ impl Interp {
                 }
             }
             Command::FunctionDef(f) => {
+                // A name with an expansion in it (`$foo-bar() {`) is refused when the
+                // definition runs, as bash does.
+                if f.name.contains(['$', '`']) {
+                    self.err(&format!("`{}': not a valid identifier", f.name));
+                    return Ok(1);
+                }
                 if self.st.readonly_functions.contains(&f.name) {
                     self.err(&format!("{}: readonly function", f.name));
                     return Ok(1);
@@ -1158,6 +1164,12 @@ impl Interp {
                 }
             }
         }
+        if interp_argv.is_empty() && looks_binary(data) {
+            self.err(&format!(
+                "{path}: cannot execute binary file: Exec format error"
+            ));
+            return Ok(126);
+        }
         let is_shell =
             interp_argv.is_empty() || matches!(interp_argv[0].as_str(), "bash" | "sh" | "dash");
         if is_shell {
@@ -1189,9 +1201,11 @@ impl Interp {
         args: Vec<String>,
         env: Vec<(String, String)>,
         from_dash_c: bool,
-        set_opts: &[(String, bool)],
+        set_opts: &[StartOption],
     ) -> FlowResult {
         self.count_process()?;
+        // bash drops NUL bytes from what it reads as script text.
+        let text = &text.replace('\0', "");
         let mut child = self.fork();
         child.st.vars = crate::vars::Vars::default();
         for (k, v) in env {
@@ -1233,8 +1247,21 @@ impl Interp {
         child.st.positional = args;
         child.st.status = 0;
         child.line = 1;
-        for (name, on) in set_opts {
-            child.set_option(name, *on);
+        for o in set_opts {
+            match o {
+                StartOption::Set(name, on) => {
+                    if !child.set_option(name, *on) {
+                        self.err_raw(&format!("bash: {name}: invalid option name\n"));
+                        return Ok(2);
+                    }
+                }
+                StartOption::Shopt(name, on) => {
+                    if !child.set_shopt(name, *on) {
+                        self.err_raw(&format!("bash: {name}: invalid shell option name\n"));
+                        return Ok(2);
+                    }
+                }
+            }
         }
         child.sync_option_vars();
         let name = child.st.arg0.clone();
@@ -1719,6 +1746,24 @@ const _: fn() = || {
     fn is_send<T: Send>() {}
     is_send::<Interp>();
 };
+
+/// bash's test before it runs a file as a script: a NUL byte in its first line (within the
+/// first 80 bytes) makes it a binary file it will not read.
+pub(crate) fn looks_binary(data: &[u8]) -> bool {
+    data.iter()
+        .take(80)
+        .take_while(|&&b| b != b'\n')
+        .any(|&b| b == 0)
+}
+
+/// An option a child shell starts with (`bash -o pipefail`, `bash -O nullglob`, `bash -e`).
+#[derive(Debug, Clone)]
+pub(crate) enum StartOption {
+    /// A `set -o` option, on or off.
+    Set(String, bool),
+    /// A `shopt` option, on or off.
+    Shopt(String, bool),
+}
 
 /// A binding in front of a command is a string: `B=(b b) cmd` gives `cmd` the text `(b b)`,
 /// as bash does (an environment holds no arrays).

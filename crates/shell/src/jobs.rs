@@ -486,7 +486,7 @@ impl Interp {
                 }
                 Spec::Invalid => {
                     self.err(&format!("wait: `{a}': not a pid or valid job spec"));
-                    2
+                    1
                 }
             };
         }

@@ -134,7 +134,8 @@ impl Interp {
                 return Ok(1);
             }
         };
-        let text = String::from_utf8_lossy(&data).into_owned();
+        // bash drops NUL bytes from what it reads as script text.
+        let text = String::from_utf8_lossy(&data).replace('\0', "");
         let script = match crate::parse(&text) {
             Ok(s) => s,
             Err(e) => {
@@ -244,47 +245,77 @@ impl Interp {
     }
 
     pub(super) fn b_bash(&mut self, args: &[String]) -> FlowResult {
+        // bash's invocation: option words first (`-c` is a flag: the command is the first
+        // word after the options), `-o name`/`-O name` take the next word.
         let mut i = 0;
-        let mut command: Option<String> = None;
-        let mut opts: Vec<(String, bool)> = Vec::new();
+        let mut dash_c = false;
+        let mut opts: Vec<crate::execute::StartOption> = Vec::new();
         while i < args.len() {
             let a = &args[i];
-            if a == "-c" {
-                i += 1;
-                command = Some(args.get(i).cloned().unwrap_or_default());
-                if args.get(i).is_none() {
-                    self.err_raw("bash: -c: option requires an argument\n");
-                    return Ok(2);
-                }
+            if a == "--" || a == "-" {
                 i += 1;
                 break;
             }
-            if a == "--" {
-                i += 1;
-                break;
-            }
-            if (a.starts_with('-') || a.starts_with('+')) && a.len() > 1 {
-                let on = a.starts_with('-');
-                for c in a[1..].chars() {
-                    match c {
-                        'e' => opts.push(("errexit".into(), on)),
-                        'u' => opts.push(("nounset".into(), on)),
-                        'x' => opts.push(("xtrace".into(), on)),
-                        'c' => {}
-                        _ => {}
+            if let Some(long) = a.strip_prefix("--") {
+                match long {
+                    "posix" => opts.push(crate::execute::StartOption::Set("posix".into(), true)),
+                    "rcfile" | "init-file" => i += 1,
+                    "norc" | "noprofile" | "login" | "noediting" | "restricted" | "verbose" => {}
+                    _ => {
+                        self.err_raw(&format!("bash: --{long}: invalid option\n"));
+                        return Ok(2);
                     }
-                }
-                if a.contains('c') && a.starts_with('-') {
-                    i += 1;
-                    command = args.get(i).cloned();
-                    i += 1;
-                    break;
                 }
                 i += 1;
                 continue;
             }
-            break;
+            if !((a.starts_with('-') || a.starts_with('+')) && a.len() > 1) {
+                break;
+            }
+            let on = a.starts_with('-');
+            for c in a[1..].chars() {
+                match c {
+                    'c' => dash_c = true,
+                    'o' | 'O' => {
+                        i += 1;
+                        let Some(name) = args.get(i) else {
+                            self.err_raw(&format!("bash: -{c}: option requires an argument\n"));
+                            return Ok(2);
+                        };
+                        opts.push(if c == 'o' {
+                            crate::execute::StartOption::Set(name.clone(), on)
+                        } else {
+                            crate::execute::StartOption::Shopt(name.clone(), on)
+                        });
+                    }
+                    // Interactive, login, stdin, restricted and privileged shells are not
+                    // modelled: the flags are accepted and the shell runs as it would.
+                    'i' | 'l' | 's' | 'r' | 'p' => {}
+                    c => match super::options::option_letter(c) {
+                        Some(name) => opts.push(crate::execute::StartOption::Set(name.into(), on)),
+                        None => {
+                            self.err_raw(&format!("bash: {}{c}: invalid option\n", &a[..1]));
+                            return Ok(2);
+                        }
+                    },
+                }
+            }
+            i += 1;
         }
+        let command = if dash_c {
+            match args.get(i) {
+                Some(c) => {
+                    i += 1;
+                    Some(c.clone())
+                }
+                None => {
+                    self.err_raw("bash: -c: option requires an argument\n");
+                    return Ok(2);
+                }
+            }
+        } else {
+            None
+        };
         let env = self.st.vars.environ();
         if let Some(cmd) = command {
             let arg0 = args.get(i).cloned().unwrap_or_else(|| "bash".into());
@@ -296,6 +327,10 @@ impl Interp {
                 let path = wasmsand_vfs::path::join(&self.st.cwd, file);
                 let data = self.rt.vfs.lock().read(&path);
                 match data {
+                    Ok(d) if crate::execute::looks_binary(&d) => {
+                        self.err_raw(&format!("{file}: {file}: cannot execute binary file\n"));
+                        return Ok(126);
+                    }
                     Ok(d) => (
                         String::from_utf8_lossy(&d).into_owned(),
                         file.clone(),

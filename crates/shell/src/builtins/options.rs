@@ -72,7 +72,7 @@ impl Interp {
         })
     }
 
-    fn set_shopt(&mut self, name: &str, on: bool) -> bool {
+    pub(crate) fn set_shopt(&mut self, name: &str, on: bool) -> bool {
         let o = &mut self.st.opts;
         let slot = match name {
             "nullglob" => &mut o.nullglob,
@@ -175,24 +175,6 @@ impl Interp {
             }
             for c in a[1..].chars() {
                 let name = match c {
-                    'e' => "errexit",
-                    'u' => "nounset",
-                    'x' => "xtrace",
-                    'f' => "noglob",
-                    'C' => "noclobber",
-                    'a' => "allexport",
-                    'n' => "noexec",
-                    'h' => "hashall",
-                    'B' => "braceexpand",
-                    'H' => "histexpand",
-                    'm' => "monitor",
-                    'b' => "notify",
-                    'v' => "verbose",
-                    'T' => "functrace",
-                    'E' => "errtrace",
-                    'P' => "physical",
-                    'k' => "keyword",
-                    't' => "onecmd",
                     'o' => {
                         i += 1;
                         match args.get(i) {
@@ -209,10 +191,13 @@ impl Interp {
                         }
                         continue;
                     }
-                    _ => {
-                        self.err(&format!("set: {}{c}: invalid option", &a[..1]));
-                        return 2;
-                    }
+                    c => match option_letter(c) {
+                        Some(name) => name,
+                        None => {
+                            self.err(&format!("set: {}{c}: invalid option", &a[..1]));
+                            return 2;
+                        }
+                    },
                 };
                 self.set_option(name, on);
             }
@@ -428,4 +413,29 @@ pub(super) fn set_line(name: &str, v: &Var) -> String {
         }
         Value::Unset => String::new(),
     }
+}
+
+/// The `set -o` option a single-letter flag of `set` (and of `bash`) stands for.
+pub(crate) fn option_letter(c: char) -> Option<&'static str> {
+    Some(match c {
+        'e' => "errexit",
+        'u' => "nounset",
+        'x' => "xtrace",
+        'f' => "noglob",
+        'C' => "noclobber",
+        'a' => "allexport",
+        'n' => "noexec",
+        'h' => "hashall",
+        'B' => "braceexpand",
+        'H' => "histexpand",
+        'm' => "monitor",
+        'b' => "notify",
+        'v' => "verbose",
+        'T' => "functrace",
+        'E' => "errtrace",
+        'P' => "physical",
+        'k' => "keyword",
+        't' => "onecmd",
+        _ => return None,
+    })
 }
