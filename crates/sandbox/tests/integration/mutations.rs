@@ -97,10 +97,12 @@ fn mangled_scripts_never_crash_the_interpreter() {
             "case {i}: {script:?}\n{}",
             r.stderr
         );
-        // Reset whatever the script left behind (functions named like builtins, traps,
-        // options, cwd) and check the sandbox still answers.
+        // Reset whatever the script left behind (aliases, functions named like builtins,
+        // traps, options, cwd; `HOME` may have been reassigned) and check the sandbox still
+        // answers. Aliases go in a run of their own: they apply to the line they are on.
+        sb.run("\\unalias -a; \\shopt -u expand_aliases").unwrap();
         let check = sb
-            .run("unset -f : echo printf cd true false set exit; trap - EXIT ERR RETURN; set +euo pipefail; set +f; cd ~; echo alive")
+            .run("unset -f : echo printf cd true false set exit; trap - EXIT ERR RETURN DEBUG; set +euo pipefail; set +f; cd /home/user; echo alive")
             .unwrap();
         assert!(
             check.stdout.ends_with("alive\n"),
