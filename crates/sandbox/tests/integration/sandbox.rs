@@ -517,3 +517,25 @@ fn a_runs_stdin_is_read_in_turn_by_the_commands_that_read_it() {
     );
     assert_eq!(run("cat; cat", "once\n"), "once\n");
 }
+
+#[test]
+fn identity_commands_answer_for_the_sandbox_not_the_host() {
+    let sb = sandbox();
+    let r = sb
+        .run(
+            "whoami; id; id -un; id -g; hostname; uname; uname -a; uname -m -s; \
+             echo \"$UID $EUID $OSTYPE\"; test \"$HOSTNAME\" = \"$(hostname)\" && echo same; \
+             hostname other; echo \"st=$?\"; id nobody; echo \"st=$?\"; type -t whoami uname",
+        )
+        .unwrap();
+    assert_eq!(
+        r.stdout,
+        "user\nuid=1000(user) gid=1000(user) groups=1000(user)\nuser\n1000\nsandbox\nLinux\n\
+         Linux sandbox 6.1.0-wasmsand #1 SMP x86_64 GNU/Linux\nLinux x86_64\n\
+         1000 1000 linux-gnu\nsame\nst=1\nst=1\nbuiltin\nbuiltin\n"
+    );
+    assert_eq!(
+        r.stderr,
+        "hostname: you must be root to change the host name\nid: 'nobody': no such user\n"
+    );
+}

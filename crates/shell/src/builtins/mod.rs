@@ -29,6 +29,7 @@ mod meta;
 mod options;
 mod programs;
 mod signals;
+mod system;
 mod test;
 mod vars;
 
@@ -198,6 +199,8 @@ static BUILTINS: &[Builtin] = &[
         ),
         |i, _, a| i.b_history(a),
     ),
+    program("hostname", |i, _, a| Ok(i.b_hostname(a))),
+    program("id", |i, _, a| Ok(i.b_id(a))),
     regular(
         "jobs",
         Some("jobs [-lnprs] [jobspec ...] or jobs -x command [args]"),
@@ -301,6 +304,7 @@ static BUILTINS: &[Builtin] = &[
         Some("unalias [-a] name [name ...]"),
         |i, _, a| Ok(i.b_unalias(a)),
     ),
+    program("uname", |i, _, a| Ok(i.b_uname(a))),
     special(
         "unset",
         Some("unset [-f] [-v] [-n] [name ...]"),
@@ -310,6 +314,7 @@ static BUILTINS: &[Builtin] = &[
         i.b_wait(a)
     }),
     program("which", |i, _, a| Ok(i.b_which(a))),
+    program("whoami", |i, _, a| Ok(i.b_whoami(a))),
     program("xargs", |i, _, a| i.b_xargs(a)),
 ];
 
