@@ -13,6 +13,9 @@ pub(crate) enum Tok {
     Word(Word),
     /// A character that is no part of any operator: always an error, reported at evaluation.
     Bad,
+    /// `'text'`: an operand only inside an array subscript, where an associative array's key
+    /// may be quoted (`A['k']`); anywhere else an error, as in bash.
+    SingleQuoted(String),
 }
 
 #[derive(Debug, Clone)]
@@ -48,6 +51,7 @@ pub(crate) fn parse_tokens(
         source,
         depth: 0,
         budget: depth_budget,
+        in_subscript: 0,
     };
     let result = p.comma().and_then(|e| {
         if p.pos < p.tokens.len() {
@@ -76,6 +80,8 @@ struct ArithParser<'a> {
     source: &'a str,
     depth: usize,
     budget: usize,
+    /// Nesting of `name[...]` subscripts around the current token.
+    in_subscript: usize,
 }
 
 fn binop(op: &str) -> Option<(ArithBinOp, u8)> {
@@ -322,7 +328,10 @@ impl ArithParser<'_> {
             Tok::Ident(name) => {
                 self.pos += 1;
                 if self.eat("[") {
-                    let idx = self.deeper(|p| p.comma())?;
+                    self.in_subscript += 1;
+                    let idx = self.deeper(|p| p.comma());
+                    self.in_subscript -= 1;
+                    let idx = idx?;
                     if !self.eat("]") {
                         return Err(self.error("syntax error: `]' expected"));
                     }
@@ -342,7 +351,15 @@ impl ArithParser<'_> {
                 }
                 Ok(e)
             }
-            Tok::Op(_) | Tok::Bad => Err(self.error("syntax error: operand expected")),
+            Tok::SingleQuoted(text) if self.in_subscript > 0 => {
+                self.pos += 1;
+                Ok(ArithExpr::Expansion(Word {
+                    parts: vec![crate::ast::WordPart::Quoted(text)],
+                }))
+            }
+            Tok::Op(_) | Tok::Bad | Tok::SingleQuoted(_) => {
+                Err(self.error("syntax error: operand expected"))
+            }
         }
     }
 }

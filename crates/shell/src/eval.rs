@@ -656,6 +656,11 @@ fn without_double_quotes(src: &str) -> String {
                 i += 2;
                 continue;
             }
+            // `$"..."` is a double-quoted string too.
+            b'$' if depth == 0 && !in_backquote && b.get(i + 1) == Some(&b'"') => {
+                i += 1;
+                continue;
+            }
             b'$' if matches!(b.get(i + 1), Some(b'(' | b'{')) => {
                 depth += 1;
                 out.extend_from_slice(&b[i..i + 2]);

@@ -2585,6 +2585,11 @@ impl<'a> Parser<'a> {
                 let raw = lossy(&self.src[here..here + i]);
                 self.pos += i;
                 Tok::Ident(raw)
+            } else if c == b'$' && self.at(1) == Some(b'"') {
+                // `$"..."` (a locale string) is a double-quoted string here.
+                self.pos += 1;
+                let p = self.double_quoted()?;
+                Tok::Word(Word { parts: vec![p] })
             } else if c == b'$' {
                 match self.dollar(true)? {
                     Some(p) => Tok::Word(Word { parts: vec![p] }),
@@ -2604,7 +2609,7 @@ impl<'a> Parser<'a> {
                     return Err(self.unclosed(here, "'"));
                 };
                 self.pos = here + close + 2;
-                Tok::Bad
+                Tok::SingleQuoted(lossy(&self.src[here + 1..here + 1 + close]))
             } else if let Some(op) = OPERATORS.iter().find(|o| self.starts(o)) {
                 self.pos += op.len();
                 match *op {
