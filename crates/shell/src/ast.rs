@@ -468,7 +468,7 @@ pub enum Subscript {
 }
 
 /// A parameter expansion: `$x`, `${x}`, `${!x}`, `${x[i]:-word}`, `${#x}`, ...
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ParamExp {
     /// The parameter named in the expansion.
     pub param: Param,
@@ -478,7 +478,22 @@ pub struct ParamExp {
     pub indirect: bool,
     /// What is done with the value.
     pub op: ParamOp,
+    /// Written `$name`, without braces. Brace expansion works on the text, so a name that
+    /// ends an alternative runs on into what follows the braces (`{$a,b}_c` reads `$a_c`).
+    /// Only the form: two expansions that differ in it alone are equal.
+    pub bare: bool,
 }
+
+impl PartialEq for ParamExp {
+    fn eq(&self, other: &Self) -> bool {
+        self.param == other.param
+            && self.subscript == other.subscript
+            && self.indirect == other.indirect
+            && self.op == other.op
+    }
+}
+
+impl Eq for ParamExp {}
 
 /// The operation of a `${...}` expansion, after the parameter (and subscript). The words
 /// in it are expanded only when the operation needs them (`${x:-$(cmd)}` runs `cmd` only

@@ -1161,7 +1161,8 @@ impl Interp {
             }
         }
         let mut out = Vec::new();
-        for parts in acc {
+        for mut parts in acc {
+            join_bare_names(&mut parts);
             let w = Word { parts };
             // Alternatives may hold braces of their own (`{a,b{1,2}}`).
             let more = self.brace_expand(&w)?;
@@ -1953,5 +1954,41 @@ fn only_file_input(s: &Script) -> Option<&Word> {
         Some(w)
     } else {
         None
+    }
+}
+
+/// After brace expansion, a bare `$name` that ended one alternative takes in the name
+/// characters that follow it, as bash's expansion of the text does (`{$a,b}_c` gives `$a_c`
+/// and `b_c`). The parser never leaves a bare name followed by name characters otherwise.
+fn join_bare_names(parts: &mut Vec<WordPart>) {
+    let mut i = 0;
+    while i + 1 < parts.len() {
+        let taken = match (&parts[i], &parts[i + 1]) {
+            (WordPart::Param(pe), WordPart::Literal(next))
+                if pe.bare && matches!(pe.param, Param::Named(_)) =>
+            {
+                next.bytes()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
+                    .count()
+            }
+            _ => 0,
+        };
+        if taken > 0 {
+            let WordPart::Literal(next) = &mut parts[i + 1] else {
+                unreachable!("matched above")
+            };
+            let head: String = next.drain(..taken).collect();
+            let empty = next.is_empty();
+            if let WordPart::Param(pe) = &mut parts[i]
+                && let Param::Named(n) = &mut pe.param
+            {
+                n.push_str(&head);
+            }
+            if empty {
+                parts.remove(i + 1);
+                continue;
+            }
+        }
+        i += 1;
     }
 }

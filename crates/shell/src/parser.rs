@@ -2243,6 +2243,7 @@ impl<'a> Parser<'a> {
                 subscript,
                 indirect,
                 op,
+                bare: false,
             }))
         };
         if self.at(0) == Some(b'#') && self.at(1) != Some(b'}') {
@@ -2780,6 +2781,7 @@ fn brace_seq(atoms: &[Atom]) -> Option<BraceExp> {
 
 fn simple_param(param: Param) -> WordPart {
     WordPart::Param(Box::new(ParamExp {
+        bare: matches!(param, Param::Named(_)),
         param,
         subscript: None,
         indirect: false,

@@ -59,6 +59,7 @@ fn var(name: &str) -> WordPart {
         subscript: None,
         indirect: false,
         op: ParamOp::None,
+        bare: true,
     }))
 }
 
