@@ -844,7 +844,15 @@ impl Interp {
                     argv.extend(fields);
                 }
                 Arg::Assignment(asg) => {
-                    let v = self.eval_assignment(asg)?;
+                    // `declare -A a=(...)`: the literal is an associative array's, though
+                    // `a` is not one yet.
+                    self.assoc_literal = argv
+                        .iter()
+                        .skip(1)
+                        .any(|w| w.starts_with('-') && w.contains('A'));
+                    let v = self.eval_assignment(asg);
+                    self.assoc_literal = false;
+                    let v = v?;
                     argv.push(format!("{}=", asg.name));
                     decl_args.push(DeclArg::Assign(asg.clone(), v));
                 }

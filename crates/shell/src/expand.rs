@@ -1268,12 +1268,30 @@ impl Interp {
             }
             AssignValue::Array(elems) => {
                 let target = self.resolve_ref(&a.name).0;
-                let assoc = matches!(
-                    self.st.vars.get(&target).map(|v| &v.value),
-                    Some(Value::Assoc(_))
-                );
+                let assoc = self.assoc_literal
+                    || matches!(
+                        self.st.vars.get(&target).map(|v| &v.value),
+                        Some(Value::Assoc(_))
+                    );
                 let mut out = Vec::new();
                 for e in elems {
+                    // Brace expansion comes first and works on the text: `[k]=-{a,b}-` turns
+                    // into the words `[k]=-a-` and `[k]=-b-`, plain values then.
+                    // (Not in an associative array's literal.)
+                    if !assoc
+                        && e.key.is_some()
+                        && e.value
+                            .parts
+                            .iter()
+                            .any(|p| matches!(p, WordPart::Literal(l) if l.contains('{')))
+                        && let Some(word) = reparsed_word(&crate::printer::array_elem_text(e))
+                        && word.parts.iter().any(|p| matches!(p, WordPart::Brace(_)))
+                    {
+                        for f in self.expand_word_fields(&word)? {
+                            out.push((None, false, f));
+                        }
+                        continue;
+                    }
                     match &e.key {
                         // bash does no tilde expansion in `[k]=~` of an associative array.
                         Some(k) if assoc => {
@@ -1990,5 +2008,17 @@ fn join_bare_names(parts: &mut Vec<WordPart>) {
             }
         }
         i += 1;
+    }
+}
+
+/// `text` parsed as one word of a command, with its brace expansions found.
+fn reparsed_word(text: &str) -> Option<Word> {
+    let script = crate::parse(&format!(": {text}")).ok()?;
+    match script.items.first()?.and_or.first.commands.first()? {
+        Command::Simple(sc) if sc.words.len() == 2 => match &sc.words[1] {
+            Arg::Word(w) => Some(w.clone()),
+            _ => None,
+        },
+        _ => None,
     }
 }

@@ -576,6 +576,9 @@ pub(crate) struct Interp {
     /// The `NAME=value cmd` bindings in force while cmd runs, innermost last: `unset NAME`
     /// inside cmd brings the hidden value back, as bash's temporary environment does.
     pub temp_hidden: Vec<TempBinding>,
+    /// Evaluating the array literal of a declaration that makes an associative array
+    /// (`declare -A a=(...)`).
+    pub(crate) assoc_literal: bool,
     /// Expanding a word that is not split (an assignment's value, a `case` word, `[[ ]]`
     /// operands): an unquoted `$*` joins with IFS's first character there, as `"$*"` does.
     pub unsplit: bool,
@@ -637,6 +640,7 @@ impl Interp {
             sourcing: 0,
             keep_redirs: false,
             temp_hidden: Vec::new(),
+            assoc_literal: false,
             unsplit: false,
             getopts_optind: 0,
             getopts_char: 0,

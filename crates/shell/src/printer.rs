@@ -435,20 +435,22 @@ fn assignment_text(a: &Assignment) -> String {
     s
 }
 
+/// An array literal's element in source form: `v`, `[k]=v` or `[k]+=v`.
+pub(crate) fn array_elem_text(e: &ArrayElem) -> String {
+    let value = word_text(&e.value, false);
+    match &e.key {
+        Some(k) => format!(
+            "[{}]{}={value}",
+            word_text(k, false),
+            if e.append { "+" } else { "" }
+        ),
+        None => value,
+    }
+}
+
 /// An array literal written back in source form: `(a [k]=v)`.
 pub(crate) fn array_literal_text(elems: &[ArrayElem]) -> String {
-    let items: Vec<String> = elems
-        .iter()
-        .map(|e| match &e.key {
-            Some(k) => format!(
-                "[{}]{}={}",
-                word_text(k, false),
-                if e.append { "+" } else { "" },
-                word_text(&e.value, false)
-            ),
-            None => word_text(&e.value, false),
-        })
-        .collect();
+    let items: Vec<String> = elems.iter().map(array_elem_text).collect();
     format!("({})", items.join(" "))
 }
 
