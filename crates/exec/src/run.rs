@@ -332,6 +332,10 @@ enum Fix {
     Fdstat,
     /// Make zero-timeout clocks return at once (see `wasi/poll.rs`).
     ZeroClock,
+    /// Refuse the call with EPERM without running it. `path_link`: the tree has no shared
+    /// inodes, and wasix would otherwise "link" in its own inode table only, so `ln a b`
+    /// reported success and no `b` ever appeared in the sandbox.
+    Refuse,
 }
 
 /// WASI calls that can fail on the filesystem or need adjusting, and how.
@@ -361,7 +365,7 @@ const WRAPPED: &[(&str, Fix)] = &[
     ("path_readlink", Fix::PathAt(0, 1, 2)),
     ("path_rename", Fix::Errno),
     ("path_symlink", Fix::Errno),
-    ("path_link", Fix::Errno),
+    ("path_link", Fix::Refuse),
 ];
 
 /// Errnos that stand for "something the mapping to `FsError` lost"; a precise errno from wasix
@@ -429,6 +433,9 @@ fn call_fixed(mut env: FunctionEnvMut<FixEnv>, args: &[Value]) -> Result<Vec<Val
     let memory = data.memory.get().cloned();
     slot.clear();
 
+    if let Fix::Refuse = fix {
+        return Ok(vec![Value::I32(WasiErrno::Perm as i32)]);
+    }
     let mut out = match (fix, &memory) {
         (Fix::PathAt(fd, ptr, len), Some(memory)) => {
             let clamp = clamped_path(&store, memory, args, fd, ptr, len);

@@ -539,3 +539,19 @@ fn identity_commands_answer_for_the_sandbox_not_the_host() {
         "hostname: you must be root to change the host name\nid: 'nobody': no such user\n"
     );
 }
+
+#[test]
+fn hard_links_are_refused_rather_than_faked() {
+    // The tree has no shared inodes; wasix used to "link" in its own inode table only, so
+    // `ln` reported success and the name never appeared.
+    let sb = sandbox();
+    let r = sb
+        .run("echo x > a; ln a b; echo \"st=$?\"; test -e b || echo no-b; ln -s a c; cat c")
+        .unwrap();
+    assert_eq!(r.stdout, "st=1\nno-b\nx\n");
+    assert!(
+        r.stderr.contains("failed to create hard link 'b' => 'a'"),
+        "{}",
+        r.stderr
+    );
+}
