@@ -269,7 +269,10 @@ impl Interp {
     fn run_pipeline_inner(&mut self, p: &Pipeline) -> FlowResult {
         self.line = p.line + self.line_offset;
         let started = p.timed.then(std::time::Instant::now);
-        if p.negated {
+        // bash ignores errexit inside `! pipeline` only when it is on as the pipeline starts:
+        // a `set -e` run inside `! f` with errexit off takes effect there.
+        let ignoring = p.negated && (self.st.opts.errexit || self.cond > 0);
+        if ignoring {
             self.cond += 1;
         }
         let r = if p.commands.len() == 1 {
@@ -277,7 +280,7 @@ impl Interp {
         } else {
             self.run_stages(&p.commands)
         };
-        if p.negated {
+        if ignoring {
             self.cond -= 1;
         }
         let (status, statuses) = r?;
