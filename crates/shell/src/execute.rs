@@ -1258,6 +1258,22 @@ impl Interp {
         child.st.positional = args;
         child.st.status = 0;
         child.line = 1;
+        // As bash starting up: the options an exported SHELLOPTS/BASHOPTS lists are on, and
+        // SHELL is set when the environment has none.
+        for (var, shopt) in [("SHELLOPTS", false), ("BASHOPTS", true)] {
+            if let Some(list) = child.st.vars.scalar(var).map(str::to_string) {
+                for name in list.split(':').filter(|n| !n.is_empty()) {
+                    if shopt {
+                        child.set_shopt(name, true);
+                    } else {
+                        child.set_option(name, true);
+                    }
+                }
+            }
+        }
+        if child.st.vars.get("SHELL").is_none() {
+            child.st.vars.put("SHELL", Var::scalar("/bin/bash"));
+        }
         for o in set_opts {
             match o {
                 StartOption::Set(name, on) => {
@@ -1272,6 +1288,7 @@ impl Interp {
                         return Ok(2);
                     }
                 }
+                StartOption::Interactive => child.st.opts.interactive = true,
             }
         }
         child.sync_option_vars();
@@ -1774,6 +1791,8 @@ pub(crate) enum StartOption {
     Set(String, bool),
     /// A `shopt` option, on or off.
     Shopt(String, bool),
+    /// `bash -i`.
+    Interactive,
 }
 
 /// A binding in front of a command is a string: `B=(b b) cmd` gives `cmd` the text `(b b)`,

@@ -408,6 +408,9 @@ impl Interp {
             if self.option_value(name) == Some(true) {
                 s.push(c);
             }
+            if c == 'h' && self.st.opts.interactive {
+                s.push('i');
+            }
         }
         s.push('c');
         s

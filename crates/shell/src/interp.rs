@@ -98,6 +98,10 @@ pub struct Options {
     pub functrace: bool,
     /// Options the shell only records (`set -o vi`, `shopt -s extglob`): their names when on.
     pub extra: std::collections::BTreeSet<String>,
+    /// Started as `bash -i`: `$-` holds `i`, and an unset variable under `set -u` abandons
+    /// its line instead of ending the shell.
+    #[serde(default)]
+    pub interactive: bool,
 }
 
 impl Default for Options {
@@ -131,6 +135,7 @@ impl Default for Options {
             errtrace: false,
             functrace: false,
             extra,
+            interactive: false,
         }
     }
 }

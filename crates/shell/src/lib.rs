@@ -342,6 +342,12 @@ fn run_items(it: &mut Interp, script: &ast::Script) -> FlowResult {
                 it.st.status = s;
                 skip_through = Some(it.line.max(line.unwrap_or(0)));
             }
+            // An interactive shell reports an unset variable and reads on.
+            Err(Flow::Unbound) if it.st.opts.interactive => {
+                status = 1;
+                it.st.status = 1;
+                skip_through = Some(it.line.max(line.unwrap_or(0)));
+            }
             Err(e) => return Err(e),
         }
     }

@@ -288,9 +288,10 @@ impl Interp {
                             crate::execute::StartOption::Shopt(name.clone(), on)
                         });
                     }
-                    // Interactive, login, stdin, restricted and privileged shells are not
-                    // modelled: the flags are accepted and the shell runs as it would.
-                    'i' | 'l' | 's' | 'r' | 'p' => {}
+                    'i' => opts.push(crate::execute::StartOption::Interactive),
+                    // Login, stdin, restricted and privileged shells are not modelled: the
+                    // flags are accepted and the shell runs as it would.
+                    'l' | 's' | 'r' | 'p' => {}
                     c => match super::options::option_letter(c) {
                         Some(name) => opts.push(crate::execute::StartOption::Set(name.into(), on)),
                         None => {

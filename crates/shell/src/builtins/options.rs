@@ -53,7 +53,21 @@ impl Interp {
             }
             _ => return false,
         }
+        self.sync_exported_option_vars();
         true
+    }
+
+    /// Keeps an exported `SHELLOPTS`/`BASHOPTS` current, since programs see it at once.
+    fn sync_exported_option_vars(&mut self) {
+        let exported = ["SHELLOPTS", "BASHOPTS"].iter().any(|n| {
+            self.st
+                .vars
+                .get(n)
+                .is_some_and(|v| v.has(crate::vars::ATTR_EXPORT))
+        });
+        if exported {
+            self.sync_option_vars();
+        }
     }
 
     /// `shopt` options: the ones the shell models, then the rest as plain flags.
@@ -93,6 +107,7 @@ impl Interp {
             _ => return false,
         };
         *slot = on;
+        self.sync_exported_option_vars();
         true
     }
 
@@ -104,11 +119,13 @@ impl Interp {
             ("SHELLOPTS", self.shellopts()),
             ("BASHOPTS", self.bashopts()),
         ] {
+            // `export SHELLOPTS` stays exported, with the value kept current.
+            let attrs = self.st.vars.get(name).map_or(0, |v| v.attrs);
             self.st.vars.put(
                 name,
                 Var {
                     value: Value::Str(value),
-                    attrs: crate::vars::ATTR_READONLY,
+                    attrs: attrs | crate::vars::ATTR_READONLY,
                 },
             );
         }
