@@ -556,6 +556,12 @@ impl Interp {
                     self.err(&format!("`{}': not a valid identifier", f.name));
                     return Ok(1);
                 }
+                // POSIX mode keeps the special builtins from being redefined; bash ends the
+                // shell over it.
+                if self.st.opts.extra.contains("posix") && crate::builtins::is_special(&f.name) {
+                    self.err_raw(&format!("bash: `{}': is a special builtin\n", f.name));
+                    return Err(Flow::Exit(2));
+                }
                 if self.st.readonly_functions.contains(&f.name) {
                     self.err(&format!("{}: readonly function", f.name));
                     return Ok(1);
@@ -886,8 +892,9 @@ impl Interp {
                     if matches!(decl_args.first(), Some(DeclArg::Plain(w)) if *w == argv[0]) {
                         decl_args.remove(0);
                     }
-                    self.with_prefix_assignments(&cmd.assignments, false, |me| {
-                        me.run_declaration(&argv[0].clone(), decl_args)
+                    let name = argv[0].clone();
+                    self.with_builtin_bindings(&name, &cmd.assignments, |me| {
+                        me.run_declaration(&name, decl_args)
                     })
                 } else {
                     self.dispatch(cmd, argv)
@@ -952,11 +959,36 @@ impl Interp {
         }
     }
 
+    /// Runs builtin `name` with the bindings in front of it: for its duration, or for good
+    /// (and exported) when it is a special builtin in POSIX mode, as POSIX specifies.
+    fn with_builtin_bindings(
+        &mut self,
+        name: &str,
+        assigns: &[Assignment],
+        f: impl FnOnce(&mut Interp) -> FlowResult,
+    ) -> FlowResult {
+        let persist = self.st.opts.extra.contains("posix") && crate::builtins::is_special(name);
+        self.prefix_bindings(assigns, false, persist, f)
+    }
+
     /// Runs `f` with `A=1 B=2` set for its duration (builtins and functions see them).
     fn with_prefix_assignments(
         &mut self,
         assigns: &[Assignment],
         for_function: bool,
+        f: impl FnOnce(&mut Interp) -> FlowResult,
+    ) -> FlowResult {
+        self.prefix_bindings(assigns, for_function, false, f)
+    }
+
+    /// As [`Self::with_prefix_assignments`]; with `persist`, a binding still set when the
+    /// command ends stays (POSIX mode's special builtins: `x=1 :` sets x, `x=1 unset x`
+    /// leaves x as it was).
+    fn prefix_bindings(
+        &mut self,
+        assigns: &[Assignment],
+        for_function: bool,
+        persist: bool,
         f: impl FnOnce(&mut Interp) -> FlowResult,
     ) -> FlowResult {
         if assigns.is_empty() {
@@ -994,6 +1026,9 @@ impl Interp {
         let r = f(self);
         self.temp_hidden.truncate(hidden_len);
         for (name, old) in saved.into_iter().rev() {
+            if persist && self.st.vars.scalar(&name).is_some() {
+                continue;
+            }
             match old {
                 Some(v) => self.st.vars.put(&name, v),
                 None => {
@@ -1014,7 +1049,7 @@ impl Interp {
                 });
             }
             if self.builtin_enabled(&name) {
-                return self.with_prefix_assignments(&cmd.assignments, false, |me| {
+                return self.with_builtin_bindings(&name, &cmd.assignments, |me| {
                     me.run_builtin(&name, &argv)
                 });
             }

@@ -336,6 +336,10 @@ pub(crate) fn is_builtin(name: &str) -> bool {
     lookup(name).is_some()
 }
 
+pub(crate) fn is_special(name: &str) -> bool {
+    lookup(name).is_some_and(|b| b.special)
+}
+
 pub(crate) fn is_declaration(name: &str) -> bool {
     lookup(name).is_some_and(|b| b.declaration)
 }
