@@ -1309,6 +1309,19 @@ impl Interp {
         if child.st.vars.get("SHELL").is_none() {
             child.st.vars.put("SHELL", Var::scalar("/bin/bash"));
         }
+        // Without an inherited PWD, bash starts from the physical directory.
+        if child.st.vars.get("PWD").is_none() {
+            if let Ok(real) = self.rt.vfs.lock().realpath(&child.st.cwd) {
+                child.st.cwd = real;
+            }
+            child.st.vars.put(
+                "PWD",
+                Var {
+                    value: crate::vars::Value::Str(child.st.cwd.clone()),
+                    attrs: ATTR_EXPORT,
+                },
+            );
+        }
         for o in set_opts {
             match o {
                 StartOption::Set(name, on) => {
