@@ -2038,6 +2038,16 @@ impl<'a> Parser<'a> {
     #[inline(never)]
     fn dollar(&mut self, quoted_ctx: bool) -> ParseResult<Option<WordPart>> {
         let open = self.pos;
+        // `$\<newline>?` is `$?`: bash removes the line continuation first. Moving the `$`
+        // past it lets the caller skip the continuation and meet the `$` again.
+        if self.at(1) == Some(b'\\') && self.at(2) == Some(b'\n') {
+            let src = self.src.to_mut();
+            src[open..open + 3].copy_from_slice(b"\\\n$");
+            if let Ok(i) = self.newlines.binary_search(&(open + 2)) {
+                self.newlines[i] = open + 1;
+            }
+            return Ok(Some(WordPart::Literal(String::new())));
+        }
         let Some(n) = self.at(1) else { return Ok(None) };
         Ok(Some(match n {
             b'\'' if !quoted_ctx => {
