@@ -996,11 +996,11 @@ impl Interp {
                         String::from_utf8_lossy(&crate::printf::echo_escapes(s).0).into_owned()
                     }),
                     'P' => match value {
-                        PV::Str(s) => PV::Str(self.expand_dq_text(&s)?),
+                        PV::Str(s) => PV::Str(self.prompt_expand(&s)?),
                         PV::List(l, star) => {
                             let mut out = Vec::new();
                             for s in l {
-                                out.push(self.expand_dq_text(&s)?);
+                                out.push(self.prompt_expand(&s)?);
                             }
                             PV::List(out, star)
                         }

@@ -21,6 +21,7 @@ pub mod pattern;
 mod portable;
 mod printer;
 pub mod printf;
+mod prompt;
 mod reactor;
 mod timeout;
 pub mod vars;

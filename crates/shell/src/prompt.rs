@@ -1,0 +1,172 @@
+//! Prompt strings as `${x@P}` expands them: bash's backslash escapes (`\u`, `\w`, `\t`,
+//! `\D{fmt}`, `\nnn`, ...) first, then the expansions of a double-quoted string. What an
+//! escape inserts (a directory named `$foo`, say) is quoted so that it is not expanded again.
+
+use crate::interp::{FlowResult, Interp};
+
+/// The sandbox's one user (see `builtins/system.rs`).
+const USER_NAME: &str = "user";
+const EUID: u32 = 1000;
+
+impl Interp {
+    /// `${x@P}` of the text `s`.
+    pub(crate) fn prompt_expand(&mut self, s: &str) -> FlowResult<String> {
+        let decoded = self.decode_prompt(s);
+        self.expand_dq_text(&decoded)
+    }
+
+    fn decode_prompt(&mut self, s: &str) -> String {
+        let chars: Vec<char> = s.chars().collect();
+        let mut out = String::new();
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            i += 1;
+            if c != '\\' {
+                out.push(c);
+                continue;
+            }
+            let Some(&e) = chars.get(i) else {
+                out.push('\\');
+                break;
+            };
+            i += 1;
+            let value = match e {
+                'a' => {
+                    out.push('\u{7}');
+                    continue;
+                }
+                'e' => {
+                    out.push('\u{1b}');
+                    continue;
+                }
+                'n' => {
+                    out.push('\n');
+                    continue;
+                }
+                'r' => {
+                    out.push('\r');
+                    continue;
+                }
+                // A literal backslash, left for the expansion that follows (`\\$` is `$`).
+                '\\' => {
+                    out.push('\\');
+                    continue;
+                }
+                // Readline's invisible-text markers: nothing outside a terminal.
+                '[' | ']' => continue,
+                '$' => {
+                    out.push_str(if EUID == 0 { "#" } else { "\\$" });
+                    continue;
+                }
+                '0'..='7' => {
+                    let mut n = e.to_digit(8).unwrap_or(0);
+                    let mut digits = 1;
+                    while digits < 3
+                        && let Some(d) = chars.get(i).and_then(|c| c.to_digit(8))
+                    {
+                        n = n * 8 + d;
+                        i += 1;
+                        digits += 1;
+                    }
+                    out.push(char::from((n & 0xff) as u8));
+                    continue;
+                }
+                'd' => self.prompt_time("%a %b %d"),
+                'D' if chars.get(i) == Some(&'{') => {
+                    let rest: String = chars[i + 1..].iter().collect();
+                    match rest.find('}') {
+                        Some(end) => {
+                            let fmt = &rest[..end];
+                            i += 1 + fmt.chars().count() + 1;
+                            self.prompt_time(if fmt.is_empty() { "%X" } else { fmt })
+                        }
+                        None => {
+                            out.push_str("\\D");
+                            continue;
+                        }
+                    }
+                }
+                't' => self.prompt_time("%H:%M:%S"),
+                'T' => self.prompt_time("%I:%M:%S"),
+                '@' => self.prompt_time("%I:%M %p"),
+                'A' => self.prompt_time("%H:%M"),
+                'h' | 'H' => {
+                    let host = self
+                        .get_var("HOSTNAME")
+                        .filter(|h| !h.is_empty())
+                        .unwrap_or_else(|| "sandbox".into());
+                    if e == 'h' {
+                        host.split('.').next().unwrap_or("").to_string()
+                    } else {
+                        host
+                    }
+                }
+                'j' => self.jobs.len().to_string(),
+                // No terminal: bash shows "tty".
+                'l' => "tty".to_string(),
+                's' => self
+                    .st
+                    .arg0
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or("bash")
+                    .to_string(),
+                'u' => USER_NAME.to_string(),
+                'v' => "5.2".to_string(),
+                'V' => "5.2.15".to_string(),
+                'w' | 'W' => {
+                    let cwd = self.get_var("PWD").unwrap_or_else(|| self.st.cwd.clone());
+                    let home = self.get_var("HOME").filter(|h| !h.is_empty());
+                    match home {
+                        Some(h) if cwd == h => "~".to_string(),
+                        Some(h) if e == 'w' && cwd.starts_with(&format!("{h}/")) => {
+                            format!("~{}", &cwd[h.len()..])
+                        }
+                        _ if e == 'W' && cwd != "/" => {
+                            cwd.rsplit('/').next().unwrap_or("").to_string()
+                        }
+                        _ => cwd,
+                    }
+                }
+                // No history in a non-interactive shell: the numbers bash shows there.
+                '!' => "1".to_string(),
+                '#' => "0".to_string(),
+                other => {
+                    out.push('\\');
+                    out.push(other);
+                    continue;
+                }
+            };
+            // Inserted text is not expanded again.
+            for ch in value.chars() {
+                if matches!(ch, '\\' | '$' | '`') {
+                    out.push('\\');
+                }
+                out.push(ch);
+            }
+        }
+        out
+    }
+
+    /// The current time as `strftime` would format it, in the zone of an exported `TZ`.
+    fn prompt_time(&self, fmt: &str) -> String {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let tz = self
+            .st
+            .vars
+            .get("TZ")
+            .filter(|v| v.has(crate::vars::ATTR_EXPORT))
+            .and_then(|v| v.scalar_value().map(str::to_string));
+        let p = crate::printf::printf_in_zone(
+            &format!("%({})T", fmt.replace(')', "%)")),
+            &[],
+            now,
+            now,
+            tz.as_deref(),
+        );
+        String::from_utf8_lossy(&p.out).into_owned()
+    }
+}
