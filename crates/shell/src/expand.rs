@@ -347,6 +347,14 @@ impl Interp {
             }));
         let mut child = self.fork();
         child.fds.set(1, Some(Fd::Out(Output::Buffer(buf.clone()))));
+        // bash clears `set -e` in a command substitution unless `inherit_errexit` (or POSIX
+        // mode) keeps it: `$(a; false; b)` runs b.
+        if what == "command substitution"
+            && self.shopt_value("inherit_errexit") != Some(true)
+            && !self.st.opts.extra.contains("posix")
+        {
+            child.st.opts.errexit = false;
+        }
         let status = child.run_as_subshell(|c| c.run_script(s));
         drop(child);
         let out = buf.take();
