@@ -1263,7 +1263,29 @@ impl Interp {
                 let v = self.expand_string(w)?;
                 match &a.index {
                     Some(iw) => {
-                        let k = self.expand_string(iw)?;
+                        let target = self.resolve_ref(&a.name).0;
+                        let assoc = matches!(
+                            self.st.vars.get(&target).map(|v| &v.value),
+                            Some(Value::Assoc(_))
+                        );
+                        // An indexed array's subscript is arithmetic on the text: its single
+                        // quotes stay and make the error bash reports (`a['2']=3`).
+                        let k = if !assoc
+                            && iw.parts.iter().any(|p| matches!(p, WordPart::Quoted(_)))
+                        {
+                            let mut text = String::new();
+                            for p in &iw.parts {
+                                match p {
+                                    WordPart::Quoted(q) => text.push_str(&format!("'{q}'")),
+                                    other => text.push_str(&self.expand_string(&Word {
+                                        parts: vec![other.clone()],
+                                    })?),
+                                }
+                            }
+                            text
+                        } else {
+                            self.expand_string(iw)?
+                        };
                         AssignedValue::Elem(k, v)
                     }
                     None => AssignedValue::Scalar(v),
