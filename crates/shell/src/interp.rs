@@ -185,6 +185,11 @@ pub struct ShellState {
     /// run from here until `PATH` is assigned or `hash -r` empties it. Not kept in a
     /// portable state, as a new bash process starts with it empty.
     pub hashed: im::HashMap<String, Hashed>,
+    /// The history list `history -r/-s/-w/-c` works on. A non-interactive shell adds no
+    /// commands to it by itself. Not kept in a portable state.
+    pub history: im::Vector<String>,
+    /// How many lines of the history file `history -r`/`-n` have read (for `-n`).
+    pub history_lines_read: usize,
 }
 
 /// One `NAME=value` binding in front of a command while the command runs.
@@ -259,6 +264,8 @@ impl ShellState {
             ulimits: BTreeMap::new(),
             disabled_builtins: im::OrdSet::new(),
             hashed: im::HashMap::new(),
+            history: im::Vector::new(),
+            history_lines_read: 0,
         }
     }
 }
@@ -913,6 +920,13 @@ impl Interp {
         }
         if name == "PATH" {
             self.st.hashed.clear();
+        }
+        // bash cuts the history file to HISTFILESIZE lines when that is assigned.
+        if name == "HISTFILESIZE"
+            && key.is_none()
+            && let Ok(n) = value.trim().parse::<usize>()
+        {
+            self.truncate_history_file(n);
         }
         let value = if attrs & crate::vars::ATTR_INTEGER != 0 {
             let base = if append {

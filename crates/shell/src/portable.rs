@@ -174,6 +174,8 @@ impl ShellState {
                 .filter(|n| crate::builtins::is_builtin(n))
                 .collect(),
             hashed: im::HashMap::new(),
+            history: im::Vector::new(),
+            history_lines_read: 0,
         })
     }
 }

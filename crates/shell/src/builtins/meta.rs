@@ -1,7 +1,7 @@
 //! Builtins about commands: `type`, `command`, `builtin`, `enable`, `help`,
 //! `alias`/`unalias`, `history`.
 
-use crate::interp::{Flow, FlowResult, Interp};
+use crate::interp::{Flow, FlowResult, Interp, strerror};
 
 use super::{BUILTINS, builtin_table, lookup};
 
@@ -269,29 +269,82 @@ impl Interp {
 
     /// `history`: a non-interactive bash keeps no history, so there is never anything to
     /// list; the arguments are still checked as bash does.
+    /// `history`: the history list (`-c -d -r -n -w -a -s -p`, and the listing). A
+    /// non-interactive shell records no commands itself; the list holds what `-r`, `-n` and
+    /// `-s` put there.
     pub(super) fn b_history(&mut self, args: &[String]) -> FlowResult {
         let mut rest = args;
-        if let Some(a) = rest.first() {
+        let mut flags = String::new();
+        let mut delete: Option<String> = None;
+        while let Some(a) = rest.first() {
             if a == "--" {
                 rest = &rest[1..];
-            } else if let Some(flags) = a.strip_prefix('-').filter(|f| !f.is_empty()) {
-                for c in flags.chars() {
-                    if c == 'd' {
-                        let off = rest.get(1).map(String::as_str).unwrap_or("");
-                        self.err(&format!("history: {off}: history position out of range"));
-                        return Ok(1);
-                    }
-                    if !"canrwps".contains(c) {
-                        self.err(&format!("history: -{c}: invalid option"));
-                        self.err_raw(&format!(
-                            "history: usage: {}\n",
-                            lookup("history").and_then(|b| b.synopsis).unwrap_or("")
-                        ));
-                        return Ok(2);
-                    }
-                }
-                return Ok(0);
+                break;
             }
+            let Some(f) = a.strip_prefix('-').filter(|f| !f.is_empty()) else {
+                break;
+            };
+            rest = &rest[1..];
+            for c in f.chars() {
+                if !"canrwpsd".contains(c) {
+                    self.err(&format!("history: -{c}: invalid option"));
+                    self.err_raw(&format!(
+                        "history: usage: {}\n",
+                        lookup("history").and_then(|b| b.synopsis).unwrap_or("")
+                    ));
+                    return Ok(2);
+                }
+                if c == 'd' {
+                    let Some(off) = rest.first() else {
+                        self.err("history: -d: option requires an argument");
+                        return Ok(2);
+                    };
+                    delete = Some(off.clone());
+                    rest = &rest[1..];
+                } else {
+                    flags.push(c);
+                }
+            }
+        }
+        self.truncate_history();
+        if let Some(off) = delete {
+            let len = self.st.history.len() as i64;
+            let pos = match off.parse::<i64>() {
+                Ok(n) if n < 0 => len + n,
+                Ok(n) => n - 1,
+                Err(_) => -1,
+            };
+            if pos < 0 || pos >= len {
+                self.err(&format!("history: {off}: history position out of range"));
+                return Ok(1);
+            }
+            self.st.history.remove(pos as usize);
+            return Ok(0);
+        }
+        if flags.contains('c') {
+            self.st.history.clear();
+        }
+        if flags.contains('p') {
+            let text: String = rest.iter().map(|a| format!("{a}\n")).collect();
+            return Ok(self.out_str(&text));
+        }
+        if flags.contains('s') {
+            if !rest.is_empty() {
+                self.st.history.push_back(rest.join(" "));
+                self.truncate_history();
+            }
+            return Ok(0);
+        }
+        if let Some(op) = flags.chars().find(|c| "anrw".contains(*c)) {
+            let file = match rest.first().cloned().or_else(|| self.get_var("HISTFILE")) {
+                Some(f) if !f.is_empty() => f,
+                _ => format!("{}/.bash_history", self.get_var("HOME").unwrap_or_default()),
+            };
+            let path = wasmsand_vfs::path::join(&self.st.cwd, &file);
+            return Ok(self.history_file_op(op, &file, &path));
+        }
+        if flags.contains('c') {
+            return Ok(0);
         }
         if let Some(n) = rest.first()
             && n.trim_start_matches('+').parse::<i64>().is_err()
@@ -304,7 +357,99 @@ impl Interp {
             self.err("history: too many arguments");
             return Err(Flow::Exit(1));
         }
-        Ok(0)
+        let count = rest
+            .first()
+            .and_then(|n| n.trim_start_matches('+').parse::<usize>().ok())
+            .unwrap_or(usize::MAX);
+        let len = self.st.history.len();
+        let text: String = self
+            .st
+            .history
+            .iter()
+            .enumerate()
+            .skip(len.saturating_sub(count))
+            .map(|(i, line)| format!("{:5}  {line}\n", i + 1))
+            .collect();
+        Ok(self.out_str(&text))
+    }
+
+    /// `history -a/-n/-r/-w` on the history file.
+    fn history_file_op(&mut self, op: char, shown: &str, path: &str) -> i32 {
+        if op == 'w' || op == 'a' {
+            let mut text: String = self.st.history.iter().map(|l| format!("{l}\n")).collect();
+            if op == 'a' {
+                let old = self
+                    .rt
+                    .vfs
+                    .lock()
+                    .read(path)
+                    .map(|d| d.to_vec())
+                    .unwrap_or_default();
+                text = String::from_utf8_lossy(&old).into_owned() + &text;
+            }
+            let written = self.rt.vfs.lock().write(path, text.as_bytes());
+            return match written {
+                Ok(_) => 0,
+                Err(e) => {
+                    self.err(&format!("history: {shown}: {}", strerror(e.errno)));
+                    1
+                }
+            };
+        }
+        let read = self.rt.vfs.lock().read(path);
+        let data = match read {
+            Ok(d) => d,
+            Err(e) => {
+                self.err(&format!("history: {shown}: {}", strerror(e.errno)));
+                return 1;
+            }
+        };
+        let text = String::from_utf8_lossy(&data).into_owned();
+        let lines: Vec<&str> = text.lines().collect();
+        // `-n` reads only the lines past those already read.
+        let skip = if op == 'n' {
+            self.st.history_lines_read
+        } else {
+            0
+        };
+        for l in lines.iter().skip(skip) {
+            self.st.history.push_back((*l).to_string());
+        }
+        self.st.history_lines_read = lines.len();
+        self.truncate_history();
+        0
+    }
+
+    /// Keeps the list to `$HISTSIZE` entries, the newest.
+    fn truncate_history(&mut self) {
+        if let Some(n) = self
+            .get_var("HISTSIZE")
+            .and_then(|v| v.trim().parse::<usize>().ok())
+        {
+            while self.st.history.len() > n {
+                self.st.history.pop_front();
+            }
+        }
+    }
+
+    /// Cuts the history file to its last `n` lines (assigning `HISTFILESIZE`).
+    pub(crate) fn truncate_history_file(&mut self, n: usize) {
+        let Some(file) = self.get_var("HISTFILE").filter(|f| !f.is_empty()) else {
+            return;
+        };
+        let path = wasmsand_vfs::path::join(&self.st.cwd, &file);
+        let mut vfs = self.rt.vfs.lock();
+        if let Ok(data) = vfs.read(&path) {
+            let text = String::from_utf8_lossy(&data).into_owned();
+            let lines: Vec<&str> = text.lines().collect();
+            if lines.len() > n {
+                let kept: String = lines[lines.len() - n..]
+                    .iter()
+                    .map(|l| format!("{l}\n"))
+                    .collect();
+                let _ = vfs.write(&path, kept.as_bytes());
+            }
+        }
     }
 
     /// What `name` runs as (`command -v`): alias, keyword, function, builtin or a file
