@@ -32,20 +32,13 @@ impl Interp {
             };
             i += 1;
             let value = match e {
-                'a' => {
-                    out.push('\u{7}');
-                    continue;
-                }
-                'e' => {
-                    out.push('\u{1b}');
-                    continue;
-                }
-                'n' => {
-                    out.push('\n');
-                    continue;
-                }
-                'r' => {
-                    out.push('\r');
+                'a' | 'e' | 'n' | 'r' => {
+                    out.push(match e {
+                        'a' => '\u{7}',
+                        'e' => '\u{1b}',
+                        'n' => '\n',
+                        _ => '\r',
+                    });
                     continue;
                 }
                 // A literal backslash, left for the expansion that follows (`\\$` is `$`).
@@ -149,17 +142,21 @@ impl Interp {
         out
     }
 
+    /// The `TZ` the clock functions see: as in bash, only an exported one reaches them.
+    pub(crate) fn clock_zone(&self) -> Option<String> {
+        self.st
+            .vars
+            .get("TZ")
+            .filter(|v| v.has(crate::vars::ATTR_EXPORT))
+            .and_then(|v| v.scalar_value().map(str::to_string))
+    }
+
     /// The current time as `strftime` would format it, in the zone of an exported `TZ`.
     fn prompt_time(&self, fmt: &str) -> String {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
-        let tz = self
-            .st
-            .vars
-            .get("TZ")
-            .filter(|v| v.has(crate::vars::ATTR_EXPORT))
-            .and_then(|v| v.scalar_value().map(str::to_string));
+        let tz = self.clock_zone();
         let p = crate::printf::printf_in_zone(
             &format!("%({})T", fmt.replace(')', "%)")),
             &[],

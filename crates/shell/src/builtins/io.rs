@@ -88,13 +88,7 @@ impl Interp {
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0);
         let start = now - self.rt.started.elapsed().as_secs() as i64;
-        // As bash, only an exported TZ reaches the C library's clock functions.
-        let tz = self
-            .st
-            .vars
-            .get("TZ")
-            .filter(|v| v.has(crate::vars::ATTR_EXPORT))
-            .and_then(|v| v.scalar_value().map(str::to_string));
+        let tz = self.clock_zone();
         let p = crate::printf::printf_in_zone(fmt, &args[1..], now, start, tz.as_deref());
         for e in &p.errors {
             self.err(e);
