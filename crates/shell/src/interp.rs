@@ -8,10 +8,10 @@
 //! [`Interp`]'s methods are spread over the modules of their subject, each an `impl Interp`
 //! block: here, the run's plumbing (descriptors, output, variables' access, limits, traps);
 //! `execute.rs`, running the tree (lists, pipelines, commands, redirections, functions,
-//! programs); `expand.rs`, word expansion; `eval.rs`, arithmetic and `[[ ]]`/`test`
-//! operators; `jobs.rs`, background jobs and their builtins; `timeout.rs`, `timeout` and
-//! `which`; `builtins/`, every other builtin, one file per family (listed in
-//! `builtins/mod.rs`, whose registry says which builtins exist).
+//! programs); `expand.rs`, word expansion; `prompt.rs`, the prompt escapes of `${x@P}`;
+//! `eval.rs`, arithmetic and `[[ ]]`/`test` operators; `jobs.rs`, background jobs and their
+//! builtins; `timeout.rs`, `timeout` and `which`; `builtins/`, every other builtin, one file
+//! per family (listed in `builtins/mod.rs`, whose registry says which builtins exist).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};

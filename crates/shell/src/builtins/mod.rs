@@ -15,7 +15,9 @@
 //! - `signals.rs`: `trap`, `kill`;
 //! - `meta.rs`: `type`, `command`, `builtin`, `enable`, `help`, `alias`, `unalias`, `history`;
 //! - `limits.rs`: `ulimit`, `umask`, `times`;
-//! - `programs.rs`: `env`, `xargs`, `chmod`, `sleep` (programs in bash, builtins here).
+//! - `programs.rs`: `env`, `xargs`, `chmod`, `sleep` (programs in bash, builtins here);
+//! - `system.rs`: `whoami`, `id`, `hostname`, `uname` (programs too, answered for the
+//!   sandbox rather than the host).
 //!
 //! The job builtins (`jobs`, `wait`, `disown`, `nohup`, `setsid`) are in `crate::jobs`,
 //! `timeout` and `which` in `crate::timeout`.
