@@ -1249,6 +1249,13 @@ const MONTHS: [&str; 12] = [
     "December",
 ];
 
+/// `strftime(fmt)` of the time `t` (seconds since the epoch) in the zone a `TZ` value names
+/// (UTC without one), as `printf '%(fmt)T'` shows it.
+pub(crate) fn format_time(fmt: &str, t: i64, tz: Option<&str>) -> String {
+    let zone = tz.map_or(Zone::Fixed(0, "UTC".into()), Zone::from_tz);
+    strftime(fmt, t, &zone.at(t))
+}
+
 /// `strftime` in UTC with the C locale's names and formats.
 fn strftime(fmt: &str, t: i64, zone: &(i64, String)) -> String {
     let t = t + zone.0;

@@ -156,14 +156,6 @@ impl Interp {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
-        let tz = self.clock_zone();
-        let p = crate::printf::printf_in_zone(
-            &format!("%({})T", fmt.replace(')', "%)")),
-            &[],
-            now,
-            now,
-            tz.as_deref(),
-        );
-        String::from_utf8_lossy(&p.out).into_owned()
+        crate::printf::format_time(fmt, now, self.clock_zone().as_deref())
     }
 }
