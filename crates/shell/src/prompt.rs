@@ -4,9 +4,7 @@
 
 use crate::interp::{FlowResult, Interp};
 
-/// The sandbox's one user (see `builtins/system.rs`).
-const USER_NAME: &str = "user";
-const EUID: u32 = 1000;
+use crate::builtins::system::USER;
 
 impl Interp {
     /// `${x@P}` of the text `s`.
@@ -49,7 +47,7 @@ impl Interp {
                 // Readline's invisible-text markers: nothing outside a terminal.
                 '[' | ']' => continue,
                 '$' => {
-                    out.push_str(if EUID == 0 { "#" } else { "\\$" });
+                    out.push_str(if USER.0 == 0 { "#" } else { "\\$" });
                     continue;
                 }
                 '0'..='7' => {
@@ -85,10 +83,7 @@ impl Interp {
                 '@' => self.prompt_time("%I:%M %p"),
                 'A' => self.prompt_time("%H:%M"),
                 'h' | 'H' => {
-                    let host = self
-                        .get_var("HOSTNAME")
-                        .filter(|h| !h.is_empty())
-                        .unwrap_or_else(|| "sandbox".into());
+                    let host = self.host_name();
                     if e == 'h' {
                         host.split('.').next().unwrap_or("").to_string()
                     } else {
@@ -105,7 +100,7 @@ impl Interp {
                     .next()
                     .unwrap_or("bash")
                     .to_string(),
-                'u' => USER_NAME.to_string(),
+                'u' => USER.1.to_string(),
                 'v' => "5.2".to_string(),
                 'V' => "5.2.15".to_string(),
                 'w' | 'W' => {

@@ -31,7 +31,7 @@ mod meta;
 mod options;
 mod programs;
 mod signals;
-mod system;
+pub(crate) mod system;
 mod test;
 mod vars;
 

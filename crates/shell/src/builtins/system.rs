@@ -6,7 +6,7 @@
 use crate::interp::Interp;
 
 /// The sandbox's one user and its group.
-const USER: (u32, &str) = (1000, "user");
+pub(crate) const USER: (u32, &str) = (1000, "user");
 /// The kernel `uname` reports: the one bash's `$OSTYPE` and `$MACHTYPE` describe.
 const KERNEL: &str = "Linux";
 const RELEASE: &str = "6.1.0-wasmsand";
@@ -62,7 +62,8 @@ impl Interp {
         Ok((letters, operands))
     }
 
-    fn host_name(&self) -> String {
+    /// The machine's name: `$HOSTNAME`, `sandbox` without one.
+    pub(crate) fn host_name(&self) -> String {
         self.get_var("HOSTNAME")
             .filter(|h| !h.is_empty())
             .unwrap_or_else(|| "sandbox".into())
