@@ -1,7 +1,7 @@
 use std::path::Path;
 
 use parking_lot::Mutex;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{
     AuditEvent, AuditQuery, IdemEntry, Phase, RunPage, RunQuery, RunRecord, RunSort, Store,
@@ -29,46 +29,15 @@ impl SqliteStore {
         }
         let mut conn =
             Connection::open(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
+        // First of all, so that every statement after it (switching to WAL included) waits
+        // for a lock another process holds instead of failing at once: a restarted server
+        // opens the file while the old process may still be closing it.
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(err)?;
         // WAL keeps readers off the writer's back; NORMAL is durable across process crashes,
         // which is what a restart needs.
-        conn.execute_batch(
-            "PRAGMA journal_mode=WAL;
-             PRAGMA synchronous=NORMAL;
-             PRAGMA busy_timeout=5000;
-             CREATE TABLE IF NOT EXISTS runs (
-                 id TEXT PRIMARY KEY,
-                 user_id TEXT NOT NULL,
-                 phase TEXT NOT NULL,
-                 finished_at INTEGER,
-                 artifact_bytes INTEGER NOT NULL DEFAULT 0,
-                 has_artifacts INTEGER NOT NULL DEFAULT 0,
-                 body TEXT NOT NULL
-             );
-             CREATE INDEX IF NOT EXISTS runs_phase ON runs(phase);
-             CREATE INDEX IF NOT EXISTS runs_user ON runs(user_id);
-             CREATE TABLE IF NOT EXISTS idempotency (
-                 endpoint TEXT NOT NULL,
-                 user_id TEXT NOT NULL,
-                 key TEXT NOT NULL,
-                 created_at INTEGER NOT NULL,
-                 body TEXT NOT NULL,
-                 PRIMARY KEY (endpoint, user_id, key)
-             );
-             CREATE TABLE IF NOT EXISTS audit (
-                 seq INTEGER PRIMARY KEY AUTOINCREMENT,
-                 id TEXT NOT NULL UNIQUE,
-                 ts INTEGER NOT NULL,
-                 event TEXT NOT NULL,
-                 user_id TEXT NOT NULL,
-                 run_id TEXT,
-                 session_id TEXT,
-                 body TEXT NOT NULL
-             );
-             CREATE INDEX IF NOT EXISTS audit_run ON audit(run_id);
-             CREATE INDEX IF NOT EXISTS audit_user ON audit(user_id);
-             CREATE INDEX IF NOT EXISTS audit_ts ON audit(ts);",
-        )
-        .map_err(err)?;
+        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+            .map_err(err)?;
         // The admin list's `q` folds case as the in-memory reference does (Unicode, where
         // SQLite's own lower() folds ASCII only).
         conn.create_scalar_function(
@@ -88,7 +57,9 @@ impl SqliteStore {
     /// Stores many runs in one transaction (imports, benchmarks): as `put_run` on each.
     pub fn put_runs(&self, runs: &[RunRecord]) -> StoreResult<()> {
         let mut conn = self.conn.lock();
-        let tx = conn.transaction().map_err(err)?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
         for r in runs {
             put_run(&tx, r)?;
         }
@@ -110,28 +81,69 @@ const LIST_COLUMNS: &[(&str, &str)] = &[
 ];
 
 fn migrate(conn: &mut Connection) -> StoreResult<()> {
-    let version: i64 = conn
+    // One IMMEDIATE transaction takes the write lock before the version is read: of two
+    // processes opening one file at once, the second waits and then finds it migrated.
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(err)?;
+    tx.execute_batch(SCHEMA).map_err(err)?;
+    let version: i64 = tx
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(err)?;
     if version < 1 {
-        migrate_list_columns(conn)?;
+        migrate_list_columns(&tx)?;
     }
     if version < 2 {
-        migrate_text_index(conn)?;
+        migrate_text_index(&tx)?;
     }
     if version < 3 {
-        migrate_lowered_text(conn)?;
+        migrate_lowered_text(&tx)?;
     }
-    Ok(())
+    tx.commit().map_err(err)
 }
+
+/// The tables of the first version, which the migrations below build on.
+const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS runs (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        phase TEXT NOT NULL,
+        finished_at INTEGER,
+        artifact_bytes INTEGER NOT NULL DEFAULT 0,
+        has_artifacts INTEGER NOT NULL DEFAULT 0,
+        body TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS runs_phase ON runs(phase);
+    CREATE INDEX IF NOT EXISTS runs_user ON runs(user_id);
+    CREATE TABLE IF NOT EXISTS idempotency (
+        endpoint TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (endpoint, user_id, key)
+    );
+    CREATE TABLE IF NOT EXISTS audit (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        ts INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        run_id TEXT,
+        session_id TEXT,
+        body TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS audit_run ON audit(run_id);
+    CREATE INDEX IF NOT EXISTS audit_user ON audit(user_id);
+    CREATE INDEX IF NOT EXISTS audit_ts ON audit(ts);
+";
 
 /// Version 3: the text a `q` too short for a trigram searches, lowered, in a narrow table of
 /// its own, kept in step by triggers. Such a needle is tested against every run: reading a
 /// few lowered bytes a run instead of each run's row (about 1 KiB with its record) and
 /// calling no function per row makes that several times faster. The triggers call
 /// `rust_lower`, which every connection of this store registers before it writes.
-fn migrate_lowered_text(conn: &mut Connection) -> StoreResult<()> {
-    let tx = conn.transaction().map_err(err)?;
+fn migrate_lowered_text(tx: &Connection) -> StoreResult<()> {
     tx.execute_batch(
         "CREATE TABLE runs_lower (
              seq INTEGER PRIMARY KEY,
@@ -157,8 +169,7 @@ fn migrate_lowered_text(conn: &mut Connection) -> StoreResult<()> {
          END;
          PRAGMA user_version = 3;",
     )
-    .map_err(err)?;
-    tx.commit().map_err(err)
+    .map_err(err)
 }
 
 /// Version 2: the admin list's `q` (a substring of `base_image` or `message`) answered from
@@ -172,8 +183,7 @@ const TEXT_MATCH: &str = "seq IN";
 const LOWER_MATCH: &str =
     "seq IN (SELECT seq FROM runs_lower WHERE instr(image, ?) > 0 OR instr(message, ?) > 0)";
 
-fn migrate_text_index(conn: &mut Connection) -> StoreResult<()> {
-    let tx = conn.transaction().map_err(err)?;
+fn migrate_text_index(tx: &Connection) -> StoreResult<()> {
     tx.execute_batch(
         "ALTER TABLE runs ADD COLUMN seq INTEGER;
          UPDATE runs SET seq = rowid;
@@ -200,12 +210,10 @@ fn migrate_text_index(conn: &mut Connection) -> StoreResult<()> {
          INSERT INTO runs_text(runs_text) VALUES ('rebuild');
          PRAGMA user_version = 2;",
     )
-    .map_err(err)?;
-    tx.commit().map_err(err)
+    .map_err(err)
 }
 
-fn migrate_list_columns(conn: &mut Connection) -> StoreResult<()> {
-    let tx = conn.transaction().map_err(err)?;
+fn migrate_list_columns(tx: &Connection) -> StoreResult<()> {
     let have: Vec<String> = {
         let mut st = tx.prepare("PRAGMA table_info(runs)").map_err(err)?;
         st.query_map([], |r| r.get::<_, String>(1))
@@ -235,8 +243,7 @@ fn migrate_list_columns(conn: &mut Connection) -> StoreResult<()> {
          CREATE INDEX IF NOT EXISTS runs_worker ON runs(worker_id);
          PRAGMA user_version = 1;",
     )
-    .map_err(err)?;
-    tx.commit().map_err(err)
+    .map_err(err)
 }
 
 fn put_run(conn: &Connection, run: &RunRecord) -> StoreResult<()> {
@@ -340,7 +347,13 @@ impl Store for SqliteStore {
 
     fn fail_unfinished(&self, reason_code: &str, message: &str, now: i64) -> StoreResult<usize> {
         let mut conn = self.conn.lock();
-        let tx = conn.transaction().map_err(err)?;
+        // IMMEDIATE, as every transaction here that reads before it writes: a deferred one
+        // whose snapshot another process's commit has made stale cannot take the write lock
+        // and fails at once, busy timeout or not (a restart racing the old process's last
+        // writes did).
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
         let bodies: Vec<String> = {
             let mut st = tx
                 .prepare(
@@ -440,7 +453,7 @@ impl Store for SqliteStore {
         // IMMEDIATE: the write lock is taken before the read, so two processes sharing the
         // file cannot both find the key free.
         let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err)?;
         let prior: Option<String> = tx
             .query_row(
@@ -539,7 +552,7 @@ impl Store for SqliteStore {
         // one write.
         let mut conn = self.conn.lock();
         let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err)?;
         let u = if limits.any() {
             user_usage(&tx, &run.user_id, minute_from, day_from, now)?
@@ -754,6 +767,68 @@ mod tests {
         SqliteStore::open(&path).unwrap().put_run(&r).unwrap();
         let again = SqliteStore::open(&path).unwrap();
         assert_eq!(again.get_run("kept").unwrap().unwrap(), r);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A restarted server fails the runs left in flight while the old process may still be
+    /// writing its last records to the same file: the read-then-write must wait for the
+    /// other writer, not fail with "database is locked" (it did, as a deferred transaction).
+    #[test]
+    fn failing_unfinished_runs_waits_for_another_process_writing() {
+        let dir = std::env::temp_dir().join(format!("wasmsand-store-{}", uuid::Uuid::new_v4()));
+        let path = dir.join("s.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let writer_path = path.clone();
+        let writer = std::thread::spawn(move || {
+            let c = Connection::open(&writer_path).unwrap();
+            c.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+            for i in 0..200 {
+                c.execute_batch("BEGIN IMMEDIATE").unwrap();
+                c.execute(
+                    "INSERT INTO idempotency (endpoint, user_id, key, created_at, body)
+                     VALUES ('runs', 'u', ?1, 0, '{}')",
+                    params![i.to_string()],
+                )
+                .unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                c.execute_batch("COMMIT").unwrap();
+            }
+        });
+        let mut failed = 0;
+        while !writer.is_finished() {
+            let id = format!("r{failed}");
+            store
+                .put_run(&super::super::tests::sample_run(&id, Phase::Running))
+                .unwrap();
+            failed += store
+                .fail_unfinished("server_restart", "restart", 1)
+                .unwrap();
+        }
+        writer.join().unwrap();
+        assert!(failed > 0);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Several processes (here threads with their own connections) opening one new file at
+    /// once: one migrates it, the others wait and find it done.
+    #[test]
+    fn concurrent_opens_of_a_new_file_migrate_it_once() {
+        let dir = std::env::temp_dir().join(format!("wasmsand-store-{}", uuid::Uuid::new_v4()));
+        let path = dir.join("s.db");
+        let opens: Vec<_> = (0..6)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || SqliteStore::open(&path).map(drop))
+            })
+            .collect();
+        for o in opens {
+            o.join().unwrap().unwrap();
+        }
+        let c = Connection::open(&path).unwrap();
+        let version: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 3);
         let _ = std::fs::remove_dir_all(dir);
     }
 
