@@ -59,6 +59,8 @@ struct Inner {
     carry: [Vec<u8>; 2],
     /// Frames evicted from the ring.
     evicted: u64,
+    /// Set by `seal`: output and heartbeats are dropped until `end_with_phase`.
+    sealed: bool,
 }
 
 pub struct RunLog {
@@ -104,6 +106,7 @@ impl RunLog {
                 truncated: false,
                 carry: [Vec::new(), Vec::new()],
                 evicted: 0,
+                sealed: false,
             }),
             latest,
         })
@@ -134,15 +137,24 @@ impl RunLog {
 
     pub fn event(&self, event: &str, data: Value) {
         let mut g = self.inner.lock();
+        if !g.sealed {
+            self.push_event(&mut g, event, data);
+        }
+    }
+
+    fn push_event(&self, g: &mut Inner, event: &str, data: Value) {
         let mut m = serde_json::Map::new();
         m.insert("type".into(), json!("event"));
         m.insert("event".into(), json!(event));
         m.insert("data".into(), data);
-        self.push(&mut g, m);
+        self.push(g, m);
     }
 
     pub fn heartbeat(&self) {
         let mut g = self.inner.lock();
+        if g.sealed {
+            return;
+        }
         let mut m = serde_json::Map::new();
         m.insert("type".into(), json!("heartbeat"));
         m.insert("ts".into(), json!(iso(now_ms())));
@@ -186,7 +198,7 @@ impl RunLog {
     /// `base64`. Past the log cap one `truncated` frame is sent and the rest is dropped.
     pub fn output(&self, stream: Stream, bytes: &[u8]) {
         let mut g = self.inner.lock();
-        if g.ended || g.truncated {
+        if g.ended || g.truncated || g.sealed {
             return;
         }
         let room = g.log_cap.saturating_sub(g.log_bytes);
@@ -230,6 +242,36 @@ impl RunLog {
     pub fn end(&self, data: Value) -> u64 {
         self.flush();
         let mut g = self.inner.lock();
+        self.push_end(&mut g, data)
+    }
+
+    /// Takes no more output or heartbeats and returns the seq the end frame of
+    /// `end_with_phase` will have. A run's final record is stored with that seq before any
+    /// reader can see the run end, so that a client who saw it end finds the store agreeing
+    /// (its quota place given back, another replica answering the same).
+    pub fn seal(&self) -> u64 {
+        self.flush();
+        let mut g = self.inner.lock();
+        g.sealed = true;
+        if g.ended {
+            g.next_seq - 1
+        } else {
+            g.next_seq + 1
+        }
+    }
+
+    /// The last two frames of a run: its final `phase` event, then `end`. Returns the end
+    /// frame's seq, which `seal` announced when it came first.
+    pub fn end_with_phase(&self, phase: Value, end: Value) -> u64 {
+        self.flush();
+        let mut g = self.inner.lock();
+        if !g.ended {
+            self.push_event(&mut g, "phase", phase);
+        }
+        self.push_end(&mut g, end)
+    }
+
+    fn push_end(&self, g: &mut Inner, data: Value) -> u64 {
         if g.ended {
             return g.next_seq - 1;
         }
@@ -237,10 +279,9 @@ impl RunLog {
         m.insert("type".into(), json!("event"));
         m.insert("event".into(), json!("end"));
         m.insert("data".into(), data);
-        self.push(&mut g, m);
+        self.push(g, m);
         g.ended = true;
         let seq = g.next_seq - 1;
-        drop(g);
         // Wake readers even if they had seen this seq (they now see `ended`).
         self.latest.send_replace(seq);
         seq
@@ -325,6 +366,30 @@ mod tests {
         assert_eq!(v[2]["data"], "ww==");
         assert_eq!(v[3]["event"], "end");
         assert!(s.ended);
+    }
+
+    #[test]
+    fn a_sealed_log_announces_its_end_seq_and_takes_nothing_else_before_it() {
+        let log = RunLog::new(usize::MAX, u64::MAX);
+        log.output(Stream::Stdout, b"out");
+        // A character cut at the end is flushed by the seal, before the seq is counted.
+        log.output(Stream::Stdout, &"é".as_bytes()[..1]);
+        let end = log.seal();
+        log.output(Stream::Stdout, b"late");
+        log.heartbeat();
+        log.event("phase", json!({"phase": "running"}));
+        assert_eq!(log.read_from(1).frames.len(), 2);
+        assert!(!log.ended());
+        assert_eq!(
+            log.end_with_phase(json!({"phase": "completed"}), json!({"exit_code": 0})),
+            end
+        );
+        let v: Vec<Value> = log.read_from(1).frames.iter().map(parse).collect();
+        assert_eq!(v.len(), 4);
+        assert_eq!(v[2]["data"], json!({"phase": "completed"}));
+        assert_eq!(v[3]["event"], "end");
+        assert_eq!(v[3]["seq"], end);
+        assert_eq!((log.seal(), log.end(json!({}))), (end, end));
     }
 
     #[test]

@@ -263,59 +263,83 @@ impl Ending {
 
 async fn finish(app: &Arc<App>, run: &Arc<LiveRun>, e: Ending) {
     let now = now_ms();
+    // The final record is stored before anyone can see the run end: a client that saw it
+    // end (its status or its stream) and starts another finds its quota place given back,
+    // and any replica answers the same.
+    let last_seq = run.log.seal();
+    let stored = {
+        let mut r = run.record.lock().clone();
+        e.apply(&mut r, &run.log, now);
+        r.last_seq = last_seq;
+        r
+    };
+    let rec = stored.clone();
+    if let Err(err) = store::call(&app.store, move |s| s.put_run(&rec)).await {
+        tracing::error!(run_id = %run.id, %err, "cannot record the end of a run");
+    }
     // The record and the last frames change under one lock: whoever reads the status sees
     // a terminal phase only with its final `last_seq`, and a client that got `end` reads the
     // terminal status.
-    let rec = {
+    let ended = {
         let mut r = run.record.lock();
-        r.phase = e.phase;
-        r.reason_code = e.reason_code.clone();
-        r.message = e.message.clone();
-        r.exit_code = e.exit_code;
-        r.finished_at = Some(now);
-        if let Some(ms) = e.wall_ms {
-            r.resource_usage.wall_time_sec = ms as f64 / 1000.0;
-        }
-        if let Some(u) = &e.usage {
-            // The guest programs' own CPU time, and the largest linear memory any of them
-            // had: the sandbox's closest measure of a process's resident set.
-            r.resource_usage.cpu_time_sec = u.cpu_us as f64 / 1e6;
-            r.resource_usage.peak_rss_mb = Some(u.peak_memory_bytes as f64 / (1024.0 * 1024.0));
-        }
-        r.resource_usage.log_bytes = run.log.log_bytes();
-        r.log_truncated = run.log.truncated();
-        r.frames_dropped = run.log.evicted();
-        if let Some((list, bytes, capped)) = e.artifacts.clone() {
-            r.artifacts = list;
-            r.resource_usage.artifact_bytes = bytes;
-            r.artifacts_capped = capped;
-        }
-        run.log.event(
-            "phase",
+        e.apply(&mut r, &run.log, now);
+        r.last_seq = run.log.end_with_phase(
             json!({
                 "phase": r.phase.as_str(),
                 "ts": iso(now),
                 "reason_code": r.reason_code,
                 "message": r.message,
             }),
+            json!({
+                "phase": r.phase.as_str(),
+                "exit_code": r.exit_code,
+                "reason_code": r.reason_code,
+                "message": r.message,
+            }),
         );
-        r.last_seq = run.log.end(json!({
-            "phase": r.phase.as_str(),
-            "exit_code": r.exit_code,
-            "reason_code": r.reason_code,
-            "message": r.message,
-        }));
+        // The last frames may have pushed older ones out of the ring.
+        r.frames_dropped = run.log.evicted();
         r.clone()
     };
     if let Some(ms) = e.wall_ms {
         app.queue.record_duration(ms);
     }
-    let ended = rec.clone();
-    if let Err(err) = store::call(&app.store, move |s| s.put_run(&rec)).await {
-        tracing::error!(run_id = %run.id, %err, "cannot record the end of a run");
+    if ended != stored {
+        let rec = ended.clone();
+        if let Err(err) = store::call(&app.store, move |s| s.put_run(&rec)).await {
+            tracing::error!(run_id = %run.id, %err, "cannot record the end of a run");
+        }
     }
     crate::audit::run_phase(app, &ended, ended.phase);
     crate::observe::run_finished(app, &ended);
+}
+
+impl Ending {
+    /// Writes the ending into a run's record, with what its log says of the output.
+    fn apply(&self, r: &mut RunRecord, log: &RunLog, now: i64) {
+        r.phase = self.phase;
+        r.reason_code = self.reason_code.clone();
+        r.message = self.message.clone();
+        r.exit_code = self.exit_code;
+        r.finished_at = Some(now);
+        if let Some(ms) = self.wall_ms {
+            r.resource_usage.wall_time_sec = ms as f64 / 1000.0;
+        }
+        if let Some(u) = &self.usage {
+            // The guest programs' own CPU time, and the largest linear memory any of them
+            // had: the sandbox's closest measure of a process's resident set.
+            r.resource_usage.cpu_time_sec = u.cpu_us as f64 / 1e6;
+            r.resource_usage.peak_rss_mb = Some(u.peak_memory_bytes as f64 / (1024.0 * 1024.0));
+        }
+        r.resource_usage.log_bytes = log.log_bytes();
+        r.log_truncated = log.truncated();
+        r.frames_dropped = log.evicted();
+        if let Some((list, bytes, capped)) = self.artifacts.clone() {
+            r.artifacts = list;
+            r.resource_usage.artifact_bytes = bytes;
+            r.artifacts_capped = capped;
+        }
+    }
 }
 
 /// Quotes a word for the shell: inside single quotes nothing is special.

@@ -5,6 +5,9 @@ use serde_json::{Value, json};
 
 use super::auth::{ALICE_KEY, ROOT_KEY, api_key, auth_server, call, wait_done_as};
 use super::common::*;
+use futures::StreamExt;
+use tokio_tungstenite::tungstenite::Message;
+use wasmsand_server::StoreConfig;
 
 fn retry_after(h: &reqwest::header::HeaderMap) -> u64 {
     h.get("retry-after")
@@ -164,4 +167,34 @@ async fn artifact_bytes_are_capped_per_run_and_per_user() {
     // A run that captures nothing still runs.
     let (s, _, v) = srv.post("/runs", TestServer::script("true")).await;
     assert!(s.is_success(), "{v}");
+}
+
+/// A run seen to end has given its place back: its end is stored before the status or the
+/// stream shows it, so the next run, started the instant the last one's stream ends, is
+/// admitted (it was refused now and then while the end was still being written).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_seen_to_end_has_given_its_place_back() {
+    let srv = TestServer::with(|c| {
+        c.user_max_concurrent_runs = 1;
+        c.store = StoreConfig::Sqlite(c.data_dir.join("store.db"));
+    })
+    .await;
+    for round in 0..50 {
+        let (s, _, v) = srv.post("/runs", TestServer::script("true")).await;
+        assert!(s.is_success(), "round {round}: {v}");
+        let mut ws = srv.connect(v["run_id"].as_str().unwrap()).await;
+        // The next run goes in as soon as the end frame arrives, not after the close.
+        loop {
+            let msg = ws
+                .next()
+                .await
+                .expect("the stream ended without an end frame");
+            if let Message::Text(t) = msg.unwrap() {
+                let frame: Value = serde_json::from_str(&t).unwrap();
+                if frame["event"] == "end" {
+                    break;
+                }
+            }
+        }
+    }
 }
