@@ -259,6 +259,32 @@ impl Ending {
             artifacts: None,
         }
     }
+
+    /// Writes the ending into a run's record, with what its log says of the output.
+    fn apply(&self, r: &mut RunRecord, log: &RunLog, now: i64) {
+        r.phase = self.phase;
+        r.reason_code = self.reason_code.clone();
+        r.message = self.message.clone();
+        r.exit_code = self.exit_code;
+        r.finished_at = Some(now);
+        if let Some(ms) = self.wall_ms {
+            r.resource_usage.wall_time_sec = ms as f64 / 1000.0;
+        }
+        if let Some(u) = &self.usage {
+            // The guest programs' own CPU time, and the largest linear memory any of them
+            // had: the sandbox's closest measure of a process's resident set.
+            r.resource_usage.cpu_time_sec = u.cpu_us as f64 / 1e6;
+            r.resource_usage.peak_rss_mb = Some(u.peak_memory_bytes as f64 / (1024.0 * 1024.0));
+        }
+        r.resource_usage.log_bytes = log.log_bytes();
+        r.log_truncated = log.truncated();
+        r.frames_dropped = log.evicted();
+        if let Some((list, bytes, capped)) = self.artifacts.clone() {
+            r.artifacts = list;
+            r.resource_usage.artifact_bytes = bytes;
+            r.artifacts_capped = capped;
+        }
+    }
 }
 
 async fn finish(app: &Arc<App>, run: &Arc<LiveRun>, e: Ending) {
@@ -273,10 +299,7 @@ async fn finish(app: &Arc<App>, run: &Arc<LiveRun>, e: Ending) {
         r.last_seq = last_seq;
         r
     };
-    let rec = stored.clone();
-    if let Err(err) = store::call(&app.store, move |s| s.put_run(&rec)).await {
-        tracing::error!(run_id = %run.id, %err, "cannot record the end of a run");
-    }
+    record_end(app, run, stored.clone()).await;
     // The record and the last frames change under one lock: whoever reads the status sees
     // a terminal phase only with its final `last_seq`, and a client that got `end` reads the
     // terminal status.
@@ -305,40 +328,16 @@ async fn finish(app: &Arc<App>, run: &Arc<LiveRun>, e: Ending) {
         app.queue.record_duration(ms);
     }
     if ended != stored {
-        let rec = ended.clone();
-        if let Err(err) = store::call(&app.store, move |s| s.put_run(&rec)).await {
-            tracing::error!(run_id = %run.id, %err, "cannot record the end of a run");
-        }
+        record_end(app, run, ended.clone()).await;
     }
     crate::audit::run_phase(app, &ended, ended.phase);
     crate::observe::run_finished(app, &ended);
 }
 
-impl Ending {
-    /// Writes the ending into a run's record, with what its log says of the output.
-    fn apply(&self, r: &mut RunRecord, log: &RunLog, now: i64) {
-        r.phase = self.phase;
-        r.reason_code = self.reason_code.clone();
-        r.message = self.message.clone();
-        r.exit_code = self.exit_code;
-        r.finished_at = Some(now);
-        if let Some(ms) = self.wall_ms {
-            r.resource_usage.wall_time_sec = ms as f64 / 1000.0;
-        }
-        if let Some(u) = &self.usage {
-            // The guest programs' own CPU time, and the largest linear memory any of them
-            // had: the sandbox's closest measure of a process's resident set.
-            r.resource_usage.cpu_time_sec = u.cpu_us as f64 / 1e6;
-            r.resource_usage.peak_rss_mb = Some(u.peak_memory_bytes as f64 / (1024.0 * 1024.0));
-        }
-        r.resource_usage.log_bytes = log.log_bytes();
-        r.log_truncated = log.truncated();
-        r.frames_dropped = log.evicted();
-        if let Some((list, bytes, capped)) = self.artifacts.clone() {
-            r.artifacts = list;
-            r.resource_usage.artifact_bytes = bytes;
-            r.artifacts_capped = capped;
-        }
+/// A store that fails here is logged, not fatal: the run still ends for its clients.
+async fn record_end(app: &Arc<App>, run: &LiveRun, rec: RunRecord) {
+    if let Err(err) = store::call(&app.store, move |s| s.put_run(&rec)).await {
+        tracing::error!(run_id = %run.id, %err, "cannot record the end of a run");
     }
 }
 
