@@ -1,4 +1,4 @@
-//! Builds the guest workspace `guests/` for `wasm32-wasip1` and embeds the result, so that
+//! Builds the guest workspace `wasm-tools/` for `wasm32-wasip1` and embeds the result, so that
 //! `cargo build`/`cargo test` alone produce every guest program (nothing to build by hand, no
 //! .wasm committed).
 //!
@@ -17,9 +17,9 @@ const TARGET: &str = "wasm32-wasip1";
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let workspace = manifest_dir
-        .join("../../guests")
+        .join("../../wasm-tools")
         .canonicalize()
-        .expect("guests/ sits two levels above crates/guests");
+        .expect("wasm-tools/ sits two levels above crates/guests");
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
     println!("cargo::rerun-if-env-changed=WASMSAND_GUESTS_TARGET_DIR");
     let target_dir = env::var_os("WASMSAND_GUESTS_TARGET_DIR")
@@ -31,7 +31,7 @@ fn main() {
     build(&workspace, &target_dir);
 
     let release = target_dir.join(TARGET).join("release");
-    let list = fs::read_to_string(workspace.join("commands.txt")).expect("guests/commands.txt");
+    let list = fs::read_to_string(workspace.join("commands.txt")).expect("wasm-tools/commands.txt");
     let mut files: Vec<String> = Vec::new();
     let mut commands = String::new();
     for line in list.lines().map(str::trim) {
@@ -53,7 +53,7 @@ fn main() {
         let path = release.join(file);
         assert!(
             path.exists(),
-            "{} was not built; is it a binary of guests/?",
+            "{} was not built; is it a binary of wasm-tools/?",
             path.display()
         );
         writeln!(
@@ -166,7 +166,7 @@ fn build(workspace: &Path, target_dir: &Path) {
         .status()
         .unwrap_or_else(|e| panic!("cannot run cargo: {e}"));
     if !status.success() {
-        panic!("building guests/ for {TARGET} failed (see above).");
+        panic!("building wasm-tools/ for {TARGET} failed (see above).");
     }
 }
 
@@ -175,7 +175,7 @@ fn build(workspace: &Path, target_dir: &Path) {
 /// with its own wasi-libc, so no C runtime or linker is needed beyond these.
 const C_PACKAGES: &[&str] = &["clang-14", "llvm-14", "wasi-libc"];
 
-/// The C compiler for the guests built from C (SQLite in `guests/sqlite`), handed to the
+/// The C compiler for the guests built from C (SQLite in `wasm-tools/sqlite`), handed to the
 /// `cc` crate of the nested build. `WASMSAND_WASM_CC`/`_AR`/`_CFLAGS` name another toolchain
 /// (wasi-sdk's clang with `--sysroot=...`, say). Otherwise Debian's clang is used, installed
 /// with apt-get when missing and the build runs as root (as the README's `cargo run` does on a

@@ -1,6 +1,8 @@
-//! The guest programs of wasmsand, built from `guests/` for `wasm32-wasip1` by this crate's
-//! build script and embedded here. `guests/commands.txt` maps each command name to the module
+//! The guest programs of wasmsand, built from `wasm-tools/` for `wasm32-wasip1` by this crate's
+//! build script and embedded here. `wasm-tools/commands.txt` maps each command name to the module
 //! file that provides it (several commands may share one module).
+
+#![forbid(unsafe_code)]
 
 include!(concat!(env!("OUT_DIR"), "/commands.rs"));
 
@@ -22,7 +24,7 @@ pub fn wasm_for_command(command: &str) -> Option<&'static [u8]> {
     file_for_command(command).and_then(file)
 }
 
-/// Every command name, in the order of `guests/commands.txt`.
+/// Every command name, in the order of `wasm-tools/commands.txt`.
 pub fn command_names() -> impl Iterator<Item = &'static str> {
     COMMANDS.iter().map(|(c, _)| *c)
 }

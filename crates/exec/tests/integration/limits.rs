@@ -1,4 +1,4 @@
-//! The hard limits, with the dedicated test guests of guests/: a spinning guest stopped by a
+//! The hard limits, with the dedicated test guests of wasm-tools/: a spinning guest stopped by a
 //! deadline, an allocating guest under a memory cap, a flooding guest against an output cap,
 //! and programs blocked on pipes or sleeping.
 

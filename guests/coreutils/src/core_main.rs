@@ -1,8 +1,0 @@
-//! `coreutils-core.wasm`: the light tools alone (see `core_tools`).
-
-mod core_tools;
-mod dispatch;
-
-fn main() {
-    dispatch::run("coreutils-core", core_tools::lookup, core_tools::TOOLS);
-}

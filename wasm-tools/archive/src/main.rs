@@ -1,0 +1,671 @@
+//! gzip, gunzip, zcat and tar in one multicall binary (dispatch on argv[0]'s basename, or on
+//! argv[1] when invoked as `archive TOOL ...`).
+
+#![forbid(unsafe_code)]
+
+use flate2::Compression;
+use flate2::read::MultiGzDecoder;
+use flate2::write::GzEncoder;
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::io::{self, BufReader, Read, Write};
+use std::path::{Component, Path, PathBuf};
+
+const TOOLS: &[&str] = &["gzip", "gunzip", "zcat", "tar"];
+
+fn errno_text(e: &io::Error) -> String {
+    let s = e.to_string();
+    s.split(" (os error").next().unwrap_or(&s).to_string()
+}
+
+fn main() {
+    guest_rt::enter_pwd();
+    let mut args: Vec<String> = std::env::args_os()
+        .map(|a: OsString| a.to_string_lossy().into_owned())
+        .collect();
+    let base = |s: &str| {
+        Path::new(s)
+            .file_name()
+            .map(|n| n.to_string_lossy().trim_end_matches(".wasm").to_string())
+            .unwrap_or_default()
+    };
+    let mut name = args.first().map(|a| base(a)).unwrap_or_default();
+    if !TOOLS.contains(&name.as_str()) {
+        match args.get(1).map(|a| base(a)) {
+            Some(n) if TOOLS.contains(&n.as_str()) => {
+                name = n;
+                args.remove(0);
+            }
+            _ => {
+                eprintln!("usage: archive TOOL [ARGS...]\ntools: {}", TOOLS.join(" "));
+                std::process::exit(2);
+            }
+        }
+    }
+    let code = match name.as_str() {
+        "gzip" => gzip(&args[1..], Mode::Compress),
+        "gunzip" => gzip(&args[1..], Mode::Decompress),
+        "zcat" => gzip(&args[1..], Mode::Cat),
+        _ => tar(&args[1..]),
+    };
+    std::process::exit(code);
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Compress,
+    Decompress,
+    Cat,
+}
+
+struct GzOpts {
+    stdout: bool,
+    keep: bool,
+    force: bool,
+    level: u32,
+    test: bool,
+    list: bool,
+}
+
+fn gzip(args: &[String], mut mode: Mode) -> i32 {
+    let mut o = GzOpts {
+        stdout: mode == Mode::Cat,
+        keep: false,
+        force: false,
+        level: 6,
+        test: false,
+        list: false,
+    };
+    let tool = match mode {
+        Mode::Compress => "gzip",
+        Mode::Decompress => "gunzip",
+        Mode::Cat => "zcat",
+    };
+    let mut files = Vec::new();
+    let mut only_files = false;
+    for a in args {
+        if only_files || !a.starts_with('-') || a == "-" {
+            files.push(a.clone());
+            continue;
+        }
+        match a.as_str() {
+            "--" => only_files = true,
+            "--stdout" | "--to-stdout" => o.stdout = true,
+            "--decompress" | "--uncompress" => mode = Mode::Decompress,
+            "--keep" => o.keep = true,
+            "--force" => o.force = true,
+            "--test" => o.test = true,
+            "--list" => o.list = true,
+            "--fast" => o.level = 1,
+            "--best" => o.level = 9,
+            "--quiet" | "--verbose" | "--no-name" | "--name" => {}
+            _ if a.starts_with("--") => {
+                eprintln!("{tool}: unrecognized option '{a}'");
+                return 1;
+            }
+            _ => {
+                for c in a[1..].chars() {
+                    match c {
+                        'c' => o.stdout = true,
+                        'd' => mode = Mode::Decompress,
+                        'k' => o.keep = true,
+                        'f' => o.force = true,
+                        't' => o.test = true,
+                        'l' => o.list = true,
+                        'q' | 'v' | 'n' | 'N' => {}
+                        '1'..='9' => o.level = c.to_digit(10).unwrap(),
+                        _ => {
+                            eprintln!("{tool}: invalid option -- '{c}'");
+                            return 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if mode == Mode::Cat {
+        o.stdout = true;
+    }
+    if o.test || o.list {
+        mode = Mode::Decompress;
+        o.stdout = true;
+    }
+    if files.is_empty() {
+        files.push("-".into());
+    }
+    let mut code = 0;
+    for f in &files {
+        if let Err(msg) = gzip_one(f, mode, &o, tool) {
+            if !msg.is_empty() {
+                eprintln!("{tool}: {msg}");
+            }
+            code = 1;
+        }
+    }
+    code
+}
+
+fn gzip_one(f: &str, mode: Mode, o: &GzOpts, tool: &str) -> Result<(), String> {
+    let compress = mode == Mode::Compress;
+    let input: Box<dyn Read> = if f == "-" {
+        Box::new(io::stdin().lock())
+    } else {
+        let meta = fs::metadata(f).map_err(|e| format!("{f}: {}", errno_text(&e)))?;
+        if meta.is_dir() {
+            return Err(format!("{f} is a directory -- ignored"));
+        }
+        if compress && f.ends_with(".gz") && !o.stdout && !o.force {
+            return Err(format!("{f} already has .gz suffix -- unchanged"));
+        }
+        if !compress && !o.stdout && !f.ends_with(".gz") && !f.ends_with(".tgz") {
+            return Err(format!("{f}: unknown suffix -- ignored"));
+        }
+        Box::new(BufReader::new(
+            File::open(f).map_err(|e| format!("{f}: {}", errno_text(&e)))?,
+        ))
+    };
+    let (target, mut out): (Option<String>, Box<dyn Write>) = if o.stdout || f == "-" {
+        (None, Box::new(io::stdout().lock()))
+    } else {
+        let t = if compress {
+            format!("{f}.gz")
+        } else if let Some(s) = f.strip_suffix(".tgz") {
+            format!("{s}.tar")
+        } else {
+            f.trim_end_matches(".gz").to_string()
+        };
+        if Path::new(&t).exists() && !o.force {
+            return Err(format!("{t} already exists; not overwritten"));
+        }
+        let file = File::create(&t).map_err(|e| format!("{t}: {}", errno_text(&e)))?;
+        (Some(t), Box::new(io::BufWriter::new(file)))
+    };
+    let result = if compress {
+        let mut b = flate2::GzBuilder::new();
+        if f != "-" {
+            if let Some(n) = Path::new(f).file_name() {
+                b = b.filename(n.to_string_lossy().as_bytes());
+            }
+            if let Ok(m) = fs::metadata(f).and_then(|m| m.modified())
+                && let Ok(d) = m.duration_since(std::time::UNIX_EPOCH)
+            {
+                b = b.mtime(d.as_secs() as u32);
+            }
+        }
+        let mut enc: GzEncoder<&mut Box<dyn Write>> = b.write(&mut out, Compression::new(o.level));
+        let mut input = input;
+        io::copy(&mut input, &mut enc).and_then(|_| enc.finish().map(|_| ()))
+    } else {
+        let mut dec = MultiGzDecoder::new(input);
+        if o.test || o.list {
+            io::copy(&mut dec, &mut io::sink()).map(|_| ())
+        } else {
+            io::copy(&mut dec, &mut out).map(|_| ())
+        }
+    };
+    let result = result.and_then(|_| out.flush());
+    drop(out);
+    match result {
+        Ok(()) => {
+            if target.is_some() && !o.keep && f != "-" {
+                let _ = fs::remove_file(f);
+            }
+            Ok(())
+        }
+        Err(e) => {
+            if let Some(t) = target {
+                let _ = fs::remove_file(t);
+            }
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                return Err(String::new());
+            }
+            if !compress && e.kind() == io::ErrorKind::InvalidInput {
+                return Err(format!("{f}: not in gzip format"));
+            }
+            let _ = tool;
+            Err(format!("{f}: {}", errno_text(&e)))
+        }
+    }
+}
+
+#[derive(PartialEq, Clone, Copy)]
+enum TarOp {
+    Create,
+    Extract,
+    List,
+}
+
+struct TarOpts {
+    op: Option<TarOp>,
+    file: Option<String>,
+    gzip: bool,
+    verbose: bool,
+    dir: Option<String>,
+    to_stdout: bool,
+    strip: usize,
+    excludes: Vec<String>,
+    members: Vec<String>,
+}
+
+fn tar_usage(msg: &str) -> i32 {
+    eprintln!("tar: {msg}\nTry 'tar --help' for more information.");
+    2
+}
+
+fn tar(args: &[String]) -> i32 {
+    let mut o = TarOpts {
+        op: None,
+        file: None,
+        gzip: false,
+        verbose: false,
+        dir: None,
+        to_stdout: false,
+        strip: 0,
+        excludes: Vec::new(),
+        members: Vec::new(),
+    };
+    let mut args: Vec<String> = args.to_vec();
+    // Old-style first argument without a dash (`tar czf out.tgz dir`).
+    if let Some(first) = args.first()
+        && !first.starts_with('-')
+        && !first.is_empty()
+    {
+        args[0] = format!("-{first}");
+    }
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].clone();
+        i += 1;
+        if !a.starts_with('-') || a == "-" {
+            o.members.push(a);
+            continue;
+        }
+        if let Some(long) = a.strip_prefix("--") {
+            let (n, v) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (long, None),
+            };
+            let val = |i: &mut usize| {
+                v.clone().or_else(|| {
+                    *i += 1;
+                    args.get(*i - 1).cloned()
+                })
+            };
+            match n {
+                "create" => o.op = Some(TarOp::Create),
+                "extract" | "get" => o.op = Some(TarOp::Extract),
+                "list" => o.op = Some(TarOp::List),
+                "gzip" | "gunzip" | "ungzip" => o.gzip = true,
+                "verbose" => o.verbose = true,
+                "to-stdout" => o.to_stdout = true,
+                "file" => o.file = val(&mut i),
+                "directory" => o.dir = val(&mut i),
+                "strip-components" => {
+                    o.strip = val(&mut i).and_then(|s| s.parse().ok()).unwrap_or(0)
+                }
+                "exclude" => {
+                    if let Some(x) = val(&mut i) {
+                        o.excludes.push(x);
+                    }
+                }
+                "no-same-owner"
+                | "no-same-permissions"
+                | "preserve-permissions"
+                | "same-owner"
+                | "overwrite"
+                | "numeric-owner" => {}
+                _ => return tar_usage(&format!("unrecognized option '--{n}'")),
+            }
+            continue;
+        }
+        let chars: Vec<char> = a[1..].chars().collect();
+        for (k, c) in chars.iter().enumerate() {
+            let rest: String = chars[k + 1..].iter().collect();
+            let val = |i: &mut usize| -> Option<String> {
+                if !rest.is_empty() {
+                    return Some(rest.clone());
+                }
+                *i += 1;
+                args.get(*i - 1).cloned()
+            };
+            match c {
+                'c' => o.op = Some(TarOp::Create),
+                'x' => o.op = Some(TarOp::Extract),
+                't' => o.op = Some(TarOp::List),
+                'z' => o.gzip = true,
+                'v' => o.verbose = true,
+                'O' => o.to_stdout = true,
+                'p' | 'o' | 'm' => {}
+                'j' | 'J' | 'Z' => {
+                    return tar_usage("only gzip compression (-z) is available in this sandbox");
+                }
+                'f' | 'C' => {
+                    let v = val(&mut i);
+                    if v.is_none() {
+                        return tar_usage(&format!("option requires an argument -- '{c}'"));
+                    }
+                    if *c == 'f' {
+                        o.file = v;
+                    } else {
+                        o.dir = v;
+                    }
+                    // The value used the rest of this cluster.
+                    if !rest.is_empty() {
+                        break;
+                    }
+                }
+                _ => return tar_usage(&format!("invalid option -- '{c}'")),
+            }
+        }
+    }
+    let Some(op) = o.op else {
+        return tar_usage(
+            "You must specify one of the '-Acdtrux', '--delete' or '--test-label' options",
+        );
+    };
+    let result = match op {
+        TarOp::Create => tar_create(&o),
+        TarOp::Extract | TarOp::List => tar_read(&o, op),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            if e.kind() != io::ErrorKind::BrokenPipe {
+                eprintln!("tar: {}", errno_text(&e));
+            }
+            2
+        }
+    }
+}
+
+fn excluded(o: &TarOpts, path: &Path) -> bool {
+    let s = path.to_string_lossy();
+    o.excludes.iter().any(|x| {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default();
+        s == x.as_str() || name == x.as_str() || glob(x, &name) || glob(x, &s)
+    })
+}
+
+/// Minimal `*`/`?` matching for --exclude patterns.
+fn glob(p: &str, s: &str) -> bool {
+    fn rec(p: &[char], s: &[char]) -> bool {
+        match p.first() {
+            None => s.is_empty(),
+            Some('*') => (0..=s.len()).any(|k| rec(&p[1..], &s[k..])),
+            Some('?') => !s.is_empty() && rec(&p[1..], &s[1..]),
+            Some(c) => s.first() == Some(c) && rec(&p[1..], &s[1..]),
+        }
+    }
+    let p: Vec<char> = p.chars().collect();
+    let s: Vec<char> = s.chars().collect();
+    rec(&p, &s)
+}
+
+fn tar_create(o: &TarOpts) -> io::Result<i32> {
+    if o.members.is_empty() {
+        eprintln!(
+            "tar: Cowardly refusing to create an empty archive\nTry 'tar --help' for more information."
+        );
+        return Ok(2);
+    }
+    let to_stdout = o.file.as_deref().is_none_or(|f| f == "-");
+    let sink: Box<dyn Write> = if to_stdout {
+        Box::new(io::stdout().lock())
+    } else {
+        let f = o.file.as_deref().expect("checked");
+        Box::new(io::BufWriter::new(File::create(f).map_err(|e| {
+            io::Error::new(e.kind(), format!("{f}: Cannot open: {}", errno_text(&e)))
+        })?))
+    };
+    let sink: Box<dyn Write> = if o.gzip {
+        Box::new(GzEncoder::new(sink, Compression::default()))
+    } else {
+        sink
+    };
+    let mut b = tar::Builder::new(sink);
+    b.follow_symlinks(false);
+    let base = PathBuf::from(o.dir.clone().unwrap_or_else(|| ".".into()));
+    let mut code = 0;
+    let mut warned_abs = false;
+    for m in &o.members {
+        let name: PathBuf = Path::new(m)
+            .components()
+            .filter(|c| !matches!(c, Component::RootDir | Component::Prefix(_)))
+            .collect();
+        if Path::new(m).is_absolute() && !warned_abs {
+            eprintln!("tar: Removing leading `/' from member names");
+            warned_abs = true;
+        }
+        let src = base.join(m);
+        if let Err(e) = add_path(&mut b, &src, &name, o, to_stdout) {
+            eprintln!("tar: {m}: Cannot stat: {}", errno_text(&e));
+            code = 2;
+        }
+    }
+    let mut sink = b.into_inner()?;
+    sink.flush()?;
+    drop(sink);
+    if code != 0 {
+        eprintln!("tar: Exiting with failure status due to previous errors");
+    }
+    Ok(code)
+}
+
+fn add_path(
+    b: &mut tar::Builder<Box<dyn Write>>,
+    src: &Path,
+    name: &Path,
+    o: &TarOpts,
+    to_stdout: bool,
+) -> io::Result<()> {
+    if excluded(o, name) {
+        return Ok(());
+    }
+    let meta = fs::symlink_metadata(src)?;
+    let shown = if meta.is_dir() {
+        format!("{}/", name.display())
+    } else {
+        name.display().to_string()
+    };
+    if o.verbose {
+        if to_stdout {
+            eprintln!("{shown}");
+        } else {
+            println!("{shown}");
+        }
+    }
+    if meta.is_dir() {
+        if !name.as_os_str().is_empty() && name != Path::new(".") {
+            append_dir_entry(b, name, &meta)?;
+        }
+        let mut entries: Vec<_> = fs::read_dir(src)?.filter_map(|e| e.ok()).collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            add_path(b, &e.path(), &name.join(e.file_name()), o, to_stdout)?;
+        }
+        Ok(())
+    } else if meta.file_type().is_symlink() {
+        let target = fs::read_link(src)?;
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Symlink);
+        h.set_size(0);
+        h.set_mode(0o777);
+        h.set_mtime(mtime(&meta));
+        b.append_link(&mut h, name, target)
+    } else {
+        // `Header::set_metadata` is unimplemented for wasm32 in the tar crate (it panics), and
+        // WASI has no owners or mode bits to copy anyway.
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_size(meta.len());
+        h.set_mode(0o644);
+        h.set_mtime(mtime(&meta));
+        let mut f = File::open(src)?;
+        b.append_data(&mut h, name, &mut f)
+    }
+}
+
+/// GNU tar stores directory names with a trailing `/`; the tar crate's path setter drops it, so
+/// short names are written into the header directly.
+fn append_dir_entry(
+    b: &mut tar::Builder<Box<dyn Write>>,
+    name: &Path,
+    meta: &fs::Metadata,
+) -> io::Result<()> {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Directory);
+    h.set_size(0);
+    h.set_mode(0o755);
+    h.set_mtime(mtime(meta));
+    let with_slash = format!("{}/", name.to_string_lossy());
+    if with_slash.len() < 100 {
+        let gnu = h.as_gnu_mut().expect("new_gnu header");
+        gnu.name = [0; 100];
+        gnu.name[..with_slash.len()].copy_from_slice(with_slash.as_bytes());
+        h.set_cksum();
+        b.append(&h, io::empty())
+    } else {
+        b.append_data(&mut h, name, io::empty())
+    }
+}
+
+fn mtime(m: &fs::Metadata) -> u64 {
+    m.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs())
+}
+
+fn tar_read(o: &TarOpts, op: TarOp) -> io::Result<i32> {
+    let raw: Box<dyn Read> = match o.file.as_deref() {
+        None | Some("-") => Box::new(io::stdin().lock()),
+        Some(f) => Box::new(File::open(f).map_err(|e| {
+            io::Error::new(e.kind(), format!("{f}: Cannot open: {}", errno_text(&e)))
+        })?),
+    };
+    let mut raw = BufReader::new(raw);
+    // Like GNU tar, recognise gzip input by its magic number even without -z.
+    let gz = {
+        let head = io::BufRead::fill_buf(&mut raw)?;
+        head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b
+    };
+    let reader: Box<dyn Read> = if gz || o.gzip {
+        Box::new(MultiGzDecoder::new(raw))
+    } else {
+        Box::new(raw)
+    };
+    let mut ar = tar::Archive::new(reader);
+    ar.set_preserve_permissions(cfg!(unix));
+    ar.set_preserve_mtime(true);
+    ar.set_overwrite(true);
+    let dest = PathBuf::from(o.dir.clone().unwrap_or_else(|| ".".into()));
+    let mut matched = vec![false; o.members.len()];
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    for entry in ar.entries()? {
+        let mut entry = entry?;
+        let path = entry.path()?.into_owned();
+        let shown = path.display().to_string();
+        if !o.members.is_empty() {
+            let hit = o.members.iter().position(|m| {
+                let m = m.trim_end_matches('/');
+                shown == m || shown.starts_with(&format!("{m}/"))
+            });
+            match hit {
+                Some(k) => matched[k] = true,
+                None => continue,
+            }
+        }
+        if excluded(o, &path) {
+            continue;
+        }
+        if op == TarOp::List {
+            if o.verbose {
+                let h = entry.header();
+                let kind = match h.entry_type() {
+                    tar::EntryType::Directory => 'd',
+                    tar::EntryType::Symlink => 'l',
+                    tar::EntryType::Link => 'h',
+                    _ => '-',
+                };
+                let mode = h.mode().unwrap_or(0o644);
+                let mut perms = String::from(kind);
+                for shift in [6, 3, 0] {
+                    let bits = (mode >> shift) & 7;
+                    perms.push(if bits & 4 != 0 { 'r' } else { '-' });
+                    perms.push(if bits & 2 != 0 { 'w' } else { '-' });
+                    perms.push(if bits & 1 != 0 { 'x' } else { '-' });
+                }
+                let owner = format!(
+                    "{}/{}",
+                    h.username().ok().flatten().unwrap_or("root"),
+                    h.groupname().ok().flatten().unwrap_or("root")
+                );
+                let secs = h.mtime().unwrap_or(0) as i64;
+                let (y, mo, d) = guest_rt::civil_from_days(secs.div_euclid(86_400));
+                let rem = secs.rem_euclid(86_400);
+                let link = match entry.link_name().ok().flatten() {
+                    Some(t) if kind == 'l' => format!(" -> {}", t.display()),
+                    Some(t) if kind == 'h' => format!(" link to {}", t.display()),
+                    _ => String::new(),
+                };
+                writeln!(
+                    out,
+                    "{perms} {owner} {:>8} {y:04}-{mo:02}-{d:02} {:02}:{:02} {shown}{link}",
+                    h.size().unwrap_or(0),
+                    rem / 3600,
+                    rem / 60 % 60
+                )?;
+            } else {
+                writeln!(out, "{shown}")?;
+            }
+            continue;
+        }
+        if o.verbose {
+            writeln!(out, "{shown}")?;
+        }
+        if o.to_stdout {
+            if entry.header().entry_type().is_file() {
+                io::copy(&mut entry, &mut out)?;
+            }
+            continue;
+        }
+        let stripped: PathBuf = path.components().skip(o.strip).collect();
+        if stripped.as_os_str().is_empty() {
+            continue;
+        }
+        let target = dest.join(&stripped);
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        let result = if o.strip == 0 {
+            // unpack_in refuses paths that escape `dest` through `..` or absolute components.
+            entry.unpack_in(&dest).map(|_| ())
+        } else if stripped
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            entry.unpack(&target).map(|_| ())
+        } else {
+            Ok(())
+        };
+        if let Err(e) = result {
+            eprintln!("tar: {shown}: Cannot open: {}", errno_text(&e));
+        }
+    }
+    out.flush()?;
+    let mut code = 0;
+    for (k, m) in o.members.iter().enumerate() {
+        if !matched[k] {
+            eprintln!("tar: {m}: Not found in archive");
+            code = 2;
+        }
+    }
+    if code != 0 {
+        eprintln!("tar: Exiting with failure status due to previous errors");
+    }
+    Ok(code)
+}

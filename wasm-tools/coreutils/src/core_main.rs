@@ -1,0 +1,10 @@
+//! `coreutils-core.wasm`: the light tools alone (see `core_tools`).
+
+#![forbid(unsafe_code)]
+
+mod core_tools;
+mod dispatch;
+
+fn main() {
+    dispatch::run("coreutils-core", core_tools::lookup, core_tools::TOOLS);
+}
