@@ -14,5 +14,7 @@
 //!
 //! `cargo test -p wasmsand-e2e --test e2e [sandboxd::|service::]<filter>`
 
+#![forbid(unsafe_code)]
+
 mod sandboxd;
 mod service;

@@ -5,6 +5,8 @@
 //! by construction, and one Python layer maps results and errors for both. A request runs with
 //! the GIL released; output notifications re-acquire it only to call the Python callback.
 
+#![forbid(unsafe_code)]
+
 use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;

@@ -16,6 +16,9 @@
 //! - Upstream gives the guest `TMPDIR=/tmp`, `PYTHONTZPATH=` (zoneinfo from the bundled tzdata)
 //!   and a `HOME`.
 
+// The one unsafe operation, the mapping of the build's files, is allowed where it stands.
+#![deny(unsafe_code)]
+
 mod digest;
 mod preimport;
 pub mod tools;
@@ -92,6 +95,7 @@ fn load(dir: &Path) -> Result<Artifacts, ArtifactsError> {
         // renames a complete set into a fresh directory). A mapping rather than a read keeps
         // 250 MB of wasm and zip out of anonymous memory: clean file pages the kernel can
         // share between processes and drop under pressure.
+        #[allow(unsafe_code)]
         let mmap =
             unsafe { memmap2::Mmap::map(&file) }.map_err(|e| fail(format!("{name}: {e}")))?;
         Ok(Bytes::from_owner(mmap))

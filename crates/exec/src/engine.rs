@@ -125,6 +125,9 @@ impl Tunables for LimitingTunables {
         self.base.create_host_memory(&self.adjust(ty), style)
     }
 
+    /// # Safety
+    /// As [`Tunables::create_vm_memory`]: `vm_definition_location` points to the instance's
+    /// definition of this memory and outlives the memory returned.
     unsafe fn create_vm_memory(
         &self,
         ty: &MemoryType,
@@ -154,6 +157,9 @@ impl Tunables for LimitingTunables {
         self.base.create_host_table(ty, style)
     }
 
+    /// # Safety
+    /// As [`Tunables::create_vm_table`]: `vm_definition_location` points to the instance's
+    /// definition of this table and outlives the table returned.
     unsafe fn create_vm_table(
         &self,
         ty: &TableType,

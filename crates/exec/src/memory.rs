@@ -354,6 +354,10 @@ impl PooledMemory {
         Some(unsafe { Self::create(ty, style, definition, image) })
     }
 
+    /// The body of [`PooledMemory::new`] once the type is known to be one the pool serves.
+    ///
+    /// # Safety
+    /// As [`PooledMemory::new`].
     unsafe fn create(
         ty: &MemoryType,
         style: &MemoryStyle,

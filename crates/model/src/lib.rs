@@ -4,6 +4,8 @@
 //! Serde names follow the wire format of the JSON-RPC protocol (`exitCode`, `errorClass`, ...),
 //! so these types serialize to exactly what clients of the server expect.
 
+#![forbid(unsafe_code)]
+
 mod capped;
 mod limits;
 mod result;

@@ -13,6 +13,8 @@
 //! assert_eq!(r.stdout, "6\n");
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

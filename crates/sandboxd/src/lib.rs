@@ -9,6 +9,8 @@
 //! The server is a library function ([`run`]) so that the Python module can carry it: its RPC
 //! transport starts `python -m wasmsand._sandboxd` when no `sandboxd` binary is installed.
 
+#![forbid(unsafe_code)]
+
 mod lines;
 mod mcp;
 mod output;

@@ -6,6 +6,8 @@
 //! functions, cwd, options) with builtins in the host and every other command run as a WASI
 //! program through `wasmsand-exec`, under the run's deadline and the shell's own limits.
 
+#![forbid(unsafe_code)]
+
 pub mod arith;
 pub mod ast;
 mod builtins;

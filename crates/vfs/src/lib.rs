@@ -9,6 +9,8 @@
 //! content, and the paths that may change. Every refused change leaves the tree exactly as it
 //! was. Errors are errno-shaped ([`Errno`]).
 
+#![forbid(unsafe_code)]
+
 mod delta;
 pub mod det;
 mod error;
