@@ -1,4 +1,5 @@
-//! Issue 17 over JSON-RPC: head + tail output with the rest kept (`truncation`, `spilled`).
+//! Head + tail output with the rest kept (`truncation`, `spilled`; docs/runs.md) over
+//! JSON-RPC.
 
 use std::sync::Arc;
 

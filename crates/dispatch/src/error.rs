@@ -15,9 +15,10 @@ pub mod code {
     pub const INVALID_PARAMS: i64 = -32602;
     /// A failure of the server itself, never of the request.
     pub const INTERNAL_ERROR: i64 = -32603;
-    /// A sandbox operation failed (a filesystem errno, a destroyed sandbox). The source
-    /// system's server answered these with code 1 and its clients expect that, so the code
-    /// is kept; the errno name travels in `data.errno`.
+    /// A sandbox operation failed (a filesystem errno, a destroyed sandbox). An
+    /// application code, outside the range JSON-RPC 2.0 reserves, that clients of the
+    /// protocol expect (docs/protocol.md, "JSON-RPC: errors"); the errno name travels in
+    /// `data.errno`.
     pub const SANDBOX_ERROR: i64 = 1;
 }
 

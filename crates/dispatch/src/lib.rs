@@ -19,6 +19,8 @@
 //! assert_eq!(resp["result"]["stdout"], "hi\n");
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod error;
 mod line_protocol;
 mod params;
@@ -404,7 +406,8 @@ impl Dispatcher {
             atomic: p.opt_bool("atomic")?.unwrap_or(false),
             // Bytes the command reads as its standard input (the SDKs' `stdin=`).
             stdin: sdk::run_stdin(p)?.map(Into::into),
-            // Past a stream's cap: head + tail and a spill file, or the seeds' prefix.
+            // Past a stream's cap: head + tail and a spill file, or (`plain`) the first
+            // `cap` bytes only.
             truncation: p.truncation()?,
             // `usage: false`: no receipt (only `wallMs`), for callers that never read it.
             skip_usage: !p.opt_bool("usage")?.unwrap_or(true),

@@ -1,7 +1,7 @@
-//! The line protocol of seed 002: objects with a `type` member (`shell`, `write_file`,
-//! `read_file`, `reset`, `status`), answered against the root sandbox in that protocol's own
-//! shapes: snake_case fields, errors
-//! as an `error` string, and the request's `id` echoed on every answer.
+//! The line protocol (docs/protocol.md, "The line protocol"): objects with a `type` member
+//! (`shell`, `write_file`, `read_file`, `reset`, `status`), answered against the root sandbox
+//! in that protocol's own shapes: snake_case fields, errors as an `error` string, and the
+//! request's `id` echoed on every answer.
 
 use base64::Engine as _;
 use serde_json::{Map, Value};

@@ -1,5 +1,5 @@
-//! The dispatcher tests of the source plan (fork routing, destroy, kill, result passthrough)
-//! against real sandboxes, plus the parameter and error mapping of every method.
+//! The dispatcher against real sandboxes: fork routing, destroy, kill and result passthrough,
+//! plus the parameter and error mapping of every method.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -669,7 +669,7 @@ fn protocol_page_examples_hold() {
     assert!(checked > 30, "only {checked} answers checked");
 }
 
-// ---- issue 17: atomic runs, receipts, portable state over JSON-RPC ----
+// ---- atomic runs, receipts, portable state over JSON-RPC (docs/runs.md) ----
 
 #[test]
 fn run_results_carry_usage_and_atomic_runs_roll_back() {
@@ -734,7 +734,7 @@ fn export_and_import_replace_the_root() {
     assert_eq!(e.code, code::INVALID_PARAMS);
 }
 
-// ---- issue 17: fork merge-back, runs without a receipt ----
+// ---- fork merge-back, runs without a receipt (docs/runs.md) ----
 
 #[test]
 fn merge_applies_a_forks_changes_and_reports_conflicts_with_their_kinds() {

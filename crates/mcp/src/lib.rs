@@ -1,8 +1,8 @@
 //! `wasmsand-mcp`: wasmsand as a Model Context Protocol server, on the official Rust SDK
 //! (`rmcp`).
 //!
-//! Tools (snake_case: several MCP clients reject dots in tool names, so the PRD's `sandbox.run`
-//! is `sandbox_run`, and `session.create` is `session_create`, ...):
+//! Tools (snake_case: several MCP clients reject dots in tool names, so a group and its
+//! operation are joined by `_`: `sandbox_run`, `session_create`, ...; see docs/mcp.md):
 //!
 //! - `sandbox_run(command, session_id?, files?, timeout_ms?, env?, cwd?, stdin?)`: without
 //!   `session_id`, a fresh sandbox for that call only. The result is `structuredContent`
@@ -21,6 +21,8 @@
 //! axum `Router` serving streamable HTTP at `/mcp` that checks the `Host` header against
 //! [`HttpOptions::allowed_hosts`] (loopback only by default), for `sandboxd mcp --http ADDR`
 //! and for the HTTP service to mount. See `docs/mcp.md`.
+
+#![forbid(unsafe_code)]
 
 mod run;
 mod server;

@@ -1,7 +1,7 @@
-//! The figures issue 4 sets targets for: a short pipeline per run, a 2000-iteration shell
-//! loop, creating a sandbox, and forking one that holds 10 000 files; and issue 17's export
-//! and import of a sandbox that holds 10 000 files, the cost of the resource receipt on a short
-//! pipeline, and merging a fork back into a parent that holds 10 000 files.
+//! The sandbox's cost figures: a short pipeline per run, a 2000-iteration shell loop, creating
+//! a sandbox, and forking one that holds 10 000 files; and the export and import of a sandbox
+//! that holds 10 000 files, the cost of the resource receipt on a short pipeline, and merging
+//! a fork back into a parent that holds 10 000 files (these three reported in docs/runs.md).
 //!
 //! `cargo bench --profile dev -p wasmsand --bench sandbox` (see the justfile's `bench`).
 
@@ -79,7 +79,7 @@ fn ten_thousand_files(content: impl Fn(u32, u32) -> String) -> Sandbox {
     sb
 }
 
-/// Issue 17's targets: a sandbox holding 10 000 files exports in ≤ 50 ms and imports in
+/// The targets: a sandbox holding 10 000 files exports in ≤ 50 ms and imports in
 /// ≤ 50 ms. The files are small and distinct (a path and a line each), as an agent's would be.
 fn portable_state(c: &mut Criterion) {
     let sb = ten_thousand_files(|d, f| format!("file {f} of directory {d}\n"));
@@ -103,7 +103,7 @@ fn portable_state(c: &mut Criterion) {
     });
 }
 
-/// Issue 17: the receipt is cheap enough to be on by default. The same pipeline with and
+/// Whether the receipt is cheap enough to be on by default: the same pipeline with and
 /// without it (`RunOptions::skip_usage`), measured alternately in one process.
 fn receipt(c: &mut Criterion) {
     let sb = Sandbox::new(SandboxOptions::default());

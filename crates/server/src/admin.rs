@@ -1,6 +1,6 @@
-//! Read-only admin API (PRD §30): runs with filters and paging, one run in full, idempotency
-//! entries, artifact usage per user. Backed by the store, with in-flight runs shown as they
-//! are now. Admins only (see [`crate::auth`]).
+//! Read-only admin API (docs/service.md, "Admin"): runs with filters and paging, one run in
+//! full, idempotency entries, artifact usage per user. Backed by the store, with in-flight
+//! runs shown as they are now. Admins only (see [`crate::auth`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -1,5 +1,5 @@
-//! Admin aggregates (PRD §30, v0.3): usage totals over a window, the metrics as JSON series,
-//! and the audit trail. Admins only (see [`crate::auth`]).
+//! Admin aggregates (docs/service.md, "Admin"): usage totals over a window, the metrics as
+//! JSON series, and the audit trail. Admins only (see [`crate::auth`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

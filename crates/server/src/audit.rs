@@ -1,6 +1,6 @@
-//! Audit events (PRD §15): `sandbox.session.created`, `sandbox.run.created`, `.queued`,
-//! `.starting`, `.running`, `.completed`, `.failed`, `.timed_out`, `.killed`, each with the
-//! user, the run or session, `source`, `runtime`, `base_image`, `image_digest`,
+//! Audit events (docs/service.md, "Audit"): `sandbox.session.created`, `sandbox.run.created`,
+//! `.queued`, `.starting`, `.running`, `.completed`, `.failed`, `.timed_out`, `.killed`, each
+//! with the user, the run or session, `source`, `runtime`, `base_image`, `image_digest`,
 //! `policy_hash`, `spec_version` and a time stamp; and a session's background processes'
 //! `sandbox.process.started`, `.killed` and `.ended`.
 //!

@@ -1,4 +1,5 @@
-//! Service configuration: every knob has the PRD's default and its `SANDBOX_*` environment key.
+//! Service configuration: every knob has the code-interpreter API's default (docs/service.md,
+//! "Configuration") and its `SANDBOX_*` environment key.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -46,8 +47,9 @@ impl StoreConfig {
     }
 }
 
-/// Everything a service instance is configured with; [`Config::default`] holds the PRD's
-/// defaults, [`Config::from_env`] reads the `SANDBOX_*` variables over them.
+/// Everything a service instance is configured with; [`Config::default`] holds the
+/// code-interpreter API's defaults (docs/service.md), [`Config::from_env`] reads the
+/// `SANDBOX_*` variables over them.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Root of the on-disk layout (`<data_dir>/<user_id>/runs/<run_id>/artifacts/...`).

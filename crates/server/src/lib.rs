@@ -1,11 +1,13 @@
-//! `wasmsand-server`: the code-interpreter service of seed 003 over [`wasmsand::Sandbox`].
+//! `wasmsand-server`: an HTTP + WebSocket code-interpreter service over [`wasmsand::Sandbox`].
 //!
 //! REST under `/api/v1/sandbox` for sessions (sandboxes kept between runs), runs (commands
 //! executed in the background through a bounded queue, with a state machine, timeouts and
 //! cancel), uploads into a session's workspace and artifacts captured after a run; a
-//! WebSocket per run streams its output and events as numbered JSON frames. Runs,
-//! artifact lists and idempotency entries live in a [`store::Store`] (memory or SQLite);
+//! WebSocket per run streams its output and events as numbered JSON frames. Runs, artifact
+//! lists and idempotency entries live in a [`store::Store`] (memory, SQLite or PostgreSQL);
 //! sessions live in memory only. See `docs/service.md`.
+
+#![forbid(unsafe_code)]
 
 mod admin;
 mod admin_ops;
@@ -57,7 +59,7 @@ pub const REASON_SERVER_RESTART: &str = "server_restart";
 /// Shared state of one service instance.
 pub struct App {
     pub(crate) config: Config,
-    /// `policy_hash` (PRD §17): SHA-256, in hex, of the effective policy of this
+    /// `policy_hash`: SHA-256, in hex, of the effective policy of this
     /// configuration, reported on sessions and runs; the same settings give the same hash.
     pub policy_hash: String,
     pub(crate) store: Arc<dyn Store>,
@@ -77,8 +79,8 @@ pub struct App {
     pub(crate) mcp: std::sync::OnceLock<wasmsand_mcp::Mcp>,
     /// Forwarding to the owner of a session or run when replicas share the store.
     replica: replica::Replica,
-    /// Recorded on the runs this process executes (PRD §30, v0.3): the machine or pod, and
-    /// this process (its replica id with a shared store).
+    /// Recorded on the runs this process executes, for the admin list's `node_id` and
+    /// `worker_id`: the machine or pod, and this process (its replica id with a shared store).
     pub(crate) node_id: String,
     pub(crate) worker_id: String,
 }

@@ -1,5 +1,6 @@
-//! Metrics (PRD §15) through the `metrics` facade into a Prometheus recorder of this app's
-//! own, structured logs with a trace id per request, and `GET /metrics`.
+//! Metrics (docs/service.md, "Metrics") through the `metrics` facade into a Prometheus
+//! recorder of this app's own, structured logs with a trace id per request, and
+//! `GET /metrics`.
 //!
 //! The recorder is per [`crate::App`], not the process-global one: several servers in one
 //! process (the tests start dozens) each count their own runs. Every recording goes through

@@ -41,7 +41,8 @@ pub fn routes() -> Router<Arc<App>> {
             "/",
             get(|| async { asset(INDEX, "text/html; charset=utf-8") }),
         )
-        // The PRD's deep link to a run's full log: the same page, which opens the run.
+        // The deep link to a run's full log (docs/service.md, "Web panel"): the same page,
+        // which opens the run.
         .route(
             "/webui/sandbox/runs/{id}",
             get(|| async { asset(INDEX, "text/html; charset=utf-8") }),

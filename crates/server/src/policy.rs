@@ -1,5 +1,5 @@
-//! `policy_hash` (PRD §17): SHA-256 of a versioned prefix and the canonical JSON of the
-//! effective server policy, in lowercase hex.
+//! `policy_hash` (docs/service.md, "policy_hash"): SHA-256 of a versioned prefix and the
+//! canonical JSON of the effective server policy, in lowercase hex.
 
 use serde_json::{Value, json};
 

@@ -1,6 +1,6 @@
-//! Per-user quotas and rate limits on new runs (PRD §12, §17): concurrent runs, runs per
-//! minute, execution seconds per (rolling) day, and artifact bytes held. Counted from the
-//! store, so replicas sharing one see the same numbers. A refusal is a 429 with the limit,
+//! Per-user quotas and rate limits on new runs (docs/service.md, "Quotas"): concurrent runs,
+//! runs per minute, execution seconds per (rolling) day, and artifact bytes held. Counted from
+//! the store, so replicas sharing one see the same numbers. A refusal is a 429 with the limit,
 //! what is used, and a `Retry-After` of when the window frees room.
 //!
 //! Admission of one user's runs is serialized in this process ([`admit`] until the run is

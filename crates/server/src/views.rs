@@ -230,7 +230,7 @@ pub struct UploadForm {
     files: Vec<ArchiveBytes>,
 }
 
-// ---- admin (PRD §30) ----
+// ---- admin (`/admin/*`) ----
 
 /// One run of the admin list.
 #[derive(Serialize, ToSchema)]
@@ -381,7 +381,7 @@ pub struct MetricSeries {
 #[serde(transparent)]
 pub struct AdminMetrics(pub BTreeMap<String, Vec<MetricSeries>>);
 
-/// One audit event as stored (PRD §15). Run events also carry `phase`, `command_sha256`
+/// One audit event as stored. Run events also carry `phase`, `command_sha256`
 /// and `limits`; terminal ones the outcome (`exit_code`, `reason_code`, `message`,
 /// `resource_usage`, `started_at`, `finished_at`).
 #[derive(Serialize, serde::Deserialize, ToSchema)]

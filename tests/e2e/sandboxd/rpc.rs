@@ -1,6 +1,5 @@
-//! JSON-RPC over the real `sandboxd` binary: the dispatcher tests of the source plan (fork
-//! routing, destroy, kill, RunResult passthrough), transport limits, streaming, concurrency
-//! and shutdown.
+//! JSON-RPC over the real `sandboxd` binary: fork routing, destroy, kill, RunResult
+//! passthrough, transport limits, streaming, concurrency and shutdown.
 
 use super::common;
 

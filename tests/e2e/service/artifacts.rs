@@ -43,7 +43,7 @@ async fn artifacts_are_captured_listed_and_downloaded_with_ranges() {
         ]
     );
     assert_eq!(items[2]["kind"], "symlink");
-    // Stored per the PRD's layout.
+    // Stored at `<data_dir>/<user_id>/runs/<run_id>/artifacts/<path>` (docs/service.md).
     let on_disk = srv
         .dir
         .path()

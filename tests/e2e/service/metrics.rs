@@ -1,5 +1,6 @@
-//! `GET /metrics` (Prometheus text) and `GET /admin/metrics` (JSON): the PRD's names and
-//! labels, counters that move with what the server does, one registry per server.
+//! `GET /metrics` (Prometheus text) and `GET /admin/metrics` (JSON): the names and labels of
+//! docs/service.md ("Metrics"), counters that move with what the server does, one registry
+//! per server.
 
 use std::collections::BTreeMap;
 

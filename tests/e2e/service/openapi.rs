@@ -136,7 +136,7 @@ async fn the_panel_is_served_from_the_binary() {
     let css = get("/panel/panel.css").await;
     assert_eq!(css.headers()["content-type"], "text/css; charset=utf-8");
 
-    // The PRD's deep link to a run is the same page.
+    // The deep link to a run (docs/service.md, "Web panel") is the same page.
     let link = get("/webui/sandbox/runs/some-run").await;
     assert_eq!(link.status(), StatusCode::OK);
     assert!(link.text().await.unwrap().contains("/panel/panel.js"));

@@ -3,7 +3,8 @@
 //! `FsError` cannot say `EROFS`, `EISDIR`, `ELOOP`, `EACCES`, `ENAMETOOLONG` or `EFBIG`, and
 //! wasix turns most `io::Error`s from file writes into `EIO`. So every error also lands in an
 //! [`ErrnoSlot`]; the runner wraps the WASI imports that can fail on the filesystem and puts
-//! the real errno back into their result (see `errno_fix` in the runner).
+//! the real errno back into their result (the `Fix::Errno` and `Fix::PathAt` entries of the
+//! `WRAPPED` table in `run.rs`).
 
 use std::fmt;
 use std::io::{self, SeekFrom};

@@ -1,6 +1,6 @@
-//! Issue 17: deterministic mode — the same script on the same state prints the same bytes in
-//! fresh sandboxes and in a fork, and not without the mode. Real guests throughout (coreutils
-//! `date`, `mktemp`, `od`, CPython).
+//! Deterministic mode (docs/runs.md) — the same script on the same state prints the same
+//! bytes in fresh sandboxes and in a fork, and not without the mode. Real guests throughout
+//! (coreutils `date`, `mktemp`, `od`, CPython).
 
 use wasmsand::{DETERMINISTIC_PID, Determinism, Sandbox, SandboxOptions};
 

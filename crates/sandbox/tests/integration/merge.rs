@@ -1,6 +1,6 @@
-//! Issue 17: merging a fork back into its parent (`Sandbox::merge`) through real runs — files,
-//! directories, modes, symlinks and deleted trees, conflicts that apply nothing, the parent's
-//! limits, env and cwd, repeated merges, and what is not a fork of the target.
+//! Merging a fork back into its parent (`Sandbox::merge`, docs/runs.md) through real runs —
+//! files, directories, modes, symlinks and deleted trees, conflicts that apply nothing, the
+//! parent's limits, env and cwd, repeated merges, and what is not a fork of the target.
 
 use wasmsand::{
     Errno, Limits, MergeOptions, RunOptions, Sandbox, SandboxError, SandboxOptions, SideChange,

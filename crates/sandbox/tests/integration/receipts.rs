@@ -1,5 +1,5 @@
-//! Issue 17: the resource receipt (`usage`) of every run, and atomic runs that put the whole
-//! sandbox back when they fail — through real guest programs.
+//! The resource receipt (`usage`, docs/runs.md) of every run, and atomic runs that put the
+//! whole sandbox back when they fail — through real guest programs.
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
-//! The `Sandbox` facade end to end: seed 001 task 4's limits, files, env, snapshots, forks,
-//! cancellation, concurrency and hostile scripts — all through real guest programs.
+//! The `Sandbox` facade end to end: limits, files, env, snapshots, forks, cancellation,
+//! concurrency and hostile scripts — all through real guest programs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,7 +23,7 @@ fn with_limits(f: impl FnOnce(&mut Limits)) -> Sandbox {
     })
 }
 
-// ---- seed 001, task 4 ----
+// ---- limits: command size, output, file count, timeout ----
 
 #[test]
 fn rejects_command_exceeding_command_bytes() {

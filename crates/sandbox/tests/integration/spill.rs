@@ -1,5 +1,6 @@
-//! Issue 17: head + tail output with the rest kept — a stream past its cap shows its first and
-//! last part and the whole of it goes to a spill file in the sandbox — through real guests.
+//! Head + tail output with the rest kept (docs/runs.md) — a stream past its cap shows its
+//! first and last part and the whole of it goes to a spill file in the sandbox — through real
+//! guests.
 
 use wasmsand::{Limits, RunOptions, RunResult, Sandbox, SandboxOptions, Truncation};
 

@@ -1,5 +1,5 @@
-//! Issue 17: portable state. A sandbox exported as a blob and imported again (here, in the
-//! same process; the blob carries nothing process-specific) holds the same files, modes,
+//! Portable state (docs/runs.md). A sandbox exported as a blob and imported again (here, in
+//! the same process; the blob carries nothing process-specific) holds the same files, modes,
 //! times, shell state and limits; bad blobs are refused with a clear reason.
 
 use wasmsand::{ImportOptions, Limits, Sandbox, SandboxOptions};

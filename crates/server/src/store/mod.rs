@@ -180,8 +180,8 @@ pub struct RunRecord {
     #[serde(default)]
     pub frames_dropped: u64,
     /// The node (machine or pod: `SANDBOX_NODE_ID`, default the host name) and the worker
-    /// (the `sandboxd serve` process, a new id each start) that executed the run (PRD §30,
-    /// v0.3). Absent in records older than these fields.
+    /// (the `sandboxd serve` process, a new id each start) that executed the run, which the
+    /// admin list shows and filters on. Absent in records older than these fields.
     #[serde(default)]
     pub node_id: Option<String>,
     /// See `node_id`.
@@ -223,7 +223,7 @@ impl IdemEntry {
     }
 }
 
-/// One audit event (PRD §15): who did what to which run or session, under which policy.
+/// One audit event: who did what to which run or session, under which policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditEvent {
     /// Unique id of the event.
@@ -339,7 +339,7 @@ pub enum RunSort {
     FinishedAt,
 }
 
-/// A filtered, sorted page of runs (PRD §30). Text filters are exact except `q`, a
+/// A filtered, sorted page of runs (`GET /admin/runs`). Text filters are exact except `q`, a
 /// case-insensitive substring of `base_image` or `message`; time bounds are inclusive epoch
 /// milliseconds, and a run without that time does not match a bounded filter. Runs without
 /// the sort time come first ascending and last descending.

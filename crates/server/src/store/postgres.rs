@@ -121,8 +121,8 @@ const MIGRATIONS: &[(i32, &str)] = &[
     ),
     (
         3,
-        // The admin list's node and worker filters (PRD section 30, v0.3) read the run's
-        // record; these indexes answer them, records older than the fields included.
+        // The admin list's node and worker filters read the run's record; these indexes
+        // answer them, records older than the fields included.
         "CREATE INDEX idx_runs_node ON sandbox_runs ((body->>'node_id'), started_at NULLS FIRST, created_at, id);
          CREATE INDEX idx_runs_worker ON sandbox_runs ((body->>'worker_id'));",
     ),

@@ -1,4 +1,5 @@
-//! The VFS cases of seed 001 (tasks 1 and 2), ported one for one.
+//! The VFS's file-count limit, and the limits a cloned VFS keeps (bytes, file count, writable
+//! paths).
 
 use wasmsand_vfs::{Errno, Vfs, VfsOptions};
 
