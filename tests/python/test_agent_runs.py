@@ -1,5 +1,5 @@
-"""Issue 17 through the SDK, on both transports: the resource receipt of every run, atomic
-runs, portable state, and merging a fork back."""
+"""Agent-grade runs (docs/runs.md) through the SDK, on both transports: the resource receipt
+of every run, atomic runs, portable state, and merging a fork back."""
 
 from __future__ import annotations
 

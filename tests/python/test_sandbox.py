@@ -59,7 +59,7 @@ def test_shell_state_persists(sb: Sandbox) -> None:
     assert sb.commands.run("pwd; echo $X; f 1").stdout == "/tmp\n42\nf1\n"
 
 
-# ---- limits (seed 001 task 4 through the SDK) ----
+# ---- limits through the SDK ----
 
 
 def test_stdout_truncation(transport: str) -> None:
@@ -272,7 +272,7 @@ def test_errors_carry_codes(sb: Sandbox) -> None:
         sb.restore("no-such-snapshot")
 
 
-# ---- python3 and host tools (seed 004) ----
+# ---- python3 and host tools ----
 
 
 def test_python3_runs_in_the_sandbox(sb: Sandbox) -> None:

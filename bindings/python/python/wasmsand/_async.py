@@ -26,7 +26,7 @@ from typing import (
 
 from ._errors import WaitTimeoutError
 from ._types import CommandResult, FileInfo, Limits, MergeResult, ProcessInfo, WriteEntry
-from .sandbox import CommandHandle, Sandbox
+from .sandbox import CommandHandle, Sandbox, _timeout_ms
 
 __all__ = ["AsyncSandbox", "AsyncCommands", "AsyncCommandHandle", "AsyncFiles", "AsyncTools"]
 
@@ -72,7 +72,10 @@ def _bridge(
 
 class AsyncCommandHandle:
     """A background process, as ``CommandHandle`` with coroutines; ``async for stdout,
-    stderr in handle`` yields output chunks as they arrive."""
+    stderr in handle`` yields output chunks as they arrive. ``poll()`` and iteration share
+    one read position, as on ``CommandHandle``."""
+
+    pid: int
 
     def __init__(self, sync: CommandHandle, run: _Runner, check: bool = False) -> None:
         self._sync = sync
@@ -80,10 +83,26 @@ class AsyncCommandHandle:
         self._check = check
         self.pid = sync.pid
 
-    async def wait(self, timeout: float | None = None) -> CommandResult:
+    @property
+    def dropped_stdout(self) -> int:
+        """Bytes of stdout the ring dropped before this handle read them."""
+        return self._sync.dropped_stdout
+
+    @property
+    def dropped_stderr(self) -> int:
+        """Bytes of stderr the ring dropped before this handle read them."""
+        return self._sync.dropped_stderr
+
+    async def poll(self) -> tuple[str, str, bool]:
+        """The output that arrived since the last read (stdout, stderr) and whether the
+        process is still running; never waits for the process."""
+        return await self._run(self._sync.poll)
+
+    async def wait(self, timeout: float | None = None, *, timeout_ms: int | None = None) -> CommandResult:
         """Waits until the process ends and returns its result; ``WaitTimeoutError`` past
-        ``timeout`` seconds (the process goes on)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        ``timeout`` seconds or ``timeout_ms`` (the process goes on)."""
+        t = _timeout_ms(timeout, timeout_ms)
+        deadline = None if t is None else time.monotonic() + t / 1000
         while True:
             left = _WAIT_SLICE_S if deadline is None else min(_WAIT_SLICE_S, deadline - time.monotonic())
             try:
@@ -93,30 +112,35 @@ class AsyncCommandHandle:
                     raise
 
     async def kill(self) -> bool:
+        """Ends the process; ``False`` when it had already ended."""
         return await self._run(self._sync.kill)
 
     async def send_stdin(self, data: str | bytes) -> int:
+        """Writes to the process's standard input; returns the bytes written."""
         return await self._run(self._sync.send_stdin, data)
 
     async def close_stdin(self) -> None:
+        """Closes its standard input: it reads end of file once the pipe is drained."""
         await self._run(self._sync.close_stdin)
 
     async def __aiter__(self) -> AsyncIterator[tuple[str, str]]:
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
-        reader = CommandHandle(self._sync._h, self.pid)
+        h = self._sync._h
+
         def on_notify(method: str, params: dict[str, Any]) -> None:
             loop.call_soon_threadsafe(wake.set)
 
-        unsubscribe = reader._h.transport.subscribe(reader._h.sandbox_id, self.pid, on_notify)
+        unsubscribe = h.transport.subscribe(h.sandbox_id, self.pid, on_notify)
         try:
             while True:
                 wake.clear()
-                out, err, running = await self._run(reader.poll)
+                out, err, running = await self.poll()
                 if out or err:
                     yield out, err
                 if not running:
-                    out, err, _ = await self._run(reader.poll)
+                    # Read once more: output written just before the end may postdate the read.
+                    out, err, _ = await self.poll()
                     if out or err:
                         yield out, err
                     return
@@ -154,6 +178,7 @@ class AsyncCommands:
         on_stderr: AsyncOutputCallback | None = None,
         atomic: bool = False,
         check: bool = False,
+        truncation: str | None = None,
     ) -> CommandResult: ...
 
     @overload
@@ -171,6 +196,7 @@ class AsyncCommands:
         on_stderr: AsyncOutputCallback | None = None,
         atomic: bool = False,
         check: bool = False,
+        truncation: str | None = None,
     ) -> AsyncCommandHandle: ...
 
     async def run(
@@ -187,10 +213,18 @@ class AsyncCommands:
         on_stderr: AsyncOutputCallback | None = None,
         atomic: bool = False,
         check: bool = False,
+        truncation: str | None = None,
     ) -> CommandResult | AsyncCommandHandle:
         """As ``Commands.run``; callbacks run on the event loop and may be coroutines."""
         kw: dict[str, Any] = dict(
-            envs=envs, cwd=cwd, stdin=stdin, timeout=timeout, timeout_ms=timeout_ms, atomic=atomic, check=check
+            envs=envs,
+            cwd=cwd,
+            stdin=stdin,
+            timeout=timeout,
+            timeout_ms=timeout_ms,
+            atomic=atomic,
+            check=check,
+            truncation=truncation,
         )
         if background:
 
@@ -205,6 +239,7 @@ class AsyncCommands:
                     timeout_ms=timeout_ms,
                     atomic=atomic,
                     check=check,
+                    truncation=truncation,
                 )
 
             sync = await self._run(start)
@@ -228,9 +263,13 @@ class AsyncCommands:
     def _pump(
         self, handle: AsyncCommandHandle, on_stdout: AsyncOutputCallback | None, on_stderr: AsyncOutputCallback | None
     ) -> None:
+        # The callbacks read with a handle of their own, as on ``Commands.run``: they see
+        # every chunk and do not take chunks from the caller's ``poll()`` or ``async for``.
+        reader = AsyncCommandHandle(CommandHandle(handle._sync._h, handle.pid), self._run)
+
         async def pump() -> None:
             try:
-                async for out, err in handle:
+                async for out, err in reader:
                     for cb, data in ((on_stdout, out), (on_stderr, err)):
                         if cb is not None and data:
                             r = cb(data)
@@ -250,6 +289,7 @@ class AsyncCommands:
         on_stdout: AsyncOutputCallback | None = None,
         on_stderr: AsyncOutputCallback | None = None,
     ) -> AsyncCommandHandle:
+        """As ``Commands.connect``: a handle on a background process of this sandbox."""
         sync = await self._run(self._sb.commands.connect, pid)
         handle = AsyncCommandHandle(sync, self._run)
         if on_stdout is not None or on_stderr is not None:
@@ -274,16 +314,21 @@ class AsyncFiles:
     async def read(self, path: str, format: Literal["text"] = "text") -> str: ...
     @overload
     async def read(self, path: str, format: Literal["bytes"]) -> bytes: ...
+    @overload
+    async def read(self, path: str, format: Literal["stream"]) -> AsyncIterator[bytes]: ...
 
-    async def read(self, path: str, format: Literal["text", "bytes"] = "text") -> str | bytes:
-        """As ``Files.read`` (``"text"`` or ``"bytes"``); ``read_stream`` for chunks."""
+    async def read(self, path: str, format: str = "text") -> str | bytes | AsyncIterator[bytes]:
+        """As ``Files.read``: ``"text"``, ``"bytes"``, or ``"stream"`` (an async iterator of
+        chunks, as ``read_stream``)."""
+        if format == "stream":
+            return self.read_stream(path)
         if format not in ("text", "bytes"):
-            raise ValueError(f"format must be 'text' or 'bytes', not {format!r}")
+            raise ValueError(f"format must be 'text', 'bytes' or 'stream', not {format!r}")
         return await self._run(self._sb.files.read, path, format)
 
     async def read_stream(self, path: str) -> AsyncIterator[bytes]:
         """The file's bytes in chunks, never whole in this process."""
-        it = self._sb.files.read(path, "stream")
+        it = self._sb.files.read_stream(path)
         done = object()
         while True:
             chunk = await self._run(next, it, done)
@@ -355,6 +400,10 @@ class AsyncSandbox:
     arguments as ``Sandbox(...)``; every method is a coroutine. Use ``async with sb:`` (or
     ``await sb.kill()``) so the sandbox and its thread pool end."""
 
+    commands: AsyncCommands
+    files: AsyncFiles
+    tools: AsyncTools
+
     def __init__(self, sync: Sandbox, run: _Runner) -> None:
         self._sync = sync
         self._run = run
@@ -366,24 +415,51 @@ class AsyncSandbox:
     async def create(
         cls,
         *,
-        timeout_ms: int = 30_000,
+        timeout: float | None = None,
+        timeout_ms: int | None = None,
         fs_limit_bytes: int = 256 * 1024 * 1024,
         limits: Limits | Mapping[str, Any] | None = None,
         transport: str = "inprocess",
         sandboxd_path: str | os.PathLike[str] | None = None,
         tools: Mapping[str, Callable[..., Any]] | None = None,
+        deterministic: bool | Mapping[str, int] | None = None,
     ) -> "AsyncSandbox":
-        run = _Runner()
-        try:
-            sync = await run(
+        """A new sandbox; the arguments are ``Sandbox``'s."""
+        return await cls._open(
+            functools.partial(
                 Sandbox,
+                timeout=timeout,
                 timeout_ms=timeout_ms,
                 fs_limit_bytes=fs_limit_bytes,
                 limits=limits,
                 transport=transport,
                 sandboxd_path=sandboxd_path,
                 tools=tools,
+                deterministic=deterministic,
             )
+        )
+
+    @classmethod
+    async def import_state(
+        cls,
+        blob: bytes,
+        *,
+        key: bytes | None = None,
+        transport: str = "inprocess",
+        sandboxd_path: str | os.PathLike[str] | None = None,
+    ) -> "AsyncSandbox":
+        """As ``Sandbox.import_state``: a new sandbox holding the state ``export_state``
+        wrote; a blob it refuses raises ``ValueError`` and leaves no sandbox running."""
+        return await cls._open(
+            functools.partial(Sandbox.import_state, blob, key=key, transport=transport, sandboxd_path=sandboxd_path)
+        )
+
+    @classmethod
+    async def _open(cls, make: Callable[[], Sandbox]) -> "AsyncSandbox":
+        # The new root's requests run on a pool of its own, which its forks share.
+        run = _Runner()
+        try:
+            sync = await run(make)
         except BaseException:
             run.pool.shutdown(wait=False)
             raise
@@ -391,15 +467,19 @@ class AsyncSandbox:
 
     @property
     def sandbox_id(self) -> str | None:
+        """The fork's id on its server; ``None`` for a root sandbox."""
         return self._sync.sandbox_id
 
     async def snapshot(self) -> str:
+        """Records files and shell state in O(1); returns an id for ``restore``."""
         return await self._run(self._sync.snapshot)
 
     async def restore(self, snapshot_id: str) -> None:
+        """Puts files and shell state back as they were at ``snapshot_id``."""
         await self._run(self._sync.restore, snapshot_id)
 
     async def export_state(self, key: bytes | None = None) -> bytes:
+        """As ``Sandbox.export_state``: the whole state as a blob for ``import_state``."""
         return await self._run(self._sync.export_state, key)
 
     async def fork(self) -> "AsyncSandbox":
@@ -411,6 +491,7 @@ class AsyncSandbox:
         return await self._run(self._sync.merge, fork._sync, env=env, cwd=cwd)
 
     async def destroy(self) -> None:
+        """Destroys this fork; a root sandbox is ended with ``kill()``."""
         await self._run(self._sync.destroy)
 
     async def kill(self) -> None:

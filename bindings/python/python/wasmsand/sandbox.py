@@ -121,6 +121,9 @@ def _stdin_params(stdin: str | bytes | None, text_key: str, bytes_key: str) -> d
     raise TypeError(f"stdin must be str or bytes, not {type(stdin).__name__}")
 
 
+# A run's timeout when neither the sandbox nor the run names one.
+DEFAULT_TIMEOUT_MS = 30_000
+
 # How long an idle iterator sleeps between polls when no notification wakes it (a missed
 # or undelivered wake-up costs at most this much latency, never output).
 _POLL_S = 0.25
@@ -134,6 +137,12 @@ class CommandHandle:
     be empty) until the process has ended and all its output was read; output the ring
     buffer dropped before it was read is skipped (``dropped_stdout``/``dropped_stderr``
     count it). The process runs on whether or not anyone holds its handle."""
+
+    # Declared here so that tools (and tests/python/test_sdk_parity.py) see the public
+    # attributes without an instance.
+    pid: int
+    dropped_stdout: int
+    dropped_stderr: int
 
     def __init__(
         self,
@@ -206,13 +215,13 @@ class CommandHandle:
                 return
             self._wake.wait(_POLL_S)
 
-    def wait(self, timeout: float | None = None) -> CommandResult:
+    def wait(self, timeout: float | None = None, *, timeout_ms: int | None = None) -> CommandResult:
         """Waits until the process ends and returns its result (``stdout``/``stderr`` are
-        what its rings still hold). Past ``timeout`` seconds raises ``WaitTimeoutError`` and
-        the process goes on. With ``check=True`` given to ``run``, a non-zero exit raises
-        ``CommandExitError``."""
+        what its rings still hold). Past ``timeout`` seconds (or ``timeout_ms``) raises
+        ``WaitTimeoutError`` and the process goes on. With ``check=True`` given to ``run``, a
+        non-zero exit raises ``CommandExitError``."""
         params: dict[str, Any] = {"pid": self.pid}
-        t = _timeout_ms(timeout, None)
+        t = _timeout_ms(timeout, timeout_ms)
         if t is not None:
             params["timeoutMs"] = t
         result = CommandResult.from_wire(self._h.call("process.wait", params))
@@ -463,6 +472,11 @@ class Files:
             data = bytes(buf[:filled]) if filled < size else bytes(buf)
         return data.decode("utf-8") if format == "text" else data
 
+    def read_stream(self, path: str) -> Iterator[bytes]:
+        """The file's bytes in chunks (``read(path, format="stream")``), never whole in this
+        process."""
+        return self._stream(path)
+
     def _stream(self, path: str, offset: int = 0) -> Iterator[bytes]:
         while True:
             r = self._h.call("files.read", {"path": path, "offset": offset, "length": self._h.chunk_bytes})
@@ -619,15 +633,21 @@ class Sandbox:
     ``transport="inprocess"`` runs it inside this process (the GIL is released while a
     command runs); ``transport="rpc"`` talks to a ``sandboxd`` child (``sandboxd_path``, else
     ``$WASMSAND_SANDBOXD``, else the server this package carries). Forks of an RPC sandbox
-    share its child process.
+    share its child process. ``timeout`` (seconds) or ``timeout_ms`` is each run's timeout
+    when the run names none (30 s).
 
     Use it as a context manager: leaving the block destroys a fork and kills a root.
     """
 
+    commands: Commands
+    files: Files
+    tools: Tools
+
     def __init__(
         self,
         *,
-        timeout_ms: int = 30_000,
+        timeout: float | None = None,
+        timeout_ms: int | None = None,
         fs_limit_bytes: int = 256 * 1024 * 1024,
         limits: Limits | Mapping[str, Any] | None = None,
         transport: str = "inprocess",
@@ -640,8 +660,9 @@ class Sandbox:
             self._h = _handle
         else:
             lim = Limits.coerce(limits)
+            t_ms = _timeout_ms(timeout, timeout_ms)
             params: dict[str, Any] = {
-                "timeoutMs": int(timeout_ms),
+                "timeoutMs": DEFAULT_TIMEOUT_MS if t_ms is None else t_ms,
                 "fsLimitBytes": int(fs_limit_bytes),
             }
             wire = lim.to_wire()
