@@ -10,7 +10,7 @@ use wasmsand::{FileKind, Sandbox};
 
 use crate::App;
 use crate::config::MIB;
-use crate::runs::WORKSPACE;
+use crate::sessions::WORKSPACE;
 use crate::store::{self, ArtifactEntry};
 use crate::util::now_ms;
 

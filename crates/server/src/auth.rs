@@ -316,7 +316,7 @@ pub async fn authenticate(State(app): State<Arc<App>>, mut req: Request, next: N
         .map(|m| m.as_str().to_string())
         .unwrap_or_default();
     let route = route
-        .strip_prefix(crate::api::BASE)
+        .strip_prefix(crate::http::BASE)
         .unwrap_or(&route)
         .to_string();
     let params = {
@@ -362,7 +362,7 @@ async fn authorize(
         && let (Some(id), Some(pid), Some((token, exp))) = (id, pid, &token)
     {
         app.auth.verify_ws(
-            &crate::processes::stream_scope(id, pid),
+            &crate::process_table::stream_scope(id, pid),
             token,
             exp,
             crate::util::now_ms(),

@@ -17,6 +17,8 @@ mod audit;
 pub mod auth;
 pub mod config;
 mod error;
+mod http;
+mod idempotency;
 mod images;
 mod logs;
 mod mcp_gate;
@@ -24,6 +26,7 @@ mod observe;
 mod openapi;
 mod panel;
 mod policy;
+mod process_table;
 mod processes;
 mod quotas;
 mod replica;
@@ -33,6 +36,7 @@ pub mod settings;
 pub mod store;
 mod upload;
 mod util;
+mod validate;
 mod views;
 mod ws;
 
@@ -336,7 +340,7 @@ pub fn run_blocking(config: Config, listen: &str) -> Result<(), StartError> {
         let addr = server.local_addr();
         println!(
             "wasmsand service listening on http://{addr}{} (store: {})",
-            api::BASE,
+            http::BASE,
             server.app.store.mode()
         );
         use std::io::Write;

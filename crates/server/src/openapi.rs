@@ -18,16 +18,21 @@ use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::App;
-use crate::{admin, admin_ops, api, observe, processes};
+use crate::api::artifacts;
+use crate::api::runs;
+use crate::api::runtimes;
+use crate::api::sessions;
+use crate::api::uploads;
+use crate::{admin, admin_ops, observe, processes};
 
 #[derive(OpenApi)]
 #[openapi(
     paths(
-        api::runtimes,
-        api::create_session,
-        api::get_session,
-        api::delete_session,
-        api::upload_files,
+        runtimes::runtimes,
+        sessions::create_session,
+        sessions::get_session,
+        sessions::delete_session,
+        uploads::upload_files,
         processes::start_process,
         processes::list_processes,
         processes::get_process,
@@ -36,12 +41,12 @@ use crate::{admin, admin_ops, api, observe, processes};
         processes::write_stdin,
         processes::process_output,
         processes::stream_process,
-        api::create_run,
-        api::get_run,
-        api::stream_run,
-        api::cancel_run,
-        api::list_artifacts,
-        api::get_artifact,
+        runs::create_run,
+        runs::get_run,
+        runs::stream_run,
+        runs::cancel_run,
+        artifacts::list_artifacts,
+        artifacts::get_artifact,
         admin::list_runs,
         admin::get_run,
         admin::list_idempotency,

@@ -27,10 +27,11 @@ use utoipa::ToSchema;
 use wasmsand::{ErrorClass, Process, ProcessError, RunResult, SandboxError, SpawnOptions};
 
 use crate::App;
-use crate::api::BASE;
 use crate::error::{ApiError, ApiResult};
+use crate::http::BASE;
 use crate::logs::{RunLog, Stream};
 use crate::observe::TraceId;
+use crate::process_table::{Ending, Tracked, stream_scope};
 use crate::sessions::Session;
 use crate::util::{canonical_json, iso, sha256_hex};
 use crate::views::{self, ErrorEnvelope};
@@ -50,31 +51,6 @@ pub(crate) fn routes() -> Router<Arc<App>> {
         .route("/sessions/{id}/processes/{pid}/stdin", post(write_stdin))
         .route("/sessions/{id}/processes/{pid}/output", get(process_output))
         .route("/sessions/{id}/processes/{pid}/stream", get(stream_process))
-}
-
-/// What the service keeps next to the engine's handle of one process.
-pub(crate) struct Tracked {
-    log: Arc<RunLog>,
-    ended: watch::Sender<bool>,
-    /// Held by the end's bookkeeping, and by a kill while it records itself: a kill's audit
-    /// event always comes before the end it causes.
-    ending: Arc<Mutex<Ending>>,
-}
-
-/// The service side of a session's processes, by pid.
-#[derive(Default)]
-pub struct ProcessTable(Mutex<HashMap<u32, Arc<Tracked>>>);
-
-impl ProcessTable {
-    fn get(&self, pid: u32) -> Option<Arc<Tracked>> {
-        self.0.lock().get(&pid).cloned()
-    }
-}
-
-/// The signing scope of a process stream's URL: never a run id (those have no `/`), so a
-/// run's token cannot open a process stream or the other way round.
-pub(crate) fn stream_scope(session_id: &str, pid: &str) -> String {
-    format!("{session_id}/processes/{pid}")
 }
 
 // ---- bodies ----
@@ -346,7 +322,7 @@ fn view(app: &App, host: Option<&str>, session_id: &str, p: &Process) -> Process
 }
 
 fn host(headers: &HeaderMap) -> Option<String> {
-    crate::api::host_of(headers)
+    crate::http::host_of(headers)
 }
 
 /// Bytes of one stream as text when they are UTF-8. While more may come, an incomplete
@@ -389,11 +365,6 @@ fn parse_pid(raw: &str) -> ApiResult<u32> {
 }
 
 // ---- the end of a process: frames, waiters, audit, metrics ----
-
-struct Ending {
-    pid: Option<u32>,
-    result: Option<RunResult>,
-}
 
 struct Context {
     app: Weak<App>,
@@ -479,8 +450,8 @@ pub(crate) async fn start_process(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let value = crate::api::read_json(&headers, body).await?;
-    let req: StartProcessRequest = crate::api::typed(&value)?;
+    let value = crate::http::read_json(&headers, body).await?;
+    let req: StartProcessRequest = crate::http::typed(&value)?;
     let session = session_of(&app, &id)?;
     let command = match req.command {
         CommandSpec::Line(l) if !l.trim().is_empty() => l,
@@ -491,13 +462,13 @@ pub(crate) async fn start_process(
         return Err(ApiError::invalid("command contains NUL"));
     }
     let env = req.env.unwrap_or_default();
-    crate::api::check_env(&env)?;
+    crate::validate::check_env(&env)?;
     let cwd = match req.cwd {
         Some(c) if c.is_empty() || c.contains('\0') => {
             return Err(ApiError::invalid("cwd must be a non-empty path"));
         }
         Some(c) => Some(crate::runs::absolute_cwd(&c)),
-        None => Some(crate::runs::WORKSPACE.to_string()),
+        None => Some(crate::sessions::WORKSPACE.to_string()),
     };
     let max_ms = app.config.max_timeout_sec.saturating_mul(1000);
     let timeout_ms = match req.timeout_ms {
@@ -793,8 +764,8 @@ pub(crate) async fn write_stdin(
     body: Body,
 ) -> ApiResult<Response> {
     let pid = parse_pid(&pid)?;
-    let value = crate::api::read_json(&headers, body).await?;
-    let req: StdinRequest = crate::api::typed(&value)?;
+    let value = crate::http::read_json(&headers, body).await?;
+    let req: StdinRequest = crate::http::typed(&value)?;
     let data = match (req.data, req.data_base64) {
         (Some(_), Some(_)) => {
             return Err(ApiError::invalid(

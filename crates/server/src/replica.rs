@@ -24,8 +24,8 @@ use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite;
 
-use crate::api::BASE;
 use crate::error::ApiError;
+use crate::http::BASE;
 use crate::store::{self, StoreError};
 use crate::util::now_ms;
 use crate::{App, StartError};
@@ -257,7 +257,7 @@ fn guard(
             .and_then(|p| p.rsplit_once("/processes/"))
             .map(|(_, pid)| pid)
     {
-        let scope = crate::processes::stream_scope(id, pid);
+        let scope = crate::process_table::stream_scope(id, pid);
         return app
             .auth
             .verify_ws(&scope, &token, &exp, now_ms())

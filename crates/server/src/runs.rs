@@ -8,15 +8,13 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
-use wasmsand::{ErrorClass, FileKind, RunOptions, Sandbox, SandboxOptions};
+use wasmsand::{ErrorClass, FileKind, RunOptions, RunResult, Sandbox, SandboxOptions};
 
 use crate::App;
 use crate::logs::{RunLog, Stream};
-use crate::sessions::Session;
+use crate::sessions::{Session, WORKSPACE};
 use crate::store::{self, Phase, RunRecord};
 use crate::util::{iso, now_ms};
-
-pub const WORKSPACE: &str = wasmsand::HOME;
 
 /// Why a run is being stopped from outside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,15 +147,9 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
         tokio::spawn(execute(app, run, permit));
         return Admission::Started;
     }
-    // Reserve a place in line atomically so concurrent submissions cannot overfill it.
     let max = app.config.queue_max_length;
-    let reserved = q
-        .waiting
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-            (n < max).then_some(n + 1)
-        });
-    let position = match reserved {
-        Ok(n) => n,
+    let (position, place) = match PlaceInLine::reserve(app, max) {
+        Ok(reserved) => reserved,
         Err(n) => {
             let ms = q.wait_estimate_ms(n);
             crate::observe::queue_full(app);
@@ -173,7 +165,7 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
             if let Err(e) = refused {
                 tracing::error!(%e, "cannot reserve a place in the shared queue");
             }
-            q.waiting.fetch_sub(1, Ordering::SeqCst);
+            drop(place);
             crate::observe::queue_full(app);
             return Admission::Full {
                 retry_after_sec: q.wait_estimate_ms(max).div_ceil(1000).max(1),
@@ -193,7 +185,7 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
             _ = tokio::time::sleep(ttl) => None,
             _ = stopped(&mut stop) => None,
         };
-        app2.queue.waiting.fetch_sub(1, Ordering::SeqCst);
+        drop(place);
         crate::replica::queue_leave(&app2, &run.id).await;
         match acquired {
             Some(permit) if run.stop_cause() == StopCause::None => {
@@ -226,6 +218,30 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
         }
     });
     Admission::Queued { estimated_start }
+}
+
+/// A place in the queue's line, given back when dropped: however the wait ends (a permit,
+/// the TTL, a stop, the shared queue's refusal, a panic), the line's count cannot leak.
+struct PlaceInLine(Arc<App>);
+
+impl PlaceInLine {
+    /// Reserves a place atomically so concurrent submissions cannot overfill the line: its
+    /// position, or `Err` with the line's length when it holds `max` already.
+    fn reserve(app: &Arc<App>, max: usize) -> Result<(usize, PlaceInLine), usize> {
+        let n = app
+            .queue
+            .waiting
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })?;
+        Ok((n, PlaceInLine(app.clone())))
+    }
+}
+
+impl Drop for PlaceInLine {
+    fn drop(&mut self) {
+        self.0.queue.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Audit and count a run the queue took (it starts now or waits).
@@ -444,56 +460,106 @@ pub(crate) fn absolute_cwd(cwd: &str) -> String {
     }
 }
 
+/// Runs an admitted run to its end: sandbox, command, artifacts, then its record. The
+/// permit is its place among the concurrent runs, given back when this returns.
 async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit) {
     let Some(spec) = run.spec.lock().take() else {
         return;
     };
-    let stop_ending = |cause: StopCause| match cause {
+    let Some((sandbox, _session_guard)) = start_sandbox(&app, &run, &spec).await else {
+        return;
+    };
+    let (line, restore) = command_script(&sandbox, &spec).await;
+
+    run.transition(Phase::Running);
+    crate::audit::run_phase(&app, &run.snapshot(), Phase::Running);
+    let started_at = run.record.lock().started_at.unwrap_or_else(now_ms);
+    run.log.event(
+        "start",
+        json!({ "run_id": run.id, "started_at": iso(started_at), "command": spec.command }),
+    );
+    *run.sandbox.lock() = Some(sandbox.clone());
+    let t0 = Instant::now();
+    let (out_log, err_log) = (run.log.clone(), run.log.clone());
+    let opts = RunOptions {
+        timeout_ms: Some(spec.timeout_sec * 1000),
+        on_stdout: Some(Arc::new(move |b: &[u8]| out_log.output(Stream::Stdout, b))),
+        on_stderr: Some(Arc::new(move |b: &[u8]| err_log.output(Stream::Stderr, b))),
+        stdin: None,
+        // The run's log is the service's output (with its own cap); a spill file would
+        // appear in the user's workspace unasked.
+        truncation: wasmsand::Truncation::Plain,
+        ..RunOptions::default()
+    };
+    let sb = sandbox.clone();
+    let result = tokio::task::spawn_blocking(move || sb.run_with(&line, opts)).await;
+    let wall_ms = t0.elapsed().as_millis() as u64;
+    *run.sandbox.lock() = None;
+    run.log.flush();
+
+    let artifacts = restore_and_capture(&app, &run, &sandbox, &spec, restore).await;
+    if spec.session.is_none() {
+        sandbox.destroy();
+    }
+    let mut ending = match result {
+        Ok(Ok(r)) => result_ending(run.stop_cause(), &r, spec.timeout_sec),
+        Ok(Err(err)) => Ending::new(Phase::Failed, "exec_failed", &err.to_string()),
+        Err(err) => Ending::new(
+            Phase::Failed,
+            "exec_failed",
+            &format!("the run panicked: {err}"),
+        ),
+    };
+    ending.wall_ms = Some(wall_ms);
+    ending.artifacts = artifacts;
+    finish(&app, &run, ending).await;
+}
+
+/// How a run stopped on request ends.
+fn stop_ending(cause: StopCause) -> Ending {
+    match cause {
         StopCause::Shutdown => {
             Ending::new(Phase::Failed, "server_shutdown", "the server shut down")
         }
         _ => Ending::new(Phase::Killed, "canceled_by_user", "canceled_by_user"),
-    };
+    }
+}
+
+/// The run's sandbox within `startup_timeout_sec`, with the session's lock held; `None`
+/// when the run already ended (timed out, failed to provision, or stopped meanwhile).
+async fn start_sandbox(
+    app: &Arc<App>,
+    run: &Arc<LiveRun>,
+    spec: &RunSpec,
+) -> Option<(Arc<Sandbox>, Option<tokio::sync::OwnedMutexGuard<()>>)> {
     let mut stop = run.stop.subscribe();
     let startup = Duration::from_secs(spec.startup_timeout_sec);
     let provisioned = tokio::select! {
-        r = tokio::time::timeout(startup, provision(&app, &spec)) => r,
+        r = tokio::time::timeout(startup, provision(app, spec)) => r,
         _ = stopped(&mut stop) => {
-            finish(&app, &run, stop_ending(run.stop_cause())).await;
-            return;
+            finish(app, run, stop_ending(run.stop_cause())).await;
+            return None;
         }
     };
-    let (sandbox, _session_guard) = match provisioned {
+    let ending = match provisioned {
         Err(_) => {
             let msg = format!(
                 "the sandbox was not ready within startup_timeout_sec ({}s)",
                 spec.startup_timeout_sec
             );
-            finish(
-                &app,
-                &run,
-                Ending::new(Phase::TimedOut, "startup_timeout", &msg),
-            )
-            .await;
-            return;
+            Ending::new(Phase::TimedOut, "startup_timeout", &msg)
         }
-        Ok(Err(msg)) => {
-            finish(
-                &app,
-                &run,
-                Ending::new(Phase::Failed, "provision_failed", &msg),
-            )
-            .await;
-            return;
-        }
-        Ok(Ok(x)) => x,
+        Ok(Err(msg)) => Ending::new(Phase::Failed, "provision_failed", &msg),
+        Ok(Ok(x)) if run.stop_cause() == StopCause::None => return Some(x),
+        Ok(Ok(_)) => stop_ending(run.stop_cause()),
     };
-    if run.stop_cause() != StopCause::None {
-        finish(&app, &run, stop_ending(run.stop_cause())).await;
-        return;
-    }
+    finish(app, run, ending).await;
+    None
+}
 
-    // Per-run env and cwd are the run's only: a session gets its previous values back.
+/// The shell script of the run (its env, cwd and command), and the script that gives a
+/// session its previous env and cwd back afterwards: per-run values are the run's only.
+async fn command_script(sandbox: &Arc<Sandbox>, spec: &RunSpec) -> (String, Vec<String>) {
     let mut line = String::new();
     let mut restore = Vec::new();
     if spec.session.is_some() && (!spec.env.is_empty() || spec.cwd.is_some()) {
@@ -530,39 +596,23 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
         ));
     }
     line.push_str(&command_line(&spec.command));
+    (line, restore)
+}
 
-    run.transition(Phase::Running);
-    crate::audit::run_phase(&app, &run.snapshot(), Phase::Running);
-    let started_at = run.record.lock().started_at.unwrap_or_else(now_ms);
-    run.log.event(
-        "start",
-        json!({ "run_id": run.id, "started_at": iso(started_at), "command": spec.command }),
-    );
-    *run.sandbox.lock() = Some(sandbox.clone());
-    let t0 = Instant::now();
-    let (out_log, err_log) = (run.log.clone(), run.log.clone());
-    let opts = RunOptions {
-        timeout_ms: Some(spec.timeout_sec * 1000),
-        on_stdout: Some(Arc::new(move |b: &[u8]| out_log.output(Stream::Stdout, b))),
-        on_stderr: Some(Arc::new(move |b: &[u8]| err_log.output(Stream::Stderr, b))),
-        stdin: None,
-        // The run's log is the service's output (with its own cap); a spill file would
-        // appear in the user's workspace unasked.
-        truncation: wasmsand::Truncation::Plain,
-        ..RunOptions::default()
-    };
-    let sb = sandbox.clone();
-    let result = tokio::task::spawn_blocking(move || sb.run_with(&line, opts)).await;
-    let wall_ms = t0.elapsed().as_millis() as u64;
-    *run.sandbox.lock() = None;
-    run.log.flush();
-
+/// After the command: the session's env and cwd restored, then the artifacts captured.
+async fn restore_and_capture(
+    app: &Arc<App>,
+    run: &LiveRun,
+    sandbox: &Arc<Sandbox>,
+    spec: &RunSpec,
+    restore: Vec<String>,
+) -> Option<(Vec<store::ArtifactEntry>, u64, bool)> {
     let sb = sandbox.clone();
     let capture = spec.capture.clone();
     let app2 = app.clone();
     let run_id = run.id.clone();
     let user = run.record.lock().user_id.clone();
-    let artifacts = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         if !restore.is_empty() {
             let _ = sb.run(&restore.join("\n"));
         }
@@ -570,70 +620,53 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
     })
     .await
     .ok()
-    .flatten();
-    if spec.session.is_none() {
-        sandbox.destroy();
-    }
+    .flatten()
+}
 
-    let mut ending = match result {
-        Ok(Ok(r)) => {
-            let cause = run.stop_cause();
-            let mut e = if cause != StopCause::None {
-                stop_ending(cause)
-            } else {
-                match r.error_class {
-                    Some(ErrorClass::Timeout) => Ending::new(
-                        Phase::TimedOut,
-                        "execution_timeout",
-                        &format!(
-                            "the command ran longer than timeout_sec ({}s)",
-                            spec.timeout_sec
-                        ),
-                    ),
-                    Some(ErrorClass::LimitExceeded) => Ending::new(
-                        Phase::Failed,
-                        "limit_exceeded",
-                        r.stderr
-                            .lines()
-                            .last()
-                            .unwrap_or("a resource limit was exceeded"),
-                    ),
-                    Some(ErrorClass::Cancelled) => Ending::new(
-                        Phase::Failed,
-                        "session_destroyed",
-                        "the session was deleted during the run",
-                    ),
-                    _ if r.exit_code == 0 => Ending {
-                        reason_code: None,
-                        message: None,
-                        ..Ending::new(Phase::Completed, "", "")
-                    },
-                    _ if r.exit_code == 137 && r.stderr.contains("out of memory") => Ending::new(
-                        Phase::Failed,
-                        "oom_killed",
-                        "a program exceeded its memory limit",
-                    ),
-                    _ => Ending::new(
-                        Phase::Failed,
-                        "nonzero_exit",
-                        &format!("the command exited with status {}", r.exit_code),
-                    ),
-                }
-            };
-            e.exit_code = Some(r.exit_code);
-            e.usage = Some(r.usage.clone());
-            e
+/// How a command that ran ends: stopped on request, or by what the engine reported.
+fn result_ending(cause: StopCause, r: &RunResult, timeout_sec: u64) -> Ending {
+    let mut e = if cause != StopCause::None {
+        stop_ending(cause)
+    } else {
+        match r.error_class {
+            Some(ErrorClass::Timeout) => Ending::new(
+                Phase::TimedOut,
+                "execution_timeout",
+                &format!("the command ran longer than timeout_sec ({timeout_sec}s)"),
+            ),
+            Some(ErrorClass::LimitExceeded) => Ending::new(
+                Phase::Failed,
+                "limit_exceeded",
+                r.stderr
+                    .lines()
+                    .last()
+                    .unwrap_or("a resource limit was exceeded"),
+            ),
+            Some(ErrorClass::Cancelled) => Ending::new(
+                Phase::Failed,
+                "session_destroyed",
+                "the session was deleted during the run",
+            ),
+            _ if r.exit_code == 0 => Ending {
+                reason_code: None,
+                message: None,
+                ..Ending::new(Phase::Completed, "", "")
+            },
+            _ if r.exit_code == 137 && r.stderr.contains("out of memory") => Ending::new(
+                Phase::Failed,
+                "oom_killed",
+                "a program exceeded its memory limit",
+            ),
+            _ => Ending::new(
+                Phase::Failed,
+                "nonzero_exit",
+                &format!("the command exited with status {}", r.exit_code),
+            ),
         }
-        Ok(Err(err)) => Ending::new(Phase::Failed, "exec_failed", &err.to_string()),
-        Err(err) => Ending::new(
-            Phase::Failed,
-            "exec_failed",
-            &format!("the run panicked: {err}"),
-        ),
     };
-    ending.wall_ms = Some(wall_ms);
-    ending.artifacts = artifacts;
-    finish(&app, &run, ending).await;
+    e.exit_code = Some(r.exit_code);
+    e.usage = Some(r.usage.clone());
+    e
 }
 
 /// Asks a run to stop: a queued or starting run ends at once; a running one gets TERM (its

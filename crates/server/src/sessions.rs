@@ -11,6 +11,10 @@ use crate::App;
 use crate::util::{iso, now_ms};
 use crate::views::{ResourcesView, SessionView};
 
+/// The working directory of every sandbox, a session's or a one-off run's: uploads land
+/// there, runs start there and artifacts are captured from there.
+pub const WORKSPACE: &str = wasmsand::HOME;
+
 pub struct Session {
     pub id: String,
     pub sandbox: Arc<Sandbox>,
@@ -31,7 +35,7 @@ pub struct Session {
     /// The user that created it: nobody else sees it.
     pub owner: String,
     /// The service's side of its background processes (their stream frames).
-    pub processes: crate::processes::ProcessTable,
+    pub processes: crate::process_table::ProcessTable,
 }
 
 impl Session {

@@ -1,0 +1,637 @@
+//! Runs: `POST /runs` (idempotent), `GET /runs/{id}`, its live log (`/stream`, a WebSocket)
+//! and `POST .../cancel`. Execution itself is `crate::runs`'s.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::body::Body;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use crate::App;
+use crate::artifacts;
+use crate::audit;
+use crate::auth::Principal;
+use crate::error::{ApiError, ApiResult};
+use crate::http::{BASE, host_of, read_json, shutting_down, typed};
+use crate::idempotency::{Created, idempotent};
+use crate::logs::RunLog;
+use crate::observe::TraceId;
+use crate::runs::{self, Admission, LiveRun, RunSpec, StopCause};
+use crate::sessions::Session;
+use crate::store::{self, Phase, RunRecord};
+use crate::upload;
+use crate::util::{iso, new_id, now_ms};
+use crate::validate::{
+    Resources, check_env, check_image, check_network, check_runtime, check_spec_version,
+    check_timeout, normalize_resources,
+};
+use crate::views::{self, CancelReply, ErrorEnvelope, ResourcesView, RunCreated, RunView};
+
+const MAX_INLINE_FILES_BYTES: u64 = 1024 * 1024;
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InlineFile {
+    path: String,
+    /// Base64 of the file's bytes.
+    content: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+#[schema(example = json!({
+    "spec_version": "1.0", "base_image": "wasmsand/default",
+    "command": ["bash", "-c", "echo hello; echo oops >&2; mkdir -p out; echo data > out/a.txt"],
+    "capture_patterns": ["out/**"], "timeout_sec": 5
+}))]
+pub(crate) struct RunRequest {
+    /// One of the server's `supported_spec_versions` (see `/runtimes`).
+    spec_version: String,
+    runtime: Option<String>,
+    session_id: Option<String>,
+    base_image: Option<String>,
+    command: Vec<String>,
+    env: Option<BTreeMap<String, String>>,
+    cwd: Option<String>,
+    files: Option<Vec<InlineFile>>,
+    capture_patterns: Option<Vec<String>>,
+    startup_timeout_sec: Option<u64>,
+    timeout_sec: Option<u64>,
+    resources: Option<Resources>,
+    network_policy: Option<String>,
+    interactive: Option<bool>,
+    stdin_max_bytes: Option<u64>,
+    stdin_max_frame_bytes: Option<u64>,
+    stdin_bps: Option<u64>,
+    stdin_idle_timeout_sec: Option<u64>,
+    resume_from_seq: Option<u64>,
+}
+
+#[utoipa::path(
+    post,
+    path = "/runs",
+    tag = "runs",
+    params(("Idempotency-Key" = Option<String>, Header, description = "makes the request idempotent for the TTL (1 to 128 visible ASCII characters)")),
+    request_body = RunRequest,
+    responses(
+        (status = 200, description = "admitted: the run starts now (`phase: starting`)", body = RunCreated),
+        (status = 202, description = "queued (`phase: queued`, `estimated_start_time`)", body = RunCreated),
+        (status = 400, description = "invalid body or values (`invalid_request`, `invalid_spec_version`)", body = ErrorEnvelope),
+        (status = 409, description = "an `Idempotency-Key` replayed with a different body (`idempotency_conflict`)", body = ErrorEnvelope),
+        (status = 413, description = "body over 2 MiB, or inline files over 1 MiB", body = ErrorEnvelope),
+        (status = 415, description = "a body that is not `application/json`", body = ErrorEnvelope),
+        (status = 403, description = "execution is disabled on this server (`forbidden`)", body = ErrorEnvelope),
+        (status = 404, description = "no such session", body = ErrorEnvelope),
+        (status = 429, description = "the run queue is full (`rate_limited`, `Retry-After`)", body = ErrorEnvelope),
+        (status = 503, description = "runtime unavailable, or the server is shutting down", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn create_run(
+    State(app): State<Arc<App>>,
+    principal: Principal,
+    trace: Option<Extension<TraceId>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let value = match read_json(&headers, body).await {
+        Ok(v) => v,
+        Err(e) => return e.into_response(),
+    };
+    let app2 = app.clone();
+    let v2 = value.clone();
+    let host = host_of(&headers);
+    let ctx = audit::RunContext {
+        source: audit::source_of(&headers),
+        trace_id: trace.map(|t| t.0.0),
+    };
+    let user = principal.user_id.clone();
+    idempotent(
+        &app,
+        &principal.user_id,
+        "runs",
+        &headers,
+        &value,
+        move || async move { start_run(app2, v2, host, user, ctx).await },
+    )
+    .await
+}
+
+/// A run request that passed every check: what the executor needs, and what the record and
+/// the reply report besides.
+struct Checked {
+    spec_version: String,
+    base_image: String,
+    cpu: f64,
+    capture_patterns: Vec<String>,
+    resume_from_seq: Option<u64>,
+    spec: RunSpec,
+}
+
+/// Checks the request, admits it against the user's quotas, records it and submits it to
+/// the queue; the reply reports the admission decision.
+async fn start_run(
+    app: Arc<App>,
+    v: Value,
+    host: Option<String>,
+    user: String,
+    ctx: audit::RunContext,
+) -> ApiResult<Created> {
+    let checked = check_run(&app, &v, &user)?;
+    if app.is_shutting_down() {
+        return Err(shutting_down());
+    }
+    // Held until the run is recorded, so the user's next request counts it.
+    let quota = crate::quotas::admit(&app, &user, checked.spec.capture.is_some()).await?;
+    let id = new_id();
+    let record = new_record(&app, &id, &user, &checked).await;
+    let Checked {
+        spec_version,
+        base_image,
+        cpu,
+        resume_from_seq,
+        spec,
+        ..
+    } = checked;
+    let (memory_mb, startup_timeout_sec, timeout_sec) =
+        (spec.memory_mb, spec.startup_timeout_sec, spec.timeout_sec);
+    let log = RunLog::new(app.config.ws_ring_bytes, app.config.max_log_bytes);
+    let run = LiveRun::new(record.clone(), spec, log.clone(), resume_from_seq);
+    crate::quotas::record(&app, &quota, &record).await?;
+    app.add_live_run(run.clone());
+    app.audit.remember_run(&id, ctx);
+    let (status, estimated_start_time, admitted) = submit(&app, &run, record).await?;
+    runs::spawn_heartbeat(&app, log);
+    let rec = run.snapshot();
+    let body = RunCreated {
+        run_id: id.clone(),
+        session_id: rec.session_id,
+        phase: admitted,
+        log_stream_url: stream_url(&app, host, &id),
+        policy_hash: app.policy_hash.clone(),
+        spec_version,
+        runtime: "wasm".into(),
+        runtime_version: crate::RUNTIME_VERSION.into(),
+        base_image,
+        image_digest: rec.image_digest,
+        created_at: iso(rec.created_at),
+        resources: ResourcesView { cpu, memory_mb },
+        startup_timeout_sec,
+        timeout_sec,
+        estimated_start_time,
+    };
+    Ok(Created {
+        status,
+        body: serde_json::to_value(&body).map_err(|e| ApiError::internal(e.to_string()))?,
+        object_id: id.clone(),
+        headers: vec![(header::LOCATION, format!("{BASE}/runs/{id}"))],
+    })
+}
+
+/// Every check of a run request, in the order clients see their errors.
+fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Checked> {
+    let spec_version = check_spec_version(app, v)?;
+    let req: RunRequest = typed(v)?;
+    check_runtime(app, req.runtime.as_deref())?;
+    if !app.config.enable_execution {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "execution is disabled on this server (SANDBOX_ENABLE_EXECUTION=false)",
+        ));
+    }
+    let (session, base_image) = session_or_image(app, &req, user)?;
+    check_network(req.network_policy.as_deref())?;
+    check_command(&req)?;
+    let env = req.env.unwrap_or_default();
+    check_env(&env)?;
+    let (cpu, memory_mb) = match &session {
+        Some(s) => {
+            let (cpu, mem) = normalize_resources(app, req.resources)?;
+            if req.resources.is_some_and(|r| r.memory_mb.is_some()) && mem != s.memory_mb {
+                return Err(ApiError::invalid(format!(
+                    "resources.memory_mb is fixed by the session ({} MB)",
+                    s.memory_mb
+                )));
+            }
+            (cpu, s.memory_mb)
+        }
+        None => normalize_resources(app, req.resources)?,
+    };
+    let startup_timeout_sec = check_timeout(
+        app,
+        "startup_timeout_sec",
+        req.startup_timeout_sec,
+        app.config.default_startup_timeout_sec,
+    )?;
+    let default_timeout = session
+        .as_ref()
+        .map_or(app.config.default_exec_timeout_sec, |s| s.timeout_sec);
+    let timeout_sec = check_timeout(app, "timeout_sec", req.timeout_sec, default_timeout)?;
+    let cwd = match req.cwd {
+        Some(c) if c.is_empty() || c.contains('\0') => {
+            return Err(ApiError::invalid("cwd must be a non-empty path"));
+        }
+        other => other,
+    };
+    let files = inline_files(app, req.files.unwrap_or_default())?;
+    let capture_patterns = req.capture_patterns.unwrap_or_default();
+    let capture = if capture_patterns.is_empty() {
+        None
+    } else {
+        Some(artifacts::compile_patterns(&capture_patterns).map_err(ApiError::invalid)?)
+    };
+    Ok(Checked {
+        spec_version,
+        base_image,
+        cpu,
+        capture_patterns,
+        resume_from_seq: req.resume_from_seq,
+        spec: RunSpec {
+            session,
+            command: req.command,
+            env,
+            cwd,
+            files,
+            capture,
+            startup_timeout_sec,
+            timeout_sec,
+            memory_mb,
+        },
+    })
+}
+
+/// The run's session (the user's own) or its image: exactly one of the two is given, and a
+/// session fixes the image.
+fn session_or_image(
+    app: &App,
+    req: &RunRequest,
+    user: &str,
+) -> ApiResult<(Option<Arc<Session>>, String)> {
+    match (&req.session_id, &req.base_image) {
+        (Some(_), Some(_)) => Err(ApiError::invalid(
+            "give either session_id or base_image, not both (the session fixes the image)",
+        )),
+        (None, None) => Err(ApiError::invalid(
+            "base_image is required when session_id is not given",
+        )),
+        (Some(id), None) => {
+            let s = app
+                .session(id)
+                .filter(|s| s.owner == user)
+                .ok_or_else(|| ApiError::not_found("session", id))?;
+            let image = s.base_image.clone();
+            Ok((Some(s), image))
+        }
+        (None, Some(img)) => {
+            check_image(app, img)?;
+            Ok((None, img.clone()))
+        }
+    }
+}
+
+/// The command and the run options this server refuses rather than ignores.
+fn check_command(req: &RunRequest) -> ApiResult<()> {
+    if req.command.is_empty() || req.command[0].is_empty() {
+        return Err(ApiError::invalid(
+            "command must be a non-empty array of strings",
+        ));
+    }
+    if req.command.iter().any(|a| a.contains('\0')) {
+        return Err(ApiError::invalid("command arguments must not contain NUL"));
+    }
+    if req.interactive == Some(true) {
+        return Err(
+            ApiError::invalid("interactive runs are not supported by this server")
+                .with_details(json!({ "interactive_supported": false })),
+        );
+    }
+    if req.resume_from_seq == Some(0) {
+        return Err(ApiError::invalid("resume_from_seq starts at 1"));
+    }
+    Ok(())
+}
+
+/// The request's `files`, decoded, with the same path rules as uploads and a total cap.
+fn inline_files(app: &App, files: Vec<InlineFile>) -> ApiResult<Vec<(String, Vec<u8>)>> {
+    let mut out = Vec::new();
+    let mut inline_bytes = 0u64;
+    for f in files {
+        let path = upload::check_path(&f.path, app.config.max_upload_depth).map_err(|e| {
+            ApiError::invalid(format!("files: {}", e.message)).with_details(e.details)
+        })?;
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(f.content.as_bytes())
+            .map_err(|e| {
+                ApiError::invalid(format!("files: '{}' is not valid base64: {e}", f.path))
+            })?;
+        inline_bytes += data.len() as u64;
+        if inline_bytes > MAX_INLINE_FILES_BYTES {
+            return Err(ApiError::too_large("inline files", MAX_INLINE_FILES_BYTES));
+        }
+        out.push((path, data));
+    }
+    Ok(out)
+}
+
+/// The record of a run accepted but not yet in the queue.
+async fn new_record(app: &App, id: &str, user: &str, c: &Checked) -> RunRecord {
+    let created_at = now_ms();
+    RunRecord {
+        id: id.to_string(),
+        user_id: user.to_string(),
+        session_id: c.spec.session.as_ref().map(|s| s.id.clone()),
+        spec_version: c.spec_version.clone(),
+        runtime: "wasm".into(),
+        runtime_version: crate::RUNTIME_VERSION.into(),
+        base_image: c.base_image.clone(),
+        image_digest: app.images.digest().await,
+        policy_hash: app.policy_hash.clone(),
+        command: c.spec.command.clone(),
+        phase: Phase::Queued,
+        reason_code: None,
+        message: None,
+        exit_code: None,
+        created_at,
+        starting_at: None,
+        started_at: None,
+        finished_at: None,
+        resource_usage: store::ResourceUsage {
+            limits: store::Limits {
+                cpu: c.cpu,
+                memory_mb: c.spec.memory_mb,
+                pids: app.config.pids_limit,
+                nofile: app.config.ulimit_nofile,
+                startup_timeout_sec: c.spec.startup_timeout_sec,
+                timeout_sec: c.spec.timeout_sec,
+            },
+            ..Default::default()
+        },
+        capture_patterns: c.capture_patterns.clone(),
+        artifacts: Vec::new(),
+        artifacts_expired: false,
+        artifacts_capped: false,
+        node_id: Some(app.node_id.clone()),
+        worker_id: Some(app.worker_id.clone()),
+        last_seq: 0,
+        log_truncated: false,
+        frames_dropped: 0,
+    }
+}
+
+/// Hands the run to the queue: the reply's status, `estimated_start_time` and phase, or a
+/// 429 when the line is full. The reply reports the admission decision, not the live phase:
+/// a fast run may already be running (or finished) by the time its snapshot is taken.
+async fn submit(
+    app: &Arc<App>,
+    run: &Arc<LiveRun>,
+    record: RunRecord,
+) -> ApiResult<(StatusCode, Option<String>, Phase)> {
+    match runs::submit(app, run.clone()) {
+        Admission::Started => Ok((StatusCode::OK, None, Phase::Starting)),
+        Admission::Queued { estimated_start } => Ok((
+            StatusCode::ACCEPTED,
+            Some(iso(estimated_start)),
+            Phase::Queued,
+        )),
+        Admission::Full { retry_after_sec } => {
+            app.remove_live_run(&record.id);
+            let id = record.id.clone();
+            let _ = store::call(&app.store, move |s| {
+                // The client gets a 429 and no run id; the record only says why.
+                let mut r = s.get_run(&id)?.unwrap_or(record);
+                r.phase = Phase::Failed;
+                r.reason_code = Some("queue_full".into());
+                r.finished_at = Some(now_ms());
+                s.put_run(&r)
+            })
+            .await;
+            Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!(
+                    "the run queue is full ({} waiting); retry later",
+                    app.config.queue_max_length
+                ),
+            )
+            .with_details(json!({
+                "queue_max_length": app.config.queue_max_length,
+                "retry_after_sec": retry_after_sec,
+            }))
+            .with_header(header::RETRY_AFTER, retry_after_sec.to_string()))
+        }
+    }
+}
+
+/// The run's WebSocket URL: absolute when the request's `Host` is known, signed when the
+/// server requires signed stream URLs.
+fn stream_url(app: &App, host: Option<String>, id: &str) -> String {
+    let mut stream_path = format!("{BASE}/runs/{id}/stream");
+    if app.config.ws_signed_urls {
+        stream_path.push_str(&crate::auth::signed_query(app, id));
+    }
+    match host {
+        Some(h) => format!("ws://{h}{stream_path}"),
+        None => stream_path,
+    }
+}
+
+fn run_view(r: &RunRecord, live: Option<&LiveRun>) -> RunView {
+    let mut usage = r.resource_usage.clone();
+    let frames_dropped = live.map_or(r.frames_dropped, |l| l.log.evicted());
+    if !r.phase.is_terminal() {
+        if let Some(started) = r.started_at {
+            let secs = (now_ms() - started).max(0) as f64 / 1000.0;
+            usage.wall_time_sec = secs;
+            usage.cpu_time_sec = secs;
+        }
+        if let Some(l) = live {
+            usage.log_bytes = l.log.log_bytes();
+        }
+    }
+    RunView {
+        run_id: r.id.clone(),
+        id: r.id.clone(),
+        session_id: r.session_id.clone(),
+        phase: r.phase,
+        reason_code: r.reason_code.clone(),
+        message: r.message.clone(),
+        exit_code: r.exit_code,
+        created_at: iso(r.created_at),
+        starting_at: r.starting_at.map(iso),
+        started_at: r.started_at.map(iso),
+        finished_at: r.finished_at.map(iso),
+        runtime: r.runtime.clone(),
+        runtime_version: r.runtime_version.clone(),
+        base_image: r.base_image.clone(),
+        image_digest: r.image_digest.clone(),
+        policy_hash: r.policy_hash.clone(),
+        spec_version: r.spec_version.clone(),
+        command: r.command.clone(),
+        resource_usage: usage,
+        log_truncated: r.log_truncated,
+        frames_dropped,
+        artifact_count: r.artifacts.len(),
+        artifacts_expired: r.artifacts_expired,
+        artifacts_capped: r.artifacts_capped,
+        last_seq: r.last_seq,
+    }
+}
+
+/// The run's record, from the store when this process no longer holds it.
+pub(super) async fn load_run(app: &App, id: &str) -> ApiResult<RunRecord> {
+    app.run_record(id)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .ok_or_else(|| ApiError::not_found("run", id))
+}
+
+#[utoipa::path(
+    get,
+    path = "/runs/{id}",
+    tag = "runs",
+    params(("id" = String, Path, description = "run id")),
+    responses(
+        (status = 200, description = "the run's status and resource usage", body = RunView),
+        (status = 404, description = "no such run", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn get_run(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    let live = app.live_run(&id);
+    let rec = match &live {
+        Some(l) => l.snapshot(),
+        None => load_run(&app, &id).await?,
+    };
+    Ok(views::json(
+        StatusCode::OK,
+        &run_view(&rec, live.as_deref()),
+    ))
+}
+
+#[utoipa::path(
+    post,
+    path = "/runs/{id}/cancel",
+    tag = "runs",
+    params(("id" = String, Path, description = "run id")),
+    responses(
+        (status = 200, description = "the run had already finished: nothing to cancel", body = CancelReply),
+        (status = 202, description = "cancel requested: TERM now, KILL after the grace period", body = CancelReply),
+        (status = 404, description = "no such run", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn cancel_run(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    if let Some(run) = app.live_run(&id) {
+        let grace = app.config.grace();
+        if runs::stop(&run, StopCause::User, grace) {
+            return Ok(views::json(
+                StatusCode::ACCEPTED,
+                &CancelReply {
+                    run_id: id,
+                    phase: run.phase(),
+                    cancel_requested: true,
+                    grace_sec: Some(app.config.cancel_grace_seconds),
+                    message: "cancel requested: TERM now, KILL after the grace period".into(),
+                },
+            ));
+        }
+        let rec = run.snapshot();
+        if !rec.phase.is_terminal() {
+            return Ok(views::json(
+                StatusCode::ACCEPTED,
+                &CancelReply {
+                    run_id: id,
+                    phase: rec.phase,
+                    cancel_requested: true,
+                    grace_sec: Some(app.config.cancel_grace_seconds),
+                    message: "cancel already requested".into(),
+                },
+            ));
+        }
+    }
+    let rec = load_run(&app, &id).await?;
+    Ok(views::json(
+        StatusCode::OK,
+        &CancelReply {
+            run_id: id,
+            phase: rec.phase,
+            cancel_requested: false,
+            grace_sec: None,
+            message: "the run had already finished; nothing to cancel".into(),
+        },
+    ))
+}
+
+/// The run's frames over a WebSocket: an HTTP GET with `Upgrade: websocket` (RFC 6455),
+/// answered 101; then text frames, one JSON envelope each (`stdout`, `stderr`, `event`,
+/// `heartbeat`, `truncated`), numbered by `seq`, until the `end` event and a close (1000).
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/stream",
+    tag = "runs",
+    params(
+        ("id" = String, Path, description = "run id"),
+        ("from_seq" = Option<u64>, Query, minimum = 1, description = "first seq to send (inclusive); default: the run's `resume_from_seq`, else 1"),
+    ),
+    responses(
+        (status = 101, description = "switching to the WebSocket protocol"),
+        (status = 400, description = "`from_seq` is not an integer >= 1", body = ErrorEnvelope),
+        (status = 404, description = "no such run", body = ErrorEnvelope),
+        (status = 426, description = "a plain GET without `Upgrade: websocket`", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn stream_run(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> ApiResult<Response> {
+    let from = match q.get("from_seq") {
+        None => None,
+        Some(s) => match s.parse::<u64>() {
+            Ok(n) if n >= 1 => Some(n),
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "from_seq must be an integer >= 1, got {s:?}"
+                )));
+            }
+        },
+    };
+    let (log, default_from) = match app.live_run(&id) {
+        Some(run) => (run.log.clone(), run.resume_from_seq.unwrap_or(1)),
+        None => {
+            let rec = load_run(&app, &id).await?;
+            let log = RunLog::starting_at(app.config.ws_ring_bytes, 0, rec.last_seq.max(1));
+            log.end(json!({
+                "phase": rec.phase.as_str(),
+                "exit_code": rec.exit_code,
+                "reason_code": rec.reason_code,
+                "message": rec.message,
+            }));
+            (log, 1)
+        }
+    };
+    let ws = ws.map_err(|e| {
+        ApiError::new(
+            StatusCode::UPGRADE_REQUIRED,
+            "invalid_request",
+            format!("this endpoint is a WebSocket: {e}"),
+        )
+        .with_header(header::UPGRADE, "websocket")
+    })?;
+    let from = from.unwrap_or(default_from);
+    Ok(ws.on_upgrade(move |socket| crate::ws::serve(socket, log, from, app.metrics.clone())))
+}

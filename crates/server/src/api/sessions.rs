@@ -1,0 +1,214 @@
+//! Sessions: `POST /sessions` (idempotent), `GET` and `DELETE /sessions/{id}`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
+
+use axum::Extension;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+use utoipa::ToSchema;
+use wasmsand::Sandbox;
+
+use crate::App;
+use crate::audit;
+use crate::auth::Principal;
+use crate::error::{ApiError, ApiResult};
+use crate::http::{read_json, shutting_down, typed};
+use crate::idempotency::{Created, idempotent};
+use crate::images::DEFAULT_IMAGE;
+use crate::observe::TraceId;
+use crate::runs;
+use crate::sessions::Session;
+use crate::util::{new_id, now_ms};
+use crate::validate::{
+    Resources, check_env, check_image, check_network, check_runtime, check_spec_version,
+    check_timeout, normalize_resources,
+};
+use crate::views::{self, ErrorEnvelope, SessionView};
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+#[schema(example = json!({
+    "spec_version": "1.0", "base_image": "wasmsand/default", "resources": { "memory_mb": 64 },
+    "timeout_sec": 10, "env": { "GREETING": "hi" }, "labels": { "team": "qa" }, "ttl_sec": 60
+}))]
+pub(crate) struct SessionRequest {
+    /// One of the server's `supported_spec_versions` (see `/runtimes`).
+    spec_version: String,
+    runtime: Option<String>,
+    base_image: Option<String>,
+    resources: Option<Resources>,
+    timeout_sec: Option<u64>,
+    network_policy: Option<String>,
+    env: Option<BTreeMap<String, String>>,
+    labels: Option<BTreeMap<String, String>>,
+    ttl_sec: Option<u64>,
+}
+
+#[utoipa::path(
+    post,
+    path = "/sessions",
+    tag = "sessions",
+    params(("Idempotency-Key" = Option<String>, Header, description = "makes the request idempotent for the TTL (1 to 128 visible ASCII characters)")),
+    request_body = SessionRequest,
+    responses(
+        (status = 201, description = "the session (also the replay of an idempotent request)", body = SessionView),
+        (status = 400, description = "invalid body or values (`invalid_request`, `invalid_spec_version`)", body = ErrorEnvelope),
+        (status = 409, description = "an `Idempotency-Key` replayed with a different body (`idempotency_conflict`)", body = ErrorEnvelope),
+        (status = 413, description = "body over 2 MiB, or inline files over 1 MiB", body = ErrorEnvelope),
+        (status = 415, description = "a body that is not `application/json`", body = ErrorEnvelope),
+        (status = 429, description = "the server holds its maximum of sessions (`quota_exceeded`)", body = ErrorEnvelope),
+        (status = 503, description = "runtime unavailable, or the server is shutting down", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn create_session(
+    State(app): State<Arc<App>>,
+    principal: Principal,
+    trace: Option<Extension<TraceId>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let value = match read_json(&headers, body).await {
+        Ok(v) => v,
+        Err(e) => return e.into_response(),
+    };
+    let app2 = app.clone();
+    let v2 = value.clone();
+    let user = principal.user_id.clone();
+    let source = audit::source_of(&headers);
+    idempotent(
+        &app,
+        &principal.user_id,
+        "sessions",
+        &headers,
+        &value,
+        move || async move {
+            let app = app2;
+            let spec_version = check_spec_version(&app, &v2)?;
+            let req: SessionRequest = typed(&v2)?;
+            check_runtime(&app, req.runtime.as_deref())?;
+            let image = check_image(&app, req.base_image.as_deref().unwrap_or(DEFAULT_IMAGE))?;
+            let network_policy = check_network(req.network_policy.as_deref())?;
+            let (cpu, memory_mb) = normalize_resources(&app, req.resources)?;
+            let env = req.env.unwrap_or_default();
+            check_env(&env)?;
+            let timeout_sec = check_timeout(
+                &app,
+                "timeout_sec",
+                req.timeout_sec,
+                app.config.default_exec_timeout_sec,
+            )?;
+            let ttl = match req.ttl_sec {
+                Some(0) => return Err(ApiError::invalid("ttl_sec must be at least 1")),
+                Some(t) => t.min(app.config.session_max_ttl_sec),
+                None => app.config.session_default_ttl_sec,
+            };
+            if app.is_shutting_down() {
+                return Err(shutting_down());
+            }
+            let opts = runs::sandbox_options(
+                &app,
+                memory_mb,
+                env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            );
+            let sandbox = tokio::task::spawn_blocking(move || Sandbox::new(opts))
+                .await
+                .map_err(|e| ApiError::internal(format!("cannot create the sandbox: {e}")))?;
+            let now = now_ms();
+            let session = Arc::new(Session {
+                id: new_id(),
+                sandbox: Arc::new(sandbox),
+                base_image: req.base_image.unwrap_or_else(|| image.to_string()),
+                image_digest: app.images.digest().await,
+                spec_version,
+                created_at: now,
+                expires_at: AtomicI64::new(now + ttl as i64 * 1000),
+                env,
+                labels: req.labels.unwrap_or_default(),
+                cpu,
+                memory_mb,
+                timeout_sec,
+                network_policy,
+                lock: Arc::new(tokio::sync::Mutex::new(())),
+                owner: user.clone(),
+                processes: Default::default(),
+            });
+            if !app.insert_session(session.clone()) {
+                session.sandbox.destroy();
+                return Err(ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "quota_exceeded",
+                    format!(
+                        "the server holds its maximum of {} sessions",
+                        app.config.max_sessions
+                    ),
+                )
+                .with_details(json!({ "max_sessions": app.config.max_sessions })));
+            }
+            crate::observe::session_created(&app);
+            audit::session_created(
+                &app,
+                &user,
+                &session.id,
+                &session.base_image,
+                &session.image_digest,
+                &session.spec_version,
+                &source,
+                trace.as_ref().map(|t| t.0.0.as_str()),
+            );
+            Ok(Created {
+                status: StatusCode::CREATED,
+                body: serde_json::to_value(session.view(&app.policy_hash))
+                    .map_err(|e| ApiError::internal(e.to_string()))?,
+                object_id: session.id.clone(),
+                headers: Vec::new(),
+            })
+        },
+    )
+    .await
+}
+
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}",
+    tag = "sessions",
+    params(("id" = String, Path, description = "session id")),
+    responses(
+        (status = 200, description = "the session", body = SessionView),
+        (status = 404, description = "no such session (or it expired)", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn get_session(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    let s = app
+        .session(&id)
+        .ok_or_else(|| ApiError::not_found("session", &id))?;
+    Ok(views::json(StatusCode::OK, &s.view(&app.policy_hash)))
+}
+
+#[utoipa::path(
+    delete,
+    path = "/sessions/{id}",
+    tag = "sessions",
+    params(("id" = String, Path, description = "session id")),
+    responses(
+        (status = 204, description = "destroyed"),
+        (status = 404, description = "no such session", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn delete_session(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    app.remove_session(&id)
+        .map(|_| StatusCode::NO_CONTENT)
+        .ok_or_else(|| ApiError::not_found("session", &id))
+}

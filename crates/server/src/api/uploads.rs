@@ -1,0 +1,215 @@
+//! `POST /sessions/{id}/files`: files into a session's workspace, as multipart parts or one
+//! tar, gzip'd tar or zip archive; staged and checked first (`crate::upload`), then written
+//! all or nothing.
+
+use std::sync::Arc;
+
+use axum::extract::{FromRequest, Multipart, Path, Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+use serde_json::json;
+use wasmsand::Sandbox;
+
+use crate::App;
+use crate::config::MIB;
+use crate::error::{ApiError, ApiResult};
+use crate::upload::{self, Caps, Staged};
+use crate::views::{self, ArchiveBytes, ErrorEnvelope, UploadForm, UploadReply};
+
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/files",
+    tag = "sessions",
+    params(("id" = String, Path, description = "session id")),
+    request_body(
+        description = "files as `files[]` parts (their filenames are the paths), or one tar, gzip'd tar or zip archive",
+        content(
+            (UploadForm = "multipart/form-data"),
+            (ArchiveBytes = "application/x-tar"),
+            (ArchiveBytes = "application/gzip"),
+            (ArchiveBytes = "application/zip"),
+        )
+    ),
+    responses(
+        (status = 201, description = "written into the workspace, all or nothing", body = UploadReply),
+        (status = 400, description = "malformed body, refused path or member (`details.reason`)", body = ErrorEnvelope),
+        (status = 404, description = "no such session", body = ErrorEnvelope),
+        (status = 410, description = "the session's sandbox is gone", body = ErrorEnvelope),
+        (status = 413, description = "over the size, file count or ratio caps, or the workspace cap", body = ErrorEnvelope),
+        (status = 415, description = "an unsupported content type", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn upload_files(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    req: Request,
+) -> ApiResult<Response> {
+    // A refused upload may leave part of its body unread: the connection cannot carry
+    // another request, so the client is told not to reuse it.
+    upload_into(app, id, req)
+        .await
+        .map_err(|e| e.with_header(header::CONNECTION, "close"))
+}
+
+async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Response> {
+    let session = app
+        .session(&id)
+        .ok_or_else(|| ApiError::not_found("session", &id))?;
+    let c = &app.config;
+    let caps = Caps {
+        max_bytes: c.max_upload_mb * MIB,
+        max_files: c.max_upload_files,
+        max_depth: c.max_upload_depth,
+        max_ratio: c.max_upload_ratio,
+    };
+    let ct = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let mime = ct.split(';').next().unwrap_or("").trim().to_string();
+    let (staged, kind) = match mime.as_str() {
+        "multipart/form-data" => {
+            let mut mp = Multipart::from_request(req, &())
+                .await
+                .map_err(|e| upload::refused("malformed", format!("bad multipart body: {e}")))?;
+            let mut staged = Staged::default();
+            loop {
+                let field = match mp.next_field().await {
+                    Ok(Some(f)) => f,
+                    Ok(None) => break,
+                    Err(e) => return Err(multipart_error(e, caps.max_bytes)),
+                };
+                let name = field.name().unwrap_or("").to_string();
+                if name != "files[]" && name != "files" {
+                    return Err(upload::refused(
+                        "unexpected_field",
+                        format!("unexpected form field {name:?}; send files as files[]"),
+                    ));
+                }
+                let Some(filename) = field.file_name().map(str::to_string) else {
+                    return Err(upload::refused(
+                        "invalid_path",
+                        "a files[] part has no filename",
+                    ));
+                };
+                let data = field
+                    .bytes()
+                    .await
+                    .map_err(|e| multipart_error(e, caps.max_bytes))?;
+                upload::add_part(&mut staged, &caps, &filename, data.to_vec())?;
+            }
+            (staged, "multipart")
+        }
+        "application/x-tar"
+        | "application/tar"
+        | "application/gzip"
+        | "application/x-gzip"
+        | "application/x-gtar"
+        | "application/x-compressed-tar"
+        | "application/tar+gzip"
+        | "application/zip"
+        | "application/x-zip-compressed" => {
+            let data = axum::body::to_bytes(req.into_body(), caps.max_bytes as usize)
+                .await
+                .map_err(|_| {
+                    ApiError::too_large("the upload", caps.max_bytes)
+                        .with_details(json!({ "reason": "too_large", "limit": caps.max_bytes }))
+                })?;
+            let zip = mime.contains("zip") && !mime.contains("gzip");
+            let gzip = !zip
+                && (mime != "application/x-tar" && mime != "application/tar"
+                    || data.starts_with(&[0x1f, 0x8b]));
+            let kind = if zip {
+                "zip"
+            } else if gzip {
+                "tar.gz"
+            } else {
+                "tar"
+            };
+            let staged = tokio::task::spawn_blocking(move || {
+                if zip {
+                    upload::expand_zip(&data, &caps)
+                } else {
+                    upload::expand_tar(&data, gzip, &caps)
+                }
+            })
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))??;
+            (staged, kind)
+        }
+        other => {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_request",
+                format!(
+                    "unsupported upload type {other:?}: use multipart/form-data (files[]), application/x-tar, application/gzip or application/zip"
+                ),
+            ));
+        }
+    };
+    let _guard = session.lock.clone().lock_owned().await;
+    let sb = session.sandbox.clone();
+    let files = staged.files.len();
+    let bytes = staged.bytes;
+    let paths: Vec<String> = staged.files.iter().map(|(p, _)| p.clone()).collect();
+    tokio::task::spawn_blocking(move || commit(&sb, &staged))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))??;
+    crate::observe::upload(&app, kind, bytes, files as u64);
+    Ok(views::json(
+        StatusCode::CREATED,
+        &UploadReply {
+            session_id: session.id.clone(),
+            kind: kind.into(),
+            files,
+            bytes,
+            paths,
+        },
+    ))
+}
+
+fn multipart_error(e: axum::extract::multipart::MultipartError, limit: u64) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::too_large("the upload", limit)
+            .with_details(json!({ "reason": "too_large", "limit": limit }))
+    } else {
+        upload::refused(
+            "malformed",
+            format!("bad multipart body: {}", e.body_text()),
+        )
+    }
+}
+
+/// Writes a staged upload into the workspace, all or nothing.
+fn commit(sb: &Sandbox, staged: &Staged) -> ApiResult<()> {
+    let snap = sb
+        .snapshot()
+        .map_err(|e| ApiError::new(StatusCode::GONE, "not_found", e.to_string()))?;
+    let home = crate::sessions::WORKSPACE;
+    let result = (|| -> Result<(), wasmsand::SandboxError> {
+        for d in &staged.dirs {
+            sb.mkdir(&format!("{home}/{d}"))?;
+        }
+        for (p, data) in &staged.files {
+            sb.write_file(&format!("{home}/{p}"), data)?;
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = sb.restore(snap);
+            Err(match e.errno() {
+                Some(wasmsand::Errno::ENOSPC) => ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "quota_exceeded",
+                    format!("the upload does not fit in the workspace: {e}"),
+                )
+                .with_details(json!({ "reason": "workspace_cap" })),
+                _ => upload::refused("conflict", format!("cannot write the upload: {e}")),
+            })
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Request and response plumbing shared by every resource's handlers (and by the auth layer
+//! and replica forwarding, which need the API's base path): reading a JSON body with clear
+//! 4xx answers, typed views of it, the `Host` a reply's URLs are built from, and JSON
+//! replies with extra headers.
+//!
+//! A leaf: it names nothing but the error type and the root's `App`, so any module may use
+//! it without pulling the route tree in.
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use crate::error::{ApiError, ApiResult};
+
+/// Where every REST route of the service is mounted.
+pub const BASE: &str = "/api/v1/sandbox";
+/// Largest JSON body: inline files are at most 1 MB decoded, about 1.4 MB as base64.
+const MAX_JSON_BYTES: usize = 2 * 1024 * 1024;
+
+/// Reads a JSON object body: content type, size cap and syntax checked, with clear 4xx.
+pub(crate) async fn read_json(headers: &HeaderMap, body: Body) -> ApiResult<Value> {
+    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
+        let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
+        let mime = ct.split(';').next().unwrap_or("").trim();
+        if mime != "application/json" && !mime.ends_with("+json") {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_request",
+                format!("expected an application/json body, got {mime:?}"),
+            ));
+        }
+    }
+    let bytes = axum::body::to_bytes(body, MAX_JSON_BYTES)
+        .await
+        .map_err(|_| {
+            // The rest of the body is unread: the connection cannot carry another request.
+            ApiError::too_large("the request body", MAX_JSON_BYTES as u64)
+                .with_header(header::CONNECTION, "close")
+        })?;
+    if bytes.is_empty() {
+        return Err(ApiError::invalid(
+            "the request body is empty; a JSON object is required",
+        ));
+    }
+    let v: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::invalid(format!("malformed JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(ApiError::invalid("the request body must be a JSON object"));
+    }
+    Ok(v)
+}
+
+/// The body read by [`read_json`] as a request type; the raw value is kept by callers
+/// because idempotency fingerprints it.
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> ApiResult<T> {
+    serde_json::from_value(v.clone())
+        .map_err(|e| ApiError::invalid(format!("invalid request: {e}")))
+}
+
+/// The request's `Host`, when it is one a reply's absolute URLs can safely carry.
+pub(crate) fn host_of(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| h.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_string)
+}
+
+/// A JSON reply with extra headers; a header value that is not valid is left out rather
+/// than failing a reply whose work is already done.
+pub(crate) fn json_response(
+    status: StatusCode,
+    body: &Value,
+    extra: &[(HeaderName, String)],
+) -> Response {
+    let mut resp = (status, axum::Json(body.clone())).into_response();
+    for (k, v) in extra {
+        if let Ok(v) = HeaderValue::from_str(v) {
+            resp.headers_mut().insert(k.clone(), v);
+        }
+    }
+    resp
+}
+
+/// What a request that would create something gets while the server drains.
+pub(crate) fn shutting_down() -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "unavailable",
+        "the server is shutting down",
+    )
+    .with_header(header::RETRY_AFTER, "5")
+}
