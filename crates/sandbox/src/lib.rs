@@ -33,12 +33,14 @@ mod process;
 mod spill;
 mod state;
 mod tools;
+mod warm;
 pub use process::{
     ExitCallback, KEPT_ENDED_PROCESSES, KILLED_STATUS, Process, ProcessError, ProcessInfo,
     SpawnOptions, StreamOutput,
 };
 pub use state::{DEFAULT_MAX_STATE_BYTES, STATE_VERSION};
 pub use tools::{Tool, ToolHandler, ToolSetError};
+pub use warm::{PrecompileError, Precompiled, precompile};
 
 pub use det::DETERMINISTIC_PID;
 pub use wasmsand_exec::on_slow_compile;

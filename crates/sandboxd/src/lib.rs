@@ -87,6 +87,9 @@ enum Command {
     /// Serve the code-interpreter HTTP + WebSocket API (sessions, runs, live logs, uploads,
     /// artifacts) under /api/v1/sandbox; see docs/service.md
     Serve(service::ServeArgs),
+    /// Compile every guest program and CPython into the module cache now (CPython: about a
+    /// minute, once per machine and version), so that no first run waits for it
+    Precompile,
 }
 
 impl Cli {
@@ -144,11 +147,31 @@ where
         Some(Command::Exec { command }) => exec(&command, limits, cli.cache_dir),
         Some(Command::Mcp(args)) => mcp::serve(args, limits, cli.cache_dir),
         Some(Command::Serve(args)) => service::serve(args, cli.cache_dir),
+        Some(Command::Precompile) => precompile(cli.cache_dir),
         None => serve(DispatchConfig {
             limits,
             env: Vec::new(),
             cache_dir: cli.cache_dir,
         }),
+    }
+}
+
+fn precompile(cache_dir: Option<PathBuf>) -> u8 {
+    let started = std::time::Instant::now();
+    match wasmsand::precompile(cache_dir) {
+        Ok(p) => {
+            println!(
+                "sandboxd: {} modules ready, {} compiled now ({:.1} s)",
+                p.modules,
+                p.compiled,
+                started.elapsed().as_secs_f64()
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("sandboxd: precompile failed: {e}");
+            1
+        }
     }
 }
 
