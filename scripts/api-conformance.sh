@@ -2,9 +2,10 @@
 # The service's OpenAPI document checked against a live server with schemathesis (PyPI):
 # `sandboxd serve` on a free loopback port, every operation fuzzed from the document served
 # at /openapi.json, and every response must be no 5xx, a documented status and match its
-# schema. Runs $SANDBOXD (scripts/test.sh passes the target/debug/e2e-sandboxd that `cargo test
-# --workspace` builds; default target/debug/sandboxd). Called by
-# scripts/test.sh; SCHEMATHESIS_EXAMPLES sets the examples per operation (default 100).
+# schema. Runs $SANDBOXD (scripts/test.sh passes target/debug/e2e-sandboxd, which its cargo
+# stage builds; default target/debug/sandboxd). Called by scripts/test.sh (`--only api`);
+# its arguments are added to schemathesis's own, and SCHEMATHESIS_EXAMPLES sets the examples
+# per operation (default 100).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,7 +59,7 @@ status=0
     --workers 1 \
     --suppress-health-check all \
     --warnings off \
-    --report junit,ndjson --report-dir "target/schemathesis-report" || status=$?
+    --report junit,ndjson --report-dir "target/schemathesis-report" "$@" || status=$?
 echo "api-conformance: schemathesis took $(( $(date +%s) - start )) s (exit $status)"
 if ! kill -0 "$SERVER_PID" 2>/dev/null; then
     echo "api-conformance: the server died" >&2

@@ -1,75 +1,277 @@
 #!/usr/bin/env bash
-# The whole test suite from a fresh clone: installs what the build needs through the project's
-# own files (the toolchain pinned in rust-toolchain.toml, its wasm32-wasip1 target), builds
-# everything in one target dir, and runs every test.
-set -euo pipefail
+# The whole test suite from a fresh clone: installs what the build and the tests need through
+# the project's own files (the toolchain pinned in rust-toolchain.toml, Debian's packages named
+# in scripts/host-tools.txt, PyPI and npm packages from the bindings' and the panel's own
+# manifests), builds everything in one target dir, and runs every stage.
+#
+#   scripts/test.sh                         every stage, in the order below
+#   scripts/test.sh --only cargo,python     only these stages
+#   scripts/test.sh --only cargo -E 'test(/merge/)'   arguments after the options go to each
+#                                           selected stage's runner (see STAGES)
+#   scripts/test.sh --list                  the stages and what each runs
+#
+# Each stage prints one closing line `stage NAME: ok|FAILED (N s)`; the last line sums them up.
+# A failing stage does not stop the ones after it (a red CI shows every failure at once); the
+# exit status is non-zero when any stage failed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
+ROOT="$PWD"
+
+# name|runner the extra arguments reach|what it runs
+STAGES=(
+    "checks|-|crate layers, module cycles, threat ids (python3 scripts/check-*.py)"
+    "lint|cargo clippy|cargo fmt --check and clippy -D warnings, on the workspace and on wasm-tools/"
+    "cargo|cargo nextest run|every Rust test of the workspace (one build of each test binary)"
+    "wasm-tools|cargo test|the unit tests of the guest programs in wasm-tools/, built for the host"
+    "python|pytest|the Python module built by pip into a fresh venv, then tests/python"
+    "api|schemathesis run|the OpenAPI document fuzzed against a live sandboxd serve"
+    "panel|-|the web panel in headless Chromium (node)"
+)
+
+usage() {
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    exit "${1:-0}"
+}
+
+ONLY=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --only) ONLY="${2:?--only needs a comma-separated list of stages}"; shift 2 ;;
+    --only=*) ONLY="${1#--only=}"; shift ;;
+    --list)
+        for s in "${STAGES[@]}"; do IFS='|' read -r n r d <<<"$s"; printf '%-11s %-20s %s\n' "$n" "($r)" "$d"; done
+        exit 0 ;;
+    -h | --help) usage 0 ;;
+    --) shift; break ;;
+    *) break ;;
+    esac
+done
+EXTRA=("$@")
+
+ALL=()
+for s in "${STAGES[@]}"; do ALL+=("${s%%|*}"); done
+SELECTED=()
+if [ -z "$ONLY" ]; then
+    SELECTED=("${ALL[@]}")
+else
+    IFS=',' read -r -a SELECTED <<<"$ONLY"
+    for want in "${SELECTED[@]}"; do
+        found=no
+        for have in "${ALL[@]}"; do [ "$want" = "$have" ] && found=yes; done
+        if [ $found = no ]; then
+            echo "test.sh: no stage '$want' (stages: ${ALL[*]})" >&2
+            exit 2
+        fi
+    done
+fi
+selected() {
+    local s
+    for s in "${SELECTED[@]}"; do [ "$s" = "$1" ] && return 0; done
+    return 1
+}
+if [ ${#EXTRA[@]} -gt 0 ]; then
+    for s in "${STAGES[@]}"; do
+        IFS='|' read -r n r _ <<<"$s"
+        if selected "$n" && [ "$r" = - ]; then
+            echo "test.sh: stage '$n' takes no arguments; choose stages with --only (see --list)" >&2
+            exit 2
+        fi
+    done
+fi
+in_ci() { [ "${CI:-}" = true ]; }
+
+# ---- set-up shared by the stages -------------------------------------------------------------
 
 # rustup installs the pinned toolchain on first use (a no-op when it is there). Its
 # wasm32-wasip1 target is NOT added here: the guest build script adds it when it is missing, as
 # the README's main-job command needs on a machine whose toolchain lacks it. CI removes the
 # target first so that this path is exercised on every run, not only on fresh machines.
 rustup toolchain install --profile minimal --no-self-update >/dev/null 2>&1 || rustup show active-toolchain
-if [ "${CI:-}" = true ]; then
+if in_ci; then
     rustup target remove wasm32-wasip1 >/dev/null 2>&1 || true
 fi
 
-# The crate graph follows ARCHITECTURE.md's layering table (cheap: cargo metadata only).
-python3 scripts/check-layers.py
-# docs/security.md's threats and the tests that cover them name each other.
-python3 scripts/check-security.py
-
-# The host tools that guest-tool tests compare against, from Debian when missing (command:package).
+# Debian's packages the build and the tests need, each named once in scripts/host-tools.txt
+# (a command the tests run, or a file the build needs, and the package that provides it).
+# Only the lines of the selected stages are installed.
+apt_updated=no
+apt_install() {
+    [ $# -gt 0 ] || return 0
+    if [ $apt_updated = no ]; then
+        apt-get update -qq || return 1
+        apt_updated=yes
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
 missing=()
-for cp in tree:tree bc:bc file:file strings:binutils column:bsdextrautils zip:zip unzip:unzip yq:yq \
-    sqlite3:sqlite3 rg:ripgrep node:nodejs git:git; do
-    command -v "${cp%%:*}" >/dev/null 2>&1 || missing+=("${cp#*:}")
-done
-# The sqlite3 guest is C: clang's wasm32 target and wasi-libc's headers (crates/guests/build.rs
-# installs them too when missing and run as root, or says what to install).
-if ! command -v clang-14 >/dev/null 2>&1 || ! command -v llvm-ar-14 >/dev/null 2>&1 ||
-    [ ! -f /usr/include/wasm32-wasi/stdio.h ]; then
-    missing+=(clang-14 llvm-14 wasi-libc)
-fi
+while read -r stages what pkg _; do
+    case "$stages" in '' | '#'*) continue ;; esac
+    need=no
+    IFS=',' read -r -a for_stages <<<"$stages"
+    for s in "${for_stages[@]}"; do selected "$s" && need=yes; done
+    [ $need = yes ] || continue
+    case "$what" in
+    /*) compgen -G "$what" >/dev/null || missing+=("$pkg") ;;
+    *)
+        IFS=',' read -r -a commands <<<"$what"
+        for c in "${commands[@]}"; do
+            command -v "$c" >/dev/null 2>&1 || { missing+=("$pkg"); break; }
+        done ;;
+    esac
+done <scripts/host-tools.txt
 if [ ${#missing[@]} -gt 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+    echo "test.sh: installing from Debian: ${missing[*]}"
+    apt_install "${missing[@]}" || echo "test.sh: could not install ${missing[*]}" >&2
 fi
 
-# PostgreSQL's server binaries for the replicated-service tests (tests/e2e/sandboxd/cluster):
-# the tests start their own throw-away cluster on a loopback port under target/ and stop it.
-# Under CI=true those tests fail, not skip, when no server can be started.
-if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null) ||
-        echo "test.sh: could not install postgresql" >&2
-fi
+# The end-to-end suites, the OpenAPI fuzzing and the panel start target/debug/e2e-sandboxd:
+# the build of sandboxd's main.rs that `cargo nextest run --workspace` builds with the
+# dev-dependencies' features (tests/Cargo.toml). The other stages bring it up to date the same
+# way (a no-op once built; `cargo build -p sandboxd` would resolve other features and rebuild
+# much of the tree).
+export SANDBOXD="${SANDBOXD:-$ROOT/target/debug/e2e-sandboxd}"
+need_sandboxd() {
+    cargo nextest run --workspace --locked --no-run
+}
 
-cargo test --workspace --locked "$@"
+# One PostgreSQL cluster for every test that needs one (tests/e2e/sandboxd/cluster): the test
+# runner gives each test a process of its own, and initdb per process would cost a second each.
+# Started under target/ on a free loopback port, stopped when this script exits.
+PG_DIR=""
+PG_PID=""
+start_postgres() {
+    local bin
+    bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)"
+    if [ -z "$bin" ] || [ ! -x "$bin/postgres" ]; then
+        echo "test.sh: no PostgreSQL server; the PostgreSQL tests start none and skip (fail under CI=true)" >&2
+        return 0
+    fi
+    PG_DIR="$ROOT/target/test-postgres"
+    rm -rf "$PG_DIR"
+    mkdir -p "$PG_DIR"
+    local as=()
+    if [ "$(id -u)" = 0 ]; then
+        chown postgres:postgres "$PG_DIR"
+        as=(runuser -u postgres --)
+    fi
+    "${as[@]}" "$bin/initdb" -D "$PG_DIR/data" -U postgres -A trust -E UTF8 --no-sync >"$PG_DIR/initdb.log" 2>&1 ||
+        { cat "$PG_DIR/initdb.log" >&2; return 1; }
+    local port
+    port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+    "${as[@]}" "$bin/postgres" -D "$PG_DIR/data" -p "$port" -k "$PG_DIR" -c listen_addresses=127.0.0.1 \
+        -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 \
+        >"$PG_DIR/server.log" 2>&1 &
+    PG_PID=$!
+    local i
+    for i in $(seq 1 600); do
+        "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres && break
+        kill -0 "$PG_PID" 2>/dev/null || { cat "$PG_DIR/server.log" >&2; return 1; }
+        sleep 0.1
+    done
+    export WASMSAND_TEST_PG_PORT="$port"
+}
+stop_postgres() {
+    if [ -n "$PG_PID" ]; then
+        # runuser keeps the server as its child: a fast shutdown of the server itself.
+        pkill -INT -P "$PG_PID" postgres 2>/dev/null || kill -INT "$PG_PID" 2>/dev/null || true
+        wait "$PG_PID" 2>/dev/null || true
+        PG_PID=""
+    fi
+    [ -n "$PG_DIR" ] && rm -rf "$PG_DIR/data"
+}
+trap stop_postgres EXIT
 
-# The Python module: built by pip through its PEP 517 backend (maturin, from PyPI) into a fresh
-# venv, reusing the target dir above (the wheel builds in the same dev profile), then its
-# pytest suite (tests/python) against both transports.
-VENV="${WASMSAND_TEST_VENV:-target/py-test-venv}"
-rm -rf "$VENV"
-python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet "./bindings/python[test]"
-"$VENV/bin/python" -m pytest -q tests/python
+# ---- the stages --------------------------------------------------------------------------------
 
-# The service's OpenAPI document against a live `sandboxd serve` (schemathesis from PyPI in
-# its own venv under target/): no 5xx, only documented statuses, bodies matching the schemas.
-# Both steps below run target/debug/e2e-sandboxd: the build of sandboxd's main.rs that the
-# end-to-end suites start (tests/Cargo.toml), so `cargo test --workspace` above has just brought
-# it up to date. The fallback builds it the same way, with the dev-dependencies' features: a
-# `cargo build -p` would resolve features without them and rebuild much of the tree.
-export SANDBOXD="${SANDBOXD:-$PWD/target/debug/e2e-sandboxd}"
-[ -x "$SANDBOXD" ] || cargo test -p wasmsand-e2e --locked --no-run
-scripts/api-conformance.sh
+stage_checks() {
+    # The crate graph follows ARCHITECTURE.md's layering table (cheap: cargo metadata only).
+    python3 scripts/check-layers.py &&
+        # No module cycle inside a crate. The shell's interpreter modules still form one
+        # (builtins, execute, expand, interp, jobs, error): it is left out until they are split.
+        python3 scripts/check-modules.py crates/model crates/vfs crates/exec crates/guests \
+            crates/cpython crates/sandbox crates/dispatch crates/mcp crates/server crates/sandboxd \
+            bindings/python &&
+        # docs/security.md's threats and the tests that cover them name each other.
+        python3 scripts/check-security.py
+}
 
-# The web panel in headless Chromium from Debian's packages, driven by playwright-core (npm,
-# from the committed lock file) against a live `sandboxd serve`. Under CI=true a missing
-# Chromium fails the test instead of skipping it.
-if [ ! -x /usr/bin/chromium ]; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) ||
-        echo "test.sh: could not install chromium" >&2
-fi
-(cd crates/server/tests/panel && npm ci --no-audit --no-fund --loglevel=error && node panel.test.mjs)
+stage_lint() {
+    cargo fmt --all --check &&
+        cargo fmt --manifest-path wasm-tools/Cargo.toml --all --check &&
+        cargo clippy --workspace --all-targets --locked "${EXTRA[@]}" -- -D warnings
+}
+
+# Compiles every guest and CPython into the module cache before tests run them: each test is a
+# process of its own, and two starting on an empty cache would each spend a minute compiling
+# CPython.
+precompile() {
+    need_sandboxd && "$SANDBOXD" precompile
+}
+
+stage_cargo() {
+    local profile=default
+    in_ci && profile=ci
+    precompile && start_postgres || return 1
+    cargo nextest run --workspace --locked --profile "$profile" "${EXTRA[@]}"
+    local rc=$?
+    stop_postgres
+    return $rc
+}
+
+stage_wasm_tools() {
+    # The guests' pure logic (formatting, option parsing, regex translation) is tested on the
+    # host: the same code, without a wasm runner. Only the crates that have unit tests.
+    # Beside the wasm build of the same workspace in the one target dir (crates/guests/build.rs).
+    cargo test --manifest-path wasm-tools/Cargo.toml --locked --target-dir target/guests \
+        --target "$(rustc -vV | sed -n 's/^host: //p')" -p guest-rt -p wasm-coreutils -p wasm-textutils -p wasm-rg "${EXTRA[@]}"
+}
+
+stage_python() {
+    # Built by pip through its PEP 517 backend (maturin, from PyPI) into a fresh venv, reusing
+    # the target dir (the wheel builds in the same dev profile), then the pytest suite against
+    # every transport.
+    local venv="${WASMSAND_TEST_VENV:-target/py-test-venv}"
+    rm -rf "$venv"
+    python3 -m venv "$venv" &&
+        "$venv/bin/python" -m pip install --quiet --upgrade pip &&
+        "$venv/bin/python" -m pip install --quiet "./bindings/python[test]" &&
+        precompile &&
+        "$venv/bin/python" -m pytest -q tests/python "${EXTRA[@]}"
+}
+
+stage_api() {
+    need_sandboxd && scripts/api-conformance.sh "${EXTRA[@]}"
+}
+
+stage_panel() {
+    # Chromium from Debian's packages (scripts/host-tools.txt); under CI=true a missing one
+    # fails the test instead of skipping it.
+    need_sandboxd && (cd crates/server/tests/panel && npm ci --no-audit --no-fund --loglevel=error &&
+        node panel.test.mjs)
+}
+
+# ---- run them --------------------------------------------------------------------------------
+
+SUMMARY=()
+FAILED=0
+T0=$(date +%s)
+for s in "${ALL[@]}"; do
+    selected "$s" || continue
+    echo "==== stage $s"
+    t=$(date +%s)
+    "stage_${s//-/_}"
+    rc=$?
+    dt=$(($(date +%s) - t))
+    if [ $rc = 0 ]; then
+        line="stage $s: ok (${dt} s)"
+    else
+        line="stage $s: FAILED, status $rc (${dt} s)"
+        FAILED=$((FAILED + 1))
+    fi
+    echo "$line"
+    SUMMARY+=("$line")
+done
+echo "==== summary ($(($(date +%s) - T0)) s)"
+printf '%s\n' "${SUMMARY[@]}"
+[ $FAILED = 0 ]

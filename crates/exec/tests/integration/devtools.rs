@@ -7,7 +7,7 @@ use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -40,7 +40,7 @@ fn on_host(files: &[(&str, &[u8])], argv: &[&str], stdin: &[u8], env: &[(&str, &
         std::fs::create_dir_all(full.parent().unwrap()).unwrap();
         std::fs::write(full, data).unwrap();
     }
-    let mut cmd = Command::new(argv[0]);
+    let mut cmd = crate::host_tools::host_tool(argv[0]);
     cmd.args(&argv[1..])
         .current_dir(dir.path())
         .env_clear()
@@ -288,7 +288,7 @@ fn host_made() -> Vec<(&'static str, Vec<u8>)> {
     let p = dir.path();
     std::fs::write(p.join("a.txt"), b"hello\n").unwrap();
     let sh = |cmd: &str| {
-        let ok = Command::new("sh")
+        let ok = crate::host_tools::host_tool("sh")
             .args(["-c", cmd])
             .current_dir(p)
             .status()
@@ -552,7 +552,7 @@ fn check_patch(files: &[(&str, &[u8])], argv: &[&str], stdin: &[u8]) {
         std::fs::create_dir_all(full.parent().unwrap()).unwrap();
         std::fs::write(full, data).unwrap();
     }
-    let mut child = Command::new(argv[0])
+    let mut child = crate::host_tools::host_tool(argv[0])
         .args(&argv[1..])
         .current_dir(dir.path())
         .env_clear()

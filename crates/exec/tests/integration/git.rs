@@ -7,7 +7,7 @@
 use crate::common;
 
 use std::path::Path;
-use std::process::Command;
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -68,7 +68,7 @@ fn sandbox_git(vfs: &SharedVfs, dir: &str, args: &[&str]) -> Out {
 }
 
 fn host_git(dir: &Path, home: &Path, args: &[&str]) -> Out {
-    let out = Command::new("git")
+    let out = crate::host_tools::host_tool("git")
         .args(args)
         .current_dir(dir)
         .env_clear()

@@ -8,7 +8,7 @@ use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use common::*;
 use wasmsand_exec::{Exit, SharedVfs};
@@ -86,7 +86,7 @@ fn on_host(files: &[(&str, &[u8])], argv: &[&str], stdin: &[u8]) -> Host {
         std::fs::create_dir_all(full.parent().unwrap()).unwrap();
         std::fs::write(full, data).unwrap();
     }
-    let mut child = Command::new(argv[0])
+    let mut child = crate::host_tools::host_tool(argv[0])
         .args(&argv[1..])
         .current_dir(dir.path())
         .env_clear()
@@ -397,7 +397,7 @@ fn gzip_and_tar_round_trip_and_interoperate_with_the_host() {
     // A tarball made by the host extracts in the sandbox.
     let made = tempfile::tempdir().unwrap();
     std::fs::write(made.path().join("h.txt"), "from host\n").unwrap();
-    let status = Command::new("tar")
+    let status = crate::host_tools::host_tool("tar")
         .args(["czf", "h.tgz", "h.txt"])
         .current_dir(made.path())
         .status()

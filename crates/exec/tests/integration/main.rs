@@ -8,6 +8,8 @@ mod common;
 mod devtools;
 mod git;
 mod guests;
+#[path = "../../../../tests/support/host_tools.rs"]
+mod host_tools;
 mod isolation;
 mod limits;
 mod node;

@@ -5,7 +5,7 @@
 use crate::common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -28,7 +28,7 @@ fn on_host(files: &[(&str, &str)], argv: &[&str], stdin: &str, read: &[&str]) ->
         std::fs::create_dir_all(full.parent().unwrap()).unwrap();
         std::fs::write(full, data).unwrap();
     }
-    let mut child = Command::new(argv[0])
+    let mut child = crate::host_tools::host_tool(argv[0])
         .args(&argv[1..])
         .current_dir(dir.path())
         .env_clear()

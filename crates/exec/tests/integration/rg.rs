@@ -6,7 +6,7 @@
 use crate::common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -58,7 +58,7 @@ impl Tree {
     }
 
     fn host_sorted(&self, cwd: &str, args: &[&str], stdin: Option<&[u8]>, sort: bool) -> Out {
-        let mut cmd = Command::new("rg");
+        let mut cmd = crate::host_tools::host_tool("rg");
         if sort {
             cmd.args(["--sort", "path"]);
         }

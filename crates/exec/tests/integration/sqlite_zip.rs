@@ -7,7 +7,7 @@
 use crate::common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -71,7 +71,7 @@ impl Pair {
     }
 
     fn host(&self, argv: &[&str], stdin: &[u8]) -> Out {
-        let mut cmd = Command::new(argv[0]);
+        let mut cmd = crate::host_tools::host_tool(argv[0]);
         cmd.args(&argv[1..])
             .current_dir(self.dir.path())
             .env_clear()
@@ -602,7 +602,7 @@ fn zip_archives_read_by_info_zip() {
         let bytes = p.sandbox_file(archive).unwrap();
         let check = tempfile::tempdir().unwrap();
         std::fs::write(check.path().join("x.zip"), &bytes).unwrap();
-        let t = Command::new("unzip")
+        let t = crate::host_tools::host_tool("unzip")
             .args(["-t", "-q", "x.zip"])
             .current_dir(check.path())
             .output()
@@ -613,7 +613,11 @@ fn zip_archives_read_by_info_zip() {
             String::from_utf8_lossy(&t.stdout)
         );
         let names = |zip: &Path| {
-            let o = Command::new("unzip").arg("-Z1").arg(zip).output().unwrap();
+            let o = crate::host_tools::host_tool("unzip")
+                .arg("-Z1")
+                .arg(zip)
+                .output()
+                .unwrap();
             let mut v: Vec<String> = String::from_utf8_lossy(&o.stdout)
                 .lines()
                 .map(str::to_owned)
@@ -626,7 +630,7 @@ fn zip_archives_read_by_info_zip() {
             names(&p.dir.path().join(archive)),
             "{archive}"
         );
-        let x = Command::new("unzip")
+        let x = crate::host_tools::host_tool("unzip")
             .args(["-q", "x.zip", "-d", "x"])
             .current_dir(check.path())
             .status()

@@ -6,6 +6,8 @@
 mod builtins;
 mod conformance;
 mod deterministic;
+#[path = "../../../../tests/support/host_tools.rs"]
+mod host_tools;
 mod merge;
 mod mutations;
 mod node_git;

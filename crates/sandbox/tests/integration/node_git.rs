@@ -2,8 +2,6 @@
 //! lookup, pipes, `&&`): the same script runs in a sandbox and in the host's bash with the
 //! host's node and git in a fresh directory, and stdout and status must match.
 
-use std::process::Command;
-
 use wasmsand::{Sandbox, SandboxOptions};
 
 const IDENTITY: &str = "export GIT_AUTHOR_NAME=Ann GIT_AUTHOR_EMAIL=ann@example.com \
@@ -12,7 +10,8 @@ const IDENTITY: &str = "export GIT_AUTHOR_NAME=Ann GIT_AUTHOR_EMAIL=ann@example.
 
 fn host(script: &str) -> (String, i32) {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new("bash")
+    crate::host_tools::require_listed(&["node", "git"]);
+    let out = crate::host_tools::host_tool("bash")
         .args(["-c", script])
         .current_dir(dir.path())
         .env_clear()

@@ -4,8 +4,6 @@
 //! stdin, no stdin at the top of a run (the directory is searched), `cd` into a repository's
 //! subdirectory (the root's `.gitignore` still applies) and a reader that stops early.
 
-use std::process::Command;
-
 use wasmsand::{Sandbox, SandboxOptions};
 
 const SETUP: &str = "mkdir -p p/.git p/src/gen p/docs && printf 'gen/\\n*.log\\n' > p/.gitignore \
@@ -18,7 +16,8 @@ fn check(script: &str) {
     let sb = Sandbox::new(SandboxOptions::default());
     let ours = sb.run(&script).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let host = Command::new("bash")
+    crate::host_tools::require_listed(&["rg"]);
+    let host = crate::host_tools::host_tool("bash")
         .args(["-c", &script])
         .current_dir(dir.path())
         .env_clear()

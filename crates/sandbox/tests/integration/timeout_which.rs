@@ -2,7 +2,6 @@
 //! and in the host's bash (GNU timeout, debianutils which), and stdout, stderr and status must
 //! match; the sandbox-only cases check how `timeout` nests inside the run's own deadline.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use wasmsand::{ErrorClass, RunOptions, Sandbox, SandboxOptions};
@@ -12,7 +11,8 @@ fn sandbox() -> Sandbox {
 }
 
 fn host(script: &str) -> (String, String, i32) {
-    let out = Command::new("bash")
+    crate::host_tools::require_listed(&["timeout", "which"]);
+    let out = crate::host_tools::host_tool("bash")
         .args(["-c", script])
         .env_clear()
         .env("LC_ALL", "C")

@@ -3,6 +3,11 @@
 //! A watchdog shell stops the server and deletes its files when this process ends (the test
 //! harness has no hook at exit).
 //!
+//! `scripts/test.sh` starts one such cluster for the whole run and names its port in
+//! `WASMSAND_TEST_PG_PORT`: the test runner gives every test a process of its own, and a cluster
+//! per process would spend a second of initdb on each. Without that variable the first test of
+//! a process starts one as below.
+//!
 //! Without the server binaries (Debian's `postgresql` package, which `scripts/test.sh`
 //! installs) the tests are skipped with a message, except under `CI=true`, where that is a
 //! failure.
@@ -22,6 +27,8 @@ pub struct Pg {
 }
 
 static PG: OnceLock<Option<Pg>> = OnceLock::new();
+/// The port of a running cluster to use instead of starting one (see the module doc).
+const PORT_ENV: &str = "WASMSAND_TEST_PG_PORT";
 static NEXT_DB: AtomicUsize = AtomicUsize::new(0);
 
 fn in_ci() -> bool {
@@ -74,6 +81,18 @@ fn start() -> Result<Pg, String> {
         "the PostgreSQL server is not installed (no /usr/lib/postgresql/*/bin/postgres); \
          scripts/test.sh installs Debian's `postgresql` package",
     )?;
+    if let Ok(port) = std::env::var(PORT_ENV) {
+        let port = port
+            .parse()
+            .map_err(|_| format!("{PORT_ENV}={port:?} is not a port"))?;
+        // The script's cluster trusts the `postgres` user on loopback, as the one below does;
+        // `dir` is only ever read for a server this process started.
+        return Ok(Pg {
+            port,
+            bin,
+            dir: PathBuf::new(),
+        });
+    }
     let root = is_root();
     let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     // The watchdog of an earlier run removed its cluster's data but cannot remove the
