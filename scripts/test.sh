@@ -10,7 +10,8 @@
 #                                           selected stage's runner (see STAGES)
 #   scripts/test.sh --list                  the stages and what each runs
 #
-# Each stage prints one closing line `stage NAME: ok|FAILED (N s)`; the last line sums them up.
+# Each stage prints one closing line `stage NAME: ok|FAILED (N s)`; the last line counts them
+# (`stages: N passed, N failed`).
 # A failing stage does not stop the ones after it (a red CI shows every failure at once); the
 # exit status is non-zero when any stage failed.
 set -uo pipefail
@@ -274,4 +275,5 @@ for s in "${ALL[@]}"; do
 done
 echo "==== summary ($(($(date +%s) - T0)) s)"
 printf '%s\n' "${SUMMARY[@]}"
+echo "stages: $((${#SUMMARY[@]} - FAILED)) passed, $FAILED failed"
 [ $FAILED = 0 ]
