@@ -316,6 +316,10 @@ async fn finish(app: &Arc<App>, run: &Arc<LiveRun>, e: Ending) {
         r
     };
     record_end(app, run, stored.clone()).await;
+    // Counted and audited before the end is published, so whoever saw the run end also
+    // finds it in the metrics and the audit log.
+    crate::audit::run_phase(app, &stored, stored.phase);
+    crate::observe::run_finished(app, &stored);
     // The record and the last frames change under one lock: whoever reads the status sees
     // a terminal phase only with its final `last_seq`, and a client that got `end` reads the
     // terminal status.
@@ -346,8 +350,6 @@ async fn finish(app: &Arc<App>, run: &Arc<LiveRun>, e: Ending) {
     if ended != stored {
         record_end(app, run, ended.clone()).await;
     }
-    crate::audit::run_phase(app, &ended, ended.phase);
-    crate::observe::run_finished(app, &ended);
 }
 
 /// A store that fails here is logged, not fatal: the run still ends for its clients.

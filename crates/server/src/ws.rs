@@ -18,16 +18,37 @@ pub async fn serve(
     metrics: Arc<crate::observe::Metrics>,
 ) {
     crate::observe::ws_opened(&metrics);
-    stream(socket, log, from, &metrics).await;
-    crate::observe::ws_closed(&metrics);
+    let mut counted = Disconnect {
+        metrics: &metrics,
+        counted: false,
+    };
+    stream(socket, log, from, &mut counted).await;
 }
 
-async fn stream(
-    mut socket: WebSocket,
-    log: Arc<RunLog>,
-    from: u64,
-    metrics: &crate::observe::Metrics,
-) {
+/// Counts a connection's end once: before the server's close frame goes out (a client that
+/// got it and reads the metrics finds it counted), or when the stream stops for any other
+/// reason.
+struct Disconnect<'a> {
+    metrics: &'a crate::observe::Metrics,
+    counted: bool,
+}
+
+impl Disconnect<'_> {
+    fn count(&mut self) {
+        if !std::mem::replace(&mut self.counted, true) {
+            crate::observe::ws_closed(self.metrics);
+        }
+    }
+}
+
+impl Drop for Disconnect<'_> {
+    fn drop(&mut self) {
+        self.count();
+    }
+}
+
+async fn stream(mut socket: WebSocket, log: Arc<RunLog>, from: u64, conn: &mut Disconnect<'_>) {
+    let metrics = conn.metrics;
     let mut rx = log.subscribe();
     let mut cursor = from.max(1);
     loop {
@@ -76,6 +97,7 @@ async fn stream(
             }
         }
         if slice.ended && (ended_sent || cursor > slice.last_seq) {
+            conn.count();
             let _ = socket
                 .send(Message::Close(Some(CloseFrame {
                     code: 1000,
