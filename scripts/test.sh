@@ -20,7 +20,7 @@ ROOT="$PWD"
 
 # name|runner the extra arguments reach|what it runs
 STAGES=(
-    "checks|-|crate layers, module cycles, threat ids (python3 scripts/check-*.py)"
+    "checks|-|crate layers, module cycles, threat ids, shared features (python3 scripts/check-*.py)"
     "lint|cargo clippy|cargo fmt --check and clippy -D warnings, on the workspace and on wasm-tools/"
     "cargo|cargo nextest run|every Rust test of the workspace (one build of each test binary)"
     "wasm-tools|cargo test|the unit tests of the guest programs in wasm-tools/, built for the host"
@@ -194,7 +194,9 @@ stage_checks() {
             crates/cpython crates/sandbox crates/dispatch crates/mcp crates/server crates/sandboxd \
             bindings/python &&
         # docs/security.md's threats and the tests that cover them name each other.
-        python3 scripts/check-security.py
+        python3 scripts/check-security.py &&
+        # pip's build of the Python module reuses the workspace build's crates.
+        python3 scripts/check-features.py
 }
 
 stage_lint() {
