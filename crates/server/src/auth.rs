@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use crate::App;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::util::sha256_hex;
 
 /// One configured API key: the digest of the key, never the key itself.
@@ -281,7 +281,7 @@ pub(crate) fn unauthorized(reason: &str) -> ApiError {
         "token_expired" => "the credentials have expired",
         _ => "the credentials are not valid",
     };
-    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message)
         .with_details(json!({ "reason": reason }))
         .with_header(header::WWW_AUTHENTICATE, "Bearer")
 }
@@ -289,7 +289,7 @@ pub(crate) fn unauthorized(reason: &str) -> ApiError {
 fn forbidden_admin() -> ApiError {
     ApiError::new(
         StatusCode::FORBIDDEN,
-        "forbidden",
+        ErrorCode::Forbidden,
         "this endpoint needs an admin (role `admin`)",
     )
     .with_details(json!({ "required_role": "admin" }))

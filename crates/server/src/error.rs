@@ -9,10 +9,100 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+/// Declares every error code once: its wire name, the HTTP statuses it may travel with and
+/// when it is sent. The enum, the OpenAPI schema and the table in docs/service.md all come
+/// from this list (`error_table_in_the_docs_is_the_registry` checks the docs).
+macro_rules! error_codes {
+    ($($variant:ident = $wire:literal, [$($status:literal),+], $when:literal;)+) => {
+        /// The machine-readable `error.code` of every error answer.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+        pub enum ErrorCode {
+            $(#[doc = $when] #[serde(rename = $wire)] $variant,)+
+        }
+
+        impl ErrorCode {
+            /// Every code, in the order of the docs' table.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant),+];
+
+            /// The wire name.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $wire,)+
+                }
+            }
+
+            /// The HTTP statuses this code is sent with; the first is the usual one.
+            pub fn statuses(self) -> &'static [u16] {
+                match self {
+                    $(ErrorCode::$variant => &[$($status),+],)+
+                }
+            }
+
+            /// When the server sends it, as the docs say.
+            pub fn when(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $when,)+
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    InvalidRequest = "invalid_request", [400, 405, 413, 415, 416, 426],
+        "malformed JSON, wrong types, unknown fields, bad values; bodies over their cap (JSON bodies 2 MiB); not JSON; bad ranges; a path or query the framework cannot decode; a WebSocket route asked without the upgrade";
+    InvalidSpecVersion = "invalid_spec_version", [400],
+        "a `spec_version` this server does not speak: `details.supported`, `details.provided`";
+    Unauthorized = "unauthorized", [401],
+        "with authentication on: no credentials, or credentials that are not valid (`details.reason`: `missing_credentials`, `unsupported_scheme`, `invalid_api_key`, `invalid_credentials`, `invalid_token`, `token_expired`; `WWW-Authenticate: Bearer`)";
+    Forbidden = "forbidden", [403],
+        "execution is off (`SANDBOX_ENABLE_EXECUTION=false`), or a key without the admin role asks for an admin route";
+    NotFound = "not_found", [404, 410],
+        "unknown session, run, process, artifact or route; 410 for an expired artifact or a session that expired meanwhile";
+    SessionLost = "session_lost", [410],
+        "on replicas, the replica that owned the session's sandbox is gone and the sandbox with it";
+    IdempotencyConflict = "idempotency_conflict", [409],
+        "an `Idempotency-Key` reused with a different body: `details.prior_id`, `key`, `prior_created_at`";
+    Conflict = "conflict", [409],
+        "a background process's stdin is closed, or it has ended (`details.reason`)";
+    RateLimited = "rate_limited", [429],
+        "the run queue is full (`Retry-After`)";
+    QuotaExceeded = "quota_exceeded", [429, 413],
+        "too many sessions, runs or running background processes for a user or session (`details.quota`, `limit`, `used`, `Retry-After`); an upload past the workspace cap (413)";
+    RuntimeUnavailable = "runtime_unavailable", [503],
+        "a runtime this server does not run: `details.runtime`, `available: false`, `suggested: [\"wasm\"]`; on replicas, the replica owning the object does not answer or answers something that is not this API (`details.replica`, `Retry-After: 1`)";
+    Unavailable = "unavailable", [503],
+        "the server is shutting down";
+    InternalError = "internal_error", [500],
+        "a fault of the server (its store failed, a response could not be encoded); the message says what";
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The docs' table of error codes, rendered from the registry.
+#[cfg(test)]
+fn markdown_table() -> String {
+    let mut out = String::from("| code | HTTP | when |\n|---|---|---|\n");
+    for code in ErrorCode::ALL {
+        let statuses: Vec<String> = code.statuses().iter().map(u16::to_string).collect();
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            code.as_str(),
+            statuses.join(", "),
+            code.when()
+        ));
+    }
+    out
+}
+
 #[derive(Debug, Clone)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
     pub details: Value,
     pub headers: Vec<(HeaderName, String)>,
@@ -21,7 +111,11 @@ pub struct ApiError {
 pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
+        debug_assert!(
+            code.statuses().contains(&status.as_u16()),
+            "{code} is not registered for HTTP {status}"
+        );
         ApiError {
             status,
             code,
@@ -42,13 +136,13 @@ impl ApiError {
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+        ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest, message)
     }
 
     pub fn not_found(what: &str, id: &str) -> Self {
         ApiError::new(
             StatusCode::NOT_FOUND,
-            "not_found",
+            ErrorCode::NotFound,
             format!("{what} '{id}' not found"),
         )
         .with_details(json!({ "resource": what, "id": id }))
@@ -57,14 +151,18 @@ impl ApiError {
     pub fn too_large(what: &str, limit: u64) -> Self {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "invalid_request",
+            ErrorCode::InvalidRequest,
             format!("{what} exceeds the limit of {limit} bytes"),
         )
         .with_details(json!({ "limit_bytes": limit }))
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", message)
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::InternalError,
+            message,
+        )
     }
 
     fn envelope(&self) -> Value {
@@ -143,11 +241,19 @@ async fn wrap_framework_error(resp: Response) -> Response {
         .filter(|t| !t.trim().is_empty())
         .unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_string());
     let code = match status {
-        StatusCode::NOT_FOUND => "not_found",
-        s if s.is_server_error() => "internal_error",
-        _ => "invalid_request",
+        StatusCode::NOT_FOUND => ErrorCode::NotFound,
+        s if s.is_server_error() => ErrorCode::InternalError,
+        _ => ErrorCode::InvalidRequest,
     };
-    let mut out = ApiError::new(status, code, text.trim().to_string()).into_response();
+    // Built without `new`'s check: the status is whatever the framework chose.
+    let mut out = ApiError {
+        status,
+        code,
+        message: text.trim().to_string(),
+        details: json!({}),
+        headers: Vec::new(),
+    }
+    .into_response();
     for (name, value) in parts.headers.iter() {
         if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
             out.headers_mut().insert(name.clone(), value.clone());
@@ -190,10 +296,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn error_table_in_the_docs_is_the_registry() {
+        let page = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/service.md");
+        crate::doc_block::check(&page, "error-codes", &markdown_table());
+    }
+
+    #[test]
+    fn wire_names_are_unique_and_serde_agrees() {
+        let mut seen = std::collections::HashSet::new();
+        for code in ErrorCode::ALL {
+            assert!(seen.insert(code.as_str()), "{code} twice");
+            assert_eq!(json!(code), json!(code.as_str()));
+            assert!(!code.statuses().is_empty() && !code.when().is_empty());
+        }
+    }
+
+    #[test]
     fn problem_keeps_details_as_extensions() {
         let e = ApiError::new(
             StatusCode::BAD_REQUEST,
-            "invalid_spec_version",
+            ErrorCode::InvalidSpecVersion,
             "Unsupported",
         )
         .with_details(json!({"supported": ["1.0"], "provided": "0.9", "status": "x"}));

@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 
 /// Where every REST route of the service is mounted.
 pub const BASE: &str = "/api/v1/sandbox";
@@ -26,7 +26,7 @@ pub(crate) async fn read_json(headers: &HeaderMap, body: Body) -> ApiResult<Valu
         if mime != "application/json" && !mime.ends_with("+json") {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "invalid_request",
+                ErrorCode::InvalidRequest,
                 format!("expected an application/json body, got {mime:?}"),
             ));
         }
@@ -87,7 +87,7 @@ pub(crate) fn json_response(
 pub(crate) fn shutting_down() -> ApiError {
     ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
-        "unavailable",
+        ErrorCode::Unavailable,
         "the server is shutting down",
     )
     .with_header(header::RETRY_AFTER, "5")

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::App;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::http::json_response;
 use crate::store::{self, IdemEntry};
 use crate::util::{canonical_json, iso, now_ms, sha256_hex};
@@ -156,7 +156,7 @@ impl Claim {
                     if tokio::time::Instant::now() >= deadline {
                         return Err(ApiError::new(
                             StatusCode::CONFLICT,
-                            "idempotency_conflict",
+                            ErrorCode::IdempotencyConflict,
                             "a request with this Idempotency-Key is still in progress",
                         )
                         .with_details(json!({
@@ -188,7 +188,7 @@ impl Claim {
         }
         ApiError::new(
             StatusCode::CONFLICT,
-            "idempotency_conflict",
+            ErrorCode::IdempotencyConflict,
             "Idempotency-Key replay with different body",
         )
         .with_details(json!({

@@ -16,6 +16,9 @@ mod artifacts;
 mod audit;
 pub mod auth;
 pub mod config;
+#[cfg(test)]
+#[path = "../../../tests/support/doc_block.rs"]
+mod doc_block;
 mod error;
 mod http;
 mod idempotency;

@@ -27,7 +27,7 @@ use utoipa::ToSchema;
 use wasmsand::{ErrorClass, Process, ProcessError, RunResult, SandboxError, SpawnOptions};
 
 use crate::App;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::http::BASE;
 use crate::logs::{RunLog, Stream};
 use crate::observe::TraceId;
@@ -214,7 +214,7 @@ fn session_of(app: &App, id: &str) -> ApiResult<Arc<Session>> {
 
 fn engine_error(e: SandboxError, session_id: &str) -> ApiError {
     let conflict = |reason: &str, msg: String, pid: u32| {
-        ApiError::new(StatusCode::CONFLICT, "conflict", msg)
+        ApiError::new(StatusCode::CONFLICT, ErrorCode::Conflict, msg)
             .with_details(json!({ "reason": reason, "pid": pid }))
     };
     match e {
@@ -223,7 +223,7 @@ fn engine_error(e: SandboxError, session_id: &str) -> ApiError {
         }
         SandboxError::Process(ProcessError::LimitExceeded(max)) => ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
-            "quota_exceeded",
+            ErrorCode::QuotaExceeded,
             format!(
                 "the session already runs its maximum of {max} background processes; wait for \
                  or kill one"
@@ -479,7 +479,7 @@ pub(crate) async fn start_process(
     if app.is_shutting_down() {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
+            ErrorCode::Unavailable,
             "the server is shutting down",
         )
         .with_header(header::RETRY_AFTER, "5"));
@@ -898,7 +898,7 @@ pub(crate) async fn stream_process(
     let ws = ws.map_err(|e| {
         ApiError::new(
             StatusCode::UPGRADE_REQUIRED,
-            "invalid_request",
+            ErrorCode::InvalidRequest,
             format!("this endpoint is a WebSocket: {e}"),
         )
         .with_header(header::UPGRADE, "websocket")

@@ -17,7 +17,7 @@ use serde_json::json;
 
 use crate::App;
 use crate::config::MIB;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::store;
 use crate::util::now_ms;
 
@@ -34,7 +34,7 @@ pub type Admission = tokio::sync::OwnedMutexGuard<()>;
 
 fn refuse(
     app: &App,
-    code: &'static str,
+    code: ErrorCode,
     quota: &'static str,
     message: String,
     limit: u64,
@@ -97,7 +97,7 @@ pub async fn admit(app: &Arc<App>, user: &str, captures: bool) -> ApiResult<Admi
             let retry = secs_until(oldest.unwrap_or_else(now_ms) + ttl);
             return Err(refuse(
                 app,
-                "quota_exceeded",
+                ErrorCode::QuotaExceeded,
                 "artifact_bytes_per_user",
                 format!(
                     "user '{user}' holds {used} bytes of artifacts (limit {cap}); \
@@ -153,7 +153,7 @@ fn refusal(
         let retry = app.queue.wait_estimate_ms(0).div_ceil(1000);
         return refuse(
             app,
-            "quota_exceeded",
+            ErrorCode::QuotaExceeded,
             "concurrent_runs",
             format!(
                 "user '{user}' already has {} runs in flight (limit {})",
@@ -168,7 +168,7 @@ fn refusal(
         let retry = secs_until(usage.oldest_recent.unwrap_or(now) + MINUTE_MS);
         return refuse(
             app,
-            "rate_limited",
+            ErrorCode::RateLimited,
             "runs_per_minute",
             format!(
                 "user '{user}' started {} runs in the last minute (limit {})",
@@ -183,7 +183,7 @@ fn refusal(
     let retry = secs_until(usage.oldest_exec.unwrap_or(now) + DAY_MS);
     refuse(
         app,
-        "quota_exceeded",
+        ErrorCode::QuotaExceeded,
         "exec_seconds_per_day",
         format!(
             "user '{user}' used {used_sec} s of execution in the last 24 h (limit {})",

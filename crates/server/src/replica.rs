@@ -24,7 +24,7 @@ use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::http::BASE;
 use crate::store::{self, StoreError};
 use crate::util::now_ms;
@@ -280,7 +280,7 @@ fn signed_params(req: &Request) -> Option<(String, String)> {
 fn session_lost(id: &str, owner: &str) -> Response {
     ApiError::new(
         StatusCode::GONE,
-        "session_lost",
+        ErrorCode::SessionLost,
         format!(
             "session '{id}' was held by a replica that stopped; its workspace is gone. Create \
              a new session"
@@ -452,7 +452,7 @@ fn hop_by_hop(name: &HeaderName) -> bool {
 fn unreachable(addr: &str, e: impl std::fmt::Display) -> Response {
     ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
-        "runtime_unavailable",
+        ErrorCode::RuntimeUnavailable,
         format!("the replica that owns this object ({addr}) did not answer: {e}"),
     )
     .with_details(json!({

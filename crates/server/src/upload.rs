@@ -8,7 +8,7 @@ use std::io::Read;
 use axum::http::StatusCode;
 use serde_json::json;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 #[derive(Debug, Clone, Copy)]
 pub struct Caps {
@@ -31,8 +31,12 @@ pub fn refused(reason: &'static str, message: impl Into<String>) -> ApiError {
 }
 
 fn too_large(reason: &'static str, message: impl Into<String>, limit: u64) -> ApiError {
-    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request", message)
-        .with_details(json!({ "reason": reason, "limit": limit }))
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::InvalidRequest,
+        message,
+    )
+    .with_details(json!({ "reason": reason, "limit": limit }))
 }
 
 /// Checks and normalizes an archive member's name: relative, no `..`, no backslash or NUL,

@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 
 use crate::App;
 use crate::config::MIB;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 
 /// The `spec_version` of a body, one of the server's `supported_spec_versions`.
 pub(crate) fn check_spec_version(app: &App, v: &Value) -> ApiResult<String> {
@@ -24,13 +24,13 @@ pub(crate) fn check_spec_version(app: &App, v: &Value) -> ApiResult<String> {
         Some(Value::String(s)) if supported.contains(s) => Ok(s.clone()),
         Some(Value::String(s)) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            "invalid_spec_version",
+            ErrorCode::InvalidSpecVersion,
             format!("Unsupported spec_version '{s}'"),
         )
         .with_details(json!({ "supported": supported, "provided": s }))),
         Some(other) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            "invalid_spec_version",
+            ErrorCode::InvalidSpecVersion,
             format!("spec_version must be a string, got {other}"),
         )
         .with_details(json!({ "supported": supported, "provided": other.to_string() }))),
@@ -44,7 +44,7 @@ pub(crate) fn check_runtime(app: &App, runtime: Option<&str>) -> ApiResult<()> {
         "wasm" => Ok(()),
         r @ ("docker" | "firecracker") => Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "runtime_unavailable",
+            ErrorCode::RuntimeUnavailable,
             format!("Requested runtime '{r}' is not available"),
         )
         .with_details(json!({ "runtime": r, "available": false, "suggested": ["wasm"] }))),

@@ -33,10 +33,8 @@ pub struct ErrorEnvelope {
 
 #[derive(Serialize, ToSchema)]
 pub struct ErrorBody {
-    /// Machine-readable code: `invalid_request`, `invalid_spec_version`, `not_found`,
-    /// `idempotency_conflict`, `rate_limited`, `quota_exceeded`, `runtime_unavailable`,
-    /// `forbidden`, `unavailable`, `internal_error`, ...
-    pub code: String,
+    /// Machine-readable code, one of the registry's (`crate::error::ErrorCode`).
+    pub code: crate::error::ErrorCode,
     pub message: String,
     /// Context of the error (limits, supported values, ...); `{}` when there is none.
     #[schema(value_type = Object)]

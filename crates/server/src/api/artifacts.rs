@@ -12,7 +12,7 @@ use serde_json::json;
 use super::runs::load_run;
 use crate::App;
 use crate::artifacts;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::http::BASE;
 use crate::views::{self, ArchiveBytes, ArtifactItem, ArtifactList, ErrorEnvelope};
 
@@ -73,7 +73,7 @@ fn parse_range(h: Option<&HeaderValue>, len: u64) -> Result<RangeReq, ApiError> 
     let unsatisfiable = |why: &str| {
         ApiError::new(
             StatusCode::RANGE_NOT_SATISFIABLE,
-            "invalid_request",
+            ErrorCode::InvalidRequest,
             why.to_string(),
         )
         .with_header(header::CONTENT_RANGE, format!("bytes */{len}"))
@@ -214,7 +214,7 @@ pub(crate) async fn get_artifact(
     if rec.artifacts_expired {
         return Err(ApiError::new(
             StatusCode::GONE,
-            "not_found",
+            ErrorCode::NotFound,
             format!("the artifacts of run '{id}' have expired"),
         ));
     }

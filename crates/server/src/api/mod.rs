@@ -11,7 +11,7 @@ use axum::routing::{get, post};
 
 use crate::App;
 use crate::config::MIB;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::http::BASE;
 
 pub(crate) mod artifacts;
@@ -65,7 +65,7 @@ pub fn router(app: Arc<App>) -> Router {
 async fn not_found(req: Request) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        "not_found",
+        ErrorCode::NotFound,
         format!("no route for {} {}", req.method(), req.uri().path()),
     )
 }
@@ -73,7 +73,7 @@ async fn not_found(req: Request) -> ApiError {
 async fn method_not_allowed(req: Request) -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        "invalid_request",
+        ErrorCode::InvalidRequest,
         format!(
             "method {} is not allowed on {}",
             req.method(),

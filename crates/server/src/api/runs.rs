@@ -19,7 +19,7 @@ use crate::App;
 use crate::artifacts;
 use crate::audit;
 use crate::auth::Principal;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::http::{BASE, host_of, read_json, shutting_down, typed};
 use crate::idempotency::{Created, idempotent};
 use crate::logs::RunLog;
@@ -204,7 +204,7 @@ fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Checked> {
     if !app.config.enable_execution {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorCode::Forbidden,
             "execution is disabled on this server (SANDBOX_ENABLE_EXECUTION=false)",
         ));
     }
@@ -416,7 +416,7 @@ async fn submit(
             .await;
             Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
+                ErrorCode::RateLimited,
                 format!(
                     "the run queue is full ({} waiting); retry later",
                     app.config.queue_max_length
@@ -627,7 +627,7 @@ pub(crate) async fn stream_run(
     let ws = ws.map_err(|e| {
         ApiError::new(
             StatusCode::UPGRADE_REQUIRED,
-            "invalid_request",
+            ErrorCode::InvalidRequest,
             format!("this endpoint is a WebSocket: {e}"),
         )
         .with_header(header::UPGRADE, "websocket")

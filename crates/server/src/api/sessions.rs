@@ -17,7 +17,7 @@ use wasmsand::Sandbox;
 use crate::App;
 use crate::audit;
 use crate::auth::Principal;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::http::{read_json, shutting_down, typed};
 use crate::idempotency::{Created, idempotent};
 use crate::images::DEFAULT_IMAGE;
@@ -143,7 +143,7 @@ pub(crate) async fn create_session(
                 session.sandbox.destroy();
                 return Err(ApiError::new(
                     StatusCode::TOO_MANY_REQUESTS,
-                    "quota_exceeded",
+                    ErrorCode::QuotaExceeded,
                     format!(
                         "the server holds its maximum of {} sessions",
                         app.config.max_sessions

@@ -12,7 +12,7 @@ use wasmsand::Sandbox;
 
 use crate::App;
 use crate::config::MIB;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::upload::{self, Caps, Staged};
 use crate::views::{self, ArchiveBytes, ErrorEnvelope, UploadForm, UploadReply};
 
@@ -142,7 +142,7 @@ async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Respo
         other => {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "invalid_request",
+                ErrorCode::InvalidRequest,
                 format!(
                     "unsupported upload type {other:?}: use multipart/form-data (files[]), application/x-tar, application/gzip or application/zip"
                 ),
@@ -186,7 +186,7 @@ fn multipart_error(e: axum::extract::multipart::MultipartError, limit: u64) -> A
 fn commit(sb: &Sandbox, staged: &Staged) -> ApiResult<()> {
     let snap = sb
         .snapshot()
-        .map_err(|e| ApiError::new(StatusCode::GONE, "not_found", e.to_string()))?;
+        .map_err(|e| ApiError::new(StatusCode::GONE, ErrorCode::NotFound, e.to_string()))?;
     let home = crate::sessions::WORKSPACE;
     let result = (|| -> Result<(), wasmsand::SandboxError> {
         for d in &staged.dirs {
@@ -204,7 +204,7 @@ fn commit(sb: &Sandbox, staged: &Staged) -> ApiResult<()> {
             Err(match e.errno() {
                 Some(wasmsand::Errno::ENOSPC) => ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
-                    "quota_exceeded",
+                    ErrorCode::QuotaExceeded,
                     format!("the upload does not fit in the workspace: {e}"),
                 )
                 .with_details(json!({ "reason": "workspace_cap" })),
