@@ -32,12 +32,10 @@ impl SqliteStore {
         // First of all, so that every statement after it (switching to WAL included) waits
         // for a lock another process holds instead of failing at once: a restarted server
         // opens the file while the old process may still be closing it.
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
         // WAL keeps readers off the writer's back; NORMAL is durable across process crashes,
         // which is what a restart needs.
-        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
-            .map_err(err)?;
+        set_wal(&conn, BUSY_TIMEOUT)?;
         // The admin list's `q` folds case as the in-memory reference does (Unicode, where
         // SQLite's own lower() folds ASCII only).
         conn.create_scalar_function(
@@ -64,6 +62,28 @@ impl SqliteStore {
             put_run(&tx, r)?;
         }
         tx.commit().map_err(err)
+    }
+}
+
+/// How long a statement waits for a lock another connection holds.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Switches the file to WAL. Changing the journal mode of a file another connection is
+/// converting at the same moment (several processes opening a new file) answers SQLITE_BUSY
+/// at once: SQLite does not call the busy handler for it. So it is asked again until the
+/// other connection is done, within the same budget the busy handler has.
+fn set_wal(conn: &Connection, budget: std::time::Duration) -> StoreResult<()> {
+    let start = std::time::Instant::now();
+    loop {
+        match conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;") {
+            Ok(()) => return Ok(()),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy && start.elapsed() < budget =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) => return Err(err(e)),
+        }
     }
 }
 
