@@ -1,0 +1,569 @@
+//! Every `SANDBOX_*` key, once: its name, how its value is read into [`Config`], its default
+//! and what it is for. Parsing ([`Config::from_lookup`]), the keys a configuration file or
+//! `--set` may name (`crate::settings`) and the table in docs/service.md all come from
+//! [`KEYS`]; `key_table_in_the_docs_is_the_registry` fails when the docs are edited by hand.
+
+use std::path::PathBuf;
+
+use super::{Config, StoreConfig, parse_aliases, parse_bool, parse_list};
+
+/// A key's value as read so far: the configuration, and the store keys, which only mean
+/// something together and are resolved after every key is read.
+#[derive(Default)]
+pub(super) struct Reading {
+    pub config: Config,
+    store_backend: Option<String>,
+    store_url: Option<String>,
+    store_db_path: Option<String>,
+}
+
+/// How a key's default is told in the docs.
+pub enum Shown {
+    /// Rendered from [`Config::default`], so the docs cannot state another default.
+    FromDefault(fn(&Config) -> String),
+    /// Said in words: the default depends on the machine or on the caller.
+    Text(&'static str),
+}
+
+/// One configuration key.
+pub struct Key {
+    /// `SANDBOX_...`; a file may also write it in lower case without the prefix.
+    pub name: &'static str,
+    /// Reads a value into the configuration; the error names what is wrong, not the key.
+    apply: fn(&mut Reading, &str) -> Result<(), String>,
+    /// The default, for the docs.
+    pub default: Shown,
+    /// What it is for (Markdown), for the docs.
+    pub doc: &'static str,
+}
+
+fn number<T: std::str::FromStr>(v: &str) -> Result<T, String> {
+    v.trim()
+        .parse()
+        .map_err(|_| format!("not a valid number: {v:?}"))
+}
+
+fn flag(v: &str) -> Result<bool, String> {
+    parse_bool(v).ok_or_else(|| format!("not a boolean: {v:?}"))
+}
+
+fn list(v: &str, of: &str) -> Result<Vec<String>, String> {
+    parse_list(v).ok_or_else(|| format!("not a list of {of}: {v:?}"))
+}
+
+fn read_file(path: &str) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))
+}
+
+/// A key whose value parses into a field by `FromStr` (numbers) and whose default is the
+/// field's default.
+macro_rules! num {
+    ($name:literal, $field:ident, $doc:literal) => {
+        Key {
+            name: $name,
+            apply: |r, v| {
+                r.config.$field = number(v)?;
+                Ok(())
+            },
+            default: Shown::FromDefault(|c| c.$field.to_string()),
+            doc: $doc,
+        }
+    };
+}
+
+/// A boolean key (`true/false`, `1/0`, `yes/no`, `on/off`).
+macro_rules! boolean {
+    ($name:literal, $field:ident, $doc:literal) => {
+        Key {
+            name: $name,
+            apply: |r, v| {
+                r.config.$field = flag(v)?;
+                Ok(())
+            },
+            default: Shown::FromDefault(|c| c.$field.to_string()),
+            doc: $doc,
+        }
+    };
+}
+
+/// A key taken as written.
+macro_rules! text {
+    ($name:literal, $field:ident, $doc:literal) => {
+        Key {
+            name: $name,
+            apply: |r, v| {
+                r.config.$field = v.to_string();
+                Ok(())
+            },
+            default: Shown::FromDefault(|c| format!("`{}`", c.$field)),
+            doc: $doc,
+        }
+    };
+}
+
+/// Every key, in the order they are read (a later key of a pair, such as a `_FILE` variant,
+/// wins over the earlier) and listed in the docs.
+pub static KEYS: &[Key] = &[
+    Key {
+        name: "SANDBOX_DATA_DIR",
+        apply: |r, v| {
+            r.config.data_dir = PathBuf::from(v);
+            Ok(())
+        },
+        default: Shown::Text(
+            "`$XDG_DATA_HOME/wasmsand/service` or `~/.local/share/wasmsand/service` (`--data-dir`)",
+        ),
+        doc: "",
+    },
+    Key {
+        name: "SANDBOX_STORE_BACKEND",
+        apply: |r, v| {
+            r.store_backend = Some(v.to_string());
+            Ok(())
+        },
+        default: Shown::Text("`sqlite` for `serve` (`--store`), `memory` for the library"),
+        doc: "`memory`, `sqlite`, `sqlite:PATH`, `postgres` (with `SANDBOX_STORE_URL`) or a `postgres://` URL",
+    },
+    Key {
+        name: "SANDBOX_STORE_DB_PATH",
+        apply: |r, v| {
+            r.store_db_path = Some(v.to_string());
+            Ok(())
+        },
+        default: Shown::Text("`<data_dir>/meta/sandbox_store.db`"),
+        doc: "",
+    },
+    Key {
+        name: "SANDBOX_STORE_URL",
+        apply: |r, v| {
+            r.store_url = Some(v.to_string());
+            Ok(())
+        },
+        default: Shown::Text(""),
+        doc: "`postgres://USER:PASSWORD@HOST:PORT/DB`; implies the postgres backend (kept apart from the backend key so a password can come from a secret of its own)",
+    },
+    Key {
+        name: "SANDBOX_ADVERTISE_URL",
+        apply: |r, v| {
+            r.config.advertise_url = Some(v.trim().trim_end_matches('/').to_string());
+            Ok(())
+        },
+        default: Shown::Text(
+            "`http://<listen address>` (required when listening on all interfaces with PostgreSQL)",
+        ),
+        doc: "where other replicas forward this one's sessions and runs",
+    },
+    num!("SANDBOX_REPLICA_HEARTBEAT_SEC", replica_heartbeat_sec, ""),
+    num!(
+        "SANDBOX_REPLICA_TTL_SEC",
+        replica_ttl_sec,
+        "heartbeats missed this long: the replica is dead"
+    ),
+    Key {
+        name: "SANDBOX_NODE_ID",
+        apply: |r, v| {
+            let v = v.trim();
+            r.config.node_id = (!v.is_empty()).then(|| v.to_string());
+            Ok(())
+        },
+        default: Shown::Text("the host name (`/proc/sys/kernel/hostname`), else `local`"),
+        doc: "recorded as `node_id` on the runs this process executes (with `worker_id`, the process's own id), the admin list's `node_id` filter",
+    },
+    text!(
+        "SANDBOX_DEFAULT_RUNTIME",
+        default_runtime,
+        "only `wasm` runs"
+    ),
+    text!(
+        "SANDBOX_NETWORK_DEFAULT",
+        network_default,
+        "only `deny_all` exists"
+    ),
+    num!("SANDBOX_MAX_CONCURRENT_RUNS", max_concurrent_runs, ""),
+    num!("SANDBOX_QUEUE_MAX_LENGTH", queue_max_length, ""),
+    num!("SANDBOX_QUEUE_TTL_SEC", queue_ttl_sec, ""),
+    Key {
+        name: "SANDBOX_MAX_CPU",
+        apply: |r, v| {
+            r.config.max_cpu = number(v)?;
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| format!("{:?}", c.max_cpu)),
+        doc: "",
+    },
+    num!(
+        "SANDBOX_MAX_MEM_MB",
+        max_mem_mb,
+        "effective 4096 for wasm32"
+    ),
+    num!("SANDBOX_MAX_LOG_BYTES", max_log_bytes, ""),
+    num!("SANDBOX_MAX_UPLOAD_MB", max_upload_mb, ""),
+    num!("SANDBOX_MAX_UPLOAD_FILES", max_upload_files, ""),
+    num!("SANDBOX_MAX_UPLOAD_DEPTH", max_upload_depth, ""),
+    num!("SANDBOX_MAX_UPLOAD_RATIO", max_upload_ratio, ""),
+    num!(
+        "SANDBOX_WORKSPACE_CAP_MB",
+        workspace_cap_mb,
+        "bytes of files in a sandbox"
+    ),
+    num!("SANDBOX_WORKSPACE_FILE_COUNT", workspace_file_count, ""),
+    num!("SANDBOX_ARTIFACT_TTL_HOURS", artifact_ttl_hours, ""),
+    Key {
+        name: "SANDBOX_ARTIFACT_TTL_SEC",
+        apply: |r, v| {
+            r.config.artifact_ttl_sec = Some(number(v)?);
+            Ok(())
+        },
+        default: Shown::Text("unset"),
+        doc: "finer TTL, wins over hours",
+    },
+    num!(
+        "SANDBOX_MAX_ARTIFACT_BYTES_PER_RUN_MB",
+        max_artifact_bytes_per_run_mb,
+        ""
+    ),
+    num!(
+        "SANDBOX_MAX_ARTIFACT_BYTES_PER_USER_MB",
+        max_artifact_bytes_per_user_mb,
+        ""
+    ),
+    Key {
+        name: "SANDBOX_SUPPORTED_SPEC_VERSIONS",
+        apply: |r, v| {
+            r.config.supported_spec_versions = list(v, "versions")?;
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| format!("`{}`", c.supported_spec_versions.join(","))),
+        doc: "comma list or JSON array",
+    },
+    num!("SANDBOX_IDEMPOTENCY_TTL_SEC", idempotency_ttl_sec, ""),
+    num!(
+        "SANDBOX_DEFAULT_STARTUP_TIMEOUT_SEC",
+        default_startup_timeout_sec,
+        ""
+    ),
+    num!(
+        "SANDBOX_DEFAULT_EXEC_TIMEOUT_SEC",
+        default_exec_timeout_sec,
+        ""
+    ),
+    num!(
+        "SANDBOX_MAX_TIMEOUT_SEC",
+        max_timeout_sec,
+        "larger requests are clamped"
+    ),
+    num!(
+        "SANDBOX_CANCEL_GRACE_SECONDS",
+        cancel_grace_seconds,
+        "a cancelled run's TERM → KILL grace"
+    ),
+    num!("SANDBOX_WS_HEARTBEAT_SEC", ws_heartbeat_sec, ""),
+    num!(
+        "SANDBOX_MAX_PROCESSES_PER_SESSION",
+        max_processes_per_session,
+        "background processes running at once in a session (0: none)"
+    ),
+    num!("SANDBOX_WS_RING_BYTES", ws_ring_bytes, "per run"),
+    num!(
+        "SANDBOX_LOG_RETENTION_SEC",
+        log_retention_sec,
+        "finished runs' frames in memory"
+    ),
+    num!(
+        "SANDBOX_MAX_RETAINED_RUNS",
+        max_retained_runs,
+        "finished runs whose frames stay in memory, newest kept"
+    ),
+    num!(
+        "SANDBOX_SESSION_TTL_SEC",
+        session_default_ttl_sec,
+        "default `ttl_sec`"
+    ),
+    num!(
+        "SANDBOX_SESSION_MAX_TTL_SEC",
+        session_max_ttl_sec,
+        "larger `ttl_sec` is clamped"
+    ),
+    num!(
+        "SANDBOX_MAX_SESSIONS",
+        max_sessions,
+        "then 429 `quota_exceeded`"
+    ),
+    num!(
+        "SANDBOX_SWEEP_INTERVAL_SEC",
+        sweep_interval_sec,
+        "artifact sweeper"
+    ),
+    num!(
+        "SANDBOX_PIDS_LIMIT",
+        pids_limit,
+        "reported in `limits` and the policy hash"
+    ),
+    num!(
+        "SANDBOX_ULIMIT_NOFILE",
+        ulimit_nofile,
+        "reported in `limits` and the policy hash"
+    ),
+    num!(
+        "SANDBOX_ULIMIT_NPROC",
+        ulimit_nproc,
+        "reported in `limits` and the policy hash"
+    ),
+    boolean!(
+        "SANDBOX_ENABLE_EXECUTION",
+        enable_execution,
+        "false: runs are 403 (on by default: running code is what this service is for)"
+    ),
+    boolean!(
+        "SANDBOX_BACKGROUND_EXECUTION",
+        background_execution,
+        "runs always execute in the background"
+    ),
+    Key {
+        name: "SANDBOX_IMAGE_ALIASES",
+        apply: |r, v| {
+            r.config.image_aliases =
+                parse_aliases(v).ok_or_else(|| format!("expected alias=template,...: {v:?}"))?;
+            Ok(())
+        },
+        default: Shown::Text("none"),
+        doc: "`alias=template,...` or a JSON object",
+    },
+    text!(
+        "SANDBOX_USER_ID",
+        user_id,
+        "owner of runs and the artifact directory"
+    ),
+    boolean!(
+        "SANDBOX_MCP_ENABLED",
+        mcp_enabled,
+        "serve MCP over streamable HTTP at `/mcp` (docs/mcp.md)"
+    ),
+    Key {
+        name: "SANDBOX_MCP_ALLOWED_HOSTS",
+        apply: |r, v| {
+            r.config.mcp_allowed_hosts = list(v, "hosts")?;
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| format!("`{}`", c.mcp_allowed_hosts.join(","))),
+        doc: "`Host` values `/mcp` accepts (`*`: any)",
+    },
+    Key {
+        name: "SANDBOX_MCP_ALLOWED_ORIGINS",
+        apply: |r, v| {
+            r.config.mcp_allowed_origins = list(v, "origins")?;
+            Ok(())
+        },
+        default: Shown::Text("loopback origins"),
+        doc: "`Origin` values `/mcp` accepts (`*`: any)",
+    },
+    Key {
+        name: "SANDBOX_API_KEYS",
+        apply: |r, v| {
+            r.config.api_keys = crate::auth::parse_api_keys(v)?;
+            Ok(())
+        },
+        default: Shown::Text("none"),
+        doc: "`SHA256HEX:USER[:ROLE],...`",
+    },
+    Key {
+        name: "SANDBOX_API_KEYS_FILE",
+        apply: |r, path| {
+            let more = crate::auth::parse_api_keys(&read_file(path)?)
+                .map_err(|e| format!("{path}: {e}"))?;
+            r.config.api_keys.extend(more);
+            Ok(())
+        },
+        default: Shown::Text("none"),
+        doc: "one `SHA256HEX USER [ROLE]` a line (`--api-keys-file`), added to `SANDBOX_API_KEYS`",
+    },
+    Key {
+        name: "SANDBOX_JWT_SECRET",
+        apply: |r, v| {
+            r.config.jwt_secret = Some(v.to_string());
+            Ok(())
+        },
+        default: Shown::Text("none"),
+        doc: "HS256 secret, at least 16 bytes (secret: not in `policy_hash`)",
+    },
+    Key {
+        name: "SANDBOX_JWT_SECRET_FILE",
+        apply: |r, path| {
+            r.config.jwt_secret = Some(read_file(path)?.trim_end_matches(['\r', '\n']).to_string());
+            Ok(())
+        },
+        default: Shown::Text("none"),
+        doc: "the same secret read from a file; wins over `SANDBOX_JWT_SECRET`",
+    },
+    text!(
+        "SANDBOX_JWT_ROLE_CLAIM",
+        jwt_role_claim,
+        "claim naming the role"
+    ),
+    boolean!(
+        "SANDBOX_ALLOW_ANONYMOUS",
+        allow_anonymous,
+        "serve without credentials on a non-loopback address"
+    ),
+    boolean!(
+        "SANDBOX_WS_SIGNED_URLS",
+        ws_signed_urls,
+        "signed `log_stream_url`s"
+    ),
+    num!("SANDBOX_WS_SIGNED_URL_TTL_SEC", ws_signed_url_ttl_sec, ""),
+    Key {
+        name: "SANDBOX_WS_SIGNING_SECRET",
+        apply: |r, v| {
+            r.config.ws_signing_secret = Some(v.to_string());
+            Ok(())
+        },
+        default: Shown::Text("random per process"),
+        doc: "HMAC key, at least 16 bytes (secret: not in `policy_hash`)",
+    },
+    num!(
+        "SANDBOX_USER_MAX_CONCURRENT_RUNS",
+        user_max_concurrent_runs,
+        "per user (0: off)"
+    ),
+    num!(
+        "SANDBOX_USER_RUNS_PER_MINUTE",
+        user_runs_per_minute,
+        "per user (0: off)"
+    ),
+    num!(
+        "SANDBOX_USER_EXEC_SECONDS_PER_DAY",
+        user_exec_seconds_per_day,
+        "per user, rolling 24 h (0: off)"
+    ),
+    Key {
+        name: "SANDBOX_AUDIT_LOG_PATH",
+        apply: |r, v| {
+            r.config.audit_log_path = Some(PathBuf::from(v));
+            Ok(())
+        },
+        default: Shown::Text("none"),
+        doc: "audit events as JSON lines",
+    },
+    num!("SANDBOX_AUDIT_RETENTION_DAYS", audit_retention_days, ""),
+    text!("SANDBOX_LOG_FORMAT", log_format, "or `text`"),
+];
+
+/// Read by `sandboxd` before any configuration exists, so not settable in a file or by
+/// `--set`; listed with the others in the docs.
+pub static PROCESS_KEYS: &[(&str, &str, &str)] = &[
+    (
+        "SANDBOX_LOG",
+        "`info`",
+        "log filter (tracing `EnvFilter` syntax)",
+    ),
+    (
+        "SANDBOX_CONFIG_FILE",
+        "none",
+        "the configuration file (`--config`)",
+    ),
+];
+
+impl Config {
+    /// The defaults overridden by the `SANDBOX_*` keys `lookup` has (the process environment
+    /// in `from_env`), validated. A value that does not parse is an error naming the key.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
+        let mut r = Reading::default();
+        for key in KEYS {
+            if let Some(v) = lookup(key.name) {
+                (key.apply)(&mut r, &v).map_err(|e| format!("{}: {e}", key.name))?;
+            }
+        }
+        r.resolve_store()?;
+        r.config.validate()?;
+        Ok(r.config)
+    }
+}
+
+impl Reading {
+    fn resolve_store(&mut self) -> Result<(), String> {
+        let backend = match (self.store_backend.take(), self.store_url.take()) {
+            (Some(b), Some(u)) if b == "postgres" => Some(u),
+            (None, Some(u)) => Some(u),
+            (Some(b), Some(_)) => {
+                return Err(format!(
+                    "SANDBOX_STORE_URL is only meaningful with SANDBOX_STORE_BACKEND=postgres, not {b:?}"
+                ));
+            }
+            (Some(b), None) if b == "postgres" => {
+                return Err(
+                    "SANDBOX_STORE_BACKEND=postgres needs SANDBOX_STORE_URL (postgres://...)"
+                        .into(),
+                );
+            }
+            (b, None) => b,
+        };
+        match (backend.as_deref(), self.store_db_path.take()) {
+            (None | Some("memory"), None) => {}
+            (None | Some("sqlite"), Some(p)) => {
+                self.config.store = StoreConfig::Sqlite(PathBuf::from(p))
+            }
+            (Some(b), None) => self.config.store = StoreConfig::parse(b, &self.config.data_dir)?,
+            (Some(b), Some(_)) => {
+                return Err(format!(
+                    "SANDBOX_STORE_DB_PATH is only meaningful with the sqlite store, not {b:?}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The docs' table of keys, rendered from the registry.
+#[cfg(test)]
+fn markdown_table() -> String {
+    let defaults = Config::default();
+    let mut out = String::from("| key | default | |\n|---|---|---|\n");
+    let rows = KEYS
+        .iter()
+        .map(|k| {
+            let default = match &k.default {
+                Shown::FromDefault(show) => show(&defaults),
+                Shown::Text(t) => t.to_string(),
+            };
+            (k.name, default, k.doc.to_string())
+        })
+        .chain(
+            PROCESS_KEYS
+                .iter()
+                .map(|(n, d, doc)| (*n, d.to_string(), doc.to_string())),
+        );
+    for (name, default, doc) in rows {
+        let cell = |t: &str| {
+            if t.is_empty() {
+                " ".into()
+            } else {
+                format!(" {t} ")
+            }
+        };
+        out.push_str(&format!("| `{name}` |{}|{}|\n", cell(&default), cell(&doc)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_table_in_the_docs_is_the_registry() {
+        let page = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/service.md");
+        crate::doc_block::check(&page, "config-keys", &markdown_table());
+    }
+
+    #[test]
+    fn every_key_once_and_every_key_read() {
+        let mut seen = std::collections::BTreeSet::new();
+        for k in KEYS {
+            assert!(k.name.starts_with("SANDBOX_"), "{}", k.name);
+            assert!(seen.insert(k.name), "{} twice", k.name);
+        }
+        for (n, _, _) in PROCESS_KEYS {
+            assert!(seen.insert(n), "{n} twice");
+        }
+    }
+}
