@@ -24,9 +24,13 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(test)]
+#[path = "../../../tests/support/doc_block.rs"]
+mod doc_block;
 mod run;
 mod server;
 mod store;
+mod tools;
 mod types;
 
 use std::net::SocketAddr;

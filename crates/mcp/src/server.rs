@@ -1,23 +1,21 @@
-//! The MCP handler: the tool table and what each tool does.
+//! The MCP handler: what each tool does (the tools themselves are listed in `crate::tools`).
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use base64::Engine as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use wasmsand::{FileKind, Limits, Sandbox, SandboxOptions, SnapshotId};
 
 use crate::run::{self, Prepare, Progress, RunSpec};
 use crate::store::Store;
+use crate::tools::{ToolName, instructions, tool_names, tool_table};
 use crate::types::*;
 use crate::{McpConfig, Principal, RunTicket};
 
@@ -130,37 +128,45 @@ impl McpHandler {
     ) -> Result<CallToolResult, ErrorData> {
         let owner = self.owner(&ctx);
         let principal = self.principal(&ctx);
-        let out = match name {
-            "sandbox_run" => async { self.sandbox_run(parse(args)?, &owner, ctx).await }.await,
-            "session_create" => {
+        let Some(tool) = ToolName::from_name(name) else {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown tool {name:?}; the tools are: {}",
+                    tool_names(&self.shared.tools)
+                ),
+                None,
+            ));
+        };
+        let out = match tool {
+            ToolName::SandboxRun => {
+                async { self.sandbox_run(parse(args)?, &owner, ctx).await }.await
+            }
+            ToolName::SessionCreate => {
                 async {
                     self.session_create(parse(args)?, &owner, principal.as_deref())
                         .await
                 }
                 .await
             }
-            "session_fork" => {
+            ToolName::SessionFork => {
                 async {
                     self.session_fork(parse(args)?, &owner, principal.as_deref())
                         .await
                 }
                 .await
             }
-            "session_list" => parse::<NoArgs>(args).map(|_| self.session_list(&owner)),
-            "session_destroy" => async { self.session_destroy(parse(args)?, &owner).await }.await,
-            "files_read" => async { self.files_read(parse(args)?, &owner).await }.await,
-            "files_write" => async { self.files_write(parse(args)?, &owner).await }.await,
-            "files_list" => async { self.files_list(parse(args)?, &owner).await }.await,
-            "snapshot_create" => async { self.snapshot_create(parse(args)?, &owner).await }.await,
-            "snapshot_restore" => async { self.snapshot_restore(parse(args)?, &owner).await }.await,
-            other => {
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "unknown tool {other:?}; the tools are: {}",
-                        tool_names(&self.shared.tools)
-                    ),
-                    None,
-                ));
+            ToolName::SessionList => parse::<NoArgs>(args).map(|_| self.session_list(&owner)),
+            ToolName::SessionDestroy => {
+                async { self.session_destroy(parse(args)?, &owner).await }.await
+            }
+            ToolName::FilesRead => async { self.files_read(parse(args)?, &owner).await }.await,
+            ToolName::FilesWrite => async { self.files_write(parse(args)?, &owner).await }.await,
+            ToolName::FilesList => async { self.files_list(parse(args)?, &owner).await }.await,
+            ToolName::SnapshotCreate => {
+                async { self.snapshot_create(parse(args)?, &owner).await }.await
+            }
+            ToolName::SnapshotRestore => {
+                async { self.snapshot_restore(parse(args)?, &owner).await }.await
             }
         };
         Ok(out.unwrap_or_else(|message| CallToolResult::error(vec![ContentBlock::text(message)])))
@@ -630,248 +636,9 @@ fn effective_limits(defaults: Limits, ceiling: Limits, want: LimitsArg) -> Limit
     }
 }
 
-fn tool_names(tools: &[Tool]) -> String {
-    tools
-        .iter()
-        .map(|t| t.name.as_ref())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn human_bytes(n: u64) -> String {
-    const MIB: u64 = 1024 * 1024;
-    if n >= MIB && n.is_multiple_of(MIB) {
-        format!("{} MiB", n / MIB)
-    } else if n >= 1024 && n.is_multiple_of(1024) {
-        format!("{} KiB", n / 1024)
-    } else {
-        format!("{n} bytes")
-    }
-}
-
-fn secs(ms: u64) -> String {
-    if ms.is_multiple_of(1000) {
-        format!("{} s", ms / 1000)
-    } else {
-        format!("{ms} ms")
-    }
-}
-
-/// What the server tells the model about the sandbox as a whole.
-fn instructions(c: &McpConfig) -> String {
-    format!(
-        "wasmsand runs shell commands in isolated WebAssembly sandboxes. {} Use sandbox_run for \
-         one-off commands; create a session (session_create) to keep files, variables and the \
-         working directory between calls, fork it (session_fork) to try alternatives in \
-         parallel, and snapshot it (snapshot_create/snapshot_restore) to roll back. Sessions \
-         unused for {} are destroyed.",
-        environment(c),
-        secs(c.session_idle_ttl.as_millis() as u64)
-    )
-}
-
-fn environment(c: &McpConfig) -> String {
-    let l = &c.limits;
-    format!(
-        "The sandbox is a bash subset (pipes, redirections, variables, functions, loops, \
-         conditionals, $(...), here-docs) with coreutils (ls, cat, sort, wc, head, ...), grep, \
-         rg (ripgrep's options; .gitignore respected), sed, awk, find, xargs, diff, jq, yq, \
-         gzip, tar, timeout, which, expr, bc, column, strings, tree, file, patch, node \
-         (JavaScript on the Boa engine with console, fs and path; no npm), git (local \
-         repositories only), and python3 (CPython 3.15 with numpy and \
-         pandas) over an in-memory filesystem: the home and working directory is {home}; only \
-         {home} and /tmp are writable. There is no network access, and Python cannot start \
-         subprocesses or threads. Limits: {timeout} per command by default (timeout_ms, up to \
-         {max_timeout}), {memory} of memory per program, {out} each of stdout and stderr kept \
-         per run (the rest is cut off and `truncated` says so), commands up to {cmd}, and per \
-         sandbox {fs} of files and {files} files. The very first python3 on a machine can take \
-         a minute (it is compiled once, then cached); later ones start quickly.",
-        home = wasmsand::HOME,
-        timeout = secs(l.timeout_ms),
-        max_timeout = secs(c.max_timeout_ms),
-        memory = human_bytes(l.memory_bytes),
-        out = human_bytes(l.stdout_bytes),
-        cmd = human_bytes(l.command_bytes),
-        fs = human_bytes(l.fs_bytes),
-        files = l.file_count,
-    )
-}
-
-fn tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
-    name: &'static str,
-    title: &'static str,
-    description: String,
-    annotations: ToolAnnotations,
-) -> Tool {
-    let input = rmcp::handler::server::tool::schema_for_input::<A>()
-        .unwrap_or_else(|e| panic!("input schema of {name}: {e}"));
-    Tool::new(name, Cow::Owned(description), input)
-        .with_title(title)
-        .with_output_schema::<O>()
-        .with_annotations(annotations)
-}
-
-fn tool_table(c: &McpConfig) -> Vec<Tool> {
-    let closed = |read_only: bool, destructive: bool, idempotent: bool| {
-        ToolAnnotations::new()
-            .read_only(read_only)
-            .destructive(destructive)
-            .idempotent(idempotent)
-            .open_world(false)
-    };
-    vec![
-        tool::<RunArgs, RunOutput>(
-            "sandbox_run",
-            "Run a shell command in a sandbox",
-            format!(
-                "Run a bash command line in an isolated sandbox and get its exit code, stdout \
-                 and stderr. {} Without session_id the command runs in a fresh sandbox that is \
-                 discarded afterwards; with a session_id (from session_create) files, variables \
-                 and the working directory persist between calls. `files` are written and `env` \
-                 exported before the command runs; `stdin` is its standard input. A non-zero \
-                 exit code is a normal result, not a tool error. When the client asks for \
-                 progress, output is streamed as progress notifications while the command runs.",
-                environment(c)
-            ),
-            closed(false, true, false),
-        ),
-        tool::<SessionCreateArgs, SessionCreated>(
-            "session_create",
-            "Create a sandbox session",
-            format!(
-                "Create a persistent sandbox session and return its session_id, for \
-                 sandbox_run, files_* and snapshot_* calls. Optional lower limits and starting \
-                 files. A client may hold {} live sessions; a session unused for {} is \
-                 destroyed.",
-                c.max_sessions_per_client,
-                secs(c.session_idle_ttl.as_millis() as u64)
-            ),
-            closed(false, false, false),
-        ),
-        tool::<SessionArgs, SessionForked>(
-            "session_fork",
-            "Fork a session",
-            "Copy a session in O(1) into a new independent session (files, variables, \
-             functions, working directory, snapshots, limits); changes in either are invisible \
-             to the other. Use it to try alternatives from the same starting point."
-                .to_string(),
-            closed(false, false, false),
-        ),
-        tool::<NoArgs, SessionList>(
-            "session_list",
-            "List sessions",
-            "List this client's live sessions with their age and idle time.".to_string(),
-            closed(true, false, true),
-        ),
-        tool::<SessionArgs, SessionDestroyed>(
-            "session_destroy",
-            "Destroy a session",
-            "Destroy a session and everything in it; a command running in it is cancelled. The \
-             id is invalid afterwards."
-                .to_string(),
-            closed(false, true, true),
-        ),
-        tool::<FilesReadArgs, FileContent>(
-            "files_read",
-            "Read a file",
-            format!(
-                "Read a file of a session. UTF-8 text comes back as text, anything else as \
-                 base64 (`encoding` says which). Files over {} must be read in parts with \
-                 sandbox_run.",
-                human_bytes(c.max_read_bytes)
-            ),
-            closed(true, false, true),
-        ),
-        tool::<FilesWriteArgs, FileWritten>(
-            "files_write",
-            "Write a file",
-            "Write a file in a session (replacing it if it exists; parent directories are \
-             created). `encoding` is utf8 (default) or base64 for binary data. Only /home/user \
-             and /tmp are writable."
-                .to_string(),
-            closed(false, true, true),
-        ),
-        tool::<FilesListArgs, DirListing>(
-            "files_list",
-            "List a directory",
-            "List a directory of a session: names, types (file, dir, symlink) and sizes."
-                .to_string(),
-            closed(true, false, true),
-        ),
-        tool::<SessionArgs, SnapshotCreated>(
-            "snapshot_create",
-            "Snapshot a session",
-            "Record a session's files, variables and working directory in O(1); \
-             snapshot_restore returns to it, any number of times."
-                .to_string(),
-            closed(false, false, false),
-        ),
-        tool::<SnapshotRestoreArgs, SnapshotRestored>(
-            "snapshot_restore",
-            "Restore a snapshot",
-            "Put a session's files, variables and working directory back as they were at a \
-             snapshot; the snapshot stays usable."
-                .to_string(),
-            closed(false, true, true),
-        ),
-    ]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_tool_has_an_object_input_schema_and_an_output_schema() {
-        let tools = tool_table(&McpConfig::default());
-        assert_eq!(
-            tool_names(&tools),
-            "sandbox_run, session_create, session_fork, session_list, session_destroy, \
-             files_read, files_write, files_list, snapshot_create, snapshot_restore"
-        );
-        for t in &tools {
-            assert_eq!(t.input_schema["type"], "object", "{}", t.name);
-            let out = t.output_schema.as_ref().expect("output schema");
-            assert_eq!(out["type"], "object", "{}", t.name);
-            assert!(t.name.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
-        }
-        let run = &tools[0];
-        assert_eq!(run.input_schema["required"], serde_json::json!(["command"]));
-        assert_eq!(run.input_schema["additionalProperties"], false);
-        let props = run.output_schema.as_ref().unwrap()["properties"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .cloned()
-            .collect::<Vec<_>>();
-        for key in [
-            "exit_code",
-            "stdout",
-            "stderr",
-            "truncated",
-            "error_class",
-            "timed_out",
-            "duration_ms",
-            "session_id",
-        ] {
-            assert!(props.iter().any(|p| p == key), "{key} in {props:?}");
-        }
-    }
-
-    #[test]
-    fn descriptions_state_the_configured_limits() {
-        let c = McpConfig {
-            max_timeout_ms: 90_000,
-            ..McpConfig::default()
-        };
-        let run = &tool_table(&c)[0];
-        let d = run.description.as_deref().unwrap();
-        assert!(d.contains("30 s per command"), "{d}");
-        assert!(d.contains("up to 90 s"), "{d}");
-        assert!(d.contains("512 MiB of memory"), "{d}");
-        assert!(d.contains("no network"), "{d}");
-        assert!(d.contains("numpy and pandas"), "{d}");
-    }
 
     #[test]
     fn session_limits_never_exceed_the_ceiling() {

@@ -1,0 +1,367 @@
+//! The MCP tools, listed once: [`ToolName`] names every tool, its definition (schemas,
+//! description, annotations) is a `match` on it and so is the server's dispatch, so a tool
+//! cannot be listed without a handler or handled without being listed. docs/mcp.md's tool
+//! table is rendered from the definitions (`tool_table_in_the_docs_is_the_registry`).
+
+use std::borrow::Cow;
+
+use rmcp::model::{Tool, ToolAnnotations};
+use schemars::JsonSchema;
+
+use crate::McpConfig;
+use crate::types::*;
+
+/// Declares the tools: variant and wire name, in the order `tools/list` gives them.
+macro_rules! tool_names {
+    ($($variant:ident = $name:literal,)+) => {
+        /// One MCP tool.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum ToolName {
+            $($variant,)+
+        }
+
+        impl ToolName {
+            /// Every tool, in `tools/list` order.
+            pub(crate) const ALL: &'static [ToolName] = &[$(ToolName::$variant),+];
+
+            /// The name clients call it by.
+            pub(crate) fn as_str(self) -> &'static str {
+                match self {
+                    $(ToolName::$variant => $name,)+
+                }
+            }
+
+            /// The tool called `name`, if there is one.
+            pub(crate) fn from_name(name: &str) -> Option<ToolName> {
+                match name {
+                    $($name => Some(ToolName::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+tool_names! {
+    SandboxRun = "sandbox_run",
+    SessionCreate = "session_create",
+    SessionFork = "session_fork",
+    SessionList = "session_list",
+    SessionDestroy = "session_destroy",
+    FilesRead = "files_read",
+    FilesWrite = "files_write",
+    FilesList = "files_list",
+    SnapshotCreate = "snapshot_create",
+    SnapshotRestore = "snapshot_restore",
+}
+
+/// Every tool's definition, in `tools/list` order.
+pub(crate) fn tool_table(c: &McpConfig) -> Vec<Tool> {
+    ToolName::ALL.iter().map(|t| t.definition(c)).collect()
+}
+
+pub(crate) fn tool_names(tools: &[Tool]) -> String {
+    tools
+        .iter()
+        .map(|t| t.name.as_ref())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn human_bytes(n: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if n >= MIB && n.is_multiple_of(MIB) {
+        format!("{} MiB", n / MIB)
+    } else if n >= 1024 && n.is_multiple_of(1024) {
+        format!("{} KiB", n / 1024)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+fn secs(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
+    }
+}
+
+/// What the server tells the model about the sandbox as a whole.
+pub(crate) fn instructions(c: &McpConfig) -> String {
+    format!(
+        "wasmsand runs shell commands in isolated WebAssembly sandboxes. {} Use sandbox_run for \
+         one-off commands; create a session (session_create) to keep files, variables and the \
+         working directory between calls, fork it (session_fork) to try alternatives in \
+         parallel, and snapshot it (snapshot_create/snapshot_restore) to roll back. Sessions \
+         unused for {} are destroyed.",
+        environment(c),
+        secs(c.session_idle_ttl.as_millis() as u64)
+    )
+}
+
+fn environment(c: &McpConfig) -> String {
+    let l = &c.limits;
+    format!(
+        "The sandbox is a bash subset (pipes, redirections, variables, functions, loops, \
+         conditionals, $(...), here-docs) with coreutils (ls, cat, sort, wc, head, ...), grep, \
+         rg (ripgrep's options; .gitignore respected), sed, awk, find, xargs, diff, jq, yq, \
+         gzip, tar, timeout, which, expr, bc, column, strings, tree, file, patch, node \
+         (JavaScript on the Boa engine with console, fs and path; no npm), git (local \
+         repositories only), and python3 (CPython 3.15 with numpy and \
+         pandas) over an in-memory filesystem: the home and working directory is {home}; only \
+         {home} and /tmp are writable. There is no network access, and Python cannot start \
+         subprocesses or threads. Limits: {timeout} per command by default (timeout_ms, up to \
+         {max_timeout}), {memory} of memory per program, {out} each of stdout and stderr kept \
+         per run (the rest is cut off and `truncated` says so), commands up to {cmd}, and per \
+         sandbox {fs} of files and {files} files. The very first python3 on a machine can take \
+         a minute (it is compiled once, then cached); later ones start quickly.",
+        home = wasmsand::HOME,
+        timeout = secs(l.timeout_ms),
+        max_timeout = secs(c.max_timeout_ms),
+        memory = human_bytes(l.memory_bytes),
+        out = human_bytes(l.stdout_bytes),
+        cmd = human_bytes(l.command_bytes),
+        fs = human_bytes(l.fs_bytes),
+        files = l.file_count,
+    )
+}
+
+fn tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
+    name: &'static str,
+    title: &'static str,
+    description: String,
+    annotations: ToolAnnotations,
+) -> Tool {
+    let input = rmcp::handler::server::tool::schema_for_input::<A>()
+        .unwrap_or_else(|e| panic!("input schema of {name}: {e}"));
+    Tool::new(name, Cow::Owned(description), input)
+        .with_title(title)
+        .with_output_schema::<O>()
+        .with_annotations(annotations)
+}
+
+impl ToolName {
+    /// The tool's definition: title, description (stating `c`'s limits), annotations and the
+    /// schemas of its arguments and of its structured result.
+    pub(crate) fn definition(self, c: &McpConfig) -> Tool {
+        let closed = |read_only: bool, destructive: bool, idempotent: bool| {
+            ToolAnnotations::new()
+                .read_only(read_only)
+                .destructive(destructive)
+                .idempotent(idempotent)
+                .open_world(false)
+        };
+        match self {
+            ToolName::SandboxRun => tool::<RunArgs, RunOutput>(
+                self.as_str(),
+                "Run a shell command in a sandbox",
+                format!(
+                    "Run a bash command line in an isolated sandbox and get its exit code, stdout \
+                     and stderr. {} Without session_id the command runs in a fresh sandbox that is \
+                     discarded afterwards; with a session_id (from session_create) files, variables \
+                     and the working directory persist between calls. `files` are written and `env` \
+                     exported before the command runs; `stdin` is its standard input. A non-zero \
+                     exit code is a normal result, not a tool error. When the client asks for \
+                     progress, output is streamed as progress notifications while the command runs.",
+                    environment(c)
+                ),
+                closed(false, true, false),
+            ),
+            ToolName::SessionCreate => tool::<SessionCreateArgs, SessionCreated>(
+                self.as_str(),
+                "Create a sandbox session",
+                format!(
+                    "Create a persistent sandbox session and return its session_id, for \
+                     sandbox_run, files_* and snapshot_* calls. Optional lower limits and starting \
+                     files. A client may hold {} live sessions; a session unused for {} is \
+                     destroyed.",
+                    c.max_sessions_per_client,
+                    secs(c.session_idle_ttl.as_millis() as u64)
+                ),
+                closed(false, false, false),
+            ),
+            ToolName::SessionFork => tool::<SessionArgs, SessionForked>(
+                self.as_str(),
+                "Fork a session",
+                "Copy a session in O(1) into a new independent session (files, variables, \
+                 functions, working directory, snapshots, limits); changes in either are invisible \
+                 to the other. Use it to try alternatives from the same starting point."
+                    .to_string(),
+                closed(false, false, false),
+            ),
+            ToolName::SessionList => tool::<NoArgs, SessionList>(
+                self.as_str(),
+                "List sessions",
+                "List this client's live sessions with their age and idle time.".to_string(),
+                closed(true, false, true),
+            ),
+            ToolName::SessionDestroy => tool::<SessionArgs, SessionDestroyed>(
+                self.as_str(),
+                "Destroy a session",
+                "Destroy a session and everything in it; a command running in it is cancelled. The \
+                 id is invalid afterwards."
+                    .to_string(),
+                closed(false, true, true),
+            ),
+            ToolName::FilesRead => tool::<FilesReadArgs, FileContent>(
+                self.as_str(),
+                "Read a file",
+                format!(
+                    "Read a file of a session. UTF-8 text comes back as text, anything else as \
+                     base64 (`encoding` says which). Files over {} must be read in parts with \
+                     sandbox_run.",
+                    human_bytes(c.max_read_bytes)
+                ),
+                closed(true, false, true),
+            ),
+            ToolName::FilesWrite => tool::<FilesWriteArgs, FileWritten>(
+                self.as_str(),
+                "Write a file",
+                "Write a file in a session (replacing it if it exists; parent directories are \
+                 created). `encoding` is utf8 (default) or base64 for binary data. Only /home/user \
+                 and /tmp are writable."
+                    .to_string(),
+                closed(false, true, true),
+            ),
+            ToolName::FilesList => tool::<FilesListArgs, DirListing>(
+                self.as_str(),
+                "List a directory",
+                "List a directory of a session: names, types (file, dir, symlink) and sizes."
+                    .to_string(),
+                closed(true, false, true),
+            ),
+            ToolName::SnapshotCreate => tool::<SessionArgs, SnapshotCreated>(
+                self.as_str(),
+                "Snapshot a session",
+                "Record a session's files, variables and working directory in O(1); \
+                 snapshot_restore returns to it, any number of times."
+                    .to_string(),
+                closed(false, false, false),
+            ),
+            ToolName::SnapshotRestore => tool::<SnapshotRestoreArgs, SnapshotRestored>(
+                self.as_str(),
+                "Restore a snapshot",
+                "Put a session's files, variables and working directory back as they were at a \
+                 snapshot; the snapshot stays usable."
+                    .to_string(),
+                closed(false, true, true),
+            ),
+        }
+    }
+}
+
+/// docs/mcp.md's tool table: each tool's arguments (`?`: optional) and the fields of its
+/// structured result, read from the schemas clients get.
+#[cfg(test)]
+fn markdown_table() -> String {
+    let c = McpConfig::default();
+    let fields = |schema: &serde_json::Map<String, serde_json::Value>, mark_optional: bool| {
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(|r| r.as_array())
+            .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        let names: Vec<String> = schema
+            .get("properties")
+            .and_then(|p| p.as_object())
+            .map(|p| {
+                p.keys()
+                    .map(|k| {
+                        let optional = mark_optional && !required.contains(&k.as_str());
+                        format!("`{k}{}`", if optional { "?" } else { "" })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if names.is_empty() {
+            "—".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    let mut out = String::from("| tool | arguments | structured result |\n|---|---|---|\n");
+    for t in ToolName::ALL {
+        let def = t.definition(&c);
+        let output = def.output_schema.as_deref().cloned().unwrap_or_default();
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            t.as_str(),
+            fields(&def.input_schema, true),
+            fields(&output, false)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_table_in_the_docs_is_the_registry() {
+        let page = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/mcp.md");
+        crate::doc_block::check(&page, "mcp-tools", &markdown_table());
+    }
+
+    #[test]
+    fn every_name_resolves_to_its_tool() {
+        for t in ToolName::ALL {
+            assert_eq!(ToolName::from_name(t.as_str()), Some(*t));
+            assert_eq!(t.definition(&McpConfig::default()).name, t.as_str());
+        }
+        assert_eq!(ToolName::from_name("sandbox.run"), None);
+    }
+
+    #[test]
+    fn every_tool_has_an_object_input_schema_and_an_output_schema() {
+        let tools = tool_table(&McpConfig::default());
+        assert_eq!(
+            tool_names(&tools),
+            "sandbox_run, session_create, session_fork, session_list, session_destroy, \
+             files_read, files_write, files_list, snapshot_create, snapshot_restore"
+        );
+        for t in &tools {
+            assert_eq!(t.input_schema["type"], "object", "{}", t.name);
+            let out = t.output_schema.as_ref().expect("output schema");
+            assert_eq!(out["type"], "object", "{}", t.name);
+            assert!(t.name.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+        }
+        let run = &tools[0];
+        assert_eq!(run.input_schema["required"], serde_json::json!(["command"]));
+        assert_eq!(run.input_schema["additionalProperties"], false);
+        let props = run.output_schema.as_ref().unwrap()["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>();
+        for key in [
+            "exit_code",
+            "stdout",
+            "stderr",
+            "truncated",
+            "error_class",
+            "timed_out",
+            "duration_ms",
+            "session_id",
+        ] {
+            assert!(props.iter().any(|p| p == key), "{key} in {props:?}");
+        }
+    }
+
+    #[test]
+    fn descriptions_state_the_configured_limits() {
+        let c = McpConfig {
+            max_timeout_ms: 90_000,
+            ..McpConfig::default()
+        };
+        let run = &tool_table(&c)[0];
+        let d = run.description.as_deref().unwrap();
+        assert!(d.contains("30 s per command"), "{d}");
+        assert!(d.contains("up to 90 s"), "{d}");
+        assert!(d.contains("512 MiB of memory"), "{d}");
+        assert!(d.contains("no network"), "{d}");
+        assert!(d.contains("numpy and pandas"), "{d}");
+    }
+}
