@@ -110,10 +110,30 @@ fn sandboxd_main(py: Python<'_>, argv: Vec<String>) -> u8 {
     py.detach(move || sandboxd::run(argv))
 }
 
+/// The limits registry as JSON: `[{name, wire, default, unit, doc}]`, one entry per limit, in
+/// the order the crate declares them. The SDK's `Limits` takes its wire names from it.
+#[pyfunction]
+fn limit_specs() -> String {
+    let specs: Vec<Value> = wasmsand_model::Limits::SPECS
+        .iter()
+        .map(|l| {
+            serde_json::json!({
+                "name": l.name,
+                "wire": l.wire,
+                "default": l.default,
+                "unit": format!("{:?}", l.unit).to_lowercase(),
+                "doc": l.doc,
+            })
+        })
+        .collect();
+    Value::Array(specs).to_string()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeDispatcher>()?;
     m.add_function(wrap_pyfunction!(sandboxd_main, m)?)?;
+    m.add_function(wrap_pyfunction!(limit_specs, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

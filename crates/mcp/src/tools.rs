@@ -304,6 +304,43 @@ mod tests {
         crate::doc_block::check(&page, "mcp-tools", &markdown_table());
     }
 
+    /// The limits a session takes and reports are the crate's limits, under their names.
+    #[test]
+    fn session_limits_are_registry_limits() {
+        let names: Vec<&str> = wasmsand::Limits::SPECS.iter().map(|l| l.name).collect();
+        let create = ToolName::SessionCreate.definition(&McpConfig::default());
+        let arg = create.input_schema["properties"]["limits"].clone();
+        let schema = serde_json::to_value(&create.input_schema).unwrap();
+        // The argument's schema may be inline or a reference into `$defs`.
+        let arg = match arg["$ref"]
+            .as_str()
+            .or_else(|| arg["anyOf"][0]["$ref"].as_str())
+        {
+            Some(r) => schema["$defs"][r.rsplit('/').next().unwrap()].clone(),
+            None => arg,
+        };
+        let out = serde_json::to_value(create.output_schema.as_deref().unwrap()).unwrap();
+        let out_ref = out["properties"]["limits"]["$ref"]
+            .as_str()
+            .unwrap_or_default();
+        let out_limits = &out["$defs"][out_ref.rsplit('/').next().unwrap_or_default()];
+        for (which, props) in [
+            ("argument", &arg["properties"]),
+            ("result", &out_limits["properties"]),
+        ] {
+            let props = props
+                .as_object()
+                .unwrap_or_else(|| panic!("{which}: {props}"));
+            assert!(!props.is_empty(), "{which}");
+            for k in props.keys() {
+                assert!(
+                    names.contains(&k.as_str()),
+                    "{which} limit {k} is not in Limits::SPECS"
+                );
+            }
+        }
+    }
+
     #[test]
     fn every_name_resolves_to_its_tool() {
         for t in ToolName::ALL {

@@ -7,11 +7,14 @@
 #![forbid(unsafe_code)]
 
 mod capped;
+#[cfg(test)]
+#[path = "../../../tests/support/doc_block.rs"]
+mod doc_block;
 mod limits;
 mod result;
 
 pub use capped::{CappedBuffer, HEAD_TAIL_MIN_CAP, LossyText, MARKER_ROOM};
-pub use limits::{Limits, LimitsPatch};
+pub use limits::{LimitSpec, Limits, LimitsPatch, Unit};
 pub use result::{ErrorClass, RunResult, Spilled, Truncated, Truncation, Usage};
 
 /// One kibibyte.

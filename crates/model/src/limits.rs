@@ -2,178 +2,198 @@ use serde::{Deserialize, Serialize};
 
 use crate::{KIB, MIB};
 
-/// Hard resource limits of a sandbox. Every field has a default (see [`Limits::default`]); a
-/// partial override is a [`LimitsPatch`] merged over the defaults with [`Limits::merged`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Limits {
-    /// Bytes of stdout kept per run; past it the output is truncated.
-    pub stdout_bytes: u64,
-    /// Bytes of stderr kept per run; past it the output is truncated.
-    pub stderr_bytes: u64,
-    /// Largest command text accepted by `run`; a longer one does not run at all.
-    pub command_bytes: u64,
-    /// Largest JSON-RPC line the server reads. A transport concern, carried here so one
-    /// configuration object describes a server.
-    pub rpc_bytes: u64,
-    /// Nodes (files, directories, symlinks) that may be created beyond the initial layout.
-    pub file_count: u64,
-    /// Bytes of regular-file content the filesystem may hold.
-    pub fs_bytes: u64,
-    /// Wall-clock budget of one run, in milliseconds.
-    pub timeout_ms: u64,
-    /// Linear memory one program instance may grow to.
-    pub memory_bytes: u64,
-    /// Host tool calls one run may make.
-    pub tool_calls: u64,
-    /// Bytes of a stream that passed its cap written to its spill file in the sandbox (head +
-    /// tail output); the file counts against `fsBytes` and `fileCount`. 0: no spill file.
-    /// Absent from state blobs written before it existed: the default.
-    #[serde(default = "default_spill_bytes")]
-    pub spill_bytes: u64,
-    /// Background processes (`Sandbox::spawn`, `process.start`, `nohup cmd &`) alive at once
-    /// in one sandbox. Absent from state blobs written before it existed: the default.
-    #[serde(default = "default_background_processes")]
-    pub background_processes: u64,
+/// What a limit counts, for its readers (docs, flags, error messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Bytes.
+    Bytes,
+    /// Milliseconds.
+    Millis,
+    /// A number of things (files, calls, processes).
+    Count,
 }
 
-fn default_spill_bytes() -> u64 {
-    Limits::DEFAULT_SPILL_BYTES
+/// One limit as the registry states it: every place that names limits (the structs below,
+/// the Python `Limits`, the MCP arguments, the README's table) is checked against this list.
+#[derive(Debug, Clone, Copy)]
+pub struct LimitSpec {
+    /// The Rust field and Python attribute name (snake_case).
+    pub name: &'static str,
+    /// The JSON-RPC wire name (camelCase), as [`Limits`] serializes.
+    pub wire: &'static str,
+    /// The default.
+    pub default: u64,
+    /// What the number counts.
+    pub unit: Unit,
+    /// What it bounds.
+    pub doc: &'static str,
+    /// What happens past it, and where that is enforced.
+    pub on_excess: &'static str,
 }
 
-fn default_background_processes() -> u64 {
-    Limits::DEFAULT_BACKGROUND_PROCESSES
+/// Declares every limit once; the structs, their defaults, the patch and [`Limits::SPECS`]
+/// are generated from it.
+macro_rules! limits {
+    ($($(#[$extra:meta])* $field:ident = $wire:literal, $default:expr, $unit:ident, $doc:literal, $excess:literal;)+) => {
+        /// Hard resource limits of a sandbox. Every field has a default (see
+        /// [`Limits::default`] and [`Limits::SPECS`]); a partial override is a [`LimitsPatch`]
+        /// merged over the defaults with [`Limits::merged`]. A field absent from a state blob
+        /// written before it existed takes its default.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(rename_all = "camelCase", default)]
+        pub struct Limits {
+            $(#[doc = $doc] $(#[$extra])* pub $field: u64,)+
+        }
+
+        /// A partial [`Limits`]: the wire form of `limits` in requests, where every field is
+        /// optional and absent fields keep their defaults. Unknown fields are rejected so that
+        /// a misspelt limit is an error rather than silently ignored.
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        pub struct LimitsPatch {
+            $(
+                #[doc = concat!("Replaces [`Limits::", stringify!($field), "`] when set.")]
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $field: Option<u64>,
+            )+
+        }
+
+        impl Default for Limits {
+            fn default() -> Self {
+                Self { $($field: $default,)+ }
+            }
+        }
+
+        impl Limits {
+            /// Every limit: name, wire name, default, unit, what it bounds and what happens
+            /// past it.
+            pub const SPECS: &'static [LimitSpec] = &[$(LimitSpec {
+                name: stringify!($field),
+                wire: $wire,
+                default: $default,
+                unit: Unit::$unit,
+                doc: $doc,
+                on_excess: $excess,
+            }),+];
+
+            /// Replaces every field the patch sets.
+            pub fn apply(&mut self, patch: &LimitsPatch) {
+                $(if let Some(v) = patch.$field { self.$field = v; })+
+            }
+
+            /// The value of the limit called `name` (snake_case), if there is one.
+            pub fn get(&self, name: &str) -> Option<u64> {
+                match name {
+                    $(stringify!($field) => Some(self.$field),)+
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+limits! {
+    stdout_bytes = "stdoutBytes", MIB, Bytes,
+        "Bytes of stdout kept per run; past it the output is truncated.",
+        "truncated, `truncated.stdout` (the output collector, exec)";
+    stderr_bytes = "stderrBytes", MIB, Bytes,
+        "Bytes of stderr kept per run; past it the output is truncated.",
+        "truncated, `truncated.stderr` (the output collector, exec)";
+    command_bytes = "commandBytes", 64 * KIB, Bytes,
+        "Largest command text accepted by `run`; a longer one does not run at all.",
+        "exit 1, `LIMIT_EXCEEDED`, nothing runs (checked by `Sandbox::run`)";
+    rpc_bytes = "rpcBytes", 8 * MIB, Bytes,
+        "Largest JSON-RPC line the server reads. A transport concern, carried here so one configuration object describes a server.",
+        "JSON-RPC error -32700 (sandboxd's line reader)";
+    file_count = "fileCount", 10_000, Count,
+        "Nodes (files, directories, symlinks) that may be created beyond the initial layout.",
+        "`ENOSPC` (the filesystem, vfs)";
+    fs_bytes = "fsBytes", 256 * MIB, Bytes,
+        "Bytes of regular-file content the filesystem may hold.",
+        "`ENOSPC` (the filesystem, vfs)";
+    timeout_ms = "timeoutMs", 30_000, Millis,
+        "Wall-clock budget of one run, in milliseconds.",
+        "exit 124, `TIMEOUT` (the run's deadline: the shell and every guest program)";
+    memory_bytes = "memoryBytes", 512 * MIB, Bytes,
+        "Linear memory one program instance may grow to.",
+        "the program fails, exit 137 (the memory tunables, exec)";
+    tool_calls = "toolCalls", 500, Count,
+        "Host tool calls one run may make.",
+        "a catchable error in the guest (the host-call bridge, sandbox)";
+    spill_bytes = "spillBytes", 16 * MIB, Bytes,
+        "Bytes of a stream that passed its cap written to its spill file in the sandbox (head + tail output); the file counts against `fsBytes` and `fileCount`. 0: no spill file.",
+        "the spill file is cut there (the output collector, sandbox)";
+    background_processes = "backgroundProcesses", 8, Count,
+        "Background processes (`Sandbox::spawn`, `process.start`, `nohup cmd &`) alive at once in one sandbox.",
+        "refused with a `LimitExceeded` error (the process table, sandbox)";
 }
 
 impl Limits {
-    /// Default of [`Limits::stdout_bytes`]: 1 MiB.
-    pub const DEFAULT_STDOUT_BYTES: u64 = MIB;
-    /// Default of [`Limits::stderr_bytes`]: 1 MiB.
-    pub const DEFAULT_STDERR_BYTES: u64 = MIB;
-    /// Default of [`Limits::command_bytes`]: 64 KiB.
-    pub const DEFAULT_COMMAND_BYTES: u64 = 64 * KIB;
-    /// Default of [`Limits::rpc_bytes`]: 8 MiB.
-    pub const DEFAULT_RPC_BYTES: u64 = 8 * MIB;
-    /// Default of [`Limits::file_count`]: 10 000 nodes.
-    pub const DEFAULT_FILE_COUNT: u64 = 10_000;
-    /// Default of [`Limits::fs_bytes`]: 256 MiB.
-    pub const DEFAULT_FS_BYTES: u64 = 256 * MIB;
-    /// Default of [`Limits::timeout_ms`]: 30 s.
-    pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
-    /// Default of [`Limits::memory_bytes`]: 512 MiB.
-    pub const DEFAULT_MEMORY_BYTES: u64 = 512 * MIB;
-    /// Default of [`Limits::tool_calls`]: 500 calls.
-    pub const DEFAULT_TOOL_CALLS: u64 = 500;
-    /// Default of [`Limits::spill_bytes`]: 16 MiB.
-    pub const DEFAULT_SPILL_BYTES: u64 = 16 * MIB;
-    /// Default of [`Limits::background_processes`]: 8.
-    pub const DEFAULT_BACKGROUND_PROCESSES: u64 = 8;
-
     /// These limits with every field the patch sets replaced.
     #[must_use]
     pub fn merged(mut self, patch: &LimitsPatch) -> Self {
         self.apply(patch);
         self
     }
-
-    /// Replaces every field the patch sets.
-    pub fn apply(&mut self, patch: &LimitsPatch) {
-        let LimitsPatch {
-            stdout_bytes,
-            stderr_bytes,
-            command_bytes,
-            rpc_bytes,
-            file_count,
-            fs_bytes,
-            timeout_ms,
-            memory_bytes,
-            tool_calls,
-            spill_bytes,
-            background_processes,
-        } = *patch;
-        let pairs = [
-            (&mut self.stdout_bytes, stdout_bytes),
-            (&mut self.stderr_bytes, stderr_bytes),
-            (&mut self.command_bytes, command_bytes),
-            (&mut self.rpc_bytes, rpc_bytes),
-            (&mut self.file_count, file_count),
-            (&mut self.fs_bytes, fs_bytes),
-            (&mut self.timeout_ms, timeout_ms),
-            (&mut self.memory_bytes, memory_bytes),
-            (&mut self.tool_calls, tool_calls),
-            (&mut self.spill_bytes, spill_bytes),
-            (&mut self.background_processes, background_processes),
-        ];
-        for (field, value) in pairs {
-            if let Some(value) = value {
-                *field = value;
-            }
-        }
-    }
 }
 
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            stdout_bytes: Self::DEFAULT_STDOUT_BYTES,
-            stderr_bytes: Self::DEFAULT_STDERR_BYTES,
-            command_bytes: Self::DEFAULT_COMMAND_BYTES,
-            rpc_bytes: Self::DEFAULT_RPC_BYTES,
-            file_count: Self::DEFAULT_FILE_COUNT,
-            fs_bytes: Self::DEFAULT_FS_BYTES,
-            timeout_ms: Self::DEFAULT_TIMEOUT_MS,
-            memory_bytes: Self::DEFAULT_MEMORY_BYTES,
-            tool_calls: Self::DEFAULT_TOOL_CALLS,
-            spill_bytes: Self::DEFAULT_SPILL_BYTES,
-            background_processes: Self::DEFAULT_BACKGROUND_PROCESSES,
+/// README.md's table of defaults, rendered from the registry.
+#[cfg(test)]
+fn markdown_table() -> String {
+    fn amount(v: u64, unit: Unit) -> String {
+        match unit {
+            Unit::Bytes if v >= MIB && v.is_multiple_of(MIB) => format!("{} MiB", v / MIB),
+            Unit::Bytes if v >= KIB && v.is_multiple_of(KIB) => format!("{} KiB", v / KIB),
+            Unit::Bytes => format!("{v} bytes"),
+            Unit::Millis if v.is_multiple_of(1000) => format!("{} s", v / 1000),
+            Unit::Millis => format!("{v} ms"),
+            Unit::Count => v.to_string(),
         }
     }
-}
-
-/// A partial [`Limits`]: the wire form of `limits` in requests, where every field is optional
-/// and absent fields keep their defaults. Unknown fields are rejected so that a misspelt limit
-/// is an error rather than silently ignored.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LimitsPatch {
-    /// Replaces [`Limits::stdout_bytes`] when set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stdout_bytes: Option<u64>,
-    /// Replaces [`Limits::stderr_bytes`] when set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stderr_bytes: Option<u64>,
-    /// Replaces [`Limits::command_bytes`] when set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub command_bytes: Option<u64>,
-    /// Replaces [`Limits::rpc_bytes`] when set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rpc_bytes: Option<u64>,
-    /// Replaces [`Limits::file_count`] when set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file_count: Option<u64>,
-    /// Replaces [`Limits::fs_bytes`] when set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fs_bytes: Option<u64>,
-    /// Replaces [`Limits::timeout_ms`] when set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-    /// Replaces [`Limits::memory_bytes`] when set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory_bytes: Option<u64>,
-    /// Replaces [`Limits::tool_calls`] when set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_calls: Option<u64>,
-    /// Replaces [`Limits::spill_bytes`] when set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spill_bytes: Option<u64>,
-    /// Replaces [`Limits::background_processes`] when set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub background_processes: Option<u64>,
+    let mut out = String::from(
+        "| limit | JSON-RPC name | default | bounds | past it |\n|---|---|---|---|---|\n",
+    );
+    for l in Limits::SPECS {
+        out.push_str(&format!(
+            "| `{}` | `{}` | {} | {} | {} |\n",
+            l.name,
+            l.wire,
+            amount(l.default, l.unit),
+            l.doc,
+            l.on_excess
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn readme_defaults_table_is_the_registry() {
+        let page = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+        crate::doc_block::check(&page, "limits", &markdown_table());
+    }
+
+    #[test]
+    fn specs_agree_with_the_structs() {
+        let defaults = serde_json::to_value(Limits::default()).unwrap();
+        let fields = defaults.as_object().unwrap();
+        assert_eq!(fields.len(), Limits::SPECS.len());
+        for l in Limits::SPECS {
+            assert_eq!(fields[l.wire], l.default, "{}", l.name);
+            assert_eq!(Limits::default().get(l.name), Some(l.default));
+            let patch: LimitsPatch =
+                serde_json::from_value(serde_json::json!({ l.wire: 7 })).unwrap();
+            assert_eq!(
+                Limits::default().merged(&patch).get(l.name),
+                Some(7),
+                "{}",
+                l.name
+            );
+        }
+    }
 
     #[test]
     fn defaults_match_the_architecture_table() {

@@ -122,7 +122,7 @@ pub(crate) fn normalize_resources(app: &App, r: Option<Resources>) -> ApiResult<
     }
     let mem = r
         .memory_mb
-        .unwrap_or(wasmsand::Limits::DEFAULT_MEMORY_BYTES / MIB);
+        .unwrap_or(wasmsand::Limits::default().memory_bytes / MIB);
     if mem == 0 || mem > max_mem {
         return Err(
             ApiError::invalid(format!("resources.memory_mb must be in [1, {max_mem}]"))

@@ -20,3 +20,6 @@ class NativeDispatcher:
 
 def sandboxd_main(argv: list[str]) -> int:
     """Runs the sandboxd server on this process's stdin/stdout."""
+
+def limit_specs() -> str:
+    """The limits registry as JSON: ``[{name, wire, default, unit, doc}]``."""

@@ -140,19 +140,12 @@ class FileInfo:
     size: int
 
 
-_WIRE = {
-    "stdout_bytes": "stdoutBytes",
-    "stderr_bytes": "stderrBytes",
-    "command_bytes": "commandBytes",
-    "file_count": "fileCount",
-    "memory_bytes": "memoryBytes",
-    "tool_calls": "toolCalls",
-    "rpc_bytes": "rpcBytes",
-    "fs_bytes": "fsBytes",
-    "timeout_ms": "timeoutMs",
-    "spill_bytes": "spillBytes",
-    "background_processes": "backgroundProcesses",
-}
+def _wire(name: str) -> str:
+    """The camelCase wire name of a snake_case limit (``stdout_bytes`` -> ``stdoutBytes``).
+    tests/python/test_registries.py checks the ``Limits`` fields against the crate's limits
+    registry, wire names included."""
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
 
 
 @dataclass
@@ -197,7 +190,7 @@ class Limits:
                 continue
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"limit {f.name} must be a non-negative integer, not {v!r}")
-            out[_WIRE[f.name]] = v
+            out[_wire(f.name)] = v
         return out
 
 
