@@ -16,8 +16,12 @@ macro_rules! error_codes {
     ($($variant:ident = $wire:literal, [$($status:literal),+], $when:literal;)+) => {
         /// The machine-readable `error.code` of every error answer.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+        // snake_case of each variant is its wire name (a test checks); a per-variant
+        // `rename = $wire` would be lost on utoipa, which does not read a literal passed
+        // through a macro.
+        #[serde(rename_all = "snake_case")]
         pub enum ErrorCode {
-            $(#[doc = $when] #[serde(rename = $wire)] $variant,)+
+            $(#[doc = $when] $variant,)+
         }
 
         impl ErrorCode {
@@ -309,6 +313,9 @@ mod tests {
             assert_eq!(json!(code), json!(code.as_str()));
             assert!(!code.statuses().is_empty() && !code.when().is_empty());
         }
+        let doc: serde_json::Value = serde_json::from_str(crate::openapi::document()).unwrap();
+        let wire: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(doc["components"]["schemas"]["ErrorCode"]["enum"], json!(wire));
     }
 
     #[test]

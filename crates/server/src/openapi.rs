@@ -1,10 +1,7 @@
 //! The OpenAPI 3.1 description of the REST API, served at `/openapi.json` (and under the API
-//! base). It is derived at build time by utoipa from the handlers' `#[utoipa::path]`
-//! attributes and the request/response types, never written by hand.
-
-// utoipa's `nest(...)` expands `api = SandboxApi` to a needlessly qualified path in this
-// module; the lint cannot be silenced on the derive alone.
-#![allow(unused_qualifications)]
+//! base). It is derived by utoipa from the route list (`crate::api::api_routes`, whose
+//! handlers' `#[utoipa::path]` attributes give each route its URL and its description) and
+//! the request/response types, never written by hand.
 
 use std::sync::{Arc, OnceLock};
 
@@ -18,43 +15,12 @@ use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::App;
-use crate::api::artifacts;
-use crate::api::runs;
-use crate::api::runtimes;
-use crate::api::sessions;
-use crate::api::uploads;
-use crate::{admin, admin_ops, observe, processes};
+use crate::observe;
 
+/// The tags of the API under the base path; its paths come from the route list
+/// (`crate::api::api_routes`), so no route can be served undescribed or described unserved.
 #[derive(OpenApi)]
 #[openapi(
-    paths(
-        runtimes::runtimes,
-        sessions::create_session,
-        sessions::get_session,
-        sessions::delete_session,
-        uploads::upload_files,
-        processes::start_process,
-        processes::list_processes,
-        processes::get_process,
-        processes::wait_process,
-        processes::kill_process,
-        processes::write_stdin,
-        processes::process_output,
-        processes::stream_process,
-        runs::create_run,
-        runs::get_run,
-        runs::stream_run,
-        runs::cancel_run,
-        artifacts::list_artifacts,
-        artifacts::get_artifact,
-        admin::list_runs,
-        admin::get_run,
-        admin::list_idempotency,
-        admin::usage,
-        admin_ops::usage_summary,
-        admin_ops::metrics_json,
-        admin_ops::audit,
-    ),
     tags(
         (name = "runtimes", description = "what this server runs"),
         (name = "sessions", description = "sandboxes kept between runs, and uploads into them"),
@@ -75,9 +41,7 @@ struct SandboxApi;
                        RFC 7807 form when `Accept: application/problem+json` is sent."
     ),
     paths(observe::metrics_endpoint),
-    nest((path = "/api/v1/sandbox", api = SandboxApi)),
-    tags((name = "observability", description = "Prometheus metrics (admins only when authentication is on)")),
-    modifiers(&Credentials)
+    tags((name = "observability", description = "Prometheus metrics (admins only when authentication is on)"))
 )]
 pub struct ApiDoc;
 
@@ -142,7 +106,17 @@ impl Modify for Credentials {
 pub fn document() -> &'static str {
     static DOC: OnceLock<String> = OnceLock::new();
     DOC.get_or_init(|| {
-        let mut doc = ApiDoc::openapi();
+        let (_, mut api) = crate::api::api_routes(0).split_for_parts();
+        api.merge(SandboxApi::openapi());
+        // axum's catch-all `{*path}` is OpenAPI's `{path}`.
+        let paths = std::mem::take(&mut api.paths.paths);
+        api.paths.paths = paths
+            .into_iter()
+            .map(|(p, item)| (p.replace("{*", "{"), item))
+            .collect();
+        let mut doc = ApiDoc::openapi().nest(crate::http::BASE, api);
+        // After nesting, so that every operation gets its 401.
+        Credentials.modify(&mut doc);
         doc.info.version = crate::RUNTIME_VERSION.to_string();
         doc.to_pretty_json()
             .expect("the OpenAPI document serializes")

@@ -11,19 +11,20 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
-use axum::routing::{get, post};
-use axum::{Extension, Router};
 use base64::Engine;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use wasmsand::{ErrorClass, Process, ProcessError, RunResult, SandboxError, SpawnOptions};
 
 use crate::App;
@@ -39,18 +40,16 @@ use crate::views::{self, ErrorEnvelope};
 /// Longest a `wait` request holds the connection; a client that wants longer asks again.
 pub const MAX_WAIT_MS: u64 = 30_000;
 
-pub(crate) fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route(
-            "/sessions/{id}/processes",
-            post(start_process).get(list_processes),
-        )
-        .route("/sessions/{id}/processes/{pid}", get(get_process))
-        .route("/sessions/{id}/processes/{pid}/wait", post(wait_process))
-        .route("/sessions/{id}/processes/{pid}/kill", post(kill_process))
-        .route("/sessions/{id}/processes/{pid}/stdin", post(write_stdin))
-        .route("/sessions/{id}/processes/{pid}/output", get(process_output))
-        .route("/sessions/{id}/processes/{pid}/stream", get(stream_process))
+/// The process routes with their OpenAPI paths (merged into `crate::api::api_routes`).
+pub(crate) fn routes() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new()
+        .routes(routes!(start_process, list_processes))
+        .routes(routes!(get_process))
+        .routes(routes!(wait_process))
+        .routes(routes!(kill_process))
+        .routes(routes!(write_stdin))
+        .routes(routes!(process_output))
+        .routes(routes!(stream_process))
 }
 
 // ---- bodies ----

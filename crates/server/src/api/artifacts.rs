@@ -184,7 +184,8 @@ async fn gzip_file(path: std::path::PathBuf, content_type: &str) -> ApiResult<Re
 
 #[utoipa::path(
     get,
-    path = "/runs/{id}/artifacts/{path}",
+    // `{*path}`: the rest of the URL, slashes included (the document shows it as `{path}`).
+    path = "/runs/{id}/artifacts/{*path}",
     tag = "artifacts",
     params(
         ("id" = String, Path, description = "run id"),

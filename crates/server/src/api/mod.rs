@@ -7,7 +7,9 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::get;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
+use utoipa_axum::routes;
 
 use crate::App;
 use crate::config::MIB;
@@ -20,37 +22,38 @@ pub(crate) mod runtimes;
 pub(crate) mod sessions;
 pub(crate) mod uploads;
 
+/// The API under [`BASE`]: every route with its OpenAPI path, from this one list (a handler's
+/// `#[utoipa::path]` gives both its URL and its description). `upload_limit` is the body cap
+/// of uploads.
+pub(crate) fn api_routes(upload_limit: usize) -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new()
+        .routes(routes!(runtimes::runtimes))
+        .routes(routes!(sessions::create_session))
+        .routes(routes!(sessions::get_session, sessions::delete_session))
+        .routes(routes!(uploads::upload_files).layer(DefaultBodyLimit::max(upload_limit)))
+        .routes(routes!(runs::create_run))
+        .routes(routes!(runs::get_run))
+        .routes(routes!(runs::stream_run))
+        .routes(routes!(runs::cancel_run))
+        .routes(routes!(artifacts::list_artifacts))
+        .routes(routes!(artifacts::get_artifact))
+        .routes(routes!(crate::admin::list_runs))
+        .routes(routes!(crate::admin::get_run))
+        .routes(routes!(crate::admin::list_idempotency))
+        .routes(routes!(crate::admin::usage))
+        .routes(routes!(crate::admin_ops::usage_summary))
+        .routes(routes!(crate::admin_ops::metrics_json))
+        .routes(routes!(crate::admin_ops::audit))
+        .merge(crate::processes::routes())
+}
+
 pub fn router(app: Arc<App>) -> Router {
     let upload_limit = (app.config.max_upload_mb * MIB) as usize + 1024 * 1024;
-    let api = Router::new()
-        .route("/runtimes", get(runtimes::runtimes))
-        .route("/sessions", post(sessions::create_session))
-        .route(
-            "/sessions/{id}",
-            get(sessions::get_session).delete(sessions::delete_session),
-        )
-        .route(
-            "/sessions/{id}/files",
-            post(uploads::upload_files).layer(DefaultBodyLimit::max(upload_limit)),
-        )
-        .route("/runs", post(runs::create_run))
-        .route("/runs/{id}", get(runs::get_run))
-        .route("/runs/{id}/stream", get(runs::stream_run))
-        .route("/runs/{id}/cancel", post(runs::cancel_run))
-        .route("/runs/{id}/artifacts", get(artifacts::list_artifacts))
-        .route("/runs/{id}/artifacts/{*path}", get(artifacts::get_artifact))
-        .route("/admin/runs", get(crate::admin::list_runs))
-        .route("/admin/runs/{id}", get(crate::admin::get_run))
-        .route("/admin/idempotency", get(crate::admin::list_idempotency))
-        .route("/admin/usage", get(crate::admin::usage))
-        .route("/admin/usage/summary", get(crate::admin_ops::usage_summary))
-        .route("/admin/metrics", get(crate::admin_ops::metrics_json))
-        .route("/admin/audit", get(crate::admin_ops::audit))
-        .merge(crate::processes::routes())
-        .route_layer(axum::middleware::from_fn_with_state(
-            app.clone(),
-            crate::auth::authenticate,
-        ));
+    let (api, _) = api_routes(upload_limit).split_for_parts();
+    let api = api.route_layer(axum::middleware::from_fn_with_state(
+        app.clone(),
+        crate::auth::authenticate,
+    ));
     Router::new()
         .route("/openapi.json", get(crate::openapi::serve))
         .route(&format!("{BASE}/openapi.json"), get(crate::openapi::serve))
