@@ -313,9 +313,12 @@ mod tests {
             assert_eq!(json!(code), json!(code.as_str()));
             assert!(!code.statuses().is_empty() && !code.when().is_empty());
         }
-        let doc: serde_json::Value = serde_json::from_str(crate::openapi::document()).unwrap();
+        let doc: Value = serde_json::from_str(crate::openapi::document()).unwrap();
         let wire: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
-        assert_eq!(doc["components"]["schemas"]["ErrorCode"]["enum"], json!(wire));
+        assert_eq!(
+            doc["components"]["schemas"]["ErrorCode"]["enum"],
+            json!(wire)
+        );
     }
 
     #[test]
