@@ -81,6 +81,14 @@ macro_rules! limits {
                 $(if let Some(v) = patch.$field { self.$field = v; })+
             }
 
+            /// Sets the limit called `name` (snake_case); false when there is none.
+            pub fn set(&mut self, name: &str, value: u64) -> bool {
+                match name {
+                    $(stringify!($field) => { self.$field = value; true })+
+                    _ => false,
+                }
+            }
+
             /// The value of the limit called `name` (snake_case), if there is one.
             pub fn get(&self, name: &str) -> Option<u64> {
                 match name {

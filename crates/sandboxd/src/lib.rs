@@ -53,6 +53,12 @@ struct Cli {
     /// Longest request line accepted, in bytes
     #[arg(long, value_name = "BYTES", global = true, value_parser = clap::value_parser!(u64).range(1..))]
     rpc_bytes: Option<u64>,
+    /// Any limit by its registry name, repeatable: `--limit stdout_bytes=4096`. The names:
+    /// stdout_bytes, stderr_bytes, command_bytes, rpc_bytes, file_count, fs_bytes, timeout_ms,
+    /// memory_bytes, tool_calls, spill_bytes, background_processes. Applied after the flags
+    /// above.
+    #[arg(long = "limit", value_name = "NAME=VALUE", global = true, value_parser = parse_limit)]
+    limit: Vec<(&'static str, u64)>,
     /// Where compiled modules are cached (default: $WASMSAND_CACHE_DIR, else the user cache)
     #[arg(long, value_name = "DIR", global = true)]
     cache_dir: Option<PathBuf>,
@@ -110,8 +116,33 @@ impl Cli {
         if let Some(v) = self.rpc_bytes {
             l.rpc_bytes = v;
         }
+        for (name, value) in &self.limit {
+            l.set(name, *value);
+        }
         l
     }
+}
+
+/// `NAME=VALUE` of `--limit`: a limit of [`Limits::SPECS`] and a non-negative integer.
+fn parse_limit(arg: &str) -> Result<(&'static str, u64), String> {
+    let (name, value) = arg
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=VALUE, not {arg:?}"))?;
+    let spec = Limits::SPECS
+        .iter()
+        .find(|l| l.name == name.trim())
+        .ok_or_else(|| {
+            let names: Vec<&str> = Limits::SPECS.iter().map(|l| l.name).collect();
+            format!(
+                "unknown limit {name:?}; the limits are: {}",
+                names.join(", ")
+            )
+        })?;
+    let value = value
+        .trim()
+        .parse()
+        .map_err(|_| format!("{}: not a non-negative integer: {value:?}", spec.name))?;
+    Ok((spec.name, value))
 }
 
 /// Runs `sandboxd` with these command-line arguments (program name first) and returns its
@@ -222,4 +253,36 @@ fn serve(config: DispatchConfig) -> u8 {
     server.wait_idle();
     out.close();
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// Every limit of the registry can be set from the command line, and `--limit`'s help
+    /// names each one.
+    #[test]
+    fn every_limit_is_a_flag() {
+        let cmd = Cli::command();
+        let help = cmd
+            .get_arguments()
+            .find(|a| a.get_id() == "limit")
+            .and_then(|a| a.get_help())
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        for spec in Limits::SPECS {
+            assert!(
+                help.contains(spec.name),
+                "--limit's help lacks {}",
+                spec.name
+            );
+            let cli =
+                Cli::try_parse_from(["sandboxd", "--limit", &format!("{}=3", spec.name)]).unwrap();
+            assert_eq!(cli.limits().get(spec.name), Some(3), "{}", spec.name);
+        }
+        assert!(Cli::try_parse_from(["sandboxd", "--limit", "stdoutbytes=3"]).is_err());
+        assert!(Cli::try_parse_from(["sandboxd", "--limit", "fs_bytes=-1"]).is_err());
+    }
 }
