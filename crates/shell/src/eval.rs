@@ -2,10 +2,10 @@
 
 use std::time::SystemTime;
 
-use crate::ast::*;
 use crate::error::ShellError;
 use crate::expand::AErr;
 use crate::interp::{AssignKey, Flow, FlowResult, Interp};
+use crate::syntax::ast::*;
 use crate::vars::Value;
 
 /// How deep variable values may refer to further expressions (`a=b; b=c; ...`).

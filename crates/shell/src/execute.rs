@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::Mutex;
 use wasmsand_exec::{OpenFile, Output, pipe};
 
-use crate::ast::*;
 use crate::error::ShellError;
 use crate::interp::{Fd, Flow, FlowResult, InSrc, Interp, MAX_FD, Saved, THREAD_STACK, strerror};
 use crate::jobs::{Job, JobKind};
+use crate::syntax::ast::*;
 use crate::vars::{ATTR_EXPORT, Var};
 
 /// Capacity of the pipes between pipeline stages (as Linux's default).

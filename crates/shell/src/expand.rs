@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use wasmsand_exec::{Output, OutputBuffer};
 
-use crate::ast::*;
 use crate::error::ShellError;
 use crate::execute::AssignedValue;
 use crate::interp::{AssignKey, Fd, Flow, FlowResult, Interp};
 use crate::pattern;
+use crate::syntax::ast::*;
 use crate::vars::{ATTR_INTEGER, ATTR_READONLY, Value, Var};
 
 /// A run of text inside a field being built, with how it may still be changed.
@@ -1845,7 +1845,7 @@ pub(crate) fn runtime_subscript(k: &str) -> Word {
     if !k.contains(['$', '`', '"', '\'', '\\']) {
         return Word::literal(k);
     }
-    let parsed = crate::parser::parse(&format!("_[{k}]="));
+    let parsed = crate::syntax::parser::parse(&format!("_[{k}]="));
     if let Ok(script) = parsed
         && let [item] = script.items.as_slice()
         && item.and_or.rest.is_empty()

@@ -24,8 +24,8 @@ use wasmsand_exec::{
     ToolChannel,
 };
 
-use crate::ast::*;
 use crate::error::ShellError;
+use crate::syntax::ast::*;
 use crate::vars::{ATTR_EXPORT, ATTR_NAMEREF, ATTR_READONLY, Value, Var, Vars};
 
 /// Bounds on what one script may make the host do. Each has a clear error when exceeded.

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use wasmsand_exec::CancelToken;
 
-use crate::ast::{AndOr, Arg, Command, Script};
 use crate::interp::{FlowResult, Interp};
+use crate::syntax::ast::{AndOr, Arg, Command, Script};
 
 /// Ended jobs whose pid `wait PID` still answers for.
 const REMEMBERED_PIDS: usize = 256;

@@ -8,8 +8,6 @@
 
 #![forbid(unsafe_code)]
 
-pub mod arith;
-pub mod ast;
 mod builtins;
 mod error;
 mod eval;
@@ -18,13 +16,13 @@ mod expand;
 mod extglob;
 mod interp;
 mod jobs;
-pub mod parser;
 pub mod pattern;
 mod portable;
 mod printer;
 pub mod printf;
 mod prompt;
 mod reactor;
+pub mod syntax;
 mod timeout;
 pub mod vars;
 
@@ -39,9 +37,10 @@ pub use builtins::{Builtin, builtin_table};
 pub use error::{ParseError, ParseErrorKind, ShellError, SourceKind, StateError};
 pub use interp::{Abort, Options, ShellLimits, ShellState};
 pub use jobs::{DetachFn, DetachedJob};
-pub use parser::{
+pub use syntax::parser::{
     MAX_DEPTH, ParseOptions, parse, parse_arith, parse_chunk, parse_opts, parse_with,
 };
+pub use syntax::{arith, ast, parser};
 pub use vars::{ATTR_EXPORT, ATTR_INTEGER, ATTR_READONLY, Value, Var, Vars};
 
 /// The contents of `/bin/bash` and `/bin/sh` in a sandbox: the shell is built in, and running

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ast::{Command, FunctionDef};
 use crate::error::StateError;
 use crate::interp::{Options, ShellLimits, ShellState};
+use crate::syntax::ast::{Command, FunctionDef};
 use crate::vars::{AssocMap, Value, Var, Vars};
 
 #[derive(Serialize, Deserialize)]

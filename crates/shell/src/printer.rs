@@ -3,7 +3,7 @@
 //! spaces per level, `;` between commands, `do`/`then` placement), and scripts compare that
 //! output.
 
-use crate::ast::*;
+use crate::syntax::ast::*;
 
 /// `name () \n{ \n    body\n}` as `declare -f name` prints it.
 pub(crate) fn function_text(f: &FunctionDef) -> String {

@@ -451,4 +451,14 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn declaration_builtins_are_the_syntax_list() {
+        let marked: Vec<&str> = BUILTINS
+            .iter()
+            .filter(|b| b.declaration)
+            .map(|b| b.name)
+            .collect();
+        assert_eq!(marked, crate::syntax::DECLARATION_COMMANDS);
+    }
 }

@@ -1,9 +1,9 @@
 //! `test` and `[`: POSIX argument-count rules, then `-a`/`-o`/`!`/`( )` precedence; the
 //! operators themselves are `[[ ]]`'s (`eval.rs`).
 
-use crate::ast::{COND_UNARY_OPS, CondBinOp};
 use crate::error::ShellError;
 use crate::interp::Interp;
+use crate::syntax::ast::{COND_UNARY_OPS, CondBinOp};
 
 impl Interp {
     pub(super) fn b_test(&mut self, args: &[String], bracket: bool) -> i32 {

@@ -392,28 +392,28 @@ impl Interp {
             return Ok(PlainDecl::Invalid);
         }
         let is_array_var = self.st.vars.get(name).is_some_and(|v| v.is_array());
-        let mut a = crate::ast::Assignment {
+        let mut a = crate::syntax::ast::Assignment {
             name: name.to_string(),
             index: None,
             append,
-            value: crate::ast::AssignValue::Scalar(crate::ast::Word::default()),
+            value: crate::syntax::ast::AssignValue::Scalar(crate::syntax::ast::Word::default()),
         };
         if index.is_none()
             && (array || is_array_var)
             && val.starts_with('(')
             && val.ends_with(')')
             && let Ok(script) = crate::parse(&format!("{name}={val}"))
-            && let Some(crate::ast::ListItem {
+            && let Some(crate::syntax::ast::ListItem {
                 and_or:
-                    crate::ast::AndOr {
-                        first: crate::ast::Pipeline { commands, .. },
+                    crate::syntax::ast::AndOr {
+                        first: crate::syntax::ast::Pipeline { commands, .. },
                         ..
                     },
                 ..
             }) = script.items.first()
-            && let Some(crate::ast::Command::Simple(sc)) = commands.first()
+            && let Some(crate::syntax::ast::Command::Simple(sc)) = commands.first()
             && let Some(parsed) = sc.assignments.first()
-            && matches!(parsed.value, crate::ast::AssignValue::Array(_))
+            && matches!(parsed.value, crate::syntax::ast::AssignValue::Array(_))
         {
             a.value = parsed.value.clone();
             let v = self.eval_assignment(&a)?;
@@ -432,7 +432,7 @@ impl Interp {
         name: &str,
         add: u8,
         make_local: bool,
-        value: Option<(crate::ast::Assignment, AssignedValue)>,
+        value: Option<(crate::syntax::ast::Assignment, AssignedValue)>,
     ) -> Result<(), ShellError> {
         let target = match value {
             Some((_, AssignedValue::Scalar(t))) => Some(t),
@@ -523,7 +523,7 @@ impl Interp {
         remove: u8,
         array: bool,
         assoc: bool,
-        value: Option<(crate::ast::Assignment, AssignedValue)>,
+        value: Option<(crate::syntax::ast::Assignment, AssignedValue)>,
     ) -> Result<(), ShellError> {
         if !self.st.vars.is_shadowed(name) {
             let mut var = self.st.vars.get(name).cloned().unwrap_or(Var {
@@ -752,7 +752,7 @@ pub(super) fn assoc_key(k: &str) -> String {
 /// What a declaration argument from an expansion turned out to be.
 enum PlainDecl {
     Name(String),
-    Assign(crate::ast::Assignment, AssignedValue),
+    Assign(crate::syntax::ast::Assignment, AssignedValue),
     Invalid,
 }
 

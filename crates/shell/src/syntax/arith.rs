@@ -1,9 +1,9 @@
 //! Arithmetic expressions: the second stage, from tokens to [`ArithExpr`].
 //!
 //! The first stage (finding where `$(( ... ))` ends and turning `$x`, `$(...)` into words)
-//! needs the word parser, so it lives in [`crate::parser`]; this stage is self-contained.
+//! needs the word parser, so it lives in [`crate::syntax::parser`]; this stage is self-contained.
 
-use crate::ast::{ArithBinOp, ArithExpr, ArithUnaryOp, LValue, Word};
+use crate::syntax::ast::{ArithBinOp, ArithExpr, ArithUnaryOp, LValue, Word};
 
 #[derive(Debug, Clone)]
 pub(crate) enum Tok {
@@ -36,7 +36,7 @@ pub(crate) const OPERATORS: &[&str] = &[
 
 /// Parses a token list. The outer `Err` is the depth limit; the inner one is the message bash
 /// prints when the expression is evaluated (a `String` on purpose: the text is the data, kept
-/// in [`crate::ast::Arith`] until then).
+/// in [`crate::syntax::ast::Arith`] until then).
 pub(crate) fn parse_tokens(
     tokens: Vec<Token>,
     source: &str,
@@ -354,7 +354,7 @@ impl ArithParser<'_> {
             Tok::SingleQuoted(text) if self.in_subscript > 0 => {
                 self.pos += 1;
                 Ok(ArithExpr::Expansion(Word {
-                    parts: vec![crate::ast::WordPart::Quoted(text)],
+                    parts: vec![crate::syntax::ast::WordPart::Quoted(text)],
                 }))
             }
             Tok::Op(_) | Tok::Bad | Tok::SingleQuoted(_) => {

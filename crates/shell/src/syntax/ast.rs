@@ -1,4 +1,4 @@
-//! The syntax tree produced by [`crate::parse`].
+//! The syntax tree produced by [`super::parser::parse`].
 //!
 //! Words keep their quoting structure (which parts were quoted, which came from expansions)
 //! because field splitting, globbing, brace expansion and pattern matching all depend on it
@@ -604,7 +604,7 @@ pub enum ReplaceMode {
 ///
 /// Bash reports arithmetic syntax errors when the expression is evaluated, not when the script
 /// is parsed (`echo $((1+))` runs the commands before it and fails with status 1), so a bad
-/// expression is not a [`crate::ParseError`]: `expr` holds the message bash prints, e.g.
+/// expression is not a [`super::error::ParseError`]: `expr` holds the message bash prints, e.g.
 /// `1+: syntax error: operand expected (error token is "+")` (text that is the data, hence a
 /// `String`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,10 +12,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::ParseError;
-use crate::arith::{self, OPERATORS, Tok, Token};
-use crate::ast::*;
-use crate::error::ParseErrorKind;
+use crate::syntax::arith::{self, OPERATORS, Tok, Token};
+use crate::syntax::ast::*;
+use crate::syntax::error::ParseError;
+use crate::syntax::error::ParseErrorKind;
 
 /// How deeply constructs may nest (compound commands, substitutions, `${...}`, brace
 /// expansions, arithmetic and `[[ ]]` parentheses, all counted together).
@@ -1143,9 +1143,9 @@ impl<'a> Parser<'a> {
                 }
                 let decl = match words.first() {
                     None => true,
-                    Some(Arg::Word(w)) => {
-                        w.as_literal().is_some_and(crate::builtins::is_declaration)
-                    }
+                    Some(Arg::Word(w)) => w
+                        .as_literal()
+                        .is_some_and(|name| super::DECLARATION_COMMANDS.contains(&name)),
                     Some(Arg::Assignment(_)) => false,
                 };
                 if decl && let Some(a) = self.try_assignment()? {
