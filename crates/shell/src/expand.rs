@@ -24,6 +24,14 @@ struct Piece {
 
 type Field = Vec<Piece>;
 
+/// The parameter an expansion reads, after any `${!x}` indirection.
+struct Target {
+    param: Param,
+    sub: Option<Subscript>,
+    /// An indirection through a declared variable without a value: expands as unset.
+    unset: bool,
+}
+
 /// A parameter's value before the operator is applied.
 enum PV {
     Unset,
@@ -500,11 +508,23 @@ impl Interp {
     }
 
     fn expand_param(&mut self, pe: &ParamExp, in_dq: bool, out: &mut Vec<Field>) -> FlowResult<()> {
-        // `${!prefix*}` and `${!arr[@]}` are name and key lists, not indirections.
+        if self.expand_name_list(pe, in_dq, out) || self.expand_nameref_name(pe, in_dq, out)? {
+            return Ok(());
+        }
+        let target = self.param_target(pe)?;
+        if self.expand_array_slice(pe, &target, in_dq, out)? {
+            return Ok(());
+        }
+        self.apply_param_op(pe, target, in_dq, out)
+    }
+
+    /// `${!prefix*}` and `${!arr[@]}`: name and key lists, not indirections. False when `pe`
+    /// is neither.
+    fn expand_name_list(&mut self, pe: &ParamExp, in_dq: bool, out: &mut Vec<Field>) -> bool {
         match &pe.op {
             ParamOp::PrefixNames { star } => {
                 let Param::Named(prefix) = &pe.param else {
-                    return Ok(());
+                    return true;
                 };
                 let names: Vec<String> = self
                     .st
@@ -514,11 +534,11 @@ impl Interp {
                     .filter(|n| n.starts_with(prefix.as_str()))
                     .collect();
                 self.push_value(PV::List(names, *star), in_dq, out);
-                return Ok(());
+                true
             }
             ParamOp::Keys { star } => {
                 let Param::Named(name) = &pe.param else {
-                    return Ok(());
+                    return true;
                 };
                 let name = &self.resolve_ref(name).0;
                 let keys = match self.st.vars.get(name).map(|v| &v.value) {
@@ -528,10 +548,20 @@ impl Interp {
                     _ => Vec::new(),
                 };
                 self.push_value(PV::List(keys, *star), in_dq, out);
-                return Ok(());
+                true
             }
-            _ => {}
+            _ => false,
         }
+    }
+
+    /// `${!ref}` of a nameref: the name it refers to (what bash gives), not its value. False
+    /// when `pe` is not that.
+    fn expand_nameref_name(
+        &mut self,
+        pe: &ParamExp,
+        in_dq: bool,
+        out: &mut Vec<Field>,
+    ) -> FlowResult<bool> {
         if pe.indirect
             && pe.subscript.is_none()
             && let Param::Named(n) = &pe.param
@@ -546,8 +576,14 @@ impl Interp {
                 op => self.apply_op(op, target, false)?,
             };
             self.push_value(v, in_dq, out);
-            return Ok(());
+            return Ok(true);
         }
+        Ok(false)
+    }
+
+    /// The parameter `pe` expands: itself, or for `${!x}` the one `x`'s value names. An
+    /// indirection through a declared but unset variable leads nowhere (`unset`).
+    fn param_target(&mut self, pe: &ParamExp) -> FlowResult<Target> {
         let mut unset_target = false;
         let (param, sub) = if pe.indirect {
             let target = match self.param_value(&pe.param, &pe.subscript)? {
@@ -582,10 +618,25 @@ impl Interp {
         } else {
             (pe.param.clone(), pe.subscript.clone())
         };
-        // Slices of an indexed array count indices, not elements (sparse arrays differ).
+        Ok(Target {
+            param,
+            sub,
+            unset: unset_target,
+        })
+    }
+
+    /// `${a[@]:off:len}` of an array: slices count indices, not elements (sparse arrays
+    /// differ). False when `pe` is not an array slice.
+    fn expand_array_slice(
+        &mut self,
+        pe: &ParamExp,
+        t: &Target,
+        in_dq: bool,
+        out: &mut Vec<Field>,
+    ) -> FlowResult<bool> {
         if let ParamOp::Substring { offset, length } = &pe.op
-            && let Param::Named(n) = &param
-            && let Some(Subscript::At | Subscript::Star) = &sub
+            && let Param::Named(n) = &t.param
+            && let Some(Subscript::At | Subscript::Star) = &t.sub
         {
             let resolved = self.resolve_ref(n).0;
             let array = self
@@ -595,7 +646,7 @@ impl Interp {
                 .map(|v| v.value.clone())
                 .filter(|v| matches!(v, Value::Indexed(_) | Value::Assoc(_)));
             if let Some(array) = array {
-                let star = matches!(sub, Some(Subscript::Star));
+                let star = matches!(t.sub, Some(Subscript::Star));
                 let off = self.arith_or_exit(offset)?;
                 let len = match length {
                     Some(l) => Some(self.arith_or_exit(l)?),
@@ -650,9 +701,25 @@ impl Interp {
                     _ => unreachable!("filtered to arrays above"),
                 };
                 self.push_value(PV::List(items, star), in_dq, out);
-                return Ok(());
+                return Ok(true);
             }
         }
+        Ok(false)
+    }
+
+    /// `pe`'s operator (`:-`, `#`, `@a`, ...) applied to the value of `t`.
+    fn apply_param_op(
+        &mut self,
+        pe: &ParamExp,
+        t: Target,
+        in_dq: bool,
+        out: &mut Vec<Field>,
+    ) -> FlowResult<()> {
+        let Target {
+            param,
+            sub,
+            unset: unset_target,
+        } = t;
         let value = if unset_target {
             PV::Unset
         } else {
@@ -676,11 +743,7 @@ impl Interp {
         match &pe.op {
             ParamOp::None => {
                 if matches!(value, PV::Unset) && self.st.opts.nounset {
-                    self.err(&format!(
-                        "{}: unbound variable",
-                        param_display(&param, &sub)
-                    ));
-                    return Err(Flow::Unbound);
+                    return Err(self.unbound(&param, &sub));
                 }
                 self.push_value(value, in_dq, out);
             }
@@ -688,11 +751,7 @@ impl Interp {
                 let n = match value {
                     PV::Unset => {
                         if self.st.opts.nounset {
-                            self.err(&format!(
-                                "{}: unbound variable",
-                                param_display(&param, &sub)
-                            ));
-                            return Err(Flow::Unbound);
+                            return Err(self.unbound(&param, &sub));
                         }
                         0
                     }
@@ -717,22 +776,7 @@ impl Interp {
                 if is_set_nonnull(&value, *colon) {
                     self.push_value(value, in_dq, out);
                 } else {
-                    let v = self.expand_string(word)?;
-                    let Param::Named(name) = &param else {
-                        self.err(&format!(
-                            "${}: cannot assign in this way",
-                            param_name(&param)
-                        ));
-                        return Err(Flow::Fatal(1));
-                    };
-                    let key = match &sub {
-                        Some(Subscript::Index(w)) => Some(self.subscript_key(name, w)?),
-                        _ => None,
-                    };
-                    if let Err(m) = self.assign(name, key, v.clone(), false) {
-                        self.err(&m.to_string());
-                        return Err(Flow::Exit(1));
-                    }
+                    let v = self.assign_default(&param, &sub, word)?;
                     push(out, v, in_dq, !in_dq);
                 }
             }
@@ -761,40 +805,11 @@ impl Interp {
                 let Param::Named(name) = &param else {
                     unreachable!()
                 };
-                let name = self.resolve_ref(name).0;
-                let dq = |v: &str| {
-                    let mut o = String::from("\"");
-                    for c in v.chars() {
-                        if matches!(c, '"' | '\\' | '$' | '`') {
-                            o.push('\\');
-                        }
-                        o.push(c);
-                    }
-                    o.push('"');
-                    o
-                };
-                // bash's `@K`: key/value pairs, quoted as `declare -p` quotes them.
-                let text = match self.st.vars.get(&name).map(|v| &v.value) {
-                    Some(Value::Assoc(m)) => m
-                        .iter()
-                        .map(|(k, v)| format!("{k} {} ", dq(v)))
-                        .collect::<String>(),
-                    Some(Value::Indexed(m)) => m
-                        .iter()
-                        .map(|(k, v)| format!("{k} {}", dq(v)))
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                    Some(Value::Str(s)) => format!("0 {}", dq(s)),
-                    _ => String::new(),
-                };
+                let text = self.key_value_pairs(name);
                 push(out, text, in_dq, !in_dq);
             }
             ParamOp::Transform('a') if matches!(value, PV::Unset) && self.st.opts.nounset => {
-                self.err(&format!(
-                    "{}: unbound variable",
-                    param_display(&param, &sub)
-                ));
-                return Err(Flow::Unbound);
+                return Err(self.unbound(&param, &sub));
             }
             // Special parameters have no attributes, and an indirection that led nowhere
             // names no variable.
@@ -833,11 +848,7 @@ impl Interp {
             }
             op => {
                 if matches!(value, PV::Unset) && self.st.opts.nounset {
-                    self.err(&format!(
-                        "{}: unbound variable",
-                        param_display(&param, &sub)
-                    ));
-                    return Err(Flow::Unbound);
+                    return Err(self.unbound(&param, &sub));
                 }
                 let is_positional_list = matches!(param, Param::Special('@' | '*'));
                 let v = self.apply_op(op, value, is_positional_list)?;
@@ -845,6 +856,68 @@ impl Interp {
             }
         }
         Ok(())
+    }
+
+    /// bash's `${a[@]@K}`: key/value pairs, quoted as `declare -p` quotes them.
+    fn key_value_pairs(&self, name: &str) -> String {
+        let name = self.resolve_ref(name).0;
+        let dq = |v: &str| {
+            let mut o = String::from("\"");
+            for c in v.chars() {
+                if matches!(c, '"' | '\\' | '$' | '`') {
+                    o.push('\\');
+                }
+                o.push(c);
+            }
+            o.push('"');
+            o
+        };
+        match self.st.vars.get(&name).map(|v| &v.value) {
+            Some(Value::Assoc(m)) => m
+                .iter()
+                .map(|(k, v)| format!("{k} {} ", dq(v)))
+                .collect::<String>(),
+            Some(Value::Indexed(m)) => m
+                .iter()
+                .map(|(k, v)| format!("{k} {}", dq(v)))
+                .collect::<Vec<_>>()
+                .join(" "),
+            Some(Value::Str(s)) => format!("0 {}", dq(s)),
+            _ => String::new(),
+        }
+    }
+
+    /// `${x=word}` / `${x:=word}` when `x` is unset (or null): assigns the expanded word and
+    /// returns it.
+    fn assign_default(
+        &mut self,
+        param: &Param,
+        sub: &Option<Subscript>,
+        word: &Word,
+    ) -> FlowResult<String> {
+        let v = self.expand_string(word)?;
+        let Param::Named(name) = param else {
+            self.err(&format!(
+                "${}: cannot assign in this way",
+                param_name(param)
+            ));
+            return Err(Flow::Fatal(1));
+        };
+        let key = match sub {
+            Some(Subscript::Index(w)) => Some(self.subscript_key(name, w)?),
+            _ => None,
+        };
+        if let Err(m) = self.assign(name, key, v.clone(), false) {
+            self.err(&m.to_string());
+            return Err(Flow::Exit(1));
+        }
+        Ok(v)
+    }
+
+    /// Reports `param` unbound (under `set -u`) and gives the flow that abandons the line.
+    fn unbound(&mut self, param: &Param, sub: &Option<Subscript>) -> Flow {
+        self.err(&format!("{}: unbound variable", param_display(param, sub)));
+        Flow::Unbound
     }
 
     /// The word of `${x:-word}` / `${x:+word}`: unquoted, even its literal text is split.
