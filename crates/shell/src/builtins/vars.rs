@@ -15,6 +15,24 @@ use crate::vars::{
 
 use super::options::set_line;
 
+/// What a declaration builtin's options ask for.
+#[derive(Default)]
+struct DeclFlags {
+    /// Attributes to give (`-x`, `-r`, ...) and to take away (`+x`, ...).
+    add: u8,
+    remove: u8,
+    /// `-a`, `-A`: declare an indexed or associative array.
+    array: bool,
+    assoc: bool,
+    /// `-p`: print the declarations.
+    print: bool,
+    /// `-g`: in a function, the global binding.
+    global: bool,
+    /// `-f`, `-F`: functions (with bodies, or names only).
+    funcs: bool,
+    func_names: bool,
+}
+
 impl Interp {
     pub(super) fn b_unset(&mut self, args: &[String]) -> i32 {
         let (flags, operands) = match self.short_options("unset", args, "fvn") {
@@ -111,19 +129,57 @@ impl Interp {
     }
 
     pub(crate) fn run_declaration(&mut self, name: &str, args: Vec<DeclArg>) -> FlowResult {
-        let mut add: u8 = 0;
-        let mut remove: u8 = 0;
-        let mut array = false;
-        let mut assoc = false;
-        let mut print = false;
-        let mut global = false;
-        let mut funcs = false;
-        let mut func_names = false;
+        let (f, items) = match self.declaration_options(name, args) {
+            Ok(read) => read,
+            Err(status) => return Ok(status),
+        };
+        if name == "local" && !self.st.vars.in_function() {
+            self.err("local: can only be used in a function");
+            return Ok(1);
+        }
+        if (f.funcs || f.func_names)
+            && (name == "export" || name == "readonly")
+            && !items.is_empty()
+        {
+            return Ok(self.declare_function_attrs(name, &f, &items));
+        }
+        if f.funcs || f.func_names {
+            return Ok(self.print_functions(&items, f.func_names));
+        }
+        if items.is_empty() {
+            return Ok(self.list_declarations(name, f.add, f.array, f.assoc, f.print));
+        }
+        // `export -p NAME` and `readonly -p NAME` print nothing in bash: with names, -p is
+        // ignored and the attribute is given.
+        if f.print && name != "export" && name != "readonly" {
+            return Ok(self.print_declarations(name, &items));
+        }
+        let make_local = (name == "local" || (self.st.vars.in_function() && !f.global))
+            && name != "export"
+            && name != "readonly";
+        let mut status = 0;
+        for item in items {
+            if !self.declare_item(name, &f, make_local, item)? {
+                status = 1;
+            }
+        }
+        Ok(status)
+    }
+
+    /// Reads a declaration builtin's options (`-x`, `+r`, `-a`, `--`, ...) off its arguments:
+    /// the attributes to give and take away and what to do, then the names and assignments.
+    /// A usage error has been reported when it gives `Err(status)`.
+    fn declaration_options(
+        &mut self,
+        name: &str,
+        args: Vec<DeclArg>,
+    ) -> Result<(DeclFlags, Vec<DeclArg>), i32> {
+        let mut f = DeclFlags::default();
         let mut items: Vec<DeclArg> = Vec::new();
         let mut options_done = false;
         match name {
-            "export" => add |= ATTR_EXPORT,
-            "readonly" => add |= ATTR_READONLY,
+            "export" => f.add |= ATTR_EXPORT,
+            "readonly" => f.add |= ATTR_READONLY,
             _ => {}
         }
         for a in args {
@@ -147,7 +203,7 @@ impl Interp {
                     if foreign {
                         self.err(&format!("{name}: -{c}: invalid option"));
                         self.err_raw(&format!("{name}: usage: {}\n", decl_usage(name)));
-                        return Ok(2);
+                        return Err(2);
                     }
                     let bit = match c {
                         'x' => ATTR_EXPORT,
@@ -158,216 +214,203 @@ impl Interp {
                         't' => ATTR_TRACE,
                         // `+a`/`+A` cannot take the attribute away; they declare no array.
                         'a' => {
-                            array |= on;
+                            f.array |= on;
                             0
                         }
                         'A' => {
-                            assoc |= on;
+                            f.assoc |= on;
                             0
                         }
                         'p' => {
-                            print = true;
+                            f.print = true;
                             0
                         }
                         'g' if name != "local" && name != "export" && name != "readonly" => {
-                            global = true;
+                            f.global = true;
                             0
                         }
                         'f' => {
-                            funcs = true;
+                            f.funcs = true;
                             0
                         }
                         'F' if name != "export" && name != "readonly" => {
-                            func_names = true;
+                            f.func_names = true;
                             0
                         }
                         'n' if name == "export" => {
-                            remove |= ATTR_EXPORT;
-                            add &= !ATTR_EXPORT;
+                            f.remove |= ATTR_EXPORT;
+                            f.add &= !ATTR_EXPORT;
                             0
                         }
                         'n' => ATTR_NAMEREF,
                         _ => {
                             self.err(&format!("{name}: -{c}: invalid option"));
                             self.err_raw(&format!("{name}: usage: {}\n", decl_usage(name)));
-                            return Ok(2);
+                            return Err(2);
                         }
                     };
                     if on {
-                        add |= bit;
+                        f.add |= bit;
                     } else {
-                        remove |= bit;
-                        add &= !bit;
+                        f.remove |= bit;
+                        f.add &= !bit;
                     }
                 }
                 continue;
             }
             items.push(a);
         }
-        if name == "local" && !self.st.vars.in_function() {
-            self.err("local: can only be used in a function");
-            return Ok(1);
-        }
-        if (funcs || func_names) && (name == "export" || name == "readonly") && !items.is_empty() {
-            let mut status = 0;
-            for a in &items {
-                let n = match a {
-                    DeclArg::Plain(s) => s.clone(),
-                    DeclArg::Assign(a, _) => a.name.clone(),
-                };
-                if !self.st.functions.contains_key(&n) {
-                    self.err(&format!("{name}: {n}: not a function"));
-                    status = 1;
-                } else if name == "export" {
-                    if remove & ATTR_EXPORT != 0 {
-                        self.st.exported_functions.remove(&n);
-                    } else {
-                        self.st.exported_functions.insert(n);
-                    }
-                } else {
-                    self.st.readonly_functions.insert(n);
-                }
-            }
-            return Ok(status);
-        }
-        if funcs || func_names {
-            return Ok(self.print_functions(&items, func_names));
-        }
-        if items.is_empty() {
-            return Ok(self.list_declarations(name, add, array, assoc, print));
-        }
-        // `export -p NAME` and `readonly -p NAME` print nothing in bash: with names, -p is
-        // ignored and the attribute is given.
-        if print && name != "export" && name != "readonly" {
-            return Ok(self.print_declarations(name, &items));
-        }
-        let make_local = (name == "local" || (self.st.vars.in_function() && !global))
-            && name != "export"
-            && name != "readonly";
+        Ok((f, items))
+    }
+
+    /// `export -f NAME...` / `readonly -f NAME...`: the attribute on functions.
+    fn declare_function_attrs(&mut self, name: &str, f: &DeclFlags, items: &[DeclArg]) -> i32 {
         let mut status = 0;
-        for item in items {
-            if name == "local"
-                && let DeclArg::Plain(s) = &item
-                && s == "-"
-            {
-                // `local -`: the function's option changes end with it.
-                if let Some(slot) = self.saved_opts.last_mut()
-                    && slot.is_none()
-                {
-                    *slot = Some(self.st.opts.clone());
-                }
-                continue;
-            }
-            let (var_name, shown, value) = match item {
-                DeclArg::Plain(s) => match self.plain_declaration(&s, array || assoc)? {
-                    PlainDecl::Name(n) => (n, s, None),
-                    PlainDecl::Assign(a, v) => (a.name.clone(), s, Some((a, v))),
-                    PlainDecl::Invalid => {
-                        self.err(&format!("{name}: `{s}': not a valid identifier"));
-                        status = 1;
-                        continue;
-                    }
-                },
-                DeclArg::Assign(a, v) => (a.name.clone(), a.name.clone(), Some((a, v))),
+        for a in items {
+            let n = match a {
+                DeclArg::Plain(s) => s.clone(),
+                DeclArg::Assign(a, _) => a.name.clone(),
             };
-            // `export`/`readonly` take names, never array elements.
-            if matches!(name, "export" | "readonly")
-                && let Some((_, AssignedValue::Elem(k, _))) = &value
-            {
-                self.err(&format!(
-                    "{name}: `{var_name}[{k}]': not a valid identifier"
-                ));
+            if !self.st.functions.contains_key(&n) {
+                self.err(&format!("{name}: {n}: not a function"));
                 status = 1;
-                continue;
-            }
-            if !is_valid_name(&var_name) {
-                self.err(&format!("{name}: `{shown}': not a valid identifier"));
-                status = 1;
-                continue;
-            }
-            if let Some(v) = self.st.vars.get(&var_name)
-                && v.has(ATTR_READONLY)
-                && (value.is_some() || remove & ATTR_READONLY != 0)
-            {
-                self.err(&format!("{name}: {var_name}: readonly variable"));
-                status = 1;
-                continue;
-            }
-            if add & ATTR_NAMEREF != 0 {
-                if let Err(m) = self.declare_nameref(&var_name, add, make_local, value) {
-                    self.err(&format!("{name}: {m}"));
-                    status = 1;
+            } else if name == "export" {
+                if f.remove & ATTR_EXPORT != 0 {
+                    self.st.exported_functions.remove(&n);
+                } else {
+                    self.st.exported_functions.insert(n);
                 }
-                continue;
-            }
-            if let Some(existing) = self.st.vars.get(&var_name).map(|v| &v.value) {
-                let stays_visible = !make_local || self.st.vars.is_local_here(&var_name);
-                if stays_visible && assoc && matches!(existing, Value::Indexed(_)) {
-                    self.err(&format!(
-                        "{name}: {var_name}: cannot convert indexed to associative array"
-                    ));
-                    status = 1;
-                    continue;
-                }
-                if stays_visible && array && !assoc && matches!(existing, Value::Assoc(_)) {
-                    self.err(&format!(
-                        "{name}: {var_name}: cannot convert associative to indexed array"
-                    ));
-                    status = 1;
-                    continue;
-                }
-            }
-            if make_local {
-                self.make_local_var(&var_name, value.is_some());
-            } else if global && self.st.vars.in_function() {
-                // `declare -g` inside a function writes the global binding.
-                let r = self.declare_global(&var_name, add, remove, array, assoc, value);
-                if let Err(m) = r {
-                    self.err(&m.to_string());
-                    status = 1;
-                }
-                continue;
-            }
-            let mut var = self.st.vars.get(&var_name).cloned().unwrap_or(Var {
-                value: Value::Unset,
-                attrs: 0,
-            });
-            let was_unset = matches!(var.value, Value::Unset);
-            if assoc && !matches!(var.value, Value::Assoc(_)) {
-                var.value = Value::Assoc(crate::vars::AssocMap::new());
-            } else if array && !matches!(var.value, Value::Indexed(_) | Value::Assoc(_)) {
-                var.value = match std::mem::replace(&mut var.value, Value::Unset) {
-                    Value::Str(s) => Value::Indexed(BTreeMap::from([(0, s)])),
-                    _ => Value::Indexed(BTreeMap::new()),
-                };
-            }
-            var.attrs = (var.attrs | add) & !remove;
-            if was_unset && value.is_none() && var.is_array() {
-                var.attrs |= crate::vars::ATTR_NOVALUE;
-            }
-            if add & ATTR_UPPER != 0 {
-                var.attrs &= !ATTR_LOWER;
-            } else if add & ATTR_LOWER != 0 {
-                var.attrs &= !ATTR_UPPER;
-            }
-            let readonly_after = var.attrs & ATTR_READONLY != 0;
-            var.attrs &= !ATTR_READONLY;
-            self.st.vars.put(&var_name, var);
-            if let Some((a, v)) = value {
-                let r = match v {
-                    AssignedValue::Array(items) => self.assign_array(&a.name, items, a.append),
-                    other => self.store_assignment(&a, other),
-                };
-                if let Err(m) = r {
-                    self.err(&format!("{name}: {m}"));
-                    status = 1;
-                }
-            }
-            if readonly_after && let Some(v) = self.st.vars.get_mut(&var_name) {
-                v.attrs |= ATTR_READONLY;
+            } else {
+                self.st.readonly_functions.insert(n);
             }
         }
-        Ok(status)
+        status
+    }
+
+    /// One name or assignment of a declaration; false when it was refused (and reported).
+    fn declare_item(
+        &mut self,
+        name: &str,
+        f: &DeclFlags,
+        make_local: bool,
+        item: DeclArg,
+    ) -> FlowResult<bool> {
+        if name == "local"
+            && let DeclArg::Plain(s) = &item
+            && s == "-"
+        {
+            // `local -`: the function's option changes end with it.
+            if let Some(slot) = self.saved_opts.last_mut()
+                && slot.is_none()
+            {
+                *slot = Some(self.st.opts.clone());
+            }
+            return Ok(true);
+        }
+        let (var_name, shown, value) = match item {
+            DeclArg::Plain(s) => match self.plain_declaration(&s, f.array || f.assoc)? {
+                PlainDecl::Name(n) => (n, s, None),
+                PlainDecl::Assign(a, v) => (a.name.clone(), s, Some((a, v))),
+                PlainDecl::Invalid => {
+                    self.err(&format!("{name}: `{s}': not a valid identifier"));
+                    return Ok(false);
+                }
+            },
+            DeclArg::Assign(a, v) => (a.name.clone(), a.name.clone(), Some((a, v))),
+        };
+        // `export`/`readonly` take names, never array elements.
+        if matches!(name, "export" | "readonly")
+            && let Some((_, AssignedValue::Elem(k, _))) = &value
+        {
+            self.err(&format!(
+                "{name}: `{var_name}[{k}]': not a valid identifier"
+            ));
+            return Ok(false);
+        }
+        if !is_valid_name(&var_name) {
+            self.err(&format!("{name}: `{shown}': not a valid identifier"));
+            return Ok(false);
+        }
+        if let Some(v) = self.st.vars.get(&var_name)
+            && v.has(ATTR_READONLY)
+            && (value.is_some() || f.remove & ATTR_READONLY != 0)
+        {
+            self.err(&format!("{name}: {var_name}: readonly variable"));
+            return Ok(false);
+        }
+        if f.add & ATTR_NAMEREF != 0 {
+            if let Err(m) = self.declare_nameref(&var_name, f.add, make_local, value) {
+                self.err(&format!("{name}: {m}"));
+                return Ok(false);
+            }
+            return Ok(true);
+        }
+        if let Some(existing) = self.st.vars.get(&var_name).map(|v| &v.value) {
+            let stays_visible = !make_local || self.st.vars.is_local_here(&var_name);
+            if stays_visible && f.assoc && matches!(existing, Value::Indexed(_)) {
+                self.err(&format!(
+                    "{name}: {var_name}: cannot convert indexed to associative array"
+                ));
+                return Ok(false);
+            }
+            if stays_visible && f.array && !f.assoc && matches!(existing, Value::Assoc(_)) {
+                self.err(&format!(
+                    "{name}: {var_name}: cannot convert associative to indexed array"
+                ));
+                return Ok(false);
+            }
+        }
+        if make_local {
+            self.make_local_var(&var_name, value.is_some());
+        } else if f.global && self.st.vars.in_function() {
+            // `declare -g` inside a function writes the global binding.
+            let r = self.declare_global(&var_name, f.add, f.remove, f.array, f.assoc, value);
+            if let Err(m) = r {
+                self.err(&m.to_string());
+                return Ok(false);
+            }
+            return Ok(true);
+        }
+        let mut var = self.st.vars.get(&var_name).cloned().unwrap_or(Var {
+            value: Value::Unset,
+            attrs: 0,
+        });
+        let was_unset = matches!(var.value, Value::Unset);
+        if f.assoc && !matches!(var.value, Value::Assoc(_)) {
+            var.value = Value::Assoc(crate::vars::AssocMap::new());
+        } else if f.array && !matches!(var.value, Value::Indexed(_) | Value::Assoc(_)) {
+            var.value = match std::mem::replace(&mut var.value, Value::Unset) {
+                Value::Str(s) => Value::Indexed(BTreeMap::from([(0, s)])),
+                _ => Value::Indexed(BTreeMap::new()),
+            };
+        }
+        var.attrs = (var.attrs | f.add) & !f.remove;
+        if was_unset && value.is_none() && var.is_array() {
+            var.attrs |= crate::vars::ATTR_NOVALUE;
+        }
+        if f.add & ATTR_UPPER != 0 {
+            var.attrs &= !ATTR_LOWER;
+        } else if f.add & ATTR_LOWER != 0 {
+            var.attrs &= !ATTR_UPPER;
+        }
+        let readonly_after = var.attrs & ATTR_READONLY != 0;
+        let mut ok = true;
+        var.attrs &= !ATTR_READONLY;
+        self.st.vars.put(&var_name, var);
+        if let Some((a, v)) = value {
+            let r = match v {
+                AssignedValue::Array(items) => self.assign_array(&a.name, items, a.append),
+                other => self.store_assignment(&a, other),
+            };
+            if let Err(m) = r {
+                self.err(&format!("{name}: {m}"));
+                ok = false;
+            }
+        }
+        if readonly_after && let Some(v) = self.st.vars.get_mut(&var_name) {
+            v.attrs |= ATTR_READONLY;
+        }
+        Ok(ok)
     }
 
     /// A declaration argument that came from an expansion (`export "$n=$v"`, `local $x`,
