@@ -6,4 +6,5 @@
 
 mod builtins;
 mod parser;
+mod parser_snapshots;
 mod robustness;
