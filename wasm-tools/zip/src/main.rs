@@ -104,8 +104,11 @@ pub fn wildmatch(pattern: &str, name: &str) -> bool {
     go(&p, &s)
 }
 
-/// Seconds since the epoch to zip's DOS date and time (UTC: the sandbox's zone).
+/// Seconds since the epoch to zip's DOS date and time (UTC: the sandbox's zone). DOS time counts
+/// in 2-second steps; Info-ZIP rounds an odd second up, and so do we, so both zips write the
+/// same field for the same file.
 pub fn dos_time(secs: i64) -> zip::DateTime {
+    let secs = secs + (secs & 1);
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     let (y, m, d) = guest_rt::civil_from_days(days);

@@ -154,16 +154,14 @@ pub fn main(args: &[String]) -> i32 {
             if !selected(&name) {
                 continue;
             }
-            let t = f.last_modified().unwrap_or_default();
+            let secs = entry_mtime(&f).unwrap_or(DOS_EPOCH);
+            let (y, mo, d) = guest_rt::civil_from_days(secs.div_euclid(86_400));
+            let rem = secs.rem_euclid(86_400);
             s.push_str(&format!(
-                "{:>9}  {:04}-{:02}-{:02} {:02}:{:02}   {}\n",
+                "{:>9}  {y:04}-{mo:02}-{d:02} {:02}:{:02}   {name}\n",
                 f.size(),
-                t.year(),
-                t.month(),
-                t.day(),
-                t.hour(),
-                t.minute(),
-                name
+                rem / 3600,
+                rem % 3600 / 60,
             ));
             total += f.size();
             count += 1;
@@ -385,22 +383,40 @@ fn extract(
         file.write_all(&buf[..n])?;
     }
     file.flush()?;
-    if let Some(t) = f.last_modified() {
-        let days = days_from_civil(
-            i64::from(t.year()),
-            u32::from(t.month()),
-            u32::from(t.day()),
-        );
-        let secs = days * 86_400
-            + i64::from(t.hour()) * 3600
-            + i64::from(t.minute()) * 60
-            + i64::from(t.second());
-        if secs >= 0 {
-            let _ = file
-                .set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs as u64));
-        }
+    if let Some(secs) = entry_mtime(f).filter(|s| *s >= 0) {
+        let _ =
+            file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs as u64));
     }
     Ok(())
+}
+
+/// 1980-01-01, the earliest DOS time: what an entry without a valid time shows.
+const DOS_EPOCH: i64 = 315_532_800;
+
+/// An entry's modification time in seconds since the epoch. Info-ZIP's zip stores it twice: the
+/// DOS field (local time, 2-second steps, odd seconds rounded *up*) and the extended-timestamp
+/// field (exact Unix time), and its unzip prefers the latter; so must we, or a file written at
+/// hh:mm:59 lists and extracts a minute late.
+fn entry_mtime<R: Read>(f: &zip::read::ZipFile<'_, R>) -> Option<i64> {
+    let exact = f.extra_data_fields().find_map(|field| match field {
+        zip::extra_fields::ExtraField::ExtendedTimestamp(t) => t.mod_time(),
+        _ => None,
+    });
+    if let Some(t) = exact {
+        return Some(i64::from(t));
+    }
+    let t = f.last_modified()?;
+    let days = days_from_civil(
+        i64::from(t.year()),
+        u32::from(t.month()),
+        u32::from(t.day()),
+    );
+    Some(
+        days * 86_400
+            + i64::from(t.hour()) * 3600
+            + i64::from(t.minute()) * 60
+            + i64::from(t.second()),
+    )
 }
 
 fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {

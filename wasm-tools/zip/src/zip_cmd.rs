@@ -6,7 +6,7 @@ use std::fs;
 use std::io::{Cursor, Read, Write};
 use std::path::Path;
 
-use zip::write::SimpleFileOptions;
+use zip::write::FullFileOptions;
 use zip::{CompressionMethod, ZipArchive, ZipWriter};
 
 use crate::{dos_time, errno_text, out};
@@ -186,7 +186,14 @@ pub fn main(args: &[String]) -> i32 {
         } else {
             "  adding"
         };
-        let mut opts = SimpleFileOptions::default().last_modified_time(dos_time(e.mtime));
+        let mut opts = FullFileOptions::default().last_modified_time(dos_time(e.mtime));
+        // Info-ZIP's extended timestamp (0x5455: flags = mtime present, then the exact Unix
+        // time), which its unzip and ours read in preference to the rounded DOS field.
+        if let Ok(secs) = u32::try_from(e.mtime) {
+            let mut ut = vec![1u8];
+            ut.extend_from_slice(&secs.to_le_bytes());
+            let _ = opts.add_extra_field(0x5455, ut, false);
+        }
         if let Some(mode) = e.mode {
             opts = opts.unix_permissions(mode);
         }

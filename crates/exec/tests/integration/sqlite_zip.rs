@@ -472,9 +472,40 @@ const TREE: &[(&str, &[u8])] = &[
     ("top.txt", b"top level\n"),
 ];
 
-/// An archive made by the host's Info-ZIP zip from TREE.
+/// 2024-03-09 10:41:59 UTC: an odd second before the end of a minute. Info-ZIP's zip rounds
+/// such a time *up* in the DOS field (10:42:00) and keeps it exact in its extended timestamp,
+/// and its unzip shows the latter; a tool that mixed the two up would be a minute off. Left at
+/// "now", the tests would see that only when they happen to run at :59.
+const ODD_SECOND: u64 = 1_709_980_919;
+
+impl Pair {
+    /// Dates every TREE path, and the directories above it, at ODD_SECOND on both sides.
+    fn date_tree(&self) {
+        let when = std::time::UNIX_EPOCH + Duration::from_secs(ODD_SECOND);
+        for (path, _) in TREE {
+            let mut at = Path::new(path);
+            loop {
+                std::fs::File::open(self.dir.path().join(at))
+                    .unwrap()
+                    .set_modified(when)
+                    .unwrap();
+                self.vfs
+                    .lock()
+                    .set_times(&format!("{HOME}/{}", at.display()), None, Some(when))
+                    .unwrap();
+                match at.parent() {
+                    Some(up) if !up.as_os_str().is_empty() => at = up,
+                    _ => break,
+                }
+            }
+        }
+    }
+}
+
+/// An archive made by the host's Info-ZIP zip from TREE, dated at ODD_SECOND.
 fn host_archive() -> Vec<u8> {
     let p = Pair::new(TREE);
+    p.date_tree();
     let out = p.host(&["zip", "-r", "-q", "a.zip", "d", "top.txt"], b"");
     assert_eq!(out.code, 0, "{}", out.stderr);
     p.host_file("a.zip").unwrap()
@@ -536,13 +567,57 @@ fn unzip_matches_info_zip() {
     }
     assert_eq!(ours, host_tree(&p.dir.path().join("out")));
     assert_eq!(ours.len(), TREE.len());
+    // And dated alike: the exact time, not the DOS field's rounded one.
+    for (path, _) in &ours {
+        let host = std::fs::metadata(p.dir.path().join("out").join(path))
+            .unwrap()
+            .modified()
+            .unwrap();
+        let sandbox = p
+            .vfs
+            .lock()
+            .stat(&format!("{HOME}/out/{path}"))
+            .unwrap()
+            .mtime;
+        assert_eq!(sandbox, host, "mtime of out/{path}");
+    }
     assert_eq!(p.sandbox_file("top.txt").unwrap(), b"top level\n");
 }
 
 #[test]
 fn zip_archives_read_by_info_zip() {
     let p = Pair::new(TREE);
+    p.date_tree();
     p.check(&["zip", "-r", "-q", "ours.zip", "d", "top.txt"], b"");
+    // Both times of every entry (`unzip -Z -v` shows the DOS field and the extended timestamp)
+    // are what Info-ZIP's zip wrote for the same tree.
+    let times = |zip: &Path| {
+        let o = crate::host_tools::host_tool("unzip")
+            .args(["-Z", "-v"])
+            .arg(zip)
+            .env("TZ", "UTC")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| l.contains("file last modified on"))
+            .map(str::to_owned)
+            .collect();
+        assert!(!lines.is_empty(), "{text}");
+        lines.sort();
+        lines
+    };
+    let ours_zip = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ours_zip.path().join("ours.zip"),
+        p.sandbox_file("ours.zip").unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        times(&ours_zip.path().join("ours.zip")),
+        times(&p.dir.path().join("ours.zip"))
+    );
     // Without -q: the same entries announced (compression ratios differ between deflaters,
     // and Info-ZIP walks directories in readdir order, so both are normalised).
     let lines = |s: &str| {
