@@ -12,7 +12,6 @@ use crate::App;
 use crate::config::MIB;
 use crate::sessions::WORKSPACE;
 use crate::store::{self, ArtifactEntry};
-use crate::util::now_ms;
 
 /// Most workspace entries looked at when capturing (a bound on the walk, not on results).
 const MAX_WALK: usize = 100_000;
@@ -214,7 +213,7 @@ pub fn content_type(path: &str, data: &[u8]) -> &'static str {
 
 /// Deletes artifacts whose TTL passed and marks their runs.
 pub async fn sweep(app: &Arc<App>) {
-    let cutoff = now_ms() - app.config.artifact_ttl().as_millis() as i64;
+    let cutoff = app.clock.now_ms() - app.config.artifact_ttl().as_millis() as i64;
     let Ok(runs) = store::call(&app.store, move |s| s.runs_with_artifacts_before(cutoff)).await
     else {
         return;

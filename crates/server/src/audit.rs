@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 
 use crate::App;
 use crate::store::{self, AuditEvent, Phase, RunRecord, Store};
-use crate::util::{canonical_json, iso, new_id, now_ms, sha256_hex};
+use crate::util::{canonical_json, iso, new_id, sha256_hex};
 
 /// Where a request came from, as the client says in `X-Sandbox-Source`
 /// (`ide`, `mcp`, `web`, `agent`, `api`); `api` when it says nothing usable.
@@ -43,11 +43,17 @@ pub struct RunContext {
 pub struct AuditSink {
     tx: mpsc::UnboundedSender<AuditEvent>,
     runs: Mutex<HashMap<String, RunContext>>,
+    /// The app's clock: events are stamped with the time the retention sweep compares against.
+    clock: crate::clock::Clock,
 }
 
 impl AuditSink {
     /// Starts the writer. Must be called inside a tokio runtime.
-    pub fn start(store: Arc<dyn Store>, file: Option<std::path::PathBuf>) -> AuditSink {
+    pub fn start(
+        store: Arc<dyn Store>,
+        file: Option<std::path::PathBuf>,
+        clock: crate::clock::Clock,
+    ) -> AuditSink {
         let (tx, mut rx) = mpsc::unbounded_channel::<AuditEvent>();
         tokio::spawn(async move {
             let mut out = file.and_then(|p| {
@@ -80,6 +86,7 @@ impl AuditSink {
         AuditSink {
             tx,
             runs: Mutex::new(HashMap::new()),
+            clock,
         }
     }
 
@@ -91,7 +98,7 @@ impl AuditSink {
         session_id: Option<&str>,
         body: Value,
     ) {
-        let ts = now_ms();
+        let ts = self.clock.now_ms();
         let mut body = body;
         body["event"] = json!(event);
         body["ts"] = json!(iso(ts));

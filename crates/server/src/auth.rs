@@ -265,11 +265,9 @@ impl Auth {
 
 /// `?token=...&exp=...` of a signed stream URL for `run_id`, valid for the configured TTL.
 pub fn signed_query(app: &App, run_id: &str) -> String {
-    let (token, exp) = app.auth.sign_ws(
-        run_id,
-        crate::util::now_ms(),
-        app.config.ws_signed_url_ttl_sec,
-    );
+    let (token, exp) =
+        app.auth
+            .sign_ws(run_id, app.clock.now_ms(), app.config.ws_signed_url_ttl_sec);
     format!("?token={token}&exp={exp}")
 }
 
@@ -365,7 +363,7 @@ async fn authorize(
             &crate::process_table::stream_scope(id, pid),
             token,
             exp,
-            crate::util::now_ms(),
+            app.clock.now_ms(),
         )?;
         let session = app
             .session(id)
@@ -380,8 +378,7 @@ async fn authorize(
         && route == "/runs/{id}/stream"
         && let (Some(id), Some((token, exp))) = (id, token)
     {
-        app.auth
-            .verify_ws(id, &token, &exp, crate::util::now_ms())?;
+        app.auth.verify_ws(id, &token, &exp, app.clock.now_ms())?;
         let run = app
             .run_record(id)
             .await

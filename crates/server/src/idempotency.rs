@@ -16,7 +16,7 @@ use crate::App;
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::http::json_response;
 use crate::store::{self, IdemEntry};
-use crate::util::{canonical_json, iso, now_ms, sha256_hex};
+use crate::util::{canonical_json, iso, sha256_hex};
 
 const MAX_IDEMPOTENCY_KEY: usize = 128;
 
@@ -134,7 +134,7 @@ impl Claim {
         let ttl_ms = app.config.idempotency_ttl_sec as i64 * 1000;
         let deadline = tokio::time::Instant::now() + IDEM_WAIT;
         loop {
-            let now = now_ms();
+            let now = app.clock.now_ms();
             let entry = IdemEntry {
                 endpoint: self.endpoint.into(),
                 user_id: self.user.clone(),
@@ -208,7 +208,7 @@ impl Claim {
             key: self.key,
             fingerprint: self.fingerprint,
             object_id: c.object_id.clone(),
-            created_at: now_ms(),
+            created_at: app.clock.now_ms(),
             status: c.status.as_u16(),
             response: c.body.clone(),
         };

@@ -15,6 +15,7 @@ mod api;
 mod artifacts;
 mod audit;
 pub mod auth;
+pub mod clock;
 pub mod config;
 #[cfg(test)]
 #[path = "../../../tests/support/doc_block.rs"]
@@ -90,6 +91,8 @@ pub struct App {
     /// `worker_id`: the machine or pod, and this process (its replica id with a shared store).
     pub(crate) node_id: String,
     pub(crate) worker_id: String,
+    /// What every expiry and record time reads (see [`clock`]).
+    pub clock: clock::Clock,
 }
 
 /// Why a service instance could not start; nothing is served.
@@ -153,7 +156,9 @@ impl App {
                 .filter(|h| !h.is_empty())
                 .unwrap_or_else(|| "local".into())
         });
-        let audit_sink = audit::AuditSink::start(store.clone(), config.audit_log_path.clone());
+        let clock = clock::Clock::default();
+        let audit_sink =
+            audit::AuditSink::start(store.clone(), config.audit_log_path.clone(), clock.clone());
         let app = Arc::new(App {
             policy_hash: policy::policy_hash(&config),
             images: Arc::new(Images::new(
@@ -174,6 +179,7 @@ impl App {
             replica: replica::Replica::default(),
             node_id,
             worker_id,
+            clock,
             config,
         });
         // The template digest walks every file of the template: do it before the first run

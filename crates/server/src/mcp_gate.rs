@@ -12,7 +12,7 @@ use wasmsand_mcp::{Admission, RunGate, RunTicket};
 use crate::App;
 use crate::audit::RunContext;
 use crate::store::{self, Phase, RunRecord};
-use crate::util::{new_id, now_ms};
+use crate::util::new_id;
 
 #[derive(Debug)]
 pub struct McpGate {
@@ -52,7 +52,7 @@ impl RunGate for McpGate {
             let admitted = crate::quotas::admit(&app, &user, false)
                 .await
                 .map_err(refusal)?;
-            let now = now_ms();
+            let now = app.clock.now_ms();
             let mut record = RunRecord {
                 id: new_id(),
                 user_id: user,
@@ -127,7 +127,7 @@ impl RunTicket for Ticket {
     ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
         let Ticket { app, mut record } = *self;
         Box::pin(async move {
-            record.finished_at = Some(now_ms());
+            record.finished_at = Some(app.clock.now_ms());
             record.exit_code = Some(exit_code);
             record.resource_usage.wall_time_sec = duration_ms as f64 / 1000.0;
             (record.phase, record.reason_code) = if timed_out {

@@ -19,7 +19,6 @@ use crate::App;
 use crate::config::MIB;
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::store;
-use crate::util::now_ms;
 
 const MINUTE_MS: i64 = 60_000;
 const DAY_MS: i64 = 86_400_000;
@@ -53,8 +52,8 @@ fn refuse(
         .with_header(header::RETRY_AFTER, retry.to_string())
 }
 
-fn secs_until(ms: i64) -> u64 {
-    ((ms - now_ms()).max(0) as u64).div_ceil(1000)
+fn secs_until(app: &App, ms: i64) -> u64 {
+    ((ms - app.clock.now_ms()).max(0) as u64).div_ceil(1000)
 }
 
 /// Serializes `user`'s admissions in this process and checks the artifact quota (`captures`:
@@ -94,7 +93,7 @@ pub async fn admit(app: &Arc<App>, user: &str, captures: bool) -> ApiResult<Admi
             })
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?;
-            let retry = secs_until(oldest.unwrap_or_else(now_ms) + ttl);
+            let retry = secs_until(app, oldest.unwrap_or_else(|| app.clock.now_ms()) + ttl);
             return Err(refuse(
                 app,
                 ErrorCode::QuotaExceeded,
@@ -128,7 +127,7 @@ pub async fn record(
     run: &store::RunRecord,
 ) -> ApiResult<()> {
     let limits = limits(app);
-    let now = now_ms();
+    let now = app.clock.now_ms();
     let r = run.clone();
     let (usage, stored) = store::call(&app.store, move |s| {
         s.admit_run(&r, &limits, now - MINUTE_MS, now - DAY_MS, now)
@@ -165,7 +164,7 @@ fn refusal(
         );
     }
     if l.runs_per_minute > 0 && usage.recent_runs >= l.runs_per_minute {
-        let retry = secs_until(usage.oldest_recent.unwrap_or(now) + MINUTE_MS);
+        let retry = secs_until(app, usage.oldest_recent.unwrap_or(now) + MINUTE_MS);
         return refuse(
             app,
             ErrorCode::RateLimited,
@@ -180,7 +179,7 @@ fn refusal(
         );
     }
     let used_sec = usage.exec_ms / 1000;
-    let retry = secs_until(usage.oldest_exec.unwrap_or(now) + DAY_MS);
+    let retry = secs_until(app, usage.oldest_exec.unwrap_or(now) + DAY_MS);
     refuse(
         app,
         ErrorCode::QuotaExceeded,

@@ -27,7 +27,6 @@ use tokio_tungstenite::tungstenite;
 use crate::error::{ApiError, ErrorCode};
 use crate::http::BASE;
 use crate::store::{self, StoreError};
-use crate::util::now_ms;
 use crate::{App, StartError};
 
 /// Marks a request one replica forwarded to another (its value: the sender's id).
@@ -62,7 +61,7 @@ fn store_err(e: StoreError) -> ApiError {
 }
 
 fn alive_since(app: &App) -> i64 {
-    now_ms() - app.config.replica_ttl_sec as i64 * 1000
+    app.clock.now_ms() - app.config.replica_ttl_sec as i64 * 1000
 }
 
 /// Registers this replica in a shared store and keeps its heartbeat (and the reaping of dead
@@ -105,9 +104,9 @@ pub(crate) async fn start(app: &Arc<App>, local: SocketAddr) -> Result<(), Start
 async fn beat(app: &Arc<App>, address: &str) -> Result<(), StoreError> {
     let address = address.to_string();
     let alive = alive_since(app);
+    let now = app.clock.now_ms();
     let failed = store::call(&app.store, move |s| {
         let c = s.cluster().expect("a shared store");
-        let now = now_ms();
         c.heartbeat(&address, now)?;
         c.reap_dead(
             alive,
@@ -140,7 +139,7 @@ pub(crate) async fn leave(app: &Arc<App>) {
 pub(crate) fn queue_enter(app: &App, run_id: &str) -> Result<Option<usize>, StoreError> {
     match app.store.cluster() {
         None => Ok(Some(0)),
-        Some(c) => c.queue_enter(run_id, app.config.queue_max_length, now_ms()),
+        Some(c) => c.queue_enter(run_id, app.config.queue_max_length, app.clock.now_ms()),
     }
 }
 
@@ -244,7 +243,10 @@ fn guard(
         && req.uri().path().ends_with("/stream")
         && let Some((token, exp)) = signed_params(req)
     {
-        return app.auth.verify_ws(id, &token, &exp, now_ms()).map_err(deny);
+        return app
+            .auth
+            .verify_ws(id, &token, &exp, app.clock.now_ms())
+            .map_err(deny);
     }
     // A session's process stream: its signed URL names the session and the pid.
     if kind == "session"
@@ -260,7 +262,7 @@ fn guard(
         let scope = crate::process_table::stream_scope(id, pid);
         return app
             .auth
-            .verify_ws(&scope, &token, &exp, now_ms())
+            .verify_ws(&scope, &token, &exp, app.clock.now_ms())
             .map_err(deny);
     }
     let p = app.principal_of(req.headers()).map_err(deny)?;
@@ -419,10 +421,9 @@ async fn record_session(app: &Arc<App>, resp: Response) -> Response {
             .session(&id)
             .map(|s| s.owner.clone())
             .unwrap_or_else(|| app.config.user_id.clone());
+        let now = app.clock.now_ms();
         if let Err(e) = store::call(&app.store, move |s| {
-            s.cluster()
-                .expect("shared")
-                .session_put(&id, &user, now_ms())
+            s.cluster().expect("shared").session_put(&id, &user, now)
         })
         .await
         {

@@ -48,6 +48,8 @@ pub struct LiveRun {
     stop: watch::Sender<StopCause>,
     sandbox: Mutex<Option<Arc<Sandbox>>>,
     spec: Mutex<Option<RunSpec>>,
+    /// The app's clock, for the phase times this run records.
+    pub(crate) clock: crate::clock::Clock,
 }
 
 impl LiveRun {
@@ -56,6 +58,7 @@ impl LiveRun {
         spec: RunSpec,
         log: Arc<RunLog>,
         resume: Option<u64>,
+        clock: crate::clock::Clock,
     ) -> Arc<Self> {
         Arc::new(LiveRun {
             id: record.id.clone(),
@@ -65,6 +68,7 @@ impl LiveRun {
             stop: watch::channel(StopCause::None).0,
             sandbox: Mutex::new(None),
             spec: Mutex::new(Some(spec)),
+            clock,
         })
     }
 
@@ -81,7 +85,7 @@ impl LiveRun {
     }
 
     fn transition(&self, phase: Phase) {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         {
             let mut r = self.record.lock();
             r.phase = phase;
@@ -172,17 +176,22 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
             };
         }
     };
-    run.log
-        .event("phase", json!({ "phase": "queued", "ts": iso(now_ms()) }));
+    run.log.event(
+        "phase",
+        json!({ "phase": "queued", "ts": iso(app.clock.now_ms()) }),
+    );
     admitted(app, &run, Phase::Queued);
-    let estimated_start = now_ms() + q.wait_estimate_ms(position) as i64;
+    let estimated_start = app.clock.now_ms() + q.wait_estimate_ms(position) as i64;
+    // The TTL counts from now, on the app's clock, whenever the task below first runs.
+    let expired = app
+        .clock
+        .sleep(Duration::from_secs(app.config.queue_ttl_sec));
     let app2 = app.clone();
     tokio::spawn(async move {
-        let ttl = Duration::from_secs(app2.config.queue_ttl_sec);
         let mut stop = run.stop.subscribe();
         let acquired = tokio::select! {
             p = app2.queue.sem.clone().acquire_owned() => p.ok(),
-            _ = tokio::time::sleep(ttl) => None,
+            _ = expired => None,
             _ = stopped(&mut stop) => None,
         };
         drop(place);
@@ -191,7 +200,8 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
             Some(permit) if run.stop_cause() == StopCause::None => {
                 run.transition(Phase::Starting);
                 let rec = run.snapshot();
-                let waited = rec.starting_at.unwrap_or_else(now_ms) - rec.created_at;
+                let waited =
+                    rec.starting_at.unwrap_or_else(|| app2.clock.now_ms()) - rec.created_at;
                 crate::observe::queue_wait(&app2, waited.max(0) as f64 / 1000.0);
                 crate::audit::run_phase(&app2, &rec, Phase::Starting);
                 execute(app2, run, permit).await;
@@ -304,7 +314,7 @@ impl Ending {
 }
 
 async fn finish(app: &Arc<App>, run: &Arc<LiveRun>, e: Ending) {
-    let now = now_ms();
+    let now = app.clock.now_ms();
     // The final record is stored before anyone can see the run end: a client that saw it
     // end (its status or its stream) and starts another finds its quota place given back,
     // and any replica answers the same.
@@ -761,7 +771,7 @@ pub fn spawn_sweeper(app: &Arc<App>) {
                 break;
             }
             app.reap_sessions();
-            let now = now_ms();
+            let now = app.clock.now_ms();
             let retention = app.config.log_retention_sec as i64 * 1000;
             forget_finished(&app, now - retention);
             let cutoff = now - app.config.idempotency_ttl_sec as i64 * 1000;

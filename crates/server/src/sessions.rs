@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use wasmsand::Sandbox;
 
 use crate::App;
-use crate::util::{iso, now_ms};
+use crate::util::iso;
 use crate::views::{ResourcesView, SessionView};
 
 /// The working directory of every sandbox, a session's or a one-off run's: uploads land
@@ -69,7 +69,7 @@ impl Session {
 impl App {
     pub(crate) fn session(&self, id: &str) -> Option<Arc<Session>> {
         let s = self.sessions.lock().get(id).cloned()?;
-        if s.expired(now_ms()) {
+        if s.expired(self.clock.now_ms()) {
             self.remove_session(id);
             return None;
         }
@@ -121,7 +121,7 @@ impl App {
     }
 
     pub(crate) fn reap_sessions(&self) -> usize {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let expired: Vec<String> = self
             .sessions
             .lock()

@@ -430,7 +430,11 @@ async fn session_lifecycle_keeps_its_workspace_until_deleted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_sessions_are_reaped() {
     let srv = TestServer::start().await;
-    let id = srv.session(json!({ "ttl_sec": 1 })).await;
+    let id = srv.session(json!({ "ttl_sec": 60 })).await;
+    let (s, _) = srv.get(&format!("/sessions/{id}")).await;
+    assert_eq!(s, StatusCode::OK);
+    // Past its TTL on the service's clock, not the wall's: the reaper's next round ends it.
+    srv.app.clock.advance(std::time::Duration::from_secs(61));
     let started = std::time::Instant::now();
     loop {
         let (s, _) = srv.get(&format!("/sessions/{id}")).await;

@@ -181,7 +181,7 @@ async fn artifact_caps_leave_files_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweeper_deletes_artifacts_after_their_ttl() {
     let srv = TestServer::with(|c| {
-        c.artifact_ttl_sec = Some(1);
+        c.artifact_ttl_sec = Some(3600);
         c.sweep_interval_sec = 1;
     })
     .await;
@@ -190,6 +190,7 @@ async fn the_sweeper_deletes_artifacts_after_their_ttl() {
     let (id, _, _) = srv.run(body).await;
     let dir = srv.dir.path().join(format!("default/runs/{id}/artifacts"));
     assert!(dir.join("keep.txt").exists());
+    srv.app.clock.advance(std::time::Duration::from_secs(3601));
     let started = std::time::Instant::now();
     let list: Value = loop {
         let (_, list) = srv.get(&format!("/runs/{id}/artifacts")).await;

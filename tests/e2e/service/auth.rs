@@ -435,10 +435,10 @@ async fn signed_stream_urls_are_scoped_to_their_run_and_expire() {
     .await;
     assert!(stdout(&frames).contains("from-b"));
 
-    // A one-second TTL: the URL is refused once `exp` has passed.
+    // A one-minute TTL: the URL is refused once `exp` has passed on the service's clock.
     let short = auth_server(|c| {
         c.ws_signed_urls = true;
-        c.ws_signed_url_ttl_sec = 1;
+        c.ws_signed_url_ttl_sec = 60;
     })
     .await;
     let (s, _, v) = call(
@@ -450,7 +450,17 @@ async fn signed_stream_urls_are_scoped_to_their_run_and_expire() {
     )
     .await;
     assert!(s.is_success(), "{v}");
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let url = v["log_stream_url"].as_str().unwrap();
+    let (s, _, body) = call(
+        &short,
+        Method::GET,
+        &url.replacen("ws://", "http://", 1),
+        &[],
+        None,
+    )
+    .await;
+    assert_ne!(s, StatusCode::UNAUTHORIZED, "valid before its TTL: {body}");
+    short.app.clock.advance(Duration::from_secs(61));
     let url = v["log_stream_url"].as_str().unwrap();
     let (s, _, body) = call(
         &short,

@@ -527,7 +527,7 @@ async fn deleting_or_expiring_the_session_ends_its_processes() {
     let srv = TestServer::start().await;
     for expire in [false, true] {
         let sid = if expire {
-            srv.session(json!({"ttl_sec": 1})).await
+            srv.session(json!({"ttl_sec": 60})).await
         } else {
             srv.session(json!({})).await
         };
@@ -541,7 +541,9 @@ async fn deleting_or_expiring_the_session_ends_its_processes() {
         let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
         let mut frames = Vec::new();
         read_until(&mut ws, &mut frames, |f| stdout_text(f) == "up\n").await;
-        if !expire {
+        if expire {
+            srv.app.clock.advance(Duration::from_secs(61));
+        } else {
             let resp = srv
                 .client
                 .delete(srv.url(&format!("/sessions/{sid}")))

@@ -353,13 +353,13 @@ async fn idempotency_replays_without_rerunning_and_conflicts_on_a_new_body() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotency_keys_expire_after_their_ttl() {
-    let srv = TestServer::with(|c| c.idempotency_ttl_sec = 1).await;
+    let srv = TestServer::with(|c| c.idempotency_ttl_sec = 60).await;
     let key = "expiring";
     let body = TestServer::one_shot(&["true"]);
     let (_, _, a) = srv
         .post_with("/runs", body.clone(), &[("Idempotency-Key", key)])
         .await;
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    srv.app.clock.advance(std::time::Duration::from_secs(61));
     let (_, h, b) = srv
         .post_with("/runs", body, &[("Idempotency-Key", key)])
         .await;
@@ -414,7 +414,7 @@ async fn a_full_queue_answers_429_with_retry_after() {
 async fn a_run_that_waits_past_the_queue_ttl_fails_with_its_reason() {
     let srv = TestServer::with(|c| {
         c.max_concurrent_runs = 1;
-        c.queue_ttl_sec = 1;
+        c.queue_ttl_sec = 60;
     })
     .await;
     let mut spin = TestServer::script(SPIN);
@@ -422,6 +422,7 @@ async fn a_run_that_waits_past_the_queue_ttl_fails_with_its_reason() {
     let running = srv.start_run(spin).await;
     let queued = srv.start_run(TestServer::one_shot(&["true"])).await;
     assert_eq!(queued["phase"], "queued");
+    srv.app.clock.advance(std::time::Duration::from_secs(61));
     let qid = queued["run_id"].as_str().unwrap();
     let frames = srv.frames(qid, "").await;
     check_stream_rules(&frames);

@@ -164,7 +164,13 @@ async fn start_run(
     let (memory_mb, startup_timeout_sec, timeout_sec) =
         (spec.memory_mb, spec.startup_timeout_sec, spec.timeout_sec);
     let log = RunLog::new(app.config.ws_ring_bytes, app.config.max_log_bytes);
-    let run = LiveRun::new(record.clone(), spec, log.clone(), resume_from_seq);
+    let run = LiveRun::new(
+        record.clone(),
+        spec,
+        log.clone(),
+        resume_from_seq,
+        app.clock.clone(),
+    );
     crate::quotas::record(&app, &quota, &record).await?;
     app.add_live_run(run.clone());
     app.audit.remember_run(&id, ctx);
@@ -344,7 +350,7 @@ fn inline_files(app: &App, files: Vec<InlineFile>) -> ApiResult<Vec<(String, Vec
 
 /// The record of a run accepted but not yet in the queue.
 async fn new_record(app: &App, id: &str, user: &str, c: &Checked) -> RunRecord {
-    let created_at = now_ms();
+    let created_at = app.clock.now_ms();
     RunRecord {
         id: id.to_string(),
         user_id: user.to_string(),
@@ -405,12 +411,13 @@ async fn submit(
         Admission::Full { retry_after_sec } => {
             app.remove_live_run(&record.id);
             let id = record.id.clone();
+            let now = app.clock.now_ms();
             let _ = store::call(&app.store, move |s| {
                 // The client gets a 429 and no run id; the record only says why.
                 let mut r = s.get_run(&id)?.unwrap_or(record);
                 r.phase = Phase::Failed;
                 r.reason_code = Some("queue_full".into());
-                r.finished_at = Some(now_ms());
+                r.finished_at = Some(now);
                 s.put_run(&r)
             })
             .await;
@@ -449,7 +456,8 @@ fn run_view(r: &RunRecord, live: Option<&LiveRun>) -> RunView {
     let frames_dropped = live.map_or(r.frames_dropped, |l| l.log.evicted());
     if !r.phase.is_terminal() {
         if let Some(started) = r.started_at {
-            let secs = (now_ms() - started).max(0) as f64 / 1000.0;
+            let secs =
+                (live.map_or_else(now_ms, |l| l.clock.now_ms()) - started).max(0) as f64 / 1000.0;
             usage.wall_time_sec = secs;
             usage.cpu_time_sec = secs;
         }

@@ -24,7 +24,7 @@ use crate::images::DEFAULT_IMAGE;
 use crate::observe::TraceId;
 use crate::runs;
 use crate::sessions::Session;
-use crate::util::{new_id, now_ms};
+use crate::util::new_id;
 use crate::validate::{
     Resources, check_env, check_image, check_network, check_runtime, check_spec_version,
     check_timeout, normalize_resources,
@@ -120,7 +120,7 @@ pub(crate) async fn create_session(
             let sandbox = tokio::task::spawn_blocking(move || Sandbox::new(opts))
                 .await
                 .map_err(|e| ApiError::internal(format!("cannot create the sandbox: {e}")))?;
-            let now = now_ms();
+            let now = app.clock.now_ms();
             let session = Arc::new(Session {
                 id: new_id(),
                 sandbox: Arc::new(sandbox),
