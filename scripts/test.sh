@@ -21,7 +21,7 @@ ROOT="$PWD"
 # name|runner the extra arguments reach|what it runs
 STAGES=(
     "checks|-|crate layers, module cycles, threat ids, shared features (python3 scripts/check-*.py)"
-    "lint|cargo clippy|cargo fmt --check and clippy -D warnings, on the workspace and on wasm-tools/"
+    "lint|cargo clippy|cargo fmt --check and clippy -D warnings, on the workspace and on wasm-tools/ (for wasm32-wasip1)"
     "cargo|cargo nextest run|every Rust test of the workspace (one build of each test binary)"
     "wasm-tools|cargo test|the unit tests of the guest programs in wasm-tools/, built for the host"
     "python|pytest|the Python module built by pip into a fresh venv, then tests/python"
@@ -85,12 +85,10 @@ in_ci() { [ "${CI:-}" = true ]; }
 
 # rustup installs the pinned toolchain on first use (a no-op when it is there). Its
 # wasm32-wasip1 target is NOT added here: the guest build script adds it when it is missing, as
-# the README's main-job command needs on a machine whose toolchain lacks it. CI removes the
-# target first so that this path is exercised on every run, not only on fresh machines.
+# the README's main-job command needs on a machine whose toolchain lacks it. In CI the cargo
+# stage removes the target before it builds, so that this path is exercised on every run, not
+# only on fresh machines (the lint stage, which runs before it, adds the target for clippy).
 rustup toolchain install --profile minimal --no-self-update >/dev/null 2>&1 || rustup show active-toolchain
-if in_ci; then
-    rustup target remove wasm32-wasip1 >/dev/null 2>&1 || true
-fi
 
 # Debian's packages the build and the tests need, each named once in scripts/host-tools.txt
 # (a command the tests run, or a file the build needs, and the package that provides it).
@@ -199,13 +197,25 @@ stage_checks() {
         # docs/security.md's threats and the tests that cover them name each other.
         python3 scripts/check-security.py &&
         # pip's build of the Python module reuses the workspace build's crates.
-        python3 scripts/check-features.py
+        python3 scripts/check-features.py &&
+        # The guest workspace states the root's lint policy, and every crate opts into it.
+        python3 scripts/check-lints.py
 }
 
 stage_lint() {
     cargo fmt --all --check &&
         cargo fmt --manifest-path wasm-tools/Cargo.toml --all --check &&
-        cargo clippy --workspace --all-targets --locked "${EXTRA[@]}" -- -D warnings
+        cargo clippy --workspace --all-targets --locked "${EXTRA[@]}" -- -D warnings &&
+        # The guests for the target they ship for (their WASI-only code is compiled there and
+        # nowhere else), beside their wasm build in one target dir. The C compiler settings are
+        # crates/guests/build.rs's defaults: the sqlite crate's build script compiles C even
+        # for a check.
+        rustup target add wasm32-wasip1 >/dev/null &&
+        CC_wasm32_wasip1="${WASMSAND_WASM_CC:-clang-14}" \
+            AR_wasm32_wasip1="${WASMSAND_WASM_AR:-llvm-ar-14}" \
+            CFLAGS_wasm32_wasip1="${WASMSAND_WASM_CFLAGS:---target=wasm32-wasi}" \
+            cargo clippy --manifest-path wasm-tools/Cargo.toml --workspace --all-targets --locked \
+            --target wasm32-wasip1 --target-dir target/guests "${EXTRA[@]}" -- -D warnings
 }
 
 # Compiles every guest and CPython into the module cache before tests run them: each test is a
@@ -217,7 +227,10 @@ precompile() {
 
 stage_cargo() {
     local profile=default
-    in_ci && profile=ci
+    if in_ci; then
+        profile=ci
+        rustup target remove wasm32-wasip1 >/dev/null 2>&1 || true
+    fi
     precompile && start_postgres || return 1
     cargo nextest run --workspace --locked --profile "$profile" "${EXTRA[@]}"
     local rc=$?

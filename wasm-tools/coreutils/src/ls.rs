@@ -7,6 +7,7 @@
 
 use std::cmp::Ordering;
 use std::io::{self, Write};
+#[cfg(target_os = "wasi")]
 use std::path::Path;
 
 use crate::stat::perm_string;
@@ -1186,13 +1187,13 @@ fn glob(p: &[u8], s: &[u8]) -> bool {
                         continue;
                     }
                 }
-                b'\\' if pi + 1 < p.len() => {
-                    if p[pi + 1] == s[si] {
-                        pi += 2;
-                        si += 1;
-                        continue;
-                    }
+                b'\\' if pi + 1 < p.len() && p[pi + 1] == s[si] => {
+                    pi += 2;
+                    si += 1;
+                    continue;
                 }
+                // An escape that does not match is no literal backslash either.
+                b'\\' if pi + 1 < p.len() => {}
                 c if c == s[si] => {
                     pi += 1;
                     si += 1;

@@ -77,7 +77,7 @@ pub fn path_meta(path: &std::path::Path, follow: bool) -> Option<(u32, u64)> {
     let bytes = abs.as_os_str().as_bytes();
     // SAFETY: the host reads `len` bytes at `ptr`, which `bytes` keeps alive for the call.
     let rc = unsafe { host_path_meta(bytes.as_ptr(), bytes.len(), i32::from(follow)) };
-    (rc >= 0).then(|| ((rc & 0o7777) as u32, (rc >> 16) as u64))
+    (rc >= 0).then_some(((rc & 0o7777) as u32, (rc >> 16) as u64))
 }
 
 /// Outside WASI the operating system's own modes are right.

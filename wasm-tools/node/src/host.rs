@@ -293,7 +293,7 @@ fn stat(_: &JsValue, a: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
             .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
     };
     let ft = m.file_type();
-    let mode = guest_rt::path_mode(std::path::Path::new(&path), follow).unwrap_or(0o644);
+    let mode = guest_rt::path_mode(Path::new(&path), follow).unwrap_or(0o644);
     let kind = if ft.is_dir() {
         0o040000
     } else if ft.is_symlink() {
@@ -340,7 +340,7 @@ fn mkdir(_: &JsValue, a: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let path = s(a.get_or_undefined(0), ctx)?;
     let recursive = a.get_or_undefined(1).to_boolean();
     if recursive {
-        let existed = std::path::Path::new(&path).exists();
+        let existed = Path::new(&path).exists();
         std::fs::create_dir_all(&path).map_err(|e| io_err(&e, "mkdir", &path, None))?;
         return Ok(if existed {
             JsValue::undefined()

@@ -32,6 +32,7 @@ Options:
   -h, --help           print this help
 ";
 
+/// What `node --version` and `process.version` say: a Node release line, and the engine.
 pub const VERSION: &str = "v20.0.0-boa";
 
 enum Mode {

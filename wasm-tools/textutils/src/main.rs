@@ -15,6 +15,7 @@ mod util;
 
 use std::ffi::OsString;
 
+/// The commands this binary answers to, by `argv[0]` or its first argument.
 pub const TOOLS: &[&str] = &[
     "grep", "egrep", "fgrep", "sed", "awk", "find", "xargs", "diff", "cmp", "rev", "xxd", "hexdump",
 ];
