@@ -186,14 +186,11 @@ trap stop_postgres EXIT
 stage_checks() {
     # The crate graph follows ARCHITECTURE.md's layering table (cheap: cargo metadata only).
     python3 scripts/check-layers.py &&
-        # No module cycle inside a crate. The shell's interpreter modules still form one
-        # (builtins, execute, expand, interp, jobs, error): it is left out until they are split.
-        python3 scripts/check-modules.py crates/model crates/vfs crates/exec crates/guests \
-            crates/cpython crates/sandbox crates/dispatch crates/mcp crates/server crates/sandboxd \
-            bindings/python &&
-        # The shell's syntax layer (parser, tree, arithmetic, syntax errors) imports nothing
-        # above it. (Its interpreter modules still form a cycle, hence --leaf-only.)
-        python3 scripts/check-modules.py --leaf-only --leaf crates/shell/src/syntax crates/shell &&
+        # No module cycle inside a crate, and the shell's syntax layer (parser, tree,
+        # arithmetic, syntax errors) imports nothing above it.
+        python3 scripts/check-modules.py --leaf crates/shell/src/syntax crates/model crates/vfs \
+            crates/exec crates/guests crates/cpython crates/shell crates/sandbox crates/dispatch \
+            crates/mcp crates/server crates/sandboxd bindings/python &&
         # docs/security.md's threats and the tests that cover them name each other.
         python3 scripts/check-security.py &&
         # pip's build of the Python module reuses the workspace build's crates.

@@ -22,7 +22,7 @@ pub enum ShellError {
     },
     /// The file tree refused an operation (`No such file or directory`, `Read-only file
     /// system`, ...).
-    #[error("{}", crate::interp::strerror(*.0))]
+    #[error("{}", strerror(*.0))]
     Fs(wasmsand_vfs::Errno),
     /// A value longer than [`crate::ShellLimits`]'s `max_word_bytes`.
     #[error("{name}: value too large ({len} bytes, limit: {limit})")]
@@ -36,7 +36,7 @@ pub enum ShellError {
     },
     /// The file tree refused an operation on a path the user named (`cd: x: No such file or
     /// directory`).
-    #[error("{path}: {}", crate::interp::strerror(*errno))]
+    #[error("{path}: {}", strerror(*errno))]
     Path {
         /// The path as the user wrote it.
         path: String,
@@ -137,4 +137,14 @@ pub enum StateError {
     /// A function's text parses, but not to one function definition.
     #[error("shell state: not a function definition: {0:?}")]
     NotAFunction(String),
+}
+
+/// The `strerror` text bash prints (`No such file or directory`).
+pub(crate) fn strerror(e: wasmsand_vfs::Errno) -> String {
+    let d = e.description();
+    let mut c = d.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
 }

@@ -7,7 +7,9 @@ use parking_lot::Mutex;
 use wasmsand_exec::{OpenFile, Output, pipe};
 
 use crate::error::ShellError;
-use crate::interp::{Fd, Flow, FlowResult, InSrc, Interp, MAX_FD, Saved, THREAD_STACK, strerror};
+use crate::error::strerror;
+use crate::expand::AssignedValue;
+use crate::interp::{Fd, Flow, FlowResult, InSrc, Interp, MAX_FD, Saved, THREAD_STACK};
 use crate::jobs::{Job, JobKind};
 use crate::syntax::ast::*;
 use crate::vars::{ATTR_EXPORT, Var};
@@ -558,7 +560,7 @@ impl Interp {
                 }
                 // POSIX mode keeps the special builtins from being redefined; bash ends the
                 // shell over it.
-                if self.st.opts.extra.contains("posix") && crate::builtins::is_special(&f.name) {
+                if self.st.opts.extra.contains("posix") && self.is_special_builtin(&f.name) {
                     self.err_raw(&format!("bash: `{}': is a special builtin\n", f.name));
                     return Err(Flow::Exit(2));
                 }
@@ -885,7 +887,7 @@ impl Interp {
         let r = match self.apply_redirects(&cmd.redirects) {
             Ok(Ok(s)) => {
                 saved = s;
-                if is_decl && crate::builtins::is_declaration(&argv[0]) {
+                if is_decl && self.is_declaration_builtin(&argv[0]) {
                     // The command word itself is no operand: `export X=1` must not declare
                     // a variable named `export`.
                     let mut decl_args = decl_args;
@@ -967,7 +969,7 @@ impl Interp {
         assigns: &[Assignment],
         f: impl FnOnce(&mut Interp) -> FlowResult,
     ) -> FlowResult {
-        let persist = self.st.opts.extra.contains("posix") && crate::builtins::is_special(name);
+        let persist = self.st.opts.extra.contains("posix") && self.is_special_builtin(name);
         self.prefix_bindings(assigns, false, persist, f)
     }
 
@@ -1804,17 +1806,6 @@ pub(crate) fn bytes_input(data: Vec<u8>) -> InSrc {
 pub(crate) enum DeclArg {
     Plain(String),
     Assign(Assignment, AssignedValue),
-}
-
-/// The value side of an assignment after expansion.
-#[derive(Debug, Clone)]
-pub(crate) enum AssignedValue {
-    Scalar(String),
-    /// `name[key]=value`: the key as expanded text (arithmetic or a string, depending on the
-    /// array's kind when it is stored).
-    Elem(String, String),
-    /// `(a b [k]=v [k]+=v)`: elements with their expanded keys and whether they append.
-    Array(Vec<(Option<String>, bool, String)>),
 }
 
 // Subshells move interpreters to other threads.

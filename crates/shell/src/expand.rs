@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use wasmsand_exec::{Output, OutputBuffer};
 
 use crate::error::ShellError;
-use crate::execute::AssignedValue;
 use crate::interp::{AssignKey, Fd, Flow, FlowResult, Interp};
 use crate::pattern;
 use crate::syntax::ast::*;
@@ -269,7 +268,7 @@ impl Interp {
                 Ok((d.to_vec(), 0))
             }
             Err(e) => {
-                self.err(&format!("{name}: {}", crate::interp::strerror(e.errno)));
+                self.err(&format!("{name}: {}", crate::error::strerror(e.errno)));
                 Ok((Vec::new(), 1))
             }
         }
@@ -299,7 +298,7 @@ impl Interp {
             vfs.write(&path, &data)
         };
         if let Err(e) = written {
-            self.err(&format!("{path}: {}", crate::interp::strerror(e.errno)));
+            self.err(&format!("{path}: {}", crate::error::strerror(e.errno)));
             return Err(Flow::Fatal(1));
         }
         self.procsubs
@@ -824,7 +823,7 @@ impl Interp {
                     .st
                     .vars
                     .get(name)
-                    .map(crate::builtins::attr_letters)
+                    .map(crate::vars::print::attr_letters)
                     .unwrap_or_default();
                 let v = match value {
                     PV::List(items, star) => PV::List(vec![letters; items.len()], star),
@@ -842,7 +841,7 @@ impl Interp {
                 let var = self.st.vars.get(name).cloned();
                 let text = match var {
                     None => String::new(),
-                    Some(v) => crate::builtins::assignment_form(name, &v),
+                    Some(v) => crate::vars::print::assignment_form(name, &v),
                 };
                 push(out, text, in_dq, !in_dq);
             }
@@ -2127,4 +2126,15 @@ fn reparsed_word(text: &str) -> Option<Word> {
         },
         _ => None,
     }
+}
+
+/// The value side of an assignment after expansion.
+#[derive(Debug, Clone)]
+pub(crate) enum AssignedValue {
+    Scalar(String),
+    /// `name[key]=value`: the key as expanded text (arithmetic or a string, depending on the
+    /// array's kind when it is stored).
+    Elem(String, String),
+    /// `(a b [k]=v [k]+=v)`: elements with their expanded keys and whether they append.
+    Array(Vec<(Option<String>, bool, String)>),
 }

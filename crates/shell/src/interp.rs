@@ -9,7 +9,7 @@
 //! block: here, the run's plumbing (descriptors, output, variables' access, limits, traps);
 //! `execute.rs`, running the tree (lists, pipelines, commands, redirections, functions,
 //! programs); `expand.rs`, word expansion; `prompt.rs`, the prompt escapes of `${x@P}`;
-//! `eval.rs`, arithmetic and `[[ ]]`/`test` operators; `jobs.rs`, background jobs and their
+//! `eval.rs`, arithmetic and `[[ ]]`/`test` operators; `jobs/`, background jobs and their
 //! builtins; `timeout.rs`, `timeout` and `which`; `builtins/`, every other builtin, one file
 //! per family (listed in `builtins/mod.rs`, whose registry says which builtins exist).
 
@@ -111,7 +111,7 @@ impl Default for Options {
                 .into_iter()
                 .map(String::from)
                 .collect();
-        for (name, on) in crate::builtins::SHOPT_OPTIONS {
+        for (name, on) in crate::options::SHOPT_OPTIONS {
             if *on {
                 extra.insert(name.to_string());
             }
@@ -565,17 +565,17 @@ pub(crate) struct Interp {
     /// Inside a condition (`if`, `while`, `!`, left of `&&`/`||`): `set -e` and the ERR trap
     /// do not apply.
     pub cond: u32,
-    pub jobs: Vec<crate::jobs::Job>,
+    pub jobs: Vec<crate::jobs::table::Job>,
     /// Jobs `disown` took out of the table: no longer the script's to wait for or name, but
     /// still threads of the run, joined when it ends.
-    pub disowned: Vec<crate::jobs::Job>,
+    pub disowned: Vec<crate::jobs::table::Job>,
     /// Jobs that ended and left the table (`jobs`, `wait -n`), kept for `wait PID`.
-    pub reaped: Vec<crate::jobs::Job>,
+    pub reaped: Vec<crate::jobs::table::Job>,
     pub last_bg: Option<u32>,
     /// In a background job: its own token (a child of the run's), so `kill %N` ends it alone.
     pub job_cancel: Option<CancelToken>,
     /// In a subshell: the jobs of the shell it was forked from, for `jobs` to list.
-    pub parent_jobs: Arc<[crate::jobs::JobView]>,
+    pub parent_jobs: Arc<[crate::jobs::table::JobView]>,
     /// Set for a top-level `cmd &` that the next command disowns (see `jobs::disowned_next`).
     pub disown_follows: bool,
     /// Status of the last command substitution of the current simple command.
@@ -686,7 +686,10 @@ impl Interp {
         child.parent_jobs = if self.jobs.is_empty() {
             self.parent_jobs.clone()
         } else {
-            self.jobs.iter().map(crate::jobs::Job::view).collect()
+            self.jobs
+                .iter()
+                .map(crate::jobs::table::Job::view)
+                .collect()
         };
         child
     }
@@ -1315,14 +1318,4 @@ pub(crate) fn random_u32() -> u32 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(COUNTER.fetch_add(1, Ordering::Relaxed));
     h.finish() as u32
-}
-
-/// The `strerror` text bash prints (`No such file or directory`).
-pub(crate) fn strerror(e: wasmsand_vfs::Errno) -> String {
-    let d = e.description();
-    let mut c = d.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().chain(c).collect(),
-        None => String::new(),
-    }
 }

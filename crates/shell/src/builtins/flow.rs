@@ -1,7 +1,8 @@
 //! Control flow: `exit`, `return`, `break`/`continue`, `eval`, `source`/`.`, `exec`, and
 //! `bash`/`sh` (a script run in a child shell).
 
-use crate::interp::{Flow, FlowResult, Interp, strerror};
+use crate::error::strerror;
+use crate::interp::{Flow, FlowResult, Interp};
 
 impl Interp {
     pub(super) fn b_exit(&mut self, args: &[String]) -> FlowResult {
@@ -292,7 +293,7 @@ impl Interp {
                     // Login, stdin, restricted and privileged shells are not modelled: the
                     // flags are accepted and the shell runs as it would.
                     'l' | 's' | 'r' | 'p' => {}
-                    c => match super::options::option_letter(c) {
+                    c => match crate::options::option_letter(c) {
                         Some(name) => opts.push(crate::execute::StartOption::Set(name.into(), on)),
                         None => {
                             self.err_raw(&format!("bash: {}{c}: invalid option\n", &a[..1]));

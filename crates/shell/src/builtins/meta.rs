@@ -1,7 +1,8 @@
 //! Builtins about commands: `type`, `command`, `builtin`, `enable`, `help`,
 //! `alias`/`unalias`, `history`.
 
-use crate::interp::{Flow, FlowResult, Interp, strerror};
+use crate::error::strerror;
+use crate::interp::{Flow, FlowResult, Interp};
 
 use super::{BUILTINS, builtin_table, lookup};
 

@@ -38,9 +38,6 @@ mod vars;
 use crate::execute::DeclArg;
 use crate::interp::{FlowResult, Interp};
 
-pub(crate) use options::SHOPT_OPTIONS;
-pub(crate) use vars::{assignment_form, attr_letters};
-
 /// A builtin's code: the interpreter, the name it was called by (`mapfile`/`readarray` and
 /// the declaration builtins share one) and the arguments after the name.
 type Handler = fn(&mut Interp, &str, &[String]) -> FlowResult;
@@ -338,14 +335,6 @@ pub(crate) fn is_builtin(name: &str) -> bool {
     lookup(name).is_some()
 }
 
-pub(crate) fn is_special(name: &str) -> bool {
-    lookup(name).is_some_and(|b| b.special)
-}
-
-pub(crate) fn is_declaration(name: &str) -> bool {
-    lookup(name).is_some_and(|b| b.declaration)
-}
-
 /// Every builtin, sorted by name: the commands the shell provides itself, which are never
 /// looked up as files.
 pub fn builtin_table() -> &'static [Builtin] {
@@ -353,6 +342,18 @@ pub fn builtin_table() -> &'static [Builtin] {
 }
 
 impl Interp {
+    /// Whether `name` is a special builtin (see [`Builtin::special`]). The executor asks the
+    /// registry through `Interp`, as it runs builtins, so that it names nothing of this layer
+    /// above it.
+    pub(crate) fn is_special_builtin(&self, name: &str) -> bool {
+        lookup(name).is_some_and(|b| b.special)
+    }
+
+    /// Whether `name` is a declaration builtin (see [`Builtin::declaration`]).
+    pub(crate) fn is_declaration_builtin(&self, name: &str) -> bool {
+        lookup(name).is_some_and(|b| b.declaration)
+    }
+
     /// Whether `name` runs as a builtin: one the shell has and `enable -n` has not turned
     /// off (a turned-off name is looked up along `$PATH` like any program).
     pub(crate) fn builtin_enabled(&self, name: &str) -> bool {

@@ -1,10 +1,9 @@
 //! Shell options: `set` (also the variable listing of a bare `set`) and `shopt`.
 
 use crate::interp::Interp;
-use crate::printf::{quote_double, quote_unless};
+use crate::options::{SET_OPTIONS, SHOPT_OPTIONS, option_letter};
+use crate::vars::print::set_line;
 use crate::vars::{Value, Var};
-
-use super::vars::assoc_key;
 
 impl Interp {
     pub(crate) fn option_value(&self, name: &str) -> Option<bool> {
@@ -306,153 +305,10 @@ impl Interp {
     }
 }
 
-/// `set -o` options, in the order bash lists them.
-const SET_OPTIONS: &[&str] = &[
-    "allexport",
-    "braceexpand",
-    "emacs",
-    "errexit",
-    "errtrace",
-    "functrace",
-    "hashall",
-    "histexpand",
-    "history",
-    "ignoreeof",
-    "interactive-comments",
-    "keyword",
-    "monitor",
-    "noclobber",
-    "noexec",
-    "noglob",
-    "nolog",
-    "notify",
-    "nounset",
-    "onecmd",
-    "physical",
-    "pipefail",
-    "posix",
-    "privileged",
-    "verbose",
-    "vi",
-    "xtrace",
-];
-
-/// `shopt` options of bash 5.2 in its order, with their defaults under `bash -c`.
-pub(crate) const SHOPT_OPTIONS: &[(&str, bool)] = &[
-    ("autocd", false),
-    ("assoc_expand_once", false),
-    ("cdable_vars", false),
-    ("cdspell", false),
-    ("checkhash", false),
-    ("checkjobs", false),
-    ("checkwinsize", true),
-    ("cmdhist", true),
-    ("compat31", false),
-    ("compat32", false),
-    ("compat40", false),
-    ("compat41", false),
-    ("compat42", false),
-    ("compat43", false),
-    ("compat44", false),
-    ("complete_fullquote", true),
-    ("direxpand", false),
-    ("dirspell", false),
-    ("dotglob", false),
-    ("execfail", false),
-    ("expand_aliases", false),
-    ("extdebug", false),
-    ("extglob", false),
-    ("extquote", true),
-    ("failglob", false),
-    ("force_fignore", true),
-    ("globasciiranges", true),
-    ("globskipdots", true),
-    ("globstar", false),
-    ("gnu_errfmt", false),
-    ("histappend", false),
-    ("histreedit", false),
-    ("histverify", false),
-    ("hostcomplete", true),
-    ("huponexit", false),
-    ("inherit_errexit", false),
-    ("interactive_comments", true),
-    ("lastpipe", false),
-    ("lithist", false),
-    ("localvar_inherit", false),
-    ("localvar_unset", false),
-    ("login_shell", false),
-    ("mailwarn", false),
-    ("no_empty_cmd_completion", false),
-    ("nocaseglob", false),
-    ("nocasematch", false),
-    ("noexpand_translation", false),
-    ("nullglob", false),
-    ("patsub_replacement", true),
-    ("progcomp", true),
-    ("progcomp_alias", false),
-    ("promptvars", true),
-    ("restricted_shell", false),
-    ("shift_verbose", false),
-    ("sourcepath", true),
-    ("varredir_close", false),
-    ("xpg_echo", false),
-];
-
 fn shopt_line(n: &str, v: bool, print: bool, set_o: bool) -> String {
     match (print, set_o) {
         (true, true) => format!("set {}o {n}\n", if v { '-' } else { '+' }),
         (true, false) => format!("shopt {} {n}\n", if v { "-s" } else { "-u" }),
         _ => format!("{n:<15}\t{}\n", if v { "on" } else { "off" }),
     }
-}
-
-pub(super) fn set_line(name: &str, v: &Var) -> String {
-    match &v.value {
-        Value::Str(s) => format!(
-            "{name}={}\n",
-            quote_unless(s, |c| {
-                c.is_ascii_alphanumeric() || "_-./:,+@%=".contains(c)
-            })
-        ),
-        Value::Indexed(m) => {
-            let body: Vec<String> = m
-                .iter()
-                .map(|(k, v)| format!("[{k}]={}", quote_double(v)))
-                .collect();
-            format!("{name}=({})\n", body.join(" "))
-        }
-        Value::Assoc(m) => {
-            let body: String = m
-                .iter()
-                .map(|(k, v)| format!("[{}]={} ", assoc_key(k), quote_double(v)))
-                .collect();
-            format!("{name}=({body})\n")
-        }
-        Value::Unset => String::new(),
-    }
-}
-
-/// The `set -o` option a single-letter flag of `set` (and of `bash`) stands for.
-pub(crate) fn option_letter(c: char) -> Option<&'static str> {
-    Some(match c {
-        'e' => "errexit",
-        'u' => "nounset",
-        'x' => "xtrace",
-        'f' => "noglob",
-        'C' => "noclobber",
-        'a' => "allexport",
-        'n' => "noexec",
-        'h' => "hashall",
-        'B' => "braceexpand",
-        'H' => "histexpand",
-        'm' => "monitor",
-        'b' => "notify",
-        'v' => "verbose",
-        'T' => "functrace",
-        'E' => "errtrace",
-        'P' => "physical",
-        'k' => "keyword",
-        't' => "onecmd",
-        _ => return None,
-    })
 }

@@ -4,7 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::interp::{Fd, FlowResult, InSrc, Interp, strerror};
+use crate::error::strerror;
+use crate::interp::{Fd, FlowResult, InSrc, Interp};
 use crate::vars::{ATTR_EXPORT, Value, Var};
 
 use super::io::unescape_delim;

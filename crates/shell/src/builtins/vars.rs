@@ -1,19 +1,19 @@
 //! Variables: `declare`/`typeset`/`local`/`export`/`readonly` (one implementation), `unset`,
-//! `let`, and how variables print (`declare -p`, `${x@A}`, `${x@a}`).
+//! `let`, and `declare -p` (the lines themselves are `crate::vars::print`'s).
 
 use std::collections::BTreeMap;
 
 use crate::error::ShellError;
-use crate::execute::{AssignedValue, DeclArg};
+use crate::execute::DeclArg;
 use crate::expand::AErr;
+use crate::expand::AssignedValue;
 use crate::interp::{FlowResult, Interp};
-use crate::printf::quote_double;
 use crate::vars::{
     ATTR_EXPORT, ATTR_INTEGER, ATTR_LOWER, ATTR_NAMEREF, ATTR_READONLY, ATTR_TRACE, ATTR_UPPER,
     Value, Var, is_valid_name,
 };
 
-use super::options::set_line;
+use crate::vars::print::{declare_line, set_line};
 
 /// What a declaration builtin's options ask for.
 #[derive(Default)]
@@ -701,94 +701,6 @@ impl Interp {
             }
         }
         Ok((last == 0) as i32)
-    }
-}
-
-/// A scalar as `declare -p` prints it: double-quoted, or `$'...'` when it holds control
-/// characters.
-/// A value in `declare -p` form: double quotes, or `$'...'` when it holds a control
-/// character (scalars, array elements and keys alike).
-fn decl_quote(s: &str) -> String {
-    if s.chars().any(|c| c.is_control()) {
-        crate::printf::quote_single(s)
-    } else {
-        quote_double(s)
-    }
-}
-
-/// `${x@a}`: the attribute letters.
-pub(crate) fn attr_letters(v: &Var) -> String {
-    attr_flags(v).trim_start_matches('-').to_string()
-}
-
-/// `${x@A}`: a command that recreates the variable.
-pub(crate) fn assignment_form(name: &str, v: &Var) -> String {
-    let flags = attr_flags(v);
-    match &v.value {
-        Value::Str(s) if flags == "--" => format!("{name}={}", crate::printf::quote_single(s)),
-        Value::Str(s) => format!("declare {flags} {name}={}", crate::printf::quote_single(s)),
-        Value::Unset => format!("declare {flags} {name}"),
-        _ => declare_line(name, v),
-    }
-}
-
-fn attr_flags(v: &Var) -> String {
-    let mut f = String::new();
-    match v.value {
-        Value::Indexed(_) => f.push('a'),
-        Value::Assoc(_) => f.push('A'),
-        _ => {}
-    }
-    for (bit, c) in [
-        (ATTR_INTEGER, 'i'),
-        (ATTR_NAMEREF, 'n'),
-        (ATTR_READONLY, 'r'),
-        (ATTR_TRACE, 't'),
-        (ATTR_EXPORT, 'x'),
-        (ATTR_LOWER, 'l'),
-        (ATTR_UPPER, 'u'),
-    ] {
-        if v.has(bit) {
-            f.push(c);
-        }
-    }
-    if f.is_empty() {
-        "--".into()
-    } else {
-        format!("-{f}")
-    }
-}
-
-pub(crate) fn declare_line(name: &str, v: &Var) -> String {
-    let flags = attr_flags(v);
-    match &v.value {
-        Value::Unset => format!("declare {flags} {name}"),
-        Value::Str(s) => format!("declare {flags} {name}={}", decl_quote(s)),
-        Value::Indexed(_) | Value::Assoc(_) if v.has(crate::vars::ATTR_NOVALUE) => {
-            format!("declare {flags} {name}")
-        }
-        Value::Indexed(m) => {
-            let body: Vec<String> = m
-                .iter()
-                .map(|(k, v)| format!("[{k}]={}", decl_quote(v)))
-                .collect();
-            format!("declare {flags} {name}=({})", body.join(" "))
-        }
-        Value::Assoc(m) => {
-            let body: String = m
-                .iter()
-                .map(|(k, v)| format!("[{}]={} ", assoc_key(k), decl_quote(v)))
-                .collect();
-            format!("declare {flags} {name}=({body})")
-        }
-    }
-}
-
-pub(super) fn assoc_key(k: &str) -> String {
-    if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !k.is_empty() {
-        k.to_string()
-    } else {
-        decl_quote(k)
     }
 }
 

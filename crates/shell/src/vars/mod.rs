@@ -5,6 +5,8 @@
 //! frame remembers what it shadowed, restoring it on return. Lookups stay one map probe, and
 //! a fork clones the whole table in O(1) (persistent maps).
 
+pub(crate) mod print;
+
 use std::collections::{BTreeMap, HashMap};
 
 // The attribute bits of [`Var::attrs`], one per `declare` flag.

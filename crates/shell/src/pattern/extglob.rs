@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::pattern::{Bracket, parse_bracket};
+use super::bracket::{Bracket, parse_bracket};
 
 /// Steps one match may take before it gives up (and reports no match).
 const BUDGET: u64 = 2_000_000;
