@@ -15,10 +15,11 @@ use wasmer_wasix::types::wasi::{Errno as WasiErrno, Filetype as WasiFiletype, Si
 use wasmer_wasix::{WasiEnv, WasiError, WasiProcess};
 
 use crate::guard::{LateMemory, ROOT_FDS, RunGuard};
+use crate::wasi::file::SharedVfs;
 use crate::wasi::file::{Blocking, ErrnoSlot};
 use crate::wasi::fs::{SharedStdin, Stdio, VfsFs};
 use crate::wasi::stdio::{CancelToken, StdinFile, Wakeable};
-use crate::{ExecError, Exit, Outcome, Process, Program, RunSpec, tool_call};
+use crate::{ExecError, Exit, Outcome, Process, Program, RunSpec, ToolChannel, tool_call};
 
 fn setup(e: impl std::fmt::Display) -> ExecError {
     ExecError::Setup(e.to_string())
@@ -85,61 +86,35 @@ pub(crate) fn run(
         .map_err(setup)?;
     let late_memory = LateMemory::default();
     let guard = Arc::new(RunGuard::default());
-    wrap_imports(&mut store, &mut imports, &errno, &late_memory, &guard);
-    crate::wasi::modes::define(
-        &mut store,
-        &program.module,
-        &mut imports,
-        spec.vfs.clone(),
-        &spec.cwd,
-        &late_memory,
-    );
-    crate::wasi::modes::define_set_times(
-        &mut store,
-        &program.module,
-        &mut imports,
-        spec.vfs.clone(),
-        &late_memory,
-        &guard,
-    );
-    crate::wasi::clock::define(
-        &mut store,
-        &program.module,
-        &mut imports,
-        &spec.vfs,
-        &late_memory,
-    );
     let calls = Arc::new(AtomicU64::new(0));
-    let tool_call_env = tool_call::define(
+    let tool_call_env = define_host_functions(
         &mut store,
         &program.module,
         &mut imports,
-        spec.tool_channel,
-        spec.cancel.clone(),
-        calls.clone(),
-        guard.clone(),
+        HostFunctions {
+            vfs: &spec.vfs,
+            cwd: &spec.cwd,
+            tool_channel: spec.tool_channel,
+            cancel: spec.cancel.clone(),
+            errno: &errno,
+            late_memory: &late_memory,
+            guard: &guard,
+            calls: &calls,
+        },
     );
 
-    let offered = crate::image::offer(image);
-    let instantiated = Instance::new(&mut store, &program.module, &imports);
-    drop(offered);
-    let instance = match instantiated {
-        Ok(i) => i,
-        Err(e) => {
-            let msg = e.to_string();
-            // The declared initial memory did not fit under the cap.
-            if spec.memory_limit.is_some() && msg.contains("over the limit") {
-                let outcome = Outcome {
-                    exit: Exit::OutOfMemory(msg),
-                    elapsed: started.elapsed(),
-                    tool_calls: 0,
-                    cpu_time: Duration::ZERO,
-                    peak_memory: 0,
-                    memory_capped: true,
-                };
-                return Ok((outcome, None));
-            }
-            return Err(setup(msg));
+    let instance = match instantiate(&mut store, program, &imports, image, spec.memory_limit)? {
+        Ok(instance) => instance,
+        Err(too_big) => {
+            let outcome = Outcome {
+                exit: too_big,
+                elapsed: started.elapsed(),
+                tool_calls: 0,
+                cpu_time: Duration::ZERO,
+                peak_memory: 0,
+                memory_capped: true,
+            };
+            return Ok((outcome, None));
         }
     };
     if let Ok(memory) = instance.exports.get_memory("memory") {
@@ -170,11 +145,7 @@ pub(crate) fn run(
     };
     let captured = match (capture, &result, late_memory.get()) {
         (true, Ok(values), Some(memory)) if matches!(values.first(), Some(Value::I32(0))) => {
-            let view = memory.view(&store);
-            // SAFETY: the instance is idle (its entry returned) and nothing else references
-            // its memory; the slice is dropped before the store is touched again.
-            let bytes = unsafe { view.data_unchecked() };
-            crate::image::MemoryImage::capture(bytes)
+            capture_memory(&store, memory)
         }
         _ => None,
     };
@@ -205,6 +176,84 @@ pub(crate) fn run(
     // A capture stopped by the watchdog is not a state to start from.
     let captured = captured.filter(|_| succeeded(&outcome));
     Ok((outcome, captured))
+}
+
+/// What the host functions of a run share with it.
+struct HostFunctions<'a> {
+    vfs: &'a SharedVfs,
+    cwd: &'a str,
+    tool_channel: Option<ToolChannel>,
+    cancel: CancelToken,
+    errno: &'a Arc<ErrnoSlot>,
+    late_memory: &'a LateMemory,
+    guard: &'a Arc<RunGuard>,
+    calls: &'a Arc<AtomicU64>,
+}
+
+/// Defines what the module imports beyond WASI itself (and wraps WASI's calls that need a
+/// precise errno): permission bits and times, the deterministic clock, the tool-call channel
+/// Returns the tool-call channel's environment when the module uses it.
+fn define_host_functions(
+    store: &mut Store,
+    module: &wasmer::Module,
+    imports: &mut Imports,
+    h: HostFunctions<'_>,
+) -> Option<FunctionEnv<tool_call::ToolCallEnv>> {
+    wrap_imports(store, imports, h.errno, h.late_memory, h.guard);
+    let vfs = h.vfs;
+    crate::wasi::modes::define(store, module, imports, vfs.clone(), h.cwd, h.late_memory);
+    crate::wasi::modes::define_set_times(
+        store,
+        module,
+        imports,
+        vfs.clone(),
+        h.late_memory,
+        h.guard,
+    );
+    crate::wasi::clock::define(store, module, imports, vfs, h.late_memory);
+    tool_call::define(
+        store,
+        module,
+        imports,
+        h.tool_channel,
+        h.cancel,
+        h.calls.clone(),
+        h.guard.clone(),
+    )
+}
+
+/// Instantiates the module, its memory starting from `image` when there is one. `Ok(Err)` is
+/// the run's end when the module's declared initial memory does not fit under the cap.
+fn instantiate(
+    store: &mut Store,
+    program: &Program,
+    imports: &Imports,
+    image: Option<Arc<crate::image::MemoryImage>>,
+    memory_limit: Option<u64>,
+) -> Result<Result<Instance, Exit>, ExecError> {
+    let offered = crate::image::offer(image);
+    let instantiated = Instance::new(store, &program.module, imports);
+    drop(offered);
+    match instantiated {
+        Ok(instance) => Ok(Ok(instance)),
+        Err(e) => {
+            let msg = e.to_string();
+            if memory_limit.is_some() && msg.contains("over the limit") {
+                Ok(Err(Exit::OutOfMemory(msg)))
+            } else {
+                Err(setup(msg))
+            }
+        }
+    }
+}
+
+/// The instance's memory as an image later runs can start from (see `preinit.rs`).
+fn capture_memory(store: &Store, memory: &Memory) -> Option<Arc<crate::image::MemoryImage>> {
+    let view = memory.view(store);
+    // SAFETY: the instance is idle (its entry returned) and nothing else references its
+    // memory; the slice is dropped before the store is touched again.
+    let bytes = unsafe { view.data_unchecked() };
+    crate::image::MemoryImage::capture(bytes)
 }
 
 fn succeeded(outcome: &Outcome) -> bool {
