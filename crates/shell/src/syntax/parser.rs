@@ -1755,194 +1755,199 @@ impl<'a> Parser<'a> {
             mode,
             Mode::DQuote | Mode::HereDoc | Mode::Param { dq: true, .. }
         );
-        let mut parts = Vec::new();
-        let mut lit: Vec<u8> = Vec::new();
-        let word_start = self.pos;
-        let mut depth = 0usize;
-        // Inside an extended glob group (`@(a|b)`, `!(x)`, ...): metacharacters are pattern
-        // text there, up to the group's closing parenthesis.
-        let mut ext_depth = 0usize;
-        let mut ext_open = 0usize;
-        // Between the single quotes of "${x-'...'}": they stay in the value and hide a `}`,
-        // but `$` still expands inside them.
-        let mut squote_in_param = false;
-        fn flush(parts: &mut Vec<WordPart>, lit: &mut Vec<u8>, quoted: bool) {
-            if !lit.is_empty() {
-                let s = lossy(lit);
-                lit.clear();
-                parts.push(if quoted {
-                    WordPart::Quoted(s)
-                } else {
-                    WordPart::Literal(s)
-                });
-            }
-        }
+        let mut w = WordScan {
+            parts: Vec::new(),
+            lit: Vec::new(),
+            quoted: quoted_ctx,
+            start: self.pos,
+            depth: 0,
+            ext_depth: 0,
+            ext_open: 0,
+            squote_in_param: false,
+        };
         while let Some(c) = self.at(0) {
-            if mode == Mode::Normal
-                && (self.extglob || self.in_cond > 0 || ext_depth > 0)
-                && matches!(c, b'?' | b'*' | b'+' | b'@' | b'!')
-                && self.at(1) == Some(b'(')
-            {
-                if ext_depth == 0 {
-                    ext_open = self.pos + 1;
-                }
-                ext_depth += 1;
-                lit.extend_from_slice(&[c, b'(']);
-                self.pos += 2;
+            if mode == Mode::Normal && self.ext_glob_step(&mut w, c) {
                 continue;
             }
-            if ext_depth > 0 && mode == Mode::Normal && matches!(c, b'(' | b')') {
-                if c == b'(' {
-                    ext_depth += 1;
-                } else {
-                    ext_depth -= 1;
-                }
-                lit.push(c);
-                self.pos += 1;
-                continue;
-            }
-            let stop = match mode {
-                Mode::Normal => {
-                    ext_depth == 0
-                        && is_meta(c)
-                        && !(self.pos == word_start
-                            && matches!(c, b'<' | b'>')
-                            && self.at(1) == Some(b'('))
-                }
-                Mode::Regex => {
-                    depth == 0 && (matches!(c, b' ' | b'\t' | b'\n' | b';' | b'&' | b')'))
-                }
-                Mode::DQuote => c == b'"',
-                Mode::Param { slash, .. } => {
-                    !squote_in_param && depth == 0 && (c == b'}' || (slash && c == b'/'))
-                }
-                Mode::Subscript => depth == 0 && c == b']',
-                Mode::HereDoc => false,
-            };
-            if stop {
+            if self.word_ends_at(&w, c, mode) {
                 break;
             }
             match c {
-                b'\\' => match self.at(1) {
-                    None => {
-                        lit.push(b'\\');
-                        self.pos += 1;
-                    }
-                    Some(b'\n') => self.pos += 2,
-                    Some(n) if quoted_ctx => {
-                        let special = matches!(n, b'$' | b'`' | b'\\')
-                            || (n == b'"'
-                                && matches!(mode, Mode::DQuote | Mode::Param { dq: true, .. }))
-                            || (n == b'}' && matches!(mode, Mode::Param { .. }));
-                        if special {
-                            flush(&mut parts, &mut lit, quoted_ctx);
-                            parts.push(WordPart::Quoted((n as char).to_string()));
-                            self.pos += 2;
-                        } else {
-                            lit.push(b'\\');
-                            self.pos += 1;
-                        }
-                    }
-                    Some(_) => {
-                        flush(&mut parts, &mut lit, quoted_ctx);
-                        self.pos += 1;
-                        let len = utf8_len(&self.src[self.pos..]);
-                        parts.push(WordPart::Quoted(lossy(&self.src[self.pos..self.pos + len])));
-                        self.pos += len;
-                    }
-                },
+                b'\\' => self.word_escape(&mut w, mode),
                 b'\'' if !quoted_ctx => {
-                    flush(&mut parts, &mut lit, quoted_ctx);
+                    w.flush();
                     let open = self.pos;
                     let Some(close) = self.src[open + 1..].iter().position(|&c| c == b'\'') else {
                         return Err(self.unclosed(open, "'"));
                     };
                     let close = open + 1 + close;
-                    parts.push(WordPart::Quoted(lossy(&self.src[open + 1..close])));
+                    w.parts
+                        .push(WordPart::Quoted(lossy(&self.src[open + 1..close])));
                     self.pos = close + 1;
                 }
                 // In "${x-'...'}" the single quotes stay but still hide a `}` (bash prints
                 // `'}'` for "${u-'}'}").
                 b'\''
                     if matches!(mode, Mode::Param { dq: true, .. })
-                        && (squote_in_param || self.src[self.pos + 1..].contains(&b'\'')) =>
+                        && (w.squote_in_param || self.src[self.pos + 1..].contains(&b'\'')) =>
                 {
-                    squote_in_param = !squote_in_param;
-                    lit.push(b'\'');
+                    w.squote_in_param = !w.squote_in_param;
+                    w.lit.push(b'\'');
                     self.pos += 1;
                 }
                 b'"' if !matches!(mode, Mode::DQuote | Mode::HereDoc) => {
-                    flush(&mut parts, &mut lit, quoted_ctx);
-                    parts.push(self.double_quoted()?);
+                    w.flush();
+                    w.parts.push(self.double_quoted()?);
                 }
                 b'`' => {
-                    flush(&mut parts, &mut lit, quoted_ctx);
-                    parts.push(self.backtick(mode == Mode::DQuote)?);
+                    w.flush();
+                    w.parts.push(self.backtick(mode == Mode::DQuote)?);
                 }
                 b'$' => match self.dollar(quoted_ctx)? {
                     Some(p) => {
-                        flush(&mut parts, &mut lit, quoted_ctx);
-                        parts.push(p);
+                        w.flush();
+                        w.parts.push(p);
                     }
                     None => {
-                        lit.push(b'$');
+                        w.lit.push(b'$');
                         self.pos += 1;
                     }
                 },
                 b'~' if tilde != Tilde::No
                     && !quoted_ctx
-                    && (self.pos == word_start
+                    && (self.pos == w.start
                         || (tilde == Tilde::Assign
-                            && lit.last() == Some(&b':')
+                            && w.lit.last() == Some(&b':')
                             && self.src[self.pos - 1] == b':')) =>
                 {
                     match self.tilde_prefix(tilde, mode) {
                         Some((user, len)) => {
-                            flush(&mut parts, &mut lit, quoted_ctx);
-                            parts.push(WordPart::Tilde(user));
+                            w.flush();
+                            w.parts.push(WordPart::Tilde(user));
                             self.pos += len;
                         }
                         None => {
-                            lit.push(b'~');
+                            w.lit.push(b'~');
                             self.pos += 1;
                         }
                     }
                 }
                 b'<' | b'>'
-                    if mode == Mode::Normal
-                        && self.pos == word_start
-                        && self.at(1) == Some(b'(') =>
+                    if mode == Mode::Normal && self.pos == w.start && self.at(1) == Some(b'(') =>
                 {
                     let output = c == b'>';
                     self.pos += 2;
                     let open = self.pos - 1;
                     let script = self.nested(|p| p.subst_body(open))?;
-                    parts.push(WordPart::ProcessSubst {
+                    w.parts.push(WordPart::ProcessSubst {
                         output,
                         script: Box::new(script),
                     });
                 }
                 _ => {
                     match (mode, c) {
-                        _ if squote_in_param => {}
+                        _ if w.squote_in_param => {}
                         (Mode::Regex, b'(')
                         | (Mode::Param { .. }, b'{')
-                        | (Mode::Subscript, b'[') => depth += 1,
+                        | (Mode::Subscript, b'[') => w.depth += 1,
                         (Mode::Regex, b')')
                         | (Mode::Param { .. }, b'}')
-                        | (Mode::Subscript, b']') => depth -= 1,
+                        | (Mode::Subscript, b']') => w.depth -= 1,
                         _ => {}
                     }
-                    lit.push(c);
+                    w.lit.push(c);
                     self.pos += 1;
                 }
             }
         }
-        if ext_depth > 0 {
-            return Err(self.unclosed(ext_open, "("));
+        if w.ext_depth > 0 {
+            return Err(self.unclosed(w.ext_open, "("));
         }
-        flush(&mut parts, &mut lit, quoted_ctx);
-        Ok(parts)
+        w.flush();
+        Ok(w.parts)
+    }
+
+    /// Inside an extended glob group (`@(a|b)`, `!(x)`, ...) metacharacters are pattern text,
+    /// up to the group's closing parenthesis: takes an opening `?(`/`*(`/`+(`/`@(`/`!(` (where
+    /// extended globs are on) or a parenthesis inside a group as literal text. Whether it did.
+    fn ext_glob_step(&mut self, w: &mut WordScan, c: u8) -> bool {
+        if (self.extglob || self.in_cond > 0 || w.ext_depth > 0)
+            && matches!(c, b'?' | b'*' | b'+' | b'@' | b'!')
+            && self.at(1) == Some(b'(')
+        {
+            if w.ext_depth == 0 {
+                w.ext_open = self.pos + 1;
+            }
+            w.ext_depth += 1;
+            w.lit.extend_from_slice(&[c, b'(']);
+            self.pos += 2;
+            return true;
+        }
+        if w.ext_depth > 0 && matches!(c, b'(' | b')') {
+            if c == b'(' {
+                w.ext_depth += 1;
+            } else {
+                w.ext_depth -= 1;
+            }
+            w.lit.push(c);
+            self.pos += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Whether `c`, unquoted at the current position, ends a word read in `mode`.
+    fn word_ends_at(&self, w: &WordScan, c: u8, mode: Mode) -> bool {
+        match mode {
+            Mode::Normal => {
+                w.ext_depth == 0
+                    && is_meta(c)
+                    && !(self.pos == w.start
+                        && matches!(c, b'<' | b'>')
+                        && self.at(1) == Some(b'('))
+            }
+            Mode::Regex => w.depth == 0 && (matches!(c, b' ' | b'\t' | b'\n' | b';' | b'&' | b')')),
+            Mode::DQuote => c == b'"',
+            Mode::Param { slash, .. } => {
+                !w.squote_in_param && w.depth == 0 && (c == b'}' || (slash && c == b'/'))
+            }
+            Mode::Subscript => w.depth == 0 && c == b']',
+            Mode::HereDoc => false,
+        }
+    }
+
+    /// A backslash at the current position: a line continuation, an escaped character, or
+    /// (in double quotes and here-documents, before a character it does not escape there)
+    /// itself.
+    fn word_escape(&mut self, w: &mut WordScan, mode: Mode) {
+        match self.at(1) {
+            None => {
+                w.lit.push(b'\\');
+                self.pos += 1;
+            }
+            Some(b'\n') => self.pos += 2,
+            Some(n) if w.quoted => {
+                let special = matches!(n, b'$' | b'`' | b'\\')
+                    || (n == b'"' && matches!(mode, Mode::DQuote | Mode::Param { dq: true, .. }))
+                    || (n == b'}' && matches!(mode, Mode::Param { .. }));
+                if special {
+                    w.flush();
+                    w.parts.push(WordPart::Quoted((n as char).to_string()));
+                    self.pos += 2;
+                } else {
+                    w.lit.push(b'\\');
+                    self.pos += 1;
+                }
+            }
+            Some(_) => {
+                w.flush();
+                self.pos += 1;
+                let len = utf8_len(&self.src[self.pos..]);
+                w.parts
+                    .push(WordPart::Quoted(lossy(&self.src[self.pos..self.pos + len])));
+                self.pos += len;
+            }
+        }
     }
 
     /// `~user` at the current position: the user name and the length consumed.
@@ -2247,57 +2252,14 @@ impl<'a> Parser<'a> {
     /// `${...}` with the position after `${`; `open` is the `$`.
     #[inline(never)]
     fn param_brace(&mut self, open: usize, in_dq: bool) -> ParseResult<WordPart> {
-        let make = |param, subscript, indirect, op| {
-            WordPart::Param(Box::new(ParamExp {
-                param,
-                subscript,
-                indirect,
-                op,
-                bare: false,
-            }))
+        if let Some(length) = self.param_length(open)? {
+            return Ok(length);
+        }
+        let indirect = match self.param_indirect() {
+            Indirect::No => false,
+            Indirect::Yes => true,
+            Indirect::PrefixNames(part) => return Ok(part),
         };
-        if self.at(0) == Some(b'#') && self.at(1) != Some(b'}') {
-            let save = self.pos;
-            self.pos += 1;
-            if let Some(param) = self.param_name() {
-                let sub = self.opt_subscript(open)?;
-                if self.at(0) == Some(b'}') {
-                    self.pos += 1;
-                    return Ok(make(param, sub, false, ParamOp::Length));
-                }
-            }
-            self.pos = save;
-        }
-        let mut indirect = false;
-        if self.at(0) == Some(b'!') && self.at(1) != Some(b'}') {
-            let save = self.pos;
-            self.pos += 1;
-            if self
-                .at(0)
-                .is_some_and(|c| is_name_start(c) || c.is_ascii_digit())
-                || matches!(
-                    self.at(0),
-                    Some(b'@' | b'*' | b'#' | b'?' | b'$' | b'!' | b'-')
-                )
-            {
-                indirect = true;
-                if let Some(Param::Named(n)) = self.clone_param_name()
-                    && matches!(self.src.get(self.pos + n.len()), Some(b'*' | b'@'))
-                    && self.src.get(self.pos + n.len() + 1) == Some(&b'}')
-                {
-                    let star = self.src[self.pos + n.len()] == b'*';
-                    self.pos += n.len() + 2;
-                    return Ok(make(
-                        Param::Named(n),
-                        None,
-                        false,
-                        ParamOp::PrefixNames { star },
-                    ));
-                }
-            } else {
-                self.pos = save;
-            }
-        }
         let Some(param) = self.param_name() else {
             return self.bad_subst(open);
         };
@@ -2316,25 +2278,89 @@ impl<'a> Parser<'a> {
         {
             self.pos += 1;
             let star = sub == Some(Subscript::Star);
-            return Ok(make(param, None, false, ParamOp::Keys { star }));
+            return Ok(param_part(param, None, false, ParamOp::Keys { star }));
         }
+        let Some(op) = self.param_op(open, in_dq)? else {
+            return self.bad_subst(open);
+        };
+        Ok(param_part(param, sub, indirect, op))
+    }
+
+    /// `${#name}`, `${#name[i]}`: `None` (and nothing consumed) when what follows the `#` is
+    /// not a parameter closed by `}` (`${#}` is `$#`; `${#-x}` is an operator on it).
+    fn param_length(&mut self, open: usize) -> ParseResult<Option<WordPart>> {
+        if self.at(0) != Some(b'#') || self.at(1) == Some(b'}') {
+            return Ok(None);
+        }
+        let save = self.pos;
+        self.pos += 1;
+        if let Some(param) = self.param_name() {
+            let sub = self.opt_subscript(open)?;
+            if self.at(0) == Some(b'}') {
+                self.pos += 1;
+                return Ok(Some(param_part(param, sub, false, ParamOp::Length)));
+            }
+        }
+        self.pos = save;
+        Ok(None)
+    }
+
+    /// The `!` of `${!name}` (indirection) and the whole of `${!prefix*}`/`${!prefix@}`.
+    fn param_indirect(&mut self) -> Indirect {
+        if self.at(0) != Some(b'!') || self.at(1) == Some(b'}') {
+            return Indirect::No;
+        }
+        let save = self.pos;
+        self.pos += 1;
+        let names_param = self
+            .at(0)
+            .is_some_and(|c| is_name_start(c) || c.is_ascii_digit())
+            || matches!(
+                self.at(0),
+                Some(b'@' | b'*' | b'#' | b'?' | b'$' | b'!' | b'-')
+            );
+        if !names_param {
+            self.pos = save;
+            return Indirect::No;
+        }
+        if let Some(Param::Named(n)) = self.clone_param_name()
+            && matches!(self.src.get(self.pos + n.len()), Some(b'*' | b'@'))
+            && self.src.get(self.pos + n.len() + 1) == Some(&b'}')
+        {
+            let star = self.src[self.pos + n.len()] == b'*';
+            self.pos += n.len() + 2;
+            return Indirect::PrefixNames(param_part(
+                Param::Named(n),
+                None,
+                false,
+                ParamOp::PrefixNames { star },
+            ));
+        }
+        Indirect::Yes
+    }
+
+    /// The word after an operator of `${...}`, up to and past the closing `}`.
+    fn param_word(&mut self, open: usize, dq: bool) -> ParseResult<Word> {
+        let tilde = if self.tilde_assign {
+            Tilde::Assign
+        } else {
+            Tilde::Start
+        };
+        let parts = self.word_parts(Mode::Param { dq, slash: false }, tilde)?;
+        if self.at(0) != Some(b'}') {
+            return Err(self.unclosed(open, "}"));
+        }
+        self.pos += 1;
+        Ok(Word { parts })
+    }
+
+    /// The operator after the parameter of `${...}` (none, `:-`, `#`, `/`, `^`, `@Q`, ...) and
+    /// its words, up to and past the closing `}`. `None`: no operator, a bad substitution.
+    fn param_op(&mut self, open: usize, in_dq: bool) -> ParseResult<Option<ParamOp>> {
         let Some(c) = self.at(0) else {
             return Err(self.unclosed(open, "}"));
         };
-        let word = |p: &mut Self, dq: bool| -> ParseResult<Word> {
-            let tilde = if p.tilde_assign {
-                Tilde::Assign
-            } else {
-                Tilde::Start
-            };
-            let parts = p.word_parts(Mode::Param { dq, slash: false }, tilde)?;
-            if p.at(0) != Some(b'}') {
-                return Err(p.unclosed(open, "}"));
-            }
-            p.pos += 1;
-            Ok(Word { parts })
-        };
-        let op = match c {
+        Ok(Some(match c {
             b'}' => {
                 self.pos += 1;
                 ParamOp::None
@@ -2342,96 +2368,30 @@ impl<'a> Parser<'a> {
             b':' if matches!(self.at(1), Some(b'-' | b'=' | b'?' | b'+')) => {
                 let k = self.at(1);
                 self.pos += 2;
-                let w = word(self, in_dq)?;
+                let w = self.param_word(open, in_dq)?;
                 colon_op(k, true, w)
             }
             b'-' | b'=' | b'?' | b'+' => {
                 self.pos += 1;
-                let w = word(self, in_dq)?;
+                let w = self.param_word(open, in_dq)?;
                 colon_op(Some(c), false, w)
             }
-            b':' => {
-                self.pos += 1;
-                let start = self.pos;
-                let (tokens, end, stop) = self
-                    .arith_tokens(ArithEnd::Colon, open)?
-                    .ok_or_else(|| self.unclosed(open, "}"))?;
-                let offset = self.finish_arith(tokens, start, end)?;
-                let length = if stop == b':' {
-                    let start = self.pos;
-                    let (tokens, end, _) = self
-                        .arith_tokens(ArithEnd::Brace, open)?
-                        .ok_or_else(|| self.unclosed(open, "}"))?;
-                    Some(self.finish_arith(tokens, start, end)?)
-                } else {
-                    None
-                };
-                ParamOp::Substring { offset, length }
-            }
+            b':' => self.param_substring(open)?,
             b'#' | b'%' => {
                 let longest = self.at(1) == Some(c);
                 self.pos += if longest { 2 } else { 1 };
-                let pattern = word(self, false)?;
+                let pattern = self.param_word(open, false)?;
                 if c == b'#' {
                     ParamOp::RemovePrefix { longest, pattern }
                 } else {
                     ParamOp::RemoveSuffix { longest, pattern }
                 }
             }
-            b'/' => {
-                self.pos += 1;
-                let mode = match self.at(0) {
-                    Some(b'/') => ReplaceMode::All,
-                    Some(b'#') => ReplaceMode::Prefix,
-                    Some(b'%') => ReplaceMode::Suffix,
-                    _ => ReplaceMode::First,
-                };
-                if mode != ReplaceMode::First {
-                    self.pos += 1;
-                }
-                // bash: a pattern is never empty after `//`, so a `/` there is its first
-                // character (`${x////c}` replaces `/` with `c`).
-                let lead_slash = mode == ReplaceMode::All && self.at(0) == Some(b'/');
-                if lead_slash {
-                    self.pos += 1;
-                }
-                // A leading `~` is expanded, except after `#`/`%` where it is not the start.
-                let tilde = if matches!(mode, ReplaceMode::All | ReplaceMode::First) && !lead_slash
-                {
-                    Tilde::Start
-                } else {
-                    Tilde::No
-                };
-                let mut parts = self.word_parts(
-                    Mode::Param {
-                        dq: false,
-                        slash: true,
-                    },
-                    tilde,
-                )?;
-                if lead_slash {
-                    parts.insert(0, WordPart::Literal("/".into()));
-                }
-                let pattern = Word { parts };
-                let replacement = if self.at(0) == Some(b'/') {
-                    self.pos += 1;
-                    word(self, in_dq)?
-                } else if self.at(0) == Some(b'}') {
-                    self.pos += 1;
-                    Word::default()
-                } else {
-                    return Err(self.unclosed(open, "}"));
-                };
-                ParamOp::Replace {
-                    mode,
-                    pattern,
-                    replacement,
-                }
-            }
+            b'/' => self.param_replace(open, in_dq)?,
             b'^' | b',' => {
                 let all = self.at(1) == Some(c);
                 self.pos += if all { 2 } else { 1 };
-                let pattern = word(self, false)?;
+                let pattern = self.param_word(open, false)?;
                 ParamOp::Case {
                     upper: c == b'^',
                     all,
@@ -2445,9 +2405,79 @@ impl<'a> Parser<'a> {
                 self.pos += 3;
                 ParamOp::Transform(t)
             }
-            _ => return self.bad_subst(open),
+            _ => return Ok(None),
+        }))
+    }
+
+    /// `${x:offset}`, `${x:offset:length}`, at the `:`.
+    fn param_substring(&mut self, open: usize) -> ParseResult<ParamOp> {
+        self.pos += 1;
+        let start = self.pos;
+        let (tokens, end, stop) = self
+            .arith_tokens(ArithEnd::Colon, open)?
+            .ok_or_else(|| self.unclosed(open, "}"))?;
+        let offset = self.finish_arith(tokens, start, end)?;
+        let length = if stop == b':' {
+            let start = self.pos;
+            let (tokens, end, _) = self
+                .arith_tokens(ArithEnd::Brace, open)?
+                .ok_or_else(|| self.unclosed(open, "}"))?;
+            Some(self.finish_arith(tokens, start, end)?)
+        } else {
+            None
         };
-        Ok(make(param, sub, indirect, op))
+        Ok(ParamOp::Substring { offset, length })
+    }
+
+    /// `${x/pattern/replacement}` and its `//`, `/#`, `/%` forms, at the first `/`.
+    fn param_replace(&mut self, open: usize, in_dq: bool) -> ParseResult<ParamOp> {
+        self.pos += 1;
+        let mode = match self.at(0) {
+            Some(b'/') => ReplaceMode::All,
+            Some(b'#') => ReplaceMode::Prefix,
+            Some(b'%') => ReplaceMode::Suffix,
+            _ => ReplaceMode::First,
+        };
+        if mode != ReplaceMode::First {
+            self.pos += 1;
+        }
+        // bash: a pattern is never empty after `//`, so a `/` there is its first character
+        // (`${x////c}` replaces `/` with `c`).
+        let lead_slash = mode == ReplaceMode::All && self.at(0) == Some(b'/');
+        if lead_slash {
+            self.pos += 1;
+        }
+        // A leading `~` is expanded, except after `#`/`%` where it is not the start.
+        let tilde = if matches!(mode, ReplaceMode::All | ReplaceMode::First) && !lead_slash {
+            Tilde::Start
+        } else {
+            Tilde::No
+        };
+        let mut parts = self.word_parts(
+            Mode::Param {
+                dq: false,
+                slash: true,
+            },
+            tilde,
+        )?;
+        if lead_slash {
+            parts.insert(0, WordPart::Literal("/".into()));
+        }
+        let pattern = Word { parts };
+        let replacement = if self.at(0) == Some(b'/') {
+            self.pos += 1;
+            self.param_word(open, in_dq)?
+        } else if self.at(0) == Some(b'}') {
+            self.pos += 1;
+            Word::default()
+        } else {
+            return Err(self.unclosed(open, "}"));
+        };
+        Ok(ParamOp::Replace {
+            mode,
+            pattern,
+            replacement,
+        })
     }
 
     fn clone_param_name(&mut self) -> Option<Param> {
@@ -2797,6 +2827,62 @@ fn simple_param(param: Param) -> WordPart {
         indirect: false,
         op: ParamOp::None,
     }))
+}
+
+/// A `${...}` expansion as a word part.
+fn param_part(param: Param, subscript: Option<Subscript>, indirect: bool, op: ParamOp) -> WordPart {
+    WordPart::Param(Box::new(ParamExp {
+        param,
+        subscript,
+        indirect,
+        op,
+        bare: false,
+    }))
+}
+
+/// A word being read: its finished parts, the literal text not yet made a part, and where
+/// the reading is.
+struct WordScan {
+    parts: Vec<WordPart>,
+    lit: Vec<u8>,
+    /// Whether the text is quoted (double quotes, a here-document, `"${x-...}"`).
+    quoted: bool,
+    /// Where the word starts (a `~` or a `<(` is special only there).
+    start: usize,
+    /// Nesting of the brackets the mode counts (`(` in a regex, `{` in `${...}`, `[` in a
+    /// subscript) so that only the outermost closing one ends the word.
+    depth: usize,
+    /// Nesting of extended glob groups, and where the outermost opened.
+    ext_depth: usize,
+    ext_open: usize,
+    /// Between the single quotes of "${x-'...'}": they stay in the value and hide a `}`, but
+    /// `$` still expands inside them.
+    squote_in_param: bool,
+}
+
+impl WordScan {
+    /// Makes the pending literal text a part.
+    fn flush(&mut self) {
+        if !self.lit.is_empty() {
+            let s = lossy(&self.lit);
+            self.lit.clear();
+            self.parts.push(if self.quoted {
+                WordPart::Quoted(s)
+            } else {
+                WordPart::Literal(s)
+            });
+        }
+    }
+}
+
+/// What a `!` after `${` turned out to be.
+enum Indirect {
+    /// No `!`, or one that is the parameter itself (`${!}`).
+    No,
+    /// `${!name...}`: the value names the parameter to expand.
+    Yes,
+    /// `${!prefix*}`, `${!prefix@}`, parsed whole.
+    PrefixNames(WordPart),
 }
 
 fn colon_op(kind: Option<u8>, colon: bool, word: Word) -> ParamOp {
