@@ -1258,15 +1258,7 @@ pub(crate) fn format_time(fmt: &str, t: i64, tz: Option<&str>) -> String {
 
 /// `strftime` in UTC with the C locale's names and formats.
 fn strftime(fmt: &str, t: i64, zone: &(i64, String)) -> String {
-    let t = t + zone.0;
-    let days = t.div_euclid(86_400);
-    let secs = t.rem_euclid(86_400);
-    let (year, month, mday) = civil_from_days(days);
-    let (hour, min, sec) = (secs / 3600, secs / 60 % 60, secs % 60);
-    let wday = (days + 4).rem_euclid(7);
-    let yday = days - days_from_civil(year);
-    let (iso_y, iso_w) = iso_week(year, yday, wday);
-    let hour12 = if hour % 12 == 0 { 12 } else { hour % 12 };
+    let when = BrokenDown::new(t + zone.0);
     let mut out = String::new();
     let chars: Vec<char> = fmt.chars().collect();
     let mut i = 0;
@@ -1296,146 +1288,169 @@ fn strftime(fmt: &str, t: i64, zone: &(i64, String)) -> String {
             break;
         };
         i += 1;
-        // (digits text, natural width, natural pad char) for numbers; None for text.
-        let num = |v: i64, w: usize, p: char| Some((v, w, p));
-        let mut text = String::new();
-        let number = match conv {
-            'a' => {
-                text = DAYS[wday as usize][..3].into();
-                None
-            }
-            'A' => {
-                text = DAYS[wday as usize].into();
-                None
-            }
-            'b' | 'h' => {
-                text = MONTHS[month as usize - 1][..3].into();
-                None
-            }
-            'B' => {
-                text = MONTHS[month as usize - 1].into();
-                None
-            }
-            'c' => {
-                text = format!(
-                    "{} {} {:2} {:02}:{:02}:{:02} {}",
-                    &DAYS[wday as usize][..3],
-                    &MONTHS[month as usize - 1][..3],
-                    mday,
-                    hour,
-                    min,
-                    sec,
-                    year
-                );
-                None
-            }
-            'C' => num(year.div_euclid(100), 2, '0'),
-            'd' => num(i64::from(mday), 2, '0'),
-            'D' | 'x' => {
-                text = format!("{month:02}/{mday:02}/{:02}", year.rem_euclid(100));
-                None
-            }
-            'e' => num(i64::from(mday), 2, ' '),
-            'F' => {
-                text = format!("{year}-{month:02}-{mday:02}");
-                None
-            }
-            'g' => num(iso_y.rem_euclid(100), 2, '0'),
-            'G' => num(iso_y, 1, '0'),
-            'H' => num(hour, 2, '0'),
-            'I' => num(hour12, 2, '0'),
-            'j' => num(yday + 1, 3, '0'),
-            'k' => num(hour, 2, ' '),
-            'l' => num(hour12, 2, ' '),
-            'm' => num(i64::from(month), 2, '0'),
-            'M' => num(min, 2, '0'),
-            'n' => {
-                text = "\n".into();
-                None
-            }
-            'p' => {
-                text = if hour < 12 { "AM" } else { "PM" }.into();
-                None
-            }
-            'P' => {
-                text = if hour < 12 { "am" } else { "pm" }.into();
-                None
-            }
-            'r' => {
-                let ampm = if hour < 12 { "AM" } else { "PM" };
-                text = format!("{hour12:02}:{min:02}:{sec:02} {ampm}");
-                None
-            }
-            'R' => {
-                text = format!("{hour:02}:{min:02}");
-                None
-            }
-            's' => num(t, 1, '0'),
-            'S' => num(sec, 2, '0'),
-            't' => {
-                text = "\t".into();
-                None
-            }
-            'T' | 'X' => {
-                text = format!("{hour:02}:{min:02}:{sec:02}");
-                None
-            }
-            'u' => num(if wday == 0 { 7 } else { wday }, 1, '0'),
-            'U' => num((yday + 7 - wday) / 7, 2, '0'),
-            'V' => num(iso_w, 2, '0'),
-            'w' => num(wday, 1, '0'),
-            'W' => num((yday + 7 - (wday + 6) % 7) / 7, 2, '0'),
-            'y' => num(year.rem_euclid(100), 2, '0'),
-            'Y' => num(year, 1, '0'),
-            'z' => {
-                let off = zone.0.abs();
-                let sign = if zone.0 < 0 { '-' } else { '+' };
-                text = format!("{sign}{:02}{:02}", off / 3600, off / 60 % 60);
-                None
-            }
-            'Z' => {
-                text = zone.1.clone();
-                None
-            }
-            '%' => {
-                text = "%".into();
-                None
-            }
-            _ => {
-                text = chars[start..i].iter().collect();
-                None
-            }
-        };
-        match number {
-            Some((v, natural, natural_pad)) => {
-                let digits = v.unsigned_abs().to_string();
-                let sign = if v < 0 { "-" } else { "" };
-                let (w, p) = match pad {
-                    Some('-') => (0, ' '),
-                    Some('_') => (width.max(natural), ' '),
-                    Some(_) => (width.max(natural), '0'),
-                    None => (width.max(natural), natural_pad),
-                };
-                let len = sign.len() + digits.len();
-                let fill: String = std::iter::repeat_n(p, w.saturating_sub(len)).collect();
-                if p == '0' {
-                    out.push_str(sign);
-                    out.push_str(&fill);
-                } else {
-                    out.push_str(&fill);
-                    out.push_str(sign);
-                }
-                out.push_str(&digits);
-            }
-            None => {
-                let fill = if pad == Some('0') { '0' } else { ' ' };
-                let n = width.saturating_sub(text.chars().count());
-                out.extend(std::iter::repeat_n(fill, n));
-                out.push_str(&text);
-            }
-        }
+        let field = time_field(conv, &when, zone)
+            .unwrap_or_else(|| TimeField::Text(chars[start..i].iter().collect()));
+        push_time_field(&mut out, field, pad, width);
     }
     out
+}
+
+/// A time as calendar fields, in the zone it was shifted to.
+struct BrokenDown {
+    t: i64,
+    year: i64,
+    month: u32,
+    mday: u32,
+    hour: i64,
+    hour12: i64,
+    min: i64,
+    sec: i64,
+    /// 0 for Sunday.
+    wday: i64,
+    /// 0 for January 1st.
+    yday: i64,
+    iso_year: i64,
+    iso_week: i64,
+}
+
+impl BrokenDown {
+    fn new(t: i64) -> BrokenDown {
+        let days = t.div_euclid(86_400);
+        let secs = t.rem_euclid(86_400);
+        let (year, month, mday) = civil_from_days(days);
+        let hour = secs / 3600;
+        let wday = (days + 4).rem_euclid(7);
+        let yday = days - days_from_civil(year);
+        let (iso_year, iso_week) = iso_week(year, yday, wday);
+        BrokenDown {
+            t,
+            year,
+            month,
+            mday,
+            hour,
+            hour12: if hour % 12 == 0 { 12 } else { hour % 12 },
+            min: secs / 60 % 60,
+            sec: secs % 60,
+            wday,
+            yday,
+            iso_year,
+            iso_week,
+        }
+    }
+}
+
+/// What one conversion of `strftime` gives.
+enum TimeField {
+    /// A number, with its natural width and padding character.
+    Number(i64, usize, char),
+    Text(String),
+}
+
+/// The field `%conv` stands for; `None` for a conversion `strftime` does not know (it is
+/// printed as written).
+fn time_field(conv: char, w: &BrokenDown, zone: &(i64, String)) -> Option<TimeField> {
+    use TimeField::{Number as N, Text as T};
+    let day = DAYS[w.wday as usize];
+    let month = MONTHS[w.month as usize - 1];
+    let am = w.hour < 12;
+    Some(match conv {
+        'a' => T(day[..3].into()),
+        'A' => T(day.into()),
+        'b' | 'h' => T(month[..3].into()),
+        'B' => T(month.into()),
+        'c' => T(format!(
+            "{} {} {:2} {:02}:{:02}:{:02} {}",
+            &day[..3],
+            &month[..3],
+            w.mday,
+            w.hour,
+            w.min,
+            w.sec,
+            w.year
+        )),
+        'C' => N(w.year.div_euclid(100), 2, '0'),
+        'd' => N(i64::from(w.mday), 2, '0'),
+        'D' | 'x' => T(format!(
+            "{:02}/{:02}/{:02}",
+            w.month,
+            w.mday,
+            w.year.rem_euclid(100)
+        )),
+        'e' => N(i64::from(w.mday), 2, ' '),
+        'F' => T(format!("{}-{:02}-{:02}", w.year, w.month, w.mday)),
+        'g' => N(w.iso_year.rem_euclid(100), 2, '0'),
+        'G' => N(w.iso_year, 1, '0'),
+        'H' => N(w.hour, 2, '0'),
+        'I' => N(w.hour12, 2, '0'),
+        'j' => N(w.yday + 1, 3, '0'),
+        'k' => N(w.hour, 2, ' '),
+        'l' => N(w.hour12, 2, ' '),
+        'm' => N(i64::from(w.month), 2, '0'),
+        'M' => N(w.min, 2, '0'),
+        'n' => T("\n".into()),
+        'p' => T(if am { "AM" } else { "PM" }.into()),
+        'P' => T(if am { "am" } else { "pm" }.into()),
+        'r' => T(format!(
+            "{:02}:{:02}:{:02} {}",
+            w.hour12,
+            w.min,
+            w.sec,
+            if am { "AM" } else { "PM" }
+        )),
+        'R' => T(format!("{:02}:{:02}", w.hour, w.min)),
+        's' => N(w.t - zone.0, 1, '0'),
+        'S' => N(w.sec, 2, '0'),
+        't' => T("\t".into()),
+        'T' | 'X' => T(format!("{:02}:{:02}:{:02}", w.hour, w.min, w.sec)),
+        'u' => N(if w.wday == 0 { 7 } else { w.wday }, 1, '0'),
+        'U' => N((w.yday + 7 - w.wday) / 7, 2, '0'),
+        'V' => N(w.iso_week, 2, '0'),
+        'w' => N(w.wday, 1, '0'),
+        'W' => N((w.yday + 7 - (w.wday + 6) % 7) / 7, 2, '0'),
+        'y' => N(w.year.rem_euclid(100), 2, '0'),
+        'Y' => N(w.year, 1, '0'),
+        'z' => {
+            let off = zone.0.abs();
+            let sign = if zone.0 < 0 { '-' } else { '+' };
+            T(format!("{sign}{:02}{:02}", off / 3600, off / 60 % 60))
+        }
+        'Z' => T(zone.1.clone()),
+        '%' => T("%".into()),
+        _ => return None,
+    })
+}
+
+/// Appends a field with the flags of its conversion: `-` (no padding), `_` (spaces), `0`
+/// (zeros) and a width.
+fn push_time_field(out: &mut String, field: TimeField, pad: Option<char>, width: usize) {
+    match field {
+        TimeField::Number(v, natural, natural_pad) => {
+            let digits = v.unsigned_abs().to_string();
+            let sign = if v < 0 { "-" } else { "" };
+            let (w, p) = match pad {
+                Some('-') => (0, ' '),
+                Some('_') => (width.max(natural), ' '),
+                Some(_) => (width.max(natural), '0'),
+                None => (width.max(natural), natural_pad),
+            };
+            let len = sign.len() + digits.len();
+            let fill: String = std::iter::repeat_n(p, w.saturating_sub(len)).collect();
+            if p == '0' {
+                out.push_str(sign);
+                out.push_str(&fill);
+            } else {
+                out.push_str(&fill);
+                out.push_str(sign);
+            }
+            out.push_str(&digits);
+        }
+        TimeField::Text(text) => {
+            let fill = if pad == Some('0') { '0' } else { ' ' };
+            let n = width.saturating_sub(text.chars().count());
+            out.extend(std::iter::repeat_n(fill, n));
+            out.push_str(&text);
+        }
+    }
 }
 
 fn days_from_civil(year: i64) -> i64 {
@@ -1475,6 +1490,9 @@ mod tests {
         assert_eq!(at("EST5EDT"), "19:00 -0500 EST");
         assert_eq!(at("<+0530>-5:30"), "05:30 +0530 +0530");
         assert_eq!(at("UTC"), "00:00 +0000 UTC");
+        // `%s` counts from the epoch whatever the zone (bash 5.2: `TZ=JST-9 printf '%(%s)T' 0`).
+        let p = printf_in_zone("%(%s %H)T", &["0".to_string()], 0, 0, Some("JST-9"));
+        assert_eq!(p.out, b"0 09");
         // Zone names and full POSIX rules follow summer time (bash 5.2.15 on Debian 12).
         let may = |tz: &str| {
             let p = printf_in_zone(

@@ -200,25 +200,42 @@ impl Interp {
     }
 
     pub(super) fn b_read(&mut self, args: &[String]) -> FlowResult {
-        let mut raw = false;
-        let mut prompt = None;
-        let mut array: Option<String> = None;
-        let mut delim = b'\n';
-        let mut nchars: Option<usize> = None;
-        let mut exact = false;
-        let mut fd = 0u32;
-        let mut silent_timeout: Option<f64> = None;
-        let mut names = Vec::new();
+        let o = match self.read_options(args) {
+            Ok(o) => o,
+            Err(status) => return Ok(status),
+        };
+        if let Some(p) = &o.prompt {
+            let _ = self.write_fd(2, p.as_bytes());
+        }
+        if o.timeout == Some(0.0) {
+            let ready = matches!(
+                self.fds.get(o.fd),
+                Some(Fd::In(InSrc::Bytes(_) | InSrc::File(_) | InSrc::Empty))
+            );
+            return Ok(if ready { 0 } else { 1 });
+        }
+        let Some(line) = self.read_line_for(&o)? else {
+            return Ok(142);
+        };
+        self.read_store(&o, line)
+    }
+
+    /// `read`'s options, and the names after them; `Err` is the status of a usage error.
+    fn read_options(&mut self, args: &[String]) -> Result<ReadOptions, i32> {
+        let mut o = ReadOptions {
+            delim: b'\n',
+            ..ReadOptions::default()
+        };
         let mut i = 0;
         while i < args.len() {
             let a = &args[i];
-            if !a.starts_with('-') || a == "-" || !names.is_empty() {
-                names.push(a.clone());
+            if !a.starts_with('-') || a == "-" || !o.names.is_empty() {
+                o.names.push(a.clone());
                 i += 1;
                 continue;
             }
             if a == "--" {
-                names.extend(args[i + 1..].iter().cloned());
+                o.names.extend(args[i + 1..].iter().cloned());
                 break;
             }
             let mut chars = a[1..].chars();
@@ -238,117 +255,109 @@ impl Interp {
                 ) {
                     self.err(&format!("read: -{c}: invalid option"));
                     self.usage("read");
-                    return Ok(2);
+                    return Err(2);
                 }
                 if matches!(c, 'r' | 's' | 'e') {
-                    raw |= c == 'r';
+                    o.raw |= c == 'r';
                     continue;
                 }
                 let Some(v) = value() else {
                     self.err(&format!("read: -{c}: option requires an argument"));
                     self.usage("read");
-                    return Ok(2);
+                    return Err(2);
                 };
                 match c {
-                    'p' => prompt = Some(v),
-                    'a' => array = Some(v),
-                    'd' => delim = v.bytes().next().unwrap_or(0),
-                    'n' => nchars = v.parse().ok(),
+                    'p' => o.prompt = Some(v),
+                    'a' => o.array = Some(v),
+                    'd' => o.delim = v.bytes().next().unwrap_or(0),
+                    'n' => o.nchars = v.parse().ok(),
                     'N' => {
-                        nchars = v.parse().ok();
-                        exact = true;
+                        o.nchars = v.parse().ok();
+                        o.exact = true;
                     }
-                    't' => silent_timeout = v.parse().ok(),
-                    'u' => match self.input_fd("read", &v) {
-                        Ok(f) => fd = f,
-                        Err(st) => return Ok(st),
-                    },
+                    't' => o.timeout = v.parse().ok(),
+                    'u' => o.fd = self.input_fd("read", &v)?,
                     // `-i text` only matters to readline (`-e`), which has no terminal here.
                     _ => {}
                 }
             }
             i += 1;
         }
-        if let Some(p) = prompt {
-            let _ = self.write_fd(2, p.as_bytes());
-        }
-        if silent_timeout == Some(0.0) {
-            let ready = matches!(
-                self.fds.get(fd),
-                Some(Fd::In(InSrc::Bytes(_) | InSrc::File(_) | InSrc::Empty))
-            );
-            return Ok(if ready { 0 } else { 1 });
-        }
-        let deadline = silent_timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
-        let mut buf: Vec<u8> = Vec::new();
-        // Bytes that came from a backslash escape: never field separators.
-        let mut escaped: Vec<bool> = Vec::new();
-        let mut got_delim = false;
-        let mut count = 0usize;
+        Ok(o)
+    }
+
+    /// Reads up to the delimiter, the end of input or `-n`/`-N` characters; `None` when `-t`'s
+    /// time ran out first.
+    fn read_line_for(&mut self, o: &ReadOptions) -> FlowResult<Option<ReadLine>> {
+        let deadline = o
+            .timeout
+            .map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+        let mut line = ReadLine::default();
         let max = self.st.limits.max_word_bytes;
         loop {
-            if let Some(n) = nchars
-                && count >= n
+            if let Some(n) = o.nchars
+                && line.count >= n
             {
                 break;
             }
             let next = match deadline {
-                Some(d) => match self.read_byte_by(fd, d)? {
+                Some(d) => match self.read_byte_by(o.fd, d)? {
                     Ok(b) => b,
-                    Err(()) => return Ok(142),
+                    Err(()) => return Ok(None),
                 },
-                None => self.read_byte(fd)?,
+                None => self.read_byte(o.fd)?,
             };
             let Some(b) = next else {
                 break;
             };
-            if b == delim && !exact {
-                got_delim = true;
+            if b == o.delim && !o.exact {
+                line.got_delim = true;
                 break;
             }
             if b == 0 {
                 // bash strings cannot hold NUL: `read` drops it.
                 continue;
             }
-            if b == b'\\' && !raw {
-                match self.read_byte(fd)? {
+            if b == b'\\' && !o.raw {
+                match self.read_byte(o.fd)? {
                     Some(b'\n') => continue,
                     Some(n) => {
-                        buf.push(n);
-                        escaped.push(true);
-                        count += 1;
+                        line.buf.push(n);
+                        line.escaped.push(true);
+                        line.count += 1;
                         continue;
                     }
                     None => break,
                 }
             }
-            buf.push(b);
-            escaped.push(false);
-            count += 1;
-            if buf.len() > max {
+            line.buf.push(b);
+            line.escaped.push(false);
+            line.count += 1;
+            if line.buf.len() > max {
                 return Err(self.limit(format!("read: line too long (limit: {max} bytes)")));
             }
         }
-        let at_eof = !got_delim && nchars.is_none_or(|n| count < n);
-        let text = String::from_utf8_lossy(&buf).into_owned();
+        Ok(Some(line))
+    }
+
+    /// Splits what `read` read by `IFS` into the array or the names (or `REPLY`); the status:
+    /// 1 when the input ended before the delimiter, even when some text was read.
+    fn read_store(&mut self, o: &ReadOptions, line: ReadLine) -> FlowResult {
+        let at_eof = !line.got_delim && o.nchars.is_none_or(|n| line.count < n);
+        let text = String::from_utf8_lossy(&line.buf).into_owned();
         let ifs = self.get_var("IFS").unwrap_or_else(|| " \t\n".into());
-        // End of input before the delimiter is status 1, even when some text was read.
         let status = i32::from(at_eof);
-        if let Some(arr) = array {
-            let fields = split_read(
-                &text,
-                &escaped_chars(&text, &buf, &escaped),
-                &ifs,
-                usize::MAX,
-            );
+        let esc = escaped_chars(&text, &line.buf, &line.escaped);
+        if let Some(arr) = &o.array {
+            let fields = split_read(&text, &esc, &ifs, usize::MAX);
             let items = fields.into_iter().map(|f| (None, f)).collect();
-            if let Err(m) = self.assign_array_fresh(&arr, items) {
+            if let Err(m) = self.assign_array_fresh(arr, items) {
                 self.err(&format!("read: {m}"));
                 return Ok(1);
             }
             return Ok(status);
         }
-        if names.is_empty() {
+        if o.names.is_empty() {
             // REPLY keeps the line as read, without IFS trimming.
             if let Err(m) = self.set_var("REPLY", text) {
                 self.err(&format!("read: {m}"));
@@ -356,14 +365,13 @@ impl Interp {
             }
             return Ok(status);
         }
-        let esc = escaped_chars(&text, &buf, &escaped);
         // `-N`: the characters as read go to the first name, unsplit and untrimmed.
-        let fields = if exact {
+        let fields = if o.exact {
             vec![text]
         } else {
-            split_read(&text, &esc, &ifs, names.len())
+            split_read(&text, &esc, &ifs, o.names.len())
         };
-        for (k, n) in names.iter().enumerate() {
+        for (k, n) in o.names.iter().enumerate() {
             if !is_valid_name(n) {
                 self.err(&format!("read: `{n}': not a valid identifier"));
                 return Ok(1);
@@ -638,4 +646,34 @@ fn split_read(text: &str, escaped: &[bool], ifs: &str, n: usize) -> Vec<String> 
         }
     }
     fields
+}
+
+/// What `read`'s options ask for.
+#[derive(Default)]
+struct ReadOptions {
+    /// `-r`: backslashes are ordinary characters.
+    raw: bool,
+    prompt: Option<String>,
+    /// `-a NAME`: the fields go to this array.
+    array: Option<String>,
+    delim: u8,
+    /// `-n N` / `-N N`: at most this many characters.
+    nchars: Option<usize>,
+    /// `-N`: exactly that many, the delimiter included as text.
+    exact: bool,
+    /// `-u FD`.
+    fd: u32,
+    /// `-t SECONDS`.
+    timeout: Option<f64>,
+    names: Vec<String>,
+}
+
+/// What `read` read.
+#[derive(Default)]
+struct ReadLine {
+    buf: Vec<u8>,
+    /// Per byte of `buf`: whether it came from a backslash escape (never a field separator).
+    escaped: Vec<bool>,
+    got_delim: bool,
+    count: usize,
 }
