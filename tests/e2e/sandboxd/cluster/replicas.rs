@@ -419,8 +419,11 @@ async fn the_queue_limit_holds_across_replicas() {
 async fn when_the_owner_dies_its_runs_fail_and_its_sessions_are_lost() {
     let pg = crate::pg_or_skip!();
     let url = pg.fresh_db("death");
-    let mut a = Replica::start(&url, &[]);
-    let b = Replica::start(&url, &[]);
+    // A TTL longer than any wait of the test: A is found dead below because its heartbeat is
+    // made old, which is what the TTL's passing would do.
+    let ttl = [("SANDBOX_REPLICA_TTL_SEC", "3600")];
+    let mut a = Replica::start(&url, &ttl);
+    let b = Replica::start(&url, &ttl);
     let c = reqwest::Client::new();
     let (s, sess, _) = post(
         &c,
@@ -453,7 +456,17 @@ async fn when_the_owner_dies_its_runs_fail_and_its_sessions_are_lost() {
         s == StatusCode::SERVICE_UNAVAILABLE || s == StatusCode::GONE,
         "{s} {v}"
     );
-    // After the heartbeat TTL (3 s here) B fails the run and the session is lost.
+    // Once A's last heartbeat is older than the TTL, B's next round (each second) fails the
+    // run and the session is lost.
+    let aged = pg.psql(
+        &url,
+        &format!(
+            "UPDATE sandbox_replicas SET heartbeat_at = heartbeat_at - 3601000 \
+             WHERE address = '{}' RETURNING id",
+            a.url
+        ),
+    );
+    assert!(aged.ends_with("UPDATE 1"), "A's row: {aged:?}");
     let done = wait_done(&c, &b, &run).await;
     assert_eq!(done["phase"], "failed", "{done}");
     assert_eq!(done["reason_code"], "replica_lost", "{done}");
