@@ -1,8 +1,6 @@
 //! The resource receipt (`usage`, docs/runs.md) of every run, and atomic runs that put the
 //! whole sandbox back when they fail — through real guest programs.
 
-use std::time::Duration;
-
 use wasmsand::{ErrorClass, Limits, RunOptions, Sandbox, SandboxOptions};
 
 fn sandbox() -> Sandbox {
@@ -220,13 +218,28 @@ fn atomic_runs_roll_back_on_timeout_limit_and_cancel() {
     assert!(r.rolled_back);
     assert!(sb.stat("h").is_err());
 
+    // Cancelled once it has printed (a cancel before the run starts would find nothing to
+    // stop), after its write.
     let sb = std::sync::Arc::new(sandbox());
     let sb2 = sb.clone();
+    let (tx, started) = std::sync::mpsc::channel::<()>();
+    let tx = std::sync::Mutex::new(tx);
     let canceller = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
+        started.recv().unwrap();
         sb2.cancel();
     });
-    let r = atomic(&sb, "touch c; sleep 5");
+    let r = sb
+        .run_with(
+            "touch c; echo started; sleep 5",
+            RunOptions {
+                atomic: true,
+                on_stdout: Some(std::sync::Arc::new(move |_: &[u8]| {
+                    let _ = tx.lock().unwrap().send(());
+                })),
+                ..Default::default()
+            },
+        )
+        .unwrap();
     canceller.join().unwrap();
     assert_eq!(r.error_class, Some(ErrorClass::Cancelled));
     assert!(r.rolled_back);

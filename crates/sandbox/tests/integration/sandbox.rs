@@ -158,8 +158,20 @@ fn deadline_stops_loops_guests_and_sleeps() {
 fn cancel_from_another_thread() {
     let sb = Arc::new(sandbox());
     let sb2 = sb.clone();
-    let h = std::thread::spawn(move || sb2.run("echo started; sleep 30; echo never").unwrap());
-    std::thread::sleep(Duration::from_millis(300));
+    // Cancelled once it has printed: a cancel before the run starts would find nothing to stop.
+    let (tx, started) = std::sync::mpsc::channel::<()>();
+    let tx = Mutex::new(tx);
+    let h = std::thread::spawn(move || {
+        sb2.run_streaming(
+            "echo started; sleep 30; echo never",
+            Arc::new(move |_: &[u8]| {
+                let _ = tx.lock().send(());
+            }),
+            Arc::new(|_: &[u8]| {}),
+        )
+        .unwrap()
+    });
+    started.recv().unwrap();
     sb.cancel();
     let r = h.join().unwrap();
     assert_eq!(r.error_class, Some(ErrorClass::Cancelled));
