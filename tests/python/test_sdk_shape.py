@@ -12,7 +12,7 @@ import os
 import threading
 import time
 import tracemalloc
-from typing import Iterator
+from typing import Awaitable, Callable, Iterator
 
 import pytest
 
@@ -121,13 +121,17 @@ def test_background_process_outlives_three_later_runs(sb: Sandbox) -> None:
 
 
 def test_iteration_yields_chunks_as_they_arrive(sb: Sandbox) -> None:
-    h = sb.commands.run("echo a; sleep 0.5; echo b >&2; sleep 0.5; echo c", background=True)
-    start = time.monotonic()
-    chunks = [(round(time.monotonic() - start, 1), out, err) for out, err in h]
-    assert "".join(o for _, o, _ in chunks) == "a\nc\n"
-    assert "".join(e for _, _, e in chunks) == "b\n"
-    # "a" came before the process ended, not all at the end.
-    assert chunks[0][0] < 0.5 and chunks[-1][0] >= 0.9, chunks
+    # The process goes on only once the loop has seen "a" and answered: had the chunks come
+    # all at the end, nothing would answer and the process would end at its timeout.
+    h = sb.commands.run("echo a; read go; echo b >&2; echo c", background=True, timeout=60)
+    chunks = []
+    for out, err in h:
+        chunks.append((out, err))
+        if "a\n" in out:
+            h.send_stdin("go\n")
+    assert "".join(o for o, _ in chunks) == "a\nc\n", chunks
+    assert "".join(e for _, e in chunks) == "b\n", chunks
+    assert h.wait(timeout=20).exit_code == 0
 
 
 def test_stdin_interaction(sb: Sandbox) -> None:
@@ -214,8 +218,9 @@ def test_background_callbacks_get_every_chunk(sb: Sandbox) -> None:
         on_stderr=lambda s: (err.append(s), "e3" in "".join(err) and done.set()),
     )
     h.wait(timeout=10)
-    assert done.wait(5)
-    deadline = time.monotonic() + 5
+    # Bounded waits for what the pumps deliver after the end: hang guards, not time bounds.
+    assert done.wait(60)
+    deadline = time.monotonic() + 60
     while "".join(out) != "o1\no2\no3\n" and time.monotonic() < deadline:
         time.sleep(0.05)
     assert "".join(out) == "o1\no2\no3\n"
@@ -412,22 +417,29 @@ def test_async_api(transport: str) -> None:
 
             r = await sb.commands.run("echo s1; echo s2", on_stdout=on_out)
             assert "".join(seen) == "s1\ns2\n" == r.stdout
-            # Two runs at once on two forks: the loop is free meanwhile.
+            # Two runs at once on two forks, the loop free meanwhile: each run's output waits
+            # for the other's, which only a loop that serves both at once delivers.
             f1, f2 = await sb.fork(), await sb.fork()
-            ticks = 0
+            printed = {1: asyncio.Event(), 2: asyncio.Event()}
+            waited: list[bool] = []
 
-            async def tick() -> None:
-                nonlocal ticks
-                while True:
-                    await asyncio.sleep(0.01)
-                    ticks += 1
+            def meet(me: int, other: int) -> Callable[[str], Awaitable[None]]:
+                async def on_out(_data: str) -> None:
+                    printed[me].set()
+                    try:
+                        await asyncio.wait_for(printed[other].wait(), 60)
+                        waited.append(True)
+                    except asyncio.TimeoutError:
+                        waited.append(False)
 
-            t = asyncio.ensure_future(tick())
-            start = time.monotonic()
-            r1, r2 = await asyncio.gather(f1.commands.run("sleep 0.4; echo 1"), f2.commands.run("sleep 0.4; echo 2"))
-            t.cancel()
+                return on_out
+
+            r1, r2 = await asyncio.gather(
+                f1.commands.run("echo 1; sleep 0.1", on_stdout=meet(1, 2)),
+                f2.commands.run("echo 2; sleep 0.1", on_stdout=meet(2, 1)),
+            )
             assert (r1.stdout, r2.stdout) == ("1\n", "2\n")
-            assert time.monotonic() - start < 0.75 and ticks > 10
+            assert waited == [True, True]
             # Background processes: async iteration, stdin, wait, kill, reattach.
             h = await sb.commands.run("python3 -c 'print(input())'; echo after", background=True)
             await h.send_stdin("ping\n")
@@ -470,7 +482,7 @@ def test_async_api(transport: str) -> None:
 
     asyncio.run(main())
     # No thread outlives the sandbox: the pool, the pumps and the RPC reader have ended.
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert threading.active_count() <= before, [t.name for t in threading.enumerate()]

@@ -1,7 +1,10 @@
 //! The sandbox's cost figures: a short pipeline per run, a 2000-iteration shell loop, creating
 //! a sandbox, and forking one that holds 10 000 files; and the export and import of a sandbox
 //! that holds 10 000 files, the cost of the resource receipt on a short pipeline, and merging
-//! a fork back into a parent that holds 10 000 files (these three reported in docs/runs.md).
+//! a fork back into a parent that holds 10 000 files (these three reported in docs/runs.md);
+//! and parsing the parser's pathological inputs (threat T-PARSER: long flat lists, brace
+//! words, arithmetic, `((` that turns out to be subshells, nested `${x:-...}`), whose cost must
+//! grow linearly with their length.
 //!
 //! `cargo bench --profile dev -p wasmsand --bench sandbox` (see the justfile's `bench`).
 
@@ -158,6 +161,32 @@ fn merge(c: &mut Criterion) {
     );
 }
 
+/// Each pathological input at two lengths, so that a cost growing faster than the input shows
+/// as a ratio above 2 between the pair.
+fn parse(c: &mut Criterion) {
+    let mut g = c.benchmark_group("parse");
+    type Make = fn(usize) -> String;
+    let inputs: [(&str, Make); 5] = [
+        ("list", |n| "echo a; ".repeat(n)),
+        ("braces", |n| "{a,".repeat(n)),
+        ("arith", |n| format!("echo $(({}1))", "1+".repeat(n))),
+        ("subshells", |n| {
+            "((".repeat(n / 125) + "echo a) " + &")".repeat(2 * (n / 125) - 1)
+        }),
+        ("defaults", |n| {
+            format!("echo {}{} ", "${x:-".repeat(n / 100), "}".repeat(n / 100))
+        }),
+    ];
+    for (name, make) in inputs {
+        for n in [5_000, 10_000] {
+            let src = make(n);
+            g.bench_function(format!("{name}/{n}"), |b| {
+                b.iter(|| wasmsand_shell::parse(&src).is_ok())
+            });
+        }
+    }
+}
+
 criterion_group!(
     benches,
     pipeline,
@@ -166,6 +195,7 @@ criterion_group!(
     fork,
     portable_state,
     receipt,
-    merge
+    merge,
+    parse
 );
 criterion_main!(benches);

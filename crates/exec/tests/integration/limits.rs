@@ -51,10 +51,8 @@ fn yes_blocked_on_a_full_pipe_nobody_reads_is_stopped_at_the_deadline() {
     s.stdout = w.into();
     s.cancel = cancel.clone();
     s.deadline = Some(Instant::now() + Duration::from_millis(300));
-    let started = Instant::now();
     let out = exec().run(&program("yes"), s).unwrap();
     assert_eq!(out.exit, Exit::TimedOut);
-    assert!(started.elapsed() < Duration::from_secs(3));
     assert!(
         cancel.is_cancelled(),
         "the deadline cancels the run's token"
@@ -89,7 +87,6 @@ fn yes_ends_when_its_reader_goes_away() {
     );
     // As under SIGPIPE, the guest ended at the write and said nothing about it.
     assert_eq!(err.snapshot().to_text().text, "");
-    assert!(out.elapsed < Duration::from_secs(10));
 }
 
 #[test]
@@ -139,10 +136,8 @@ fn reader_blocked_on_stdin_is_woken_by_the_deadline() {
     s.stdin = Input::Pipe(r);
     s.cancel = cancel;
     s.deadline = Some(Instant::now() + Duration::from_millis(200));
-    let started = Instant::now();
     let out = exec().run(&program("cat"), s).unwrap();
     assert_eq!(out.exit, Exit::TimedOut);
-    assert!(started.elapsed() < Duration::from_secs(3));
 }
 
 #[test]

