@@ -451,25 +451,12 @@ async fn signed_stream_urls_are_scoped_to_their_run_and_expire() {
     .await;
     assert!(s.is_success(), "{v}");
     let url = v["log_stream_url"].as_str().unwrap();
-    let (s, _, body) = call(
-        &short,
-        Method::GET,
-        &url.replacen("ws://", "http://", 1),
-        &[],
-        None,
-    )
-    .await;
+    let plain = url.replacen("ws://", "http://", 1);
+    let fetch = || call(&short, Method::GET, &plain, &[], None);
+    let (s, _, body) = fetch().await;
     assert_ne!(s, StatusCode::UNAUTHORIZED, "valid before its TTL: {body}");
     short.app.clock.advance(Duration::from_secs(61));
-    let url = v["log_stream_url"].as_str().unwrap();
-    let (s, _, body) = call(
-        &short,
-        Method::GET,
-        &url.replacen("ws://", "http://", 1),
-        &[],
-        None,
-    )
-    .await;
+    let (s, _, body) = fetch().await;
     assert_eq!(s, StatusCode::UNAUTHORIZED, "{body}");
     assert_eq!(body["error"]["details"]["reason"], "token_expired");
     assert_eq!(ws_status(url).await.err(), Some(401));
