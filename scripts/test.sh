@@ -23,6 +23,7 @@ STAGES=(
     "checks|-|crate layers, module cycles, threat ids, shared features (python3 scripts/check-*.py)"
     "lint|cargo clippy|cargo fmt --check and clippy -D warnings, on the workspace and on wasm-tools/ (for wasm32-wasip1)"
     "cargo|cargo nextest run|every Rust test of the workspace (one build of each test binary)"
+    "docker|cargo nextest run|the docker runtime against a real engine (dockerd started here when none runs; images built from Debian's packages, cached under target/docker-images)"
     "wasm-tools|cargo test|the unit tests of the guest programs in wasm-tools/, built for the host"
     "python|pytest|the Python module built by pip into a fresh venv, then tests/python"
     "api|schemathesis run|the OpenAPI document fuzzed against a live sandboxd serve"
@@ -179,7 +180,11 @@ stop_postgres() {
     fi
     [ -n "$PG_DIR" ] && rm -rf "$PG_DIR/data"
 }
-trap stop_postgres EXIT
+cleanup() {
+    stop_postgres
+    scripts/dockerd.sh stop
+}
+trap cleanup EXIT
 
 # ---- the stages --------------------------------------------------------------------------------
 
@@ -190,7 +195,7 @@ stage_checks() {
         # arithmetic, syntax errors) imports nothing above it.
         python3 scripts/check-modules.py --leaf crates/shell/src/syntax crates/model crates/vfs \
             crates/exec crates/guests crates/cpython crates/shell crates/sandbox crates/dispatch \
-            crates/mcp crates/server crates/sandboxd bindings/python &&
+            crates/mcp crates/docker crates/server crates/sandboxd bindings/python &&
         # docs/security.md's threats and the tests that cover them name each other.
         python3 scripts/check-security.py &&
         # pip's build of the Python module reuses the workspace build's crates.
@@ -233,6 +238,29 @@ stage_cargo() {
     local rc=$?
     stop_postgres
     return $rc
+}
+
+# The docker runtime's tests (tests/e2e/docker, and crates/docker's own) against a real engine:
+# the one running, else Debian's dockerd started as root and stopped when this script ends. The
+# images are built from Debian's packages (a no-op when the engine has them; a re-import when the
+# cache under target/ has their root filesystems). Without an engine and not root, the stage is
+# skipped, except under CI=true where it fails.
+stage_docker() {
+    local profile=default
+    in_ci && profile=ci
+    if ! scripts/dockerd.sh start; then
+        if in_ci; then
+            echo "test.sh: docker stage: no Docker engine could be started" >&2
+            return 1
+        fi
+        echo "test.sh: docker stage skipped: no Docker engine (run as root to start Debian's dockerd)"
+        return 0
+    fi
+    need_sandboxd &&
+        "$SANDBOXD" images build --cache-dir "$ROOT/target/docker-images" &&
+        WASMSAND_TEST_DOCKER=1 WASMSAND_TEST_DOCKERD_CTL="$ROOT/scripts/dockerd.sh" \
+            cargo nextest run --workspace --locked --profile "$profile" \
+            -E 'test(/^docker::/) | package(wasmsand-docker)' "${EXTRA[@]}"
 }
 
 stage_wasm_tools() {

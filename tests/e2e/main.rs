@@ -4,6 +4,8 @@
 //!   `type` line protocol, the command line, `sandboxd mcp`), and replicated deployments
 //!   (`cluster`: real `sandboxd serve` replicas on a throw-away PostgreSQL, the Kubernetes
 //!   example).
+//! - `docker`: the service's docker runtime against a real Docker engine (skipped, printing
+//!   so, without `WASMSAND_TEST_DOCKER`; the `docker` stage of scripts/test.sh sets it).
 //! - `service`: the HTTP + WebSocket service of `wasmsand-server` on loopback, driven by real
 //!   HTTP, WebSocket and MCP clients.
 //!
@@ -16,5 +18,6 @@
 
 #![forbid(unsafe_code)]
 
+mod docker;
 mod sandboxd;
 mod service;

@@ -1,11 +1,10 @@
-//! One running container: runs as execs in it (streamed, with TERM → grace → KILL of the
-//! run's process group), files in and out by `tar` over an exec's stdin and stdout (the
+//! One running container: runs as execs in it (streamed, with TERM → grace → KILL to the
+//! run's user), files in and out by `tar` over an exec's stdin and stdout (the
 //! engine's archive API can neither write under a read-only root nor see into a tmpfs), and
 //! each run's usage from the container's cgroup.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
@@ -14,7 +13,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::cgroup::Cgroup;
 use crate::engine::{Engine, EngineError};
-use crate::spec::WORKSPACE;
+use crate::spec::{BoxConfig, WORKSPACE};
 
 /// Which output stream bytes came on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +70,9 @@ pub struct RunOutcome {
     pub cpu_time_sec: Option<f64>,
     /// The cgroup's memory high-water mark during the run, in MiB.
     pub peak_rss_mb: Option<f64>,
+    /// The run could not be stopped from inside (a fork bomb at the pids limit leaves no room
+    /// for the process that sends the signal): only removing the container ends it.
+    pub abandoned: bool,
 }
 
 /// Why files could not be written into the workspace.
@@ -105,11 +107,10 @@ pub struct Container {
     pub id: String,
     run_user: String,
     cgroup: parking_lot::Mutex<Option<Cgroup>>,
-    runs: AtomicU64,
 }
 
 /// KILLs sent (a second apart) before a stopped run's open output is given up on.
-const MAX_ESCALATIONS: u8 = 10;
+const MAX_ESCALATIONS: u8 = 5;
 
 /// What a helper exec printed and how it exited.
 struct Collected {
@@ -125,11 +126,36 @@ impl Container {
             id,
             run_user,
             cgroup: parking_lot::Mutex::new(None),
-            runs: AtomicU64::new(0),
         }
     }
 
-    pub(crate) fn locate_cgroup(&self) {
+    /// Creates and starts a container. Its id is handed to `created` before it is started, so
+    /// a caller that gives up meanwhile (a startup timeout) can still remove it.
+    pub async fn create(
+        engine: &Arc<Engine>,
+        config: &BoxConfig,
+        run_user: &str,
+        created: impl FnOnce(&str),
+    ) -> Result<Container, EngineError> {
+        let docker = engine.client().await?;
+        let options = bollard::query_parameters::CreateContainerOptionsBuilder::default()
+            .name(&config.name)
+            .build();
+        let made = docker
+            .create_container(Some(options), config.body())
+            .await
+            .map_err(|e| engine.error(e))?;
+        created(&made.id);
+        let container = Container::new(engine.clone(), made.id, run_user.to_string());
+        if let Err(e) = docker.start_container(&container.id, None).await {
+            container.remove().await;
+            return Err(engine.error(e));
+        }
+        container.locate_cgroup();
+        Ok(container)
+    }
+
+    fn locate_cgroup(&self) {
         *self.cgroup.lock() = Cgroup::find(&self.engine.settings().cgroup_root, &self.id);
     }
 
@@ -275,20 +301,7 @@ impl Container {
         sink: Sink,
         stop: impl Future<Output = ()>,
     ) -> Result<RunOutcome, EngineError> {
-        let n = self.runs.fetch_add(1, Ordering::Relaxed);
-        let pgid_file = format!("/tmp/.wsd-run-{n}.pgid");
-        // The program runs as a job of a bash with job control, so it leads its own process
-        // group (what a stop signals) and its status is 128 + signal when a signal ends it.
-        // bash's own job notices go to /dev/null; the program gets the real stderr.
-        let mut argv: Vec<String> = vec![
-            "/bin/bash".into(),
-            "-c".into(),
-            format!(
-                "exec 3>&2 2>/dev/null; set -m; \"$@\" 2>&3 3>&- & echo $! > {pgid_file}; wait $!"
-            ),
-            "run".into(),
-        ];
-        argv.extend(req.argv.iter().cloned());
+        let argv = req.argv.clone();
         let env = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let cwd = match &req.cwd {
             Some(c) if c.starts_with('/') => c.clone(),
@@ -311,6 +324,7 @@ impl Container {
         let timeout = tokio::time::sleep(req.timeout);
         tokio::pin!(timeout);
         let mut stopping = false;
+        let mut abandoned = false;
         let mut escalations = 0u8;
         let escalate_at = tokio::time::sleep(Duration::MAX / 4);
         tokio::pin!(escalate_at);
@@ -333,35 +347,33 @@ impl Container {
                 _ = &mut stop, if !stopping => {
                     end = RunEnd::Stopped;
                     stopping = true;
-                    self.signal(&pgid_file, "TERM");
+                    self.signal("TERM");
                     escalate_at.as_mut().reset(tokio::time::Instant::now() + req.grace);
                 }
                 _ = &mut timeout, if !stopping => {
                     end = RunEnd::Timeout;
                     stopping = true;
-                    self.signal(&pgid_file, "TERM");
+                    self.signal("TERM");
                     escalate_at.as_mut().reset(tokio::time::Instant::now() + req.grace);
                 }
                 _ = &mut escalate_at, if stopping => {
                     escalations += 1;
                     if escalations > MAX_ESCALATIONS {
-                        // Nothing of the run's user can survive KILL; a stream still open is
-                        // the engine's, and waiting on would hang the run forever.
+                        // The signals could not be delivered (no process could be started to
+                        // send them) or something holds the output open: waiting on would
+                        // hang the run forever.
                         tracing::warn!(container = %self.id, "a stopped run's output stays open");
+                        abandoned = true;
                         break;
                     }
-                    if escalations == 1 {
-                        self.signal(&pgid_file, "KILL");
-                    } else {
-                        // Something left the group (its own setsid) and holds the output open.
-                        self.kill_all();
-                    }
+                    self.signal("KILL");
                     escalate_at.as_mut().reset(tokio::time::Instant::now() + Duration::from_secs(1));
                 }
             }
         }
         let exit_code = match &end {
             RunEnd::EngineLost(_) => -1,
+            _ if abandoned => 137,
             _ => match self.exit_code(&exec_id).await {
                 Ok(code) => code as i32,
                 Err(e) => {
@@ -375,7 +387,8 @@ impl Container {
         if let (Some(cg), Some(before)) = (&cgroup, before) {
             let after = cg.sample();
             cpu_time_sec = Some(after.cpu_ns.saturating_sub(before.cpu_ns) as f64 / 1e9);
-            if end == RunEnd::Exited {
+            // What the kernel did explains a timeout or an exit better than they do.
+            if matches!(end, RunEnd::Exited | RunEnd::Timeout) {
                 if after.oom_kills > before.oom_kills {
                     end = RunEnd::OomKilled;
                 } else if after.pids_max_hits > before.pids_max_hits {
@@ -393,6 +406,7 @@ impl Container {
             end,
             cpu_time_sec,
             peak_rss_mb,
+            abandoned,
         })
     }
 
@@ -408,24 +422,18 @@ impl Container {
         Some(max as f64 / (1024.0 * 1024.0))
     }
 
-    /// Sends a signal to the run's process group, in the background (the output loop keeps
-    /// draining meanwhile). A missing pgid file means the run has not started its shell yet
-    /// or already ended; the next escalation covers it.
-    fn signal(&self, pgid_file: &str, signal: &str) {
-        // bash's own kill: procps's (4.0) silently ignores a negative pid after `-s SIG`.
-        let script = format!(
-            "pg=$(cat {pgid_file} 2>/dev/null) && [ -n \"$pg\" ] && kill -s {signal} -- -\"$pg\""
-        );
-        self.spawn_helper(vec!["/bin/bash".into(), "-c".into(), script]);
-    }
-
-    /// KILL to every process of the run's user; the container's own idle process runs as
-    /// another user and survives.
-    fn kill_all(&self) {
+    /// Sends a signal to every process of the run's user, in the background (the output
+    /// loop keeps draining meanwhile). Runs of a container are one at a time and the idle init
+    /// runs as another user, so this is the run and whatever it started (in its process group
+    /// or not). `pkill` never signals itself.
+    fn signal(&self, signal: &str) {
+        let uid = self.run_user.split(':').next().unwrap_or("").to_string();
         self.spawn_helper(vec![
-            "/bin/bash".into(),
-            "-c".into(),
-            "kill -s KILL -- -1".into(),
+            "/usr/bin/pkill".into(),
+            "--signal".into(),
+            signal.into(),
+            "-U".into(),
+            uid,
         ]);
     }
 

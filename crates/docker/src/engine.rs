@@ -6,12 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bollard::Docker;
-use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
-};
+use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
 
-use crate::container::Container;
-use crate::spec::{BoxConfig, labels};
+use crate::spec::labels;
 
 /// What went wrong talking to the engine.
 #[derive(Debug, thiserror::Error)]
@@ -171,32 +168,6 @@ impl Engine {
                 .unwrap_or_default(),
             ncpu: info.ncpu.unwrap_or(1).max(1) as u64,
         })
-    }
-
-    /// Creates and starts a container. Its id is handed to `created` before it is started, so
-    /// a caller that gives up meanwhile (a startup timeout) can still remove it.
-    pub async fn create(
-        self: &Arc<Self>,
-        config: &BoxConfig,
-        run_user: &str,
-        created: impl FnOnce(&str),
-    ) -> Result<Container, EngineError> {
-        let docker = self.client().await?;
-        let options = CreateContainerOptionsBuilder::default()
-            .name(&config.name)
-            .build();
-        let made = docker
-            .create_container(Some(options), config.body())
-            .await
-            .map_err(|e| self.error(e))?;
-        created(&made.id);
-        let container = Container::new(self.clone(), made.id, run_user.to_string());
-        if let Err(e) = docker.start_container(&container.id, None).await {
-            container.remove().await;
-            return Err(self.error(e));
-        }
-        container.locate_cgroup();
-        Ok(container)
     }
 
     /// Removes a container by id, whatever it runs.

@@ -34,6 +34,10 @@ const SOURCES: [&str; 3] = [
     "deb http://deb.debian.org/debian bookworm-updates main",
     "deb http://deb.debian.org/debian-security bookworm-security main",
 ];
+/// Paths dpkg leaves out of every image (documentation and translations nobody reads in a
+/// sandbox). Not the manual pages: OpenJDK's postinst links into /usr/share/man/man1.
+const DPKG_EXCLUDES: [&str; 2] = ["/usr/share/doc/*", "/usr/share/locale/*"];
+
 /// In every image besides minbase (which has bash, tar, find and setsid): `ps`, `top` and `kill`.
 const BASE_PACKAGES: [&str; 1] = ["procps"];
 
@@ -140,6 +144,7 @@ impl Recipe {
             "suite": SUITE,
             "sources": SOURCES,
             "variant": "minbase",
+            "dpkg_excludes": DPKG_EXCLUDES,
             "packages": packages,
             "env": self.env,
             "exec_scratch": self.exec_scratch,
@@ -283,7 +288,8 @@ async fn mmdebstrap(
     let debs = cache_dir.join("debs");
     std::fs::create_dir_all(&debs)
         .map_err(|e| BuildError::Build(format!("cannot create {}: {e}", debs.display())))?;
-    let partial = tarball.with_extension("tar.partial");
+    // mmdebstrap picks its output format by the file's extension: keep `.tar` last.
+    let partial = tarball.with_extension("partial.tar");
     let packages: Vec<&str> = recipe
         .packages
         .iter()
@@ -295,9 +301,7 @@ async fn mmdebstrap(
     cmd.arg("--variant=minbase")
         .arg(format!("--include={}", packages.join(",")))
         .arg("--aptopt=APT::Install-Recommends \"false\"")
-        .arg("--dpkgopt=path-exclude=/usr/share/doc/*")
-        .arg("--dpkgopt=path-exclude=/usr/share/man/*")
-        .arg("--dpkgopt=path-exclude=/usr/share/locale/*")
+        .args(DPKG_EXCLUDES.iter().map(|p| format!("--dpkgopt=path-exclude={p}")))
         // The downloaded packages are shared between builds and kept across runs.
         .arg(format!(
             "--setup-hook=mkdir -p \"$1/var/cache/apt/archives\" && find '{debs_q}' -name '*.deb' -exec cp -t \"$1/var/cache/apt/archives\" {{}} +"

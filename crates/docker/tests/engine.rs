@@ -75,14 +75,14 @@ async fn files_runs_and_stops_in_one_container() {
         return;
     };
     let uid = 200_001 + (std::process::id() % 60_000);
-    let c = engine
-        .create(
-            &config(instance, "wasmsand/python:current", 128),
-            &format!("{uid}:{uid}"),
-            |_| {},
-        )
-        .await
-        .expect("the python image is built (sandboxd images build python)");
+    let c = wasmsand_docker::Container::create(
+        &engine,
+        &config(instance, "wasmsand/python:current", 128),
+        &format!("{uid}:{uid}"),
+        |_| {},
+    )
+    .await
+    .expect("the python image is built (sandboxd images build python)");
 
     c.write_files(
         &["src".to_string()],

@@ -11,6 +11,7 @@
 
 #![forbid(unsafe_code)]
 
+mod images;
 mod lines;
 mod mcp;
 mod output;
@@ -93,6 +94,8 @@ enum Command {
     /// Serve the code-interpreter HTTP + WebSocket API (sessions, runs, live logs, uploads,
     /// artifacts) under /api/v1/sandbox; see docs/service.md
     Serve(service::ServeArgs),
+    /// The Docker runtime's images: build them from Debian's packages, or list them
+    Images(images::ImagesArgs),
     /// Compile every guest program and CPython into the module cache now (CPython: about a
     /// minute, once per machine and version), so that no first run waits for it
     Precompile,
@@ -179,6 +182,7 @@ where
         Some(Command::Mcp(args)) => mcp::serve(args, limits, cli.cache_dir),
         Some(Command::Serve(args)) => service::serve(args, cli.cache_dir),
         Some(Command::Precompile) => precompile(cli.cache_dir),
+        Some(Command::Images(args)) => images::run(args),
         None => serve(DispatchConfig {
             limits,
             env: Vec::new(),

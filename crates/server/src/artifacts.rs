@@ -6,15 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use wasmsand::{FileKind, Sandbox};
 
 use crate::App;
 use crate::config::MIB;
-use crate::sessions::WORKSPACE;
+use crate::runtime::SandboxBox;
 use crate::store::{self, ArtifactEntry};
-
-/// Most workspace entries looked at when capturing (a bound on the walk, not on results).
-const MAX_WALK: usize = 100_000;
 
 pub fn compile_patterns(patterns: &[String]) -> Result<GlobSet, String> {
     let mut b = GlobSetBuilder::new();
@@ -82,11 +78,12 @@ pub fn normalize(path: &str) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("/"))
 }
 
-/// Copies matching files out of the sandbox. Returns the entries, their bytes, and whether a
-/// cap left some out.
-pub fn capture(
+/// Copies matching files out of a run's box (a wasm sandbox or a container) to the run's
+/// artifact directory. Returns the entries, their bytes, and whether a cap (per run, per
+/// user, or the walk's) left some out.
+pub async fn capture(
     app: &Arc<App>,
-    sb: &Sandbox,
+    boxed: &dyn SandboxBox,
     set: &GlobSet,
     user: &str,
     run_id: &str,
@@ -97,65 +94,56 @@ pub fn capture(
         .max_artifact_bytes_per_user_mb
         .saturating_mul(MIB);
     let user_used = app.store.user_artifact_bytes(user).unwrap_or(0);
-    let dir = artifacts_dir(&app.config.data_dir, user, run_id);
+    let budget = run_cap.min(user_cap.saturating_sub(user_used));
+    let (mut found, mut capped) = boxed.candidates(set).await;
+    found.sort_by(|a, b| a.path.cmp(&b.path));
     let mut entries = Vec::new();
-    let mut total = 0u64;
-    let mut capped = false;
-    let mut stack = vec![String::new()];
-    let mut seen = 0usize;
-    while let Some(rel) = stack.pop() {
-        let abs = if rel.is_empty() {
-            WORKSPACE.to_string()
+    let mut wanted = Vec::new();
+    let mut planned = 0u64;
+    for c in found {
+        if c.symlink {
+            entries.push(ArtifactEntry {
+                path: c.path,
+                size: 0,
+                kind: "symlink".into(),
+                content_type: "inode/symlink".into(),
+            });
+        } else if planned + c.size > budget {
+            capped = true;
         } else {
-            format!("{WORKSPACE}/{rel}")
-        };
-        let Ok(list) = sb.list(&abs) else { continue };
-        for e in list {
-            seen += 1;
-            if seen > MAX_WALK {
-                return (entries, total, true);
-            }
-            let path = if rel.is_empty() {
-                e.name.clone()
-            } else {
-                format!("{rel}/{}", e.name)
-            };
-            match e.kind {
-                FileKind::Dir => stack.push(path),
-                _ if !set.is_match(&path) => {}
-                FileKind::Symlink => entries.push(ArtifactEntry {
-                    path,
-                    size: 0,
-                    kind: "symlink".into(),
-                    content_type: "inode/symlink".into(),
-                }),
-                FileKind::File => {
-                    if total + e.size > run_cap || user_used + total + e.size > user_cap {
-                        capped = true;
-                        continue;
-                    }
-                    let Ok(data) = sb.read_file(&format!("{WORKSPACE}/{path}")) else {
-                        continue;
-                    };
-                    let target = dir.join(&path);
-                    if let Some(parent) = target.parent()
-                        && std::fs::create_dir_all(parent).is_err()
-                    {
-                        continue;
-                    }
-                    if std::fs::write(&target, &data).is_err() {
-                        continue;
-                    }
-                    total += data.len() as u64;
-                    entries.push(ArtifactEntry {
-                        content_type: content_type(&path, &data).to_string(),
-                        path,
-                        size: data.len() as u64,
-                        kind: "file".into(),
-                    });
-                }
-            }
+            planned += c.size;
+            wanted.push(c.path);
         }
+    }
+    let dir = artifacts_dir(&app.config.data_dir, user, run_id);
+    let mut total = 0u64;
+    for (path, data) in boxed.read(wanted, budget).await {
+        // A file may have grown since it was listed.
+        if total + data.len() as u64 > budget {
+            capped = true;
+            continue;
+        }
+        let target = dir.join(&path);
+        let written = tokio::task::spawn_blocking({
+            let data = data.clone();
+            move || -> std::io::Result<()> {
+                if let Some(parent) = target.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                std::fs::write(&target, &data)
+            }
+        })
+        .await;
+        if !matches!(written, Ok(Ok(()))) {
+            continue;
+        }
+        total += data.len() as u64;
+        entries.push(ArtifactEntry {
+            content_type: content_type(&path, &data).to_string(),
+            path,
+            size: data.len() as u64,
+            kind: "file".into(),
+        });
     }
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     (entries, total, capped)

@@ -74,7 +74,9 @@ error_codes! {
     QuotaExceeded = "quota_exceeded", [429, 413],
         "too many sessions, runs or running background processes for a user or session (`details.quota`, `limit`, `used`, `Retry-After`); an upload past the workspace cap (413)";
     RuntimeUnavailable = "runtime_unavailable", [503],
-        "a runtime this server does not run: `details.runtime`, `available: false`, `suggested: [\"wasm\"]`; on replicas, the replica owning the object does not answer or answers something that is not this API (`details.replica`, `Retry-After: 1`)";
+        "a runtime that cannot serve now (not built here, turned off, its engine down, its capacity reached): `details.runtime`, `available: false`, `reason`, `suggested`; on replicas, the replica owning the object does not answer or answers something that is not this API (`details.replica`, `Retry-After: 1`)";
+    ImagePullFailed = "image_pull_failed", [503],
+        "a docker session's image is not built on this host: `details.image`, `build_command` (`sandboxd images build <name>`); a run's record carries the same as its `reason_code`";
     Unavailable = "unavailable", [503],
         "the server is shutting down";
     InternalError = "internal_error", [500],

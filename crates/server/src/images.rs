@@ -36,6 +36,15 @@ impl Images {
         v
     }
 
+    /// The aliases of the template.
+    pub fn aliases(&self) -> Vec<String> {
+        self.aliases
+            .iter()
+            .filter(|(_, t)| t.as_str() == DEFAULT_IMAGE)
+            .map(|(a, _)| a.clone())
+            .collect()
+    }
+
     /// The template a name means, or `None` for an unknown name.
     pub fn resolve(&self, name: &str) -> Option<&'static str> {
         let target = self.aliases.get(name).map(String::as_str).unwrap_or(name);

@@ -35,6 +35,7 @@ mod processes;
 mod quotas;
 mod replica;
 mod runs;
+mod runtime;
 mod sessions;
 pub mod settings;
 pub mod store;
@@ -72,6 +73,8 @@ pub struct App {
     pub policy_hash: String,
     pub(crate) store: Arc<dyn Store>,
     images: Arc<Images>,
+    /// What executes sessions and runs (`crate::runtime`).
+    pub(crate) runtimes: runtime::Runtimes,
     runs: Mutex<HashMap<String, Arc<LiveRun>>>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     queue: Queue,
@@ -157,14 +160,23 @@ impl App {
                 .unwrap_or_else(|| "local".into())
         });
         let clock = clock::Clock::default();
+        let images = Arc::new(Images::new(
+            config.image_aliases.clone(),
+            config.cache_dir.clone(),
+        ));
+        let runtimes = runtime::Runtimes {
+            wasm: Arc::new(runtime::wasm::WasmRuntime::new(&config, images.clone())),
+            docker: Arc::new(runtime::docker::DockerRuntime::new(
+                &config,
+                runtime::docker::instance_id(&config)?,
+            )),
+        };
         let audit_sink =
             audit::AuditSink::start(store.clone(), config.audit_log_path.clone(), clock.clone());
         let app = Arc::new(App {
             policy_hash: policy::policy_hash(&config),
-            images: Arc::new(Images::new(
-                config.image_aliases.clone(),
-                config.cache_dir.clone(),
-            )),
+            images,
+            runtimes,
             queue: Queue::new(config.max_concurrent_runs),
             store,
             runs: Mutex::new(HashMap::new()),
@@ -188,6 +200,10 @@ impl App {
         tokio::spawn(async move {
             images.digest().await;
         });
+        // Containers an earlier life of this instance left behind go before anything new
+        // is made.
+        let docker = app.runtimes.docker.clone();
+        tokio::spawn(async move { docker.reap().await });
         runs::spawn_sweeper(&app);
         Ok(app)
     }
@@ -204,8 +220,9 @@ impl App {
         runs::shutdown(self).await;
         replica::leave(self).await;
         let sessions: Vec<_> = self.sessions.lock().drain().map(|(_, s)| s).collect();
-        for s in sessions {
-            sessions::destroy_off_thread(s.sandbox.clone());
+        futures::future::join_all(sessions.iter().map(|s| s.boxed.destroy())).await;
+        for rt in self.runtimes.all() {
+            rt.reap().await;
         }
     }
 }

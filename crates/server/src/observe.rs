@@ -256,7 +256,7 @@ fn refresh_gauges(app: &App) {
     let held: Vec<_> = app.sessions.lock().values().cloned().collect();
     let processes = held
         .iter()
-        .filter_map(|s| s.sandbox.processes().ok())
+        .filter_map(|s| s.boxed.sandbox()?.processes().ok())
         .flatten()
         .filter(|p| p.running)
         .count() as f64;

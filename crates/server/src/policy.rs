@@ -8,8 +8,8 @@ use crate::util::{canonical_json, sha256_hex};
 
 pub const POLICY_PREFIX: &str = "tldw.sandbox.policy:v1\n";
 
-/// The canonical input set with its effective values. Keys that name Docker security
-/// profiles have no meaning for the wasm runtime and are `null`; secrets (API keys, the JWT
+/// The canonical input set with its effective values. The Docker keys are the docker
+/// runtime's isolation (a seccomp profile by its SHA-256; `null` when unset); secrets (API keys, the JWT
 /// secret, `SANDBOX_WS_SIGNING_SECRET`) and test toggles are not part of it, nor are who may
 /// call and how often (credentials, quotas, signed URLs): they do not change what a run does.
 pub fn effective_policy(c: &Config) -> Value {
@@ -32,8 +32,11 @@ pub fn effective_policy(c: &Config) -> Value {
         "SANDBOX_CANCEL_GRACE_SECONDS": c.cancel_grace_seconds,
         "SANDBOX_ENABLE_EXECUTION": c.enable_execution,
         "SANDBOX_BACKGROUND_EXECUTION": c.background_execution,
-        "SANDBOX_DOCKER_SECCOMP": null,
-        "SANDBOX_DOCKER_APPARMOR_PROFILE": null,
+        "SANDBOX_DOCKER_SECCOMP": c.docker.seccomp_profile.as_ref().map(|p| sha256_hex(p.as_bytes())),
+        "SANDBOX_DOCKER_APPARMOR_PROFILE": c.docker.apparmor_profile,
+        "SANDBOX_DOCKER_RUNTIME": c.docker.oci_runtime,
+        "SANDBOX_DOCKER_TMPFS_NOEXEC": c.docker.tmpfs_noexec,
+        "SANDBOX_DOCKER_EXEC_SCRATCH_MB": c.docker.exec_scratch_mb,
         "SANDBOX_SUPPORTED_SPEC_VERSIONS": c.supported_spec_versions,
     })
 }

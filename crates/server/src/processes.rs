@@ -245,13 +245,20 @@ fn engine_error(e: SandboxError, session_id: &str) -> ApiError {
     }
 }
 
+fn sb_alive(session: &Session, pid: u32) -> bool {
+    session
+        .boxed
+        .sandbox()
+        .is_some_and(|sb| sb.process(pid).is_ok())
+}
+
 fn tracked_of(session: &Session, pid: u32) -> Option<Arc<Tracked>> {
     session.processes.get(pid)
 }
 
 fn find(session: &Session, pid: u32) -> ApiResult<Process> {
     session
-        .sandbox
+        .wasm_sandbox()?
         .process(pid)
         .map_err(|e| engine_error(e, &session.id))
 }
@@ -387,8 +394,8 @@ fn audit_base(app: &App, s: &Session, headers: &HeaderMap, trace: Option<String>
         "session_id": s.id,
         "source": crate::audit::source_of(headers),
         "trace_id": trace,
-        "runtime": "wasm",
-        "runtime_version": crate::RUNTIME_VERSION,
+        "runtime": s.runtime.name(),
+        "runtime_version": s.runtime_version,
         "base_image": s.base_image,
         "image_digest": s.image_digest,
         "policy_hash": app.policy_hash,
@@ -454,7 +461,9 @@ pub(crate) async fn start_process(
     let session = session_of(&app, &id)?;
     let command = match req.command {
         CommandSpec::Line(l) if !l.trim().is_empty() => l,
-        CommandSpec::Argv(a) if !a.is_empty() && !a[0].is_empty() => crate::runs::command_line(&a),
+        CommandSpec::Argv(a) if !a.is_empty() && !a[0].is_empty() => {
+            crate::runtime::wasm::command_line(&a)
+        }
         _ => return Err(ApiError::invalid("command must not be empty")),
     };
     if command.contains('\0') {
@@ -466,8 +475,9 @@ pub(crate) async fn start_process(
         Some(c) if c.is_empty() || c.contains('\0') => {
             return Err(ApiError::invalid("cwd must be a non-empty path"));
         }
-        Some(c) => Some(crate::runs::absolute_cwd(&c)),
-        None => Some(crate::sessions::WORKSPACE.to_string()),
+        Some(c) if c.starts_with('/') => Some(c),
+        Some(c) => Some(format!("{}/{c}", crate::runtime::wasm::WORKSPACE)),
+        None => Some(crate::runtime::wasm::WORKSPACE.to_string()),
     };
     let max_ms = app.config.max_timeout_sec.saturating_mul(1000);
     let timeout_ms = match req.timeout_ms {
@@ -524,7 +534,7 @@ pub(crate) async fn start_process(
     // In submission order with the session's runs and uploads: a process started after a
     // run sees what the run wrote.
     let _guard = session.lock.clone().lock_owned().await;
-    let sb = session.sandbox.clone();
+    let sb = session.wasm_sandbox()?.clone();
     let line = command.clone();
     let proc = tokio::task::spawn_blocking(move || sb.spawn(&line, opts))
         .await
@@ -534,7 +544,7 @@ pub(crate) async fn start_process(
     {
         let mut table = session.processes.0.lock();
         // Ended processes the engine forgot are forgotten here too.
-        table.retain(|p, _| session.sandbox.process(*p).is_ok());
+        table.retain(|p, _| sb_alive(&session, *p));
         table.insert(pid, tracked.clone());
     }
     crate::audit::process_event(
@@ -581,14 +591,12 @@ pub(crate) async fn list_processes(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let session = session_of(&app, &id)?;
-    let infos = session
-        .sandbox
-        .processes()
-        .map_err(|e| engine_error(e, &id))?;
+    let sb = session.wasm_sandbox()?;
+    let infos = sb.processes().map_err(|e| engine_error(e, &id))?;
     let host = host(&headers);
     let processes = infos
         .iter()
-        .filter_map(|i| session.sandbox.process(i.pid).ok())
+        .filter_map(|i| sb.process(i.pid).ok())
         .map(|p| view(&app, host.as_deref(), &id, &p))
         .collect();
     Ok(views::json(

@@ -8,25 +8,24 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
-use wasmsand::{ErrorClass, FileKind, RunOptions, RunResult, Sandbox, SandboxOptions};
 
 use crate::App;
-use crate::logs::{RunLog, Stream};
-use crate::sessions::{Session, WORKSPACE};
+use crate::logs::RunLog;
+pub use crate::runtime::StopCause;
+use crate::runtime::{
+    BoxSpec, EndHint, ExecOutcome, ExecRequest, ImageRef, ProvisionError, Runtime, SandboxBox,
+};
+use crate::sessions::Session;
 use crate::store::{self, Phase, RunRecord};
 use crate::util::{iso, now_ms};
-
-/// Why a run is being stopped from outside.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopCause {
-    None,
-    User,
-    Shutdown,
-}
 
 /// A validated request, consumed by the executor.
 pub struct RunSpec {
     pub session: Option<Arc<Session>>,
+    /// What runs it (a session's runtime, or the one the request picked).
+    pub runtime: Arc<dyn Runtime>,
+    pub image: ImageRef,
+    pub cpu: f64,
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub cwd: Option<String>,
@@ -46,7 +45,6 @@ pub struct LiveRun {
     /// `resume_from_seq` of the request: where a stream without `from_seq` starts.
     pub resume_from_seq: Option<u64>,
     stop: watch::Sender<StopCause>,
-    sandbox: Mutex<Option<Arc<Sandbox>>>,
     spec: Mutex<Option<RunSpec>>,
     /// The app's clock, for the phase times this run records.
     pub(crate) clock: crate::clock::Clock,
@@ -66,7 +64,6 @@ impl LiveRun {
             log,
             resume_from_seq: resume,
             stop: watch::channel(StopCause::None).0,
-            sandbox: Mutex::new(None),
             spec: Mutex::new(Some(spec)),
             clock,
         })
@@ -268,8 +265,8 @@ struct Ending {
     message: Option<String>,
     exit_code: Option<i32>,
     wall_ms: Option<u64>,
-    /// The sandbox's receipt of the run, when it ran.
-    usage: Option<wasmsand::Usage>,
+    /// CPU seconds and peak memory (MiB) of the run, when it ran.
+    usage: Option<(Option<f64>, Option<f64>)>,
     artifacts: Option<(Vec<store::ArtifactEntry>, u64, bool)>,
 }
 
@@ -296,11 +293,9 @@ impl Ending {
         if let Some(ms) = self.wall_ms {
             r.resource_usage.wall_time_sec = ms as f64 / 1000.0;
         }
-        if let Some(u) = &self.usage {
-            // The guest programs' own CPU time, and the largest linear memory any of them
-            // had: the sandbox's closest measure of a process's resident set.
-            r.resource_usage.cpu_time_sec = u.cpu_us as f64 / 1e6;
-            r.resource_usage.peak_rss_mb = Some(u.peak_memory_bytes as f64 / (1024.0 * 1024.0));
+        if let Some((cpu, peak)) = self.usage {
+            r.resource_usage.cpu_time_sec = cpu.unwrap_or(0.0);
+            r.resource_usage.peak_rss_mb = peak;
         }
         r.resource_usage.log_bytes = log.log_bytes();
         r.log_truncated = log.truncated();
@@ -369,107 +364,68 @@ async fn record_end(app: &Arc<App>, run: &LiveRun, rec: RunRecord) {
     }
 }
 
-/// Quotes a word for the shell: inside single quotes nothing is special.
-pub fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
-    {
-        return s.to_string();
-    }
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
-
-/// The shell line of an argv. `bash -c SCRIPT [NAME [ARGS...]]` (or `sh`) runs SCRIPT as the
-/// run's own script, so its traps (`trap ... TERM`) are the run's; anything else is run as one
-/// command with every word quoted, so nothing in it is parsed by the shell.
-pub fn command_line(argv: &[String]) -> String {
-    let prog = argv[0].rsplit('/').next().unwrap_or("");
-    if matches!(prog, "bash" | "sh") && argv.len() >= 3 && argv[1] == "-c" {
-        let script = &argv[2];
-        if argv.len() > 4 {
-            let args: Vec<String> = argv[4..].iter().map(|a| shell_quote(a)).collect();
-            return format!("set -- {}\n{script}", args.join(" "));
-        }
-        return script.clone();
-    }
-    argv.iter()
-        .map(|a| shell_quote(a))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-pub fn sandbox_options(app: &App, memory_mb: u64, env: Vec<(String, String)>) -> SandboxOptions {
-    let c = &app.config;
-    SandboxOptions {
-        limits: wasmsand::Limits {
-            memory_bytes: memory_mb * crate::config::MIB,
-            fs_bytes: c.workspace_cap_mb * crate::config::MIB,
-            file_count: c.workspace_file_count,
-            timeout_ms: c.default_exec_timeout_sec * 1000,
-            // The stream callbacks only see what the run's own buffers keep: past the log
-            // cap by one byte, so the log notices the overflow and says `truncated`.
-            stdout_bytes: c.max_log_bytes.saturating_add(1),
-            stderr_bytes: c.max_log_bytes.saturating_add(1),
-            background_processes: c.max_processes_per_session,
-            ..Default::default()
-        },
-        env,
-        cache_dir: c.cache_dir.clone(),
-        files: Vec::new(),
-    }
-}
-
-/// Sets up the run's sandbox: the session's (waiting for its previous run) or a fresh one,
-/// with the inline files written and the cwd checked.
+/// Sets up the run's box: the session's (waiting for its previous run) or a fresh one, with
+/// the inline files written and the cwd checked.
 async fn provision(
-    app: &Arc<App>,
+    run: &LiveRun,
     spec: &RunSpec,
-) -> Result<(Arc<Sandbox>, Option<tokio::sync::OwnedMutexGuard<()>>), String> {
-    let (sandbox, guard) = match &spec.session {
+) -> Result<
+    (
+        Arc<dyn SandboxBox>,
+        Option<tokio::sync::OwnedMutexGuard<()>>,
+    ),
+    ProvisionError,
+> {
+    let (boxed, guard) = match &spec.session {
         Some(s) => {
             let guard = s.lock.clone().lock_owned().await;
-            if s.sandbox.is_destroyed() {
-                return Err("the session was deleted".into());
+            if !s.boxed.is_alive() {
+                return Err(ProvisionError::Failed(
+                    "the session was deleted, or its sandbox was lost".into(),
+                ));
             }
-            (s.sandbox.clone(), Some(guard))
+            (s.boxed.clone(), Some(guard))
         }
         None => {
-            let opts = sandbox_options(app, spec.memory_mb, Vec::new());
-            let sb = tokio::task::spawn_blocking(move || Sandbox::new(opts))
-                .await
-                .map_err(|e| format!("cannot create the sandbox: {e}"))?;
-            (Arc::new(sb), None)
+            let owner = run.record.lock().user_id.clone();
+            let boxed = spec
+                .runtime
+                .create_box(BoxSpec {
+                    image: spec.image.clone(),
+                    memory_mb: spec.memory_mb,
+                    cpu: spec.cpu,
+                    env: Default::default(),
+                    owner,
+                    session: None,
+                    run: Some(run.id.clone()),
+                })
+                .await?;
+            (boxed, None)
         }
     };
-    let files = spec.files.clone();
-    let cwd = spec.cwd.clone();
-    let sb = sandbox.clone();
-    tokio::task::spawn_blocking(move || -> Result<(), String> {
-        for (path, data) in &files {
-            sb.write_file(&format!("{WORKSPACE}/{path}"), data)
-                .map_err(|e| format!("cannot write inline file '{path}': {e}"))?;
+    let ready = async {
+        if !spec.files.is_empty() {
+            boxed
+                .write_files(Vec::new(), spec.files.clone())
+                .await
+                .map_err(|e| ProvisionError::Failed(format!("cannot write inline files: {e:?}")))?;
         }
-        if let Some(cwd) = &cwd {
-            let abs = absolute_cwd(cwd);
-            match sb.stat(&abs) {
-                Ok(info) if info.kind == FileKind::Dir => {}
-                _ => return Err(format!("cwd '{cwd}' is not a directory in the sandbox")),
-            }
+        if let Some(cwd) = &spec.cwd
+            && !boxed.is_dir(cwd).await
+        {
+            return Err(ProvisionError::Failed(format!(
+                "cwd '{cwd}' is not a directory in the sandbox"
+            )));
         }
         Ok(())
-    })
-    .await
-    .map_err(|e| e.to_string())??;
-    Ok((sandbox, guard))
-}
-
-pub(crate) fn absolute_cwd(cwd: &str) -> String {
-    if cwd.starts_with('/') {
-        cwd.to_string()
-    } else {
-        format!("{WORKSPACE}/{cwd}")
+    };
+    if let Err(e) = ready.await {
+        if spec.session.is_none() {
+            boxed.destroy().await;
+        }
+        return Err(e);
     }
+    Ok((boxed, guard))
 }
 
 /// Runs an admitted run to its end: sandbox, command, artifacts, then its record. The
@@ -478,10 +434,9 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
     let Some(spec) = run.spec.lock().take() else {
         return;
     };
-    let Some((sandbox, _session_guard)) = start_sandbox(&app, &run, &spec).await else {
+    let Some((boxed, _session_guard)) = start_sandbox(&app, &run, &spec).await else {
         return;
     };
-    let (line, restore) = command_script(&sandbox, &spec).await;
 
     run.transition(Phase::Running);
     crate::audit::run_phase(&app, &run.snapshot(), Phase::Running);
@@ -490,37 +445,39 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
         "start",
         json!({ "run_id": run.id, "started_at": iso(started_at), "command": spec.command }),
     );
-    *run.sandbox.lock() = Some(sandbox.clone());
     let t0 = Instant::now();
-    let (out_log, err_log) = (run.log.clone(), run.log.clone());
-    let opts = RunOptions {
-        timeout_ms: Some(spec.timeout_sec * 1000),
-        on_stdout: Some(Arc::new(move |b: &[u8]| out_log.output(Stream::Stdout, b))),
-        on_stderr: Some(Arc::new(move |b: &[u8]| err_log.output(Stream::Stderr, b))),
-        stdin: None,
-        // The run's log is the service's output (with its own cap); a spill file would
-        // appear in the user's workspace unasked.
-        truncation: wasmsand::Truncation::Plain,
-        ..RunOptions::default()
+    let log = run.log.clone();
+    let request = ExecRequest {
+        command: spec.command.clone(),
+        env: spec.env.clone(),
+        cwd: spec.cwd.clone(),
+        timeout: Duration::from_secs(spec.timeout_sec),
+        grace: app.config.grace(),
+        in_session: spec.session.is_some(),
     };
-    let sb = sandbox.clone();
-    let result = tokio::task::spawn_blocking(move || sb.run_with(&line, opts)).await;
+    let result = boxed
+        .run(
+            request,
+            Arc::new(move |s, b: &[u8]| log.output(s, b)),
+            run.stop.subscribe(),
+        )
+        .await;
     let wall_ms = t0.elapsed().as_millis() as u64;
-    *run.sandbox.lock() = None;
     run.log.flush();
 
-    let artifacts = restore_and_capture(&app, &run, &sandbox, &spec, restore).await;
+    let artifacts = match &spec.capture {
+        Some(set) => {
+            let user = run.record.lock().user_id.clone();
+            Some(crate::artifacts::capture(&app, boxed.as_ref(), set, &user, &run.id).await)
+        }
+        None => None,
+    };
     if spec.session.is_none() {
-        sandbox.destroy();
+        boxed.destroy().await;
     }
     let mut ending = match result {
-        Ok(Ok(r)) => result_ending(run.stop_cause(), &r, spec.timeout_sec),
-        Ok(Err(err)) => Ending::new(Phase::Failed, "exec_failed", &err.to_string()),
-        Err(err) => Ending::new(
-            Phase::Failed,
-            "exec_failed",
-            &format!("the run panicked: {err}"),
-        ),
+        Ok(o) => result_ending(run.stop_cause(), &o, spec.timeout_sec),
+        Err(err) => Ending::new(Phase::Failed, "exec_failed", &err),
     };
     ending.wall_ms = Some(wall_ms);
     ending.artifacts = artifacts;
@@ -543,11 +500,14 @@ async fn start_sandbox(
     app: &Arc<App>,
     run: &Arc<LiveRun>,
     spec: &RunSpec,
-) -> Option<(Arc<Sandbox>, Option<tokio::sync::OwnedMutexGuard<()>>)> {
+) -> Option<(
+    Arc<dyn SandboxBox>,
+    Option<tokio::sync::OwnedMutexGuard<()>>,
+)> {
     let mut stop = run.stop.subscribe();
     let startup = Duration::from_secs(spec.startup_timeout_sec);
     let provisioned = tokio::select! {
-        r = tokio::time::timeout(startup, provision(app, spec)) => r,
+        r = tokio::time::timeout(startup, provision(run, spec)) => r,
         _ = stopped(&mut stop) => {
             finish(app, run, stop_ending(run.stop_cause())).await;
             return None;
@@ -561,7 +521,7 @@ async fn start_sandbox(
             );
             Ending::new(Phase::TimedOut, "startup_timeout", &msg)
         }
-        Ok(Err(msg)) => Ending::new(Phase::Failed, "provision_failed", &msg),
+        Ok(Err(e)) => Ending::new(Phase::Failed, e.reason_code(), &e.message()),
         Ok(Ok(x)) if run.stop_cause() == StopCause::None => return Some(x),
         Ok(Ok(_)) => stop_ending(run.stop_cause()),
     };
@@ -569,163 +529,67 @@ async fn start_sandbox(
     None
 }
 
-/// The shell script of the run (its env, cwd and command), and the script that gives a
-/// session its previous env and cwd back afterwards: per-run values are the run's only.
-async fn command_script(sandbox: &Arc<Sandbox>, spec: &RunSpec) -> (String, Vec<String>) {
-    let mut line = String::new();
-    let mut restore = Vec::new();
-    if spec.session.is_some() && (!spec.env.is_empty() || spec.cwd.is_some()) {
-        let sb = sandbox.clone();
-        let names: Vec<String> = spec.env.keys().cloned().collect();
-        let saved = tokio::task::spawn_blocking(move || {
-            let cwd = sb.cwd().unwrap_or_else(|_| WORKSPACE.to_string());
-            let vars: Vec<(String, Option<String>)> = names
-                .into_iter()
-                .map(|n| {
-                    let v = sb.get_env(&n).ok().flatten();
-                    (n, v)
-                })
-                .collect();
-            (cwd, vars)
-        })
-        .await
-        .unwrap_or_default();
-        restore.push(format!("cd {}", shell_quote(&saved.0)));
-        for (name, value) in saved.1 {
-            restore.push(match value {
-                Some(v) => format!("export {name}={}", shell_quote(&v)),
-                None => format!("unset {name}"),
-            });
-        }
-    }
-    for (k, v) in &spec.env {
-        line.push_str(&format!("export {k}={}\n", shell_quote(v)));
-    }
-    if let Some(cwd) = &spec.cwd {
-        line.push_str(&format!(
-            "cd {} || exit 1\n",
-            shell_quote(&absolute_cwd(cwd))
-        ));
-    }
-    line.push_str(&command_line(&spec.command));
-    (line, restore)
-}
-
-/// After the command: the session's env and cwd restored, then the artifacts captured.
-async fn restore_and_capture(
-    app: &Arc<App>,
-    run: &LiveRun,
-    sandbox: &Arc<Sandbox>,
-    spec: &RunSpec,
-    restore: Vec<String>,
-) -> Option<(Vec<store::ArtifactEntry>, u64, bool)> {
-    let sb = sandbox.clone();
-    let capture = spec.capture.clone();
-    let app2 = app.clone();
-    let run_id = run.id.clone();
-    let user = run.record.lock().user_id.clone();
-    tokio::task::spawn_blocking(move || {
-        if !restore.is_empty() {
-            let _ = sb.run(&restore.join("\n"));
-        }
-        capture.map(|set| crate::artifacts::capture(&app2, &sb, &set, &user, &run_id))
-    })
-    .await
-    .ok()
-    .flatten()
-}
-
-/// How a command that ran ends: stopped on request, or by what the engine reported.
-fn result_ending(cause: StopCause, r: &RunResult, timeout_sec: u64) -> Ending {
+/// How a command that ran ends: stopped on request, or by what the runtime reported.
+fn result_ending(cause: StopCause, o: &ExecOutcome, timeout_sec: u64) -> Ending {
     let mut e = if cause != StopCause::None {
         stop_ending(cause)
     } else {
-        match r.error_class {
-            Some(ErrorClass::Timeout) => Ending::new(
+        match &o.end {
+            EndHint::Stopped => stop_ending(StopCause::User),
+            EndHint::OomKilled => Ending::new(
+                Phase::Failed,
+                "oom_killed",
+                "a program exceeded its memory limit and was killed",
+            ),
+            EndHint::PidsLimit => Ending::new(
+                Phase::Failed,
+                "pids_limit_exceeded",
+                "the run hit its process limit (pids_limit); a fork was refused",
+            ),
+            EndHint::Timeout => Ending::new(
                 Phase::TimedOut,
                 "execution_timeout",
                 &format!("the command ran longer than timeout_sec ({timeout_sec}s)"),
             ),
-            Some(ErrorClass::LimitExceeded) => Ending::new(
-                Phase::Failed,
-                "limit_exceeded",
-                r.stderr
-                    .lines()
-                    .last()
-                    .unwrap_or("a resource limit was exceeded"),
-            ),
-            Some(ErrorClass::Cancelled) => Ending::new(
+            EndHint::LimitExceeded(m) => Ending::new(Phase::Failed, "limit_exceeded", m),
+            EndHint::SessionDestroyed => Ending::new(
                 Phase::Failed,
                 "session_destroyed",
                 "the session was deleted during the run",
             ),
-            _ if r.exit_code == 0 => Ending {
+            EndHint::Lost(m) => Ending::new(Phase::Failed, "exec_failed", m),
+            EndHint::Exited if o.exit_code == 0 => Ending {
                 reason_code: None,
                 message: None,
                 ..Ending::new(Phase::Completed, "", "")
             },
-            _ if r.exit_code == 137 && r.stderr.contains("out of memory") => Ending::new(
-                Phase::Failed,
-                "oom_killed",
-                "a program exceeded its memory limit",
-            ),
-            _ => Ending::new(
+            EndHint::Exited => Ending::new(
                 Phase::Failed,
                 "nonzero_exit",
-                &format!("the command exited with status {}", r.exit_code),
+                &format!("the command exited with status {}", o.exit_code),
             ),
         }
     };
-    e.exit_code = Some(r.exit_code);
-    e.usage = Some(r.usage.clone());
+    e.exit_code = Some(o.exit_code);
+    e.usage = Some((o.cpu_time_sec, o.peak_rss_mb));
     e
 }
 
 /// Asks a run to stop: a queued or starting run ends at once; a running one gets TERM (its
-/// trap runs), then KILL after the grace period.
-pub fn stop(run: &Arc<LiveRun>, cause: StopCause, grace: Duration) -> bool {
+/// trap runs), then KILL after the grace period (its runtime's box does both).
+pub fn stop(run: &Arc<LiveRun>, cause: StopCause) -> bool {
     if run.phase().is_terminal() || run.stop_cause() != StopCause::None {
         return false;
     }
     run.stop.send_replace(cause);
-    let run = run.clone();
-    tokio::spawn(async move {
-        let deadline = tokio::time::Instant::now() + grace;
-        let mut term_sent = false;
-        // The executor may be between its last look at the stop flag and the start of the
-        // command: keep trying until TERM lands or the run is over.
-        while !run.log.ended() {
-            if !term_sent {
-                let sb = run.sandbox.lock().clone();
-                if let Some(sb) = sb {
-                    term_sent = sb.signal_term();
-                }
-            }
-            if term_sent
-                && tokio::time::Instant::now() >= deadline
-                && let Some(sb) = run.sandbox.lock().clone()
-            {
-                sb.cancel();
-            }
-            let mut rx = run.log.subscribe();
-            let pause = if term_sent {
-                deadline
-                    .saturating_duration_since(tokio::time::Instant::now())
-                    .max(Duration::from_millis(20))
-            } else {
-                Duration::from_millis(2)
-            };
-            let _ = tokio::time::timeout(pause, rx.changed()).await;
-        }
-    });
     true
 }
 
 pub async fn shutdown(app: &Arc<App>) {
     let runs: Vec<Arc<LiveRun>> = app.runs.lock().values().cloned().collect();
-    let grace = app.config.grace().min(Duration::from_secs(2));
+    let grace = StopCause::Shutdown.grace(app.config.grace());
     for run in &runs {
-        stop(run, StopCause::Shutdown, grace);
+        stop(run, StopCause::Shutdown);
     }
     for run in runs {
         let mut rx = run.log.subscribe();
@@ -784,6 +648,9 @@ pub fn spawn_sweeper(app: &Arc<App>) {
                     tracing::warn!(%e, "cannot purge old audit events");
                 }
                 crate::artifacts::sweep(&app).await;
+                for rt in app.runtimes.all() {
+                    rt.reap().await;
+                }
             }
         }
     });
@@ -844,41 +711,4 @@ impl App {
 /// Resolves once a stop was asked for (the watch's guard is not held across awaits).
 async fn stopped(rx: &mut watch::Receiver<StopCause>) {
     let _ = rx.wait_for(|c| *c != StopCause::None).await.map(|_| ());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn argv(words: &[&str]) -> Vec<String> {
-        words.iter().map(|w| w.to_string()).collect()
-    }
-
-    #[test]
-    fn words_are_quoted_so_the_shell_parses_nothing() {
-        assert_eq!(shell_quote("plain-word_1.txt"), "plain-word_1.txt");
-        assert_eq!(shell_quote(""), "''");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote("$(rm -rf /)"), "'$(rm -rf /)'");
-        assert_eq!(
-            command_line(&argv(&["echo", "$HOME", "*", "a;b"])),
-            "echo '$HOME' '*' 'a;b'"
-        );
-    }
-
-    #[test]
-    fn bash_c_runs_its_script_with_positional_arguments() {
-        assert_eq!(command_line(&argv(&["bash", "-c", "echo $1"])), "echo $1");
-        assert_eq!(
-            command_line(&argv(&["/bin/sh", "-c", "echo $1 $2", "name", "x y", "z"])),
-            "set -- 'x y' z\necho $1 $2"
-        );
-        // Other flags or programs are plain argv.
-        assert_eq!(
-            command_line(&argv(&["bash", "-x", "script.sh"])),
-            "bash -x script.sh"
-        );
-        assert_eq!(command_line(&argv(&["bash", "-c"])), "bash -c");
-    }
 }

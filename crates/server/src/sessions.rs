@@ -1,23 +1,22 @@
-//! Sessions: a sandbox kept between runs, with its workspace, until its TTL or a DELETE.
-//! In memory only: a restart ends every session.
+//! Sessions: a sandbox (a wasm sandbox or a container, see `crate::runtime`) kept between
+//! runs, with its workspace, until its TTL or a DELETE. In memory only: a restart ends every
+//! session (and the docker runtime's reaper removes their containers).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use wasmsand::Sandbox;
-
 use crate::App;
+use crate::runtime::{Runtime, SandboxBox};
 use crate::util::iso;
 use crate::views::{ResourcesView, SessionView};
 
-/// The working directory of every sandbox, a session's or a one-off run's: uploads land
-/// there, runs start there and artifacts are captured from there.
-pub const WORKSPACE: &str = wasmsand::HOME;
-
 pub struct Session {
     pub id: String,
-    pub sandbox: Arc<Sandbox>,
+    /// Its sandbox, made by its runtime.
+    pub boxed: Arc<dyn SandboxBox>,
+    pub runtime: Arc<dyn Runtime>,
+    pub runtime_version: String,
     pub base_image: String,
     pub image_digest: String,
     pub spec_version: String,
@@ -44,8 +43,8 @@ impl Session {
             session_id: self.id.clone(),
             expires_at: iso(self.expires_at.load(Ordering::SeqCst)),
             created_at: iso(self.created_at),
-            runtime: "wasm".into(),
-            runtime_version: crate::RUNTIME_VERSION.into(),
+            runtime: self.runtime.name().into(),
+            runtime_version: self.runtime_version.clone(),
             base_image: self.base_image.clone(),
             image_digest: self.image_digest.clone(),
             policy_hash: policy_hash.into(),
@@ -88,7 +87,7 @@ impl App {
     pub(crate) fn remove_session(&self, id: &str) -> Option<Arc<Session>> {
         let s = self.sessions.lock().remove(id)?;
         // A run going on in it ends (its result is recorded as failed: the sandbox is gone).
-        destroy_off_thread(s.sandbox.clone());
+        destroy_in_background(s.boxed.clone());
         Some(s)
     }
 
@@ -136,13 +135,23 @@ impl App {
     }
 }
 
-/// Destroys a sandbox without holding up an async thread: `destroy` waits for the run going
-/// on in it to stop.
-pub fn destroy_off_thread(sandbox: Arc<Sandbox>) {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) => {
-            h.spawn_blocking(move || sandbox.destroy());
-        }
-        Err(_) => sandbox.destroy(),
+/// Destroys a box without waiting for it (a wasm sandbox waits for its run to stop; a
+/// container's removal is an engine call).
+pub fn destroy_in_background(boxed: Arc<dyn SandboxBox>) {
+    if let Ok(h) = tokio::runtime::Handle::try_current() {
+        h.spawn(async move { boxed.destroy().await });
+    }
+}
+
+impl Session {
+    /// The wasm sandbox behind it, for background processes; 400 on other runtimes.
+    pub(crate) fn wasm_sandbox(&self) -> Result<&Arc<wasmsand::Sandbox>, crate::error::ApiError> {
+        self.boxed.sandbox().ok_or_else(|| {
+            crate::error::ApiError::invalid(format!(
+                "background processes are not available on runtime {}; use runs",
+                self.runtime.name()
+            ))
+            .with_details(serde_json::json!({ "runtime": self.runtime.name() }))
+        })
     }
 }

@@ -12,7 +12,6 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use crate::App;
-use crate::config::MIB;
 use crate::error::{ApiError, ApiResult, ErrorCode};
 
 /// The `spec_version` of a body, one of the server's `supported_spec_versions`.
@@ -35,35 +34,6 @@ pub(crate) fn check_spec_version(app: &App, v: &Value) -> ApiResult<String> {
         )
         .with_details(json!({ "supported": supported, "provided": other.to_string() }))),
     }
-}
-
-/// Only `wasm` runs here; the other runtimes the spec names are known but unavailable (503,
-/// so a client can fall back), anything else is a typo (400).
-pub(crate) fn check_runtime(app: &App, runtime: Option<&str>) -> ApiResult<()> {
-    match runtime.unwrap_or(&app.config.default_runtime) {
-        "wasm" => Ok(()),
-        r @ ("docker" | "firecracker") => Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::RuntimeUnavailable,
-            format!("Requested runtime '{r}' is not available"),
-        )
-        .with_details(json!({ "runtime": r, "available": false, "suggested": ["wasm"] }))),
-        r => Err(ApiError::invalid(format!(
-            "unknown runtime '{r}'; runtimes: wasm, docker, firecracker"
-        ))
-        .with_details(json!({ "runtime": r, "suggested": ["wasm"] }))),
-    }
-}
-
-/// The canonical name of a `base_image` (or one of its aliases).
-pub(crate) fn check_image(app: &App, image: &str) -> ApiResult<&'static str> {
-    app.images.resolve(image).ok_or_else(|| {
-        ApiError::invalid(format!(
-            "unknown base_image '{image}'; known images: {}",
-            app.images.known().join(", ")
-        ))
-        .with_details(json!({ "base_image": image, "known": app.images.known() }))
-    })
 }
 
 pub(crate) fn check_network(policy: Option<&str>) -> ApiResult<String> {
@@ -106,30 +76,14 @@ pub(crate) struct Resources {
     pub(crate) memory_mb: Option<u64>,
 }
 
-/// `cpu` → 1 (each program runs on one thread), `memory_mb` → the per-program linear
-/// memory cap; both must be within the runtime's maxima.
-pub(crate) fn normalize_resources(app: &App, r: Option<Resources>) -> ApiResult<(f64, u64)> {
+/// `cpu` and `memory_mb` as the runtime applies them (wasm: one CPU, the per-program linear
+/// memory cap; docker: the container's CPUs and memory), within its maxima.
+pub(crate) fn normalize_resources(
+    runtime: &dyn crate::runtime::Runtime,
+    r: Option<Resources>,
+) -> ApiResult<(f64, u64)> {
     let r = r.unwrap_or_default();
-    let max_mem = app.config.effective_max_mem_mb();
-    if let Some(cpu) = r.cpu
-        && (!cpu.is_finite() || cpu <= 0.0 || cpu > app.config.max_cpu)
-    {
-        return Err(ApiError::invalid(format!(
-            "resources.cpu must be in (0, {}]",
-            app.config.max_cpu
-        ))
-        .with_details(json!({ "max_cpu": app.config.max_cpu })));
-    }
-    let mem = r
-        .memory_mb
-        .unwrap_or(wasmsand::Limits::default().memory_bytes / MIB);
-    if mem == 0 || mem > max_mem {
-        return Err(
-            ApiError::invalid(format!("resources.memory_mb must be in [1, {max_mem}]"))
-                .with_details(json!({ "max_mem_mb": max_mem })),
-        );
-    }
-    Ok((1.0, mem))
+    runtime.normalize(r.cpu, r.memory_mb)
 }
 
 /// A timeout in seconds: 0 is refused, a value over the server's maximum is lowered to it.

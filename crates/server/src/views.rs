@@ -204,6 +204,9 @@ pub struct RuntimeInfo {
     pub max_concurrent_runs: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queue_length: Option<usize>,
+    /// The OCI runtime containers run under (`runc`, or gVisor's `runsc`): docker only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oci_runtime: Option<String>,
 }
 
 #[derive(Serialize, ToSchema)]

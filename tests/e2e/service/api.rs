@@ -136,7 +136,7 @@ async fn images_unknown_names_are_refused_and_aliases_resolve() {
     let (s, _, v) = srv
         .post(
             "/sessions",
-            json!({ "spec_version": "1.0", "base_image": "node:20" }),
+            json!({ "spec_version": "1.0", "base_image": "nosuch:20" }),
         )
         .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
@@ -335,7 +335,9 @@ async fn policy_hash_follows_the_prd_algorithm() {
         "{\"SANDBOX_ARTIFACT_TTL_HOURS\":24,\"SANDBOX_BACKGROUND_EXECUTION\":true,",
         "\"SANDBOX_CANCEL_GRACE_SECONDS\":5,\"SANDBOX_DEFAULT_EXEC_TIMEOUT_SEC\":60,",
         "\"SANDBOX_DEFAULT_RUNTIME\":\"wasm\",\"SANDBOX_DEFAULT_STARTUP_TIMEOUT_SEC\":20,",
-        "\"SANDBOX_DOCKER_APPARMOR_PROFILE\":null,\"SANDBOX_DOCKER_SECCOMP\":null,",
+        "\"SANDBOX_DOCKER_APPARMOR_PROFILE\":null,\"SANDBOX_DOCKER_EXEC_SCRATCH_MB\":256,",
+        "\"SANDBOX_DOCKER_RUNTIME\":\"runc\",\"SANDBOX_DOCKER_SECCOMP\":null,",
+        "\"SANDBOX_DOCKER_TMPFS_NOEXEC\":true,",
         "\"SANDBOX_ENABLE_EXECUTION\":true,\"SANDBOX_MAX_ARTIFACT_BYTES_PER_RUN_MB\":32,",
         "\"SANDBOX_MAX_ARTIFACT_BYTES_PER_USER_MB\":128,\"SANDBOX_MAX_CPU\":4.0,",
         "\"SANDBOX_MAX_LOG_BYTES\":10485760,\"SANDBOX_MAX_MEM_MB\":8192,",

@@ -43,11 +43,15 @@ pub struct TestServer {
     handle: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// The service's defaults in `dir`, with the docker runtime off: whether an engine runs on
+/// the machine must not change what these tests see (the `docker` module turns it on).
 pub fn test_config(dir: &std::path::Path) -> Config {
-    Config {
+    let mut config = Config {
         data_dir: dir.to_path_buf(),
         ..Config::default()
-    }
+    };
+    config.docker.enabled = false;
+    config
 }
 
 impl TestServer {

@@ -6,7 +6,7 @@ mod api;
 mod artifacts;
 mod audit;
 mod auth;
-mod common;
+pub(crate) mod common;
 mod mcp;
 mod metrics;
 mod openapi;

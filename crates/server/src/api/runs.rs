@@ -25,13 +25,13 @@ use crate::idempotency::{Created, idempotent};
 use crate::logs::RunLog;
 use crate::observe::TraceId;
 use crate::runs::{self, Admission, LiveRun, RunSpec, StopCause};
+use crate::runtime::{ImageRef, Runtime};
 use crate::sessions::Session;
 use crate::store::{self, Phase, RunRecord};
 use crate::upload;
 use crate::util::{iso, new_id, now_ms};
 use crate::validate::{
-    Resources, check_env, check_image, check_network, check_runtime, check_spec_version,
-    check_timeout, normalize_resources,
+    Resources, check_env, check_network, check_spec_version, check_timeout, normalize_resources,
 };
 use crate::views::{self, CancelReply, ErrorEnvelope, ResourcesView, RunCreated, RunView};
 
@@ -145,7 +145,7 @@ async fn start_run(
     user: String,
     ctx: audit::RunContext,
 ) -> ApiResult<Created> {
-    let checked = check_run(&app, &v, &user)?;
+    let checked = check_run(&app, &v, &user).await?;
     if app.is_shutting_down() {
         return Err(shutting_down());
     }
@@ -184,8 +184,8 @@ async fn start_run(
         log_stream_url: stream_url(&app, host, &id),
         policy_hash: app.policy_hash.clone(),
         spec_version,
-        runtime: "wasm".into(),
-        runtime_version: crate::RUNTIME_VERSION.into(),
+        runtime: rec.runtime,
+        runtime_version: rec.runtime_version,
         base_image,
         image_digest: rec.image_digest,
         created_at: iso(rec.created_at),
@@ -203,10 +203,9 @@ async fn start_run(
 }
 
 /// Every check of a run request, in the order clients see their errors.
-fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Checked> {
+async fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Checked> {
     let spec_version = check_spec_version(app, v)?;
     let req: RunRequest = typed(v)?;
-    check_runtime(app, req.runtime.as_deref())?;
     if !app.config.enable_execution {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -214,23 +213,27 @@ fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Checked> {
             "execution is disabled on this server (SANDBOX_ENABLE_EXECUTION=false)",
         ));
     }
-    let (session, base_image) = session_or_image(app, &req, user)?;
+    let (session, runtime, image) = session_or_image(app, &req, user).await?;
+    let base_image = match &session {
+        Some(s) => s.base_image.clone(),
+        None => image.requested.clone(),
+    };
     check_network(req.network_policy.as_deref())?;
     check_command(&req)?;
     let env = req.env.unwrap_or_default();
     check_env(&env)?;
     let (cpu, memory_mb) = match &session {
         Some(s) => {
-            let (cpu, mem) = normalize_resources(app, req.resources)?;
+            let (_, mem) = normalize_resources(runtime.as_ref(), req.resources)?;
             if req.resources.is_some_and(|r| r.memory_mb.is_some()) && mem != s.memory_mb {
                 return Err(ApiError::invalid(format!(
                     "resources.memory_mb is fixed by the session ({} MB)",
                     s.memory_mb
                 )));
             }
-            (cpu, s.memory_mb)
+            (s.cpu, s.memory_mb)
         }
-        None => normalize_resources(app, req.resources)?,
+        None => normalize_resources(runtime.as_ref(), req.resources)?,
     };
     let startup_timeout_sec = check_timeout(
         app,
@@ -263,6 +266,9 @@ fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Checked> {
         resume_from_seq: req.resume_from_seq,
         spec: RunSpec {
             session,
+            runtime,
+            image,
+            cpu,
             command: req.command,
             env,
             cwd,
@@ -276,12 +282,12 @@ fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Checked> {
 }
 
 /// The run's session (the user's own) or its image: exactly one of the two is given, and a
-/// session fixes the image.
-fn session_or_image(
+/// session fixes the runtime and the image.
+async fn session_or_image(
     app: &App,
     req: &RunRequest,
     user: &str,
-) -> ApiResult<(Option<Arc<Session>>, String)> {
+) -> ApiResult<(Option<Arc<Session>>, Arc<dyn Runtime>, ImageRef)> {
     match (&req.session_id, &req.base_image) {
         (Some(_), Some(_)) => Err(ApiError::invalid(
             "give either session_id or base_image, not both (the session fixes the image)",
@@ -294,12 +300,22 @@ fn session_or_image(
                 .session(id)
                 .filter(|s| s.owner == user)
                 .ok_or_else(|| ApiError::not_found("session", id))?;
-            let image = s.base_image.clone();
-            Ok((Some(s), image))
+            if let Some(r) = req.runtime.as_deref()
+                && r != s.runtime.name()
+            {
+                return Err(ApiError::invalid(format!(
+                    "runtime '{r}' does not match the session's runtime '{}'",
+                    s.runtime.name()
+                ))
+                .with_details(json!({ "runtime": r, "session_runtime": s.runtime.name() })));
+            }
+            s.runtime.check_available().await?;
+            let image = s.runtime.resolve_image(&s.base_image)?;
+            Ok((Some(s.clone()), s.runtime.clone(), image))
         }
         (None, Some(img)) => {
-            check_image(app, img)?;
-            Ok((None, img.clone()))
+            let (rt, image) = crate::runtime::pick(app, req.runtime.as_deref(), Some(img)).await?;
+            Ok((None, rt, image))
         }
     }
 }
@@ -356,10 +372,16 @@ async fn new_record(app: &App, id: &str, user: &str, c: &Checked) -> RunRecord {
         user_id: user.to_string(),
         session_id: c.spec.session.as_ref().map(|s| s.id.clone()),
         spec_version: c.spec_version.clone(),
-        runtime: "wasm".into(),
-        runtime_version: crate::RUNTIME_VERSION.into(),
+        runtime: c.spec.runtime.name().into(),
+        runtime_version: match &c.spec.session {
+            Some(s) => s.runtime_version.clone(),
+            None => c.spec.runtime.version(),
+        },
         base_image: c.base_image.clone(),
-        image_digest: app.images.digest().await,
+        image_digest: match &c.spec.session {
+            Some(s) => s.image_digest.clone(),
+            None => c.spec.runtime.image_digest(&c.spec.image).await,
+        },
         policy_hash: app.policy_hash.clone(),
         command: c.spec.command.clone(),
         phase: Phase::Queued,
@@ -543,8 +565,7 @@ pub(crate) async fn cancel_run(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     if let Some(run) = app.live_run(&id) {
-        let grace = app.config.grace();
-        if runs::stop(&run, StopCause::User, grace) {
+        if runs::stop(&run, StopCause::User) {
             return Ok(views::json(
                 StatusCode::ACCEPTED,
                 &CancelReply {

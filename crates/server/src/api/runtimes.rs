@@ -8,8 +8,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use crate::App;
-use crate::images::DEFAULT_IMAGE;
-use crate::views::{self, ImageInfo, RuntimeInfo, RuntimesReply};
+use crate::views::{self, RuntimeInfo, RuntimesReply};
 
 #[utoipa::path(
     get,
@@ -19,17 +18,12 @@ use crate::views::{self, ImageInfo, RuntimeInfo, RuntimesReply};
 )]
 pub(crate) async fn runtimes(State(app): State<Arc<App>>) -> Response {
     let c = &app.config;
-    let digest = app.images.digest().await;
-    let caps = |name: &str, available: bool, notes: &str, images: Vec<String>| RuntimeInfo {
+    let base = |name: &str| RuntimeInfo {
         name: name.into(),
-        available,
-        default_images: images,
+        available: false,
+        default_images: vec![],
         max_cpu: c.max_cpu,
-        max_mem_mb: if available {
-            c.effective_max_mem_mb()
-        } else {
-            c.max_mem_mb
-        },
+        max_mem_mb: c.max_mem_mb,
         max_upload_mb: c.max_upload_mb,
         max_log_bytes: c.max_log_bytes,
         queue_max_length: c.queue_max_length,
@@ -40,50 +34,28 @@ pub(crate) async fn runtimes(State(app): State<Arc<App>>) -> Response {
         interactive_supported: false,
         egress_allowlist_supported: false,
         store_mode: app.store.mode().into(),
-        notes: notes.into(),
+        notes: String::new(),
         runtime_version: None,
         default: None,
         images: None,
-        max_concurrent_runs: None,
-        queue_length: None,
-    };
-    let wasm = RuntimeInfo {
-        runtime_version: Some(crate::RUNTIME_VERSION.into()),
-        default: Some(true),
-        images: Some(vec![ImageInfo {
-            name: DEFAULT_IMAGE.into(),
-            digest: digest.clone(),
-            aliases: c.image_aliases.keys().cloned().collect(),
-        }]),
         max_concurrent_runs: Some(c.max_concurrent_runs),
         queue_length: Some(app.queue.waiting()),
-        ..caps(
-            "wasm",
-            true,
-            "WebAssembly sandboxes (wasmer): bash-like shell, coreutils, jq, python3; no network. \
-             Sessions live in this process's memory and end when it restarts; runs, artifacts and \
-             idempotency entries are kept by the store.",
-            vec![format!("{DEFAULT_IMAGE}@{digest}")],
-        )
+        oci_runtime: None,
     };
+    let mut runtimes = Vec::new();
+    for rt in app.runtimes.all() {
+        runtimes.push(rt.describe(base(rt.name())).await);
+    }
+    runtimes.push(RuntimeInfo {
+        notes: "not available in this build; use wasm or docker".into(),
+        max_concurrent_runs: None,
+        queue_length: None,
+        ..base("firecracker")
+    });
     let body = RuntimesReply {
         store_mode: app.store.mode().into(),
-        default_runtime: "wasm".into(),
-        runtimes: vec![
-            wasm,
-            caps(
-                "docker",
-                false,
-                "not available in this build; use wasm",
-                vec![],
-            ),
-            caps(
-                "firecracker",
-                false,
-                "not available in this build; use wasm",
-                vec![],
-            ),
-        ],
+        default_runtime: c.default_runtime.clone(),
+        runtimes,
     };
     views::json(StatusCode::OK, &body)
 }

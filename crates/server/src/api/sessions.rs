@@ -12,7 +12,6 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 use utoipa::ToSchema;
-use wasmsand::Sandbox;
 
 use crate::App;
 use crate::audit;
@@ -20,14 +19,12 @@ use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::http::{read_json, shutting_down, typed};
 use crate::idempotency::{Created, idempotent};
-use crate::images::DEFAULT_IMAGE;
 use crate::observe::TraceId;
-use crate::runs;
+use crate::runtime::{BoxSpec, ProvisionError};
 use crate::sessions::Session;
 use crate::util::new_id;
 use crate::validate::{
-    Resources, check_env, check_image, check_network, check_runtime, check_spec_version,
-    check_timeout, normalize_resources,
+    Resources, check_env, check_network, check_spec_version, check_timeout, normalize_resources,
 };
 use crate::views::{self, ErrorEnvelope, SessionView};
 
@@ -92,10 +89,11 @@ pub(crate) async fn create_session(
             let app = app2;
             let spec_version = check_spec_version(&app, &v2)?;
             let req: SessionRequest = typed(&v2)?;
-            check_runtime(&app, req.runtime.as_deref())?;
-            let image = check_image(&app, req.base_image.as_deref().unwrap_or(DEFAULT_IMAGE))?;
+            let (runtime, image) =
+                crate::runtime::pick(&app, req.runtime.as_deref(), req.base_image.as_deref())
+                    .await?;
             let network_policy = check_network(req.network_policy.as_deref())?;
-            let (cpu, memory_mb) = normalize_resources(&app, req.resources)?;
+            let (cpu, memory_mb) = normalize_resources(runtime.as_ref(), req.resources)?;
             let env = req.env.unwrap_or_default();
             check_env(&env)?;
             let timeout_sec = check_timeout(
@@ -112,20 +110,27 @@ pub(crate) async fn create_session(
             if app.is_shutting_down() {
                 return Err(shutting_down());
             }
-            let opts = runs::sandbox_options(
-                &app,
-                memory_mb,
-                env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            );
-            let sandbox = tokio::task::spawn_blocking(move || Sandbox::new(opts))
+            let id = new_id();
+            let boxed = runtime
+                .create_box(BoxSpec {
+                    image: image.clone(),
+                    memory_mb,
+                    cpu,
+                    env: env.clone(),
+                    owner: user.clone(),
+                    session: Some(id.clone()),
+                    run: None,
+                })
                 .await
-                .map_err(|e| ApiError::internal(format!("cannot create the sandbox: {e}")))?;
+                .map_err(provision_error)?;
             let now = app.clock.now_ms();
             let session = Arc::new(Session {
-                id: new_id(),
-                sandbox: Arc::new(sandbox),
-                base_image: req.base_image.unwrap_or_else(|| image.to_string()),
-                image_digest: app.images.digest().await,
+                id,
+                image_digest: boxed.image_digest(),
+                boxed,
+                runtime_version: runtime.version(),
+                runtime,
+                base_image: req.base_image.unwrap_or_else(|| image.canonical.clone()),
                 spec_version,
                 created_at: now,
                 expires_at: AtomicI64::new(now + ttl as i64 * 1000),
@@ -140,7 +145,7 @@ pub(crate) async fn create_session(
                 processes: Default::default(),
             });
             if !app.insert_session(session.clone()) {
-                session.sandbox.destroy();
+                session.boxed.destroy().await;
                 return Err(ApiError::new(
                     StatusCode::TOO_MANY_REQUESTS,
                     ErrorCode::QuotaExceeded,
@@ -211,4 +216,23 @@ pub(crate) async fn delete_session(
     app.remove_session(&id)
         .map(|_| StatusCode::NO_CONTENT)
         .ok_or_else(|| ApiError::not_found("session", &id))
+}
+
+/// A box that could not be made: 503 with what to do (build the image, wait for the engine).
+fn provision_error(e: ProvisionError) -> ApiError {
+    match &e {
+        ProvisionError::ImageMissing { image, build } => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::ImagePullFailed,
+            e.message(),
+        )
+        .with_details(json!({ "image": image, "build_command": build })),
+        ProvisionError::Unavailable(m) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::RuntimeUnavailable,
+            m.clone(),
+        )
+        .with_details(json!({ "available": false, "reason": m })),
+        ProvisionError::Failed(m) => ApiError::internal(m.clone()),
+    }
 }

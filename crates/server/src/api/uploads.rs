@@ -8,7 +8,6 @@ use axum::extract::{FromRequest, Multipart, Path, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
 use serde_json::json;
-use wasmsand::Sandbox;
 
 use crate::App;
 use crate::config::MIB;
@@ -150,13 +149,10 @@ async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Respo
         }
     };
     let _guard = session.lock.clone().lock_owned().await;
-    let sb = session.sandbox.clone();
     let files = staged.files.len();
     let bytes = staged.bytes;
     let paths: Vec<String> = staged.files.iter().map(|(p, _)| p.clone()).collect();
-    tokio::task::spawn_blocking(move || commit(&sb, &staged))
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))??;
+    commit(session.boxed.as_ref(), staged).await?;
     crate::observe::upload(&app, kind, bytes, files as u64);
     Ok(views::json(
         StatusCode::CREATED,
@@ -183,33 +179,17 @@ fn multipart_error(e: axum::extract::multipart::MultipartError, limit: u64) -> A
 }
 
 /// Writes a staged upload into the workspace, all or nothing.
-fn commit(sb: &Sandbox, staged: &Staged) -> ApiResult<()> {
-    let snap = sb
-        .snapshot()
-        .map_err(|e| ApiError::new(StatusCode::GONE, ErrorCode::NotFound, e.to_string()))?;
-    let home = crate::sessions::WORKSPACE;
-    let result = (|| -> Result<(), wasmsand::SandboxError> {
-        for d in &staged.dirs {
-            sb.mkdir(&format!("{home}/{d}"))?;
-        }
-        for (p, data) in &staged.files {
-            sb.write_file(&format!("{home}/{p}"), data)?;
-        }
-        Ok(())
-    })();
-    match result {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let _ = sb.restore(snap);
-            Err(match e.errno() {
-                Some(wasmsand::Errno::ENOSPC) => ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    ErrorCode::QuotaExceeded,
-                    format!("the upload does not fit in the workspace: {e}"),
-                )
-                .with_details(json!({ "reason": "workspace_cap" })),
-                _ => upload::refused("conflict", format!("cannot write the upload: {e}")),
-            })
-        }
-    }
+async fn commit(boxed: &dyn crate::runtime::SandboxBox, staged: Staged) -> ApiResult<()> {
+    use crate::runtime::FilesError;
+    boxed
+        .write_files(staged.dirs, staged.files)
+        .await
+        .map_err(|e| match e {
+            FilesError::WorkspaceFull(m) => {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::QuotaExceeded, m)
+                    .with_details(json!({ "reason": "workspace_cap" }))
+            }
+            FilesError::Conflict(m) => upload::refused("conflict", m),
+            FilesError::Gone(m) => ApiError::new(StatusCode::GONE, ErrorCode::NotFound, m),
+        })
 }

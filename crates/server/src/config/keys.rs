@@ -172,7 +172,7 @@ pub static KEYS: &[Key] = &[
     text!(
         "SANDBOX_DEFAULT_RUNTIME",
         default_runtime,
-        "only `wasm` runs"
+        "`wasm` or `docker`: the runtime of a request that names neither a runtime nor an image of one"
     ),
     text!(
         "SANDBOX_NETWORK_DEFAULT",
@@ -446,6 +446,115 @@ pub static KEYS: &[Key] = &[
     },
     num!("SANDBOX_AUDIT_RETENTION_DAYS", audit_retention_days, ""),
     text!("SANDBOX_LOG_FORMAT", log_format, "or `text`"),
+    Key {
+        name: "SANDBOX_DOCKER_ENABLED",
+        apply: |r, v| {
+            r.config.docker.enabled = flag(v)?;
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| c.docker.enabled.to_string()),
+        doc: "false: the docker runtime is reported unavailable without asking the engine",
+    },
+    Key {
+        name: "SANDBOX_DOCKER_HOST",
+        apply: |r, v| {
+            r.config.docker.host = v.trim().to_string();
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| format!("`{}`", c.docker.host)),
+        doc: "the Docker engine's Unix socket",
+    },
+    Key {
+        name: "SANDBOX_DOCKER_RUNTIME",
+        apply: |r, v| {
+            r.config.docker.oci_runtime = v.trim().to_string();
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| format!("`{}`", c.docker.oci_runtime)),
+        doc: "OCI runtime of the containers: `runc`, or `runsc` (gVisor, registered with dockerd); in the policy hash",
+    },
+    Key {
+        name: "SANDBOX_DOCKER_INSTANCE",
+        apply: |r, v| {
+            let v = v.trim();
+            r.config.docker.instance = (!v.is_empty()).then(|| v.to_string());
+            Ok(())
+        },
+        default: Shown::Text("an id kept in `<data_dir>/docker-instance`"),
+        doc: "this instance's label on the engine: the reaper removes that instance's leftovers only (replicas sharing an engine need distinct ones)",
+    },
+    Key {
+        name: "SANDBOX_DOCKER_DEFAULT_MEM_MB",
+        apply: |r, v| {
+            r.config.docker.default_mem_mb = number(v)?;
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| c.docker.default_mem_mb.to_string()),
+        doc: "`memory_mb` of a docker session or run that gives none",
+    },
+    Key {
+        name: "SANDBOX_DOCKER_MAX_CONTAINERS",
+        apply: |r, v| {
+            r.config.docker.max_containers = number(v)?;
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| c.docker.max_containers.to_string()),
+        doc: "containers at once (sessions and one-shot runs); then 503",
+    },
+    Key {
+        name: "SANDBOX_DOCKER_TMP_MB",
+        apply: |r, v| {
+            r.config.docker.tmp_mb = number(v)?;
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| c.docker.tmp_mb.to_string()),
+        doc: "size of each container's `/tmp` tmpfs",
+    },
+    Key {
+        name: "SANDBOX_DOCKER_TMPFS_NOEXEC",
+        apply: |r, v| {
+            r.config.docker.tmpfs_noexec = flag(v)?;
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| c.docker.tmpfs_noexec.to_string()),
+        doc: "mount `/workspace` and `/tmp` `noexec` (nothing there can be executed); in the policy hash",
+    },
+    Key {
+        name: "SANDBOX_DOCKER_EXEC_SCRATCH_MB",
+        apply: |r, v| {
+            r.config.docker.exec_scratch_mb = number(v)?;
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| c.docker.exec_scratch_mb.to_string()),
+        doc: "the exec-allowed `/opt/exec` tmpfs of images whose toolchain runs what it builds (`go run`, `go test`); 0 turns it off; in the policy hash",
+    },
+    Key {
+        name: "SANDBOX_DOCKER_SECCOMP",
+        apply: |r, v| {
+            let v = v.trim();
+            r.config.docker.seccomp_profile = if v.is_empty() {
+                None
+            } else {
+                let text = read_file(v)?;
+                serde_json::from_str::<serde_json::Value>(&text)
+                    .map_err(|e| format!("{v}: not a JSON seccomp profile: {e}"))?;
+                Some(text)
+            };
+            Ok(())
+        },
+        default: Shown::Text("Docker's default profile"),
+        doc: "a seccomp profile (JSON file) for the containers; its SHA-256 is in the policy hash",
+    },
+    Key {
+        name: "SANDBOX_DOCKER_APPARMOR_PROFILE",
+        apply: |r, v| {
+            let v = v.trim();
+            r.config.docker.apparmor_profile = (!v.is_empty()).then(|| v.to_string());
+            Ok(())
+        },
+        default: Shown::Text("none"),
+        doc: "an AppArmor profile; refused at start on a kernel without AppArmor",
+    },
 ];
 
 /// Read by `sandboxd` before any configuration exists, so not settable in a file or by

@@ -195,6 +195,58 @@ pub struct Config {
     pub audit_retention_days: u64,
     /// `json` (default) or `text` (`SANDBOX_LOG_FORMAT`).
     pub log_format: String,
+    /// The Docker runtime (`SANDBOX_DOCKER_*`).
+    pub docker: DockerConfig,
+}
+
+/// Settings of the Docker runtime.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DockerConfig {
+    /// `SANDBOX_DOCKER_ENABLED` (true): false reports the runtime unavailable without asking
+    /// the engine.
+    pub enabled: bool,
+    /// `SANDBOX_DOCKER_HOST`: the engine's Unix socket.
+    pub host: String,
+    /// `SANDBOX_DOCKER_RUNTIME` (`runc`): the OCI runtime of the containers; `runsc` is
+    /// gVisor, which must be registered with the engine.
+    pub oci_runtime: String,
+    /// `SANDBOX_DOCKER_INSTANCE`: this instance's label on the engine (default: an id kept in
+    /// the data directory). Replicas sharing an engine need distinct ones.
+    pub instance: Option<String>,
+    /// `SANDBOX_DOCKER_DEFAULT_MEM_MB` (512): `memory_mb` of a docker run that gives none.
+    pub default_mem_mb: u64,
+    /// `SANDBOX_DOCKER_MAX_CONTAINERS` (64): containers at once (sessions and one-shot runs).
+    pub max_containers: usize,
+    /// `SANDBOX_DOCKER_TMP_MB` (64): size of each container's `/tmp`.
+    pub tmp_mb: u64,
+    /// `SANDBOX_DOCKER_TMPFS_NOEXEC` (true): `/workspace` and `/tmp` are `noexec`.
+    pub tmpfs_noexec: bool,
+    /// `SANDBOX_DOCKER_EXEC_SCRATCH_MB` (256): the exec-allowed `/opt/exec` of images whose
+    /// toolchain runs what it builds (go); 0 turns it off.
+    pub exec_scratch_mb: u64,
+    /// `SANDBOX_DOCKER_SECCOMP`: a seccomp profile's JSON (read from the file named);
+    /// the engine's default profile when unset.
+    pub seccomp_profile: Option<String>,
+    /// `SANDBOX_DOCKER_APPARMOR_PROFILE`: refused on a kernel without AppArmor.
+    pub apparmor_profile: Option<String>,
+}
+
+impl Default for DockerConfig {
+    fn default() -> Self {
+        DockerConfig {
+            enabled: true,
+            host: "unix:///var/run/docker.sock".into(),
+            oci_runtime: "runc".into(),
+            instance: None,
+            default_mem_mb: 512,
+            max_containers: 64,
+            tmp_mb: 64,
+            tmpfs_noexec: true,
+            exec_scratch_mb: 256,
+            seccomp_profile: None,
+            apparmor_profile: None,
+        }
+    }
 }
 
 pub(crate) const MIB: u64 = 1024 * 1024;
@@ -265,6 +317,7 @@ impl Default for Config {
             audit_log_path: None,
             audit_retention_days: 30,
             log_format: "json".into(),
+            docker: DockerConfig::default(),
         }
     }
 }
@@ -319,11 +372,27 @@ impl Config {
         if self.supported_spec_versions.is_empty() {
             return Err("SANDBOX_SUPPORTED_SPEC_VERSIONS must name at least one version".into());
         }
-        if self.default_runtime != "wasm" {
+        if !matches!(self.default_runtime.as_str(), "wasm" | "docker") {
             return Err(format!(
-                "SANDBOX_DEFAULT_RUNTIME: only `wasm` is available, not {:?}",
+                "SANDBOX_DEFAULT_RUNTIME: `wasm` or `docker`, not {:?}",
                 self.default_runtime
             ));
+        }
+        if !matches!(self.docker.oci_runtime.as_str(), "runc" | "runsc") {
+            return Err(format!(
+                "SANDBOX_DOCKER_RUNTIME: `runc` or `runsc` (gVisor), not {:?}",
+                self.docker.oci_runtime
+            ));
+        }
+        if self.docker.apparmor_profile.is_some()
+            && !std::path::Path::new("/sys/kernel/security/apparmor").exists()
+        {
+            return Err(
+                "SANDBOX_DOCKER_APPARMOR_PROFILE: this kernel has no AppArmor \
+                 (/sys/kernel/security/apparmor is missing), so no profile can be applied; \
+                 unset it"
+                    .into(),
+            );
         }
         if self.network_default != "deny_all" {
             return Err(format!(
@@ -431,7 +500,9 @@ mod tests {
         assert_eq!(c.queue_max_length, 3);
         let e = Config::from_lookup(lookup(&[("SANDBOX_QUEUE_TTL_SEC", "soon")])).unwrap_err();
         assert!(e.contains("SANDBOX_QUEUE_TTL_SEC"), "{e}");
-        let e = Config::from_lookup(lookup(&[("SANDBOX_DEFAULT_RUNTIME", "docker")])).unwrap_err();
-        assert!(e.contains("wasm"), "{e}");
+        let e = Config::from_lookup(lookup(&[("SANDBOX_DEFAULT_RUNTIME", "qemu")])).unwrap_err();
+        assert!(e.contains("wasm") && e.contains("docker"), "{e}");
+        let e = Config::from_lookup(lookup(&[("SANDBOX_DOCKER_RUNTIME", "kata")])).unwrap_err();
+        assert!(e.contains("runsc"), "{e}");
     }
 }

@@ -1,0 +1,659 @@
+//! The `docker` runtime: a box is one container on a Docker engine (wasmsand-docker), on an
+//! image built from Debian's packages by `sandboxd images build`.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use globset::GlobSet;
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio::sync::watch;
+use wasmsand_docker::images::{self as docker_images, EXEC_SCRATCH_LABEL, RECIPES};
+use wasmsand_docker::{BoxConfig, Container, Engine, EngineInfo, EngineSettings, RunEnd, labels};
+
+use super::{
+    BoxSpec, Candidate, EndHint, ExecOutcome, ExecRequest, FilesError, Fut, ImageRef, MAX_WALK,
+    OutputSink, ProvisionError, Runtime, SandboxBox, StopCause,
+};
+use crate::config::{Config, DockerConfig};
+use crate::error::{ApiError, ErrorCode};
+use crate::logs::Stream;
+use crate::views::{ImageInfo, RuntimeInfo};
+
+/// The PRD's image names, and what they run here. Debian 12 has no Node.js 20 and no Go
+/// 1.22: those names run Debian's Node.js 18 and Go 1.19, and the answers say which image
+/// really ran. An operator changes or adds names with `SANDBOX_IMAGE_ALIASES`.
+pub(crate) const DEFAULT_ALIASES: &[(&str, &str)] = &[
+    ("python:3.11-slim", "wasmsand/python:current"),
+    ("python:3.11", "wasmsand/python:current"),
+    ("python:3", "wasmsand/python:current"),
+    ("python", "wasmsand/python:current"),
+    ("node:20-alpine", "wasmsand/node:current"),
+    ("node:20", "wasmsand/node:current"),
+    ("node", "wasmsand/node:current"),
+    ("golang:1.22-alpine", "wasmsand/go:current"),
+    ("golang:1.22", "wasmsand/go:current"),
+    ("golang", "wasmsand/go:current"),
+    ("eclipse-temurin:17-jre", "wasmsand/java:current"),
+    ("eclipse-temurin:17", "wasmsand/java:current"),
+    ("openjdk:17", "wasmsand/java:current"),
+    ("debian", "wasmsand/generic:current"),
+    ("ubuntu", "wasmsand/generic:current"),
+    ("busybox", "wasmsand/generic:current"),
+];
+
+/// How long an engine status is reused by `/runtimes` and the availability check.
+const STATUS_TTL: Duration = Duration::from_secs(2);
+
+pub(crate) struct DockerRuntime {
+    config: Config,
+    engine: Arc<Engine>,
+    aliases: BTreeMap<String, String>,
+    /// Containers this process made and has not removed: the reaper keeps these.
+    live: Arc<Mutex<HashSet<String>>>,
+    status: tokio::sync::Mutex<Option<(Instant, Result<EngineInfo, String>)>>,
+    uid: AtomicU64,
+}
+
+impl DockerRuntime {
+    pub(crate) fn new(config: &Config, instance: String) -> DockerRuntime {
+        let d = &config.docker;
+        let mut aliases: BTreeMap<String, String> = DEFAULT_ALIASES
+            .iter()
+            .map(|(a, t)| (a.to_string(), t.to_string()))
+            .collect();
+        for (alias, target) in &config.image_aliases {
+            if target == crate::images::DEFAULT_IMAGE {
+                aliases.remove(alias);
+            } else {
+                aliases.insert(alias.clone(), target.clone());
+            }
+        }
+        // Each box gets its own pair of user ids: nothing of one container can signal, or
+        // count against the process limit of, another.
+        let seed = std::process::id() as u64 * 7919 + crate::util::now_ms() as u64;
+        DockerRuntime {
+            engine: Engine::new(EngineSettings {
+                host: d.host.clone(),
+                instance,
+                cgroup_root: "/sys/fs/cgroup".into(),
+            }),
+            config: config.clone(),
+            aliases,
+            live: Arc::default(),
+            status: tokio::sync::Mutex::new(None),
+            uid: AtomicU64::new(seed % 30_000),
+        }
+    }
+
+    fn settings(&self) -> &DockerConfig {
+        &self.config.docker
+    }
+
+    /// The engine's status, at most [`STATUS_TTL`] old.
+    async fn status(&self) -> Result<EngineInfo, String> {
+        if !self.settings().enabled {
+            return Err("the docker runtime is turned off (SANDBOX_DOCKER_ENABLED=false)".into());
+        }
+        let mut slot = self.status.lock().await;
+        if let Some((at, s)) = slot.as_ref()
+            && at.elapsed() < STATUS_TTL
+        {
+            return s.clone();
+        }
+        let s = self.engine.info().await.map_err(|e| e.to_string()).and_then(|info| {
+            let wanted = &self.settings().oci_runtime;
+            if info.runtimes.iter().any(|r| r == wanted) {
+                Ok(info)
+            } else {
+                Err(format!(
+                    "the OCI runtime {wanted:?} (SANDBOX_DOCKER_RUNTIME) is not registered with the \
+                     Docker engine, which has: {}; register it in dockerd's daemon.json",
+                    info.runtimes.join(", ")
+                ))
+            }
+        });
+        *slot = Some((Instant::now(), s.clone()));
+        s
+    }
+
+    fn next_uid(&self) -> u64 {
+        // Two ids per box, in a range no image's own users use.
+        200_000 + (self.uid.fetch_add(2, Ordering::Relaxed) % 60_000)
+    }
+
+    fn unavailable(&self, reason: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::RuntimeUnavailable,
+            "Requested runtime 'docker' is not available",
+        )
+        .with_details(json!({
+            "runtime": "docker", "available": false, "reason": reason, "suggested": ["wasm"],
+        }))
+    }
+}
+
+/// The recipe behind a canonical image name (`wasmsand/python:current`).
+fn recipe_of(canonical: &str) -> Option<&'static docker_images::Recipe> {
+    canonical
+        .strip_prefix("wasmsand/")
+        .and_then(|_| docker_images::recipe(canonical))
+}
+
+fn is_dotnet(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.starts_with("dotnet") || n.contains("/dotnet")
+}
+
+impl Runtime for DockerRuntime {
+    fn name(&self) -> &'static str {
+        "docker"
+    }
+
+    fn version(&self) -> String {
+        match self.status.try_lock().ok().and_then(|s| s.clone()) {
+            Some((_, Ok(info))) => info.version,
+            _ => "unknown".into(),
+        }
+    }
+
+    fn knows_image(&self, name: &str) -> bool {
+        self.aliases.contains_key(name) || recipe_of(name).is_some() || is_dotnet(name)
+    }
+
+    fn resolve_image(&self, name: &str) -> Result<ImageRef, ApiError> {
+        if is_dotnet(name) {
+            return Err(ApiError::invalid(format!(
+                ".NET images are not available: base_image '{name}' has no Debian package \
+                 (images here are built from Debian's packages only)"
+            ))
+            .with_details(json!({ "base_image": name, "reason": "no_debian_package" })));
+        }
+        let target = self.aliases.get(name).map(String::as_str).unwrap_or(name);
+        let canonical = if target.contains(':') {
+            target.to_string()
+        } else {
+            format!("{target}:current")
+        };
+        if recipe_of(&canonical).is_none() {
+            let mut known: Vec<String> = RECIPES
+                .iter()
+                .map(|r| format!("wasmsand/{}", r.name))
+                .collect();
+            known.extend(self.aliases.keys().cloned());
+            return Err(ApiError::invalid(format!(
+                "unknown base_image '{name}' for runtime docker; known images: {}",
+                known.join(", ")
+            ))
+            .with_details(json!({ "base_image": name, "runtime": "docker", "known": known })));
+        }
+        Ok(ImageRef {
+            requested: name.to_string(),
+            canonical,
+        })
+    }
+
+    fn default_image(&self) -> &'static str {
+        "wasmsand/generic:current"
+    }
+
+    fn image_digest<'a>(&'a self, image: &'a ImageRef) -> Fut<'a, String> {
+        Box::pin(async move {
+            match self.engine.image(&image.canonical).await {
+                Ok(Some(i)) => i.id,
+                _ => String::new(),
+            }
+        })
+    }
+
+    fn normalize(&self, cpu: Option<f64>, memory_mb: Option<u64>) -> Result<(f64, u64), ApiError> {
+        let ncpu = match self.status.try_lock().ok().and_then(|s| s.clone()) {
+            Some((_, Ok(info))) => info.ncpu as f64,
+            _ => std::thread::available_parallelism().map_or(1, |n| n.get()) as f64,
+        };
+        let max_cpu = self.config.max_cpu.min(ncpu);
+        super::wasm::check_cpu(&self.config, cpu, max_cpu)?;
+        let max_mem = self.config.max_mem_mb;
+        // The engine refuses less than 6 MiB.
+        let mem = memory_mb.unwrap_or(self.settings().default_mem_mb);
+        if !(6..=max_mem).contains(&mem) {
+            return Err(ApiError::invalid(format!(
+                "resources.memory_mb must be in [6, {max_mem}] for runtime docker"
+            ))
+            .with_details(json!({ "max_mem_mb": max_mem })));
+        }
+        Ok((cpu.unwrap_or(1.0_f64.min(max_cpu)), mem))
+    }
+
+    fn check_available(&self) -> Fut<'_, Result<(), ApiError>> {
+        Box::pin(async move {
+            self.status()
+                .await
+                .map(|_| ())
+                .map_err(|r| self.unavailable(&r))
+        })
+    }
+
+    fn create_box(&self, spec: BoxSpec) -> Fut<'_, Result<Arc<dyn SandboxBox>, ProvisionError>> {
+        Box::pin(async move {
+            self.status().await.map_err(ProvisionError::Unavailable)?;
+            if self.live.lock().len() >= self.settings().max_containers {
+                return Err(ProvisionError::Unavailable(format!(
+                    "the docker runtime holds its maximum of {} containers \
+                     (SANDBOX_DOCKER_MAX_CONTAINERS)",
+                    self.settings().max_containers
+                )));
+            }
+            let image = match self.engine.image(&spec.image.canonical).await {
+                Ok(Some(i)) => i,
+                Ok(None) => {
+                    let name = recipe_of(&spec.image.canonical).map_or("", |r| r.name);
+                    return Err(ProvisionError::ImageMissing {
+                        image: spec.image.canonical.clone(),
+                        build: format!("sandboxd images build {name}"),
+                    });
+                }
+                Err(e) => return Err(ProvisionError::Unavailable(e.to_string())),
+            };
+            let uid = self.next_uid();
+            let mut box_labels = BTreeMap::from([
+                (
+                    labels::INSTANCE.to_string(),
+                    self.engine.settings().instance.clone(),
+                ),
+                (labels::OWNER.to_string(), spec.owner.clone()),
+                (labels::IMAGE.to_string(), spec.image.requested.clone()),
+            ]);
+            let kind = match (&spec.session, &spec.run) {
+                (Some(s), _) => {
+                    box_labels.insert(labels::SESSION.into(), s.clone());
+                    "session"
+                }
+                (None, Some(r)) => {
+                    box_labels.insert(labels::RUN.into(), r.clone());
+                    "run"
+                }
+                (None, None) => "pool",
+            };
+            box_labels.insert(labels::KIND.into(), kind.into());
+            let d = self.settings();
+            let exec_scratch = image
+                .labels
+                .get(EXEC_SCRATCH_LABEL)
+                .is_some_and(|v| v == "1")
+                && d.exec_scratch_mb > 0;
+            let config = BoxConfig {
+                image: image.id.clone(),
+                name: format!(
+                    "wsd-{}-{}",
+                    self.engine
+                        .settings()
+                        .instance
+                        .chars()
+                        .take(12)
+                        .collect::<String>(),
+                    crate::util::new_id()
+                ),
+                memory_mb: spec.memory_mb,
+                cpu: spec.cpu,
+                pids_limit: self.config.pids_limit,
+                nofile: self.config.ulimit_nofile,
+                nproc: self.config.ulimit_nproc,
+                workspace_mb: self.config.workspace_cap_mb,
+                workspace_files: self.config.workspace_file_count,
+                tmp_mb: d.tmp_mb,
+                noexec: d.tmpfs_noexec,
+                exec_scratch_mb: exec_scratch.then_some(d.exec_scratch_mb),
+                oci_runtime: Some(d.oci_runtime.clone()),
+                seccomp: d.seccomp_profile.clone(),
+                init_user: format!("{uid}:{uid}"),
+                env: spec.env.clone(),
+                labels: box_labels,
+            };
+            let guard = Unclaimed {
+                engine: self.engine.clone(),
+                live: self.live.clone(),
+                id: Arc::default(),
+            };
+            let (live, slot) = (self.live.clone(), guard.id.clone());
+            let container = Container::create(
+                &self.engine,
+                &config,
+                &format!("{0}:{0}", uid + 1),
+                move |id| {
+                    live.lock().insert(id.to_string());
+                    *slot.lock() = Some(id.to_string());
+                },
+            )
+            .await
+            .map_err(|e| {
+                if e.is_unreachable() {
+                    ProvisionError::Unavailable(e.to_string())
+                } else {
+                    ProvisionError::Failed(format!("cannot start the container: {e}"))
+                }
+            })?;
+            guard.id.lock().take();
+            Ok(Arc::new(DockerBox {
+                container: Arc::new(container),
+                digest: image.id,
+                alive: AtomicBool::new(true),
+                destroyed: AtomicBool::new(false),
+                live: self.live.clone(),
+            }) as Arc<dyn SandboxBox>)
+        })
+    }
+
+    fn describe(&self, base: RuntimeInfo) -> Fut<'_, RuntimeInfo> {
+        Box::pin(async move {
+            let status = self.status().await;
+            let mut images = Vec::new();
+            let mut default_images = Vec::new();
+            let mut missing = Vec::new();
+            if status.is_ok() {
+                for r in RECIPES {
+                    match self.engine.built(r).await {
+                        Ok(Some(i)) => {
+                            let canonical = format!("wasmsand/{}:current", r.name);
+                            let aliases: Vec<String> = self
+                                .aliases
+                                .iter()
+                                .filter(|(_, t)| **t == canonical)
+                                .map(|(a, _)| a.clone())
+                                .collect();
+                            default_images.extend(aliases.iter().map(|a| format!("{a}@{}", i.id)));
+                            images.push(ImageInfo {
+                                name: i.versioned_tag().unwrap_or(&canonical).to_string(),
+                                digest: i.id.clone(),
+                                aliases,
+                            });
+                        }
+                        _ => missing.push(r.name),
+                    }
+                }
+            }
+            let d = self.settings();
+            let notes = match &status {
+                Ok(info) => {
+                    let mut n = format!(
+                        "Docker {} (API {}) over {}, OCI runtime {}; containers run as a \
+                         random non-root user with a read-only root, no network, no \
+                         capabilities and {} tmpfs /workspace and /tmp; images are built from \
+                         Debian's packages (node:20 and golang:1.22 names run Debian's \
+                         Node.js 18 and Go 1.19). .NET is not available.",
+                        info.version,
+                        info.api_version,
+                        d.host,
+                        d.oci_runtime,
+                        if d.tmpfs_noexec {
+                            "noexec"
+                        } else {
+                            "exec-allowed"
+                        },
+                    );
+                    if !missing.is_empty() {
+                        n.push_str(&format!(
+                            " Not built yet: {} (sandboxd images build {}).",
+                            missing.join(", "),
+                            missing.join(" ")
+                        ));
+                    }
+                    n
+                }
+                Err(e) => e.clone(),
+            };
+            let ncpu = status.as_ref().map_or(1, |i| i.ncpu) as f64;
+            RuntimeInfo {
+                available: status.is_ok(),
+                runtime_version: status.as_ref().ok().map(|i| i.version.clone()),
+                default: Some(self.config.default_runtime == "docker"),
+                max_cpu: self.config.max_cpu.min(ncpu),
+                max_mem_mb: self.config.max_mem_mb,
+                images: Some(images),
+                default_images,
+                notes,
+                oci_runtime: Some(d.oci_runtime.clone()),
+                ..base
+            }
+        })
+    }
+
+    fn reap(&self) -> Fut<'_, ()> {
+        Box::pin(async move {
+            if !self.settings().enabled {
+                return;
+            }
+            let keep = self.live.lock().clone();
+            match self.engine.reap(&keep).await {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(removed = n, "removed containers left behind"),
+                Err(e) if e.is_unreachable() => {}
+                Err(e) => tracing::warn!(%e, "cannot reap containers"),
+            }
+        })
+    }
+}
+
+/// A container made but not yet held by a box: when its creation fails or is given up (a
+/// startup timeout drops the future), it is removed rather than left running.
+struct Unclaimed {
+    engine: Arc<Engine>,
+    live: Arc<Mutex<HashSet<String>>>,
+    id: Arc<Mutex<Option<String>>>,
+}
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        let Some(id) = self.id.lock().take() else {
+            return;
+        };
+        self.live.lock().remove(&id);
+        let engine = self.engine.clone();
+        if let Ok(h) = tokio::runtime::Handle::try_current() {
+            h.spawn(async move {
+                let _ = engine.remove(&id).await;
+            });
+        }
+    }
+}
+
+struct DockerBox {
+    container: Arc<Container>,
+    digest: String,
+    alive: AtomicBool,
+    destroyed: AtomicBool,
+    live: Arc<Mutex<HashSet<String>>>,
+}
+
+impl SandboxBox for DockerBox {
+    fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    fn image_digest(&self) -> String {
+        self.digest.clone()
+    }
+
+    fn write_files(
+        &self,
+        dirs: Vec<String>,
+        files: Vec<(String, Vec<u8>)>,
+    ) -> Fut<'_, Result<(), FilesError>> {
+        Box::pin(async move {
+            use wasmsand_docker::FilesError as E;
+            self.container
+                .write_files(&dirs, &files)
+                .await
+                .map_err(|e| match e {
+                    E::WorkspaceFull(m) => FilesError::WorkspaceFull(m),
+                    E::Conflict(m) => FilesError::Conflict(m),
+                    E::Engine(e) => FilesError::Gone(e.to_string()),
+                })
+        })
+    }
+
+    fn is_dir<'a>(&'a self, cwd: &'a str) -> Fut<'a, bool> {
+        Box::pin(async move {
+            let rel = cwd.trim_start_matches("/workspace").trim_matches('/');
+            if cwd.starts_with('/') && !cwd.starts_with("/workspace") {
+                // Outside the workspace: the engine checks it when the run starts.
+                return true;
+            }
+            if rel.is_empty() {
+                return true;
+            }
+            self.container
+                .list()
+                .await
+                .is_ok_and(|l| l.iter().any(|e| e.path == rel && e.kind == 'd'))
+        })
+    }
+
+    fn run(
+        &self,
+        req: ExecRequest,
+        out: OutputSink,
+        stop: watch::Receiver<StopCause>,
+    ) -> Fut<'_, Result<ExecOutcome, String>> {
+        Box::pin(async move {
+            let mut stop_rx = stop.clone();
+            let grace_base = req.grace;
+            let stopped = async move {
+                let _ = stop_rx.wait_for(|c| *c != StopCause::None).await;
+            };
+            let grace = match *stop.borrow() {
+                StopCause::None => grace_base,
+                c => c.grace(grace_base),
+            };
+            let sink: wasmsand_docker::Sink = Arc::new(move |s, b: &[u8]| {
+                out(
+                    match s {
+                        wasmsand_docker::Stream::Stdout => Stream::Stdout,
+                        wasmsand_docker::Stream::Stderr => Stream::Stderr,
+                    },
+                    b,
+                )
+            });
+            let outcome = self
+                .container
+                .run(
+                    wasmsand_docker::RunRequest {
+                        argv: req.command,
+                        env: req.env,
+                        cwd: req.cwd,
+                        timeout: req.timeout,
+                        grace,
+                    },
+                    sink,
+                    stopped,
+                )
+                .await;
+            let o = match outcome {
+                Ok(o) => o,
+                Err(e) if self.destroyed.load(Ordering::SeqCst) => {
+                    tracing::debug!(%e, "a run's container was removed under it");
+                    return Ok(ExecOutcome {
+                        exit_code: -1,
+                        end: EndHint::SessionDestroyed,
+                        cpu_time_sec: None,
+                        peak_rss_mb: None,
+                    });
+                }
+                Err(e) => {
+                    if e.is_unreachable() {
+                        self.alive.store(false, Ordering::SeqCst);
+                    }
+                    return Err(e.to_string());
+                }
+            };
+            if o.abandoned {
+                // Nothing inside could be stopped: the container goes, and a session with it.
+                self.alive.store(false, Ordering::SeqCst);
+                self.container.remove().await;
+            }
+            let end = match o.end {
+                _ if self.destroyed.load(Ordering::SeqCst) => EndHint::SessionDestroyed,
+                RunEnd::Exited => EndHint::Exited,
+                RunEnd::Timeout => EndHint::Timeout,
+                RunEnd::Stopped => EndHint::Stopped,
+                RunEnd::OomKilled => EndHint::OomKilled,
+                RunEnd::PidsLimit => EndHint::PidsLimit,
+                RunEnd::EngineLost(m) => {
+                    self.alive.store(false, Ordering::SeqCst);
+                    EndHint::Lost(format!(
+                        "the Docker engine connection was lost during the run: {m}"
+                    ))
+                }
+            };
+            Ok(ExecOutcome {
+                exit_code: o.exit_code,
+                end,
+                cpu_time_sec: o.cpu_time_sec,
+                peak_rss_mb: o.peak_rss_mb,
+            })
+        })
+    }
+
+    fn candidates<'a>(&'a self, set: &'a GlobSet) -> Fut<'a, (Vec<Candidate>, bool)> {
+        Box::pin(async move {
+            let Ok(list) = self.container.list().await else {
+                return (Vec::new(), false);
+            };
+            let cut = list.len() > MAX_WALK;
+            let out = list
+                .into_iter()
+                .take(MAX_WALK)
+                .filter(|e| matches!(e.kind, 'f' | 'l') && set.is_match(&e.path))
+                .map(|e| Candidate {
+                    symlink: e.kind == 'l',
+                    size: if e.kind == 'l' { 0 } else { e.size },
+                    path: e.path,
+                })
+                .collect();
+            (out, cut)
+        })
+    }
+
+    fn read(&self, paths: Vec<String>, cap: u64) -> Fut<'_, Vec<(String, Vec<u8>)>> {
+        Box::pin(async move {
+            self.container
+                .read_files(&paths, cap)
+                .await
+                .unwrap_or_default()
+        })
+    }
+
+    fn destroy(&self) -> Fut<'_, ()> {
+        Box::pin(async move {
+            if self.destroyed.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            self.alive.store(false, Ordering::SeqCst);
+            self.container.remove().await;
+            self.live.lock().remove(&self.container.id);
+        })
+    }
+}
+
+/// The id of this service instance on the engine: `SANDBOX_DOCKER_INSTANCE`, else one kept
+/// in the data directory so that a restarted service finds (and reaps) what its earlier life
+/// left behind.
+pub(crate) fn instance_id(config: &Config) -> std::io::Result<String> {
+    if let Some(id) = &config.docker.instance {
+        return Ok(id.clone());
+    }
+    let path = config.data_dir.join("docker-instance");
+    if let Ok(id) = std::fs::read_to_string(&path) {
+        let id = id.trim();
+        if !id.is_empty() {
+            return Ok(id.to_string());
+        }
+    }
+    let id = crate::util::new_id();
+    std::fs::write(&path, &id)?;
+    Ok(id)
+}

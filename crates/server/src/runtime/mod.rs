@@ -1,0 +1,290 @@
+//! The runtime layer: what executes a session's or a run's commands. One trait, two
+//! implementations: [`wasm`] (this process's WebAssembly sandboxes, the default and fast tier)
+//! and [`docker`] (containers on a Docker engine, images built from Debian's packages).
+//! Everything above (API, queue, quotas, store, logs, idempotency, policy hash, metrics,
+//! audit, MCP) works with [`Runtime`] and [`SandboxBox`] and never asks which one it is.
+
+pub(crate) mod docker;
+pub(crate) mod wasm;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use globset::GlobSet;
+use tokio::sync::watch;
+
+use crate::error::ApiError;
+use crate::logs::Stream;
+use crate::views::RuntimeInfo;
+
+/// Why a run is being stopped from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopCause {
+    None,
+    User,
+    Shutdown,
+}
+
+impl StopCause {
+    /// The time between TERM and KILL for this stop: a shutdown waits at most 2 s.
+    pub(crate) fn grace(self, configured: Duration) -> Duration {
+        match self {
+            StopCause::Shutdown => configured.min(Duration::from_secs(2)),
+            _ => configured,
+        }
+    }
+}
+
+/// A boxed future: the traits are used as objects.
+pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Where a run's output goes as it comes (the run's log).
+pub(crate) type OutputSink = Arc<dyn Fn(Stream, &[u8]) + Send + Sync>;
+
+/// An image a request named, resolved by its runtime.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ImageRef {
+    /// What the request said (`python:3.11-slim`).
+    pub requested: String,
+    /// What the runtime runs (`wasmsand/python:current`, `wasmsand/default`).
+    pub canonical: String,
+}
+
+/// What a new box is for.
+pub(crate) struct BoxSpec {
+    pub image: ImageRef,
+    pub memory_mb: u64,
+    pub cpu: f64,
+    /// The session's environment (a run's own is in [`ExecRequest`]).
+    pub env: BTreeMap<String, String>,
+    pub owner: String,
+    /// The session it serves, or the one-shot run.
+    pub session: Option<String>,
+    pub run: Option<String>,
+}
+
+/// Why a box could not be made.
+#[derive(Debug)]
+pub(crate) enum ProvisionError {
+    /// The image is not on this host; `build` is the command that makes it.
+    ImageMissing {
+        image: String,
+        build: String,
+    },
+    /// The runtime cannot serve now (engine down, capacity reached).
+    Unavailable(String),
+    Failed(String),
+}
+
+impl ProvisionError {
+    pub(crate) fn reason_code(&self) -> &'static str {
+        match self {
+            ProvisionError::ImageMissing { .. } => "image_pull_failed",
+            _ => "provision_failed",
+        }
+    }
+
+    pub(crate) fn message(&self) -> String {
+        match self {
+            ProvisionError::ImageMissing { image, build } => {
+                format!("image {image} is not built on this host; build it with `{build}`")
+            }
+            ProvisionError::Unavailable(m) | ProvisionError::Failed(m) => m.clone(),
+        }
+    }
+}
+
+/// Why files could not be written into a box's workspace.
+#[derive(Debug)]
+pub(crate) enum FilesError {
+    WorkspaceFull(String),
+    Conflict(String),
+    Gone(String),
+}
+
+/// One command of a run.
+pub(crate) struct ExecRequest {
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+    pub timeout: Duration,
+    /// Between TERM and KILL when the run is stopped.
+    pub grace: Duration,
+    /// Whether the box serves a session (whose shell state outlives the run).
+    pub in_session: bool,
+}
+
+/// Why a command ended, beyond its exit status; `runs` maps it to a phase and reason code.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum EndHint {
+    Exited,
+    Timeout,
+    /// Stopped on request (the run's stop cause says by whom).
+    Stopped,
+    OomKilled,
+    PidsLimit,
+    LimitExceeded(String),
+    SessionDestroyed,
+    /// The runtime lost the box during the run (an engine restart).
+    Lost(String),
+}
+
+pub(crate) struct ExecOutcome {
+    pub exit_code: i32,
+    pub end: EndHint,
+    pub cpu_time_sec: Option<f64>,
+    pub peak_rss_mb: Option<f64>,
+}
+
+/// A workspace entry a capture pattern matched.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Candidate {
+    pub path: String,
+    pub symlink: bool,
+    pub size: u64,
+}
+
+/// Most workspace entries looked at when capturing (a bound on the walk, not on results).
+pub(crate) const MAX_WALK: usize = 100_000;
+
+/// One session's or one-shot run's sandbox: a wasm sandbox or a container.
+pub(crate) trait SandboxBox: Send + Sync {
+    /// False once destroyed or lost.
+    fn is_alive(&self) -> bool;
+    /// The image and its digest (what exactly runs).
+    fn image_digest(&self) -> String;
+    /// Writes files and directories (relative to the workspace), all or nothing.
+    fn write_files(
+        &self,
+        dirs: Vec<String>,
+        files: Vec<(String, Vec<u8>)>,
+    ) -> Fut<'_, Result<(), FilesError>>;
+    /// Whether `cwd` (relative to the workspace, or absolute) is a directory.
+    fn is_dir<'a>(&'a self, cwd: &'a str) -> Fut<'a, bool>;
+    /// Runs one command to its end, streaming its output; stops (TERM, grace, KILL) when
+    /// `stop` changes.
+    fn run(
+        &self,
+        req: ExecRequest,
+        out: OutputSink,
+        stop: watch::Receiver<StopCause>,
+    ) -> Fut<'_, Result<ExecOutcome, String>>;
+    /// Files and symlinks under the workspace that `set` matches (links not followed).
+    fn candidates<'a>(&'a self, set: &'a GlobSet) -> Fut<'a, (Vec<Candidate>, bool)>;
+    /// Contents of regular files, until `cap` bytes.
+    fn read(&self, paths: Vec<String>, cap: u64) -> Fut<'_, Vec<(String, Vec<u8>)>>;
+    /// Ends it and everything running in it; idempotent.
+    fn destroy(&self) -> Fut<'_, ()>;
+    /// The wasm sandbox behind it, for what only wasm has (background processes).
+    fn sandbox(&self) -> Option<&Arc<wasmsand::Sandbox>> {
+        None
+    }
+}
+
+/// A runtime: makes boxes and says what it offers.
+pub(crate) trait Runtime: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// `runtime_version` of sessions and runs.
+    fn version(&self) -> String;
+    /// Whether this runtime knows `name` (its own images and their aliases), without
+    /// asking whether it is available.
+    fn knows_image(&self, name: &str) -> bool;
+    /// The image a request names: 400 when unknown to this runtime.
+    fn resolve_image(&self, name: &str) -> Result<ImageRef, ApiError>;
+    /// The default `base_image` of a session that names none.
+    fn default_image(&self) -> &'static str;
+    /// The digest of an image, when known without making a box.
+    fn image_digest<'a>(&'a self, image: &'a ImageRef) -> Fut<'a, String>;
+    /// `cpu` and `memory_mb` as this runtime applies them, or the 400 for bad values.
+    fn normalize(&self, cpu: Option<f64>, memory_mb: Option<u64>) -> Result<(f64, u64), ApiError>;
+    /// 503 when it cannot serve now.
+    fn check_available(&self) -> Fut<'_, Result<(), ApiError>>;
+    fn create_box(&self, spec: BoxSpec) -> Fut<'_, Result<Arc<dyn SandboxBox>, ProvisionError>>;
+    /// Its `/runtimes` entry (the caps the caller fills in are shared).
+    fn describe(&self, base: RuntimeInfo) -> Fut<'_, RuntimeInfo>;
+    /// Removes what an earlier life of this service left behind, and what this one lost.
+    fn reap(&self) -> Fut<'_, ()>;
+}
+
+/// The runtimes of one service instance.
+pub(crate) struct Runtimes {
+    pub wasm: Arc<dyn Runtime>,
+    pub docker: Arc<dyn Runtime>,
+}
+
+impl Runtimes {
+    pub(crate) fn all(&self) -> [&Arc<dyn Runtime>; 2] {
+        [&self.wasm, &self.docker]
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<dyn Runtime>> {
+        self.all().into_iter().find(|r| r.name() == name)
+    }
+}
+
+/// The runtime of a request: the one it names, else the one whose image it names, else
+/// the default. Its availability and the image are checked next (in that order, so that a
+/// client asking for a runtime that is down hears that first).
+pub(crate) fn choose(
+    app: &crate::App,
+    runtime: Option<&str>,
+    image: Option<&str>,
+) -> Result<Arc<dyn Runtime>, ApiError> {
+    Ok(match runtime {
+        Some(name) => named(app, name)?,
+        None => match image {
+            Some(img) => app
+                .runtimes
+                .all()
+                .into_iter()
+                .find(|r| r.knows_image(img))
+                .cloned()
+                .unwrap_or_else(|| default_runtime(app)),
+            None => default_runtime(app),
+        },
+    })
+}
+
+/// [`choose`], the runtime's availability, then the image it resolves.
+pub(crate) async fn pick(
+    app: &crate::App,
+    runtime: Option<&str>,
+    image: Option<&str>,
+) -> Result<(Arc<dyn Runtime>, ImageRef), ApiError> {
+    let rt = choose(app, runtime, image)?;
+    rt.check_available().await?;
+    let image = rt.resolve_image(image.unwrap_or(rt.default_image()))?;
+    Ok((rt, image))
+}
+
+fn default_runtime(app: &crate::App) -> Arc<dyn Runtime> {
+    app.runtimes
+        .get(&app.config.default_runtime)
+        .unwrap_or(&app.runtimes.wasm)
+        .clone()
+}
+
+/// A runtime by name: 400 for a name no runtime has, 503 for `firecracker` (known to the
+/// spec, not built here).
+fn named(app: &crate::App, name: &str) -> Result<Arc<dyn Runtime>, ApiError> {
+    use axum::http::StatusCode;
+    use serde_json::json;
+    if let Some(r) = app.runtimes.get(name) {
+        return Ok(r.clone());
+    }
+    if name == "firecracker" {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            crate::error::ErrorCode::RuntimeUnavailable,
+            "Requested runtime 'firecracker' is not available",
+        )
+        .with_details(json!({ "runtime": name, "available": false, "suggested": ["wasm"] })));
+    }
+    Err(ApiError::invalid(format!(
+        "unknown runtime '{name}'; runtimes: wasm, docker, firecracker"
+    ))
+    .with_details(json!({ "runtime": name, "suggested": ["wasm", "docker"] })))
+}

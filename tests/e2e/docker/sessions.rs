@@ -1,0 +1,251 @@
+//! Docker sessions: one container for the session's life, uploads into its workspace, runs
+//! as execs in it, and no container left after DELETE, a one-shot run or a shutdown. Also
+//! what `/runtimes` says, and the refusals (a missing image, .NET).
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use super::{DockerServer, check_docker_record, in_session, one_shot};
+use crate::service::common::{check_stream_rules, stdout};
+
+fn tar_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (path, data) in entries {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_path(path).unwrap();
+        h.set_cksum();
+        b.append(&h, *data).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_one_container_that_keeps_its_files_between_runs() {
+    let Some(d) = DockerServer::start("session").await else {
+        return;
+    };
+    let sid = d
+        .session(
+            "python:3.11-slim",
+            json!({ "env": { "GREETING": "hi" }, "resources": { "memory_mb": 256, "cpu": 1.5 } }),
+        )
+        .await;
+    assert_eq!(d.containers().await, 1);
+    let (s, v) = d.srv.get(&format!("/sessions/{sid}")).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["runtime"], "docker");
+    assert!(
+        v["image_digest"].as_str().unwrap().starts_with("sha256:"),
+        "{v}"
+    );
+    assert_eq!(v["resources"]["memory_mb"], 256);
+    assert_eq!(v["resources"]["cpu"], 1.5);
+
+    // A tar upload lands in /workspace.
+    let resp = d
+        .srv
+        .client
+        .post(d.srv.url(&format!("/sessions/{sid}/files")))
+        .header("content-type", "application/x-tar")
+        .body(tar_of(&[
+            ("pkg/data.csv", b"a,b\n1,2\n"),
+            (
+                "run.py",
+                b"import csv\nprint(list(csv.reader(open('pkg/data.csv'))))\n",
+            ),
+        ]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+
+    let (_, frames, status) = d
+        .srv
+        .run(in_session(&sid, &["python", "run.py"], json!({})))
+        .await;
+    check_stream_rules(&frames);
+    assert_eq!(status["phase"], "completed", "{status}");
+    assert_eq!(stdout(&frames), "[['a', 'b'], ['1', '2']]\n");
+    check_docker_record(&status);
+
+    // A run writes, the next one reads; the session's env and the run's own, the cwd.
+    let (_, _, status) = d
+        .srv
+        .run(in_session(
+            &sid,
+            &["sh", "-c", "echo $GREETING $EXTRA > note.txt"],
+            json!({ "env": { "EXTRA": "there" } }),
+        ))
+        .await;
+    assert_eq!(status["phase"], "completed", "{status}");
+    let (_, frames, _) = d
+        .srv
+        .run(in_session(
+            &sid,
+            &["sh", "-c", "cat ../note.txt; pwd; echo ${EXTRA:-unset}"],
+            json!({ "cwd": "pkg" }),
+        ))
+        .await;
+    assert_eq!(stdout(&frames), "hi there\n/workspace/pkg\nunset\n");
+
+    // A cwd that is not there fails before the command runs.
+    let (_, _, status) = d
+        .srv
+        .run(in_session(&sid, &["true"], json!({ "cwd": "nope" })))
+        .await;
+    assert_eq!(status["reason_code"], "provision_failed", "{status}");
+
+    // Background processes are wasm's only.
+    let (s, _, v) = d
+        .srv
+        .post(
+            &format!("/sessions/{sid}/processes"),
+            json!({ "command": "sleep 1" }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+
+    let resp = d
+        .srv
+        .client
+        .delete(d.srv.url(&format!("/sessions/{sid}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    // The removal is the engine's: wait for it, bounded by the hang guard.
+    for _ in 0..600 {
+        if d.containers().await == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(d.containers().await, 0);
+    d.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtimes_reports_the_engine_and_its_images() {
+    let Some(d) = DockerServer::start("runtimes").await else {
+        return;
+    };
+    let (s, v) = d.srv.get("/runtimes").await;
+    assert_eq!(s, StatusCode::OK);
+    let docker = v["runtimes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "docker")
+        .unwrap()
+        .clone();
+    assert_eq!(docker["available"], true, "{docker}");
+    assert!(!docker["runtime_version"].as_str().unwrap().is_empty());
+    assert_eq!(docker["oci_runtime"], "runc");
+    let images: Vec<&str> = docker["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    for repo in [
+        "wasmsand/python:3.11",
+        "wasmsand/node:18",
+        "wasmsand/go:1.19",
+        "wasmsand/java:17",
+        "wasmsand/generic:debian12",
+    ] {
+        assert!(
+            images.iter().any(|i| i.starts_with(repo)),
+            "{repo} in {images:?}"
+        );
+    }
+    assert!(
+        docker["default_images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i.as_str().unwrap().starts_with("python:3.11-slim@sha256:")),
+        "{docker}"
+    );
+    d.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_images_and_dotnet_are_refused_clearly() {
+    let Some(d) = DockerServer::with("refusals", |c| {
+        c.image_aliases
+            .insert("custom:1".into(), "wasmsand/generic:not-built".into());
+    })
+    .await
+    else {
+        return;
+    };
+    // A run on an image that is not built fails, naming the command that builds it.
+    let (_, frames, status) = d.srv.run(one_shot("custom:1", &["true"], json!({}))).await;
+    check_stream_rules(&frames);
+    assert_eq!(status["phase"], "failed");
+    assert_eq!(status["reason_code"], "image_pull_failed");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("sandboxd images build generic"),
+        "{status}"
+    );
+    // A session on it is refused at once.
+    let (s, _, v) = d
+        .srv
+        .post(
+            "/sessions",
+            json!({ "spec_version": "1.0", "runtime": "docker", "base_image": "custom:1" }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert_eq!(v["error"]["code"], "image_pull_failed");
+    assert_eq!(
+        v["error"]["details"]["build_command"],
+        "sandboxd images build generic"
+    );
+    // .NET has no Debian package.
+    for image in ["mcr.microsoft.com/dotnet/sdk:8.0", "dotnet:8"] {
+        let (s, _, v) = d
+            .srv
+            .post("/runs", one_shot(image, &["dotnet", "--info"], json!({})))
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+        assert_eq!(v["error"]["details"]["reason"], "no_debian_package", "{v}");
+    }
+    // An image of the other runtime.
+    let (s, _, v) = d
+        .srv
+        .post("/runs", one_shot("wasmsand/default", &["true"], json!({})))
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    d.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prd_examples_run_with_docker_names() {
+    let Some(d) = DockerServer::start("prd").await else {
+        return;
+    };
+    // Seed 003's own request: no runtime named, the PRD's image name.
+    let (_, frames, status) = d
+        .srv
+        .run(json!({
+            "spec_version": "1.0",
+            "base_image": "python:3.11-slim",
+            "command": ["python", "-c", "print('hello')"],
+            "timeout_sec": 30,
+            "resources": { "cpu": 1, "memory_mb": 512 },
+        }))
+        .await;
+    assert_eq!(status["phase"], "completed", "{status}");
+    assert_eq!(status["runtime"], "docker");
+    assert_eq!(stdout(&frames), "hello\n");
+    assert_eq!(status["resource_usage"]["limits"]["memory_mb"], 512);
+    d.finish().await;
+}
