@@ -147,8 +147,34 @@ impl Engine {
         Ok(docker)
     }
 
+    /// Forgets the connection: after an engine restart its pooled connections are dead, and
+    /// the next call connects afresh.
+    pub async fn forget_connection(&self) {
+        *self.client.lock().await = None;
+    }
+
+    /// `call` once more on a fresh connection when the engine was unreachable (an engine that
+    /// restarted leaves the pool's connections broken). For idempotent calls only.
+    async fn retrying<T, F, Fu>(&self, call: F) -> Result<T, EngineError>
+    where
+        F: Fn() -> Fu,
+        Fu: Future<Output = Result<T, EngineError>>,
+    {
+        match call().await {
+            Err(e) if e.is_unreachable() => {
+                self.forget_connection().await;
+                call().await
+            }
+            other => other,
+        }
+    }
+
     /// The engine's version, API version and runtimes; an error when it does not answer.
     pub async fn info(&self) -> Result<EngineInfo, EngineError> {
+        self.retrying(|| self.info_once()).await
+    }
+
+    async fn info_once(&self) -> Result<EngineInfo, EngineError> {
         let docker = self.client().await?;
         let version = docker.version().await.map_err(|e| self.error(e))?;
         let info = docker.info().await.map_err(|e| self.error(e))?;
@@ -172,6 +198,10 @@ impl Engine {
 
     /// Removes a container by id, whatever it runs.
     pub async fn remove(&self, id: &str) -> Result<(), EngineError> {
+        self.retrying(|| self.remove_once(id)).await
+    }
+
+    async fn remove_once(&self, id: &str) -> Result<(), EngineError> {
         let docker = self.client().await?;
         let options = RemoveContainerOptionsBuilder::default()
             .force(true)
@@ -192,6 +222,10 @@ impl Engine {
 
     /// Ids of the containers of this instance, with their labels.
     pub async fn containers(&self) -> Result<Vec<(String, HashMap<String, String>)>, EngineError> {
+        self.retrying(|| self.containers_once()).await
+    }
+
+    async fn containers_once(&self) -> Result<Vec<(String, HashMap<String, String>)>, EngineError> {
         let docker = self.client().await?;
         let filters = HashMap::from([(
             "label".to_string(),

@@ -75,6 +75,8 @@ pub struct App {
     images: Arc<Images>,
     /// What executes sessions and runs (`crate::runtime`).
     pub(crate) runtimes: runtime::Runtimes,
+    /// Sandboxes being destroyed (expired or removed sessions): a clean shutdown waits.
+    pub(crate) destroys: tokio_util::task::TaskTracker,
     runs: Mutex<HashMap<String, Arc<LiveRun>>>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     queue: Queue,
@@ -177,6 +179,7 @@ impl App {
             policy_hash: policy::policy_hash(&config),
             images,
             runtimes,
+            destroys: tokio_util::task::TaskTracker::new(),
             queue: Queue::new(config.max_concurrent_runs),
             store,
             runs: Mutex::new(HashMap::new()),
@@ -221,6 +224,8 @@ impl App {
         replica::leave(self).await;
         let sessions: Vec<_> = self.sessions.lock().drain().map(|(_, s)| s).collect();
         futures::future::join_all(sessions.iter().map(|s| s.boxed.destroy())).await;
+        self.destroys.close();
+        self.destroys.wait().await;
         for rt in self.runtimes.all() {
             rt.reap().await;
         }

@@ -84,10 +84,22 @@ impl App {
         true
     }
 
+    /// Removes a session and waits until its sandbox is gone (for a container: removed from
+    /// the engine), so that a 204 means nothing of it is left.
+    pub(crate) async fn delete_session(&self, id: &str) -> Option<Arc<Session>> {
+        let s = self.sessions.lock().remove(id)?;
+        s.boxed.destroy().await;
+        Some(s)
+    }
+
     pub(crate) fn remove_session(&self, id: &str) -> Option<Arc<Session>> {
         let s = self.sessions.lock().remove(id)?;
         // A run going on in it ends (its result is recorded as failed: the sandbox is gone).
-        destroy_in_background(s.boxed.clone());
+        // The destroy is tracked: a clean shutdown waits for it.
+        let boxed = s.boxed.clone();
+        if tokio::runtime::Handle::try_current().is_ok() {
+            self.destroys.spawn(async move { boxed.destroy().await });
+        }
         Some(s)
     }
 
@@ -132,14 +144,6 @@ impl App {
             self.remove_session(id);
         }
         expired.len()
-    }
-}
-
-/// Destroys a box without waiting for it (a wasm sandbox waits for its run to stop; a
-/// container's removal is an engine call).
-pub fn destroy_in_background(boxed: Arc<dyn SandboxBox>) {
-    if let Ok(h) = tokio::runtime::Handle::try_current() {
-        h.spawn(async move { boxed.destroy().await });
     }
 }
 

@@ -213,7 +213,8 @@ pub(crate) async fn delete_session(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    app.remove_session(&id)
+    app.delete_session(&id)
+        .await
         .map(|_| StatusCode::NO_CONTENT)
         .ok_or_else(|| ApiError::not_found("session", &id))
 }

@@ -320,7 +320,7 @@ impl Runtime for DockerRuntime {
                 id: Arc::default(),
             };
             let (live, slot) = (self.live.clone(), guard.id.clone());
-            let container = Container::create(
+            let made = Container::create(
                 &self.engine,
                 &config,
                 &format!("{0}:{0}", uid + 1),
@@ -329,14 +329,19 @@ impl Runtime for DockerRuntime {
                     *slot.lock() = Some(id.to_string());
                 },
             )
-            .await
-            .map_err(|e| {
-                if e.is_unreachable() {
-                    ProvisionError::Unavailable(e.to_string())
-                } else {
-                    ProvisionError::Failed(format!("cannot start the container: {e}"))
+            .await;
+            let container = match made {
+                Ok(c) => c,
+                Err(e) if e.is_unreachable() => {
+                    self.engine.forget_connection().await;
+                    return Err(ProvisionError::Unavailable(e.to_string()));
                 }
-            })?;
+                Err(e) => {
+                    return Err(ProvisionError::Failed(format!(
+                        "cannot start the container: {e}"
+                    )));
+                }
+            };
             guard.id.lock().take();
             Ok(Arc::new(DockerBox {
                 container: Arc::new(container),
