@@ -47,7 +47,8 @@ start() {
     mkdir -p "$DIR"
     local runtimes=''
     if [ -x /usr/bin/runsc ]; then
-        runtimes='"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--platform=ptrace"]}},'
+        # --network=none: runsc does not set up the (empty) network namespace of --network none.
+        runtimes='"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--platform=ptrace", "--network=none"]}},'
     fi
     cat >"$DIR/daemon.json" <<JSON
 {

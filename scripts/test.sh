@@ -260,7 +260,11 @@ stage_docker() {
         "$SANDBOXD" images build --cache-dir "$ROOT/target/docker-images" &&
         WASMSAND_TEST_DOCKER=1 WASMSAND_TEST_DOCKERD_CTL="$ROOT/scripts/dockerd.sh" \
             cargo nextest run --workspace --locked --profile "$profile" \
-            -E 'test(/^docker::/) | package(wasmsand-docker)' "${EXTRA[@]}"
+            -E 'test(/^docker::/) | package(wasmsand-docker)' "${EXTRA[@]}" &&
+        # The languages, sessions and hostile programs again under gVisor (runsc).
+        WASMSAND_TEST_DOCKER=1 WASMSAND_TEST_DOCKER_RUNTIME=runsc \
+            cargo nextest run --workspace --locked --profile "$profile" \
+            -E 'test(/^docker::(languages|sessions|hostile)::/) - test(/engine_restart|gvisor/)' "${EXTRA[@]}"
 }
 
 stage_wasm_tools() {

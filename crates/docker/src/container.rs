@@ -155,6 +155,25 @@ impl Container {
         Ok(container)
     }
 
+    /// Sets the memory cap (swap still off) and the CPUs of a running container: a warm
+    /// pool's container takes the limits of the run it is handed to.
+    pub async fn resize(&self, memory_mb: u64, cpu: f64) -> Result<(), EngineError> {
+        let docker = self.engine.client().await?;
+        let memory = (memory_mb as i64) << 20;
+        docker
+            .update_container(
+                &self.id,
+                bollard::models::ContainerUpdateBody {
+                    memory: Some(memory),
+                    memory_swap: Some(memory),
+                    nano_cpus: Some((cpu * 1e9) as i64),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| self.engine.error(e))
+    }
+
     fn locate_cgroup(&self) {
         *self.cgroup.lock() = Cgroup::find(&self.engine.settings().cgroup_root, &self.id);
     }
@@ -474,7 +493,7 @@ impl Container {
     async fn free_space(&self) -> Result<(u64, u64), EngineError> {
         let out = self
             .collect(
-                &["/usr/bin/stat", "-f", "-c", "%a %S %d", WORKSPACE],
+                &["/usr/bin/stat", "-f", "-c", "%a %S %d %c", WORKSPACE],
                 None,
                 4096,
             )
@@ -485,7 +504,9 @@ impl Container {
             .filter_map(|w| w.parse().ok())
             .collect();
         match n[..] {
-            [blocks, size, inodes] => Ok((blocks * size, inodes)),
+            // A filesystem that counts no inodes at all (gVisor's tmpfs) has no inode limit.
+            [blocks, size, _, 0] => Ok((blocks * size, u64::MAX)),
+            [blocks, size, inodes, _] => Ok((blocks * size, inodes)),
             _ => Err(EngineError::Api(format!(
                 "cannot read the workspace's free space: {text}"
             ))),

@@ -227,6 +227,7 @@ impl App {
         self.destroys.close();
         self.destroys.wait().await;
         for rt in self.runtimes.all() {
+            rt.shutdown().await;
             rt.reap().await;
         }
     }

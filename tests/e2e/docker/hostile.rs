@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::json;
 
-use super::{DockerServer, in_session, one_shot};
+use super::{DockerServer, gvisor, in_session, one_shot};
 use crate::service::common::{TestServer, check_stream_rules, output, stdout};
 
 /// The service still answers, and a wasm run still runs.
@@ -55,11 +55,18 @@ async fn a_memory_hog_is_oom_killed() {
         .run(one_shot(
             "python:3.11-slim",
             &["python", "-c", "x = bytearray(512 << 20); print(len(x))"],
-            json!({ "resources": { "memory_mb": 64 } }),
+            json!({ "resources": { "memory_mb": 64 }, "timeout_sec": 10 }),
         ))
         .await;
-    assert_eq!(status["phase"], "failed", "{status}");
-    assert_eq!(status["reason_code"], "oom_killed", "{status}");
+    if gvisor() {
+        // gVisor's sentry stalls at the cap instead of being OOM-killed (docs/service.md):
+        // the run's deadline ends it.
+        assert_eq!(status["phase"], "timed_out", "{status}");
+        assert_eq!(status["reason_code"], "execution_timeout", "{status}");
+    } else {
+        assert_eq!(status["phase"], "failed", "{status}");
+        assert_eq!(status["reason_code"], "oom_killed", "{status}");
+    }
     assert_eq!(status["exit_code"], 137);
     still_serving(&d).await;
     d.finish().await;
@@ -92,8 +99,14 @@ async fn the_root_is_read_only_and_privileged_calls_are_denied() {
         return;
     };
     let sid = d.session("debian", json!({})).await;
+    // gVisor answers EACCES where Linux says EROFS.
+    let read_only = if gvisor() {
+        "Permission denied"
+    } else {
+        "Read-only file system"
+    };
     for (argv, expect) in [
-        (vec!["touch", "/etc/owned"], "Read-only file system"),
+        (vec!["touch", "/etc/owned"], read_only),
         (
             vec!["mount", "-t", "tmpfs", "x", "/mnt"],
             "must be superuser",
@@ -158,9 +171,15 @@ print(sorted(n for _, n in socket.if_nameindex()))
         ))
         .await;
     assert_eq!(status["phase"], "completed", "{status}");
+    // No route either way; gVisor's netstack names it EHOSTUNREACH.
+    let unreachable = if gvisor() {
+        "113 No route to host"
+    } else {
+        "101 Network is unreachable"
+    };
     assert_eq!(
         stdout(&frames),
-        "101 Network is unreachable\n1 Operation not permitted\n['lo']\n"
+        format!("{unreachable}\n1 Operation not permitted\n['lo']\n")
     );
     d.finish().await;
 }

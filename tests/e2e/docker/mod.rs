@@ -31,6 +31,16 @@ pub(crate) fn engine_host() -> String {
         .unwrap_or_else(|_| "unix:///var/run/docker.sock".into())
 }
 
+/// The OCI runtime the suite runs under this time: `runc`, or `runsc` (gVisor) when the
+/// docker stage runs it a second time.
+pub(crate) fn oci_runtime() -> String {
+    std::env::var("WASMSAND_TEST_DOCKER_RUNTIME").unwrap_or_else(|_| "runc".into())
+}
+
+pub(crate) fn gvisor() -> bool {
+    oci_runtime() == "runsc"
+}
+
 /// The test's engine, or `None` (and "skipped" printed) outside the docker stage.
 pub(crate) fn enabled() -> bool {
     if std::env::var_os("WASMSAND_TEST_DOCKER").is_some() {
@@ -66,6 +76,8 @@ impl DockerServer {
             c.docker.enabled = true;
             c.docker.host = engine_host();
             c.docker.instance = Some(inst);
+            // The docker stage runs this suite a second time under gVisor.
+            c.docker.oci_runtime = oci_runtime();
             f(c);
         })
         .await;

@@ -5,7 +5,7 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
-use super::{DockerServer, check_docker_record, in_session, one_shot};
+use super::{DockerServer, check_docker_record, in_session, oci_runtime, one_shot};
 use crate::service::common::{check_stream_rules, stdout};
 
 fn tar_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
@@ -143,7 +143,7 @@ async fn runtimes_reports_the_engine_and_its_images() {
         .clone();
     assert_eq!(docker["available"], true, "{docker}");
     assert!(!docker["runtime_version"].as_str().unwrap().is_empty());
-    assert_eq!(docker["oci_runtime"], "runc");
+    assert_eq!(docker["oci_runtime"], oci_runtime());
     let images: Vec<&str> = docker["images"]
         .as_array()
         .unwrap()
@@ -247,5 +247,58 @@ async fn the_prd_examples_run_with_docker_names() {
     assert_eq!(status["runtime"], "docker");
     assert_eq!(stdout(&frames), "hello\n");
     assert_eq!(status["resource_usage"]["limits"]["memory_mb"], 512);
+    d.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gvisor_runs_or_is_refused_with_the_reason() {
+    let Some(runc) =
+        DockerServer::with("runc-hash", |c| c.docker.oci_runtime = "runc".into()).await
+    else {
+        return;
+    };
+    let (_, _, runc_run) = runc.srv.run(one_shot("debian", &["true"], json!({}))).await;
+    runc.finish().await;
+    let Some(d) = DockerServer::with("gvisor", |c| c.docker.oci_runtime = "runsc".into()).await
+    else {
+        return;
+    };
+    let (s, _, v) = d
+        .srv
+        .post("/runs", one_shot("debian", &["echo", "hi"], json!({})))
+        .await;
+    let (_, runtimes) = d.srv.get("/runtimes").await;
+    let docker = runtimes["runtimes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "docker")
+        .unwrap()
+        .clone();
+    assert_eq!(docker["oci_runtime"], "runsc", "{docker}");
+    if s == StatusCode::SERVICE_UNAVAILABLE {
+        // Debian 12's runsc (2022-12-19): the reason is the probe's, word for word.
+        assert_eq!(v["error"]["code"], "runtime_unavailable", "{v}");
+        let reason = v["error"]["details"]["reason"].as_str().unwrap();
+        assert!(reason.contains("runsc"), "{reason}");
+        assert_eq!(docker["available"], false);
+        assert_eq!(docker["notes"], reason);
+        eprintln!("gVisor refused: {reason}");
+    } else {
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let id = v["run_id"].as_str().unwrap();
+        let frames = d.srv.frames(id, "").await;
+        let status = d.srv.wait_done(id).await;
+        assert_eq!(status["phase"], "completed", "{status}");
+        assert_eq!(stdout(&frames), "hi\n");
+        assert_eq!(docker["available"], true);
+        assert_ne!(status["policy_hash"], runc_run["policy_hash"]);
+    }
+    // Either way the policy hash says which runtime the policy is.
+    let (_, _, wasm_run) = d
+        .srv
+        .run(crate::service::common::TestServer::one_shot(&["true"]))
+        .await;
+    assert_ne!(wasm_run["policy_hash"], runc_run["policy_hash"]);
     d.finish().await;
 }

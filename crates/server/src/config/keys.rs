@@ -502,6 +502,15 @@ pub static KEYS: &[Key] = &[
         doc: "containers at once (sessions and one-shot runs); then 503",
     },
     Key {
+        name: "SANDBOX_DOCKER_POOL_SIZE",
+        apply: |r, v| {
+            r.config.docker.pool_size = number(v)?;
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| c.docker.pool_size.to_string()),
+        doc: "warm pool: started containers kept per image (once it ran a one-shot run) so a one-shot run skips creating one; 0 turns it off",
+    },
+    Key {
         name: "SANDBOX_DOCKER_TMP_MB",
         apply: |r, v| {
             r.config.docker.tmp_mb = number(v)?;

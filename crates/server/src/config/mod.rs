@@ -229,6 +229,9 @@ pub struct DockerConfig {
     pub seccomp_profile: Option<String>,
     /// `SANDBOX_DOCKER_APPARMOR_PROFILE`: refused on a kernel without AppArmor.
     pub apparmor_profile: Option<String>,
+    /// `SANDBOX_DOCKER_POOL_SIZE` (1): started containers kept waiting per image once that
+    /// image ran a one-shot run; 0 turns the warm pool off.
+    pub pool_size: usize,
 }
 
 impl Default for DockerConfig {
@@ -245,6 +248,7 @@ impl Default for DockerConfig {
             exec_scratch_mb: 256,
             seccomp_profile: None,
             apparmor_profile: None,
+            pool_size: 1,
         }
     }
 }

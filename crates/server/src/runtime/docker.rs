@@ -1,7 +1,7 @@
 //! The `docker` runtime: a box is one container on a Docker engine (wasmsand-docker), on an
 //! image built from Debian's packages by `sandboxd images build`.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -11,7 +11,9 @@ use globset::GlobSet;
 use parking_lot::Mutex;
 use serde_json::json;
 use tokio::sync::watch;
-use wasmsand_docker::images::{self as docker_images, EXEC_SCRATCH_LABEL, RECIPES};
+use wasmsand_docker::images::{
+    self as docker_images, EXEC_SCRATCH_LABEL, ImageInfo as EngineImage, RECIPES,
+};
 use wasmsand_docker::{BoxConfig, Container, Engine, EngineInfo, EngineSettings, RunEnd, labels};
 
 use super::{
@@ -52,10 +54,9 @@ pub(crate) struct DockerRuntime {
     config: Config,
     engine: Arc<Engine>,
     aliases: BTreeMap<String, String>,
-    /// Containers this process made and has not removed: the reaper keeps these.
-    live: Arc<Mutex<HashSet<String>>>,
+    maker: Arc<Maker>,
     status: tokio::sync::Mutex<Option<(Instant, Result<EngineInfo, String>)>>,
-    uid: AtomicU64,
+    runsc_probe: tokio::sync::OnceCell<Result<(), String>>,
 }
 
 impl DockerRuntime {
@@ -75,17 +76,26 @@ impl DockerRuntime {
         // Each box gets its own pair of user ids: nothing of one container can signal, or
         // count against the process limit of, another.
         let seed = std::process::id() as u64 * 7919 + crate::util::now_ms() as u64;
+        let engine = Engine::new(EngineSettings {
+            host: d.host.clone(),
+            instance,
+            cgroup_root: "/sys/fs/cgroup".into(),
+        });
         DockerRuntime {
-            engine: Engine::new(EngineSettings {
-                host: d.host.clone(),
-                instance,
-                cgroup_root: "/sys/fs/cgroup".into(),
+            maker: Arc::new(Maker {
+                config: config.clone(),
+                engine: engine.clone(),
+                live: Arc::default(),
+                pool: Mutex::default(),
+                filling: Mutex::default(),
+                closed: AtomicBool::new(false),
+                uid: AtomicU64::new(seed % 30_000),
             }),
+            engine,
             config: config.clone(),
             aliases,
-            live: Arc::default(),
             status: tokio::sync::Mutex::new(None),
-            uid: AtomicU64::new(seed % 30_000),
+            runsc_probe: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -116,13 +126,95 @@ impl DockerRuntime {
                 ))
             }
         });
+        let s = match s {
+            Ok(info) if self.settings().oci_runtime == "runsc" => {
+                match self.runsc_probe.get_or_init(|| self.probe_runsc()).await {
+                    Ok(()) => Ok(info),
+                    Err(e) => Err(e.clone()),
+                }
+            }
+            other => other,
+        };
         *slot = Some((Instant::now(), s.clone()));
         s
     }
 
-    fn next_uid(&self) -> u64 {
-        // Two ids per box, in a range no image's own users use.
-        200_000 + (self.uid.fetch_add(2, Ordering::Relaxed) % 60_000)
+    /// Whether gVisor can serve runs here: a container under runsc, a run in it, and that run
+    /// stopped by a signal from another exec, the way every cancel and timeout stops runs.
+    /// Done once per process; the error says what failed.
+    async fn probe_runsc(&self) -> Result<(), String> {
+        let mut image = None;
+        for r in RECIPES.iter().rev() {
+            if let Ok(Some(i)) = self.engine.built(r).await {
+                image = Some(i);
+                break;
+            }
+        }
+        let image = image.ok_or(
+            "gVisor (runsc) cannot be checked: no image is built yet (sandboxd images build)",
+        )?;
+        let owner = Owner {
+            owner: "probe".into(),
+            image: "runsc-probe".into(),
+            session: None,
+            run: Some("runsc-probe".into()),
+        };
+        let c = self
+            .maker
+            .make(&image, Some(owner), 64, 1.0, &BTreeMap::new())
+            .await
+            .map_err(|e| {
+                format!(
+                    "gVisor (runsc) cannot start a container here: {}",
+                    e.message()
+                )
+            })?;
+        let sink: wasmsand_docker::Sink = Arc::new(|_, _| {});
+        let stop = tokio::time::sleep(Duration::from_millis(500));
+        let ran = c
+            .run(
+                wasmsand_docker::RunRequest {
+                    argv: vec!["sleep".into(), "30".into()],
+                    timeout: Duration::from_secs(20),
+                    grace: Duration::from_secs(1),
+                    ..Default::default()
+                },
+                sink,
+                stop,
+            )
+            .await;
+        let alive = c.is_running().await;
+        c.remove().await;
+        self.maker.forget(&c.id);
+        match ran {
+            Ok(o) if o.end == RunEnd::Stopped && alive => Ok(()),
+            Ok(o) => Err(format!(
+                "gVisor (runsc, as registered with this dockerd) cannot stop a run: a signal sent \
+                 from a second exec {} (run ended {:?}, status {}); this service stops every \
+                 cancelled or timed-out run that way, so runsc is refused here",
+                if alive {
+                    "did not end it"
+                } else {
+                    "brought the whole sandbox down"
+                },
+                o.end,
+                o.exit_code
+            )),
+            Err(e) => Err(format!(
+                "gVisor (runsc) cannot stop a run here: the sandbox failed while a second exec \
+                 signalled the first ({e}); runsc is refused"
+            )),
+        }
+    }
+
+    fn boxed(&self, container: Container, image: &EngineImage) -> Arc<dyn SandboxBox> {
+        Arc::new(DockerBox {
+            container: Arc::new(container),
+            digest: image.id.clone(),
+            alive: AtomicBool::new(true),
+            destroyed: AtomicBool::new(false),
+            live: self.maker.live.clone(),
+        })
     }
 
     fn unavailable(&self, reason: &str) -> ApiError {
@@ -241,13 +333,6 @@ impl Runtime for DockerRuntime {
     fn create_box(&self, spec: BoxSpec) -> Fut<'_, Result<Arc<dyn SandboxBox>, ProvisionError>> {
         Box::pin(async move {
             self.status().await.map_err(ProvisionError::Unavailable)?;
-            if self.live.lock().len() >= self.settings().max_containers {
-                return Err(ProvisionError::Unavailable(format!(
-                    "the docker runtime holds its maximum of {} containers \
-                     (SANDBOX_DOCKER_MAX_CONTAINERS)",
-                    self.settings().max_containers
-                )));
-            }
             let image = match self.engine.image(&spec.image.canonical).await {
                 Ok(Some(i)) => i,
                 Ok(None) => {
@@ -259,97 +344,30 @@ impl Runtime for DockerRuntime {
                 }
                 Err(e) => return Err(ProvisionError::Unavailable(e.to_string())),
             };
-            let uid = self.next_uid();
-            let mut box_labels = BTreeMap::from([
-                (
-                    labels::INSTANCE.to_string(),
-                    self.engine.settings().instance.clone(),
-                ),
-                (labels::OWNER.to_string(), spec.owner.clone()),
-                (labels::IMAGE.to_string(), spec.image.requested.clone()),
-            ]);
-            let kind = match (&spec.session, &spec.run) {
-                (Some(s), _) => {
-                    box_labels.insert(labels::SESSION.into(), s.clone());
-                    "session"
-                }
-                (None, Some(r)) => {
-                    box_labels.insert(labels::RUN.into(), r.clone());
-                    "run"
-                }
-                (None, None) => "pool",
+            let owned = Owner {
+                owner: spec.owner.clone(),
+                image: spec.image.requested.clone(),
+                session: spec.session.clone(),
+                run: spec.run.clone(),
             };
-            box_labels.insert(labels::KIND.into(), kind.into());
-            let d = self.settings();
-            let exec_scratch = image
-                .labels
-                .get(EXEC_SCRATCH_LABEL)
-                .is_some_and(|v| v == "1")
-                && d.exec_scratch_mb > 0;
-            let config = BoxConfig {
-                image: image.id.clone(),
-                name: format!(
-                    "wsd-{}-{}",
-                    self.engine
-                        .settings()
-                        .instance
-                        .chars()
-                        .take(12)
-                        .collect::<String>(),
-                    crate::util::new_id()
-                ),
-                memory_mb: spec.memory_mb,
-                cpu: spec.cpu,
-                pids_limit: self.config.pids_limit,
-                nofile: self.config.ulimit_nofile,
-                nproc: self.config.ulimit_nproc,
-                workspace_mb: self.config.workspace_cap_mb,
-                workspace_files: self.config.workspace_file_count,
-                tmp_mb: d.tmp_mb,
-                noexec: d.tmpfs_noexec,
-                exec_scratch_mb: exec_scratch.then_some(d.exec_scratch_mb),
-                oci_runtime: Some(d.oci_runtime.clone()),
-                seccomp: d.seccomp_profile.clone(),
-                init_user: format!("{uid}:{uid}"),
-                env: spec.env.clone(),
-                labels: box_labels,
-            };
-            let guard = Unclaimed {
-                engine: self.engine.clone(),
-                live: self.live.clone(),
-                id: Arc::default(),
-            };
-            let (live, slot) = (self.live.clone(), guard.id.clone());
-            let made = Container::create(
-                &self.engine,
-                &config,
-                &format!("{0}:{0}", uid + 1),
-                move |id| {
-                    live.lock().insert(id.to_string());
-                    *slot.lock() = Some(id.to_string());
-                },
-            )
-            .await;
-            let container = match made {
-                Ok(c) => c,
-                Err(e) if e.is_unreachable() => {
-                    self.engine.forget_connection().await;
-                    return Err(ProvisionError::Unavailable(e.to_string()));
+            let one_shot = spec.session.is_none();
+            if one_shot && let Some(c) = self.maker.checkout(&image.id) {
+                // A warm container: the run's limits instead of the pool's defaults.
+                if c.resize(spec.memory_mb, spec.cpu).await.is_ok() {
+                    self.maker.refill(image.clone());
+                    return Ok(self.boxed(c, &image));
                 }
-                Err(e) => {
-                    return Err(ProvisionError::Failed(format!(
-                        "cannot start the container: {e}"
-                    )));
-                }
-            };
-            guard.id.lock().take();
-            Ok(Arc::new(DockerBox {
-                container: Arc::new(container),
-                digest: image.id,
-                alive: AtomicBool::new(true),
-                destroyed: AtomicBool::new(false),
-                live: self.live.clone(),
-            }) as Arc<dyn SandboxBox>)
+                c.remove().await;
+                self.maker.forget(&c.id);
+            }
+            let c = self
+                .maker
+                .make(&image, Some(owned), spec.memory_mb, spec.cpu, &spec.env)
+                .await?;
+            if one_shot {
+                self.maker.refill(image.clone());
+            }
+            Ok(self.boxed(c, &image))
         })
     }
 
@@ -427,12 +445,16 @@ impl Runtime for DockerRuntime {
         })
     }
 
+    fn shutdown(&self) -> Fut<'_, ()> {
+        Box::pin(async move { self.maker.drain().await })
+    }
+
     fn reap(&self) -> Fut<'_, ()> {
         Box::pin(async move {
             if !self.settings().enabled {
                 return;
             }
-            let keep = self.live.lock().clone();
+            let keep = self.maker.live.lock().clone();
             match self.engine.reap(&keep).await {
                 Ok(0) => {}
                 Ok(n) => tracing::warn!(removed = n, "removed containers left behind"),
@@ -462,6 +484,196 @@ impl Drop for Unclaimed {
             h.spawn(async move {
                 let _ = engine.remove(&id).await;
             });
+        }
+    }
+}
+
+/// Who a container serves (none: a warm pool entry).
+struct Owner {
+    owner: String,
+    image: String,
+    session: Option<String>,
+    run: Option<String>,
+}
+
+/// Makes containers, and keeps the warm pool: per image, up to `SANDBOX_DOCKER_POOL_SIZE`
+/// started containers waiting for a one-shot run (never paused: a paused container would
+/// need an unpause on the run's path). Shared with the refill tasks.
+struct Maker {
+    config: Config,
+    engine: Arc<Engine>,
+    /// Containers this process made and has not removed: the reaper keeps these.
+    live: Arc<Mutex<HashSet<String>>>,
+    pool: Mutex<HashMap<String, Vec<Container>>>,
+    /// Refills under way, per image.
+    filling: Mutex<HashMap<String, usize>>,
+    /// Set by a shutdown: refills still under way remove what they make.
+    closed: AtomicBool,
+    uid: AtomicU64,
+}
+
+impl Maker {
+    fn next_uid(&self) -> u64 {
+        // Two ids per box, in a range no image's own users use.
+        200_000 + (self.uid.fetch_add(2, Ordering::Relaxed) % 60_000)
+    }
+
+    fn checkout(&self, image_id: &str) -> Option<Container> {
+        self.pool.lock().get_mut(image_id)?.pop()
+    }
+
+    fn forget(&self, id: &str) {
+        self.live.lock().remove(id);
+    }
+
+    /// Tops the image's pool up in the background.
+    fn refill(self: &Arc<Self>, image: EngineImage) {
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let size = self.config.docker.pool_size;
+        let missing = {
+            let pool = self.pool.lock();
+            let mut filling = self.filling.lock();
+            let have = pool.get(&image.id).map_or(0, Vec::len);
+            let going = filling.entry(image.id.clone()).or_default();
+            let missing = size.saturating_sub(have + *going);
+            *going += missing;
+            missing
+        };
+        for _ in 0..missing {
+            let me = self.clone();
+            let image = image.clone();
+            tokio::spawn(async move {
+                let d = &me.config.docker;
+                let made = me
+                    .make(&image, None, d.default_mem_mb, 1.0, &BTreeMap::new())
+                    .await;
+                match made {
+                    Ok(c) if me.closed.load(Ordering::SeqCst) => {
+                        c.remove().await;
+                        me.forget(&c.id);
+                    }
+                    Ok(c) => me.pool.lock().entry(image.id.clone()).or_default().push(c),
+                    Err(e) => {
+                        tracing::warn!(image = %image.id, e = %e.message(), "cannot refill the warm pool")
+                    }
+                }
+                *me.filling.lock().entry(image.id.clone()).or_default() -= 1;
+            });
+        }
+    }
+
+    /// Removes every pool container, after the refills under way (a clean shutdown).
+    async fn drain(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        for _ in 0..600 {
+            if self.filling.lock().values().all(|n| *n == 0) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let all: Vec<Container> = self.pool.lock().drain().flat_map(|(_, v)| v).collect();
+        for c in all {
+            c.remove().await;
+            self.forget(&c.id);
+        }
+    }
+
+    async fn make(
+        &self,
+        image: &EngineImage,
+        owner: Option<Owner>,
+        memory_mb: u64,
+        cpu: f64,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Container, ProvisionError> {
+        let d = &self.config.docker;
+        if self.live.lock().len() >= d.max_containers {
+            return Err(ProvisionError::Unavailable(format!(
+                "the docker runtime holds its maximum of {} containers \
+                 (SANDBOX_DOCKER_MAX_CONTAINERS)",
+                d.max_containers
+            )));
+        }
+        let uid = self.next_uid();
+        let instance = &self.engine.settings().instance;
+        let mut box_labels = BTreeMap::from([(labels::INSTANCE.to_string(), instance.clone())]);
+        let kind = match &owner {
+            Some(o) => {
+                box_labels.insert(labels::OWNER.into(), o.owner.clone());
+                box_labels.insert(labels::IMAGE.into(), o.image.clone());
+                if let Some(s) = &o.session {
+                    box_labels.insert(labels::SESSION.into(), s.clone());
+                }
+                if let Some(r) = &o.run {
+                    box_labels.insert(labels::RUN.into(), r.clone());
+                }
+                if o.session.is_some() {
+                    "session"
+                } else {
+                    "run"
+                }
+            }
+            None => "pool",
+        };
+        box_labels.insert(labels::KIND.into(), kind.into());
+        let exec_scratch = image
+            .labels
+            .get(EXEC_SCRATCH_LABEL)
+            .is_some_and(|v| v == "1")
+            && d.exec_scratch_mb > 0;
+        let config = BoxConfig {
+            image: image.id.clone(),
+            name: format!(
+                "wsd-{}-{}",
+                instance.chars().take(12).collect::<String>(),
+                crate::util::new_id()
+            ),
+            memory_mb,
+            cpu,
+            pids_limit: self.config.pids_limit,
+            nofile: self.config.ulimit_nofile,
+            nproc: self.config.ulimit_nproc,
+            workspace_mb: self.config.workspace_cap_mb,
+            workspace_files: self.config.workspace_file_count,
+            tmp_mb: d.tmp_mb,
+            noexec: d.tmpfs_noexec,
+            exec_scratch_mb: exec_scratch.then_some(d.exec_scratch_mb),
+            oci_runtime: Some(d.oci_runtime.clone()),
+            seccomp: d.seccomp_profile.clone(),
+            init_user: format!("{uid}:{uid}"),
+            env: env.clone(),
+            labels: box_labels,
+        };
+        let guard = Unclaimed {
+            engine: self.engine.clone(),
+            live: self.live.clone(),
+            id: Arc::default(),
+        };
+        let (live, slot) = (self.live.clone(), guard.id.clone());
+        let made = Container::create(
+            &self.engine,
+            &config,
+            &format!("{0}:{0}", uid + 1),
+            move |id| {
+                live.lock().insert(id.to_string());
+                *slot.lock() = Some(id.to_string());
+            },
+        )
+        .await;
+        match made {
+            Ok(c) => {
+                guard.id.lock().take();
+                Ok(c)
+            }
+            Err(e) if e.is_unreachable() => {
+                self.engine.forget_connection().await;
+                Err(ProvisionError::Unavailable(e.to_string()))
+            }
+            Err(e) => Err(ProvisionError::Failed(format!(
+                "cannot start the container: {e}"
+            ))),
         }
     }
 }

@@ -207,6 +207,10 @@ pub(crate) trait Runtime: Send + Sync {
     fn describe(&self, base: RuntimeInfo) -> Fut<'_, RuntimeInfo>;
     /// Removes what an earlier life of this service left behind, and what this one lost.
     fn reap(&self) -> Fut<'_, ()>;
+    /// Releases what it keeps ready (a clean shutdown).
+    fn shutdown(&self) -> Fut<'_, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// The runtimes of one service instance.
