@@ -292,10 +292,8 @@ impl Container {
                         let room = cap.saturating_sub(out.len());
                         out.extend_from_slice(&message[..message.len().min(room)]);
                     }
-                    bollard::container::LogOutput::StdErr { message } => {
-                        if err.len() < 64 << 10 {
-                            err.extend_from_slice(&message);
-                        }
+                    bollard::container::LogOutput::StdErr { message } if err.len() < 64 << 10 => {
+                        err.extend_from_slice(&message);
                     }
                     _ => {}
                 }

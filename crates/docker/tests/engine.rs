@@ -45,7 +45,10 @@ fn config(instance: &str, image: &str, memory_mb: u64) -> BoxConfig {
     }
 }
 
-fn collector() -> (wasmsand_docker::Sink, Arc<Mutex<(Vec<u8>, Vec<u8>)>>) {
+/// What a run printed: stdout, stderr.
+type Printed = Arc<Mutex<(Vec<u8>, Vec<u8>)>>;
+
+fn collector() -> (wasmsand_docker::Sink, Printed) {
     let got = Arc::new(Mutex::new((Vec::new(), Vec::new())));
     let g = got.clone();
     let sink: wasmsand_docker::Sink = Arc::new(move |s: Stream, b: &[u8]| {

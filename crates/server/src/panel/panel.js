@@ -129,6 +129,7 @@ function renderSession() {
   kv($("session-info"), [
     ["session_id", s.session_id],
     ["expires_at", s.expires_at],
+    ["runtime", `${s.runtime} ${s.runtime_version}`],
     ["base_image", s.base_image],
     ["image_digest", s.image_digest],
     ["memory", `${s.resources.memory_mb} MB`],
