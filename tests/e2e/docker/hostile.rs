@@ -71,15 +71,23 @@ async fn a_memory_hog_is_oom_killed() {
         ))
         .await;
     if gvisor() {
-        // gVisor's sentry stalls at the cap instead of being OOM-killed (docs/service.md):
-        // the run's deadline ends it.
-        assert_eq!(status["phase"], "timed_out", "{status}");
-        assert_eq!(status["reason_code"], "execution_timeout", "{status}");
+        // Under gVisor either the host's OOM killer reaches the sandbox (`oom_killed`), or the
+        // sentry stalls at the cap and the run's deadline ends it (docs/service.md): bounded
+        // both ways, and the service goes on.
+        let ending = (status["phase"].as_str(), status["reason_code"].as_str());
+        assert!(
+            matches!(
+                ending,
+                (Some("failed"), Some("oom_killed"))
+                    | (Some("timed_out"), Some("execution_timeout"))
+            ),
+            "{status}"
+        );
     } else {
         assert_eq!(status["phase"], "failed", "{status}");
         assert_eq!(status["reason_code"], "oom_killed", "{status}");
+        assert_eq!(status["exit_code"], 137);
     }
-    assert_eq!(status["exit_code"], 137);
     still_serving(&d).await;
     d.finish().await;
 }
