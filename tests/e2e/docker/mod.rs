@@ -24,6 +24,27 @@ pub(crate) struct DockerServer {
     pub srv: TestServer,
     pub engine: Arc<Engine>,
     pub instance: String,
+    /// Set by [`DockerServer::finish`]; a test that panicked before it still removes its
+    /// containers (on drop), so one failure does not leave containers for the next run.
+    finished: bool,
+}
+
+impl Drop for DockerServer {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let engine = self.engine.clone();
+        // The test's runtime is unwinding: a runtime of its own, on a thread of its own.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let _ = rt.block_on(engine.reap(&Default::default()));
+        })
+        .join();
+    }
 }
 
 pub(crate) fn engine_host() -> String {
@@ -90,6 +111,7 @@ impl DockerServer {
             srv,
             engine,
             instance,
+            finished: false,
         })
     }
 
@@ -99,14 +121,15 @@ impl DockerServer {
     }
 
     /// Stops the server cleanly and checks that it left no container behind.
-    pub async fn finish(self) {
-        self.srv.stop().await;
+    pub async fn finish(mut self) {
+        self.srv.shut_down().await;
         let left = self.engine.containers().await.unwrap();
         assert!(
             left.is_empty(),
             "instance {} left containers behind: {left:?}",
             self.instance
         );
+        self.finished = true;
     }
 
     /// The artifact list of a run.

@@ -91,14 +91,19 @@ impl TestServer {
 
     /// Graceful shutdown, waiting for the server to finish.
     pub async fn stop(mut self) -> tempfile::TempDir {
+        self.shut_down().await;
+        let dir = tempfile::tempdir().unwrap();
+        std::mem::replace(&mut self.dir, dir)
+    }
+
+    /// Graceful shutdown in place (for a holder that cannot give the server up).
+    pub async fn shut_down(&mut self) {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
         if let Some(h) = self.handle.take() {
             let _ = tokio::time::timeout(GUARD, h).await;
         }
-        let dir = tempfile::tempdir().unwrap();
-        std::mem::replace(&mut self.dir, dir)
     }
 
     pub fn url(&self, path: &str) -> String {
