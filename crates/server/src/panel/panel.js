@@ -86,6 +86,10 @@ function wsBase() {
 async function loadServer() {
   try {
     const r = await api("GET", "/runtimes");
+    // Every image an available runtime offers, and its aliases, for one-shot runs.
+    const names = r.runtimes.filter((x) => x.available)
+      .flatMap((x) => (x.images || []).flatMap((i) => [i.name, ...(i.aliases || [])]));
+    $("images").replaceChildren(...names.map((n) => Object.assign(document.createElement("option"), { value: n })));
     const w = r.runtimes.find((x) => x.name === r.default_runtime) || r.runtimes[0];
     const el = $("server-info");
     el.replaceChildren();
@@ -478,7 +482,7 @@ async function startRun() {
   if (!script.trim()) { toast("the command is empty", true); return; }
   const req = { spec_version: SPEC_VERSION, command: ["bash", "-c", script] };
   if (state.session) req.session_id = state.session.session_id;
-  else req.base_image = "wasmsand/default";
+  else req.base_image = $("image").value.trim() || "wasmsand/default";
   const patterns = $("capture").value.split(",").map((p) => p.trim()).filter(Boolean);
   if (patterns.length) req.capture_patterns = patterns;
   const t = parseInt($("timeout").value, 10);

@@ -146,6 +146,9 @@ async function main() {
   await page.goto(base + "/");
   await page.waitForSelector("body[data-ready='1']", { timeout: WAIT });
   await page.waitForFunction(() => /runtime wasm/.test(document.getElementById("server-info").textContent), null, { timeout: WAIT });
+  // The one-shot image field offers every image of the available runtimes.
+  const offered = await page.$$eval("#images option", (os) => os.map((o) => o.value));
+  assert.ok(offered.includes("wasmsand/default"), `images offered: ${offered}`);
 
   // ---- a session and an upload ----
   await page.click("#session-new");
