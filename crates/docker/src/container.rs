@@ -320,11 +320,7 @@ impl Container {
     ) -> Result<RunOutcome, EngineError> {
         let argv = req.argv.clone();
         let env = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let cwd = match &req.cwd {
-            Some(c) if c.starts_with('/') => c.clone(),
-            Some(c) => format!("{WORKSPACE}/{c}"),
-            None => WORKSPACE.to_string(),
-        };
+        let cwd = absolute(req.cwd.as_deref().unwrap_or(WORKSPACE));
         let cgroup = self.cgroup.lock().clone();
         let peak_reset = cgroup.as_ref().is_some_and(|c| c.reset_peak());
         let before = cgroup.as_ref().map(|c| c.sample());
@@ -465,6 +461,14 @@ impl Container {
                 tracing::warn!(container = %me.id, %e, "cannot signal a run");
             }
         });
+    }
+
+    /// Whether `path` (relative to the workspace, or absolute) is a directory the run's user
+    /// sees.
+    pub async fn is_dir(&self, path: &str) -> Result<bool, EngineError> {
+        let path = absolute(path);
+        let out = self.collect(&["/usr/bin/test", "-d", &path], None, 0).await?;
+        Ok(out.exit_code == 0)
     }
 
     /// Every entry under the workspace (links not followed, other filesystems not entered).
@@ -670,6 +674,15 @@ impl Container {
             files.push((path, data));
         }
         Ok(files)
+    }
+}
+
+/// A path as the container sees it: relative ones are under the workspace.
+fn absolute(path: &str) -> String {
+    if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("{WORKSPACE}/{path}")
     }
 }
 

@@ -155,7 +155,7 @@ impl Engine {
 
     /// `call` once more on a fresh connection when the engine was unreachable (an engine that
     /// restarted leaves the pool's connections broken). For idempotent calls only.
-    async fn retrying<T, F, Fu>(&self, call: F) -> Result<T, EngineError>
+    pub(crate) async fn retrying<T, F, Fu>(&self, call: F) -> Result<T, EngineError>
     where
         F: Fn() -> Fu,
         Fu: Future<Output = Result<T, EngineError>>,

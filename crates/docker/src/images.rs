@@ -179,13 +179,7 @@ impl ImageInfo {
 impl Engine {
     /// The image a reference names, `None` when the engine does not have it.
     pub async fn image(&self, reference: &str) -> Result<Option<ImageInfo>, EngineError> {
-        let found = self.image_once(reference).await;
-        if matches!(&found, Err(e) if e.is_unreachable()) {
-            // A pooled connection an engine restart broke: once more on a fresh one.
-            self.forget_connection().await;
-            return self.image_once(reference).await;
-        }
-        found
+        self.retrying(|| self.image_once(reference)).await
     }
 
     async fn image_once(&self, reference: &str) -> Result<Option<ImageInfo>, EngineError> {

@@ -714,20 +714,7 @@ impl SandboxBox for DockerBox {
     }
 
     fn is_dir<'a>(&'a self, cwd: &'a str) -> Fut<'a, bool> {
-        Box::pin(async move {
-            let rel = cwd.trim_start_matches("/workspace").trim_matches('/');
-            if cwd.starts_with('/') && !cwd.starts_with("/workspace") {
-                // Outside the workspace: the engine checks it when the run starts.
-                return true;
-            }
-            if rel.is_empty() {
-                return true;
-            }
-            self.container
-                .list()
-                .await
-                .is_ok_and(|l| l.iter().any(|e| e.path == rel && e.kind == 'd'))
-        })
+        Box::pin(async move { self.container.is_dir(cwd).await.unwrap_or(false) })
     }
 
     fn run(
