@@ -467,7 +467,9 @@ impl Container {
     /// sees.
     pub async fn is_dir(&self, path: &str) -> Result<bool, EngineError> {
         let path = absolute(path);
-        let out = self.collect(&["/usr/bin/test", "-d", &path], None, 0).await?;
+        let out = self
+            .collect(&["/usr/bin/test", "-d", &path], None, 0)
+            .await?;
         Ok(out.exit_code == 0)
     }
 

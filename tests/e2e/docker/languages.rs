@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{DockerServer, check_docker_record, inline, one_shot};
+use super::{DockerServer, assert_completed, check_docker_record, inline, one_shot};
 use crate::service::common::{check_stream_rules, output, stdout};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,12 +116,7 @@ async fn go_run_builds_and_runs_a_two_file_module() {
         ))
         .await;
     check_stream_rules(&frames);
-    assert_eq!(
-        status["phase"],
-        "completed",
-        "{status} {}",
-        String::from_utf8_lossy(&output(&frames, "stderr"))
-    );
+    assert_completed(&status, &frames);
     assert_eq!(stdout(&frames), "hello, docker\n");
     assert_eq!(d.artifacts(&id).await[0]["path"], "built.txt");
     check_docker_record(&status);
@@ -149,12 +144,7 @@ async fn javac_compiles_and_java_runs() {
         ))
         .await;
     check_stream_rules(&frames);
-    assert_eq!(
-        status["phase"],
-        "completed",
-        "{status} {}",
-        String::from_utf8_lossy(&output(&frames, "stderr"))
-    );
+    assert_completed(&status, &frames);
     assert_eq!(stdout(&frames), "sum=55\n");
     assert!(String::from_utf8_lossy(&output(&frames, "stderr")).contains("err line"));
     let artifacts = d.artifacts(&id).await;

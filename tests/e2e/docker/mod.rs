@@ -132,6 +132,19 @@ impl DockerServer {
         self.finished = true;
     }
 
+    /// The docker entry of `GET /runtimes`.
+    pub async fn docker_entry(&self) -> Value {
+        let (s, v) = self.srv.get("/runtimes").await;
+        assert_eq!(s, reqwest::StatusCode::OK, "{v}");
+        v["runtimes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "docker")
+            .unwrap()
+            .clone()
+    }
+
     /// The artifact list of a run.
     pub async fn artifacts(&self, run_id: &str) -> Vec<Value> {
         let (s, v) = self.srv.get(&format!("/runs/{run_id}/artifacts")).await;
@@ -199,6 +212,16 @@ pub(crate) fn inline(files: &[(&str, &str)]) -> Value {
             })
             .collect(),
     )
+}
+
+/// The run completed; its stderr is in the message when it did not.
+pub(crate) fn assert_completed(status: &Value, frames: &[Value]) {
+    assert_eq!(
+        status["phase"],
+        "completed",
+        "{status} {}",
+        String::from_utf8_lossy(&crate::service::common::output(frames, "stderr"))
+    );
 }
 
 /// What every finished docker run reports: the runtime, the image that really ran, and real

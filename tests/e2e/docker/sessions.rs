@@ -6,21 +6,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use super::{DockerServer, check_docker_record, in_session, oci_runtime, one_shot};
-use crate::service::common::{check_stream_rules, stdout};
-
-fn tar_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut b = tar::Builder::new(Vec::new());
-    for (path, data) in entries {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(data.len() as u64);
-        h.set_mode(0o644);
-        h.set_entry_type(tar::EntryType::Regular);
-        h.set_path(path).unwrap();
-        h.set_cksum();
-        b.append(&h, *data).unwrap();
-    }
-    b.into_inner().unwrap()
-}
+use crate::service::common::{check_stream_rules, stdout, tar_of};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_is_one_container_that_keeps_its_files_between_runs() {
@@ -132,15 +118,7 @@ async fn runtimes_reports_the_engine_and_its_images() {
     let Some(d) = DockerServer::start("runtimes").await else {
         return;
     };
-    let (s, v) = d.srv.get("/runtimes").await;
-    assert_eq!(s, StatusCode::OK);
-    let docker = v["runtimes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == "docker")
-        .unwrap()
-        .clone();
+    let docker = d.docker_entry().await;
     assert_eq!(docker["available"], true, "{docker}");
     assert!(!docker["runtime_version"].as_str().unwrap().is_empty());
     assert_eq!(docker["oci_runtime"], oci_runtime());
@@ -267,14 +245,7 @@ async fn gvisor_runs_or_is_refused_with_the_reason() {
         .srv
         .post("/runs", one_shot("debian", &["echo", "hi"], json!({})))
         .await;
-    let (_, runtimes) = d.srv.get("/runtimes").await;
-    let docker = runtimes["runtimes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == "docker")
-        .unwrap()
-        .clone();
+    let docker = d.docker_entry().await;
     assert_eq!(docker["oci_runtime"], "runsc", "{docker}");
     if s == StatusCode::SERVICE_UNAVAILABLE {
         // Debian 12's runsc (2022-12-19): the reason is the probe's, word for word.

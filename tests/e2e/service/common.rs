@@ -239,6 +239,21 @@ impl TestServer {
     }
 }
 
+/// A tar of regular files (mode 0644), as an upload body.
+pub fn tar_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (path, data) in entries {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_path(path).unwrap();
+        h.set_cksum();
+        b.append(&h, *data).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
 /// The concatenated utf8 (or decoded base64) data of one stream's frames.
 pub fn output(frames: &[Value], stream: &str) -> Vec<u8> {
     use base64::Engine;

@@ -7,20 +7,6 @@ use serde_json::{Value, json};
 
 use super::common::*;
 
-fn tar_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut b = tar::Builder::new(Vec::new());
-    for (path, data) in entries {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(data.len() as u64);
-        h.set_mode(0o644);
-        h.set_entry_type(tar::EntryType::Regular);
-        h.set_path(path).unwrap();
-        h.set_cksum();
-        b.append(&h, *data).unwrap();
-    }
-    b.into_inner().unwrap()
-}
-
 /// A tar with one entry whose name and type are written raw, past the builder's checks.
 fn raw_tar(name: &str, kind: tar::EntryType, link: Option<&str>, data: &[u8]) -> Vec<u8> {
     let mut h = tar::Header::new_old();
