@@ -99,6 +99,8 @@ async def test_tools_have_valid_input_and_output_schemas(client: Client) -> None
         "env",
         "cwd",
         "stdin",
+        "runtime",
+        "base_image",
     }
     assert run.input_schema["required"] == ["command"]
     assert "python3" in run.description and "no network" in run.description
@@ -119,6 +121,9 @@ async def test_run_in_a_fresh_sandbox(client: Client) -> None:
         "timed_out": False,
         "duration_ms": r.structured_content["duration_ms"],
         "session_id": None,
+        "runtime": "wasm",
+        "base_image": "wasmsand/default",
+        "run_id": None,
     }
     text = r.content[0].text
     assert text.startswith("hi\n[stderr]\nerr\n[exit code 4"), text

@@ -40,6 +40,8 @@ pub struct RunRequest {
     pub timeout: Duration,
     /// Time between TERM and KILL when the run is stopped or times out.
     pub grace: Duration,
+    /// The program's standard input, closed after it (none: empty).
+    pub stdin: Option<Vec<u8>>,
 }
 
 /// Why a run ended, beyond its exit status.
@@ -325,12 +327,25 @@ impl Container {
         let peak_reset = cgroup.as_ref().is_some_and(|c| c.reset_peak());
         let before = cgroup.as_ref().map(|c| c.sample());
         let t0 = Instant::now();
-        let (exec_id, started) = self.start(argv, env, Some(cwd), false).await?;
-        let StartExecResults::Attached { mut output, .. } = started else {
+        let (exec_id, started) = self
+            .start(argv, env, Some(cwd), req.stdin.is_some())
+            .await?;
+        let StartExecResults::Attached { mut output, input } = started else {
             return Err(EngineError::Api(
                 "the engine detached an attached exec".into(),
             ));
         };
+        // Fed beside the output loop: a program that writes before it reads its input
+        // (or never reads it) must not stall the run.
+        let feeder = req.stdin.map(|data| {
+            let mut input = input;
+            tokio::spawn(async move {
+                // A write error means the program stopped reading; its status says why.
+                let _ = input.write_all(&data).await;
+                let _ = input.shutdown().await;
+            })
+        });
+        let _feeder = feeder.map(AbortOnDrop);
 
         let mut end = RunEnd::Exited;
         let mut stop = std::pin::pin!(stop);
@@ -726,6 +741,15 @@ pub fn build_tar(
         b.append_data(&mut h, p, &data[..])?;
     }
     b.into_inner()
+}
+
+/// Ends a helper task with the run that started it.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 #[cfg(test)]

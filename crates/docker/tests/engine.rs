@@ -68,6 +68,7 @@ fn req(argv: &[&str]) -> RunRequest {
         cwd: None,
         timeout: Duration::from_secs(30),
         grace: Duration::from_secs(1),
+        stdin: None,
     }
 }
 
@@ -110,6 +111,40 @@ async fn files_runs_and_stops_in_one_container() {
     assert_eq!(got.lock().1, b"err\n");
     assert!(out.cpu_time_sec.unwrap() > 0.0, "{out:?}");
     assert!(out.peak_rss_mb.unwrap() > 1.0, "{out:?}");
+
+    // Standard input: 4 MiB through a program that reads it all, and the same offered to one
+    // that exits without reading (the run ends; the unread input is dropped).
+    let input: Vec<u8> = (0..4u32 << 20).map(|i| b'a' + (i % 26) as u8).collect();
+    let (sink, got) = collector();
+    let out = c
+        .run(
+            RunRequest {
+                stdin: Some(input.clone()),
+                ..req(&["sh", "-c", "wc -c; head -c 3 /dev/stdin"])
+            },
+            sink,
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, 0, "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&got.lock().0),
+        format!("{}\n", input.len())
+    );
+    let (sink, got) = collector();
+    let out = c
+        .run(
+            RunRequest {
+                stdin: Some(input),
+                ..req(&["echo", "ignored"])
+            },
+            sink,
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((out.exit_code, &got.lock().0[..]), (0, &b"ignored\n"[..]));
 
     // A run that ignores TERM is killed after the grace.
     let (sink, _) = collector();

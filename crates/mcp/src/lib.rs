@@ -4,10 +4,12 @@
 //! Tools (snake_case: several MCP clients reject dots in tool names, so a group and its
 //! operation are joined by `_`: `sandbox_run`, `session_create`, ...; see docs/mcp.md):
 //!
-//! - `sandbox_run(command, session_id?, files?, timeout_ms?, env?, cwd?, stdin?)`: without
-//!   `session_id`, a fresh sandbox for that call only. The result is `structuredContent`
-//!   `{exit_code, stdout, stderr, truncated, error_class, timed_out, duration_ms, session_id}`
-//!   and one readable text block. With a `progressToken`, output chunks go out as progress
+//! - `sandbox_run(command, session_id?, files?, timeout_ms?, env?, cwd?, stdin?, runtime?,
+//!   base_image?)`: without `session_id`, a fresh sandbox for that call only. The result is
+//!   `structuredContent` `{exit_code, stdout, stderr, truncated, error_class, timed_out,
+//!   duration_ms, session_id, runtime, base_image, run_id}` and one readable text block. A
+//!   `runtime`/`base_image` other than this server's wasm sandbox is run by the embedding
+//!   server's [`RunHost`] (the HTTP service's Docker containers). With a `progressToken`, output chunks go out as progress
 //!   notifications while the command runs; a cancellation notification stops the run
 //!   (`CANCELLED`) and leaves the session usable.
 //! - `session_create`, `session_fork`, `session_list`, `session_destroy`; `files_read`,
@@ -33,6 +35,7 @@ mod store;
 mod tools;
 mod types;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -69,6 +72,10 @@ pub struct McpConfig {
     /// Checks and records each `sandbox_run` (an embedding server's quotas); none: every run
     /// goes ahead.
     pub gate: Option<Arc<dyn RunGate>>,
+    /// Runs the `sandbox_run` calls that name a runtime or image other than this server's own
+    /// wasm sandbox (an embedding service's Docker containers); none: such calls are refused
+    /// with `runtime_unavailable`.
+    pub host: Option<Arc<dyn RunHost>>,
 }
 
 /// What [`RunGate::begin`] answers: an admitted run's ticket, or why it is refused.
@@ -104,6 +111,91 @@ pub trait RunTicket: Send {
         timed_out: bool,
         duration_ms: u64,
     ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+    /// The gate's record of the run, reported as the result's `run_id`.
+    fn run_id(&self) -> Option<String> {
+        None
+    }
+}
+
+/// A `sandbox_run` without `session_id` for a runtime other than this server's wasm sandbox.
+#[derive(Debug, Clone)]
+pub struct HostedRun {
+    /// The runtime asked for (`None`: the one the image belongs to).
+    pub runtime: Option<String>,
+    /// The image asked for (`None`: the runtime's default).
+    pub base_image: Option<String>,
+    /// One bash command line.
+    pub command: String,
+    /// Files written before the command runs: their paths as the client gave them, and bytes.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// Variables of the command's environment.
+    pub env: BTreeMap<String, String>,
+    /// Directory the command runs in (must exist).
+    pub cwd: Option<String>,
+    /// The command's standard input (none: empty).
+    pub stdin: Option<Vec<u8>>,
+    /// Wall-clock limit of the command.
+    pub timeout_ms: u64,
+    /// The stdout this server keeps: the host need not send more than one byte past it
+    /// (that byte says the stream was cut).
+    pub stdout_cap: u64,
+    /// The same for stderr.
+    pub stderr_cap: u64,
+}
+
+/// How a [`HostedRun`] that ran ended.
+#[derive(Debug, Clone)]
+pub struct HostedEnd {
+    /// The host's record of the run (e.g. `GET /v1/runs/{run_id}` of the service).
+    pub run_id: String,
+    /// The runtime that ran it (`docker`).
+    pub runtime: String,
+    /// The image it ran on, as the client named it (or the runtime's default).
+    pub base_image: String,
+    /// The command's exit status (124 after a timeout, 130 when cancelled).
+    pub exit_code: i32,
+    /// Set when the run ended by a limit, a timeout or a cancellation rather than by itself.
+    pub error_class: Option<wasmsand::ErrorClass>,
+    /// Why it ended, when not by the command's own exit; shown after its stderr.
+    pub message: Option<String>,
+    /// How long the command ran.
+    pub duration_ms: u64,
+}
+
+/// Which output stream a chunk belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputStream {
+    /// The command's standard output.
+    Stdout,
+    /// Its standard error.
+    Stderr,
+}
+
+/// Where a host sends a hosted run's output, chunk by chunk, as it comes.
+pub type OutputSender = tokio::sync::mpsc::UnboundedSender<(OutputStream, bytes::Bytes)>;
+
+/// What [`RunHost::run`] answers: the run's end, or why it did not run (a message for the
+/// model: unknown image, runtime unavailable, a quota).
+pub type HostedFuture = std::pin::Pin<Box<dyn Future<Output = Result<HostedEnd, String>> + Send>>;
+
+/// An embedding server's other runtimes, for `sandbox_run` calls that name one. The host
+/// admits, records and limits these runs itself ([`RunGate`] is not asked).
+pub trait RunHost: Send + Sync + std::fmt::Debug {
+    /// One sentence for the tool's description: what it offers (runtimes and images); none
+    /// when nothing is enabled besides this server's own sandbox.
+    fn offer(&self) -> Option<String>;
+
+    /// Runs `run` for `principal` (as in [`RunGate::begin`]) in a fresh box destroyed
+    /// afterwards, sending its output to `output` while it runs; stops it (as a cancelled
+    /// run) when `cancel` fires.
+    fn run(
+        &self,
+        principal: Option<&str>,
+        run: HostedRun,
+        output: OutputSender,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> HostedFuture;
 }
 
 impl McpConfig {
@@ -131,6 +223,7 @@ impl Default for McpConfig {
             session_idle_ttl: Self::DEFAULT_SESSION_IDLE_TTL,
             max_read_bytes: Self::DEFAULT_MAX_READ_BYTES,
             gate: None,
+            host: None,
         }
     }
 }

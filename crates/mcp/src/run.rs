@@ -13,7 +13,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use wasmsand::{RunOptions, RunResult, Sandbox};
 
-use crate::types::{Encoding, FileArg};
+use crate::types::{Encoding, FileArg, TruncatedOut};
+use crate::{HostedEnd, HostedRun, RunHost};
 
 /// Where progress notifications for a run go.
 pub(crate) struct Progress {
@@ -36,11 +37,7 @@ pub(crate) struct RunSpec {
     pub prepare: Prepare,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Stream {
-    Stdout,
-    Stderr,
-}
+use crate::OutputStream as Stream;
 
 impl Stream {
     fn name(self) -> &'static str {
@@ -109,6 +106,79 @@ pub(crate) async fn run(
         let _ = f.await;
     }
     joined.map_err(|e| format!("the run failed inside the server: {e}"))?
+}
+
+/// The output of a hosted run as this server keeps it: each stream up to its cap.
+pub(crate) struct Collected {
+    pub stdout: String,
+    pub stderr: String,
+    pub truncated: TruncatedOut,
+}
+
+/// Runs `spec` on the embedding server's `host`, streaming what it sends as progress
+/// notifications and keeping each stream up to its cap.
+pub(crate) async fn hosted(
+    host: &Arc<dyn RunHost>,
+    principal: Option<&str>,
+    spec: HostedRun,
+    progress: Option<Progress>,
+    ct: CancellationToken,
+) -> Result<(HostedEnd, Collected), String> {
+    let caps = [spec.stdout_cap as usize, spec.stderr_cap as usize];
+    let (tx, mut rx) = mpsc::unbounded_channel::<(Stream, Bytes)>();
+    let (progress_tx, forwarder) = match progress {
+        Some(p) => {
+            let (ptx, prx) = mpsc::unbounded_channel();
+            (Some(ptx), Some(tokio::spawn(forward(prx, p))))
+        }
+        None => (None, None),
+    };
+    let mut kept = [Vec::new(), Vec::new()];
+    let mut cut = [false, false];
+    let mut keep = |(stream, data): (Stream, Bytes)| {
+        let i = stream as usize;
+        let room = caps[i].saturating_sub(kept[i].len());
+        if data.len() > room {
+            cut[i] = true;
+        }
+        let data = data.slice(..data.len().min(room));
+        if data.is_empty() {
+            return;
+        }
+        kept[i].extend_from_slice(&data);
+        if let Some(p) = &progress_tx {
+            let _ = p.send((stream, data));
+        }
+    };
+    let mut run = host.run(principal, spec, tx, ct);
+    // The host may keep its sender past the run's end: the end of the run, not of the
+    // channel, ends the collection (every chunk was sent before the run ended).
+    let end = loop {
+        tokio::select! {
+            end = &mut run => break end,
+            Some(chunk) = rx.recv() => keep(chunk),
+        }
+    };
+    while let Ok(chunk) = rx.try_recv() {
+        keep(chunk);
+    }
+    drop(progress_tx);
+    if let Some(f) = forwarder {
+        let _ = f.await;
+    }
+    let end = end?;
+    let [stdout, stderr] = kept.map(|b| String::from_utf8_lossy(&b).into_owned());
+    Ok((
+        end,
+        Collected {
+            stdout,
+            stderr,
+            truncated: TruncatedOut {
+                stdout: cut[0],
+                stderr: cut[1],
+            },
+        },
+    ))
 }
 
 fn prepare(sb: &Sandbox, p: Prepare) -> Result<(), String> {

@@ -17,7 +17,7 @@ use crate::run::{self, Prepare, Progress, RunSpec};
 use crate::store::Store;
 use crate::tools::{ToolName, instructions, tool_names, tool_table};
 use crate::types::*;
-use crate::{McpConfig, Principal, RunTicket};
+use crate::{HostedEnd, HostedRun, McpConfig, Principal, RunTicket};
 
 /// The state every connection of one server shares.
 pub(crate) struct Shared {
@@ -183,6 +183,57 @@ impl McpHandler {
             peer: ctx.peer.clone(),
             token,
         });
+        let principal = self.principal(&ctx);
+        if !in_process(a.runtime.as_deref(), a.base_image.as_deref()) {
+            if a.session_id.is_some() {
+                return Err(format!(
+                    "invalid_request: a session runs in this server's wasm sandbox; \
+                     runtime/base_image ({}) choose the sandbox of a run without session_id",
+                    asked(a.runtime.as_deref(), a.base_image.as_deref())
+                ));
+            }
+            let Some(host) = self.shared.config.host.clone() else {
+                return Err(format!(
+                    "runtime_unavailable: this MCP server runs commands only in its own wasm \
+                     sandbox (runtime wasm, base_image {WASM_IMAGE}); {} is served by the HTTP \
+                     service's MCP endpoint (sandboxd serve, /mcp) when its operator enables it",
+                    asked(a.runtime.as_deref(), a.base_image.as_deref())
+                ));
+            };
+            let files = a
+                .files
+                .iter()
+                .map(|f| {
+                    run::decode(&f.content, f.encoding)
+                        .map(|data| (f.path.clone(), data))
+                        .map_err(|e| format!("files: {}: {e}", f.path))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            let limits = self.shared.config.limits;
+            let hosted = HostedRun {
+                runtime: a.runtime,
+                base_image: a.base_image,
+                command: a.command,
+                files,
+                env: a.env,
+                cwd: a.cwd,
+                stdin: a.stdin.map(String::into_bytes),
+                timeout_ms: a.timeout_ms.unwrap_or(limits.timeout_ms).clamp(1, max),
+                stdout_cap: limits.stdout_bytes,
+                stderr_cap: limits.stderr_bytes,
+            };
+            let (end, output) = run::hosted(
+                &host,
+                principal.as_deref(),
+                hosted,
+                progress,
+                ctx.ct.clone(),
+            )
+            .await?;
+            let out = hosted_output(end, output);
+            let text = run_text(&out);
+            return Ok(structured(&out, text));
+        }
         let prepare = Prepare {
             files: a.files,
             env: a.env.into_iter().collect(),
@@ -194,8 +245,7 @@ impl McpHandler {
             timeout_ms: a.timeout_ms.unwrap_or(default_timeout).clamp(1, max),
             prepare,
         };
-        let principal = self.principal(&ctx);
-        let (result, session_id) = match a.session_id {
+        let (result, session_id, run_id) = match a.session_id {
             Some(id) => {
                 let lease = self.shared.store.get(owner, &id)?;
                 let ticket = self.admit(principal.as_deref(), &a.command).await?;
@@ -210,8 +260,8 @@ impl McpHandler {
                     }
                 };
                 let r = run::run(sb, spec, progress, ctx.ct.clone()).await;
-                finish(ticket, &r).await;
-                (r?, Some(lease.id.clone()))
+                let run_id = finish(ticket, &r).await;
+                (r?, Some(lease.id.clone()), run_id)
             }
             None => {
                 let ticket = self.admit(principal.as_deref(), &a.command).await?;
@@ -227,8 +277,8 @@ impl McpHandler {
                 let spec = spec(limits.timeout_ms);
                 let r = run::run(sb.clone(), spec, progress, ctx.ct.clone()).await;
                 sb.destroy();
-                finish(ticket, &r).await;
-                (r?, None)
+                let run_id = finish(ticket, &r).await;
+                (r?, None, run_id)
             }
         };
         let out = RunOutput {
@@ -246,6 +296,9 @@ impl McpHandler {
             stderr: result.stderr,
             duration_ms: result.execution_time_ms,
             session_id,
+            runtime: "wasm".into(),
+            base_image: WASM_IMAGE.into(),
+            run_id,
         };
         let text = run_text(&out);
         Ok(structured(&out, text))
@@ -543,9 +596,13 @@ impl ServerHandler for McpHandler {
 
 /// Arguments that do not fit the schema are a tool error the model can read and fix, not a
 /// protocol error its host would hide.
-/// Tells the gate's ticket, if any, how the run ended.
-async fn finish(ticket: Option<Box<dyn RunTicket>>, r: &Result<wasmsand::RunResult, String>) {
-    let Some(t) = ticket else { return };
+/// Tells the gate's ticket, if any, how the run ended; the gate's id of the run.
+async fn finish(
+    ticket: Option<Box<dyn RunTicket>>,
+    r: &Result<wasmsand::RunResult, String>,
+) -> Option<String> {
+    let t = ticket?;
+    let id = t.run_id();
     match r {
         Ok(r) => {
             t.finish(
@@ -556,6 +613,47 @@ async fn finish(ticket: Option<Box<dyn RunTicket>>, r: &Result<wasmsand::RunResu
             .await
         }
         Err(_) => t.finish(-1, false, 0).await,
+    }
+    id
+}
+
+/// The image of this server's own sandbox.
+const WASM_IMAGE: &str = "wasmsand/default";
+
+/// Whether a run asking for `runtime` and `base_image` runs in this server's own sandbox.
+fn in_process(runtime: Option<&str>, base_image: Option<&str>) -> bool {
+    matches!(runtime, None | Some("wasm")) && matches!(base_image, None | Some(WASM_IMAGE))
+}
+
+fn asked(runtime: Option<&str>, base_image: Option<&str>) -> String {
+    match (runtime, base_image) {
+        (Some(r), Some(i)) => format!("runtime {r} with base_image {i}"),
+        (Some(r), None) => format!("runtime {r}"),
+        (None, Some(i)) => format!("base_image {i}"),
+        (None, None) => "the default runtime".into(),
+    }
+}
+
+/// The result of a hosted run: its output as this server kept it, and why it ended.
+fn hosted_output(end: HostedEnd, mut o: run::Collected) -> RunOutput {
+    if let Some(m) = &end.message {
+        if !o.stderr.is_empty() && !o.stderr.ends_with('\n') {
+            o.stderr.push('\n');
+        }
+        o.stderr.push_str(&format!("[{}: {m}]\n", end.runtime));
+    }
+    RunOutput {
+        exit_code: end.exit_code,
+        timed_out: end.error_class == Some(wasmsand::ErrorClass::Timeout),
+        error_class: end.error_class.map(ErrorClassOut::from),
+        truncated: o.truncated,
+        stdout: o.stdout,
+        stderr: o.stderr,
+        duration_ms: end.duration_ms,
+        session_id: None,
+        runtime: end.runtime,
+        base_image: end.base_image,
+        run_id: Some(end.run_id),
     }
 }
 
@@ -602,6 +700,9 @@ fn run_text(o: &RunOutput) -> String {
         t.push_str(", stderr truncated");
     }
     t.push_str(&format!(", {} ms", o.duration_ms));
+    if o.runtime != "wasm" {
+        t.push_str(&format!(", {} {}", o.runtime, o.base_image));
+    }
     if let Some(s) = &o.session_id {
         t.push_str(&format!(", session {s}"));
     }
@@ -679,6 +780,9 @@ mod tests {
             timed_out: true,
             duration_ms: 12,
             session_id: Some("s-1".into()),
+            runtime: "wasm".into(),
+            base_image: WASM_IMAGE.into(),
+            run_id: None,
         };
         assert_eq!(
             run_text(&o),

@@ -127,6 +127,17 @@ fn environment(c: &McpConfig) -> String {
     )
 }
 
+/// What the embedding server offers besides the wasm sandbox, for `sandbox_run`'s description.
+fn other_runtimes(c: &McpConfig) -> String {
+    match c.host.as_ref().and_then(|h| h.offer()) {
+        Some(offer) => format!(
+            " Other runtimes (runtime/base_image, without session_id; a fresh box per call, \
+             destroyed afterwards): {offer}"
+        ),
+        None => String::new(),
+    }
+}
+
 fn tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
     name: &'static str,
     title: &'static str,
@@ -163,8 +174,9 @@ impl ToolName {
                      and the working directory persist between calls. `files` are written and `env` \
                      exported before the command runs; `stdin` is its standard input. A non-zero \
                      exit code is a normal result, not a tool error. When the client asks for \
-                     progress, output is streamed as progress notifications while the command runs.",
-                    environment(c)
+                     progress, output is streamed as progress notifications while the command runs.{}",
+                    environment(c),
+                    other_runtimes(c)
                 ),
                 closed(false, true, false),
             ),

@@ -55,6 +55,14 @@ pub struct RunArgs {
     /// Text given to the command as standard input.
     #[serde(default)]
     pub stdin: Option<String>,
+    /// Where the command runs: `wasm` (this server's sandbox, the default) or another runtime
+    /// the server offers (`docker`), for a run without session_id.
+    #[serde(default)]
+    pub runtime: Option<String>,
+    /// The image of a run without session_id, e.g. `python:3.11-slim` (the runtime that has
+    /// it runs the command); default: this server's wasm sandbox.
+    #[serde(default)]
+    pub base_image: Option<String>,
 }
 
 /// Which output streams were cut at their cap.
@@ -115,6 +123,13 @@ pub struct RunOutput {
     pub duration_ms: u64,
     /// The session the command ran in; null for a one-off sandbox.
     pub session_id: Option<String>,
+    /// The runtime that ran it (`wasm`, `docker`).
+    pub runtime: String,
+    /// The image it ran on.
+    pub base_image: String,
+    /// The serving host's record of the run, when it keeps one (the HTTP service's
+    /// `/v1/runs/{run_id}`).
+    pub run_id: Option<String>,
 }
 
 /// Limits of a new session; absent fields take the server's values, and no field can exceed

@@ -50,6 +50,8 @@ pub(crate) fn serve(args: McpArgs, mut limits: Limits, cache_dir: Option<PathBuf
         session_idle_ttl: Duration::from_millis(args.session_idle_ms),
         max_read_bytes: McpConfig::DEFAULT_MAX_READ_BYTES,
         gate: None,
+        // A standalone MCP server has only its wasm sandbox; the service's `/mcp` hosts more.
+        host: None,
     };
     let listen = match args.http {
         None if !args.allowed_hosts.is_empty() || !args.allowed_origins.is_empty() => {

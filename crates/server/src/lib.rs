@@ -345,9 +345,11 @@ fn mcp_router(app: &Arc<App>) -> axum::Router {
     let config = &app.config;
     // The service's cap on sessions (`SANDBOX_MAX_SESSIONS`) holds for REST and MCP sessions
     // together (the gate checks it for MCP's); the MCP server's own per-client cap stays.
+    let gate = Arc::new(mcp_gate::McpGate::new(app));
     let mcp = wasmsand_mcp::Mcp::new(wasmsand_mcp::McpConfig {
         cache_dir: config.cache_dir.clone(),
-        gate: Some(Arc::new(mcp_gate::McpGate::new(app))),
+        gate: Some(gate.clone()),
+        host: Some(gate),
         max_sessions: config.max_sessions,
         ..wasmsand_mcp::McpConfig::default()
     });

@@ -34,6 +34,8 @@ pub struct RunSpec {
     pub startup_timeout_sec: u64,
     pub timeout_sec: u64,
     pub memory_mb: u64,
+    /// The command's standard input (MCP's `stdin`; the REST API has none).
+    pub stdin: Option<Vec<u8>>,
 }
 
 /// A run this process knows in memory: queued, going, or recently finished (its frames
@@ -46,6 +48,9 @@ pub struct LiveRun {
     pub resume_from_seq: Option<u64>,
     stop: watch::Sender<StopCause>,
     spec: Mutex<Option<RunSpec>>,
+    /// Gets the run's output besides its log (an MCP call waiting for the run), until the
+    /// run ends.
+    tap: Mutex<Option<crate::runtime::OutputSink>>,
     /// The app's clock, for the phase times this run records.
     pub(crate) clock: crate::clock::Clock,
 }
@@ -65,8 +70,14 @@ impl LiveRun {
             resume_from_seq: resume,
             stop: watch::channel(StopCause::None).0,
             spec: Mutex::new(Some(spec)),
+            tap: Mutex::new(None),
             clock,
         })
+    }
+
+    /// Sends the run's output to `tap` as well, from now until the run ends.
+    pub(crate) fn set_tap(&self, tap: crate::runtime::OutputSink) {
+        *self.tap.lock() = Some(tap);
     }
 
     pub fn snapshot(&self) -> RunRecord {
@@ -314,6 +325,7 @@ async fn finish(app: &Arc<App>, run: &Arc<LiveRun>, e: Ending) {
     // end (its status or its stream) and starts another finds its quota place given back,
     // and any replica answers the same.
     let last_seq = run.log.seal();
+    run.tap.lock().take();
     let stored = {
         let mut r = run.record.lock().clone();
         e.apply(&mut r, &run.log, now);
@@ -454,11 +466,18 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
         timeout: Duration::from_secs(spec.timeout_sec),
         grace: app.config.grace(),
         in_session: spec.session.is_some(),
+        stdin: spec.stdin.clone(),
     };
+    let tap = run.tap.lock().clone();
     let result = boxed
         .run(
             request,
-            Arc::new(move |s, b: &[u8]| log.output(s, b)),
+            Arc::new(move |s, b: &[u8]| {
+                log.output(s, b);
+                if let Some(t) = &tap {
+                    t(s, b);
+                }
+            }),
             run.stop.subscribe(),
         )
         .await;

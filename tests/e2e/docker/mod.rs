@@ -8,6 +8,7 @@
 
 mod hostile;
 mod languages;
+mod mcp;
 mod reaper;
 mod sessions;
 

@@ -224,7 +224,9 @@ async fn tools_are_listed_with_input_and_output_schemas() {
             "timeout_ms",
             "env",
             "cwd",
-            "stdin"
+            "stdin",
+            "runtime",
+            "base_image"
         ]
         .into()
     );
@@ -257,8 +259,20 @@ async fn one_off_runs_get_a_fresh_sandbox_each() {
     assert_eq!(s["timed_out"], false);
     assert_eq!(s["session_id"], Value::Null);
     assert!(s["duration_ms"].is_u64());
+    assert_eq!(s["runtime"], "wasm");
+    assert_eq!(s["base_image"], "wasmsand/default");
+    // A standalone server keeps no record of its runs.
+    assert_eq!(s["run_id"], Value::Null);
     let text = text_of(&r);
     assert!(text.starts_with("hi\n[exit code 0"), "{text}");
+    // Naming the wasm sandbox itself is the same run.
+    let s = c
+        .run(json!({"command": "echo same", "runtime": "wasm", "base_image": "wasmsand/default"}))
+        .await;
+    assert_eq!(
+        (s["stdout"].as_str(), s["runtime"].as_str()),
+        (Some("same\n"), Some("wasm"))
+    );
 
     let s = c
         .run(json!({
@@ -429,6 +443,22 @@ async fn bad_input_is_a_clear_tool_error_and_the_server_goes_on() {
             "sandbox_run",
             json!({"command": "true", "env": {"1BAD": "x"}}),
             "invalid variable name",
+        ),
+        // A standalone server has only its wasm sandbox.
+        (
+            "sandbox_run",
+            json!({"command": "true", "runtime": "docker"}),
+            "runtime_unavailable: this MCP server runs commands only in its own wasm sandbox",
+        ),
+        (
+            "sandbox_run",
+            json!({"command": "true", "base_image": "python:3.11-slim"}),
+            "base_image python:3.11-slim is served by the HTTP service",
+        ),
+        (
+            "sandbox_run",
+            json!({"command": "true", "session_id": sid, "runtime": "docker"}),
+            "invalid_request: a session runs in this server's wasm sandbox",
         ),
         (
             "files_write",

@@ -180,10 +180,98 @@ async fn mcp_runs_count_against_the_users_quotas() {
     );
 }
 
+/// `sandbox_run`'s `runtime`/`base_image` in the service: its in-process runs report the
+/// service's run id; a runtime the service cannot serve now (docker disabled), an unknown one
+/// and a session with another runtime are tool errors naming the reason, like REST's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_runs_name_their_runtime_and_the_services_record() {
+    let server = TestServer::start().await;
+    let url = format!("http://{}/mcp", server.addr);
+    let client = tokio::time::timeout(
+        PATIENCE,
+        ().serve(StreamableHttpClientTransport::from_uri(url)),
+    )
+    .await
+    .expect("handshake in time")
+    .expect("handshake");
+    let ran = client
+        .call_tool(tool(
+            "sandbox_run",
+            json!({"command": "echo hi", "runtime": "wasm", "base_image": "wasmsand/default"}),
+        ))
+        .await
+        .unwrap();
+    let out = ran.structured_content.expect("structured result");
+    assert_eq!(
+        (out["stdout"].as_str(), out["runtime"].as_str()),
+        (Some("hi\n"), Some("wasm"))
+    );
+    let run_id = out["run_id"].as_str().expect("the service's run id");
+    let (s, rec) = server.get(&format!("/runs/{run_id}")).await;
+    assert_eq!(s, reqwest::StatusCode::OK, "{rec}");
+    assert_eq!(
+        (rec["phase"].as_str(), rec["runtime"].as_str()),
+        (Some("completed"), Some("wasm"))
+    );
+
+    let sid = client
+        .call_tool(tool("session_create", json!({})))
+        .await
+        .unwrap()
+        .structured_content
+        .unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cases = [
+        (
+            json!({"command": "true", "runtime": "docker"}),
+            "runtime_unavailable:",
+        ),
+        (
+            json!({"command": "true", "base_image": "python:3.11-slim"}),
+            "runtime_unavailable:",
+        ),
+        (
+            json!({"command": "true", "runtime": "lambda"}),
+            "invalid_request:",
+        ),
+        (
+            json!({"command": "true", "runtime": "wasm", "base_image": "nope:1"}),
+            "unknown base_image 'nope:1'",
+        ),
+        (
+            json!({"command": "true", "runtime": "docker", "session_id": sid}),
+            "invalid_request: a session runs in this server's wasm sandbox",
+        ),
+    ];
+    for (args, want) in cases {
+        let r = client
+            .call_tool(tool("sandbox_run", args.clone()))
+            .await
+            .unwrap();
+        assert_eq!(r.is_error, Some(true), "{args}: {r:?}");
+        let text = format!("{:?}", r.content);
+        assert!(text.contains(want), "{args}: {text} should say {want:?}");
+    }
+    // The docker runtime is off here: the tool's description offers nothing besides wasm.
+    let tools = client.list_all_tools().await.unwrap();
+    let run_tool = tools.iter().find(|t| t.name == "sandbox_run").unwrap();
+    assert!(
+        !run_tool
+            .description
+            .as_deref()
+            .unwrap()
+            .contains("Other runtimes")
+    );
+    client.cancel().await.unwrap();
+    server.stop().await;
+}
+
 /// Records the progress notifications an MCP client receives.
 #[derive(Clone)]
-struct Recorder {
-    tx: tokio::sync::mpsc::UnboundedSender<rmcp::model::ProgressNotificationParam>,
+pub(crate) struct Recorder {
+    pub(crate) tx: tokio::sync::mpsc::UnboundedSender<rmcp::model::ProgressNotificationParam>,
 }
 
 impl rmcp::ClientHandler for Recorder {
@@ -196,7 +284,7 @@ impl rmcp::ClientHandler for Recorder {
     }
 }
 
-fn tool(name: &str, args: Value) -> CallToolRequestParams {
+pub(crate) fn tool(name: &str, args: Value) -> CallToolRequestParams {
     CallToolRequestParams::new(name.to_string()).with_arguments(args.as_object().unwrap().clone())
 }
 

@@ -127,13 +127,24 @@ pub(crate) async fn create_run(
 
 /// A run request that passed every check: what the executor needs, and what the record and
 /// the reply report besides.
-struct Checked {
+pub(crate) struct Checked {
     spec_version: String,
     base_image: String,
     cpu: f64,
     capture_patterns: Vec<String>,
     resume_from_seq: Option<u64>,
-    spec: RunSpec,
+    pub(crate) spec: RunSpec,
+}
+
+/// A run admitted and handed to the queue.
+pub(crate) struct Launched {
+    pub(crate) run: Arc<LiveRun>,
+    status: StatusCode,
+    estimated_start_time: Option<String>,
+    admitted: Phase,
+    spec_version: String,
+    base_image: String,
+    cpu: f64,
 }
 
 /// Checks the request, admits it against the user's quotas, records it and submits it to
@@ -146,37 +157,22 @@ async fn start_run(
     ctx: audit::RunContext,
 ) -> ApiResult<Created> {
     let checked = check_run(&app, &v, &user).await?;
-    if app.is_shutting_down() {
-        return Err(shutting_down());
-    }
-    // Held until the run is recorded, so the user's next request counts it.
-    let quota = crate::quotas::admit(&app, &user, checked.spec.capture.is_some()).await?;
-    let id = new_id();
-    let record = new_record(&app, &id, &user, &checked).await;
-    let Checked {
+    let Launched {
+        run,
+        status,
+        estimated_start_time,
+        admitted,
         spec_version,
         base_image,
         cpu,
-        resume_from_seq,
-        spec,
-        ..
-    } = checked;
-    let (memory_mb, startup_timeout_sec, timeout_sec) =
-        (spec.memory_mb, spec.startup_timeout_sec, spec.timeout_sec);
-    let log = RunLog::new(app.config.ws_ring_bytes, app.config.max_log_bytes);
-    let run = LiveRun::new(
-        record.clone(),
-        spec,
-        log.clone(),
-        resume_from_seq,
-        app.clock.clone(),
-    );
-    crate::quotas::record(&app, &quota, &record).await?;
-    app.add_live_run(run.clone());
-    app.audit.remember_run(&id, ctx);
-    let (status, estimated_start_time, admitted) = submit(&app, &run, record).await?;
-    runs::spawn_heartbeat(&app, log);
+    } = launch(&app, checked, &user, ctx, None).await?;
+    let id = run.id.clone();
     let rec = run.snapshot();
+    let (memory_mb, startup_timeout_sec, timeout_sec) = (
+        rec.resource_usage.limits.memory_mb,
+        rec.resource_usage.limits.startup_timeout_sec,
+        rec.resource_usage.limits.timeout_sec,
+    );
     let body = RunCreated {
         run_id: id.clone(),
         session_id: rec.session_id,
@@ -202,8 +198,59 @@ async fn start_run(
     })
 }
 
+/// Admits a checked run against the user's quotas, records it and submits it to the queue;
+/// its output goes to `tap` as well when given.
+pub(crate) async fn launch(
+    app: &Arc<App>,
+    checked: Checked,
+    user: &str,
+    ctx: audit::RunContext,
+    tap: Option<crate::runtime::OutputSink>,
+) -> ApiResult<Launched> {
+    if app.is_shutting_down() {
+        return Err(shutting_down());
+    }
+    // Held until the run is recorded, so the user's next request counts it.
+    let quota = crate::quotas::admit(app, user, checked.spec.capture.is_some()).await?;
+    let id = new_id();
+    let record = new_record(app, &id, user, &checked).await;
+    let Checked {
+        spec_version,
+        base_image,
+        cpu,
+        resume_from_seq,
+        spec,
+        ..
+    } = checked;
+    let log = RunLog::new(app.config.ws_ring_bytes, app.config.max_log_bytes);
+    let run = LiveRun::new(
+        record.clone(),
+        spec,
+        log.clone(),
+        resume_from_seq,
+        app.clock.clone(),
+    );
+    if let Some(t) = tap {
+        run.set_tap(t);
+    }
+    crate::quotas::record(app, &quota, &record).await?;
+    app.add_live_run(run.clone());
+    app.audit.remember_run(&id, ctx);
+    let (status, estimated_start_time, admitted) = submit(app, &run, record).await?;
+    runs::spawn_heartbeat(app, log);
+    Ok(Launched {
+        run,
+        status,
+        estimated_start_time,
+        admitted,
+        spec_version,
+        base_image,
+        cpu,
+    })
+}
+
 /// Every check of a run request, in the order clients see their errors.
-async fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Checked> {
+pub(crate) async fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Checked> {
     let spec_version = check_spec_version(app, v)?;
     let req: RunRequest = typed(v)?;
     if !app.config.enable_execution {
@@ -277,6 +324,7 @@ async fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Checked> {
             startup_timeout_sec,
             timeout_sec,
             memory_mb,
+            stdin: None,
         },
     })
 }

@@ -257,6 +257,10 @@ impl Runtime for DockerRuntime {
         self.aliases.contains_key(name) || recipe_of(name).is_some() || is_dotnet(name)
     }
 
+    fn image_names(&self) -> Vec<String> {
+        self.aliases.keys().cloned().collect()
+    }
+
     fn resolve_image(&self, name: &str) -> Result<ImageRef, ApiError> {
         if is_dotnet(name) {
             return Err(ApiError::invalid(format!(
@@ -751,6 +755,7 @@ impl SandboxBox for DockerBox {
                         cwd: req.cwd,
                         timeout: req.timeout,
                         grace,
+                        stdin: req.stdin,
                     },
                     sink,
                     stopped,

@@ -115,6 +115,8 @@ pub(crate) struct ExecRequest {
     pub grace: Duration,
     /// Whether the box serves a session (whose shell state outlives the run).
     pub in_session: bool,
+    /// The command's standard input (none: empty).
+    pub stdin: Option<Vec<u8>>,
 }
 
 /// Why a command ended, beyond its exit status; `runs` maps it to a phase and reason code.
@@ -192,6 +194,8 @@ pub(crate) trait Runtime: Send + Sync {
     /// Whether this runtime knows `name` (its own images and their aliases), without
     /// asking whether it is available.
     fn knows_image(&self, name: &str) -> bool;
+    /// The image names a request may give, for clients' help texts (MCP's tool description).
+    fn image_names(&self) -> Vec<String>;
     /// The image a request names: 400 when unknown to this runtime.
     fn resolve_image(&self, name: &str) -> Result<ImageRef, ApiError>;
     /// The default `base_image` of a session that names none.

@@ -75,6 +75,10 @@ impl Runtime for WasmRuntime {
         self.images.resolve(name).is_some()
     }
 
+    fn image_names(&self) -> Vec<String> {
+        self.images.known()
+    }
+
     fn resolve_image(&self, name: &str) -> Result<ImageRef, ApiError> {
         let canonical = self.images.resolve(name).ok_or_else(|| {
             ApiError::invalid(format!(
@@ -243,7 +247,7 @@ impl SandboxBox for WasmBox {
                 timeout_ms: Some(req.timeout.as_millis() as u64),
                 on_stdout: Some(Arc::new(move |b: &[u8]| o(Stream::Stdout, b))),
                 on_stderr: Some(Arc::new(move |b: &[u8]| e(Stream::Stderr, b))),
-                stdin: None,
+                stdin: req.stdin.map(bytes::Bytes::from),
                 // The run's log is the service's output (with its own cap); a spill file
                 // would appear in the user's workspace unasked.
                 truncation: wasmsand::Truncation::Plain,
