@@ -10,6 +10,7 @@ mod capped;
 #[cfg(test)]
 #[path = "../../../tests/support/doc_block.rs"]
 mod doc_block;
+pub mod egress;
 mod limits;
 mod result;
 

@@ -44,6 +44,8 @@ pub use warm::{PrecompileError, Precompiled, precompile};
 
 pub use det::DETERMINISTIC_PID;
 pub use wasmsand_exec::on_slow_compile;
+/// The egress allowlist (network policy `allowlist`): its wire form and checked form.
+pub use wasmsand_model::egress;
 pub use wasmsand_model::{
     ErrorClass, Limits, LimitsPatch, RunResult, Spilled, Truncated, Truncation, Usage,
 };
