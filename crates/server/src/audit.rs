@@ -90,7 +90,7 @@ impl AuditSink {
         }
     }
 
-    fn emit(
+    pub(crate) fn emit(
         &self,
         event: &str,
         user_id: &str,
@@ -236,4 +236,27 @@ pub fn run_phase(app: &App, r: &RunRecord, phase: Phase) {
         r.session_id.as_deref(),
         body,
     );
+}
+
+/// The PRD's egress events: `sandbox.run.egress_allowed` {host, ip, matched_rule, runtime,
+/// run_id} and `sandbox.run.egress_denied` (with `reason`); `via` says what connected (`git`
+/// for a server-side clone).
+pub fn egress(
+    app: &App,
+    user_id: &str,
+    run_id: Option<&str>,
+    session_id: Option<&str>,
+    denied_reason: Option<&str>,
+    body: Value,
+) {
+    let mut body = body;
+    body["run_id"] = json!(run_id);
+    let event = match denied_reason {
+        Some(reason) => {
+            body["reason"] = json!(reason);
+            "sandbox.run.egress_denied"
+        }
+        None => "sandbox.run.egress_allowed",
+    };
+    app.audit.emit(event, user_id, run_id, session_id, body);
 }

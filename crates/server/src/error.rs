@@ -77,6 +77,8 @@ error_codes! {
         "a runtime that cannot serve now (not built here, turned off, its engine down, its capacity reached): `details.runtime`, `available: false`, `reason`, `suggested`; on replicas, the replica owning the object does not answer or answers something that is not this API (`details.replica`, `Retry-After: 1`)";
     ImagePullFailed = "image_pull_failed", [503],
         "a docker session's image is not built on this host: `details.image`, `build_command` (`sandboxd images build <name>`); a run's record carries the same as its `reason_code`";
+    GitCloneFailed = "git_clone_failed", [502, 504],
+        "a `git` input could not be fetched: the remote failed or could not be resolved (502), or the clone passed `SANDBOX_GIT_TIMEOUT_SEC` (504); `details.reason`";
     Unavailable = "unavailable", [503],
         "the server is shutting down";
     InternalError = "internal_error", [500],

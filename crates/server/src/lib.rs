@@ -21,6 +21,7 @@ pub mod config;
 #[path = "../../../tests/support/doc_block.rs"]
 mod doc_block;
 mod error;
+mod gitclone;
 mod http;
 mod idempotency;
 mod images;

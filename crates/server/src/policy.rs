@@ -16,6 +16,8 @@ pub fn effective_policy(c: &Config) -> Value {
     json!({
         "SANDBOX_DEFAULT_RUNTIME": c.default_runtime,
         "SANDBOX_NETWORK_DEFAULT": c.network_default,
+        "SANDBOX_EGRESS_ALLOWLIST": c.egress_allowlist.to_allowlist(),
+        "SANDBOX_EGRESS_RESOLVE": c.egress_resolve,
         "SANDBOX_MAX_UPLOAD_MB": c.max_upload_mb,
         "SANDBOX_MAX_LOG_BYTES": c.max_log_bytes,
         "SANDBOX_WORKSPACE_CAP_MB": c.workspace_cap_mb,

@@ -30,6 +30,8 @@ pub struct RunSpec {
     pub env: BTreeMap<String, String>,
     pub cwd: Option<String>,
     pub files: Vec<(String, Vec<u8>)>,
+    /// Directories to make first (a `git` input's, whose empty ones git needs).
+    pub dirs: Vec<String>,
     pub capture: Option<globset::GlobSet>,
     pub startup_timeout_sec: u64,
     pub timeout_sec: u64,
@@ -416,9 +418,9 @@ async fn provision(
         }
     };
     let ready = async {
-        if !spec.files.is_empty() {
+        if !spec.files.is_empty() || !spec.dirs.is_empty() {
             boxed
-                .write_files(Vec::new(), spec.files.clone())
+                .write_files(spec.dirs.clone(), spec.files.clone())
                 .await
                 .map_err(|e| ProvisionError::Failed(format!("cannot write inline files: {e:?}")))?;
         }

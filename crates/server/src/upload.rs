@@ -86,7 +86,7 @@ pub fn check_path(raw: &str, max_depth: usize) -> Result<String, ApiError> {
 }
 
 impl Staged {
-    fn add_file(&mut self, caps: &Caps, path: String, data: Vec<u8>) -> Result<(), ApiError> {
+    pub fn add_file(&mut self, caps: &Caps, path: String, data: Vec<u8>) -> Result<(), ApiError> {
         if self.files.len() as u64 >= caps.max_files {
             return Err(too_large(
                 "too_many_files",

@@ -436,7 +436,19 @@ impl Repo {
                 c.committer = a.to_string();
             }
         }
+        // A shallow clone's boundary commits have parents it does not hold: as git does,
+        // history ends there.
+        if !c.parents.is_empty() && self.is_shallow(oid) {
+            c.parents.clear();
+        }
         Ok(c)
+    }
+
+    /// Whether `.git/shallow` lists `oid` (a commit whose parents were not fetched).
+    fn is_shallow(&self, oid: &Oid) -> bool {
+        let h = hex(oid);
+        fs::read_to_string(self.git.join("shallow"))
+            .is_ok_and(|s| s.lines().any(|l| l.trim() == h))
     }
 }
 

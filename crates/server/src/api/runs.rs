@@ -74,6 +74,9 @@ pub(crate) struct RunRequest {
     stdin_bps: Option<u64>,
     stdin_idle_timeout_sec: Option<u64>,
     resume_from_seq: Option<u64>,
+    /// A repository to fetch into the workspace before the run (server-side; docs/service.md,
+    /// "Git inputs").
+    git: Option<crate::gitclone::GitRequest>,
 }
 
 #[utoipa::path(
@@ -133,6 +136,8 @@ pub(crate) struct Checked {
     cpu: f64,
     capture_patterns: Vec<String>,
     resume_from_seq: Option<u64>,
+    /// What a `git` input fetched: the run's log and audit say so once it has an id.
+    git: Option<Value>,
     pub(crate) spec: RunSpec,
 }
 
@@ -220,6 +225,7 @@ pub(crate) async fn launch(
         cpu,
         resume_from_seq,
         spec,
+        git,
         ..
     } = checked;
     let log = RunLog::new(app.config.ws_ring_bytes, app.config.max_log_bytes);
@@ -236,6 +242,19 @@ pub(crate) async fn launch(
     crate::quotas::record(app, &quota, &record).await?;
     app.add_live_run(run.clone());
     app.audit.remember_run(&id, ctx);
+    if let Some(mut summary) = git {
+        let mut egress = summary["egress"].take();
+        egress["runtime"] = json!(record.runtime);
+        audit::egress(
+            app,
+            user,
+            Some(&id),
+            record.session_id.as_deref(),
+            None,
+            egress,
+        );
+        run.log.event("git", summary);
+    }
     let (status, estimated_start_time, admitted) = submit(app, &run, record).await?;
     runs::spawn_heartbeat(app, log);
     Ok(Launched {
@@ -247,6 +266,37 @@ pub(crate) async fn launch(
         base_image,
         cpu,
     })
+}
+
+/// Fetches a `git` input under the server's egress policy; a refusal is audited as
+/// `sandbox.run.egress_denied` (the run has no id yet).
+pub(crate) async fn fetch_git(
+    app: &App,
+    g: &crate::gitclone::GitRequest,
+    user: &str,
+    session_id: Option<&str>,
+    runtime: &str,
+) -> ApiResult<crate::gitclone::Checkout> {
+    match crate::gitclone::checkout(app, g).await {
+        Ok(c) => Ok(c),
+        Err(e) => {
+            if e.status == StatusCode::FORBIDDEN {
+                let d = &e.details;
+                audit::egress(
+                    app,
+                    user,
+                    None,
+                    session_id,
+                    d["reason"].as_str(),
+                    json!({
+                        "host": d["host"], "ip": d["ip"], "matched_rule": d["matched_rule"],
+                        "runtime": runtime, "via": "git",
+                    }),
+                );
+            }
+            Err(e)
+        }
+    }
 }
 
 /// Every check of a run request, in the order clients see their errors.
@@ -298,12 +348,23 @@ pub(crate) async fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Che
         }
         other => other,
     };
-    let files = inline_files(app, req.files.unwrap_or_default())?;
+    let mut files = inline_files(app, req.files.unwrap_or_default())?;
     let capture_patterns = req.capture_patterns.unwrap_or_default();
     let capture = if capture_patterns.is_empty() {
         None
     } else {
         Some(artifacts::compile_patterns(&capture_patterns).map_err(ApiError::invalid)?)
+    };
+    // Last: the one check that goes to the network.
+    let (dirs, git) = match &req.git {
+        Some(g) => {
+            let session_id = session.as_ref().map(|s| s.id.as_str());
+            let c = fetch_git(app, g, user, session_id, runtime.name()).await?;
+            let summary = c.summary(g);
+            files.extend(c.staged.files);
+            (c.staged.dirs, Some(summary))
+        }
+        None => (Vec::new(), None),
     };
     Ok(Checked {
         spec_version,
@@ -311,6 +372,7 @@ pub(crate) async fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Che
         cpu,
         capture_patterns,
         resume_from_seq: req.resume_from_seq,
+        git,
         spec: RunSpec {
             session,
             runtime,
@@ -320,6 +382,7 @@ pub(crate) async fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Che
             env,
             cwd,
             files,
+            dirs,
             capture,
             startup_timeout_sec,
             timeout_sec,

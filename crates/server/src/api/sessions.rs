@@ -46,6 +46,9 @@ pub(crate) struct SessionRequest {
     env: Option<BTreeMap<String, String>>,
     labels: Option<BTreeMap<String, String>>,
     ttl_sec: Option<u64>,
+    /// A repository to fetch into the new session's workspace (server-side; docs/service.md,
+    /// "Git inputs").
+    git: Option<crate::gitclone::GitRequest>,
 }
 
 #[utoipa::path(
@@ -111,6 +114,12 @@ pub(crate) async fn create_session(
                 return Err(shutting_down());
             }
             let id = new_id();
+            let checkout = match &req.git {
+                Some(g) => Some(
+                    crate::api::runs::fetch_git(&app, g, &user, Some(&id), runtime.name()).await?,
+                ),
+                None => None,
+            };
             let boxed = runtime
                 .create_box(BoxSpec {
                     image: image.clone(),
@@ -123,6 +132,17 @@ pub(crate) async fn create_session(
                 })
                 .await
                 .map_err(provision_error)?;
+            let git_summary = match (&req.git, checkout) {
+                (Some(g), Some(c)) => {
+                    let summary = c.summary(g);
+                    if let Err(e) = crate::api::uploads::commit(boxed.as_ref(), c.staged).await {
+                        boxed.destroy().await;
+                        return Err(e);
+                    }
+                    Some(summary)
+                }
+                _ => None,
+            };
             let now = app.clock.now_ms();
             let session = Arc::new(Session {
                 id,
@@ -157,6 +177,11 @@ pub(crate) async fn create_session(
                 .with_details(json!({ "max_sessions": app.config.max_sessions })));
             }
             crate::observe::session_created(&app);
+            if let Some(mut summary) = git_summary {
+                let mut egress = summary["egress"].take();
+                egress["runtime"] = json!(session.runtime.name());
+                audit::egress(&app, &user, None, Some(&session.id), None, egress);
+            }
             audit::session_created(
                 &app,
                 &user,

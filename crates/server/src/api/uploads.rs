@@ -179,7 +179,10 @@ fn multipart_error(e: axum::extract::multipart::MultipartError, limit: u64) -> A
 }
 
 /// Writes a staged upload into the workspace, all or nothing.
-async fn commit(boxed: &dyn crate::runtime::SandboxBox, staged: Staged) -> ApiResult<()> {
+pub(crate) async fn commit(
+    boxed: &dyn crate::runtime::SandboxBox,
+    staged: Staged,
+) -> ApiResult<()> {
     use crate::runtime::FilesError;
     boxed
         .write_files(staged.dirs, staged.files)

@@ -179,6 +179,37 @@ pub static KEYS: &[Key] = &[
         network_default,
         "only `deny_all` exists"
     ),
+    Key {
+        name: "SANDBOX_EGRESS_ALLOWLIST",
+        apply: |r, v| {
+            let list: wasmsand::egress::EgressAllowlist = if v.trim().is_empty() {
+                Default::default()
+            } else {
+                serde_json::from_str(v).map_err(|e| {
+                    format!("not an allowlist ({{\"hosts\": [...], \"cidrs\": [...], \"ips\": [...]}}): {e}")
+                })?
+            };
+            r.config.egress_allowlist =
+                wasmsand::egress::EgressPolicy::parse(&list).map_err(|e| e.to_string())?;
+            Ok(())
+        },
+        default: Shown::Text("empty (nothing)"),
+        doc: "the server's egress policy as JSON `{\"hosts\": [\"github.com\", \"*.example.com\"], \"cidrs\": [\"203.0.113.0/24\"], \"ips\": [\"198.51.100.7\"]}`: what server-side git clones (`git` of sessions and runs) may reach; loopback, private, link-local and metadata addresses only through an `ips`/`cidrs` entry inside them; in the policy hash",
+    },
+    Key {
+        name: "SANDBOX_EGRESS_RESOLVE",
+        apply: |r, v| {
+            r.config.egress_resolve = super::parse_resolve(v)?;
+            Ok(())
+        },
+        default: Shown::Text("none"),
+        doc: "host names answered with fixed addresses instead of DNS, `host=ip;ip,host2=ip` (as curl's `--resolve`); in the policy hash",
+    },
+    num!(
+        "SANDBOX_GIT_TIMEOUT_SEC",
+        git_timeout_sec,
+        "the longest a server-side git clone (fetch, checkout, patch) may take; then 504 `git_clone_failed`"
+    ),
     num!("SANDBOX_MAX_CONCURRENT_RUNS", max_concurrent_runs, ""),
     num!("SANDBOX_QUEUE_MAX_LENGTH", queue_max_length, ""),
     num!("SANDBOX_QUEUE_TTL_SEC", queue_ttl_sec, ""),

@@ -78,6 +78,14 @@ pub struct Config {
     pub default_runtime: String,
     /// `SANDBOX_NETWORK_DEFAULT` (`deny_all`): the only network policy there is, reported as such.
     pub network_default: String,
+    /// `SANDBOX_EGRESS_ALLOWLIST` (empty): the server's egress policy, today what server-side
+    /// git clones may reach (docs/service.md, "Git inputs").
+    pub egress_allowlist: wasmsand::egress::EgressPolicy,
+    /// `SANDBOX_EGRESS_RESOLVE` (none): host names answered with these addresses instead of
+    /// DNS (`host=ip;ip,host2=ip`), like curl's `--resolve`.
+    pub egress_resolve: BTreeMap<String, Vec<std::net::IpAddr>>,
+    /// `SANDBOX_GIT_TIMEOUT_SEC` (120): the longest a server-side git clone may take.
+    pub git_timeout_sec: u64,
     /// `SANDBOX_MAX_CONCURRENT_RUNS` (8): runs executing at once; more wait in the queue.
     pub max_concurrent_runs: usize,
     /// `SANDBOX_QUEUE_MAX_LENGTH` (100): runs waiting at once; past it a new run is refused (429).
@@ -267,6 +275,9 @@ impl Default for Config {
             cache_dir: None,
             default_runtime: "wasm".into(),
             network_default: "deny_all".into(),
+            egress_allowlist: Default::default(),
+            egress_resolve: BTreeMap::new(),
+            git_timeout_sec: 120,
             max_concurrent_runs: 8,
             queue_max_length: 100,
             queue_ttl_sec: 120,
@@ -404,6 +415,9 @@ impl Config {
                 self.network_default
             ));
         }
+        if self.git_timeout_sec == 0 {
+            return Err("SANDBOX_GIT_TIMEOUT_SEC must be at least 1".into());
+        }
         if self.ws_heartbeat_sec == 0 {
             return Err("SANDBOX_WS_HEARTBEAT_SEC must be at least 1".into());
         }
@@ -464,6 +478,26 @@ impl Config {
     }
 }
 
+/// `host=ip;ip,host2=ip`: fixed answers for host names.
+fn parse_resolve(v: &str) -> Result<BTreeMap<String, Vec<std::net::IpAddr>>, String> {
+    let mut out = BTreeMap::new();
+    for entry in v.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (host, addrs) = entry
+            .split_once('=')
+            .ok_or_else(|| format!("{entry:?} is not host=ip[;ip...]"))?;
+        let ips = addrs
+            .split(';')
+            .map(|a| {
+                a.trim()
+                    .parse()
+                    .map_err(|_| format!("{entry:?}: {a:?} is not an IP address"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        out.insert(wasmsand::egress::normalize_host(host.trim()), ips);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,5 +542,51 @@ mod tests {
         assert!(e.contains("wasm") && e.contains("docker"), "{e}");
         let e = Config::from_lookup(lookup(&[("SANDBOX_DOCKER_RUNTIME", "kata")])).unwrap_err();
         assert!(e.contains("runsc"), "{e}");
+    }
+
+    #[test]
+    fn the_egress_policy_and_fixed_answers_are_read_and_checked() {
+        let c = Config::from_lookup(lookup(&[
+            (
+                "SANDBOX_EGRESS_ALLOWLIST",
+                r#"{"hosts": ["GitHub.com", "*.example.com"], "ips": ["127.0.0.1"]}"#,
+            ),
+            (
+                "SANDBOX_EGRESS_RESOLVE",
+                "git.test=127.0.0.1;::1, Other.test=10.0.0.2",
+            ),
+        ]))
+        .unwrap();
+        let list = c.egress_allowlist.to_allowlist();
+        assert_eq!(list.hosts, ["github.com", "*.example.com"]);
+        assert_eq!(list.ips, ["127.0.0.1"]);
+        assert_eq!(c.egress_resolve["git.test"].len(), 2);
+        assert_eq!(
+            c.egress_resolve["other.test"],
+            ["10.0.0.2".parse::<std::net::IpAddr>().unwrap()]
+        );
+        for (key, value, want) in [
+            (
+                "SANDBOX_EGRESS_ALLOWLIST",
+                r#"{"hosts": ["*.com"]}"#,
+                "two labels",
+            ),
+            (
+                "SANDBOX_EGRESS_ALLOWLIST",
+                r#"{"domains": []}"#,
+                "unknown field",
+            ),
+            ("SANDBOX_EGRESS_ALLOWLIST", "github.com", "not an allowlist"),
+            ("SANDBOX_EGRESS_RESOLVE", "git.test", "is not host=ip"),
+            (
+                "SANDBOX_EGRESS_RESOLVE",
+                "git.test=localhost",
+                "is not an IP address",
+            ),
+            ("SANDBOX_GIT_TIMEOUT_SEC", "0", "at least 1"),
+        ] {
+            let e = Config::from_lookup(lookup(&[(key, value)])).unwrap_err();
+            assert!(e.contains(key) && e.contains(want), "{key}={value}: {e}");
+        }
     }
 }
