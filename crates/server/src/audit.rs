@@ -124,33 +124,42 @@ pub fn process_event(app: &App, event: &str, user_id: &str, session_id: &str, bo
     app.audit.emit(event, user_id, None, Some(session_id), body);
 }
 
-#[allow(clippy::too_many_arguments)]
-pub fn session_created(
-    app: &App,
-    user_id: &str,
-    session_id: &str,
-    base_image: &str,
-    image_digest: &str,
-    spec_version: &str,
-    source: &str,
-    trace_id: Option<&str>,
-) {
+/// What a session's events carry (before the session exists, for a refused `git` input:
+/// the digest of the image it would have run).
+pub struct SessionFacts<'a> {
+    pub session_id: &'a str,
+    pub runtime: &'a str,
+    pub runtime_version: &'a str,
+    pub base_image: &'a str,
+    pub image_digest: &'a str,
+    pub spec_version: &'a str,
+    pub source: &'a str,
+    pub trace_id: Option<&'a str>,
+}
+
+impl SessionFacts<'_> {
+    pub fn common(&self, app: &App) -> Value {
+        json!({
+            "session_id": self.session_id,
+            "source": self.source,
+            "runtime": self.runtime,
+            "runtime_version": self.runtime_version,
+            "base_image": self.base_image,
+            "image_digest": self.image_digest,
+            "policy_hash": app.policy_hash,
+            "spec_version": self.spec_version,
+            "trace_id": self.trace_id,
+        })
+    }
+}
+
+pub fn session_created(app: &App, user_id: &str, facts: &SessionFacts<'_>) {
     app.audit.emit(
         "sandbox.session.created",
         user_id,
         None,
-        Some(session_id),
-        json!({
-            "session_id": session_id,
-            "source": source,
-            "runtime": "wasm",
-            "runtime_version": crate::RUNTIME_VERSION,
-            "base_image": base_image,
-            "image_digest": image_digest,
-            "policy_hash": app.policy_hash,
-            "spec_version": spec_version,
-            "trace_id": trace_id,
-        }),
+        Some(facts.session_id),
+        facts.common(app),
     );
 }
 
@@ -238,25 +247,60 @@ pub fn run_phase(app: &App, r: &RunRecord, phase: Phase) {
     );
 }
 
-/// The PRD's egress events: `sandbox.run.egress_allowed` {host, ip, matched_rule, runtime,
-/// run_id} and `sandbox.run.egress_denied` (with `reason`); `via` says what connected (`git`
-/// for a server-side clone).
-pub fn egress(
+/// `sandbox.run.egress_allowed` (seed 003: `{host, ip, matched_rule, runtime, run_id}`),
+/// with the event's common fields (`common`: a run's or a session's) and `via`, what connected
+/// (`git` for a server-side clone).
+pub fn egress_allowed(
     app: &App,
     user_id: &str,
     run_id: Option<&str>,
     session_id: Option<&str>,
-    denied_reason: Option<&str>,
-    body: Value,
+    common: Value,
+    egress: Value,
 ) {
-    let mut body = body;
+    let mut body = common;
+    merge(&mut body, &egress);
     body["run_id"] = json!(run_id);
-    let event = match denied_reason {
-        Some(reason) => {
-            body["reason"] = json!(reason);
-            "sandbox.run.egress_denied"
+    let session_id = session_id
+        .map(str::to_string)
+        .or_else(|| body["session_id"].as_str().map(str::to_string));
+    app.audit.emit(
+        "sandbox.run.egress_allowed",
+        user_id,
+        run_id,
+        session_id.as_deref(),
+        body,
+    );
+}
+
+/// `sandbox.run.egress_denied` for a request refused by the egress policy, from its error's
+/// details (`host`, `ip`, `matched_rule`, `reason`); the run never got an id.
+pub fn egress_refused(
+    app: &App,
+    user_id: &str,
+    session_id: Option<&str>,
+    common: Value,
+    details: &Value,
+) {
+    let mut body = common;
+    for k in ["host", "ip", "matched_rule", "reason"] {
+        body[k] = details[k].clone();
+    }
+    body["via"] = json!("git");
+    body["run_id"] = Value::Null;
+    app.audit
+        .emit("sandbox.run.egress_denied", user_id, None, session_id, body);
+}
+
+fn merge(body: &mut Value, extra: &Value) {
+    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            b.insert(k.clone(), v.clone());
         }
-        None => "sandbox.run.egress_allowed",
-    };
-    app.audit.emit(event, user_id, run_id, session_id, body);
+    }
+}
+
+/// The fields every event of a run carries.
+pub fn run_common(app: &App, r: &RunRecord, ctx: &RunContext) -> Value {
+    run_body(app, r, ctx)
 }

@@ -273,3 +273,62 @@ async fn gvisor_runs_or_is_refused_with_the_reason() {
     assert_ne!(wasm_run["policy_hash"], runc_run["policy_hash"]);
     d.finish().await;
 }
+
+/// A `git` input lands in a container's workspace as it does in wasm: the patched tree and its
+/// history, before the first command; a session starts with it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_inputs_land_in_the_container_workspace() {
+    use crate::service::git::{GitHost, PATCH};
+    let host = GitHost::start().await;
+    let Some(d) = DockerServer::with("git", |c| {
+        c.egress_allowlist =
+            wasmsand::egress::EgressPolicy::parse(&wasmsand::egress::EgressAllowlist {
+                ips: vec!["127.0.0.1".into()],
+                ..Default::default()
+            })
+            .unwrap();
+    })
+    .await
+    else {
+        return;
+    };
+    let url = format!("http://127.0.0.1:{}/repo.git", host.addr.port());
+    let (_, frames, status) = d
+        .srv
+        .run(one_shot(
+            "python:3.11-slim",
+            &[
+                "sh",
+                "-c",
+                "cat README.md src/app.py; test -f .git/HEAD && cat .git/shallow",
+            ],
+            json!({ "git": { "url": url, "patch": PATCH } }),
+        ))
+        .await;
+    super::assert_completed(&status, &frames);
+    assert_eq!(
+        stdout(&frames),
+        format!("hello\npatched\nprint('v2')\n{}\n", host.head)
+    );
+    let sid = d
+        .session(
+            "python:3.11-slim",
+            json!({ "git": { "url": url, "dir": "repo" } }),
+        )
+        .await;
+    let (_, frames, status) = d
+        .srv
+        .run(in_session(&sid, &["cat", "repo/src/app.py"], json!({})))
+        .await;
+    super::assert_completed(&status, &frames);
+    assert_eq!(stdout(&frames), "print('v2')\n");
+    let resp = d
+        .srv
+        .client
+        .delete(d.srv.url(&format!("/sessions/{sid}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    d.finish().await;
+}

@@ -19,11 +19,11 @@ use wasmsand::egress::{EgressAllowlist, EgressPolicy};
 use super::common::{TestServer, output};
 
 /// A bare repository served over smart HTTP, and the commits of its history.
-struct GitHost {
-    addr: SocketAddr,
+pub(crate) struct GitHost {
+    pub(crate) addr: SocketAddr,
     _dir: tempfile::TempDir,
     /// `main` (the second commit) and the tag `v1` (the first).
-    head: String,
+    pub(crate) head: String,
     v1: String,
 }
 
@@ -101,7 +101,7 @@ async fn cgi(State(root): State<PathBuf>, req: Request) -> Response {
 }
 
 impl GitHost {
-    async fn start() -> GitHost {
+    pub(crate) async fn start() -> GitHost {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("src");
         std::fs::create_dir(&src).unwrap();
@@ -154,7 +154,8 @@ fn run_with_git(script: &str, git: Value) -> Value {
     body
 }
 
-const PATCH: &str = "--- a/README.md\n+++ b/README.md\n@@ -1,2 +1,2 @@\n hello\n-world\n+patched\n";
+pub(crate) const PATCH: &str =
+    "--- a/README.md\n+++ b/README.md\n@@ -1,2 +1,2 @@\n hello\n-world\n+patched\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_fetches_a_repository_applies_a_patch_and_sees_its_history() {
@@ -260,7 +261,43 @@ async fn a_run_fetches_a_repository_applies_a_patch_and_sees_its_history() {
         .await;
     assert_eq!(v["error"]["details"]["file"], "README.md", "{v}");
     assert_eq!(v["error"]["details"]["line"], 1, "{v}");
+
+    // Each clone that went is in the audit trail with the PRD's fields: two runs, a session.
+    let allowed = audit(&srv, "sandbox.run.egress_allowed", 3).await;
+    for e in &allowed {
+        assert_eq!(e["host"], "git.test", "{e}");
+        assert_eq!(e["ip"], "127.0.0.1", "{e}");
+        assert_eq!(e["matched_rule"], "127.0.0.1", "{e}");
+        assert_eq!(e["runtime"], "wasm", "{e}");
+        assert_eq!(e["via"], "git", "{e}");
+    }
+    assert_eq!(
+        allowed.iter().filter(|e| e["run_id"].is_string()).count(),
+        2,
+        "{allowed:?}"
+    );
     srv.stop().await;
+}
+
+/// The audit events named `event` once there are `n` of them.
+async fn audit(srv: &TestServer, event: &str, n: usize) -> Vec<Value> {
+    let started = std::time::Instant::now();
+    loop {
+        let (s, v) = srv
+            .get(&format!("/admin/audit?event={event}&limit=100"))
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let items = v["items"].as_array().unwrap().clone();
+        if items.len() >= n {
+            return items;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{} of {n} {event} events: {v}",
+            items.len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 /// The server's policy decides where a clone may go: a host rule does not open loopback, an
@@ -301,6 +338,10 @@ async fn clones_outside_the_servers_egress_policy_are_refused() {
             "{v}"
         );
     }
+    let denied = audit(&srv, "sandbox.run.egress_denied", 2).await;
+    assert_eq!(denied[0]["reason"], "forbidden_address", "{denied:?}");
+    assert_eq!(denied[0]["ip"], "127.0.0.1", "{denied:?}");
+    assert_eq!(denied[0]["run_id"], Value::Null, "{denied:?}");
     srv.stop().await;
 
     // Loopback named by an address rule: the clone goes; a name the policy does not list, no.

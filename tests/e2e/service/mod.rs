@@ -7,7 +7,7 @@ mod artifacts;
 mod audit;
 mod auth;
 pub(crate) mod common;
-mod git;
+pub(crate) mod git;
 pub(crate) mod mcp;
 mod metrics;
 mod openapi;

@@ -136,7 +136,9 @@ pub(crate) struct Checked {
     cpu: f64,
     capture_patterns: Vec<String>,
     resume_from_seq: Option<u64>,
-    /// What a `git` input fetched: the run's log and audit say so once it has an id.
+    /// The request's `git` input, fetched by [`fetch_inputs`].
+    git_request: Option<crate::gitclone::GitRequest>,
+    /// What it fetched: the run's log and audit say so once it has an id.
     git: Option<Value>,
     pub(crate) spec: RunSpec,
 }
@@ -161,7 +163,8 @@ async fn start_run(
     user: String,
     ctx: audit::RunContext,
 ) -> ApiResult<Created> {
-    let checked = check_run(&app, &v, &user).await?;
+    let mut checked = check_run(&app, &v, &user).await?;
+    fetch_inputs(&app, &mut checked, &user, &ctx).await?;
     let Launched {
         run,
         status,
@@ -241,16 +244,15 @@ pub(crate) async fn launch(
     }
     crate::quotas::record(app, &quota, &record).await?;
     app.add_live_run(run.clone());
-    app.audit.remember_run(&id, ctx);
+    app.audit.remember_run(&id, ctx.clone());
     if let Some(mut summary) = git {
-        let mut egress = summary["egress"].take();
-        egress["runtime"] = json!(record.runtime);
-        audit::egress(
+        let egress = summary["egress"].take();
+        audit::egress_allowed(
             app,
             user,
             Some(&id),
-            record.session_id.as_deref(),
             None,
+            audit::run_common(app, &record, &ctx),
             egress,
         );
         run.log.event("git", summary);
@@ -268,31 +270,42 @@ pub(crate) async fn launch(
     })
 }
 
-/// Fetches a `git` input under the server's egress policy; a refusal is audited as
+/// Fetches the request's `git` input into its files: the one step of a request that goes to
+/// the network, after every other check. A refusal by the egress policy is audited as
 /// `sandbox.run.egress_denied` (the run has no id yet).
-pub(crate) async fn fetch_git(
+async fn fetch_inputs(
     app: &App,
-    g: &crate::gitclone::GitRequest,
+    c: &mut Checked,
     user: &str,
-    session_id: Option<&str>,
-    runtime: &str,
-) -> ApiResult<crate::gitclone::Checkout> {
-    match crate::gitclone::checkout(app, g).await {
-        Ok(c) => Ok(c),
+    ctx: &audit::RunContext,
+) -> ApiResult<()> {
+    let Some(g) = c.git_request.take() else {
+        return Ok(());
+    };
+    match crate::gitclone::checkout(app, &g).await {
+        Ok(co) => {
+            c.git = Some(co.summary(&g));
+            c.spec.files.extend(co.staged.files);
+            c.spec.dirs = co.staged.dirs;
+            Ok(())
+        }
         Err(e) => {
             if e.status == StatusCode::FORBIDDEN {
-                let d = &e.details;
-                audit::egress(
-                    app,
-                    user,
-                    None,
-                    session_id,
-                    d["reason"].as_str(),
-                    json!({
-                        "host": d["host"], "ip": d["ip"], "matched_rule": d["matched_rule"],
-                        "runtime": runtime, "via": "git",
-                    }),
-                );
+                let (session_id, digest) = match &c.spec.session {
+                    Some(s) => (Some(s.id.clone()), s.image_digest.clone()),
+                    None => (None, c.spec.runtime.image_digest(&c.spec.image).await),
+                };
+                let common = json!({
+                    "session_id": session_id,
+                    "source": ctx.source,
+                    "trace_id": ctx.trace_id,
+                    "runtime": c.spec.runtime.name(),
+                    "base_image": c.base_image,
+                    "image_digest": digest,
+                    "policy_hash": app.policy_hash,
+                    "spec_version": c.spec_version,
+                });
+                audit::egress_refused(app, user, session_id.as_deref(), common, &e.details);
             }
             Err(e)
         }
@@ -348,23 +361,12 @@ pub(crate) async fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Che
         }
         other => other,
     };
-    let mut files = inline_files(app, req.files.unwrap_or_default())?;
+    let files = inline_files(app, req.files.unwrap_or_default())?;
     let capture_patterns = req.capture_patterns.unwrap_or_default();
     let capture = if capture_patterns.is_empty() {
         None
     } else {
         Some(artifacts::compile_patterns(&capture_patterns).map_err(ApiError::invalid)?)
-    };
-    // Last: the one check that goes to the network.
-    let (dirs, git) = match &req.git {
-        Some(g) => {
-            let session_id = session.as_ref().map(|s| s.id.as_str());
-            let c = fetch_git(app, g, user, session_id, runtime.name()).await?;
-            let summary = c.summary(g);
-            files.extend(c.staged.files);
-            (c.staged.dirs, Some(summary))
-        }
-        None => (Vec::new(), None),
     };
     Ok(Checked {
         spec_version,
@@ -372,7 +374,8 @@ pub(crate) async fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Che
         cpu,
         capture_patterns,
         resume_from_seq: req.resume_from_seq,
-        git,
+        git_request: req.git,
+        git: None,
         spec: RunSpec {
             session,
             runtime,
@@ -382,7 +385,7 @@ pub(crate) async fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Che
             env,
             cwd,
             files,
-            dirs,
+            dirs: Vec::new(),
             capture,
             startup_timeout_sec,
             timeout_sec,

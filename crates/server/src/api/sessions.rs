@@ -114,10 +114,33 @@ pub(crate) async fn create_session(
                 return Err(shutting_down());
             }
             let id = new_id();
+            let base_image = req
+                .base_image
+                .clone()
+                .unwrap_or_else(|| image.canonical.clone());
+            let trace_id = trace.as_ref().map(|t| t.0.0.clone());
             let checkout = match &req.git {
-                Some(g) => Some(
-                    crate::api::runs::fetch_git(&app, g, &user, Some(&id), runtime.name()).await?,
-                ),
+                Some(g) => match crate::gitclone::checkout(&app, g).await {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        if e.status == StatusCode::FORBIDDEN {
+                            let digest = runtime.image_digest(&image).await;
+                            let facts = audit::SessionFacts {
+                                session_id: &id,
+                                runtime: runtime.name(),
+                                runtime_version: &runtime.version(),
+                                base_image: &base_image,
+                                image_digest: &digest,
+                                spec_version: &spec_version,
+                                source: &source,
+                                trace_id: trace_id.as_deref(),
+                            };
+                            let common = facts.common(&app);
+                            audit::egress_refused(&app, &user, Some(&id), common, &e.details);
+                        }
+                        return Err(e);
+                    }
+                },
                 None => None,
             };
             let boxed = runtime
@@ -150,7 +173,7 @@ pub(crate) async fn create_session(
                 boxed,
                 runtime_version: runtime.version(),
                 runtime,
-                base_image: req.base_image.unwrap_or_else(|| image.canonical.clone()),
+                base_image,
                 spec_version,
                 created_at: now,
                 expires_at: AtomicI64::new(now + ttl as i64 * 1000),
@@ -177,21 +200,22 @@ pub(crate) async fn create_session(
                 .with_details(json!({ "max_sessions": app.config.max_sessions })));
             }
             crate::observe::session_created(&app);
+            let facts = audit::SessionFacts {
+                session_id: &session.id,
+                runtime: session.runtime.name(),
+                runtime_version: &session.runtime_version,
+                base_image: &session.base_image,
+                image_digest: &session.image_digest,
+                spec_version: &session.spec_version,
+                source: &source,
+                trace_id: trace_id.as_deref(),
+            };
+            audit::session_created(&app, &user, &facts);
             if let Some(mut summary) = git_summary {
-                let mut egress = summary["egress"].take();
-                egress["runtime"] = json!(session.runtime.name());
-                audit::egress(&app, &user, None, Some(&session.id), None, egress);
+                let egress = summary["egress"].take();
+                let common = facts.common(&app);
+                audit::egress_allowed(&app, &user, None, Some(&session.id), common, egress);
             }
-            audit::session_created(
-                &app,
-                &user,
-                &session.id,
-                &session.base_image,
-                &session.image_digest,
-                &session.spec_version,
-                &source,
-                trace.as_ref().map(|t| t.0.0.as_str()),
-            );
             Ok(Created {
                 status: StatusCode::CREATED,
                 body: serde_json::to_value(session.view(&app.policy_hash))
