@@ -29,6 +29,7 @@ use wasmsand_vfs::{FileType, Vfs, VfsOptions};
 
 mod det;
 mod files;
+mod net;
 mod process;
 mod spill;
 mod state;
@@ -43,6 +44,7 @@ pub use tools::{Tool, ToolHandler, ToolSetError};
 pub use warm::{PrecompileError, Precompiled, precompile};
 
 pub use det::DETERMINISTIC_PID;
+pub use net::{EgressEvent, EgressSink, NetLimits, Network};
 pub use wasmsand_exec::on_slow_compile;
 /// The egress allowlist (network policy `allowlist`): its wire form and checked form.
 pub use wasmsand_model::egress;
@@ -79,6 +81,8 @@ pub struct SandboxOptions {
     /// their bytes are shared, not copied, when given as `Bytes::from_static` or shared
     /// `Bytes`.
     pub files: Vec<(String, Bytes)>,
+    /// What the sandbox may reach on the network (`curl`, `wget`); none: nothing.
+    pub network: Option<Network>,
 }
 
 /// Why a sandbox operation failed.
@@ -253,6 +257,8 @@ pub struct Sandbox {
     exec: &'static Exec,
     /// Host tools offered to guests through the tool-call channel (`from host import tools`).
     tools: Mutex<wasmsand_cpython::ToolSet>,
+    /// The network policy; each run gets a door of its own (its own pins and budget).
+    network: Mutex<Option<Network>>,
     /// Background processes; never taken while `inner` is held by a run that waits on them.
     /// Shared with the runs' shells, which hand `nohup cmd &` jobs over to it.
     procs: Arc<Mutex<process::ProcTable>>,
@@ -385,6 +391,7 @@ impl Sandbox {
             limits,
             exec: exec_for(&options.cache_dir),
             tools: Mutex::default(),
+            network: Mutex::new(options.network),
             procs: Arc::default(),
         }
     }
@@ -886,6 +893,7 @@ impl Sandbox {
                 limits: self.limits,
                 exec: self.exec,
                 tools: Mutex::new(self.tools.lock().clone()),
+                network: Mutex::new(self.network.lock().clone()),
                 // A fork starts with no processes: they belong to the sandbox that ran them.
                 procs: Arc::default(),
             })

@@ -51,12 +51,27 @@ impl Sandbox {
     /// the guest's `import host.tools` then fails with "this run has no tools".
     pub(crate) fn tool_channel(&self) -> Option<ToolChannel> {
         let tools = self.tools.lock();
-        if tools.is_empty() {
+        let network = self.network.lock().clone();
+        if tools.is_empty() && network.is_none() {
             return None;
         }
-        Some(ToolChannel::new(
-            Arc::new(tools.handler()),
-            self.limits.tool_calls,
-        ))
+        let handler: Arc<dyn wasmsand_exec::ToolCallHandler> = match network {
+            None => Arc::new(tools.handler()),
+            Some(net) => Arc::new(crate::net::Channel {
+                tools: tools.handler(),
+                door: crate::net::Door::new(net),
+            }),
+        };
+        Some(ToolChannel::new(handler, self.limits.tool_calls))
+    }
+
+    /// Sets what the sandbox may reach on the network from its next run on (`None`: nothing).
+    pub fn set_network(&self, network: Option<crate::Network>) {
+        *self.network.lock() = network;
+    }
+
+    /// The network policy in force.
+    pub fn network(&self) -> Option<crate::Network> {
+        self.network.lock().clone()
     }
 }

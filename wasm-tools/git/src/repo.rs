@@ -447,8 +447,7 @@ impl Repo {
     /// Whether `.git/shallow` lists `oid` (a commit whose parents were not fetched).
     fn is_shallow(&self, oid: &Oid) -> bool {
         let h = hex(oid);
-        fs::read_to_string(self.git.join("shallow"))
-            .is_ok_and(|s| s.lines().any(|l| l.trim() == h))
+        fs::read_to_string(self.git.join("shallow")).is_ok_and(|s| s.lines().any(|l| l.trim() == h))
     }
 }
 

@@ -10,6 +10,7 @@ mod deterministic;
 mod host_tools;
 mod merge;
 mod mutations;
+mod network;
 mod node_git;
 mod processes;
 mod python;

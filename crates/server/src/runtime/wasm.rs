@@ -59,6 +59,8 @@ pub(crate) fn sandbox_options(
         env,
         cache_dir: c.cache_dir.clone(),
         files: Vec::new(),
+        // The service opens no network yet (`network_policy` is `deny_all` only).
+        network: None,
     }
 }
 

@@ -1,0 +1,542 @@
+//! The network door: how a guest reaches the network, and only under the sandbox's egress
+//! allowlist. Guests (`curl`, `wget`) send `{"v":1,"id":N,"op":"http",...}` frames over the
+//! tool-call channel; the host checks the URL's host against the policy, resolves it once per
+//! run and pins the answer (no re-resolution mid-run), connects only to an address the policy
+//! allows, and sends one request with no redirect followed (the guest follows them, each hop
+//! checked again). Every decision is reported to [`Network::on_event`].
+//!
+//! Names no host rule matches are never resolved (a DNS query is itself egress). Requests and
+//! bytes are capped per run ([`NetLimits`]); a request also counts as one host call.
+//!
+//! Request: `{"v":1,"id":N,"op":"http","method":M,"url":U,"headers":[[K,V],...],
+//! "body":BASE64?,"timeout_ms":T?}`. Answer: `{"v":1,"id":N,"ok":true,"status":S,
+//! "reason":R,"version":"HTTP/1.1","headers":[[K,V],...],"body":BASE64,"truncated":bool,
+//! "ip":A}` or `{"v":1,"id":N,"ok":false,"error":{"kind":K,"message":M}}`, `kind` one of
+//! `denied`, `limit`, `resolve`, `connect`, `timeout`, `bad_request`, `unsupported`.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use base64::Engine as _;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use wasmsand_exec::CancelToken;
+use wasmsand_model::egress::{DenyReason, EgressPolicy, normalize_host};
+
+/// Caps on one run's use of the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetLimits {
+    /// Requests per run.
+    pub max_requests: u64,
+    /// Response bytes per run (bodies; a body past what is left is cut and flagged).
+    pub max_bytes: u64,
+    /// Longest one request may take (connect to last byte).
+    pub request_timeout_ms: u64,
+}
+
+impl Default for NetLimits {
+    fn default() -> Self {
+        NetLimits {
+            max_requests: 200,
+            max_bytes: 64 << 20,
+            request_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// One decision of the door, for the embedder's audit trail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressEvent {
+    /// The URL's host (a name or an address).
+    pub host: String,
+    /// The address connected to (or refused); none when the name was never resolved.
+    pub ip: Option<IpAddr>,
+    /// The rule that matched, as written in the allowlist.
+    pub matched_rule: Option<String>,
+    /// `None`: allowed; else `no_match`, `dns_mismatch`, `policy_changed` or
+    /// `forbidden_address`.
+    pub denied: Option<&'static str>,
+}
+
+/// Receives every decision.
+pub type EgressSink = Arc<dyn Fn(&EgressEvent) + Send + Sync>;
+
+/// What a sandbox may reach (network policy `allowlist`). A sandbox without one has no network
+/// at all: its `curl` says so.
+#[derive(Clone)]
+pub struct Network {
+    /// The effective allowlist (already narrowed by whoever grants it).
+    pub allowlist: EgressPolicy,
+    /// Names answered with these addresses instead of DNS (as curl's `--resolve`).
+    pub resolve: BTreeMap<String, Vec<IpAddr>>,
+    /// Caps per run.
+    pub limits: NetLimits,
+    /// Told every decision (allowed and denied), on the run's thread.
+    pub on_event: Option<EgressSink>,
+}
+
+impl std::fmt::Debug for Network {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Network")
+            .field("allowlist", &self.allowlist)
+            .field("resolve", &self.resolve)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Network {
+    /// A policy allowing `allowlist`, with the default limits and DNS.
+    pub fn allow(allowlist: EgressPolicy) -> Network {
+        Network {
+            allowlist,
+            resolve: BTreeMap::new(),
+            limits: NetLimits::default(),
+            on_event: None,
+        }
+    }
+}
+
+/// One run's door: the policy, the names pinned so far, and what the run has used.
+pub(crate) struct Door {
+    net: Network,
+    pins: Mutex<BTreeMap<String, Vec<IpAddr>>>,
+    requests: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// Why a request was not answered with a response.
+struct Refusal {
+    kind: &'static str,
+    message: String,
+}
+
+fn refuse(kind: &'static str, message: impl Into<String>) -> Refusal {
+    Refusal {
+        kind,
+        message: message.into(),
+    }
+}
+
+impl Door {
+    pub(crate) fn new(net: Network) -> Door {
+        Door {
+            net,
+            pins: Mutex::new(BTreeMap::new()),
+            requests: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// Answers one `http` frame.
+    pub(crate) fn answer(&self, req: &Value, cancel: &CancelToken) -> Value {
+        let id = req.get("id").cloned().unwrap_or(Value::Null);
+        match self.request(req, cancel) {
+            Ok(mut ok) => {
+                ok["v"] = json!(1);
+                ok["id"] = id;
+                ok["ok"] = json!(true);
+                ok
+            }
+            Err(r) => json!({
+                "v": 1, "id": id, "ok": false,
+                "error": { "kind": r.kind, "message": r.message },
+            }),
+        }
+    }
+
+    fn report(
+        &self,
+        host: &str,
+        ip: Option<IpAddr>,
+        rule: Option<String>,
+        denied: Option<DenyReason>,
+    ) {
+        if let Some(sink) = &self.net.on_event {
+            sink(&EgressEvent {
+                host: host.to_string(),
+                ip,
+                matched_rule: rule,
+                denied: denied.map(DenyReason::as_str),
+            });
+        }
+    }
+
+    /// The rules, for a refusal's message.
+    fn rules(&self) -> String {
+        let l = self.net.allowlist.to_allowlist();
+        let mut parts = Vec::new();
+        for (name, v) in [("hosts", &l.hosts), ("cidrs", &l.cidrs), ("ips", &l.ips)] {
+            if !v.is_empty() {
+                parts.push(format!("{name} {}", v.join(" ")));
+            }
+        }
+        if parts.is_empty() {
+            "the allowlist is empty".into()
+        } else {
+            format!("allowlist: {}", parts.join("; "))
+        }
+    }
+
+    /// The address to connect to for `host`, by the policy and the run's pins.
+    fn pick(&self, host: &str, literal: Option<IpAddr>) -> Result<(IpAddr, String), Refusal> {
+        let policy = &self.net.allowlist;
+        let deny = |d: wasmsand_model::egress::Decision, ip: Option<IpAddr>| {
+            self.report(host, ip, d.matched_rule.clone(), d.denied);
+            refuse(
+                "denied",
+                format!(
+                    "blocked by sandbox network policy: {} ({})",
+                    d.message,
+                    self.rules()
+                ),
+            )
+        };
+        if let Some(ip) = literal {
+            let d = policy.check_addr(None, ip);
+            return if d.allowed() {
+                let rule = d.matched_rule.clone().unwrap_or_default();
+                self.report(host, Some(ip), d.matched_rule, None);
+                Ok((ip, rule))
+            } else {
+                Err(deny(d, Some(ip)))
+            };
+        }
+        let name = normalize_host(host);
+        let fixed = self.net.resolve.get(&name);
+        if policy.host_rule(&name).is_none() && fixed.is_none() {
+            self.report(host, None, None, Some(DenyReason::NoMatch));
+            return Err(refuse(
+                "denied",
+                format!(
+                    "blocked by sandbox network policy: host {name} not in allowlist ({})",
+                    self.rules()
+                ),
+            ));
+        }
+        let addrs = {
+            let pinned = self.pins.lock().get(&name).cloned();
+            match pinned {
+                Some(a) => a,
+                None => {
+                    let a = match fixed {
+                        Some(a) => a.clone(),
+                        None => resolve(&name).map_err(|e| {
+                            refuse("resolve", format!("could not resolve host: {name} ({e})"))
+                        })?,
+                    };
+                    // Pinned for the rest of the run: a later answer cannot move the name.
+                    self.pins.lock().entry(name.clone()).or_insert(a).clone()
+                }
+            }
+        };
+        let mut first_refusal = None;
+        for ip in addrs {
+            let d = policy.check_addr(Some(&name), ip);
+            if d.allowed() {
+                let rule = d.matched_rule.clone().unwrap_or_default();
+                self.report(host, Some(ip), d.matched_rule, None);
+                return Ok((ip, rule));
+            }
+            first_refusal.get_or_insert((d, ip));
+        }
+        match first_refusal {
+            Some((d, ip)) => Err(deny(d, Some(ip))),
+            None => Err(refuse(
+                "resolve",
+                format!("could not resolve host: {name} (no address)"),
+            )),
+        }
+    }
+
+    fn request(&self, req: &Value, cancel: &CancelToken) -> Result<Value, Refusal> {
+        let raw_url = req["url"]
+            .as_str()
+            .ok_or_else(|| refuse("bad_request", "no url"))?;
+        let url = reqwest::Url::parse(raw_url)
+            .map_err(|e| refuse("bad_request", format!("URL rejected: {e}")))?;
+        match url.scheme() {
+            "http" => {}
+            "https" => {
+                return Err(refuse(
+                    "unsupported",
+                    "https is not supported by this sandbox yet (only http://)",
+                ));
+            }
+            s => {
+                return Err(refuse(
+                    "unsupported",
+                    format!("protocol \"{s}\" not supported"),
+                ));
+            }
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(refuse(
+                "bad_request",
+                "credentials in the URL are not sent; use an Authorization header",
+            ));
+        }
+        let (host, literal) = match url.host() {
+            Some(url::Host::Domain(d)) => (d.to_string(), None),
+            Some(url::Host::Ipv4(a)) => (a.to_string(), Some(IpAddr::V4(a))),
+            Some(url::Host::Ipv6(a)) => (a.to_string(), Some(IpAddr::V6(a))),
+            None => return Err(refuse("bad_request", "URL has no host")),
+        };
+        let port = url.port_or_known_default().unwrap_or(80);
+        let n = self.requests.fetch_add(1, Ordering::SeqCst) + 1;
+        if n > self.net.limits.max_requests {
+            return Err(refuse(
+                "limit",
+                format!(
+                    "the run's network request limit ({}) is used up",
+                    self.net.limits.max_requests
+                ),
+            ));
+        }
+        let (ip, _rule) = self.pick(&host, literal)?;
+        let method =
+            reqwest::Method::from_bytes(req["method"].as_str().unwrap_or("GET").as_bytes())
+                .map_err(|_| refuse("bad_request", "bad method"))?;
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(list) = req["headers"].as_array() {
+            for h in list {
+                let (Some(k), Some(v)) = (h[0].as_str(), h[1].as_str()) else {
+                    continue;
+                };
+                let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                    .map_err(|_| refuse("bad_request", format!("bad header name {k:?}")))?;
+                let value = reqwest::header::HeaderValue::from_str(v)
+                    .map_err(|_| refuse("bad_request", format!("bad value of header {k}")))?;
+                headers.append(name, value);
+            }
+        }
+        let body = match req["body"].as_str() {
+            Some(b) => Some(
+                base64::engine::general_purpose::STANDARD
+                    .decode(b)
+                    .map_err(|_| refuse("bad_request", "body is not base64"))?,
+            ),
+            None => None,
+        };
+        let timeout = Duration::from_millis(
+            req["timeout_ms"]
+                .as_u64()
+                .unwrap_or(u64::MAX)
+                .min(self.net.limits.request_timeout_ms),
+        );
+        let left = self
+            .net
+            .limits
+            .max_bytes
+            .saturating_sub(self.bytes.load(Ordering::SeqCst));
+        if left == 0 {
+            return Err(refuse(
+                "limit",
+                format!(
+                    "the run's download limit ({} bytes) is used up",
+                    self.net.limits.max_bytes
+                ),
+            ));
+        }
+        let pinned = SocketAddr::new(ip, port);
+        let cancel = cancel.clone();
+        let outcome = std::thread::scope(|s| {
+            s.spawn(|| {
+                fetch(
+                    url,
+                    literal.is_none().then_some((host.clone(), pinned)),
+                    method,
+                    headers,
+                    body,
+                    timeout,
+                    left,
+                    &cancel,
+                )
+            })
+            .join()
+            .unwrap_or_else(|_| Err(refuse("connect", "the request failed inside the host")))
+        })?;
+        self.bytes
+            .fetch_add(outcome.body.len() as u64, Ordering::SeqCst);
+        Ok(json!({
+            "status": outcome.status,
+            "reason": outcome.reason,
+            "version": outcome.version,
+            "headers": outcome.headers,
+            "body": base64::engine::general_purpose::STANDARD.encode(&outcome.body),
+            "truncated": outcome.truncated,
+            "ip": ip.to_string(),
+        }))
+    }
+}
+
+fn resolve(name: &str) -> std::io::Result<Vec<IpAddr>> {
+    use std::net::ToSocketAddrs;
+    let mut out: Vec<IpAddr> = Vec::new();
+    for a in (name, 0).to_socket_addrs()? {
+        if !out.contains(&a.ip()) {
+            out.push(a.ip());
+        }
+    }
+    Ok(out)
+}
+
+struct Fetched {
+    status: u16,
+    reason: String,
+    version: &'static str,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+    truncated: bool,
+}
+
+/// One request on a runtime of its own (the caller is a guest's thread), to `pin` when the
+/// URL names a host.
+#[allow(clippy::too_many_arguments)]
+fn fetch(
+    url: reqwest::Url,
+    pin: Option<(String, SocketAddr)>,
+    method: reqwest::Method,
+    headers: reqwest::header::HeaderMap,
+    body: Option<Vec<u8>>,
+    timeout: Duration,
+    max_body: u64,
+    cancel: &CancelToken,
+) -> Result<Fetched, Refusal> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| refuse("connect", e.to_string()))?;
+    rt.block_on(async {
+        let mut b = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(timeout)
+            .pool_max_idle_per_host(0);
+        if let Some((host, addr)) = &pin {
+            b = b.resolve(host, *addr);
+        }
+        let client = b.build().map_err(|e| refuse("connect", e.to_string()))?;
+        let mut rb = client.request(method, url).headers(headers);
+        if let Some(body) = body {
+            rb = rb.body(body);
+        }
+        let work = async {
+            let mut resp = rb.send().await.map_err(classify)?;
+            let status = resp.status();
+            let version = match resp.version() {
+                reqwest::Version::HTTP_10 => "HTTP/1.0",
+                reqwest::Version::HTTP_2 => "HTTP/2",
+                _ => "HTTP/1.1",
+            };
+            let headers = resp
+                .headers()
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_string(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect();
+            let mut body = Vec::new();
+            let mut truncated = false;
+            while let Some(chunk) = resp.chunk().await.map_err(classify)? {
+                let room = max_body.saturating_sub(body.len() as u64) as usize;
+                if chunk.len() > room {
+                    body.extend_from_slice(&chunk[..room]);
+                    truncated = true;
+                    break;
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(Fetched {
+                status: status.as_u16(),
+                reason: status.canonical_reason().unwrap_or("").to_string(),
+                version,
+                headers,
+                body,
+                truncated,
+            })
+        };
+        let cancelled = async {
+            while !cancel.is_cancelled() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::select! {
+            r = work => r,
+            () = cancelled => Err(refuse("timeout", "the run was stopped")),
+        }
+    })
+}
+
+fn classify(e: reqwest::Error) -> Refusal {
+    if e.is_timeout() {
+        refuse("timeout", format!("operation timed out: {e}"))
+    } else if e.is_connect() {
+        refuse("connect", format!("failed to connect: {}", root_cause(&e)))
+    } else {
+        refuse("connect", root_cause(&e))
+    }
+}
+
+fn root_cause(e: &dyn std::error::Error) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+/// A run's tool-call channel when the sandbox has a network: `http` frames go to the door,
+/// everything else to the host tools.
+pub(crate) struct Channel {
+    pub tools: wasmsand_cpython::ToolSetHandler,
+    pub door: Door,
+}
+
+fn is_http(request: &[u8]) -> Option<Value> {
+    let v: Value = serde_json::from_slice(request).ok()?;
+    (v["op"] == "http").then_some(v)
+}
+
+impl wasmsand_exec::ToolCallHandler for Channel {
+    fn call(
+        &self,
+        request: &[u8],
+        index: u64,
+        cancel: &CancelToken,
+    ) -> Result<Vec<u8>, wasmsand_exec::ToolCallFault> {
+        match is_http(request) {
+            Some(v) => serde_json::to_vec(&self.door.answer(&v, cancel))
+                .map_err(|e| wasmsand_exec::ToolCallFault(e.to_string())),
+            None => self.tools.call(request, index, cancel),
+        }
+    }
+
+    fn over_budget(
+        &self,
+        request: &[u8],
+        max_calls: u64,
+    ) -> Result<Vec<u8>, wasmsand_exec::ToolCallFault> {
+        match is_http(request) {
+            Some(v) => serde_json::to_vec(&json!({
+                "v": 1, "id": v["id"], "ok": false,
+                "error": {
+                    "kind": "limit",
+                    "message": format!("the run's host call limit ({max_calls}) is used up"),
+                },
+            }))
+            .map_err(|e| wasmsand_exec::ToolCallFault(e.to_string())),
+            None => self.tools.over_budget(request, max_calls),
+        }
+    }
+
+    fn counts(&self, request: &[u8]) -> bool {
+        is_http(request).is_some() || self.tools.counts(request)
+    }
+}

@@ -1,0 +1,263 @@
+//! The network door with `curl` and `wget` against a real HTTP server on loopback: what the
+//! allowlist allows goes through (names pinned per run, redirects checked hop by hop), what it
+//! does not is refused with curl's exit code and a message naming the host, the address and the
+//! rules, every decision reaches the embedder, and the run's caps hold.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::Path;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect};
+use axum::routing::{any, get};
+use parking_lot::Mutex;
+use wasmsand::egress::{EgressAllowlist, EgressPolicy};
+use wasmsand::{EgressEvent, NetLimits, Network, Sandbox, SandboxOptions};
+
+/// A test server on 127.0.0.1, on a runtime of its own (the sandbox's runs block).
+fn server() -> SocketAddr {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let app = Router::new()
+                .route("/hello", get(|| async { "hello from the host\n" }))
+                .route(
+                    "/echo",
+                    any(|headers: HeaderMap, body: Bytes| async move {
+                        let ct = headers
+                            .get("content-type")
+                            .map(|v| v.to_str().unwrap_or("").to_string())
+                            .unwrap_or_default();
+                        let auth = headers
+                            .get("authorization")
+                            .map(|v| v.to_str().unwrap_or("").to_string())
+                            .unwrap_or_default();
+                        format!(
+                            "ct={ct} auth={auth} body={}\n",
+                            String::from_utf8_lossy(&body)
+                        )
+                    }),
+                )
+                .route(
+                    "/missing",
+                    get(|| async { (StatusCode::NOT_FOUND, "nope\n") }),
+                )
+                .route("/to-hello", get(|| async { Redirect::to("/hello") }))
+                .route(
+                    "/to/{host}",
+                    get(|Path(host): Path<String>| async move {
+                        Redirect::to(&format!("http://{host}/hello")).into_response()
+                    }),
+                )
+                .route("/big", get(|| async { vec![b'x'; 300_000] }));
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    rx.recv().unwrap()
+}
+
+fn policy(hosts: &[&str], ips: &[&str]) -> EgressPolicy {
+    EgressPolicy::parse(&EgressAllowlist {
+        hosts: hosts.iter().map(|s| s.to_string()).collect(),
+        cidrs: Vec::new(),
+        ips: ips.iter().map(|s| s.to_string()).collect(),
+    })
+    .unwrap()
+}
+
+type Events = Arc<Mutex<Vec<EgressEvent>>>;
+
+fn sandbox(allow: EgressPolicy, limits: NetLimits) -> (Sandbox, Events) {
+    let events: Events = Arc::default();
+    let sink = events.clone();
+    let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+    let sb = Sandbox::new(SandboxOptions {
+        network: Some(Network {
+            allowlist: allow,
+            resolve: [
+                ("api.test".to_string(), vec![loopback]),
+                ("other.test".to_string(), vec![loopback]),
+            ]
+            .into(),
+            limits,
+            on_event: Some(Arc::new(move |e: &EgressEvent| sink.lock().push(e.clone()))),
+        }),
+        ..SandboxOptions::default()
+    });
+    (sb, events)
+}
+
+#[test]
+fn curl_and_wget_reach_what_the_allowlist_allows() {
+    let addr = server();
+    let port = addr.port();
+    let (sb, events) = sandbox(policy(&["api.test"], &["127.0.0.1"]), NetLimits::default());
+
+    let r = sb
+        .run(&format!("curl -s http://api.test:{port}/hello"))
+        .unwrap();
+    assert_eq!(
+        (r.exit_code, r.stdout.as_str()),
+        (0, "hello from the host\n"),
+        "{r:?}"
+    );
+    let seen = events.lock().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].host, "api.test");
+    assert_eq!(seen[0].ip, Some("127.0.0.1".parse().unwrap()));
+    assert_eq!(seen[0].matched_rule.as_deref(), Some("127.0.0.1"));
+    assert_eq!(seen[0].denied, None);
+
+    // Options agents use: data, headers, basic auth, -w, -o, -i, -f, -L.
+    let script = format!(
+        "curl -sS -X PUT -H 'Content-Type: text/plain' -u me:pw --data-binary @- \
+         http://api.test:{port}/echo <<< 'payload'; \
+         curl -s -o got.txt -w '%{{http_code}} %{{size_download}}\\n' http://api.test:{port}/hello; \
+         cat got.txt; \
+         curl -si http://api.test:{port}/hello | head -1 | tr -d '\\r'; \
+         curl -sSf http://api.test:{port}/missing; echo \"exit=$?\"; \
+         curl -s -o /dev/null -w '%{{http_code}}\\n' http://api.test:{port}/missing; \
+         curl -sL http://api.test:{port}/to-hello; \
+         curl -s -w '%{{http_code}}\\n' http://api.test:{port}/to-hello; \
+         wget -q -O - http://api.test:{port}/hello; \
+         wget -q http://api.test:{port}/hello && cat hello"
+    );
+    let r = sb.run(&script).unwrap();
+    assert_eq!(
+        r.stdout,
+        "ct=text/plain auth=Basic bWU6cHc= body=payload\n\n\
+         200 20\nhello from the host\n\
+         HTTP/1.1 200 OK\n\
+         exit=22\n\
+         404\n\
+         hello from the host\n\
+         303\n\
+         hello from the host\n\
+         hello from the host\n",
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("curl: (22) The requested URL returned error: 404"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn what_the_allowlist_does_not_allow_is_refused_clearly() {
+    let addr = server();
+    let port = addr.port();
+    // api.test is allowed by name, but it resolves to loopback, which no ip rule names.
+    let (sb, events) = sandbox(policy(&["api.test"], &[]), NetLimits::default());
+    let r = sb
+        .run(&format!("curl -sS http://api.test:{port}/hello"))
+        .unwrap();
+    assert_eq!(r.exit_code, 7, "{r:?}");
+    assert!(
+        r.stderr.contains("curl: (7) blocked by sandbox network policy: host api.test (127.0.0.1) is a loopback address"),
+        "{}",
+        r.stderr
+    );
+    // A name no rule matches is not even resolved.
+    let r = sb.run("curl -sS http://example.org/").unwrap();
+    assert_eq!(r.exit_code, 7);
+    assert_eq!(
+        r.stderr,
+        "curl: (7) blocked by sandbox network policy: host example.org not in allowlist \
+         (allowlist: hosts api.test)\n"
+    );
+    let r = sb
+        .run(&format!("curl -s http://127.0.0.1:{port}/hello"))
+        .unwrap();
+    assert_eq!(
+        (r.exit_code, r.stderr.as_str()),
+        (7, ""),
+        "-s hides the message"
+    );
+    let r = sb
+        .run(&format!("wget -q http://127.0.0.1:{port}/hello"))
+        .unwrap();
+    assert_eq!(r.exit_code, 4, "{r:?}");
+    let seen = events.lock().clone();
+    let reasons: Vec<_> = seen.iter().map(|e| (e.host.as_str(), e.denied)).collect();
+    assert_eq!(
+        reasons,
+        [
+            ("api.test", Some("forbidden_address")),
+            ("example.org", Some("no_match")),
+            ("127.0.0.1", Some("forbidden_address")),
+            ("127.0.0.1", Some("forbidden_address")),
+        ]
+    );
+
+    // A redirect to a host the list does not allow is refused at that hop.
+    let (sb, _) = sandbox(policy(&["api.test"], &["127.0.0.1"]), NetLimits::default());
+    let r = sb
+        .run(&format!(
+            "curl -sSL http://api.test:{port}/to/evil.test:{port}"
+        ))
+        .unwrap();
+    assert_eq!(r.exit_code, 7, "{r:?}");
+    assert!(
+        r.stderr.contains("host evil.test not in allowlist"),
+        "{}",
+        r.stderr
+    );
+
+    // No network policy at all: curl says so, and the sandbox goes on.
+    let plain = Sandbox::new(SandboxOptions::default());
+    let r = plain.run("curl -sS http://api.test/; echo after").unwrap();
+    assert_eq!(r.stdout, "after\n");
+    assert!(
+        r.stderr
+            .contains("curl: (7) network access is off in this sandbox"),
+        "{}",
+        r.stderr
+    );
+    let r = sb.run("curl -sS https://api.test/").unwrap();
+    assert_eq!(r.exit_code, 1, "{r:?}");
+    assert!(r.stderr.contains("https is not supported"), "{}", r.stderr);
+}
+
+#[test]
+fn the_runs_network_caps_hold_and_the_sandbox_stays_usable() {
+    let addr = server();
+    let port = addr.port();
+    let limits = NetLimits {
+        max_requests: 3,
+        max_bytes: 500_000,
+        request_timeout_ms: 5_000,
+    };
+    let (sb, _) = sandbox(policy(&["api.test"], &["127.0.0.1"]), limits);
+    let r = sb
+        .run(&format!(
+            "for i in 1 2 3 4; do curl -sS -o /dev/null http://api.test:{port}/hello; echo \"$i:$?\"; done"
+        ))
+        .unwrap();
+    assert_eq!(r.stdout, "1:0\n2:0\n3:0\n4:56\n", "{}", r.stderr);
+    assert!(
+        r.stderr.contains("network request limit (3)"),
+        "{}",
+        r.stderr
+    );
+    // A new run has a fresh budget; 300 kB twice passes the 500 kB cap.
+    let r = sb
+        .run(&format!(
+            "curl -s http://api.test:{port}/big | wc -c; curl -sS http://api.test:{port}/big | wc -c"
+        ))
+        .unwrap();
+    assert_eq!(r.stdout, "300000\n200000\n", "{}", r.stderr);
+    assert!(r.stderr.contains("download limit"), "{}", r.stderr);
+    let r = sb.run("echo still here").unwrap();
+    assert_eq!(r.stdout, "still here\n");
+}
