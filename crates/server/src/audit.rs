@@ -300,6 +300,37 @@ fn merge(body: &mut Value, extra: &Value) {
     }
 }
 
+/// A run's egress decision (the network door's), as `sandbox.run.egress_allowed` or
+/// `sandbox.run.egress_denied`.
+pub fn run_egress(app: &App, r: &RunRecord, e: &wasmsand::EgressEvent) {
+    let ctx = app
+        .audit
+        .runs
+        .lock()
+        .get(&r.id)
+        .cloned()
+        .unwrap_or_default();
+    let mut body = run_body(app, r, &ctx);
+    body["host"] = json!(e.host);
+    body["ip"] = json!(e.ip.map(|ip| ip.to_string()));
+    body["matched_rule"] = json!(e.matched_rule);
+    body["via"] = json!("sandbox");
+    let event = match e.denied {
+        Some(reason) => {
+            body["reason"] = json!(reason);
+            "sandbox.run.egress_denied"
+        }
+        None => "sandbox.run.egress_allowed",
+    };
+    app.audit.emit(
+        event,
+        &r.user_id,
+        Some(&r.id),
+        r.session_id.as_deref(),
+        body,
+    );
+}
+
 /// The fields every event of a run carries.
 pub fn run_common(app: &App, r: &RunRecord, ctx: &RunContext) -> Value {
     run_body(app, r, ctx)

@@ -48,6 +48,10 @@ impl Metrics {
         m.with(|| {
             describe_counter!("sandbox_sessions_created_total", "Sessions created");
             describe_counter!(
+                "sandbox_egress_total",
+                "Connections the network door decided on, by decision (allowed, or the reason)"
+            );
+            describe_counter!(
                 "sandbox_runs_started_total",
                 "Runs accepted (started or queued)"
             );
@@ -134,9 +138,20 @@ impl Metrics {
     }
 }
 
-pub fn session_created(app: &App) {
+pub fn session_created(app: &App, runtime: &str) {
+    let runtime = runtime.to_string();
     app.metrics
-        .with(|| counter!("sandbox_sessions_created_total", "runtime" => "wasm").increment(1));
+        .with(|| counter!("sandbox_sessions_created_total", "runtime" => runtime).increment(1));
+}
+
+/// The network door's decisions of one run.
+pub fn egress(app: &App, events: &[wasmsand::EgressEvent]) {
+    app.metrics.with(|| {
+        for e in events {
+            let decision = e.denied.unwrap_or("allowed");
+            counter!("sandbox_egress_total", "decision" => decision).increment(1);
+        }
+    });
 }
 
 pub fn run_started(app: &App, runtime: &str) {

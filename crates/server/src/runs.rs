@@ -32,6 +32,8 @@ pub struct RunSpec {
     pub files: Vec<(String, Vec<u8>)>,
     /// Directories to make first (a `git` input's, whose empty ones git needs).
     pub dirs: Vec<String>,
+    /// A one-shot run's effective egress allowlist (a session's run has the session's).
+    pub egress: Option<wasmsand::egress::EgressPolicy>,
     pub capture: Option<globset::GlobSet>,
     pub startup_timeout_sec: u64,
     pub timeout_sec: u64,
@@ -412,6 +414,7 @@ async fn provision(
                     owner,
                     session: None,
                     run: Some(run.id.clone()),
+                    network: spec.egress.clone(),
                 })
                 .await?;
             (boxed, None)
@@ -485,6 +488,14 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
         .await;
     let wall_ms = t0.elapsed().as_millis() as u64;
     run.log.flush();
+    let egress = boxed.take_egress();
+    if !egress.is_empty() {
+        let rec = run.snapshot();
+        for e in &egress {
+            crate::audit::run_egress(&app, &rec, e);
+        }
+        crate::observe::egress(&app, &egress);
+    }
 
     let artifacts = match &spec.capture {
         Some(set) => {

@@ -29,6 +29,8 @@ pub struct Session {
     /// Default `timeout_sec` of the session's runs.
     pub timeout_sec: u64,
     pub network_policy: String,
+    /// The effective egress allowlist of `network_policy: allowlist`.
+    pub egress: Option<wasmsand::egress::EgressPolicy>,
     /// Runs of one session execute one at a time, in submission order; uploads wait too.
     pub lock: Arc<tokio::sync::Mutex<()>>,
     /// The user that created it: nobody else sees it.
@@ -50,6 +52,7 @@ impl Session {
             policy_hash: policy_hash.into(),
             spec_version: self.spec_version.clone(),
             network_policy: self.network_policy.clone(),
+            egress_allowlist: self.egress.as_ref().map(|e| e.to_allowlist()),
             resources: ResourcesView {
                 cpu: self.cpu,
                 memory_mb: self.memory_mb,

@@ -11,8 +11,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
+use wasmsand::egress::{EgressAllowlist, EgressPolicy};
+
 use crate::App;
 use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::runtime::Runtime;
 
 /// The `spec_version` of a body, one of the server's `supported_spec_versions`.
 pub(crate) fn check_spec_version(app: &App, v: &Value) -> ApiResult<String> {
@@ -36,13 +39,97 @@ pub(crate) fn check_spec_version(app: &App, v: &Value) -> ApiResult<String> {
     }
 }
 
-pub(crate) fn check_network(policy: Option<&str>) -> ApiResult<String> {
-    match policy.unwrap_or("deny_all") {
-        "deny_all" => Ok("deny_all".into()),
+/// A request's network: `deny_all`, or `allowlist` with the effective list (the server's
+/// `SANDBOX_EGRESS_ALLOWLIST` narrowed by the request's `egress_allowlist`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct NetworkChoice {
+    pub policy: String,
+    pub allowlist: Option<EgressPolicy>,
+}
+
+impl NetworkChoice {
+    fn deny_all() -> NetworkChoice {
+        NetworkChoice {
+            policy: "deny_all".into(),
+            allowlist: None,
+        }
+    }
+}
+
+/// `network_policy` and `egress_allowlist` of a session or a one-shot run on `runtime`. Without
+/// either, `SANDBOX_NETWORK_DEFAULT` decides (`allowlist` on a runtime without egress support
+/// is then `deny_all`; asked for explicitly, it is a 400).
+pub(crate) fn check_network(
+    app: &App,
+    runtime: &dyn Runtime,
+    policy: Option<&str>,
+    list: Option<&EgressAllowlist>,
+) -> ApiResult<NetworkChoice> {
+    let explicit = policy.is_some() || list.is_some();
+    let policy = match (policy, list) {
+        (Some(p), _) => p,
+        (None, Some(_)) => "allowlist",
+        (None, None) => app.config.network_default.as_str(),
+    };
+    match policy {
+        "deny_all" if list.is_some() => Err(ApiError::invalid(
+            "egress_allowlist needs network_policy 'allowlist' (deny_all allows nothing)",
+        )
+        .with_details(json!({ "network_policy": "deny_all" }))),
+        "deny_all" => Ok(NetworkChoice::deny_all()),
+        "allowlist" => {
+            if !runtime.egress_supported() {
+                if !explicit {
+                    return Ok(NetworkChoice::deny_all());
+                }
+                return Err(ApiError::invalid(format!(
+                    "runtime {} has no egress allowlist yet (see /runtimes: \
+                     egress_allowlist_supported); use network_policy deny_all or runtime wasm",
+                    runtime.name()
+                ))
+                .with_details(json!({
+                    "network_policy": "allowlist", "runtime": runtime.name(),
+                    "egress_allowlist_supported": false,
+                })));
+            }
+            let server = &app.config.egress_allowlist;
+            if server.is_empty() {
+                return Err(ApiError::invalid(
+                    "this server allows no egress (SANDBOX_EGRESS_ALLOWLIST is empty), so \
+                     network_policy 'allowlist' has nothing to allow",
+                )
+                .with_details(json!({ "network_policy": "allowlist", "server_allowlist": {} })));
+            }
+            let effective = match list {
+                None => server.clone(),
+                Some(l) => {
+                    let asked = EgressPolicy::parse(l).map_err(|e| {
+                        ApiError::invalid(format!("egress_allowlist.{e}"))
+                            .with_details(json!({ "field": format!("egress_allowlist.{}", e.field), "entry": e.entry }))
+                    })?;
+                    let effective = server.intersect(&asked);
+                    if effective.is_empty() {
+                        return Err(ApiError::invalid(
+                            "nothing of egress_allowlist is allowed by the server's egress \
+                             policy (a request can only narrow it)",
+                        )
+                        .with_details(json!({
+                            "dropped": asked.dropped_by(&effective),
+                            "server_allowlist": server.to_allowlist(),
+                        })));
+                    }
+                    effective
+                }
+            };
+            Ok(NetworkChoice {
+                policy: "allowlist".into(),
+                allowlist: Some(effective),
+            })
+        }
         p => Err(ApiError::invalid(format!(
-            "network_policy '{p}' is not available; only deny_all exists"
+            "network_policy '{p}' is not one of deny_all, allowlist"
         ))
-        .with_details(json!({ "network_policy": p, "supported": ["deny_all"] }))),
+        .with_details(json!({ "network_policy": p, "supported": ["deny_all", "allowlist"] }))),
     }
 }
 
@@ -79,7 +166,7 @@ pub(crate) struct Resources {
 /// `cpu` and `memory_mb` as the runtime applies them (wasm: one CPU, the per-program linear
 /// memory cap; docker: the container's CPUs and memory), within its maxima.
 pub(crate) fn normalize_resources(
-    runtime: &dyn crate::runtime::Runtime,
+    runtime: &dyn Runtime,
     r: Option<Resources>,
 ) -> ApiResult<(f64, u64)> {
     let r = r.unwrap_or_default();

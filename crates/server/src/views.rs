@@ -61,6 +61,10 @@ pub struct SessionView {
     pub policy_hash: String,
     pub spec_version: String,
     pub network_policy: String,
+    /// The effective allowlist (the server's narrowed by the request's) of
+    /// `network_policy: allowlist`; null for `deny_all`.
+    #[schema(value_type = Option<Object>)]
+    pub egress_allowlist: Option<wasmsand::egress::EgressAllowlist>,
     pub resources: ResourcesView,
     /// Default `timeout_sec` of the session's runs.
     pub timeout_sec: u64,

@@ -10,6 +10,7 @@ pub(crate) mod common;
 pub(crate) mod git;
 pub(crate) mod mcp;
 mod metrics;
+mod network;
 mod openapi;
 mod operator;
 mod processes;

@@ -68,6 +68,10 @@ pub(crate) struct RunRequest {
     timeout_sec: Option<u64>,
     resources: Option<Resources>,
     network_policy: Option<String>,
+    /// With `network_policy: allowlist`: `{hosts, cidrs, ips}`, narrowing the server's
+    /// `SANDBOX_EGRESS_ALLOWLIST` (docs/network.md); a session's run keeps the session's.
+    #[schema(value_type = Option<Object>)]
+    egress_allowlist: Option<wasmsand::egress::EgressAllowlist>,
     interactive: Option<bool>,
     stdin_max_bytes: Option<u64>,
     stdin_max_frame_bytes: Option<u64>,
@@ -328,7 +332,34 @@ pub(crate) async fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Che
         Some(s) => s.base_image.clone(),
         None => image.requested.clone(),
     };
-    check_network(req.network_policy.as_deref())?;
+    let egress = match &session {
+        Some(s) => {
+            if req.network_policy.is_some() || req.egress_allowlist.is_some() {
+                let asked = check_network(
+                    app,
+                    runtime.as_ref(),
+                    req.network_policy.as_deref(),
+                    req.egress_allowlist.as_ref(),
+                )?;
+                if asked.policy != s.network_policy || asked.allowlist != s.egress {
+                    return Err(ApiError::invalid(
+                        "network_policy and egress_allowlist are fixed by the session",
+                    )
+                    .with_details(json!({ "session_network_policy": s.network_policy })));
+                }
+            }
+            None
+        }
+        None => {
+            check_network(
+                app,
+                runtime.as_ref(),
+                req.network_policy.as_deref(),
+                req.egress_allowlist.as_ref(),
+            )?
+            .allowlist
+        }
+    };
     check_command(&req)?;
     let env = req.env.unwrap_or_default();
     check_env(&env)?;
@@ -386,6 +417,7 @@ pub(crate) async fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Che
             cwd,
             files,
             dirs: Vec::new(),
+            egress,
             capture,
             startup_timeout_sec,
             timeout_sec,

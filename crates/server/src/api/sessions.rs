@@ -43,6 +43,10 @@ pub(crate) struct SessionRequest {
     resources: Option<Resources>,
     timeout_sec: Option<u64>,
     network_policy: Option<String>,
+    /// With `network_policy: allowlist`: `{hosts, cidrs, ips}`, narrowing the server's
+    /// `SANDBOX_EGRESS_ALLOWLIST` (docs/network.md).
+    #[schema(value_type = Option<Object>)]
+    egress_allowlist: Option<wasmsand::egress::EgressAllowlist>,
     env: Option<BTreeMap<String, String>>,
     labels: Option<BTreeMap<String, String>>,
     ttl_sec: Option<u64>,
@@ -95,7 +99,12 @@ pub(crate) async fn create_session(
             let (runtime, image) =
                 crate::runtime::pick(&app, req.runtime.as_deref(), req.base_image.as_deref())
                     .await?;
-            let network_policy = check_network(req.network_policy.as_deref())?;
+            let network = check_network(
+                &app,
+                runtime.as_ref(),
+                req.network_policy.as_deref(),
+                req.egress_allowlist.as_ref(),
+            )?;
             let (cpu, memory_mb) = normalize_resources(runtime.as_ref(), req.resources)?;
             let env = req.env.unwrap_or_default();
             check_env(&env)?;
@@ -152,6 +161,7 @@ pub(crate) async fn create_session(
                     owner: user.clone(),
                     session: Some(id.clone()),
                     run: None,
+                    network: network.allowlist.clone(),
                 })
                 .await
                 .map_err(provision_error)?;
@@ -182,7 +192,8 @@ pub(crate) async fn create_session(
                 cpu,
                 memory_mb,
                 timeout_sec,
-                network_policy,
+                network_policy: network.policy,
+                egress: network.allowlist,
                 lock: Arc::new(tokio::sync::Mutex::new(())),
                 owner: user.clone(),
                 processes: Default::default(),
@@ -199,7 +210,7 @@ pub(crate) async fn create_session(
                 )
                 .with_details(json!({ "max_sessions": app.config.max_sessions })));
             }
-            crate::observe::session_created(&app);
+            crate::observe::session_created(&app, session.runtime.name());
             let facts = audit::SessionFacts {
                 session_id: &session.id,
                 runtime: session.runtime.name(),

@@ -177,7 +177,7 @@ pub static KEYS: &[Key] = &[
     text!(
         "SANDBOX_NETWORK_DEFAULT",
         network_default,
-        "only `deny_all` exists"
+        "`deny_all` or `allowlist`: the network policy of a session or run that names none; `allowlist` gives it `SANDBOX_EGRESS_ALLOWLIST` on a runtime that supports it (wasm; docker: `deny_all`)"
     ),
     Key {
         name: "SANDBOX_EGRESS_ALLOWLIST",
@@ -194,7 +194,7 @@ pub static KEYS: &[Key] = &[
             Ok(())
         },
         default: Shown::Text("empty (nothing)"),
-        doc: "the server's egress policy as JSON `{\"hosts\": [\"github.com\", \"*.example.com\"], \"cidrs\": [\"203.0.113.0/24\"], \"ips\": [\"198.51.100.7\"]}`: what server-side git clones (`git` of sessions and runs) may reach; loopback, private, link-local and metadata addresses only through an `ips`/`cidrs` entry inside them; in the policy hash",
+        doc: "the server's egress policy as JSON `{\"hosts\": [\"github.com\", \"*.example.com\"], \"cidrs\": [\"203.0.113.0/24\"], \"ips\": [\"198.51.100.7\"]}`: what sessions and runs with `network_policy: allowlist` may reach (their `egress_allowlist` can only narrow it) and server-side git clones (`git` of sessions and runs) too; loopback, private, link-local and metadata addresses only through an `ips`/`cidrs` entry inside them; in the policy hash",
     },
     Key {
         name: "SANDBOX_EGRESS_RESOLVE",

@@ -76,7 +76,8 @@ pub struct Config {
     pub cache_dir: Option<PathBuf>,
     /// `SANDBOX_DEFAULT_RUNTIME` (`wasm`): the runtime a request gets when it names none; only `wasm` exists.
     pub default_runtime: String,
-    /// `SANDBOX_NETWORK_DEFAULT` (`deny_all`): the only network policy there is, reported as such.
+    /// `SANDBOX_NETWORK_DEFAULT` (`deny_all`): the network policy of a request that names none
+    /// (`allowlist`: the server's `SANDBOX_EGRESS_ALLOWLIST`, on runtimes that support it).
     pub network_default: String,
     /// `SANDBOX_EGRESS_ALLOWLIST` (empty): the server's egress policy, today what server-side
     /// git clones may reach (docs/service.md, "Git inputs").
@@ -409,11 +410,21 @@ impl Config {
                     .into(),
             );
         }
-        if self.network_default != "deny_all" {
-            return Err(format!(
-                "SANDBOX_NETWORK_DEFAULT: only `deny_all` exists, not {:?}",
-                self.network_default
-            ));
+        match self.network_default.as_str() {
+            "deny_all" => {}
+            "allowlist" if self.egress_allowlist.is_empty() => {
+                return Err(
+                    "SANDBOX_NETWORK_DEFAULT=allowlist needs SANDBOX_EGRESS_ALLOWLIST \
+                            (an empty allowlist allows nothing)"
+                        .into(),
+                );
+            }
+            "allowlist" => {}
+            other => {
+                return Err(format!(
+                    "SANDBOX_NETWORK_DEFAULT: `deny_all` or `allowlist`, not {other:?}"
+                ));
+            }
         }
         if self.git_timeout_sec == 0 {
             return Err("SANDBOX_GIT_TIMEOUT_SEC must be at least 1".into());

@@ -64,6 +64,8 @@ pub(crate) struct BoxSpec {
     /// The session it serves, or the one-shot run.
     pub session: Option<String>,
     pub run: Option<String>,
+    /// The effective egress allowlist (`network_policy: allowlist`); none: no network.
+    pub network: Option<wasmsand::egress::EgressPolicy>,
 }
 
 /// Why a box could not be made.
@@ -180,6 +182,10 @@ pub(crate) trait SandboxBox: Send + Sync {
     fn read(&self, paths: Vec<String>, cap: u64) -> Fut<'_, Vec<(String, Vec<u8>)>>;
     /// Ends it and everything running in it; idempotent.
     fn destroy(&self) -> Fut<'_, ()>;
+    /// The egress decisions of the last run, oldest first (for the audit trail).
+    fn take_egress(&self) -> Vec<wasmsand::EgressEvent> {
+        Vec::new()
+    }
     /// The wasm sandbox behind it, for what only wasm has (background processes).
     fn sandbox(&self) -> Option<&Arc<wasmsand::Sandbox>> {
         None
@@ -206,6 +212,10 @@ pub(crate) trait Runtime: Send + Sync {
     fn normalize(&self, cpu: Option<f64>, memory_mb: Option<u64>) -> Result<(f64, u64), ApiError>;
     /// 503 when it cannot serve now.
     fn check_available(&self) -> Fut<'_, Result<(), ApiError>>;
+    /// Whether its boxes can have an egress allowlist (`network_policy: allowlist`).
+    fn egress_supported(&self) -> bool {
+        false
+    }
     fn create_box(&self, spec: BoxSpec) -> Fut<'_, Result<Arc<dyn SandboxBox>, ProvisionError>>;
     /// Its `/runtimes` entry (the caps the caller fills in are shared).
     fn describe(&self, base: RuntimeInfo) -> Fut<'_, RuntimeInfo>;

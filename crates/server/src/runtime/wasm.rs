@@ -42,6 +42,7 @@ pub(crate) fn sandbox_options(
     c: &Config,
     memory_mb: u64,
     env: Vec<(String, String)>,
+    network: Option<wasmsand::Network>,
 ) -> SandboxOptions {
     SandboxOptions {
         limits: wasmsand::Limits {
@@ -59,12 +60,15 @@ pub(crate) fn sandbox_options(
         env,
         cache_dir: c.cache_dir.clone(),
         files: Vec::new(),
-        // The service opens no network yet (`network_policy` is `deny_all` only).
-        network: None,
+        network,
     }
 }
 
 impl Runtime for WasmRuntime {
+    fn egress_supported(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "wasm"
     }
@@ -125,8 +129,24 @@ impl Runtime for WasmRuntime {
 
     fn create_box(&self, spec: BoxSpec) -> Fut<'_, Result<Arc<dyn SandboxBox>, ProvisionError>> {
         Box::pin(async move {
-            let opts =
-                sandbox_options(&self.config, spec.memory_mb, spec.env.into_iter().collect());
+            let egress: Egress = Arc::default();
+            let network = spec.network.map(|allowlist| {
+                let sink = egress.clone();
+                wasmsand::Network {
+                    allowlist,
+                    resolve: self.config.egress_resolve.clone(),
+                    limits: wasmsand::NetLimits::default(),
+                    on_event: Some(Arc::new(move |e: &wasmsand::EgressEvent| {
+                        sink.lock().push(e.clone())
+                    })),
+                }
+            });
+            let opts = sandbox_options(
+                &self.config,
+                spec.memory_mb,
+                spec.env.into_iter().collect(),
+                network,
+            );
             let sb = tokio::task::spawn_blocking(move || Sandbox::new(opts))
                 .await
                 .map_err(|e| ProvisionError::Failed(format!("cannot create the sandbox: {e}")))?;
@@ -134,6 +154,7 @@ impl Runtime for WasmRuntime {
             Ok(Arc::new(WasmBox {
                 sb: Arc::new(sb),
                 digest,
+                egress,
             }) as Arc<dyn SandboxBox>)
         })
     }
@@ -154,8 +175,10 @@ impl Runtime for WasmRuntime {
                     aliases: self.images.aliases(),
                 }]),
                 default_images: vec![format!("{DEFAULT_IMAGE}@{digest}")],
+                egress_allowlist_supported: true,
                 notes: "WebAssembly sandboxes (wasmer): bash-like shell, coreutils, jq, python3; \
-                        no network. Sessions live in this process's memory and end when it \
+                        network only by an egress allowlist (`network_policy: allowlist`; curl \
+                        and wget, http:// so far). Sessions live in this process's memory and end when it \
                         restarts; runs, artifacts and idempotency entries are kept by the store."
                     .into(),
                 ..base
@@ -181,9 +204,13 @@ pub(crate) fn check_cpu(c: &Config, cpu: Option<f64>, max: f64) -> Result<(), Ap
     Ok(())
 }
 
+/// The egress decisions of a box's runs, until the run's end takes them for the audit trail.
+type Egress = Arc<parking_lot::Mutex<Vec<wasmsand::EgressEvent>>>;
+
 pub(crate) struct WasmBox {
     sb: Arc<Sandbox>,
     digest: String,
+    egress: Egress,
 }
 
 fn absolute(path: &str) -> String {
@@ -195,6 +222,10 @@ fn absolute(path: &str) -> String {
 }
 
 impl SandboxBox for WasmBox {
+    fn take_egress(&self) -> Vec<wasmsand::EgressEvent> {
+        std::mem::take(&mut *self.egress.lock())
+    }
+
     fn is_alive(&self) -> bool {
         !self.sb.is_destroyed()
     }
