@@ -74,6 +74,9 @@ pub struct Network {
     pub resolve: BTreeMap<String, Vec<IpAddr>>,
     /// Caps per run.
     pub limits: NetLimits,
+    /// Certificate authorities trusted for `https://` besides the system's (PEM text, one or
+    /// more certificates each).
+    pub ca_pem: Vec<String>,
     /// Told every decision (allowed and denied), on the run's thread.
     pub on_event: Option<EgressSink>,
 }
@@ -95,6 +98,7 @@ impl Network {
             allowlist,
             resolve: BTreeMap::new(),
             limits: NetLimits::default(),
+            ca_pem: Vec::new(),
             on_event: None,
         }
     }
@@ -103,6 +107,8 @@ impl Network {
 /// One run's door: the policy, the names pinned so far, and what the run has used.
 pub(crate) struct Door {
     net: Network,
+    /// Made at the run's first `https://` request.
+    tls: std::sync::OnceLock<Result<rustls::ClientConfig, String>>,
     pins: Mutex<BTreeMap<String, Vec<IpAddr>>>,
     requests: AtomicU64,
     bytes: AtomicU64,
@@ -125,6 +131,7 @@ impl Door {
     pub(crate) fn new(net: Network) -> Door {
         Door {
             net,
+            tls: std::sync::OnceLock::new(),
             pins: Mutex::new(BTreeMap::new()),
             requests: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
@@ -256,23 +263,23 @@ impl Door {
         let raw_url = req["url"]
             .as_str()
             .ok_or_else(|| refuse("bad_request", "no url"))?;
-        let url = reqwest::Url::parse(raw_url)
+        let url = url::Url::parse(raw_url)
             .map_err(|e| refuse("bad_request", format!("URL rejected: {e}")))?;
-        match url.scheme() {
-            "http" => {}
-            "https" => {
-                return Err(refuse(
-                    "unsupported",
-                    "https is not supported by this sandbox yet (only http://)",
-                ));
-            }
+        let tls = match url.scheme() {
+            "http" => None,
+            "https" => Some(
+                self.tls
+                    .get_or_init(|| tls_config(&self.net.ca_pem))
+                    .clone()
+                    .map_err(|e| refuse("tls", e))?,
+            ),
             s => {
                 return Err(refuse(
                     "unsupported",
                     format!("protocol \"{s}\" not supported"),
                 ));
             }
-        }
+        };
         if !url.username().is_empty() || url.password().is_some() {
             return Err(refuse(
                 "bad_request",
@@ -297,18 +304,17 @@ impl Door {
             ));
         }
         let (ip, _rule) = self.pick(&host, literal)?;
-        let method =
-            reqwest::Method::from_bytes(req["method"].as_str().unwrap_or("GET").as_bytes())
-                .map_err(|_| refuse("bad_request", "bad method"))?;
-        let mut headers = reqwest::header::HeaderMap::new();
+        let method = hyper::Method::from_bytes(req["method"].as_str().unwrap_or("GET").as_bytes())
+            .map_err(|_| refuse("bad_request", "bad method"))?;
+        let mut headers = hyper::HeaderMap::new();
         if let Some(list) = req["headers"].as_array() {
             for h in list {
                 let (Some(k), Some(v)) = (h[0].as_str(), h[1].as_str()) else {
                     continue;
                 };
-                let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                let name = hyper::header::HeaderName::from_bytes(k.as_bytes())
                     .map_err(|_| refuse("bad_request", format!("bad header name {k:?}")))?;
-                let value = reqwest::header::HeaderValue::from_str(v)
+                let value = hyper::header::HeaderValue::from_str(v)
                     .map_err(|_| refuse("bad_request", format!("bad value of header {k}")))?;
                 headers.append(name, value);
             }
@@ -346,14 +352,7 @@ impl Door {
         let outcome = std::thread::scope(|s| {
             s.spawn(|| {
                 fetch(
-                    url,
-                    literal.is_none().then_some((host.clone(), pinned)),
-                    method,
-                    headers,
-                    body,
-                    timeout,
-                    left,
-                    &cancel,
+                    url, pinned, tls, method, headers, body, timeout, left, &cancel,
                 )
             })
             .join()
@@ -371,6 +370,43 @@ impl Door {
             "ip": ip.to_string(),
         }))
     }
+}
+
+/// The system's trusted roots (`/etc/ssl/certs`), read once per process.
+fn system_roots() -> &'static rustls::RootCertStore {
+    static ROOTS: std::sync::OnceLock<rustls::RootCertStore> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let mut store = rustls::RootCertStore::empty();
+        for cert in rustls_native_certs::load_native_certs().certs {
+            // A certificate the store cannot use is skipped, as every TLS client does.
+            let _ = store.add(cert);
+        }
+        store
+    })
+}
+
+/// TLS for `https://`: ring's primitives, the system's roots plus `extra` (PEM).
+fn tls_config(extra: &[String]) -> Result<rustls::ClientConfig, String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = system_roots().clone();
+    for pem in extra {
+        for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+            let cert =
+                cert.map_err(|e| format!("a configured CA certificate is unreadable: {e}"))?;
+            roots
+                .add(cert)
+                .map_err(|e| format!("a configured CA certificate is refused: {e}"))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    // hyper-rustls sets ALPN itself (HTTP/1.1 only: `enable_http1`).
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(cfg)
 }
 
 fn resolve(name: &str) -> std::io::Result<Vec<IpAddr>> {
@@ -393,74 +429,77 @@ struct Fetched {
     truncated: bool,
 }
 
-/// One request on a runtime of its own (the caller is a guest's thread), to `pin` when the
-/// URL names a host.
+/// Connects every name to the one pinned address (the client is made per request).
+#[derive(Clone)]
+struct Pinned(SocketAddr);
+
+impl tower_service::Service<hyper_util::client::legacy::connect::dns::Name> for Pinned {
+    type Response = std::iter::Once<SocketAddr>;
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: hyper_util::client::legacy::connect::dns::Name) -> Self::Future {
+        std::future::ready(Ok(std::iter::once(self.0)))
+    }
+}
+
+type Body = http_body_util::Full<bytes::Bytes>;
+
+/// One request on a runtime of its own (the caller is a guest's thread), connected to `addr`
+/// whatever the URL's host says (the host name still goes in `Host` and in TLS's SNI, and the
+/// certificate is verified against it).
 #[allow(clippy::too_many_arguments)]
 fn fetch(
-    url: reqwest::Url,
-    pin: Option<(String, SocketAddr)>,
-    method: reqwest::Method,
-    headers: reqwest::header::HeaderMap,
+    url: url::Url,
+    addr: SocketAddr,
+    tls: Option<rustls::ClientConfig>,
+    method: hyper::Method,
+    headers: hyper::HeaderMap,
     body: Option<Vec<u8>>,
     timeout: Duration,
     max_body: u64,
     cancel: &CancelToken,
 ) -> Result<Fetched, Refusal> {
+    use hyper_util::client::legacy::Client;
+    use hyper_util::client::legacy::connect::HttpConnector;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| refuse("connect", e.to_string()))?;
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(url.as_str())
+        .body(Body::new(body.unwrap_or_default().into()))
+        .map_err(|e| refuse("bad_request", e.to_string()))?;
+    *req.headers_mut() = headers;
     rt.block_on(async {
-        let mut b = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(timeout)
-            .pool_max_idle_per_host(0);
-        if let Some((host, addr)) = &pin {
-            b = b.resolve(host, *addr);
-        }
-        let client = b.build().map_err(|e| refuse("connect", e.to_string()))?;
-        let mut rb = client.request(method, url).headers(headers);
-        if let Some(body) = body {
-            rb = rb.body(body);
-        }
+        let mut http = HttpConnector::new_with_resolver(Pinned(addr));
+        http.enforce_http(tls.is_none());
+        http.set_connect_timeout(Some(timeout));
+        let builder = Client::builder(hyper_util::rt::TokioExecutor::new());
         let work = async {
-            let mut resp = rb.send().await.map_err(classify)?;
-            let status = resp.status();
-            let version = match resp.version() {
-                reqwest::Version::HTTP_10 => "HTTP/1.0",
-                reqwest::Version::HTTP_2 => "HTTP/2",
-                _ => "HTTP/1.1",
-            };
-            let headers = resp
-                .headers()
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.as_str().to_string(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect();
-            let mut body = Vec::new();
-            let mut truncated = false;
-            while let Some(chunk) = resp.chunk().await.map_err(classify)? {
-                let room = max_body.saturating_sub(body.len() as u64) as usize;
-                if chunk.len() > room {
-                    body.extend_from_slice(&chunk[..room]);
-                    truncated = true;
-                    break;
+            match tls {
+                None => {
+                    let mut b = builder;
+                    exchange(b.pool_max_idle_per_host(0).build(http), req, max_body).await
                 }
-                body.extend_from_slice(&chunk);
+                Some(cfg) => {
+                    let https = hyper_rustls::HttpsConnectorBuilder::new()
+                        .with_tls_config(cfg)
+                        .https_only()
+                        .enable_http1()
+                        .wrap_connector(http);
+                    let mut b = builder;
+                    exchange(b.pool_max_idle_per_host(0).build(https), req, max_body).await
+                }
             }
-            Ok(Fetched {
-                status: status.as_u16(),
-                reason: status.canonical_reason().unwrap_or("").to_string(),
-                version,
-                headers,
-                body,
-                truncated,
-            })
         };
         let cancelled = async {
             while !cancel.is_cancelled() {
@@ -468,19 +507,80 @@ fn fetch(
             }
         };
         tokio::select! {
-            r = work => r,
+            r = tokio::time::timeout(timeout, work) => r.unwrap_or_else(|_| {
+                Err(refuse("timeout", format!("operation timed out after {} ms", timeout.as_millis())))
+            }),
             () = cancelled => Err(refuse("timeout", "the run was stopped")),
         }
     })
 }
 
-fn classify(e: reqwest::Error) -> Refusal {
-    if e.is_timeout() {
-        refuse("timeout", format!("operation timed out: {e}"))
+/// Sends `req` and reads the response, its body up to `max_body` bytes.
+async fn exchange<C>(
+    client: hyper_util::client::legacy::Client<C, Body>,
+    req: hyper::Request<Body>,
+    max_body: u64,
+) -> Result<Fetched, Refusal>
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
+{
+    use http_body_util::BodyExt as _;
+    let resp = client.request(req).await.map_err(|e| classify(&e))?;
+    let status = resp.status();
+    let version = match resp.version() {
+        hyper::Version::HTTP_10 => "HTTP/1.0",
+        hyper::Version::HTTP_2 => "HTTP/2",
+        _ => "HTTP/1.1",
+    };
+    let headers = resp
+        .headers()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let mut incoming = resp.into_body();
+    let mut body = Vec::new();
+    let mut truncated = false;
+    while let Some(frame) = incoming.frame().await {
+        let frame = frame.map_err(|e| {
+            refuse(
+                "connect",
+                format!("the response broke off: {}", root_cause(&e)),
+            )
+        })?;
+        let Ok(chunk) = frame.into_data() else {
+            continue;
+        };
+        let room = max_body.saturating_sub(body.len() as u64) as usize;
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            truncated = true;
+            break;
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Fetched {
+        status: status.as_u16(),
+        reason: status.canonical_reason().unwrap_or("").to_string(),
+        version,
+        headers,
+        body,
+        truncated,
+    })
+}
+
+fn classify(e: &hyper_util::client::legacy::Error) -> Refusal {
+    let cause = root_cause(e);
+    if cause.contains("certificate") || cause.contains("InvalidCertificate") {
+        refuse("tls", format!("SSL certificate problem: {cause}"))
     } else if e.is_connect() {
-        refuse("connect", format!("failed to connect: {}", root_cause(&e)))
+        refuse("connect", format!("failed to connect: {cause}"))
     } else {
-        refuse("connect", root_cause(&e))
+        refuse("connect", cause)
     }
 }
 

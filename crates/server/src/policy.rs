@@ -18,6 +18,7 @@ pub fn effective_policy(c: &Config) -> Value {
         "SANDBOX_NETWORK_DEFAULT": c.network_default,
         "SANDBOX_EGRESS_ALLOWLIST": c.egress_allowlist.to_allowlist(),
         "SANDBOX_EGRESS_RESOLVE": c.egress_resolve,
+        "SANDBOX_EGRESS_CA_FILE": c.egress_ca_pem.as_ref().map(|p| sha256_hex(p.as_bytes())),
         "SANDBOX_MAX_UPLOAD_MB": c.max_upload_mb,
         "SANDBOX_MAX_LOG_BYTES": c.max_log_bytes,
         "SANDBOX_WORKSPACE_CAP_MB": c.workspace_cap_mb,

@@ -339,6 +339,7 @@ async fn policy_hash_follows_the_prd_algorithm() {
         "\"SANDBOX_DOCKER_RUNTIME\":\"runc\",\"SANDBOX_DOCKER_SECCOMP\":null,",
         "\"SANDBOX_DOCKER_TMPFS_NOEXEC\":true,",
         "\"SANDBOX_EGRESS_ALLOWLIST\":{\"cidrs\":[],\"hosts\":[],\"ips\":[]},",
+        "\"SANDBOX_EGRESS_CA_FILE\":null,",
         "\"SANDBOX_EGRESS_RESOLVE\":{},",
         "\"SANDBOX_ENABLE_EXECUTION\":true,\"SANDBOX_MAX_ARTIFACT_BYTES_PER_RUN_MB\":32,",
         "\"SANDBOX_MAX_ARTIFACT_BYTES_PER_USER_MB\":128,\"SANDBOX_MAX_CPU\":4.0,",

@@ -393,6 +393,7 @@ fn curl_failure(f: &door::Fail, url: &str, port_hint: &str) -> (i32, String) {
         "timeout" => (28, format!("Operation timed out: {}", f.message)),
         "bad_request" => (3, format!("URL rejected: {url}: {}", f.message)),
         "unsupported" => (1, f.message.clone()),
+        "tls" => (60, f.message.clone()),
         "limit" => (56, f.message.clone()),
         _ => (
             7,
@@ -646,6 +647,10 @@ fn wget(args: &[String]) -> i32 {
             },
             "-nv" | "--no-verbose" | "--no-check-certificate" | "-c" | "--continue" => {}
             _ if a.starts_with("-O") && a.len() > 2 => output = Some(a[2..].to_string()),
+            _ if a.starts_with("-qO") && a.len() > 3 => {
+                quiet = true;
+                output = Some(a[3..].to_string());
+            }
             _ if a.starts_with('-') && a != "-" => {
                 eprintln!("wget: unrecognized option '{a}'");
                 eprintln!("Usage: wget [OPTION]... [URL]...");
@@ -691,7 +696,7 @@ fn wget(args: &[String]) -> i32 {
                 Ok(r) => r,
                 Err(f) => {
                     eprintln!("wget: {}", f.message);
-                    return 4;
+                    return if f.kind == "tls" { 5 } else { 4 };
                 }
             };
             if !quiet {

@@ -88,6 +88,7 @@ fn sandbox(allow: EgressPolicy, limits: NetLimits) -> (Sandbox, Events) {
             ]
             .into(),
             limits,
+            ca_pem: Vec::new(),
             on_event: Some(Arc::new(move |e: &EgressEvent| sink.lock().push(e.clone()))),
         }),
         ..SandboxOptions::default()
@@ -224,9 +225,13 @@ fn what_the_allowlist_does_not_allow_is_refused_clearly() {
         "{}",
         r.stderr
     );
-    let r = sb.run("curl -sS https://api.test/").unwrap();
+    let r = sb.run("curl -sS ftp://api.test/").unwrap();
     assert_eq!(r.exit_code, 1, "{r:?}");
-    assert!(r.stderr.contains("https is not supported"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("protocol \"ftp\" not supported"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -260,4 +265,121 @@ fn the_runs_network_caps_hold_and_the_sandbox_stays_usable() {
     assert!(r.stderr.contains("download limit"), "{}", r.stderr);
     let r = sb.run("echo still here").unwrap();
     assert_eq!(r.stdout, "still here\n");
+}
+
+/// Accepts TLS on a loopback listener with a certificate for `secure.test` signed by a test CA.
+struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((tcp, addr)) = self.tcp.accept().await else {
+                continue;
+            };
+            // A client that fails the handshake (the untrusting one) is just dropped.
+            if let Ok(tls) = self.acceptor.accept(tcp).await {
+                return (tls, addr);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
+    }
+}
+
+/// An HTTPS server for `secure.test` on 127.0.0.1, and the PEM of the CA that signed it.
+fn tls_server() -> (SocketAddr, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["secure.test".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let chain = vec![cert.der().clone()];
+    let der_key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(chain, der_key)
+    .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(tcp.local_addr().unwrap()).unwrap();
+            let listener = TlsListener {
+                tcp,
+                acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+            };
+            let app = Router::new().route("/hello", get(|| async { "hello over TLS\n" }));
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    (rx.recv().unwrap(), ca_cert.pem())
+}
+
+#[test]
+fn https_is_verified_against_the_system_roots_and_the_configured_cas() {
+    let (addr, ca_pem) = tls_server();
+    let port = addr.port();
+    let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+    let make = |cas: Vec<String>| {
+        Sandbox::new(SandboxOptions {
+            network: Some(Network {
+                ca_pem: cas,
+                resolve: [("secure.test".to_string(), vec![loopback])].into(),
+                ..Network::allow(policy(&["secure.test"], &["127.0.0.1"]))
+            }),
+            ..SandboxOptions::default()
+        })
+    };
+    let trusting = make(vec![ca_pem]);
+    let r = trusting
+        .run(&format!(
+            "curl -sS https://secure.test:{port}/hello; wget -qO- https://secure.test:{port}/hello"
+        ))
+        .unwrap();
+    assert_eq!(r.stdout, "hello over TLS\nhello over TLS\n", "{}", r.stderr);
+
+    // The certificate names secure.test: reached by its address, it does not verify.
+    let r = trusting
+        .run(&format!("curl -sS https://127.0.0.1:{port}/hello"))
+        .unwrap();
+    assert_eq!(r.exit_code, 60, "{r:?}");
+    assert!(
+        r.stderr.contains("curl: (60) SSL certificate problem"),
+        "{}",
+        r.stderr
+    );
+
+    // Without the test CA, only the system's roots: refused.
+    let plain = make(Vec::new());
+    let r = plain
+        .run(&format!("curl -sS https://secure.test:{port}/hello"))
+        .unwrap();
+    assert_eq!(r.exit_code, 60, "{r:?}");
+    assert!(r.stderr.contains("SSL certificate problem"), "{}", r.stderr);
+    let r = plain
+        .run(&format!("wget -q https://secure.test:{port}/hello"))
+        .unwrap();
+    assert_eq!(r.exit_code, 5, "{r:?}");
 }

@@ -205,6 +205,19 @@ pub static KEYS: &[Key] = &[
         default: Shown::Text("none"),
         doc: "host names answered with fixed addresses instead of DNS, `host=ip;ip,host2=ip` (as curl's `--resolve`); in the policy hash",
     },
+    Key {
+        name: "SANDBOX_EGRESS_CA_FILE",
+        apply: |r, v| {
+            let pem = read_file(v)?;
+            if !pem.contains("-----BEGIN CERTIFICATE-----") {
+                return Err(format!("{v}: no PEM certificate in it"));
+            }
+            r.config.egress_ca_pem = Some(pem);
+            Ok(())
+        },
+        default: Shown::Text("none"),
+        doc: "a PEM file of certificate authorities that sandboxes' `https://` requests trust besides the system's (`/etc/ssl/certs`); its SHA-256 is in the policy hash",
+    },
     num!(
         "SANDBOX_GIT_TIMEOUT_SEC",
         git_timeout_sec,

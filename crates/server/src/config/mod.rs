@@ -85,6 +85,9 @@ pub struct Config {
     /// `SANDBOX_EGRESS_RESOLVE` (none): host names answered with these addresses instead of
     /// DNS (`host=ip;ip,host2=ip`), like curl's `--resolve`.
     pub egress_resolve: BTreeMap<String, Vec<std::net::IpAddr>>,
+    /// `SANDBOX_EGRESS_CA_FILE` (none): certificate authorities (PEM) the network door
+    /// trusts for `https://` besides the system's.
+    pub egress_ca_pem: Option<String>,
     /// `SANDBOX_GIT_TIMEOUT_SEC` (120): the longest a server-side git clone may take.
     pub git_timeout_sec: u64,
     /// `SANDBOX_MAX_CONCURRENT_RUNS` (8): runs executing at once; more wait in the queue.
@@ -278,6 +281,7 @@ impl Default for Config {
             network_default: "deny_all".into(),
             egress_allowlist: Default::default(),
             egress_resolve: BTreeMap::new(),
+            egress_ca_pem: None,
             git_timeout_sec: 120,
             max_concurrent_runs: 8,
             queue_max_length: 100,

@@ -136,6 +136,7 @@ impl Runtime for WasmRuntime {
                     allowlist,
                     resolve: self.config.egress_resolve.clone(),
                     limits: wasmsand::NetLimits::default(),
+                    ca_pem: self.config.egress_ca_pem.iter().cloned().collect(),
                     on_event: Some(Arc::new(move |e: &wasmsand::EgressEvent| {
                         sink.lock().push(e.clone())
                     })),
@@ -178,7 +179,7 @@ impl Runtime for WasmRuntime {
                 egress_allowlist_supported: true,
                 notes: "WebAssembly sandboxes (wasmer): bash-like shell, coreutils, jq, python3; \
                         network only by an egress allowlist (`network_policy: allowlist`; curl \
-                        and wget, http:// so far). Sessions live in this process's memory and end when it \
+                        and wget over http and https). Sessions live in this process's memory and end when it \
                         restarts; runs, artifacts and idempotency entries are kept by the store."
                     .into(),
                 ..base
