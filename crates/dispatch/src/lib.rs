@@ -381,9 +381,16 @@ impl Dispatcher {
             limits.apply(&patch);
         }
         let deterministic = p.determinism()?;
+        let network = p.network()?;
         let rpc = limits.rpc_bytes.clamp(MIN_RPC_BYTES, MAX_RPC_BYTES);
         self.rpc_bytes.store(rpc, Ordering::Relaxed);
         let root = self.make_root(limits);
+        if network.is_some() {
+            // The pristine copy too, so `reset` keeps the network.
+            for sb in [&*root.live, &root.pristine] {
+                sb.set_network(network.clone());
+            }
+        }
         if deterministic.is_some() {
             // The pristine copy too, so `reset` comes back deterministic.
             for sb in [&*root.live, &root.pristine] {

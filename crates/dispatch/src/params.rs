@@ -69,6 +69,72 @@ impl<'a> Params<'a> {
 
     /// `deterministic`: absent, null or `false` for off; `true` or `{seed?, startTimeMs?,
     /// stepUs?}` for on (defaults: seed 0, 2024-01-01T00:00:00Z, 1000 µs per clock reading).
+    /// `network`: `{allowlist: {hosts, cidrs, ips}, resolve?: {host: [ip, ...]}, caPem?:
+    /// [pem, ...], limits?: {maxRequests?, maxBytes?, requestTimeoutMs?}}`, the sandbox's egress
+    /// policy (docs/network.md); absent or null: no network.
+    pub fn network(self) -> Result<Option<wasmsand::Network>, RpcError> {
+        let Some(v) = self.0.get("network").filter(|v| !v.is_null()) else {
+            return Ok(None);
+        };
+        let bad = |m: String| RpcError::invalid_params(format!("Invalid param: network{m}"));
+        let Some(obj) = v.as_object() else {
+            return Err(bad(" must be an object".into()));
+        };
+        if let Some(k) = obj
+            .keys()
+            .find(|k| !["allowlist", "resolve", "caPem", "limits"].contains(&k.as_str()))
+        {
+            return Err(bad(format!(
+                ": unknown field `{k}`, expected one of `allowlist`, `resolve`, `caPem`, `limits`"
+            )));
+        }
+        let list: wasmsand::egress::EgressAllowlist =
+            serde_json::from_value(obj.get("allowlist").cloned().unwrap_or(Value::Null))
+                .map_err(|e| bad(format!(".allowlist: {e}")))?;
+        let allowlist = wasmsand::egress::EgressPolicy::parse(&list)
+            .map_err(|e| bad(format!(".allowlist.{e}")))?;
+        let mut net = wasmsand::Network::allow(allowlist);
+        if let Some(r) = obj.get("resolve").filter(|v| !v.is_null()) {
+            let map: std::collections::BTreeMap<String, Vec<std::net::IpAddr>> =
+                serde_json::from_value(r.clone()).map_err(|e| {
+                    bad(format!(
+                        ".resolve must map host names to address lists: {e}"
+                    ))
+                })?;
+            net.resolve = map
+                .into_iter()
+                .map(|(h, ips)| (wasmsand::egress::normalize_host(&h), ips))
+                .collect();
+        }
+        if let Some(c) = obj.get("caPem").filter(|v| !v.is_null()) {
+            net.ca_pem = serde_json::from_value(c.clone())
+                .map_err(|e| bad(format!(".caPem must be a list of PEM strings: {e}")))?;
+        }
+        if let Some(l) = obj.get("limits").filter(|v| !v.is_null()) {
+            let Some(l) = l.as_object() else {
+                return Err(bad(".limits must be an object".into()));
+            };
+            for (k, v) in l {
+                let n = v
+                    .as_u64()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| bad(format!(".limits.{k} must be a positive integer")))?;
+                match k.as_str() {
+                    "maxRequests" => net.limits.max_requests = n,
+                    "maxBytes" => net.limits.max_bytes = n,
+                    "requestTimeoutMs" => net.limits.request_timeout_ms = n,
+                    other => {
+                        return Err(bad(format!(
+                            ".limits: unknown field `{other}`, expected one of `maxRequests`, \
+                             `maxBytes`, `requestTimeoutMs`"
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(Some(net))
+    }
+
     pub fn determinism(self) -> Result<Option<wasmsand::Determinism>, RpcError> {
         let what = "a boolean or {seed?, startTimeMs?, stepUs?} with non-negative integers";
         let obj = match self.0.get("deterministic") {

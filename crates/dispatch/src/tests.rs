@@ -234,6 +234,69 @@ fn create_rejects_misspelt_limits() {
 }
 
 #[test]
+fn create_takes_a_network_policy_and_names_a_bad_entry() {
+    for (params, want) in [
+        (
+            json!({"network": {"allowlist": {"hosts": ["*.com"]}}}),
+            "network.allowlist.hosts: '*.com'",
+        ),
+        (
+            json!({"network": {"allowlist": {}, "proxy": 1}}),
+            "unknown field `proxy`",
+        ),
+        (
+            json!({"network": {"allowlist": {}, "limits": {"maxBytes": 0}}}),
+            "maxBytes must be a positive",
+        ),
+        (
+            json!({"network": {"allowlist": {}, "resolve": {"a.test": ["nope"]}}}),
+            "network.resolve",
+        ),
+        (json!({"network": "open"}), "network must be an object"),
+    ] {
+        let e = call(&d(), "create", params.clone()).unwrap_err();
+        assert_eq!(e.code, -32602, "{params}");
+        assert!(e.message.contains(want), "{params}: {}", e.message);
+    }
+    // A policy that names the host, which no address backs: the door tried (a resolve
+    // error), where a sandbox without one refuses at once.
+    let d = d();
+    call(
+        &d,
+        "create",
+        json!({"network": {"allowlist": {"hosts": ["only.test"]}, "resolve": {"only.test": []}}}),
+    )
+    .unwrap();
+    let r = call(
+        &d,
+        "run",
+        json!({"command": "curl -sS http://other.test/; curl -sS http://only.test/"}),
+    )
+    .unwrap();
+    let stderr = r["stderr"].as_str().unwrap();
+    assert!(
+        stderr.contains("host other.test not in allowlist"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("Could not resolve host: only.test"),
+        "{stderr}"
+    );
+    // Forks keep the policy.
+    let fork = call(&d, "sandbox.fork", json!({})).unwrap();
+    let r = call(
+        &d,
+        "run",
+        json!({"command": "curl -sS http://other.test/", "sandboxId": fork["sandboxId"]}),
+    )
+    .unwrap();
+    assert!(
+        r["stderr"].as_str().unwrap().contains("not in allowlist"),
+        "{r}"
+    );
+}
+
+#[test]
 fn file_methods_shapes() {
     let d = d();
     call(&d, "files.mkdir", json!({"path": "/tmp/a/b"})).unwrap();

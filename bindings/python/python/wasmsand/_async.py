@@ -423,6 +423,7 @@ class AsyncSandbox:
         sandboxd_path: str | os.PathLike[str] | None = None,
         tools: Mapping[str, Callable[..., Any]] | None = None,
         deterministic: bool | Mapping[str, int] | None = None,
+        network: Mapping[str, Any] | None = None,
     ) -> "AsyncSandbox":
         """A new sandbox; the arguments are ``Sandbox``'s."""
         return await cls._open(
@@ -436,6 +437,7 @@ class AsyncSandbox:
                 sandboxd_path=sandboxd_path,
                 tools=tools,
                 deterministic=deterministic,
+                network=network,
             )
         )
 

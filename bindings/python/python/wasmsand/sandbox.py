@@ -262,6 +262,24 @@ def _deterministic_params(d: bool | Mapping[str, int]) -> bool | dict[str, int]:
     return {names[k]: int(v) for k, v in d.items()}
 
 
+def _network_params(network: Mapping[str, Any]) -> dict[str, Any]:
+    """``network={"hosts": [...], "cidrs": [...], "ips": [...], "resolve": {host: [ip]},
+    "ca_pem": [pem]}`` (docs/network.md: what ``curl``/``wget`` in the sandbox may reach) in the
+    wire's shape."""
+    if not isinstance(network, Mapping):
+        raise TypeError("network must be a dict")
+    known = ("hosts", "cidrs", "ips", "resolve", "ca_pem")
+    unknown = sorted(set(network) - set(known))
+    if unknown:
+        raise ValueError(f"network: unknown key(s): {', '.join(unknown)}; known: {', '.join(known)}")
+    wire: dict[str, Any] = {"allowlist": {k: list(network[k]) for k in ("hosts", "cidrs", "ips") if k in network}}
+    if "resolve" in network:
+        wire["resolve"] = {str(h): list(a) for h, a in network["resolve"].items()}
+    if "ca_pem" in network:
+        wire["caPem"] = list(network["ca_pem"])
+    return wire
+
+
 class Commands:
     """Runs command lines in the sandbox's shell (``sb.commands.run(...)``), in the
     foreground or as background processes."""
@@ -634,7 +652,10 @@ class Sandbox:
     command runs); ``transport="rpc"`` talks to a ``sandboxd`` child (``sandboxd_path``, else
     ``$WASMSAND_SANDBOXD``, else the server this package carries). Forks of an RPC sandbox
     share its child process. ``timeout`` (seconds) or ``timeout_ms`` is each run's timeout
-    when the run names none (30 s).
+    when the run names none (30 s). ``network={"hosts": [...], "cidrs": [...], "ips": [...]}``
+    lets ``curl`` and ``wget`` in the sandbox reach what that egress allowlist allows (with
+    ``"resolve": {host: [ip]}`` and ``"ca_pem": [pem]`` optional; docs/network.md); without it
+    the sandbox has no network.
 
     Use it as a context manager: leaving the block destroys a fork and kills a root.
     """
@@ -654,6 +675,7 @@ class Sandbox:
         sandboxd_path: str | os.PathLike[str] | None = None,
         tools: Mapping[str, Callable[..., Any]] | None = None,
         deterministic: bool | Mapping[str, int] | None = None,
+        network: Mapping[str, Any] | None = None,
         _handle: _Handle | None = None,
     ) -> None:
         if _handle is not None:
@@ -670,6 +692,8 @@ class Sandbox:
                 params["limits"] = wire
             if deterministic:
                 params["deterministic"] = _deterministic_params(deterministic)
+            if network is not None:
+                params["network"] = _network_params(network)
             if transport == "inprocess":
                 if sandboxd_path is not None:
                     raise ValueError("sandboxd_path is only used with transport='rpc'")
