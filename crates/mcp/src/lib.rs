@@ -72,6 +72,9 @@ pub struct McpConfig {
     /// Checks and records each `sandbox_run` (an embedding server's quotas); none: every run
     /// goes ahead.
     pub gate: Option<Arc<dyn RunGate>>,
+    /// What the server's sandboxes may reach on the network (`curl`, `wget`; docs/network.md);
+    /// none: nothing.
+    pub network: Option<wasmsand::Network>,
     /// Runs the `sandbox_run` calls that name a runtime or image other than this server's own
     /// wasm sandbox (an embedding service's Docker containers); none: such calls are refused
     /// with `runtime_unavailable`.
@@ -223,6 +226,7 @@ impl Default for McpConfig {
             session_idle_ttl: Self::DEFAULT_SESSION_IDLE_TTL,
             max_read_bytes: Self::DEFAULT_MAX_READ_BYTES,
             gate: None,
+            network: None,
             host: None,
         }
     }

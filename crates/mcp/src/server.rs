@@ -108,6 +108,7 @@ impl McpHandler {
             limits,
             env: self.shared.config.env.clone(),
             cache_dir: self.shared.config.cache_dir.clone(),
+            network: self.shared.config.network.clone(),
             ..SandboxOptions::default()
         })
     }

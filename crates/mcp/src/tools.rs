@@ -100,6 +100,30 @@ pub(crate) fn instructions(c: &McpConfig) -> String {
     )
 }
 
+/// What the sandboxes may reach, in a sentence.
+fn network(c: &McpConfig) -> String {
+    let Some(n) = &c.network else {
+        return "There is no network access".into();
+    };
+    let l = n.allowlist.to_allowlist();
+    let mut parts = Vec::new();
+    for (name, v) in [
+        ("hosts", &l.hosts),
+        ("blocks", &l.cidrs),
+        ("addresses", &l.ips),
+    ] {
+        if !v.is_empty() {
+            parts.push(format!("{name} {}", v.join(", ")));
+        }
+    }
+    format!(
+        "The network is reached only with curl and wget (http and https), and only what this \
+         egress allowlist allows: {} (anything else fails with exit code 7, `blocked by sandbox \
+         network policy`)",
+        parts.join("; ")
+    )
+}
+
 fn environment(c: &McpConfig) -> String {
     let l = &c.limits;
     format!(
@@ -110,13 +134,14 @@ fn environment(c: &McpConfig) -> String {
          (JavaScript on the Boa engine with console, fs and path; no npm), git (local \
          repositories only), and python3 (CPython 3.15 with numpy and \
          pandas) over an in-memory filesystem: the home and working directory is {home}; only \
-         {home} and /tmp are writable. There is no network access, and Python cannot start \
+         {home} and /tmp are writable. {network}, and Python cannot start \
          subprocesses or threads. Limits: {timeout} per command by default (timeout_ms, up to \
          {max_timeout}), {memory} of memory per program, {out} each of stdout and stderr kept \
          per run (the rest is cut off and `truncated` says so), commands up to {cmd}, and per \
          sandbox {fs} of files and {files} files. The very first python3 on a machine can take \
          a minute (it is compiled once, then cached); later ones start quickly.",
         home = wasmsand::HOME,
+        network = network(c),
         timeout = secs(l.timeout_ms),
         max_timeout = secs(c.max_timeout_ms),
         memory = human_bytes(l.memory_bytes),

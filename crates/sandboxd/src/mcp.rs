@@ -32,6 +32,10 @@ pub(crate) struct McpArgs {
     /// Live sessions one client may hold
     #[arg(long, value_name = "N", default_value_t = McpConfig::DEFAULT_MAX_SESSIONS_PER_CLIENT)]
     max_sessions_per_client: usize,
+    /// What the sandboxes may reach on the network (curl, wget), as JSON
+    /// '{"hosts": [...], "cidrs": [...], "ips": [...]}' (docs/network.md) [default: nothing]
+    #[arg(long, value_name = "JSON")]
+    egress_allowlist: Option<String>,
     /// A session unused for this many milliseconds is destroyed
     #[arg(long, value_name = "MS", default_value_t = McpConfig::DEFAULT_SESSION_IDLE_TTL.as_millis() as u64)]
     session_idle_ms: u64,
@@ -40,6 +44,14 @@ pub(crate) struct McpArgs {
 pub(crate) fn serve(args: McpArgs, mut limits: Limits, cache_dir: Option<PathBuf>) -> u8 {
     // The default timeout of a run (--timeout-ms) never exceeds the most a run may ask for.
     limits.timeout_ms = limits.timeout_ms.min(args.max_timeout_ms.max(1));
+    let network = match args.egress_allowlist.as_deref().map(egress_policy) {
+        None => None,
+        Some(Ok(allow)) => Some(wasmsand::Network::allow(allow)),
+        Some(Err(e)) => {
+            eprintln!("sandboxd mcp: --egress-allowlist: {e}");
+            return 2;
+        }
+    };
     let config = McpConfig {
         limits,
         env: Vec::new(),
@@ -50,6 +62,7 @@ pub(crate) fn serve(args: McpArgs, mut limits: Limits, cache_dir: Option<PathBuf
         session_idle_ttl: Duration::from_millis(args.session_idle_ms),
         max_read_bytes: McpConfig::DEFAULT_MAX_READ_BYTES,
         gate: None,
+        network,
         // A standalone MCP server has only its wasm sandbox; the service's `/mcp` hosts more.
         host: None,
     };
@@ -77,4 +90,10 @@ pub(crate) fn serve(args: McpArgs, mut limits: Limits, cache_dir: Option<PathBuf
             1
         }
     }
+}
+
+fn egress_policy(json: &str) -> Result<wasmsand::egress::EgressPolicy, String> {
+    let list: wasmsand::egress::EgressAllowlist =
+        serde_json::from_str(json).map_err(|e| format!("not an allowlist: {e}"))?;
+    wasmsand::egress::EgressPolicy::parse(&list).map_err(|e| e.to_string())
 }

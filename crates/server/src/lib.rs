@@ -351,6 +351,14 @@ fn mcp_router(app: &Arc<App>) -> axum::Router {
         cache_dir: config.cache_dir.clone(),
         gate: Some(gate.clone()),
         host: Some(gate),
+        // MCP's own sandboxes get the server's allowlist when it is the default policy.
+        network: (config.network_default == "allowlist").then(|| wasmsand::Network {
+            allowlist: config.egress_allowlist.clone(),
+            resolve: config.egress_resolve.clone(),
+            limits: wasmsand::NetLimits::default(),
+            ca_pem: config.egress_ca_pem.iter().cloned().collect(),
+            on_event: None,
+        }),
         max_sessions: config.max_sessions,
         ..wasmsand_mcp::McpConfig::default()
     });

@@ -800,3 +800,52 @@ fn stdio_server_answers_raw_lines_and_exits_at_end_of_input() {
     assert!(lines.next().is_none(), "nothing after the answers");
     assert!(child.wait().unwrap().success());
 }
+
+/// `sandboxd mcp --egress-allowlist`: the sandboxes reach what it allows with curl (a real HTTP
+/// server on loopback) and nothing else; the tool description says what is allowed; a bad list
+/// stops the server at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_egress_allowlist_opens_the_network_that_far() {
+    let app = axum::Router::new().route(
+        "/hello",
+        axum::routing::get(|| async { "hello from loopback\n" }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let c = stdio(&["--egress-allowlist", r#"{"ips": ["127.0.0.1"]}"#]).await;
+    let tools = within(c.service.list_all_tools()).await.unwrap();
+    let run = tools.iter().find(|t| t.name == "sandbox_run").unwrap();
+    let d = run.description.as_deref().unwrap();
+    assert!(
+        d.contains("egress allowlist allows: addresses 127.0.0.1"),
+        "{d}"
+    );
+    let s = c
+        .run(json!({"command": format!("curl -s http://127.0.0.1:{port}/hello")}))
+        .await;
+    assert_eq!(s["stdout"], "hello from loopback\n", "{s}");
+    let s = c
+        .run(json!({"command": "curl -sS http://other.test/"}))
+        .await;
+    assert_eq!(s["exit_code"], 7, "{s}");
+    assert!(
+        s["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("host other.test not in allowlist (allowlist: ips 127.0.0.1)"),
+        "{s}"
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_e2e-sandboxd"))
+        .args(["mcp", "--egress-allowlist", r#"{"hosts": ["*.com"]}"#])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--egress-allowlist: hosts: '*.com'"),
+        "{out:?}"
+    );
+}
