@@ -114,6 +114,11 @@ impl AuditSink {
         });
     }
 
+    /// What the request that created a run said of it (defaults once forgotten).
+    fn context(&self, run_id: &str) -> RunContext {
+        self.runs.lock().get(run_id).cloned().unwrap_or_default()
+    }
+
     pub fn remember_run(&self, run_id: &str, ctx: RunContext) {
         self.runs.lock().insert(run_id.to_string(), ctx);
     }
@@ -175,7 +180,8 @@ fn event_name(phase: Phase) -> &'static str {
     }
 }
 
-fn run_body(app: &App, r: &RunRecord, ctx: &RunContext) -> Value {
+/// The fields every event of a run carries.
+pub fn run_body(app: &App, r: &RunRecord, ctx: &RunContext) -> Value {
     json!({
         "run_id": r.id,
         "session_id": r.session_id,
@@ -194,14 +200,7 @@ fn run_body(app: &App, r: &RunRecord, ctx: &RunContext) -> Value {
 
 /// `sandbox.run.created`.
 pub fn run_created(app: &App, r: &RunRecord) {
-    let ctx = app
-        .audit
-        .runs
-        .lock()
-        .get(&r.id)
-        .cloned()
-        .unwrap_or_default();
-    let mut body = run_body(app, r, &ctx);
+    let mut body = run_body(app, r, &app.audit.context(&r.id));
     body["limits"] = json!(r.resource_usage.limits);
     app.audit.emit(
         "sandbox.run.created",
@@ -247,9 +246,34 @@ pub fn run_phase(app: &App, r: &RunRecord, phase: Phase) {
     );
 }
 
-/// `sandbox.run.egress_allowed` (seed 003: `{host, ip, matched_rule, runtime, run_id}`),
-/// with the event's common fields (`common`: a run's or a session's) and `via`, what connected
-/// (`git` for a server-side clone).
+/// Emits `sandbox.run.egress_allowed`, or `sandbox.run.egress_denied` with its `reason`
+/// (seed 003: `{host, ip, matched_rule, reason?, runtime, run_id}`). `body` holds the event's
+/// common fields (a run's or a session's), the decision's and `via`, what connected (`git`
+/// for a server-side clone, `sandbox` for the network door).
+fn egress_event(
+    app: &App,
+    user_id: &str,
+    run_id: Option<&str>,
+    session_id: Option<&str>,
+    mut body: Value,
+    denied: Option<&str>,
+) {
+    body["run_id"] = json!(run_id);
+    let event = match denied {
+        Some(reason) => {
+            body["reason"] = json!(reason);
+            "sandbox.run.egress_denied"
+        }
+        None => "sandbox.run.egress_allowed",
+    };
+    let session_id = session_id
+        .map(str::to_string)
+        .or_else(|| body["session_id"].as_str().map(str::to_string));
+    app.audit
+        .emit(event, user_id, run_id, session_id.as_deref(), body);
+}
+
+/// A server-side clone that went: `egress` (`{host, ip, matched_rule, via}`) over `common`.
 pub fn egress_allowed(
     app: &App,
     user_id: &str,
@@ -260,21 +284,11 @@ pub fn egress_allowed(
 ) {
     let mut body = common;
     merge(&mut body, &egress);
-    body["run_id"] = json!(run_id);
-    let session_id = session_id
-        .map(str::to_string)
-        .or_else(|| body["session_id"].as_str().map(str::to_string));
-    app.audit.emit(
-        "sandbox.run.egress_allowed",
-        user_id,
-        run_id,
-        session_id.as_deref(),
-        body,
-    );
+    egress_event(app, user_id, run_id, session_id, body, None);
 }
 
-/// `sandbox.run.egress_denied` for a request refused by the egress policy, from its error's
-/// details (`host`, `ip`, `matched_rule`, `reason`); the run never got an id.
+/// A request refused by the egress policy, from its error's details (`host`, `ip`,
+/// `matched_rule`, `reason`); the run never got an id.
 pub fn egress_refused(
     app: &App,
     user_id: &str,
@@ -283,13 +297,18 @@ pub fn egress_refused(
     details: &Value,
 ) {
     let mut body = common;
-    for k in ["host", "ip", "matched_rule", "reason"] {
+    for k in ["host", "ip", "matched_rule"] {
         body[k] = details[k].clone();
     }
     body["via"] = json!("git");
-    body["run_id"] = Value::Null;
-    app.audit
-        .emit("sandbox.run.egress_denied", user_id, None, session_id, body);
+    egress_event(
+        app,
+        user_id,
+        None,
+        session_id,
+        body,
+        details["reason"].as_str(),
+    );
 }
 
 fn merge(body: &mut Value, extra: &Value) {
@@ -300,38 +319,19 @@ fn merge(body: &mut Value, extra: &Value) {
     }
 }
 
-/// A run's egress decision (the network door's), as `sandbox.run.egress_allowed` or
-/// `sandbox.run.egress_denied`.
+/// A run's egress decision (the network door's).
 pub fn run_egress(app: &App, r: &RunRecord, e: &wasmsand::EgressEvent) {
-    let ctx = app
-        .audit
-        .runs
-        .lock()
-        .get(&r.id)
-        .cloned()
-        .unwrap_or_default();
-    let mut body = run_body(app, r, &ctx);
+    let mut body = run_body(app, r, &app.audit.context(&r.id));
     body["host"] = json!(e.host);
     body["ip"] = json!(e.ip.map(|ip| ip.to_string()));
     body["matched_rule"] = json!(e.matched_rule);
     body["via"] = json!("sandbox");
-    let event = match e.denied {
-        Some(reason) => {
-            body["reason"] = json!(reason);
-            "sandbox.run.egress_denied"
-        }
-        None => "sandbox.run.egress_allowed",
-    };
-    app.audit.emit(
-        event,
+    egress_event(
+        app,
         &r.user_id,
         Some(&r.id),
         r.session_id.as_deref(),
         body,
+        e.denied,
     );
-}
-
-/// The fields every event of a run carries.
-pub fn run_common(app: &App, r: &RunRecord, ctx: &RunContext) -> Value {
-    run_body(app, r, ctx)
 }

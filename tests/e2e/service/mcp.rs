@@ -186,14 +186,7 @@ async fn mcp_runs_count_against_the_users_quotas() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_runs_name_their_runtime_and_the_services_record() {
     let server = TestServer::start().await;
-    let url = format!("http://{}/mcp", server.addr);
-    let client = tokio::time::timeout(
-        PATIENCE,
-        ().serve(StreamableHttpClientTransport::from_uri(url)),
-    )
-    .await
-    .expect("handshake in time")
-    .expect("handshake");
+    let client = connect(&server).await;
     let ran = client
         .call_tool(tool(
             "sandbox_run",
@@ -282,6 +275,18 @@ impl rmcp::ClientHandler for Recorder {
     ) {
         let _ = self.tx.send(params);
     }
+}
+
+/// An MCP client of the server's `/mcp`, its handshake done.
+async fn connect(server: &TestServer) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    let url = format!("http://{}/mcp", server.addr);
+    tokio::time::timeout(
+        PATIENCE,
+        ().serve(StreamableHttpClientTransport::from_uri(url)),
+    )
+    .await
+    .expect("handshake in time")
+    .expect("handshake")
 }
 
 pub(crate) fn tool(name: &str, args: Value) -> CallToolRequestParams {
@@ -390,14 +395,7 @@ async fn mcp_sessions_count_against_the_services_session_cap() {
 
     let server = TestServer::with(|c| c.max_sessions = 3).await;
     server.session(json!({})).await;
-    let url = format!("http://{}/mcp", server.addr);
-    let client = tokio::time::timeout(
-        PATIENCE,
-        ().serve(StreamableHttpClientTransport::from_uri(url)),
-    )
-    .await
-    .expect("handshake in time")
-    .expect("handshake");
+    let client = connect(&server).await;
     let mut mcp = Vec::new();
     for _ in 0..2 {
         let r = client

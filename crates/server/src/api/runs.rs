@@ -256,7 +256,7 @@ pub(crate) async fn launch(
             user,
             Some(&id),
             None,
-            audit::run_common(app, &record, &ctx),
+            audit::run_body(app, &record, &ctx),
             egress,
         );
         run.log.event("git", summary);
