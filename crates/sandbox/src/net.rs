@@ -12,7 +12,12 @@
 //! "body":BASE64?,"timeout_ms":T?}`. Answer: `{"v":1,"id":N,"ok":true,"status":S,
 //! "reason":R,"version":"HTTP/1.1","headers":[[K,V],...],"body":BASE64,"truncated":bool,
 //! "ip":A}` or `{"v":1,"id":N,"ok":false,"error":{"kind":K,"message":M}}`, `kind` one of
-//! `denied`, `limit`, `resolve`, `connect`, `timeout`, `bad_request`, `unsupported`.
+//! `denied`, `limit`, `resolve`, `connect`, `timeout`, `tls`, `bad_request`, `unsupported`.
+//!
+//! `{"v":1,"id":N,"op":"connect","host":H}` asks only whether `H` may be reached, resolving and
+//! pinning it as a request would (answer `{"ok":true,"ip":A}` or the same refusals): Python's
+//! sockets ask it at `connect()`, so a refusal surfaces where programs expect one, before any
+//! request is written. It reports denials; the request that follows reports the allowance.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -138,10 +143,15 @@ impl Door {
         }
     }
 
-    /// Answers one `http` frame.
+    /// Answers one `http` or `connect` frame.
     pub(crate) fn answer(&self, req: &Value, cancel: &CancelToken) -> Value {
         let id = req.get("id").cloned().unwrap_or(Value::Null);
-        match self.request(req, cancel) {
+        let outcome = if req["op"] == "connect" {
+            self.connect(req)
+        } else {
+            self.request(req, cancel)
+        };
+        match outcome {
             Ok(mut ok) => {
                 ok["v"] = json!(1);
                 ok["id"] = id;
@@ -188,8 +198,29 @@ impl Door {
         }
     }
 
-    /// The address to connect to for `host`, by the policy and the run's pins.
-    fn pick(&self, host: &str, literal: Option<IpAddr>) -> Result<(IpAddr, String), Refusal> {
+    fn connect(&self, req: &Value) -> Result<Value, Refusal> {
+        let host = req["host"]
+            .as_str()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| refuse("bad_request", "no host"))?;
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let (ip, _) = self.pick(bare, bare.parse().ok(), false)?;
+        Ok(json!({ "ip": ip.to_string() }))
+    }
+
+    /// The address to connect to for `host`, by the policy and the run's pins. Denials are
+    /// always reported, allowances when `report_allowed`.
+    fn pick(
+        &self,
+        host: &str,
+        literal: Option<IpAddr>,
+        report_allowed: bool,
+    ) -> Result<(IpAddr, String), Refusal> {
+        let allowed = |rule: Option<String>, ip: IpAddr| {
+            if report_allowed {
+                self.report(host, Some(ip), rule, None);
+            }
+        };
         let policy = &self.net.allowlist;
         let deny = |d: wasmsand_model::egress::Decision, ip: Option<IpAddr>| {
             self.report(host, ip, d.matched_rule.clone(), d.denied);
@@ -206,7 +237,7 @@ impl Door {
             let d = policy.check_addr(None, ip);
             return if d.allowed() {
                 let rule = d.matched_rule.clone().unwrap_or_default();
-                self.report(host, Some(ip), d.matched_rule, None);
+                allowed(d.matched_rule, ip);
                 Ok((ip, rule))
             } else {
                 Err(deny(d, Some(ip)))
@@ -245,7 +276,7 @@ impl Door {
             let d = policy.check_addr(Some(&name), ip);
             if d.allowed() {
                 let rule = d.matched_rule.clone().unwrap_or_default();
-                self.report(host, Some(ip), d.matched_rule, None);
+                allowed(d.matched_rule, ip);
                 return Ok((ip, rule));
             }
             first_refusal.get_or_insert((d, ip));
@@ -303,7 +334,7 @@ impl Door {
                 ),
             ));
         }
-        let (ip, _rule) = self.pick(&host, literal)?;
+        let (ip, _rule) = self.pick(&host, literal, true)?;
         let method = hyper::Method::from_bytes(req["method"].as_str().unwrap_or("GET").as_bytes())
             .map_err(|_| refuse("bad_request", "bad method"))?;
         let mut headers = hyper::HeaderMap::new();
@@ -601,7 +632,7 @@ pub(crate) struct Channel {
 
 fn is_http(request: &[u8]) -> Option<Value> {
     let v: Value = serde_json::from_slice(request).ok()?;
-    (v["op"] == "http").then_some(v)
+    (v["op"] == "http" || v["op"] == "connect").then_some(v)
 }
 
 impl wasmsand_exec::ToolCallHandler for Channel {

@@ -66,7 +66,10 @@ pub(crate) fn prepare(
 /// through a `-c` prelude that changes to `$PWD` (which the exec layer always sets to the run's
 /// directory), puts on `sys.path` what a non-isolated `python3` puts there (the script's
 /// directory, the cwd for `-m`, `''` for `-c` and stdin: agents' multi-file projects import
-/// their siblings), and hands the real arguments to the reactor's own argument handling,
+/// their siblings, then `$PYTHONPATH`, then the project's modules in `/usr/local/lib/wasmsand/python`
+/// (`wasmsand_cpython::SUPPORT_DIR`: the network door's sockets, `ssl`, pip's launcher, which
+/// `python3 -m pip` runs), and the user site where `pip` installs, when it exists), imports the
+/// door's sockets, and hands the real arguments to the reactor's own argument handling,
 /// `_reactor.run`, the route the upstream host takes for its own import-path prelude. The
 /// prelude's source is dropped from `linecache`; the program runs in a fresh `__main__`, and
 /// its tracebacks start below the prelude's frame.
@@ -87,6 +90,17 @@ while i < len(a) and a[i].startswith('-') and a[i] not in ('-', '-c', '-m'):
     i += 2 if a[i] == '-X' else 1
 t = a[i] if i < len(a) else '-'
 sys.path.insert(0, '' if t in ('-', '-c') else os.getcwd() if t == '-m' else os.path.dirname(os.path.abspath(t)))
+sys.path.insert(1, '/usr/local/lib/wasmsand/python')
+import _wasmsand_net
+if t == '-m' and a[i + 1:i + 2] == ['pip']:
+    a = [*a[:i + 1], '_wasmsand_pip', *a[i + 2:]]
+p = os.environ.get('PYTHONPATH')
+if p:
+    sys.path[1:1] = [d for d in p.split(':') if d]
+u = os.path.join(os.environ.get('HOME') or '/', '.local/lib/python%d.%d/site-packages' % sys.version_info[:2])
+if os.path.isdir(u):
+    import site
+    site.addsitedir(u)
 r = _reactor.run([ARGV0, *a], dict(os.environ))
 import atexit, gc, io
 atexit._run_exitfuncs()

@@ -14,6 +14,7 @@ mod network;
 mod node_git;
 mod processes;
 mod python;
+mod python_net;
 mod receipts;
 mod rg_shell;
 mod sandbox;

@@ -17,7 +17,7 @@ use wasmsand::egress::{EgressAllowlist, EgressPolicy};
 use wasmsand::{EgressEvent, NetLimits, Network, Sandbox, SandboxOptions};
 
 /// A test server on 127.0.0.1, on a runtime of its own (the sandbox's runs block).
-fn server() -> SocketAddr {
+pub(crate) fn server() -> SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -64,7 +64,7 @@ fn server() -> SocketAddr {
     rx.recv().unwrap()
 }
 
-fn policy(hosts: &[&str], ips: &[&str]) -> EgressPolicy {
+pub(crate) fn policy(hosts: &[&str], ips: &[&str]) -> EgressPolicy {
     EgressPolicy::parse(&EgressAllowlist {
         hosts: hosts.iter().map(|s| s.to_string()).collect(),
         cidrs: Vec::new(),
@@ -73,9 +73,9 @@ fn policy(hosts: &[&str], ips: &[&str]) -> EgressPolicy {
     .unwrap()
 }
 
-type Events = Arc<Mutex<Vec<EgressEvent>>>;
+pub(crate) type Events = Arc<Mutex<Vec<EgressEvent>>>;
 
-fn sandbox(allow: EgressPolicy, limits: NetLimits) -> (Sandbox, Events) {
+pub(crate) fn sandbox(allow: EgressPolicy, limits: NetLimits) -> (Sandbox, Events) {
     let events: Events = Arc::default();
     let sink = events.clone();
     let loopback: IpAddr = "127.0.0.1".parse().unwrap();
@@ -295,7 +295,7 @@ impl axum::serve::Listener for TlsListener {
 }
 
 /// An HTTPS server for `secure.test` on 127.0.0.1, and the PEM of the CA that signed it.
-fn tls_server() -> (SocketAddr, String) {
+pub(crate) fn tls_server() -> (SocketAddr, String) {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
