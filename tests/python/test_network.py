@@ -52,6 +52,25 @@ def test_curl_reaches_what_the_allowlist_allows(transport: str, port: int) -> No
             assert child.commands.run(f"curl -s http://api.test:{port}/hello").exit_code == 0
 
 
+def test_python_in_the_sandbox_uses_the_same_policy(transport: str, port: int) -> None:
+    network = {"hosts": ["api.test"], "ips": ["127.0.0.1"], "resolve": {"api.test": ["127.0.0.1"]}}
+    code = (
+        "import urllib.request, urllib.error\n"
+        f"print(urllib.request.urlopen('http://api.test:{port}/hello').read().decode(), end='')\n"
+        "try:\n"
+        "    urllib.request.urlopen('http://example.org/')\n"
+        "except urllib.error.URLError as e:\n"
+        "    print(e.reason.strerror)\n"
+    )
+    with Sandbox(transport=transport, network=network) as sb:
+        sb.files.write("/tmp/get.py", code)
+        r = sb.commands.run("python3 /tmp/get.py")
+        assert r.exit_code == 0, r.stderr
+        first, second = r.stdout.splitlines()
+        assert first == "hello from the host"
+        assert second.startswith("blocked by sandbox network policy: host example.org not in allowlist")
+
+
 def test_without_a_policy_there_is_no_network(transport: str, port: int) -> None:
     with Sandbox(transport=transport) as sb:
         r = sb.commands.run(f"curl -sS http://127.0.0.1:{port}/hello")
