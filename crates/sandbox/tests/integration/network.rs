@@ -337,21 +337,25 @@ pub(crate) fn tls_server() -> (SocketAddr, String) {
     (rx.recv().unwrap(), ca_cert.pem())
 }
 
+/// A sandbox that may reach `secure.test` (pinned to loopback), trusting `cas` besides the
+/// system's roots.
+pub(crate) fn secure_sandbox(cas: Vec<String>) -> Sandbox {
+    let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+    Sandbox::new(SandboxOptions {
+        network: Some(Network {
+            ca_pem: cas,
+            resolve: [("secure.test".to_string(), vec![loopback])].into(),
+            ..Network::allow(policy(&["secure.test"], &["127.0.0.1"]))
+        }),
+        ..SandboxOptions::default()
+    })
+}
+
 #[test]
 fn https_is_verified_against_the_system_roots_and_the_configured_cas() {
     let (addr, ca_pem) = tls_server();
     let port = addr.port();
-    let loopback: IpAddr = "127.0.0.1".parse().unwrap();
-    let make = |cas: Vec<String>| {
-        Sandbox::new(SandboxOptions {
-            network: Some(Network {
-                ca_pem: cas,
-                resolve: [("secure.test".to_string(), vec![loopback])].into(),
-                ..Network::allow(policy(&["secure.test"], &["127.0.0.1"]))
-            }),
-            ..SandboxOptions::default()
-        })
-    };
+    let make = secure_sandbox;
     let trusting = make(vec![ca_pem]);
     let r = trusting
         .run(&format!(

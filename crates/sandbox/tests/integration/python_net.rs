@@ -4,7 +4,7 @@
 //! of pure wheels (with their dependencies) from a PEP 503 index built from wheels that pip
 //! downloaded from PyPI, seen by later runs and by forks.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -13,9 +13,9 @@ use axum::extract::Path as UrlPath;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse};
 use axum::routing::get;
-use wasmsand::{NetLimits, Network, Sandbox, SandboxOptions};
+use wasmsand::{NetLimits, Sandbox, SandboxOptions};
 
-use crate::network::{policy, sandbox, server, tls_server};
+use crate::network::{policy, sandbox, secure_sandbox, server, tls_server};
 
 /// Runs `code` as a Python program; its stdout, with stderr on failure.
 fn py(sb: &Sandbox, code: &str) -> (i32, String, String) {
@@ -138,17 +138,7 @@ fn python_without_a_network_policy_is_told_so() {
 fn python_https_is_verified_by_the_host() {
     let (addr, ca_pem) = tls_server();
     let port = addr.port();
-    let loopback: IpAddr = "127.0.0.1".parse().unwrap();
-    let make = |cas: Vec<String>| {
-        Sandbox::new(SandboxOptions {
-            network: Some(Network {
-                ca_pem: cas,
-                resolve: [("secure.test".to_string(), vec![loopback])].into(),
-                ..Network::allow(policy(&["secure.test"], &["127.0.0.1"]))
-            }),
-            ..SandboxOptions::default()
-        })
-    };
+    let make = secure_sandbox;
     let code = format!(
         r#"
 import ssl, urllib.request, urllib.error, http.client
