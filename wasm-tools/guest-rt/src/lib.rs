@@ -1,5 +1,8 @@
 //! Start-up shared by every guest program.
 
+#[cfg(feature = "door")]
+pub mod door;
+
 /// WASI has no working directory: wasi-libc starts every program at `/`. The host passes the
 /// run's directory in `PWD`, as a shell does, and entering it here makes relative paths mean
 /// what they mean under bash.
@@ -100,6 +103,28 @@ pub fn path_meta(_path: &std::path::Path, _follow: bool) -> Option<(u32, u64)> {
 /// The permission bits of [`path_meta`].
 pub fn path_mode(path: &std::path::Path, follow: bool) -> Option<u32> {
     path_meta(path, follow).map(|(mode, _)| mode)
+}
+
+/// Creates a symbolic link `at` → `target` (std's WASI `symlink_path` is unstable; wasi-libc's
+/// `symlink` is the same call).
+#[cfg(target_os = "wasi")]
+pub fn symlink(target: &str, at: &std::path::Path) -> std::io::Result<()> {
+    use std::os::wasi::ffi::OsStrExt;
+    let t = std::ffi::CString::new(target)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let a = std::ffi::CString::new(at.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: both strings are NUL-terminated and outlive the call.
+    if unsafe { libc::symlink(t.as_ptr(), a.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Creates a symbolic link `at` → `target`.
+#[cfg(unix)]
+pub fn symlink(target: &str, at: &std::path::Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, at)
 }
 
 #[cfg(test)]
