@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use sha1::{Digest, Sha1};
 
+use crate::pack::Pack;
+
 pub type Oid = [u8; 20];
 
 pub fn hex(oid: &Oid) -> String {
@@ -29,6 +31,8 @@ pub struct Repo {
     /// The work tree's root (absolute).
     pub root: PathBuf,
     pub git: PathBuf,
+    /// The packs in `objects/pack`, opened when an object is first not found loose.
+    packs: std::cell::RefCell<Option<std::rc::Rc<Vec<Pack>>>>,
 }
 
 #[derive(Clone, Debug)]
@@ -48,16 +52,49 @@ pub fn hash_object(kind: &str, data: &[u8]) -> Oid {
 }
 
 impl Repo {
+    pub fn at(root: PathBuf, git: PathBuf) -> Repo {
+        Repo {
+            root,
+            git,
+            packs: Default::default(),
+        }
+    }
+
+    fn packs(&self) -> std::rc::Rc<Vec<Pack>> {
+        self.packs
+            .borrow_mut()
+            .get_or_insert_with(|| {
+                let mut list: Vec<PathBuf> = fs::read_dir(self.git.join("objects/pack"))
+                    .map(|rd| {
+                        rd.flatten()
+                            .map(|e| e.path())
+                            .filter(|p| p.extension().is_some_and(|x| x == "idx"))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                list.sort();
+                std::rc::Rc::new(list.iter().filter_map(|p| Pack::open(p)).collect())
+            })
+            .clone()
+    }
+
+    /// Forgets the packs opened so far (a fetch has just added one).
+    pub fn reload_packs(&self) {
+        *self.packs.borrow_mut() = None;
+    }
+
+    fn read_loose(&self, oid: &Oid) -> Option<(String, Vec<u8>)> {
+        let raw = fs::read(self.object_path(&hex(oid))).ok()?;
+        inflate_loose(&raw).ok()
+    }
+
     /// The repository containing `start` (its `.git` directory found upwards).
     pub fn discover(start: &Path) -> Option<Repo> {
         let mut dir = Some(start);
         while let Some(d) = dir {
             let g = d.join(".git");
             if g.join("HEAD").is_file() {
-                return Some(Repo {
-                    root: d.to_path_buf(),
-                    git: g,
-                });
+                return Some(Repo::at(d.to_path_buf(), g));
             }
             dir = d.parent();
         }
@@ -88,33 +125,19 @@ impl Repo {
 
     pub fn read_object(&self, oid: &Oid) -> Result<(String, Vec<u8>), String> {
         let h = hex(oid);
-        let raw = fs::read(self.object_path(&h)).map_err(|_| {
-            if self
-                .git
-                .join("objects/pack")
-                .read_dir()
-                .is_ok_and(|mut d| d.next().is_some())
-            {
-                format!("object {h} is in a pack file, which this git does not read")
-            } else {
-                format!("bad object {h}")
+        if let Ok(raw) = fs::read(self.object_path(&h)) {
+            return inflate_loose(&raw).map_err(|e| format!("corrupt object {h}: {e}"));
+        }
+        for p in self.packs().iter() {
+            if let Some(found) = p.read(oid, &|id| self.read_loose(id))? {
+                return Ok(found);
             }
-        })?;
-        let mut data = Vec::new();
-        flate2::read::ZlibDecoder::new(&raw[..])
-            .read_to_end(&mut data)
-            .map_err(|e| format!("corrupt object {h}: {e}"))?;
-        let nul = data
-            .iter()
-            .position(|&b| b == 0)
-            .ok_or(format!("corrupt object {h}"))?;
-        let header = String::from_utf8_lossy(&data[..nul]).into_owned();
-        let kind = header.split(' ').next().unwrap_or("").to_string();
-        Ok((kind, data[nul + 1..].to_vec()))
+        }
+        Err(format!("bad object {h}"))
     }
 
     pub fn has_object(&self, oid: &Oid) -> bool {
-        self.object_path(&hex(oid)).exists()
+        self.object_path(&hex(oid)).exists() || self.packs().iter().any(|p| p.contains(oid))
     }
 
     /// Every object id starting with `prefix` (4 to 40 hex digits).
@@ -124,6 +147,9 @@ impl Repo {
             return out;
         }
         let prefix = prefix.to_ascii_lowercase();
+        for p in self.packs().iter() {
+            out.extend(p.with_prefix(&prefix));
+        }
         let dir = self.git.join("objects").join(&prefix[..2]);
         if let Ok(rd) = fs::read_dir(dir) {
             for e in rd.flatten() {
@@ -131,6 +157,7 @@ impl Repo {
                 let full = format!("{}{}", &prefix[..2], name);
                 if full.starts_with(&prefix)
                     && let Some(o) = parse_hex(&full)
+                    && !out.contains(&o)
                 {
                     out.push(o);
                 }
@@ -412,7 +439,24 @@ impl Repo {
     }
 
     pub fn read_commit(&self, oid: &Oid) -> Result<Commit, String> {
-        let (kind, data) = self.read_object(oid)?;
+        let (mut kind, mut data) = self.read_object(oid)?;
+        let mut oid = *oid;
+        let oid = &mut oid;
+        // An annotated tag stands for what it tags, as git's commit-ish lookups take it.
+        for _ in 0..16 {
+            if kind != "tag" {
+                break;
+            }
+            let target = String::from_utf8_lossy(&data)
+                .lines()
+                .next()
+                .and_then(|l| l.strip_prefix("object "))
+                .and_then(parse_hex)
+                .ok_or_else(|| format!("tag {} is corrupt", hex(oid)))?;
+            *oid = target;
+            (kind, data) = self.read_object(oid)?;
+        }
+        let oid = &*oid;
         if kind != "commit" {
             return Err(format!("{} is a {kind}, not a commit", hex(oid)));
         }
@@ -449,6 +493,19 @@ impl Repo {
         let h = hex(oid);
         fs::read_to_string(self.git.join("shallow")).is_ok_and(|s| s.lines().any(|l| l.trim() == h))
     }
+}
+
+/// A loose object's bytes: zlib of `kind size\0data`.
+fn inflate_loose(raw: &[u8]) -> Result<(String, Vec<u8>), String> {
+    let mut data = Vec::new();
+    flate2::read::ZlibDecoder::new(raw)
+        .read_to_end(&mut data)
+        .map_err(|e| e.to_string())?;
+    let nul = data.iter().position(|&b| b == 0).ok_or("no header")?;
+    let header = String::from_utf8_lossy(&data[..nul]).into_owned();
+    let kind = header.split(' ').next().unwrap_or("").to_string();
+    data.drain(..=nul);
+    Ok((kind, data))
 }
 
 pub struct Commit {
