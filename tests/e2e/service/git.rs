@@ -21,7 +21,7 @@ use super::common::{TestServer, output};
 /// A bare repository served over smart HTTP, and the commits of its history.
 pub(crate) struct GitHost {
     pub(crate) addr: SocketAddr,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     /// `main` (the second commit) and the tag `v1` (the first).
     pub(crate) head: String,
     v1: String,
@@ -118,6 +118,13 @@ impl GitHost {
         std::os::unix::fs::symlink("README.md", src.join("latest")).unwrap();
         sh(&src, &["add", "."]);
         sh(&src, &["commit", "-q", "-m", "second"]);
+        // A branch beside main and an annotated tag, for clients that fetch more than HEAD.
+        sh(&src, &["checkout", "-q", "-b", "feature"]);
+        std::fs::write(src.join("feature.txt"), "on feature\n").unwrap();
+        sh(&src, &["add", "."]);
+        sh(&src, &["commit", "-q", "-m", "feature work"]);
+        sh(&src, &["checkout", "-q", "main"]);
+        sh(&src, &["tag", "-a", "release", "-m", "the release"]);
         let head = sh(&src, &["rev-parse", "HEAD"]);
         let v1 = sh(&src, &["rev-parse", "v1^{commit}"]);
         let root = dir.path().join("served");
@@ -132,10 +139,34 @@ impl GitHost {
         tokio::spawn(async move { axum::serve(listener, app).await });
         GitHost {
             addr,
-            _dir: dir,
+            dir,
             head,
             v1,
         }
+    }
+
+    /// Commits `content` to `file` on main upstream (and packs the served repository, as a
+    /// hosting service keeps it); the new commit's id.
+    pub(crate) fn advance(&self, file: &str, content: &str, message: &str) -> String {
+        let src = self.dir.path().join("src");
+        std::fs::write(src.join(file), content).unwrap();
+        sh(&src, &["add", "."]);
+        sh(&src, &["commit", "-q", "-m", message]);
+        sh(&src, &["push", "-q", "../served/repo.git", "main"]);
+        sh(
+            &self.dir.path().join("served/repo.git"),
+            &["repack", "-adq"],
+        );
+        sh(&src, &["rev-parse", "HEAD"])
+    }
+
+    /// Runs the host's git on a copy of a repository the sandbox made (a tar of it).
+    pub(crate) fn host_git_on(&self, tar: &[u8], args: &[&str]) -> String {
+        let out = self.dir.path().join("from-sandbox");
+        let _ = std::fs::remove_dir_all(&out);
+        std::fs::create_dir(&out).unwrap();
+        tar::Archive::new(tar).unpack(&out).unwrap();
+        sh(&out.join("repo"), args)
     }
 }
 
@@ -389,5 +420,150 @@ async fn clones_outside_the_servers_egress_policy_are_refused() {
     assert_eq!(s, StatusCode::GATEWAY_TIMEOUT, "{v}");
     assert_eq!(v["error"]["code"], "git_clone_failed", "{v}");
     drop(silent);
+    srv.stop().await;
+}
+
+/// `git clone`, `fetch`, `pull` and `ls-remote` inside the sandbox, over smart HTTP through the
+/// network door: under the session's allowlist only, with the server's own pack (deltas,
+/// an annotated tag, a symlink) indexed in the guest into a repository real git accepts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_in_the_sandbox_clones_fetches_and_pulls_under_the_policy() {
+    let host = GitHost::start().await;
+    let srv = TestServer::with(|c| {
+        c.egress_allowlist = allow(&["git.test"], &["127.0.0.1"]);
+        c.egress_resolve
+            .insert("git.test".into(), vec!["127.0.0.1".parse().unwrap()]);
+    })
+    .await;
+    let port = host.addr.port();
+    let url = format!("http://git.test:{port}/repo.git");
+    let sid = srv
+        .session(json!({ "network_policy": "allowlist",
+            "egress_allowlist": { "hosts": ["git.test"], "ips": ["127.0.0.1"] } }))
+        .await;
+    let run = |script: String| {
+        let srv = &srv;
+        let sid = sid.clone();
+        async move {
+            // Each run starts in /tmp: a session keeps the last run's directory.
+            let body = json!({ "spec_version": "1.0", "session_id": sid,
+                "command": ["bash", "-c", format!("cd /tmp && {script}")] });
+            let (_, frames, status) = srv.run(body).await;
+            assert_eq!(
+                status["phase"],
+                "completed",
+                "{script}: {status} {}",
+                String::from_utf8_lossy(&output(&frames, "stderr"))
+            );
+            (
+                String::from_utf8_lossy(&output(&frames, "stdout")).into_owned(),
+                String::from_utf8_lossy(&output(&frames, "stderr")).into_owned(),
+            )
+        }
+    };
+
+    let (out, err) = run(format!(
+        "git clone {url} && cd repo && git log --oneline | cut -d' ' -f2- && cat src/app.py \
+         && readlink latest && git status && git branch -a && git tag && git rev-parse HEAD"
+    ))
+    .await;
+    assert_eq!(
+        out,
+        format!(
+            "second\nfirst\nprint('v2')\nREADME.md\nOn branch main\nYour branch is up to date \
+             with 'origin/main'.\n\nnothing to commit, working tree clean\n* main\n  \
+             remotes/origin/HEAD -> origin/main\n  remotes/origin/feature\n  \
+             remotes/origin/main\nrelease\nv1\n{}\n",
+            host.head
+        ),
+        "{err}"
+    );
+    assert_eq!(err, "Cloning into 'repo'...\n");
+
+    // Upstream moves on: fetch reports it as git does, status counts it, pull fast-forwards.
+    let next = host.advance("src/app.py", "print('v3')\n", "third");
+    let (out, err) = run(
+        "cd repo && git fetch && git status | sed -n 2p && git pull && cat src/app.py \
+         && git rev-parse HEAD && git checkout -q feature && cat feature.txt && git status | \
+         sed -n 2p"
+            .into(),
+    )
+    .await;
+    assert_eq!(
+        out,
+        format!(
+            "Your branch is behind 'origin/main' by 1 commit, and can be fast-forwarded.\n\
+             Updating {}..{}\nFast-forward\n src/app.py | 2 +-\n 1 file changed, 1 insertion(+), \
+             1 deletion(-)\nprint('v3')\n{next}\non feature\nYour branch is up to date with \
+             'origin/feature'.\n",
+            &host.head[..7],
+            &next[..7]
+        ),
+        "{err}"
+    );
+    assert!(
+        err.starts_with(&format!(
+            "From {url}\n   {}..{}  main       -> origin/main\n",
+            &host.head[..7],
+            &next[..7]
+        )),
+        "{err}"
+    );
+
+    // What the sandbox made is a repository the host's git checks and reads as it is.
+    let body = json!({ "spec_version": "1.0", "session_id": sid,
+        "command": ["bash", "-c", "cd /tmp && tar cf - repo"] });
+    let (_, frames, _) = srv.run(body).await;
+    let tar = output(&frames, "stdout");
+    host.host_git_on(&tar, &["fsck", "--strict", "--no-dangling"]);
+    assert_eq!(
+        host.host_git_on(&tar, &["log", "--format=%s", "origin/main"]),
+        "third\nsecond\nfirst"
+    );
+
+    // A shallow clone of one branch, deepened later; ls-remote.
+    let (out, err) = run(format!(
+        "git clone -q --depth 1 -b main {url} shallow && cd shallow && git log --oneline | wc -l \
+         && git fetch -q --unshallow && git log --oneline | wc -l && git ls-remote --heads \
+         origin | cut -f2"
+    ))
+    .await;
+    assert_eq!(out, "1\n3\nrefs/heads/feature\nrefs/heads/main\n", "{err}");
+
+    // Refusals name what to do: a host outside the allowlist, a repository that is not
+    // there, ssh; a refused clone leaves no directory behind.
+    let (out, err) = run(format!(
+        "git clone http://nowhere.test:{port}/repo.git o1; echo $?; git clone \
+         http://git.test:{port}/none.git o2; echo $?; git clone git@example.org:x/y.git; echo \
+         $?; ls -d o1 o2 2>/dev/null | wc -l; cd repo && git push; echo $?"
+    ))
+    .await;
+    assert_eq!(out, "128\n128\n128\n0\n128\n", "{err}");
+    for want in [
+        "fatal: unable to access 'http://nowhere.test:",
+        "blocked by sandbox network policy: host nowhere.test not in allowlist",
+        "fatal: repository 'http://git.test:",
+        "is not an HTTP(S) URL",
+        "does not push",
+    ] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
+    let denied = audit(&srv, "sandbox.run.egress_denied", 1).await;
+    assert!(
+        denied
+            .iter()
+            .any(|e| e["host"] == "nowhere.test" && e["reason"] == "no_match"),
+        "{denied:?}"
+    );
+    // Without a policy there is no network at all.
+    let plain = srv.session(json!({})).await;
+    let body = json!({ "spec_version": "1.0", "session_id": plain,
+        "command": ["bash", "-c", format!("git clone {url}")] });
+    let (_, frames, _) = srv.run(body).await;
+    assert!(
+        String::from_utf8_lossy(&output(&frames, "stderr"))
+            .contains("network access is off in this sandbox"),
+        "{frames:?}"
+    );
     srv.stop().await;
 }

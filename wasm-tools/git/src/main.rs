@@ -4,6 +4,8 @@
 
 #![forbid(unsafe_code)]
 
+mod pack;
+mod remote;
 mod repo;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,10 +18,15 @@ use repo::{Entry, Oid, Repo, hash_object, hex};
 const HELP: &str = "\
 usage: git <command> [<args>]
 
-A git for the sandbox's files (no network): repositories use git's own formats (loose
-objects, index v2, refs), so real git reads them.
+A git for the sandbox's files: repositories use git's own formats (loose objects, packs with
+index v2, refs), so real git reads them.
 
    init [dir]                   create a repository
+   clone [--depth N] [-b <branch>] [--single-branch] [-n] [-o <name>] <url> [<dir>]
+   fetch [--depth N|--unshallow] [--tags|--no-tags] [--prune] [--all] [<remote> [<refspec>...]]
+   pull [--ff-only] [<remote> [<branch>]]     (fast-forward only)
+   ls-remote [--heads] [--tags] [--refs] [--symref] [<url|remote> [<pattern>...]]
+   remote [-v] | add <name> <url> | remove <name> | get-url <name> | set-url <name> <url>
    config [--global] [--list] <key> [<value>]
    add [-A] <pathspec>...       stage files (respects .gitignore)
    rm [--cached] [-r] <path>... unstage and delete files
@@ -28,7 +35,7 @@ objects, index v2, refs), so real git reads them.
    diff [--staged|--cached] [--stat] [--name-only] [<commit> [<commit>]] [-- <path>...]
    log [--oneline] [-p] [-n N|-N] [<rev>]
    show [<rev>]
-   branch [-d|-D <name>] [-m <old> <new>] [--show-current] [<name> [<start>]]
+   branch [-r|-a] [-d|-D <name>] [-m <old> <new>] [--show-current] [<name> [<start>]]
    checkout [-b <new>] <branch|commit>   checkout [--] <path>...
    switch [-c <new>] <branch>
    restore [--staged] [--source=<rev>] <path>...
@@ -38,8 +45,9 @@ objects, index v2, refs), so real git reads them.
    tag [<name> [<rev>]]
    ls-files, cat-file (-t|-p|-s) <obj>, hash-object [-w] <file>
 
-clone, fetch, pull, push and remote operations need a network, which the sandbox does not
-have. Not supported: merge, rebase, cherry-pick, packs, submodules, hooks.
+Remotes are reached over http:// and https:// (smart HTTP) through the sandbox's network
+policy; with no policy there is no network. Not supported: push, ssh and local-path remotes,
+merge, rebase, cherry-pick, submodules, hooks.
 ";
 
 const COMMANDS: &[&str] = &[
@@ -115,24 +123,21 @@ fn main() {
             println!("git version 2.47.0 (wasmsand)");
             0
         }
-        "clone" | "fetch" | "pull" | "push" | "ls-remote" | "submodule" => {
+        "clone" => remote::cmd_clone(rest),
+        "ls-remote" => remote::cmd_ls_remote(rest),
+        "fetch" => remote::cmd_fetch(&repo(), rest),
+        "pull" => remote::cmd_pull(&repo(), rest),
+        "remote" => remote::cmd_remote(&repo(), rest),
+        "push" => {
             eprintln!(
-                "fatal: git {cmd}: this sandbox has no network access, so there is no remote \
-                 to reach; work with local repositories (git init) instead"
+                "fatal: git push: this sandbox's git fetches (clone, fetch, pull) but does not \
+                 push; hand the changes back with `git diff` or a file instead"
             );
             128
         }
-        "remote" => {
-            if rest.is_empty() || rest[0] == "-v" {
-                let _ = repo();
-                0
-            } else {
-                eprintln!(
-                    "fatal: git remote {}: this sandbox has no network access",
-                    rest[0]
-                );
-                128
-            }
+        "submodule" => {
+            eprintln!("fatal: git submodule: submodules are not supported by this sandbox's git");
+            128
         }
         "config" => cmd_config(rest),
         other if !COMMANDS.contains(&other) => {
@@ -274,6 +279,38 @@ fn config_get(r: Option<&Repo>, key: &str) -> Option<String> {
         }
     }
     found
+}
+
+/// Every value of a multi-valued key (`remote.origin.fetch`), in file order.
+fn config_all(r: Option<&Repo>, key: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for f in config_files(r) {
+        for (k, v) in parse_config(&fs::read_to_string(f).unwrap_or_default()) {
+            if k.eq_ignore_ascii_case(key) {
+                found.push(v);
+            }
+        }
+    }
+    found
+}
+
+/// Drops `[header]` (as written inside the brackets) and its keys from `file`.
+fn config_remove_section(file: &Path, header: &str) -> std::io::Result<()> {
+    let text = fs::read_to_string(file).unwrap_or_default();
+    let want = format!("[{header}]");
+    let mut keep = String::new();
+    let mut skipping = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            skipping = t == want;
+        }
+        if !skipping {
+            keep += line;
+            keep.push('\n');
+        }
+    }
+    fs::write(file, keep)
 }
 
 fn parse_config(text: &str) -> Vec<(String, String)> {
@@ -580,17 +617,33 @@ fn stage(r: &Repo, rel: &str) -> Option<Entry> {
     })
 }
 
-fn write_file(r: &Repo, rel: &str, mode: u32, oid: &Oid) {
+/// Writes a blob to the work tree (a symlink for mode 120000); returns its size.
+fn write_file(r: &Repo, rel: &str, mode: u32, oid: &Oid) -> u32 {
     let (_, data) = ok(r.read_object(oid));
     let p = r.root.join(rel);
     if let Some(parent) = p.parent() {
         io(fs::create_dir_all(parent));
     }
-    if fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
-        let _ = fs::remove_dir_all(&p);
+    match fs::symlink_metadata(&p) {
+        Ok(m) if m.is_dir() => {
+            let _ = fs::remove_dir_all(&p);
+        }
+        Ok(m) if m.file_type().is_symlink() || mode == 0o120000 => {
+            let _ = fs::remove_file(&p);
+        }
+        _ => {}
     }
-    io(fs::write(&p, data));
-    let _ = mode;
+    if mode == 0o120000 {
+        let target = String::from_utf8_lossy(&data).into_owned();
+        io(symlink(&target, &p));
+    } else {
+        io(fs::write(&p, &data));
+    }
+    data.len() as u32
+}
+
+fn symlink(target: &str, at: &Path) -> std::io::Result<()> {
+    guest_rt::symlink(target, at)
 }
 
 fn remove_file(r: &Repo, rel: &str) {
@@ -624,11 +677,17 @@ fn resolve(r: &Repo, spec: &str) -> Option<Oid> {
     if spec == "HEAD" || spec == "@" {
         return r.head_oid();
     }
+    if spec == "FETCH_HEAD" {
+        let t = fs::read_to_string(r.git.join("FETCH_HEAD")).ok()?;
+        return repo::parse_hex(t.get(..40)?);
+    }
     for name in [
         spec.to_string(),
         format!("refs/{spec}"),
         format!("refs/heads/{spec}"),
         format!("refs/tags/{spec}"),
+        format!("refs/remotes/{spec}"),
+        format!("refs/remotes/{spec}/HEAD"),
     ] {
         if (name.starts_with("refs/") || name == "HEAD")
             && let Some(o) = r.read_ref(&name)
@@ -701,34 +760,10 @@ fn cmd_init(args: &[String]) -> i32 {
     let git = root.join(".git");
     let existed = git.join("HEAD").is_file();
     if !existed {
-        for d in [
-            "objects/info",
-            "objects/pack",
-            "refs/heads",
-            "refs/tags",
-            "info",
-        ] {
-            io(fs::create_dir_all(git.join(d)));
-        }
         let branch = branch
             .or_else(|| config_get(None, "init.defaultbranch"))
             .unwrap_or_else(|| "master".into());
-        io(fs::write(
-            git.join("HEAD"),
-            format!("ref: refs/heads/{branch}\n"),
-        ));
-        io(fs::write(
-            git.join("config"),
-            "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n",
-        ));
-        io(fs::write(
-            git.join("description"),
-            "Unnamed repository; edit this file 'description' to name the repository.\n",
-        ));
-        io(fs::write(
-            git.join("info/exclude"),
-            "# git ls-files --others --exclude-from=.git/info/exclude\n",
-        ));
+        io(create_repo(&root, &branch));
     }
     if !quiet {
         let what = if existed {
@@ -739,6 +774,34 @@ fn cmd_init(args: &[String]) -> i32 {
         out(&format!("{what} Git repository in {}/\n", git.display()));
     }
     0
+}
+
+/// A new repository's `.git` in `root`, HEAD on the unborn `branch`.
+fn create_repo(root: &Path, branch: &str) -> std::io::Result<Repo> {
+    let git = root.join(".git");
+    for d in [
+        "objects/info",
+        "objects/pack",
+        "refs/heads",
+        "refs/tags",
+        "info",
+    ] {
+        fs::create_dir_all(git.join(d))?;
+    }
+    fs::write(git.join("HEAD"), format!("ref: refs/heads/{branch}\n"))?;
+    fs::write(
+        git.join("config"),
+        "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n",
+    )?;
+    fs::write(
+        git.join("description"),
+        "Unnamed repository; edit this file 'description' to name the repository.\n",
+    )?;
+    fs::write(
+        git.join("info/exclude"),
+        "# git ls-files --others --exclude-from=.git/info/exclude\n",
+    )?;
+    Ok(Repo::at(root.to_path_buf(), git))
 }
 
 fn cmd_config(args: &[String]) -> i32 {
@@ -1461,7 +1524,29 @@ fn status_text(r: &Repo, committing: bool) -> String {
     let st = status(r);
     let mut s = String::new();
     match r.head() {
-        Ok(b) => s += &format!("On branch {b}\n"),
+        Ok(b) => {
+            s += &format!("On branch {b}\n");
+            if let Some((up, ahead, behind)) = remote::tracking(r, &b) {
+                let n = |k: usize| if k == 1 { "commit" } else { "commits" };
+                s += &match (ahead, behind) {
+                    (0, 0) => format!("Your branch is up to date with '{up}'.\n"),
+                    (a, 0) => format!(
+                        "Your branch is ahead of '{up}' by {a} {}.\n  (use \"git push\" to publish your local commits)\n",
+                        n(a)
+                    ),
+                    (0, b) => format!(
+                        "Your branch is behind '{up}' by {b} {}, and can be fast-forwarded.\n  (use \"git pull\" to update your local branch)\n",
+                        n(b)
+                    ),
+                    (a, b) => format!(
+                        "Your branch and '{up}' have diverged,\nand have {a} and {b} different commits each, respectively.\n"
+                    ),
+                };
+                if !committing {
+                    s.push('\n');
+                }
+            }
+        }
         Err(o) => s += &format!("HEAD detached at {}\n", short(&o)),
     }
     let no_commits = r.head_oid().is_none();
@@ -1840,12 +1925,24 @@ fn cmd_branch(r: &Repo, args: &[String]) -> i32 {
         [] => {
             let head = r.head();
             let mut s = String::new();
-            if let Err(o) = &head {
-                s += &format!("* (HEAD detached at {})\n", short(o));
+            let remotes = flag(&["-r", "--remotes"]);
+            if !remotes {
+                if let Err(o) = &head {
+                    s += &format!("* (HEAD detached at {})\n", short(o));
+                }
+                for (b, _) in r.branches() {
+                    let cur = head.as_ref().is_ok_and(|h| *h == b);
+                    s += &format!("{} {b}\n", if cur { '*' } else { ' ' });
+                }
             }
-            for (b, _) in r.branches() {
-                let cur = head.as_ref().is_ok_and(|h| *h == b);
-                s += &format!("{} {b}\n", if cur { '*' } else { ' ' });
+            if remotes || flag(&["-a", "--all"]) {
+                let prefix = if remotes { "" } else { "remotes/" };
+                for (b, to) in remote::remote_branches(r) {
+                    match to {
+                        Some(t) => s += &format!("  {prefix}{b} -> {t}\n"),
+                        None => s += &format!("  {prefix}{b}\n"),
+                    }
+                }
             }
             out(&s);
             0
@@ -1997,6 +2094,7 @@ fn cmd_checkout(r: &Repo, args: &[String], switch: bool) -> i32 {
         if pos.len() == 1
             && resolve(r, &pos[0]).is_none()
             && r.read_ref(&format!("refs/heads/{}", pos[0])).is_none()
+            && remote::guess_remote_branch(r, &pos[0]).is_none()
         {
             let rel = rel_path(r, &pos[0]);
             if ok(r.read_index()).iter().any(|e| under(&e.path, &rel)) {
@@ -2052,7 +2150,38 @@ fn cmd_checkout(r: &Repo, args: &[String], switch: bool) -> i32 {
     } else {
         target.clone()
     };
-    let is_branch = r.read_ref(&format!("refs/heads/{target}"));
+    let mut is_branch = r.read_ref(&format!("refs/heads/{target}"));
+    // `git checkout feature` with only `origin/feature`: a local branch that tracks it.
+    if is_branch.is_none()
+        && !detach
+        && resolve(r, &target).is_none()
+        && let Some((tracking, oid)) = remote::guess_remote_branch(r, &target)
+    {
+        if let Err(c) = switch_tree(r, &oid, force) {
+            return refuse(&c, switch);
+        }
+        let name = tracking.trim_start_matches("refs/remotes/");
+        let remote = name.split('/').next().unwrap_or("origin");
+        io(r.write_ref(
+            &format!("refs/heads/{target}"),
+            &oid,
+            None,
+            &format!("branch: Created from {name}"),
+        ));
+        let config = r.git.join("config");
+        io(config_set(
+            &config,
+            &format!("branch.{target}.remote"),
+            remote,
+        ));
+        io(config_set(
+            &config,
+            &format!("branch.{target}.merge"),
+            &format!("refs/heads/{target}"),
+        ));
+        is_branch = Some(oid);
+        eprintln!("branch '{target}' set up to track '{name}'.");
+    }
     if switch && is_branch.is_none() && !detach {
         die(&format!("invalid reference: {target}"));
     }

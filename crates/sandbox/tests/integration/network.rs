@@ -11,7 +11,7 @@ use axum::body::Bytes;
 use axum::extract::Path;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect};
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use parking_lot::Mutex;
 use wasmsand::egress::{EgressAllowlist, EgressPolicy};
 use wasmsand::{EgressEvent, NetLimits, Network, Sandbox, SandboxOptions};
@@ -55,13 +55,47 @@ pub(crate) fn server() -> SocketAddr {
                         Redirect::to(&format!("http://{host}/hello")).into_response()
                     }),
                 )
-                .route("/big", get(|| async { vec![b'x'; 300_000] }));
+                .route("/big", get(|| async { vec![b'x'; 300_000] }))
+                // A git server whose pack is larger than a capped run may download.
+                .route("/huge.git/info/refs", get(|| async { git_advert() }))
+                .route(
+                    "/huge.git/git-upload-pack",
+                    post(|| async {
+                        let mut body = b"0008NAK\n".to_vec();
+                        body.resize(600_000, b'0');
+                        (
+                            [("content-type", "application/x-git-upload-pack-result")],
+                            body,
+                        )
+                    }),
+                );
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             tx.send(listener.local_addr().unwrap()).unwrap();
             axum::serve(listener, app).await.unwrap();
         });
     });
     rx.recv().unwrap()
+}
+
+/// A smart-HTTP ref advertisement of one branch.
+fn git_advert() -> impl IntoResponse {
+    let pkt = |s: &str| format!("{:04x}{s}", s.len() + 4);
+    let id = "1".repeat(40);
+    let body = format!(
+        "{}0000{}{}0000",
+        pkt("# service=git-upload-pack\n"),
+        pkt(&format!(
+            "{id} HEAD\0side-band-64k ofs-delta symref=HEAD:refs/heads/main\n"
+        )),
+        pkt(&format!("{id} refs/heads/main\n")),
+    );
+    (
+        [(
+            "content-type",
+            "application/x-git-upload-pack-advertisement",
+        )],
+        body,
+    )
 }
 
 pub(crate) fn policy(hosts: &[&str], ips: &[&str]) -> EgressPolicy {
@@ -263,6 +297,24 @@ fn the_runs_network_caps_hold_and_the_sandbox_stays_usable() {
         .unwrap();
     assert_eq!(r.stdout, "300000\n200000\n", "{}", r.stderr);
     assert!(r.stderr.contains("download limit"), "{}", r.stderr);
+    // A clone whose pack the cap cuts fails saying so, and leaves nothing behind.
+    let r = sb
+        .run(&format!(
+            "cd /tmp && git clone http://api.test:{port}/huge.git; echo \"exit=$?\"; ls huge"
+        ))
+        .unwrap();
+    assert!(r.stdout.starts_with("exit=128\n"), "{}", r.stdout);
+    assert!(
+        r.stderr
+            .contains("was cut at the run's download limit; raise the sandbox's network byte limit or clone with --depth 1"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("No such file or directory"),
+        "{}",
+        r.stderr
+    );
     let r = sb.run("echo still here").unwrap();
     assert_eq!(r.stdout, "still here\n");
 }
