@@ -109,6 +109,72 @@ impl Network {
     }
 }
 
+/// The door's decisions for connections made outside a wasm guest (the Docker tier's egress
+/// proxy): the same rules, pins, reasons, messages and events as a run's `curl`. One gate
+/// stands for one run; [`Gate::next_run`] starts the next with fresh pins and counts.
+pub struct Gate {
+    door: Mutex<Arc<Door>>,
+}
+
+/// Why the gate refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateRefusal {
+    /// `denied`, `resolve` or `limit`.
+    pub kind: &'static str,
+    /// What an agent can act on: the host, the address and the rule set.
+    pub message: String,
+}
+
+impl Gate {
+    /// A gate for `net`'s policy and limits.
+    pub fn new(net: Network) -> Gate {
+        Gate {
+            door: Mutex::new(Arc::new(Door::new(net))),
+        }
+    }
+
+    /// Forgets the pins and counts of the run before.
+    pub fn next_run(&self) {
+        let mut d = self.door.lock();
+        *d = Arc::new(Door::new(d.net.clone()));
+    }
+
+    /// The caps of each run.
+    pub fn limits(&self) -> NetLimits {
+        self.door.lock().net.limits
+    }
+
+    /// One connection to `host` (a name or an address literal): the pinned address it may
+    /// use, counted against the run's request cap and reported as an allowance, or why not
+    /// (reported as a denial).
+    pub fn admit(&self, host: &str) -> Result<IpAddr, GateRefusal> {
+        let door = self.door.lock().clone();
+        let n = door.requests.fetch_add(1, Ordering::SeqCst) + 1;
+        if n > door.net.limits.max_requests {
+            return Err(GateRefusal {
+                kind: "limit",
+                message: format!(
+                    "the run's network request limit ({}) is used up",
+                    door.net.limits.max_requests
+                ),
+            });
+        }
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        door.pick(bare, bare.parse().ok(), true)
+            .map(|(ip, _)| ip)
+            .map_err(|r| GateRefusal {
+                kind: r.kind,
+                message: r.message,
+            })
+    }
+
+    /// Counts `n` bytes received for the run; false once the run's download cap is passed.
+    pub fn downloaded(&self, n: u64) -> bool {
+        let door = self.door.lock().clone();
+        door.bytes.fetch_add(n, Ordering::SeqCst) + n <= door.net.limits.max_bytes
+    }
+}
+
 /// One run's door: the policy, the names pinned so far, and what the run has used.
 pub(crate) struct Door {
     net: Network,
