@@ -220,6 +220,103 @@ impl Engine {
         }
     }
 
+    /// The gateway address (on the host) of `name`, an internal bridge network made here if
+    /// it is not there: no route leaves it, and its containers cannot reach each other
+    /// (`enable_icc` off), so the host's side of the bridge is all they can talk to.
+    /// Returns the gateway and the bridge's interface name on the host.
+    pub async fn internal_network(
+        &self,
+        name: &str,
+    ) -> Result<(std::net::IpAddr, String), EngineError> {
+        let docker = self.client().await?;
+        for attempt in 0..2 {
+            match docker.inspect_network(name, None).await {
+                Ok(n) => {
+                    if n.internal != Some(true) {
+                        return Err(EngineError::Api(format!(
+                            "network {name} exists but is not internal; remove it"
+                        )));
+                    }
+                    const BRIDGE: &str = "com.docker.network.bridge.name";
+                    let iface = match n.options.as_ref().and_then(|o| o.get(BRIDGE)) {
+                        Some(b) => b.clone(),
+                        None => format!(
+                            "br-{}",
+                            n.id.as_deref().unwrap_or("").get(..12).unwrap_or("")
+                        ),
+                    };
+                    let gateway = n
+                        .ipam
+                        .and_then(|i| i.config)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .find_map(|c| c.gateway?.parse().ok());
+                    return gateway.map(|g| (g, iface)).ok_or_else(|| {
+                        EngineError::Api(format!("network {name} has no IPv4 gateway"))
+                    });
+                }
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) if attempt == 0 => {
+                    let made = docker
+                        .create_network(bollard::models::NetworkCreateRequest {
+                            name: name.to_string(),
+                            driver: Some("bridge".into()),
+                            internal: Some(true),
+                            options: Some(HashMap::from([
+                                (
+                                    "com.docker.network.bridge.enable_icc".to_string(),
+                                    "false".to_string(),
+                                ),
+                                (
+                                    "com.docker.network.bridge.name".to_string(),
+                                    "wsd-egress0".to_string(),
+                                ),
+                            ])),
+                            // Shared by every instance on the engine (each container is known
+                            // to its own instance's proxy only), so it is never reaped.
+                            labels: Some(HashMap::from([(
+                                "org.wasmsand.network".to_string(),
+                                "egress".to_string(),
+                            )])),
+                            ..Default::default()
+                        })
+                        .await;
+                    match made {
+                        // Made meanwhile by another caller: inspect it.
+                        Ok(_)
+                        | Err(bollard::errors::Error::DockerResponseServerError {
+                            status_code: 409,
+                            ..
+                        }) => {}
+                        Err(e) => return Err(self.error(e)),
+                    }
+                }
+                Err(e) => return Err(self.error(e)),
+            }
+        }
+        Err(EngineError::Api(format!("network {name} cannot be made")))
+    }
+
+    /// A container's address on `network`.
+    pub async fn container_ip(
+        &self,
+        id: &str,
+        network: &str,
+    ) -> Result<std::net::IpAddr, EngineError> {
+        let docker = self.client().await?;
+        let c = docker
+            .inspect_container(id, None)
+            .await
+            .map_err(|e| self.error(e))?;
+        c.network_settings
+            .and_then(|n| n.networks)
+            .and_then(|mut n| n.remove(network))
+            .and_then(|e| e.ip_address)
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| EngineError::Api(format!("container {id} has no address on {network}")))
+    }
+
     /// Ids of the containers of this instance, with their labels.
     pub async fn containers(&self) -> Result<Vec<(String, HashMap<String, String>)>, EngineError> {
         self.retrying(|| self.containers_once()).await

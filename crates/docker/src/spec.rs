@@ -63,6 +63,9 @@ pub struct BoxConfig {
     pub env: BTreeMap<String, String>,
     /// Labels (see [`labels`]).
     pub labels: BTreeMap<String, String>,
+    /// The network to attach it to (an internal one whose only way out is the service's
+    /// egress proxy); `None`: no network at all.
+    pub network: Option<String>,
 }
 
 /// The exec-allowed scratch directory (see [`BoxConfig::exec_scratch_mb`]).
@@ -106,7 +109,7 @@ impl BoxConfig {
         let host = HostConfig {
             readonly_rootfs: Some(true),
             tmpfs: Some(tmpfs),
-            network_mode: Some("none".into()),
+            network_mode: Some(self.network.clone().unwrap_or_else(|| "none".into())),
             cap_drop: Some(vec!["ALL".into()]),
             privileged: Some(false),
             security_opt: Some(security_opt),
@@ -152,7 +155,7 @@ impl BoxConfig {
             // root's 0755 and copy that mode onto the tmpfs, which the runs' user then
             // cannot write; each exec names its own.
             env: Some(env),
-            network_disabled: Some(true),
+            network_disabled: Some(self.network.is_none()),
             labels: Some(self.labels.clone().into_iter().collect()),
             stop_timeout: Some(1),
             tty: Some(false),
@@ -189,6 +192,7 @@ mod tests {
             init_user: "200001:200001".into(),
             env: BTreeMap::from([("A".to_string(), "1".to_string())]),
             labels: BTreeMap::from([(labels::INSTANCE.to_string(), "i1".to_string())]),
+            network: None,
         }
     }
 

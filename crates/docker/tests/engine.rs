@@ -42,6 +42,7 @@ fn config(instance: &str, image: &str, memory_mb: u64) -> BoxConfig {
         init_user: format!("{uid}:{uid}"),
         env: BTreeMap::new(),
         labels: BTreeMap::from([(labels::INSTANCE.to_string(), instance.to_string())]),
+        network: None,
     }
 }
 

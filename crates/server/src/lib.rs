@@ -20,6 +20,7 @@ pub mod config;
 #[cfg(test)]
 #[path = "../../../tests/support/doc_block.rs"]
 mod doc_block;
+mod egress_proxy;
 mod error;
 mod gitclone;
 mod http;

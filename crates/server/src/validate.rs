@@ -83,8 +83,9 @@ pub(crate) fn check_network(
                     return Ok(NetworkChoice::deny_all());
                 }
                 return Err(ApiError::invalid(format!(
-                    "runtime {} has no egress allowlist yet (see /runtimes: \
-                     egress_allowlist_supported); use network_policy deny_all or runtime wasm",
+                    "runtime {} cannot give its boxes an egress allowlist here (see /runtimes: \
+                     egress_allowlist_supported and the runtime's notes); use network_policy \
+                     deny_all or runtime wasm",
                     runtime.name()
                 ))
                 .with_details(json!({

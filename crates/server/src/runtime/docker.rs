@@ -2,6 +2,7 @@
 //! image built from Debian's packages by `sandboxd images build`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -21,6 +22,7 @@ use super::{
     OutputSink, ProvisionError, Runtime, SandboxBox, StopCause,
 };
 use crate::config::{Config, DockerConfig};
+use crate::egress_proxy::EgressProxy;
 use crate::error::{ApiError, ErrorCode};
 use crate::logs::Stream;
 use crate::views::{ImageInfo, RuntimeInfo};
@@ -47,6 +49,9 @@ pub(crate) const DEFAULT_ALIASES: &[(&str, &str)] = &[
     ("busybox", "wasmsand/generic:current"),
 ];
 
+/// The internal network of containers with an egress allowlist (see `egress_proxy`).
+pub(crate) const EGRESS_NETWORK: &str = "wasmsand-egress";
+
 /// How long an engine status is reused by `/runtimes` and the availability check.
 const STATUS_TTL: Duration = Duration::from_secs(2);
 
@@ -57,6 +62,16 @@ pub(crate) struct DockerRuntime {
     maker: Arc<Maker>,
     status: tokio::sync::Mutex<Option<(Instant, Result<EngineInfo, String>)>>,
     runsc_probe: tokio::sync::OnceCell<Result<(), String>>,
+    /// The egress proxy, started with the first box that has an allowlist.
+    egress: tokio::sync::Mutex<Option<(Arc<EgressProxy>, crate::egress_proxy::Seal)>>,
+}
+
+/// A box's way out: its address on the egress network and its gate there.
+struct Attached {
+    proxy: Arc<EgressProxy>,
+    ip: IpAddr,
+    gate: Arc<wasmsand::Gate>,
+    events: Arc<Mutex<Vec<wasmsand::EgressEvent>>>,
 }
 
 impl DockerRuntime {
@@ -96,7 +111,66 @@ impl DockerRuntime {
             aliases,
             status: tokio::sync::Mutex::new(None),
             runsc_probe: tokio::sync::OnceCell::new(),
+            egress: tokio::sync::Mutex::new(None),
         }
+    }
+
+    /// The proxy on the egress network's gateway (the network made if missing). A failure is
+    /// not kept: the next box tries again.
+    async fn egress_proxy(&self) -> Result<Arc<EgressProxy>, String> {
+        let mut slot = self.egress.lock().await;
+        if let Some((p, _)) = slot.as_ref() {
+            return Ok(p.clone());
+        }
+        let (gateway, iface) = self
+            .engine
+            .internal_network(EGRESS_NETWORK)
+            .await
+            .map_err(|e| format!("cannot set up the egress network: {e}"))?;
+        let proxy = EgressProxy::start(gateway)
+            .await
+            .map_err(|e| format!("cannot start the egress proxy on {gateway}: {e}"))?;
+        // Fail closed: without the rules a container could reach the host's own services.
+        let seal = crate::egress_proxy::Seal::close(&iface, gateway, proxy.addr().port())
+            .await
+            .map_err(|e| {
+                format!("cannot close the egress network ({iface}) to the host's services: {e}")
+            })?;
+        *slot = Some((proxy.clone(), seal));
+        Ok(proxy)
+    }
+
+    /// Puts a new container behind the proxy under `policy`.
+    async fn attach(
+        &self,
+        container: &Container,
+        proxy: Arc<EgressProxy>,
+        policy: wasmsand::egress::EgressPolicy,
+    ) -> Result<Attached, String> {
+        let ip = self
+            .engine
+            .container_ip(&container.id, EGRESS_NETWORK)
+            .await
+            .map_err(|e| e.to_string())?;
+        let events: Arc<Mutex<Vec<wasmsand::EgressEvent>>> = Arc::default();
+        let sink = events.clone();
+        let gate = Arc::new(wasmsand::Gate::new(wasmsand::Network {
+            allowlist: policy,
+            resolve: self.config.egress_resolve.clone(),
+            limits: wasmsand::NetLimits::default(),
+            // TLS runs end to end inside the tunnel: the container's own trust store decides.
+            ca_pem: Vec::new(),
+            on_event: Some(Arc::new(move |e: &wasmsand::EgressEvent| {
+                sink.lock().push(e.clone())
+            })),
+        }));
+        proxy.register(ip, gate.clone());
+        Ok(Attached {
+            proxy,
+            ip,
+            gate,
+            events,
+        })
     }
 
     fn settings(&self) -> &DockerConfig {
@@ -161,7 +235,7 @@ impl DockerRuntime {
         };
         let c = self
             .maker
-            .make(&image, Some(owner), 64, 1.0, &BTreeMap::new())
+            .make(&image, Some(owner), 64, 1.0, &BTreeMap::new(), None)
             .await
             .map_err(|e| {
                 format!(
@@ -207,13 +281,19 @@ impl DockerRuntime {
         }
     }
 
-    fn boxed(&self, container: Container, image: &EngineImage) -> Arc<dyn SandboxBox> {
+    fn boxed(
+        &self,
+        container: Container,
+        image: &EngineImage,
+        egress: Option<Attached>,
+    ) -> Arc<dyn SandboxBox> {
         Arc::new(DockerBox {
             container: Arc::new(container),
             digest: image.id.clone(),
             alive: AtomicBool::new(true),
             destroyed: AtomicBool::new(false),
             live: self.maker.live.clone(),
+            egress,
         })
     }
 
@@ -325,6 +405,12 @@ impl Runtime for DockerRuntime {
         Ok((cpu.unwrap_or(1.0_f64.min(max_cpu)), mem))
     }
 
+    fn egress_supported(&self) -> bool {
+        // Debian's runsc runs only with its network off (`--network=none`: it cannot take a
+        // network namespace here), so under gVisor a container has no way to the proxy.
+        self.settings().oci_runtime != "runsc"
+    }
+
     fn check_available(&self) -> Fut<'_, Result<(), ApiError>> {
         Box::pin(async move {
             self.status()
@@ -355,23 +441,56 @@ impl Runtime for DockerRuntime {
                 run: spec.run.clone(),
             };
             let one_shot = spec.session.is_none();
-            if one_shot && let Some(c) = self.maker.checkout(&image.id) {
+            // The warm pool's containers have no network: a box with an allowlist is made
+            // on the egress network, its proxy variables set.
+            let mut env = spec.env.clone();
+            let egress = match &spec.network {
+                Some(_) => {
+                    let proxy = self
+                        .egress_proxy()
+                        .await
+                        .map_err(ProvisionError::Unavailable)?;
+                    for (k, v) in proxy_env(&proxy.url()) {
+                        env.entry(k).or_insert(v);
+                    }
+                    Some(proxy)
+                }
+                None => None,
+            };
+            if one_shot
+                && egress.is_none()
+                && let Some(c) = self.maker.checkout(&image.id)
+            {
                 // A warm container: the run's limits instead of the pool's defaults.
                 if c.resize(spec.memory_mb, spec.cpu).await.is_ok() {
                     self.maker.refill(image.clone());
-                    return Ok(self.boxed(c, &image));
+                    return Ok(self.boxed(c, &image, None));
                 }
                 c.remove().await;
                 self.maker.forget(&c.id);
             }
+            let network = egress.as_ref().map(|_| EGRESS_NETWORK.to_string());
             let c = self
                 .maker
-                .make(&image, Some(owned), spec.memory_mb, spec.cpu, &spec.env)
+                .make(&image, Some(owned), spec.memory_mb, spec.cpu, &env, network)
                 .await?;
-            if one_shot {
+            if one_shot && egress.is_none() {
                 self.maker.refill(image.clone());
             }
-            Ok(self.boxed(c, &image))
+            let attached = match (egress, spec.network) {
+                (Some(proxy), Some(policy)) => match self.attach(&c, proxy, policy).await {
+                    Ok(a) => Some(a),
+                    Err(e) => {
+                        c.remove().await;
+                        self.maker.forget(&c.id);
+                        return Err(ProvisionError::Failed(format!(
+                            "cannot put the container behind the egress proxy: {e}"
+                        )));
+                    }
+                },
+                _ => None,
+            };
+            Ok(self.boxed(c, &image, attached))
         })
     }
 
@@ -408,7 +527,9 @@ impl Runtime for DockerRuntime {
                 Ok(info) => {
                     let mut n = format!(
                         "Docker {} (API {}) over {}, OCI runtime {}; containers run as a \
-                         random non-root user with a read-only root, no network, no \
+                         random non-root user with a read-only root, no network (with \
+                         `network_policy: allowlist`: an internal network whose only way out is \
+                         the service's egress proxy, named by HTTP_PROXY/HTTPS_PROXY), no \
                          capabilities and {} tmpfs /workspace and /tmp; images are built from \
                          Debian's packages (node:20 and golang:1.22 names run Debian's \
                          Node.js 18 and Go 1.19). .NET is not available.",
@@ -422,6 +543,12 @@ impl Runtime for DockerRuntime {
                             "exec-allowed"
                         },
                     );
+                    if !self.egress_supported() {
+                        n.push_str(
+                            " No egress allowlist under runsc: Debian's gVisor runs only with \
+                             its network off here.",
+                        );
+                    }
                     if !missing.is_empty() {
                         n.push_str(&format!(
                             " Not built yet: {} (sandboxd images build {}).",
@@ -444,13 +571,19 @@ impl Runtime for DockerRuntime {
                 default_images,
                 notes,
                 oci_runtime: Some(d.oci_runtime.clone()),
+                egress_allowlist_supported: self.egress_supported(),
                 ..base
             }
         })
     }
 
     fn shutdown(&self) -> Fut<'_, ()> {
-        Box::pin(async move { self.maker.drain().await })
+        Box::pin(async move {
+            self.maker.drain().await;
+            if let Some((_, seal)) = self.egress.lock().await.take() {
+                seal.open_no_more().await;
+            }
+        })
     }
 
     fn reap(&self) -> Fut<'_, ()> {
@@ -551,7 +684,7 @@ impl Maker {
             tokio::spawn(async move {
                 let d = &me.config.docker;
                 let made = me
-                    .make(&image, None, d.default_mem_mb, 1.0, &BTreeMap::new())
+                    .make(&image, None, d.default_mem_mb, 1.0, &BTreeMap::new(), None)
                     .await;
                 match made {
                     Ok(c) if me.closed.load(Ordering::SeqCst) => {
@@ -591,6 +724,7 @@ impl Maker {
         memory_mb: u64,
         cpu: f64,
         env: &BTreeMap<String, String>,
+        network: Option<String>,
     ) -> Result<Container, ProvisionError> {
         let d = &self.config.docker;
         if self.live.lock().len() >= d.max_containers {
@@ -649,6 +783,7 @@ impl Maker {
             init_user: format!("{uid}:{uid}"),
             env: env.clone(),
             labels: box_labels,
+            network,
         };
         let guard = Unclaimed {
             engine: self.engine.clone(),
@@ -688,6 +823,20 @@ struct DockerBox {
     alive: AtomicBool,
     destroyed: AtomicBool,
     live: Arc<Mutex<HashSet<String>>>,
+    egress: Option<Attached>,
+}
+
+/// What points a container's programs at the proxy: the variables curl, pip, npm, go, git
+/// and most HTTP libraries read (in both cases: some read only one).
+fn proxy_env(url: &str) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    for k in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+        v.push((k.to_string(), url.to_string()));
+    }
+    for k in ["NO_PROXY", "no_proxy"] {
+        v.push((k.to_string(), "localhost,127.0.0.1,::1".to_string()));
+    }
+    v
 }
 
 impl SandboxBox for DockerBox {
@@ -728,6 +877,10 @@ impl SandboxBox for DockerBox {
         stop: watch::Receiver<StopCause>,
     ) -> Fut<'_, Result<ExecOutcome, String>> {
         Box::pin(async move {
+            // Each run resolves and pins afresh and has its own caps.
+            if let Some(a) = &self.egress {
+                a.gate.next_run();
+            }
             let mut stop_rx = stop.clone();
             let grace_base = req.grace;
             let stopped = async move {
@@ -844,7 +997,17 @@ impl SandboxBox for DockerBox {
             self.alive.store(false, Ordering::SeqCst);
             self.container.remove().await;
             self.live.lock().remove(&self.container.id);
+            if let Some(a) = &self.egress {
+                a.proxy.unregister(a.ip);
+            }
         })
+    }
+
+    fn take_egress(&self) -> Vec<wasmsand::EgressEvent> {
+        self.egress
+            .as_ref()
+            .map(|a| std::mem::take(&mut *a.events.lock()))
+            .unwrap_or_default()
     }
 }
 
