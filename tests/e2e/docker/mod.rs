@@ -6,6 +6,7 @@
 //! no engine. The `docker` stage of scripts/test.sh sets it after starting an engine and
 //! building the images; from then on a missing engine or image is a failure.
 
+mod egress;
 mod hostile;
 mod languages;
 mod mcp;

@@ -204,7 +204,7 @@ async fn a_session_reaches_what_its_narrowed_allowlist_allows() {
             .unwrap()["egress_allowlist_supported"]
             .clone()
     };
-    assert_eq!((flag("wasm"), flag("docker")), (json!(true), json!(false)));
+    assert_eq!((flag("wasm"), flag("docker")), (json!(true), json!(true)));
     srv.stop().await;
 
     // A server with no allowlist has nothing to grant.

@@ -302,11 +302,31 @@ fn errors_and_edges_match_host_git() {
 #[test]
 fn network_commands_say_there_is_no_network_and_help_answers() {
     let vfs = vfs();
-    for cmd in ["clone", "fetch", "pull", "push"] {
-        let out = sandbox_git(&vfs, HOME, &[cmd, "https://example.com/r.git"]);
-        assert_eq!(out.code, 128, "{cmd}");
-        assert!(out.stderr.contains("no network"), "{cmd}: {}", out.stderr);
+    // Without a network policy the run has no channel to the network door.
+    for args in [
+        &["clone", "https://example.com/r.git"][..],
+        &["ls-remote", "https://example.com/r.git"][..],
+    ] {
+        let out = sandbox_git(&vfs, HOME, args);
+        assert_eq!(out.code, 128, "{args:?}");
+        assert!(
+            out.stderr.contains(
+                "fatal: unable to access 'https://example.com/r.git/': network access is off \
+                 in this sandbox (it has no network policy)"
+            ),
+            "{args:?}: {}",
+            out.stderr
+        );
     }
+    // A refused clone leaves no directory behind.
+    assert!(
+        sandbox_git(&vfs, HOME, &["-C", "r", "status"])
+            .stderr
+            .contains("cannot change to 'r'")
+    );
+    let out = sandbox_git(&vfs, HOME, &["push"]);
+    assert_eq!(out.code, 128);
+    assert!(out.stderr.contains("does not push"), "{}", out.stderr);
     let help = sandbox_git(&vfs, HOME, &["--help"]);
     assert_eq!(help.code, 0);
     assert!(help.stdout.contains("usage: git") && help.stdout.contains("stash"));
