@@ -104,10 +104,16 @@ pub struct Usage {
     /// Files the sandbox holds after the run beyond its initial layout (what `fileCount`
     /// limits).
     pub fs_files: u64,
+    /// Network requests the run's programs sent through the sandbox's network door (and, in
+    /// the Docker tier, connections through the egress proxy).
+    pub net_requests: u64,
+    /// Bytes the run received over the network (response bodies; tunnel bytes in the Docker
+    /// tier).
+    pub net_bytes: u64,
     /// The limits the run ran into, by their [`crate::Limits`] field name: `timeoutMs`,
     /// `memoryBytes`, `stdoutBytes`, `stderrBytes`, `fsBytes`, `fileCount`, `toolCalls`,
-    /// `commandBytes`, and `shell` for the shell's own bounds (recursion, expansion size,
-    /// processes).
+    /// `commandBytes`, `shell` for the shell's own bounds (recursion, expansion size,
+    /// processes), and `netRequests` / `netBytes` for the network caps.
     pub limits_hit: Vec<String>,
 }
 
@@ -223,7 +229,7 @@ mod tests {
             json!({"exitCode": 0, "stdout": "hello\n", "stderr": "", "executionTimeMs": 3,
                 "usage": {"wallMs": 0, "cpuUs": 0, "peakMemoryBytes": 0, "processes": 0,
                     "toolCalls": 0, "bytesWritten": 0, "filesCreated": 0, "filesDeleted": 0,
-                    "fsBytes": 0, "fsFiles": 0, "limitsHit": []}})
+                    "fsBytes": 0, "fsFiles": 0, "netRequests": 0, "netBytes": 0, "limitsHit": []}})
         );
         let obj = v.as_object().unwrap();
         assert!(!obj.contains_key("truncated"));

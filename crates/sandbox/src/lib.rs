@@ -478,7 +478,7 @@ impl Sandbox {
                 let saved = opts.atomic.then(|| (vfs.checkpoint(), inner.shell.clone()));
                 ((!opts.skip_usage).then(|| vfs.activity()), saved)
             };
-            let channel = self.tool_channel();
+            let (channel, net_meter) = self.metered_tool_channel();
             let cfg = self.run_config(inner, deadline, cancel, stdin, [&stdout, &stderr], &channel);
             let mut outcome = wasmsand_shell::run(&mut inner.shell, command, cfg);
             let terminated =
@@ -577,7 +577,11 @@ impl Sandbox {
                 fs_bytes: fs.bytes_used,
                 fs_files: fs.files_used,
                 limits_hit: hit.into_iter().map(String::from).collect(),
+                ..Usage::default()
             };
+            if let Some(m) = &net_meter {
+                m.report(&mut result.usage);
+            }
             Ok(result)
         })
     }

@@ -151,6 +151,7 @@ impl Gate {
         let door = self.door.lock().clone();
         let n = door.requests.fetch_add(1, Ordering::SeqCst) + 1;
         if n > door.net.limits.max_requests {
+            door.meter.hit_requests.store(true, Ordering::SeqCst);
             return Err(GateRefusal {
                 kind: "limit",
                 message: format!(
@@ -160,18 +161,36 @@ impl Gate {
             });
         }
         let bare = host.trim_start_matches('[').trim_end_matches(']');
-        door.pick(bare, bare.parse().ok(), true)
+        let ip = door
+            .pick(bare, bare.parse().ok(), true)
             .map(|(ip, _)| ip)
             .map_err(|r| GateRefusal {
                 kind: r.kind,
                 message: r.message,
-            })
+            })?;
+        door.meter.sent.fetch_add(1, Ordering::SeqCst);
+        Ok(ip)
     }
 
     /// Counts `n` bytes received for the run; false once the run's download cap is passed.
     pub fn downloaded(&self, n: u64) -> bool {
         let door = self.door.lock().clone();
-        door.bytes.fetch_add(n, Ordering::SeqCst) + n <= door.net.limits.max_bytes
+        let within = door.bytes.fetch_add(n, Ordering::SeqCst) + n <= door.net.limits.max_bytes;
+        if within {
+            door.meter.received.fetch_add(n, Ordering::SeqCst);
+        } else {
+            door.meter.hit_bytes.store(true, Ordering::SeqCst);
+        }
+        within
+    }
+
+    /// What the current run used: connections made, bytes received, and the caps it hit
+    /// (`netRequests`, `netBytes`).
+    pub fn used(&self) -> (u64, u64, Vec<String>) {
+        let door = self.door.lock().clone();
+        let mut u = wasmsand_model::Usage::default();
+        door.meter.report(&mut u);
+        (u.net_requests, u.net_bytes, u.limits_hit)
     }
 }
 
@@ -183,6 +202,33 @@ pub(crate) struct Door {
     pins: Mutex<BTreeMap<String, Vec<IpAddr>>>,
     requests: AtomicU64,
     bytes: AtomicU64,
+    /// What the run used, for its receipt.
+    pub(crate) meter: Arc<NetMeter>,
+}
+
+/// A run's network use, read when it ends.
+#[derive(Debug, Default)]
+pub(crate) struct NetMeter {
+    /// Requests (connections, in the Docker tier) that went out.
+    pub sent: AtomicU64,
+    /// Bytes received.
+    pub received: AtomicU64,
+    pub hit_requests: std::sync::atomic::AtomicBool,
+    pub hit_bytes: std::sync::atomic::AtomicBool,
+}
+
+impl NetMeter {
+    /// Fills the network fields of a run's usage.
+    pub(crate) fn report(&self, usage: &mut wasmsand_model::Usage) {
+        usage.net_requests = self.sent.load(Ordering::SeqCst);
+        usage.net_bytes = self.received.load(Ordering::SeqCst);
+        if self.hit_requests.load(Ordering::SeqCst) {
+            usage.limits_hit.push("netRequests".into());
+        }
+        if self.hit_bytes.load(Ordering::SeqCst) {
+            usage.limits_hit.push("netBytes".into());
+        }
+    }
 }
 
 /// Why a request was not answered with a response.
@@ -206,6 +252,7 @@ impl Door {
             pins: Mutex::new(BTreeMap::new()),
             requests: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
+            meter: Arc::default(),
         }
     }
 
@@ -392,6 +439,7 @@ impl Door {
         let port = url.port_or_known_default().unwrap_or(80);
         let n = self.requests.fetch_add(1, Ordering::SeqCst) + 1;
         if n > self.net.limits.max_requests {
+            self.meter.hit_requests.store(true, Ordering::SeqCst);
             return Err(refuse(
                 "limit",
                 format!(
@@ -436,6 +484,7 @@ impl Door {
             .max_bytes
             .saturating_sub(self.bytes.load(Ordering::SeqCst));
         if left == 0 {
+            self.meter.hit_bytes.store(true, Ordering::SeqCst);
             return Err(refuse(
                 "limit",
                 format!(
@@ -457,6 +506,13 @@ impl Door {
         })?;
         self.bytes
             .fetch_add(outcome.body.len() as u64, Ordering::SeqCst);
+        self.meter.sent.fetch_add(1, Ordering::SeqCst);
+        self.meter
+            .received
+            .fetch_add(outcome.body.len() as u64, Ordering::SeqCst);
+        if outcome.truncated {
+            self.meter.hit_bytes.store(true, Ordering::SeqCst);
+        }
         Ok(json!({
             "status": outcome.status,
             "reason": outcome.reason,

@@ -50,19 +50,36 @@ impl Sandbox {
     /// `limits.tool_calls` shared by every program of the command line. No tools, no channel:
     /// the guest's `import host.tools` then fails with "this run has no tools".
     pub(crate) fn tool_channel(&self) -> Option<ToolChannel> {
+        self.metered_tool_channel().0
+    }
+
+    /// [`Self::tool_channel`], and the meter of the run's network use when it has a network.
+    pub(crate) fn metered_tool_channel(
+        &self,
+    ) -> (Option<ToolChannel>, Option<Arc<crate::net::NetMeter>>) {
         let tools = self.tools.lock();
         let network = self.network.lock().clone();
         if tools.is_empty() && network.is_none() {
-            return None;
+            return (None, None);
         }
-        let handler: Arc<dyn wasmsand_exec::ToolCallHandler> = match network {
-            None => Arc::new(tools.handler()),
-            Some(net) => Arc::new(crate::net::Channel {
-                tools: tools.handler(),
-                door: crate::net::Door::new(net),
-            }),
+        let (handler, meter): (Arc<dyn wasmsand_exec::ToolCallHandler>, _) = match network {
+            None => (Arc::new(tools.handler()), None),
+            Some(net) => {
+                let door = crate::net::Door::new(net);
+                let meter = door.meter.clone();
+                (
+                    Arc::new(crate::net::Channel {
+                        tools: tools.handler(),
+                        door,
+                    }),
+                    Some(meter),
+                )
+            }
         };
-        Some(ToolChannel::new(handler, self.limits.tool_calls))
+        (
+            Some(ToolChannel::new(handler, self.limits.tool_calls)),
+            meter,
+        )
     }
 
     /// Sets what the sandbox may reach on the network from its next run on (`None`: nothing).

@@ -232,6 +232,8 @@ pub fn run_phase(app: &App, r: &RunRecord, phase: Phase) {
             "peak_rss_mb": u.peak_rss_mb,
             "log_bytes": u.log_bytes,
             "artifact_bytes": u.artifact_bytes,
+            "network_requests": u.network_requests,
+            "network_bytes": u.network_bytes,
         });
         body["limits"] = json!(u.limits);
         body["started_at"] = json!(r.started_at.map(iso));

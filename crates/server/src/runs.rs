@@ -274,6 +274,10 @@ fn admitted(app: &App, run: &LiveRun, phase: Phase) {
     crate::observe::run_started(app, &rec.runtime);
 }
 
+/// What a finished run's box measured: CPU seconds, peak memory in MiB, and the network
+/// (requests, bytes received).
+type Measured = (Option<f64>, Option<f64>, (u64, u64));
+
 struct Ending {
     phase: Phase,
     reason_code: Option<String>,
@@ -281,7 +285,7 @@ struct Ending {
     exit_code: Option<i32>,
     wall_ms: Option<u64>,
     /// CPU seconds and peak memory (MiB) of the run, when it ran.
-    usage: Option<(Option<f64>, Option<f64>)>,
+    usage: Option<Measured>,
     artifacts: Option<(Vec<store::ArtifactEntry>, u64, bool)>,
 }
 
@@ -308,9 +312,11 @@ impl Ending {
         if let Some(ms) = self.wall_ms {
             r.resource_usage.wall_time_sec = ms as f64 / 1000.0;
         }
-        if let Some((cpu, peak)) = self.usage {
+        if let Some((cpu, peak, (requests, bytes))) = self.usage {
             r.resource_usage.cpu_time_sec = cpu.unwrap_or(0.0);
             r.resource_usage.peak_rss_mb = peak;
+            r.resource_usage.network_requests = requests;
+            r.resource_usage.network_bytes = bytes;
         }
         r.resource_usage.log_bytes = log.log_bytes();
         r.log_truncated = log.truncated();
@@ -603,7 +609,7 @@ fn result_ending(cause: StopCause, o: &ExecOutcome, timeout_sec: u64) -> Ending 
         }
     };
     e.exit_code = Some(o.exit_code);
-    e.usage = Some((o.cpu_time_sec, o.peak_rss_mb));
+    e.usage = Some((o.cpu_time_sec, o.peak_rss_mb, o.network));
     e
 }
 

@@ -207,6 +207,7 @@ async fn run_in(d: &DockerServer, sid: &str, script: &str, extra: Value) -> (Val
     (status, frames)
 }
 
+// Threat: T-CONTAINER-NET
 /// Python: the proxy forwards what the policy allows and refuses the rest with the wasm
 /// tier's message, a CONNECT tunnel works, there is no other route, pip installs from the
 /// allowed index, and every decision is in the audit trail with the run's id.
@@ -304,6 +305,12 @@ except OSError as e:
     assert_eq!(lines[4], "host service: unreachable", "{out}");
     drop(open);
     let run_id = status["run_id"].as_str().unwrap().to_string();
+    // Two connections went through (the plain request and the tunnel); the refusals did not.
+    assert_eq!(status["resource_usage"]["network_requests"], 2, "{status}");
+    assert!(
+        status["resource_usage"]["network_bytes"].as_u64().unwrap() > 0,
+        "{status}"
+    );
 
     // Two sandboxes on the egress network cannot reach each other.
     let other = d

@@ -105,6 +105,13 @@ async fn a_session_reaches_what_its_narrowed_allowlist_allows() {
         ),
         "{frames:?}"
     );
+    // The run's receipt counts what went out (the refused request did not) and came back.
+    assert_eq!(status["resource_usage"]["network_requests"], 1, "{status}");
+    assert_eq!(
+        status["resource_usage"]["network_bytes"],
+        "hello over the allowlist\n".len(),
+        "{status}"
+    );
     let allowed = events(&srv, "sandbox.run.egress_allowed", 1).await;
     assert_eq!(allowed[0]["run_id"], id.as_str());
     assert_eq!(allowed[0]["host"], "api.test");

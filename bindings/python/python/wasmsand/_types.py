@@ -27,7 +27,9 @@ class Usage:
     the run did to the filesystem; ``fs_bytes``/``fs_files`` what it holds afterwards;
     ``limits_hit`` names the limits the run ran into (``"timeoutMs"``, ``"memoryBytes"``,
     ``"stdoutBytes"``, ``"stderrBytes"``, ``"fsBytes"``, ``"fileCount"``, ``"toolCalls"``,
-    ``"commandBytes"``, ``"shell"``).
+    ``"commandBytes"``, ``"shell"``, ``"netRequests"``, ``"netBytes"``); ``net_requests`` and
+    ``net_bytes`` are the requests the run sent through its network policy and the bytes it
+    received.
     """
 
     wall_ms: int = 0
@@ -40,6 +42,8 @@ class Usage:
     files_deleted: int = 0
     fs_bytes: int = 0
     fs_files: int = 0
+    net_requests: int = 0
+    net_bytes: int = 0
     limits_hit: list[str] = field(default_factory=list)
 
     @classmethod
@@ -56,6 +60,8 @@ class Usage:
             files_deleted=int(w.get("filesDeleted", 0)),
             fs_bytes=int(w.get("fsBytes", 0)),
             fs_files=int(w.get("fsFiles", 0)),
+            net_requests=int(w.get("netRequests", 0)),
+            net_bytes=int(w.get("netBytes", 0)),
             limits_hit=[str(x) for x in w.get("limitsHit", [])],
         )
 

@@ -284,6 +284,14 @@ fn the_runs_network_caps_hold_and_the_sandbox_stays_usable() {
         ))
         .unwrap();
     assert_eq!(r.stdout, "1:0\n2:0\n3:0\n4:56\n", "{}", r.stderr);
+    // The receipt says what went out and what came back, and which cap was hit.
+    assert_eq!(r.usage.net_requests, 3);
+    assert_eq!(r.usage.net_bytes, 3 * "hello from the host\n".len() as u64);
+    assert!(
+        r.usage.limits_hit.contains(&"netRequests".to_string()),
+        "{:?}",
+        r.usage
+    );
     assert!(
         r.stderr.contains("network request limit (3)"),
         "{}",
@@ -297,6 +305,8 @@ fn the_runs_network_caps_hold_and_the_sandbox_stays_usable() {
         .unwrap();
     assert_eq!(r.stdout, "300000\n200000\n", "{}", r.stderr);
     assert!(r.stderr.contains("download limit"), "{}", r.stderr);
+    assert_eq!((r.usage.net_requests, r.usage.net_bytes), (2, 500_000));
+    assert_eq!(r.usage.limits_hit, vec!["netBytes".to_string()]);
     // A clone whose pack the cap cuts fails saying so, and leaves nothing behind.
     let r = sb
         .run(&format!(

@@ -923,6 +923,7 @@ impl SandboxBox for DockerBox {
                         end: EndHint::SessionDestroyed,
                         cpu_time_sec: None,
                         peak_rss_mb: None,
+                        network: (0, 0),
                     });
                 }
                 Err(e) => {
@@ -951,11 +952,16 @@ impl SandboxBox for DockerBox {
                     ))
                 }
             };
+            let network = self.egress.as_ref().map_or((0, 0), |a| {
+                let (requests, bytes, _) = a.gate.used();
+                (requests, bytes)
+            });
             Ok(ExecOutcome {
                 exit_code: o.exit_code,
                 end,
                 cpu_time_sec: o.cpu_time_sec,
                 peak_rss_mb: o.peak_rss_mb,
+                network,
             })
         })
     }

@@ -141,6 +141,9 @@ pub(crate) struct ExecOutcome {
     pub end: EndHint,
     pub cpu_time_sec: Option<f64>,
     pub peak_rss_mb: Option<f64>,
+    /// Network use: requests (connections through the Docker tier's proxy) and bytes
+    /// received; zero without a network.
+    pub network: (u64, u64),
 }
 
 /// A workspace entry a capture pattern matched.

@@ -322,6 +322,7 @@ impl SandboxBox for WasmBox {
                 // them had: the sandbox's closest measure of a process's resident set.
                 cpu_time_sec: Some(r.usage.cpu_us as f64 / 1e6),
                 peak_rss_mb: Some(r.usage.peak_memory_bytes as f64 / (1024.0 * 1024.0)),
+                network: (r.usage.net_requests, r.usage.net_bytes),
             })
         })
     }

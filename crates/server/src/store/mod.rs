@@ -104,6 +104,13 @@ pub struct ResourceUsage {
     pub log_bytes: u64,
     /// Bytes of the artifacts captured.
     pub artifact_bytes: u64,
+    /// Network requests its programs sent (connections, in the Docker tier) under an egress
+    /// allowlist.
+    #[serde(default)]
+    pub network_requests: u64,
+    /// Bytes it received over the network.
+    #[serde(default)]
+    pub network_bytes: u64,
     /// The limits it ran under.
     pub limits: Limits,
 }
