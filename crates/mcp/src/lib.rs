@@ -119,6 +119,12 @@ pub trait RunTicket: Send {
     fn run_id(&self) -> Option<String> {
         None
     }
+
+    /// Where the run's egress decisions go (the embedding server's audit trail), when the
+    /// sandbox has a network; `None` keeps the configured [`wasmsand::Network::on_event`].
+    fn egress_sink(&self) -> Option<wasmsand::EgressSink> {
+        None
+    }
 }
 
 /// A `sandbox_run` without `session_id` for a runtime other than this server's wasm sandbox.

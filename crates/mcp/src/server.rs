@@ -113,6 +113,20 @@ impl McpHandler {
         })
     }
 
+    /// Sends the next run's egress decisions to the gate's record of it (a session's runs
+    /// are serialized by its run lock, so the sink changes between runs only).
+    fn route_egress(&self, sb: &Sandbox, ticket: Option<&dyn RunTicket>) {
+        if let (Some(net), Some(sink)) = (
+            &self.shared.config.network,
+            ticket.and_then(|t| t.egress_sink()),
+        ) {
+            sb.set_network(Some(wasmsand::Network {
+                on_event: Some(sink),
+                ..net.clone()
+            }));
+        }
+    }
+
     /// The ceiling no session's limits may pass.
     fn ceiling(&self) -> Limits {
         Limits {
@@ -260,6 +274,7 @@ impl McpHandler {
                         return Err("cancelled before it started".into());
                     }
                 };
+                self.route_egress(&sb, ticket.as_deref());
                 let r = run::run(sb, spec, progress, ctx.ct.clone()).await;
                 let run_id = finish(ticket, &r).await;
                 (r?, Some(lease.id.clone()), run_id)
@@ -276,6 +291,7 @@ impl McpHandler {
                     }
                 };
                 let spec = spec(limits.timeout_ms);
+                self.route_egress(&sb, ticket.as_deref());
                 let r = run::run(sb.clone(), spec, progress, ctx.ct.clone()).await;
                 sb.destroy();
                 let run_id = finish(ticket, &r).await;

@@ -117,9 +117,10 @@ fn network(c: &McpConfig) -> String {
         }
     }
     format!(
-        "The network is reached only with curl and wget (http and https), and only what this \
-         egress allowlist allows: {} (anything else fails with exit code 7, `blocked by sandbox \
-         network policy`)",
+        "The network is reached only with curl and wget (http and https), git (clone, fetch \
+         and pull over http and https), pip and Python's urllib/http.client/requests, and only \
+         what this egress allowlist allows: {} (anything else fails saying `blocked by sandbox \
+         network policy`; curl exits with code 7)",
         parts.join("; ")
     )
 }

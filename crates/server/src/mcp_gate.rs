@@ -45,6 +45,8 @@ impl McpGate {
 struct Ticket {
     app: Arc<App>,
     record: RunRecord,
+    /// The run's egress decisions, audited with the run when it ends.
+    egress: Arc<parking_lot::Mutex<Vec<wasmsand::EgressEvent>>>,
 }
 
 impl RunGate for McpGate {
@@ -119,7 +121,11 @@ impl RunGate for McpGate {
             crate::audit::run_created(&app, &record);
             crate::audit::run_phase(&app, &record, Phase::Running);
             crate::observe::run_started(&app, &record.runtime);
-            Ok(Box::new(Ticket { app, record }) as Box<dyn RunTicket>)
+            Ok(Box::new(Ticket {
+                app,
+                record,
+                egress: Arc::default(),
+            }) as Box<dyn RunTicket>)
         })
     }
 }
@@ -298,8 +304,17 @@ impl RunTicket for Ticket {
         timed_out: bool,
         duration_ms: u64,
     ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
-        let Ticket { app, mut record } = *self;
+        let Ticket {
+            app,
+            mut record,
+            egress,
+        } = *self;
         Box::pin(async move {
+            let egress = std::mem::take(&mut *egress.lock());
+            for e in &egress {
+                crate::audit::run_egress(&app, &record, e);
+            }
+            crate::observe::egress(&app, &egress);
             record.finished_at = Some(app.clock.now_ms());
             record.exit_code = Some(exit_code);
             record.resource_usage.wall_time_sec = duration_ms as f64 / 1000.0;
@@ -320,5 +335,12 @@ impl RunTicket for Ticket {
 
     fn run_id(&self) -> Option<String> {
         Some(self.record.id.clone())
+    }
+
+    fn egress_sink(&self) -> Option<wasmsand::EgressSink> {
+        let sink = self.egress.clone();
+        Some(Arc::new(move |e: &wasmsand::EgressEvent| {
+            sink.lock().push(e.clone())
+        }))
     }
 }

@@ -278,7 +278,9 @@ impl rmcp::ClientHandler for Recorder {
 }
 
 /// An MCP client of the server's `/mcp`, its handshake done.
-async fn connect(server: &TestServer) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+pub(crate) async fn connect(
+    server: &TestServer,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
     let url = format!("http://{}/mcp", server.addr);
     tokio::time::timeout(
         PATIENCE,

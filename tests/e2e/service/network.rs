@@ -231,3 +231,52 @@ async fn a_session_reaches_what_its_narrowed_allowlist_allows() {
     );
     bare.stop().await;
 }
+
+/// MCP's own sandboxes (the service's `/mcp`, under an `allowlist` default) audit their
+/// egress as REST runs do: each decision under the MCP run's id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_runs_audit_their_egress_with_their_run_id() {
+    let port = web().await.port();
+    let srv = TestServer::with(|c| {
+        c.network_default = "allowlist".into();
+        c.egress_allowlist = EgressPolicy::parse(&EgressAllowlist {
+            hosts: vec!["api.test".into()],
+            ips: vec!["127.0.0.1".into()],
+            cidrs: vec![],
+        })
+        .unwrap();
+        c.egress_resolve
+            .insert("api.test".into(), vec!["127.0.0.1".parse().unwrap()]);
+    })
+    .await;
+    let client = super::mcp::connect(&srv).await;
+    let command =
+        format!("curl -s http://api.test:{port}/hello; curl -sS http://nowhere.test:{port}/");
+    let out = client
+        .call_tool(super::mcp::tool(
+            "sandbox_run",
+            json!({ "command": command }),
+        ))
+        .await
+        .unwrap()
+        .structured_content
+        .expect("structured result");
+    assert_eq!(out["stdout"], "hello over the allowlist\n", "{out}");
+    let run_id = out["run_id"].as_str().expect("the service's run id");
+    let allowed = events(&srv, "sandbox.run.egress_allowed", 1).await;
+    assert_eq!(
+        (&allowed[0]["run_id"], &allowed[0]["host"]),
+        (&json!(run_id), &json!("api.test"))
+    );
+    let denied = events(&srv, "sandbox.run.egress_denied", 1).await;
+    assert_eq!(
+        (
+            &denied[0]["run_id"],
+            &denied[0]["host"],
+            &denied[0]["reason"]
+        ),
+        (&json!(run_id), &json!("nowhere.test"), &json!("no_match"))
+    );
+    client.cancel().await.unwrap();
+    srv.stop().await;
+}
