@@ -324,8 +324,8 @@ except OSError as e:
     }
     let a_ip = a_ip.expect("the first session's container");
     let listen = "import socket\ns = socket.socket()\ns.bind(('', 8000))\ns.listen()\n\
-                  s.settimeout(8)\ntry:\n    s.accept()\n    print('accepted')\n\
-                  except OSError:\n    print('nobody came')\n";
+                  print('listening', flush=True)\ns.settimeout(8)\ntry:\n    s.accept()\n    \
+                  print('accepted')\nexcept OSError:\n    print('nobody came')\n";
     let started = d
         .srv
         .start_run(in_session(
@@ -335,7 +335,23 @@ except OSError as e:
         ))
         .await;
     let listener_run = started["run_id"].as_str().unwrap().to_string();
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // Knock only once the listener listens, so "unreachable" cannot mean "not yet there".
+    {
+        use futures::StreamExt as _;
+        let mut ws = d.srv.connect(&listener_run).await;
+        let mut seen = Vec::new();
+        while !String::from_utf8_lossy(&seen).contains("listening") {
+            let msg = tokio::time::timeout(std::time::Duration::from_secs(60), ws.next())
+                .await
+                .expect("the listener starts")
+                .expect("the stream stays open")
+                .unwrap();
+            if let tokio_tungstenite::tungstenite::Message::Text(t) = msg {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                seen.extend(output(&[v], "stdout"));
+            }
+        }
+    }
     let knock = format!(
         "import socket\ntry:\n    socket.create_connection(('{a_ip}', 8000), timeout=3)\n    \
          print('reached')\nexcept OSError:\n    print('unreachable')\n"
@@ -349,7 +365,7 @@ except OSError as e:
     let frames = d.srv.frames(&listener_run, "").await;
     let status = d.srv.wait_done(&listener_run).await;
     assert_completed(&status, &frames);
-    assert_eq!(stdout(&frames), "nobody came\n");
+    assert_eq!(stdout(&frames), "listening\nnobody came\n");
 
     let (status, frames) = run_in(
         &d,
