@@ -44,7 +44,7 @@ pub use tools::{Tool, ToolHandler, ToolSetError};
 pub use warm::{PrecompileError, Precompiled, precompile};
 
 pub use det::DETERMINISTIC_PID;
-pub use net::{EgressEvent, EgressSink, Gate, GateRefusal, NetLimits, Network};
+pub use net::{EgressEvent, EgressSink, Gate, GateRefusal, NetLimits, Network, Resolver};
 pub use wasmsand_exec::on_slow_compile;
 /// The egress allowlist (network policy `allowlist`): its wire form and checked form.
 pub use wasmsand_model::egress;

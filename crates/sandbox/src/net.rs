@@ -69,6 +69,9 @@ pub struct EgressEvent {
 /// Receives every decision.
 pub type EgressSink = Arc<dyn Fn(&EgressEvent) + Send + Sync>;
 
+/// Resolves a host name to its addresses (see [`Network::resolver`]).
+pub type Resolver = Arc<dyn Fn(&str) -> std::io::Result<Vec<IpAddr>> + Send + Sync>;
+
 /// What a sandbox may reach (network policy `allowlist`). A sandbox without one has no network
 /// at all: its `curl` says so.
 #[derive(Clone)]
@@ -77,6 +80,10 @@ pub struct Network {
     pub allowlist: EgressPolicy,
     /// Names answered with these addresses instead of DNS (as curl's `--resolve`).
     pub resolve: BTreeMap<String, Vec<IpAddr>>,
+    /// Answers names not in [`Self::resolve`] instead of the system's DNS (an embedder's own
+    /// resolver, or a test's). Whatever it answers, a run asks once per name: the answer is
+    /// pinned for the rest of the run.
+    pub resolver: Option<Resolver>,
     /// Caps per run.
     pub limits: NetLimits,
     /// Certificate authorities trusted for `https://` besides the system's (PEM text, one or
@@ -102,6 +109,7 @@ impl Network {
         Network {
             allowlist,
             resolve: BTreeMap::new(),
+            resolver: None,
             limits: NetLimits::default(),
             ca_pem: Vec::new(),
             on_event: None,
@@ -373,12 +381,14 @@ impl Door {
             match pinned {
                 Some(a) => a,
                 None => {
-                    let a = match fixed {
-                        Some(a) => a.clone(),
-                        None => resolve(&name).map_err(|e| {
-                            refuse("resolve", format!("could not resolve host: {name} ({e})"))
-                        })?,
-                    };
+                    let a = match (fixed, &self.net.resolver) {
+                        (Some(a), _) => Ok(a.clone()),
+                        (None, Some(r)) => r(&name),
+                        (None, None) => resolve(&name),
+                    }
+                    .map_err(|e| {
+                        refuse("resolve", format!("could not resolve host: {name} ({e})"))
+                    })?;
                     // Pinned for the rest of the run: a later answer cannot move the name.
                     self.pins.lock().entry(name.clone()).or_insert(a).clone()
                 }

@@ -356,6 +356,7 @@ fn mcp_router(app: &Arc<App>) -> axum::Router {
         network: (config.network_default == "allowlist").then(|| wasmsand::Network {
             allowlist: config.egress_allowlist.clone(),
             resolve: config.egress_resolve.clone(),
+            resolver: None,
             limits: wasmsand::NetLimits::default(),
             ca_pem: config.egress_ca_pem.iter().cloned().collect(),
             on_event: None,

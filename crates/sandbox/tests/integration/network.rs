@@ -121,6 +121,7 @@ pub(crate) fn sandbox(allow: EgressPolicy, limits: NetLimits) -> (Sandbox, Event
                 ("other.test".to_string(), vec![loopback]),
             ]
             .into(),
+            resolver: None,
             limits,
             ca_pem: Vec::new(),
             on_event: Some(Arc::new(move |e: &EgressEvent| sink.lock().push(e.clone()))),
@@ -448,4 +449,60 @@ fn https_is_verified_against_the_system_roots_and_the_configured_cas() {
         .run(&format!("wget -q https://secure.test:{port}/hello"))
         .unwrap();
     assert_eq!(r.exit_code, 5, "{r:?}");
+}
+
+/// A name is resolved once per run and pinned: a resolver that changes its answer mid-run
+/// does not move the run's requests, and the next run asks again and gets the new answer.
+#[test]
+fn names_are_pinned_for_the_run_and_resolved_again_by_the_next() {
+    let port = server().port();
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = asked.clone();
+    let events: Events = Arc::default();
+    let sink = events.clone();
+    let sb = Sandbox::new(SandboxOptions {
+        network: Some(Network {
+            allowlist: policy(&["flip.test"], &["127.0.0.1"]),
+            resolve: Default::default(),
+            // The first answer is the server's address; every later one moves the name to
+            // 127.0.0.2, where nothing listens.
+            resolver: Some(Arc::new(move |name: &str| {
+                assert_eq!(name, "flip.test");
+                let n = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(vec![
+                    if n == 0 { "127.0.0.1" } else { "127.0.0.2" }
+                        .parse()
+                        .unwrap(),
+                ])
+            })),
+            limits: NetLimits::default(),
+            ca_pem: Vec::new(),
+            on_event: Some(Arc::new(move |e: &EgressEvent| sink.lock().push(e.clone()))),
+        }),
+        ..SandboxOptions::default()
+    });
+    let url = format!("http://flip.test:{port}/hello");
+    let r = sb
+        .run(&format!("curl -s {url}; curl -s {url}; wget -qO- {url}"))
+        .unwrap();
+    assert_eq!(r.stdout, "hello from the host\n".repeat(3), "{}", r.stderr);
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // The next run resolves afresh: the name now answers 127.0.0.2, a loopback address no rule
+    // names, so the rebinding is refused.
+    let r = sb
+        .run(&format!("curl -sS {url}; echo \"exit=$?\""))
+        .unwrap();
+    assert_eq!(r.stdout, "exit=7\n");
+    assert!(
+        r.stderr
+            .contains("host flip.test (127.0.0.2) is a loopback address (127.0.0.0/8)"),
+        "{}",
+        r.stderr
+    );
+    let ips: Vec<String> = events
+        .lock()
+        .iter()
+        .map(|e| e.ip.map(|i| i.to_string()).unwrap_or_default())
+        .collect();
+    assert_eq!(ips, ["127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2"]);
 }

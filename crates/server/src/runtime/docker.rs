@@ -157,6 +157,7 @@ impl DockerRuntime {
         let gate = Arc::new(wasmsand::Gate::new(wasmsand::Network {
             allowlist: policy,
             resolve: self.config.egress_resolve.clone(),
+            resolver: None,
             limits: wasmsand::NetLimits::default(),
             // TLS runs end to end inside the tunnel: the container's own trust store decides.
             ca_pem: Vec::new(),

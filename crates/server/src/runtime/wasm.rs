@@ -135,6 +135,7 @@ impl Runtime for WasmRuntime {
                 wasmsand::Network {
                     allowlist,
                     resolve: self.config.egress_resolve.clone(),
+                    resolver: None,
                     limits: wasmsand::NetLimits::default(),
                     ca_pem: self.config.egress_ca_pem.iter().cloned().collect(),
                     on_event: Some(Arc::new(move |e: &wasmsand::EgressEvent| {
