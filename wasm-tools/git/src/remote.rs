@@ -3,9 +3,8 @@
 //! through the sandbox's network door, so the egress policy decides which hosts a repository
 //! may come from; the pack that comes back is checked and indexed by `pack.rs`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fs;
-use std::path::Path;
 
 use base64::Engine as _;
 use guest_rt::door;
@@ -103,6 +102,10 @@ struct Lines<'a> {
 }
 
 impl<'a> Lines<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Lines { buf, pos: 0 }
+    }
+
     fn next(&mut self) -> Result<Option<Pkt<'a>>, String> {
         if self.pos >= self.buf.len() {
             return Ok(None);
@@ -269,10 +272,7 @@ fn discover(remote: &Remote) -> Result<Advert, String> {
              git does not support; it needs smart HTTP",
         ));
     }
-    let mut lines = Lines {
-        buf: &resp.body,
-        pos: 0,
-    };
+    let mut lines = Lines::new(&resp.body);
     let mut adv = Advert {
         refs: Vec::new(),
         peeled: HashMap::new(),
@@ -401,10 +401,7 @@ fn upload_pack(
             shown(remote)
         ));
     }
-    let mut lines = Lines {
-        buf: &resp.body,
-        pos: 0,
-    };
+    let mut lines = Lines::new(&resp.body);
     let mut got = Fetched {
         pack: Vec::new(),
         shallow: Vec::new(),
@@ -490,7 +487,7 @@ fn shallows_of(r: &Repo) -> Vec<Oid> {
 
 /// Commits the server may share with us: every local ref's history, newest first, capped.
 fn haves(r: &Repo) -> Vec<Oid> {
-    let mut queue: VecDeque<Oid> = all_refs(r).into_values().collect();
+    let mut queue: VecDeque<Oid> = r.refs().into_values().collect();
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     while let Some(o) = queue.pop_front() {
@@ -501,36 +498,6 @@ fn haves(r: &Repo) -> Vec<Oid> {
         out.push(o);
         queue.extend(c.parents);
     }
-    out
-}
-
-/// Every ref under `refs/` (loose and packed): full name → id.
-fn all_refs(r: &Repo) -> BTreeMap<String, Oid> {
-    let mut out = BTreeMap::new();
-    if let Ok(p) = fs::read_to_string(r.git.join("packed-refs")) {
-        for l in p.lines() {
-            if let Some((h, n)) = l.split_once(' ')
-                && let Some(o) = parse_hex(h)
-            {
-                out.insert(n.to_string(), o);
-            }
-        }
-    }
-    fn walk(dir: &Path, name: &str, out: &mut BTreeMap<String, Oid>) {
-        let Ok(rd) = fs::read_dir(dir) else { return };
-        for e in rd.flatten() {
-            let n = format!("{name}/{}", e.file_name().to_string_lossy());
-            if e.path().is_dir() {
-                walk(&e.path(), &n, out);
-            } else if let Some(o) = fs::read_to_string(e.path())
-                .ok()
-                .and_then(|t| parse_hex(t.trim()))
-            {
-                out.insert(n, o);
-            }
-        }
-    }
-    walk(&r.git.join("refs"), "refs", &mut out);
     out
 }
 
@@ -545,29 +512,6 @@ fn delete_ref(r: &Repo, name: &str) {
             .collect();
         let _ = fs::write(r.git.join("packed-refs"), kept);
     }
-}
-
-/// A commit's id from a ref's object: annotated tags are followed to what they tag.
-fn peel(r: &Repo, oid: &Oid) -> Oid {
-    let mut o = *oid;
-    for _ in 0..16 {
-        match r.read_object(&o) {
-            Ok((k, data)) if k == "tag" => {
-                let t = String::from_utf8_lossy(&data).into_owned();
-                match t
-                    .lines()
-                    .next()
-                    .and_then(|l| l.strip_prefix("object "))
-                    .and_then(parse_hex)
-                {
-                    Some(n) => o = n,
-                    None => return o,
-                }
-            }
-            _ => return o,
-        }
-    }
-    o
 }
 
 /// Writes `commit`'s tree into an empty work tree and the index.
@@ -774,7 +718,7 @@ pub fn cmd_clone(args: &[String]) -> i32 {
         io(fs::write(p, format!("ref: refs/remotes/{origin}/{b}\n")));
     }
     let tip = adv.get(&target_ref).unwrap();
-    let commit = peel(&r, &tip);
+    let commit = r.peel(&tip);
     if detached {
         io(fs::write(r.git.join("HEAD"), format!("{}\n", hex(&commit))));
         io(r.reflog("HEAD", None, &commit, &msg));
@@ -979,7 +923,7 @@ fn fetch(r: &Repo, name: &str, specs: &[String], opts: &FetchOpts) -> Result<Fet
                     && !plan.iter().any(|p| p.0 == *n)
                     && r.read_ref(n).is_none()
                     && r.has_object(o)
-                    && r.has_object(&peel(r, o))
+                    && r.has_object(&r.peel(o))
                 {
                     plan.push((n.clone(), *o, Some(n.clone()), false));
                 }
@@ -1012,7 +956,7 @@ fn fetch(r: &Repo, name: &str, specs: &[String], opts: &FetchOpts) -> Result<Fet
                 }
             }
             Some(o) => {
-                let ff = !dst.starts_with("refs/tags/") && is_ancestor(r, &o, Some(peel(r, oid)));
+                let ff = !dst.starts_with("refs/tags/") && is_ancestor(r, &o, Some(r.peel(oid)));
                 if ff {
                     Update {
                         flag: ' ',
@@ -1052,7 +996,7 @@ fn fetch(r: &Repo, name: &str, specs: &[String], opts: &FetchOpts) -> Result<Fet
         && let Some(n) = &named
     {
         let prefix = format!("refs/remotes/{n}/");
-        for (local, _) in all_refs(r) {
+        for (local, _) in r.refs() {
             let Some(b) = local.strip_prefix(&prefix) else {
                 continue;
             };
@@ -1233,7 +1177,7 @@ pub fn cmd_pull(r: &Repo, args: &[String]) -> i32 {
                 .unwrap_or_default()
         ));
     };
-    let theirs = peel(r, &theirs);
+    let theirs = r.peel(&theirs);
     let ours = r.head_oid();
     let msg = format!("pull: Fast-forward from {}", short_ref(&src));
     let Some(ours) = ours else {
@@ -1448,7 +1392,7 @@ pub fn cmd_remote(r: &Repo, args: &[String]) -> i32 {
                 &config,
                 &format!("remote \"{name}\""),
             ));
-            for (n, _) in all_refs(r) {
+            for (n, _) in r.refs() {
                 if n.starts_with(&format!("refs/remotes/{name}/")) {
                     delete_ref(r, &n);
                 }
@@ -1466,12 +1410,12 @@ pub fn cmd_remote(r: &Repo, args: &[String]) -> i32 {
 /// `git branch -r` / `-a`: the remote-tracking branches, as `origin/main`.
 pub fn remote_branches(r: &Repo) -> Vec<(String, Option<String>)> {
     let mut out = Vec::new();
-    for (n, _) in all_refs(r) {
+    for (n, _) in r.refs() {
         if let Some(b) = n.strip_prefix("refs/remotes/") {
             out.push((b.to_string(), None));
         }
     }
-    // `origin/HEAD -> origin/main`: HEAD is a symbolic ref, not in all_refs.
+    // `origin/HEAD -> origin/main`: HEAD is a symbolic ref, not in `Repo::refs`.
     if let Ok(rd) = fs::read_dir(r.git.join("refs/remotes")) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -1521,7 +1465,8 @@ pub fn tracking(r: &Repo, branch: &str) -> Option<(String, usize, usize)> {
 /// The path of a remote-tracking ref that `name` (`main`) could start a local branch from,
 /// when exactly one remote has it: git's `checkout <branch>` guess.
 pub fn guess_remote_branch(r: &Repo, name: &str) -> Option<(String, Oid)> {
-    let found: Vec<(String, Oid)> = all_refs(r)
+    let found: Vec<(String, Oid)> = r
+        .refs()
         .into_iter()
         .filter(|(n, _)| {
             n.strip_prefix("refs/remotes/")
@@ -1578,16 +1523,13 @@ mod tests {
     #[test]
     fn pkt_lines_parse() {
         let body = format!("{}0000{}0001", pkt("a\n"), pkt("bc"));
-        let mut l = Lines {
-            buf: body.as_bytes(),
-            pos: 0,
-        };
+        let mut l = Lines::new(body.as_bytes());
         assert!(matches!(l.next().unwrap(), Some(Pkt::Data(b"a\n"))));
         assert!(matches!(l.next().unwrap(), Some(Pkt::Flush)));
         assert!(matches!(l.next().unwrap(), Some(Pkt::Data(b"bc"))));
         assert!(matches!(l.next().unwrap(), Some(Pkt::Delim)));
         assert!(l.next().unwrap().is_none());
-        let mut bad = Lines { buf: b"zz", pos: 0 };
+        let mut bad = Lines::new(b"zz");
         assert!(bad.next().is_err());
     }
 }

@@ -249,28 +249,40 @@ impl Repo {
     }
 
     pub fn branches(&self) -> Vec<(String, Oid)> {
+        self.refs()
+            .into_iter()
+            .filter_map(|(n, o)| Some((n.strip_prefix("refs/heads/")?.to_string(), o)))
+            .collect()
+    }
+
+    /// Every ref under `refs/`, loose and packed (a loose one wins): full name → id.
+    pub fn refs(&self) -> BTreeMap<String, Oid> {
         let mut out = BTreeMap::new();
-        fn walk(dir: &Path, prefix: &str, out: &mut BTreeMap<String, Oid>) {
+        if let Ok(p) = fs::read_to_string(self.git.join("packed-refs")) {
+            for l in p.lines() {
+                if let Some((h, n)) = l.split_once(' ')
+                    && let Some(o) = parse_hex(h)
+                {
+                    out.insert(n.to_string(), o);
+                }
+            }
+        }
+        fn walk(dir: &Path, name: &str, out: &mut BTreeMap<String, Oid>) {
             let Ok(rd) = fs::read_dir(dir) else { return };
             for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let full = if prefix.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{prefix}/{name}")
-                };
+                let n = format!("{name}/{}", e.file_name().to_string_lossy());
                 if e.path().is_dir() {
-                    walk(&e.path(), &full, out);
+                    walk(&e.path(), &n, out);
                 } else if let Some(o) = fs::read_to_string(e.path())
                     .ok()
                     .and_then(|t| parse_hex(t.trim()))
                 {
-                    out.insert(full, o);
+                    out.insert(n, o);
                 }
             }
         }
-        walk(&self.git.join("refs/heads"), "", &mut out);
-        out.into_iter().collect()
+        walk(&self.git.join("refs"), "refs", &mut out);
+        out
     }
 
     // ---- index ----
@@ -438,25 +450,32 @@ impl Repo {
         Ok(())
     }
 
-    pub fn read_commit(&self, oid: &Oid) -> Result<Commit, String> {
-        let (mut kind, mut data) = self.read_object(oid)?;
-        let mut oid = *oid;
-        let oid = &mut oid;
-        // An annotated tag stands for what it tags, as git's commit-ish lookups take it.
+    /// What `oid` stands for where a commit is wanted: an annotated tag is followed to what
+    /// it tags (as git's commit-ish lookups do); anything else is itself.
+    pub fn peel(&self, oid: &Oid) -> Oid {
+        let mut o = *oid;
         for _ in 0..16 {
-            if kind != "tag" {
-                break;
+            match self.read_object(&o) {
+                Ok((k, data)) if k == "tag" => {
+                    match String::from_utf8_lossy(&data)
+                        .lines()
+                        .next()
+                        .and_then(|l| l.strip_prefix("object "))
+                        .and_then(parse_hex)
+                    {
+                        Some(n) => o = n,
+                        None => return o,
+                    }
+                }
+                _ => return o,
             }
-            let target = String::from_utf8_lossy(&data)
-                .lines()
-                .next()
-                .and_then(|l| l.strip_prefix("object "))
-                .and_then(parse_hex)
-                .ok_or_else(|| format!("tag {} is corrupt", hex(oid)))?;
-            *oid = target;
-            (kind, data) = self.read_object(oid)?;
         }
-        let oid = &*oid;
+        o
+    }
+
+    pub fn read_commit(&self, oid: &Oid) -> Result<Commit, String> {
+        let oid = &self.peel(oid);
+        let (kind, data) = self.read_object(oid)?;
         if kind != "commit" {
             return Err(format!("{} is a {kind}, not a commit", hex(oid)));
         }
