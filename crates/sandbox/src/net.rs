@@ -157,20 +157,10 @@ impl Gate {
     /// (reported as a denial).
     pub fn admit(&self, host: &str) -> Result<IpAddr, GateRefusal> {
         let door = self.door.lock().clone();
-        let n = door.requests.fetch_add(1, Ordering::SeqCst) + 1;
-        if n > door.net.limits.max_requests {
-            door.meter.hit_requests.store(true, Ordering::SeqCst);
-            return Err(GateRefusal {
-                kind: "limit",
-                message: format!(
-                    "the run's network request limit ({}) is used up",
-                    door.net.limits.max_requests
-                ),
-            });
-        }
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         let ip = door
-            .pick(bare, bare.parse().ok(), true)
+            .take_request()
+            .and_then(|()| door.pick(bare, bare.parse().ok(), true))
             .map(|(ip, _)| ip)
             .map_err(|r| GateRefusal {
                 kind: r.kind,
@@ -183,10 +173,15 @@ impl Gate {
     /// Counts `n` bytes received for the run; false once the run's download cap is passed.
     pub fn downloaded(&self, n: u64) -> bool {
         let door = self.door.lock().clone();
-        let within = door.bytes.fetch_add(n, Ordering::SeqCst) + n <= door.net.limits.max_bytes;
-        if within {
-            door.meter.received.fetch_add(n, Ordering::SeqCst);
-        } else {
+        let max = door.net.limits.max_bytes;
+        let within = door
+            .meter
+            .received
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |got| {
+                (got + n <= max).then_some(got + n)
+            })
+            .is_ok();
+        if !within {
             door.meter.hit_bytes.store(true, Ordering::SeqCst);
         }
         within
@@ -208,9 +203,9 @@ pub(crate) struct Door {
     /// Made at the run's first `https://` request.
     tls: std::sync::OnceLock<Result<rustls::ClientConfig, String>>,
     pins: Mutex<BTreeMap<String, Vec<IpAddr>>>,
+    /// Requests asked for, refused ones included (what the request cap counts).
     requests: AtomicU64,
-    bytes: AtomicU64,
-    /// What the run used, for its receipt.
+    /// What the run used, for its receipt; its bytes are what the download cap counts.
     pub(crate) meter: Arc<NetMeter>,
 }
 
@@ -259,9 +254,24 @@ impl Door {
             tls: std::sync::OnceLock::new(),
             pins: Mutex::new(BTreeMap::new()),
             requests: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
             meter: Arc::default(),
         }
+    }
+
+    /// Counts one request against the run's cap; the refusal once it is used up.
+    fn take_request(&self) -> Result<(), Refusal> {
+        let n = self.requests.fetch_add(1, Ordering::SeqCst) + 1;
+        if n > self.net.limits.max_requests {
+            self.meter.hit_requests.store(true, Ordering::SeqCst);
+            return Err(refuse(
+                "limit",
+                format!(
+                    "the run's network request limit ({}) is used up",
+                    self.net.limits.max_requests
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Answers one `http` or `connect` frame.
@@ -447,17 +457,7 @@ impl Door {
             None => return Err(refuse("bad_request", "URL has no host")),
         };
         let port = url.port_or_known_default().unwrap_or(80);
-        let n = self.requests.fetch_add(1, Ordering::SeqCst) + 1;
-        if n > self.net.limits.max_requests {
-            self.meter.hit_requests.store(true, Ordering::SeqCst);
-            return Err(refuse(
-                "limit",
-                format!(
-                    "the run's network request limit ({}) is used up",
-                    self.net.limits.max_requests
-                ),
-            ));
-        }
+        self.take_request()?;
         let (ip, _rule) = self.pick(&host, literal, true)?;
         let method = hyper::Method::from_bytes(req["method"].as_str().unwrap_or("GET").as_bytes())
             .map_err(|_| refuse("bad_request", "bad method"))?;
@@ -492,7 +492,7 @@ impl Door {
             .net
             .limits
             .max_bytes
-            .saturating_sub(self.bytes.load(Ordering::SeqCst));
+            .saturating_sub(self.meter.received.load(Ordering::SeqCst));
         if left == 0 {
             self.meter.hit_bytes.store(true, Ordering::SeqCst);
             return Err(refuse(
@@ -514,8 +514,6 @@ impl Door {
             .join()
             .unwrap_or_else(|_| Err(refuse("connect", "the request failed inside the host")))
         })?;
-        self.bytes
-            .fetch_add(outcome.body.len() as u64, Ordering::SeqCst);
         self.meter.sent.fetch_add(1, Ordering::SeqCst);
         self.meter
             .received
