@@ -358,17 +358,22 @@ impl Head {
     }
 }
 
+/// A URL's host as the gate takes it: a name, or an address without brackets.
+fn host_of(url: &url::Url) -> Option<String> {
+    Some(match url.host()? {
+        url::Host::Domain(d) => d.to_string(),
+        url::Host::Ipv4(v4) => v4.to_string(),
+        url::Host::Ipv6(v6) => v6.to_string(),
+    })
+}
+
 /// `host:port` (or `[v6]:port`) of a CONNECT; no path.
 fn split_authority(a: &str, default_port: u16) -> Option<(String, u16, Option<String>)> {
     let url = url::Url::parse(&format!("http://{a}/")).ok()?;
     if !url.username().is_empty() || url.path() != "/" {
         return None;
     }
-    let host = match url.host()? {
-        url::Host::Domain(d) => d.to_string(),
-        url::Host::Ipv4(v4) => v4.to_string(),
-        url::Host::Ipv6(v6) => v6.to_string(),
-    };
+    let host = host_of(&url)?;
     Some((host, url.port().unwrap_or(default_port), None))
 }
 
@@ -378,11 +383,7 @@ fn absolute(target: &str) -> Option<(String, u16, Option<String>)> {
     if url.scheme() != "http" || !url.username().is_empty() {
         return None;
     }
-    let host = match url.host()? {
-        url::Host::Domain(d) => d.to_string(),
-        url::Host::Ipv4(v4) => v4.to_string(),
-        url::Host::Ipv6(v6) => v6.to_string(),
-    };
+    let host = host_of(&url)?;
     let mut path = url.path().to_string();
     if let Some(q) = url.query() {
         path = format!("{path}?{q}");

@@ -46,7 +46,7 @@ struct Ticket {
     app: Arc<App>,
     record: RunRecord,
     /// The run's egress decisions, audited with the run when it ends.
-    egress: Arc<parking_lot::Mutex<Vec<wasmsand::EgressEvent>>>,
+    egress: crate::runtime::EgressLog,
 }
 
 impl RunGate for McpGate {
@@ -124,7 +124,7 @@ impl RunGate for McpGate {
             Ok(Box::new(Ticket {
                 app,
                 record,
-                egress: Arc::default(),
+                egress: Default::default(),
             }) as Box<dyn RunTicket>)
         })
     }
@@ -310,7 +310,7 @@ impl RunTicket for Ticket {
             egress,
         } = *self;
         Box::pin(async move {
-            let egress = std::mem::take(&mut *egress.lock());
+            let egress = egress.take();
             for e in &egress {
                 crate::audit::run_egress(&app, &record, e);
             }
@@ -338,9 +338,6 @@ impl RunTicket for Ticket {
     }
 
     fn egress_sink(&self) -> Option<wasmsand::EgressSink> {
-        let sink = self.egress.clone();
-        Some(Arc::new(move |e: &wasmsand::EgressEvent| {
-            sink.lock().push(e.clone())
-        }))
+        Some(self.egress.sink())
     }
 }

@@ -71,7 +71,7 @@ struct Attached {
     proxy: Arc<EgressProxy>,
     ip: IpAddr,
     gate: Arc<wasmsand::Gate>,
-    events: Arc<Mutex<Vec<wasmsand::EgressEvent>>>,
+    events: super::EgressLog,
 }
 
 impl DockerRuntime {
@@ -152,8 +152,7 @@ impl DockerRuntime {
             .container_ip(&container.id, EGRESS_NETWORK)
             .await
             .map_err(|e| e.to_string())?;
-        let events: Arc<Mutex<Vec<wasmsand::EgressEvent>>> = Arc::default();
-        let sink = events.clone();
+        let events = super::EgressLog::default();
         let gate = Arc::new(wasmsand::Gate::new(wasmsand::Network {
             allowlist: policy,
             resolve: self.config.egress_resolve.clone(),
@@ -161,9 +160,7 @@ impl DockerRuntime {
             limits: wasmsand::NetLimits::default(),
             // TLS runs end to end inside the tunnel: the container's own trust store decides.
             ca_pem: Vec::new(),
-            on_event: Some(Arc::new(move |e: &wasmsand::EgressEvent| {
-                sink.lock().push(e.clone())
-            })),
+            on_event: Some(events.sink()),
         }));
         proxy.register(ip, gate.clone());
         Ok(Attached {
@@ -1013,7 +1010,7 @@ impl SandboxBox for DockerBox {
     fn take_egress(&self) -> Vec<wasmsand::EgressEvent> {
         self.egress
             .as_ref()
-            .map(|a| std::mem::take(&mut *a.events.lock()))
+            .map(|a| a.events.take())
             .unwrap_or_default()
     }
 }

@@ -68,6 +68,24 @@ pub(crate) struct BoxSpec {
     pub network: Option<wasmsand::egress::EgressPolicy>,
 }
 
+/// A run's egress decisions, kept from the door's (or the proxy's) callback until the run's
+/// end takes them for the audit trail.
+#[derive(Clone, Default)]
+pub(crate) struct EgressLog(Arc<parking_lot::Mutex<Vec<wasmsand::EgressEvent>>>);
+
+impl EgressLog {
+    /// The callback that records into this log.
+    pub(crate) fn sink(&self) -> wasmsand::EgressSink {
+        let log = self.0.clone();
+        Arc::new(move |e: &wasmsand::EgressEvent| log.lock().push(e.clone()))
+    }
+
+    /// What was recorded since the last take, oldest first.
+    pub(crate) fn take(&self) -> Vec<wasmsand::EgressEvent> {
+        std::mem::take(&mut *self.0.lock())
+    }
+}
+
 /// Why a box could not be made.
 #[derive(Debug)]
 pub(crate) enum ProvisionError {

@@ -11,8 +11,8 @@ use tokio::sync::watch;
 use wasmsand::{ErrorClass, FileKind, RunOptions, Sandbox, SandboxOptions};
 
 use super::{
-    BoxSpec, Candidate, EndHint, ExecOutcome, ExecRequest, FilesError, Fut, ImageRef, MAX_WALK,
-    OutputSink, ProvisionError, Runtime, SandboxBox, StopCause,
+    BoxSpec, Candidate, EgressLog, EndHint, ExecOutcome, ExecRequest, FilesError, Fut, ImageRef,
+    MAX_WALK, OutputSink, ProvisionError, Runtime, SandboxBox, StopCause,
 };
 use crate::config::{Config, MIB};
 use crate::error::ApiError;
@@ -129,19 +129,14 @@ impl Runtime for WasmRuntime {
 
     fn create_box(&self, spec: BoxSpec) -> Fut<'_, Result<Arc<dyn SandboxBox>, ProvisionError>> {
         Box::pin(async move {
-            let egress: Egress = Arc::default();
-            let network = spec.network.map(|allowlist| {
-                let sink = egress.clone();
-                wasmsand::Network {
-                    allowlist,
-                    resolve: self.config.egress_resolve.clone(),
-                    resolver: None,
-                    limits: wasmsand::NetLimits::default(),
-                    ca_pem: self.config.egress_ca_pem.iter().cloned().collect(),
-                    on_event: Some(Arc::new(move |e: &wasmsand::EgressEvent| {
-                        sink.lock().push(e.clone())
-                    })),
-                }
+            let egress = EgressLog::default();
+            let network = spec.network.map(|allowlist| wasmsand::Network {
+                allowlist,
+                resolve: self.config.egress_resolve.clone(),
+                resolver: None,
+                limits: wasmsand::NetLimits::default(),
+                ca_pem: self.config.egress_ca_pem.iter().cloned().collect(),
+                on_event: Some(egress.sink()),
             });
             let opts = sandbox_options(
                 &self.config,
@@ -206,13 +201,10 @@ pub(crate) fn check_cpu(c: &Config, cpu: Option<f64>, max: f64) -> Result<(), Ap
     Ok(())
 }
 
-/// The egress decisions of a box's runs, until the run's end takes them for the audit trail.
-type Egress = Arc<parking_lot::Mutex<Vec<wasmsand::EgressEvent>>>;
-
 pub(crate) struct WasmBox {
     sb: Arc<Sandbox>,
     digest: String,
-    egress: Egress,
+    egress: EgressLog,
 }
 
 fn absolute(path: &str) -> String {
@@ -225,7 +217,7 @@ fn absolute(path: &str) -> String {
 
 impl SandboxBox for WasmBox {
     fn take_egress(&self) -> Vec<wasmsand::EgressEvent> {
-        std::mem::take(&mut *self.egress.lock())
+        self.egress.take()
     }
 
     fn is_alive(&self) -> bool {
