@@ -18,6 +18,55 @@ use wasmsand::{EgressEvent, NetLimits, Network, Sandbox, SandboxOptions};
 
 /// A test server on 127.0.0.1, on a runtime of its own (the sandbox's runs block).
 pub(crate) fn server() -> SocketAddr {
+    let app = Router::new()
+        .route("/hello", get(|| async { "hello from the host\n" }))
+        .route(
+            "/echo",
+            any(|headers: HeaderMap, body: Bytes| async move {
+                let ct = headers
+                    .get("content-type")
+                    .map(|v| v.to_str().unwrap_or("").to_string())
+                    .unwrap_or_default();
+                let auth = headers
+                    .get("authorization")
+                    .map(|v| v.to_str().unwrap_or("").to_string())
+                    .unwrap_or_default();
+                format!(
+                    "ct={ct} auth={auth} body={}\n",
+                    String::from_utf8_lossy(&body)
+                )
+            }),
+        )
+        .route(
+            "/missing",
+            get(|| async { (StatusCode::NOT_FOUND, "nope\n") }),
+        )
+        .route("/to-hello", get(|| async { Redirect::to("/hello") }))
+        .route(
+            "/to/{host}",
+            get(|Path(host): Path<String>| async move {
+                Redirect::to(&format!("http://{host}/hello")).into_response()
+            }),
+        )
+        .route("/big", get(|| async { vec![b'x'; 300_000] }))
+        // A git server whose pack is larger than a capped run may download.
+        .route("/huge.git/info/refs", get(|| async { git_advert() }))
+        .route(
+            "/huge.git/git-upload-pack",
+            post(|| async {
+                let mut body = b"0008NAK\n".to_vec();
+                body.resize(600_000, b'0');
+                (
+                    [("content-type", "application/x-git-upload-pack-result")],
+                    body,
+                )
+            }),
+        );
+    serve(app)
+}
+
+/// Serves `app` on 127.0.0.1 from a thread of its own (the tests are synchronous).
+pub(crate) fn serve(app: Router) -> SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -25,50 +74,6 @@ pub(crate) fn server() -> SocketAddr {
             .build()
             .unwrap();
         rt.block_on(async move {
-            let app = Router::new()
-                .route("/hello", get(|| async { "hello from the host\n" }))
-                .route(
-                    "/echo",
-                    any(|headers: HeaderMap, body: Bytes| async move {
-                        let ct = headers
-                            .get("content-type")
-                            .map(|v| v.to_str().unwrap_or("").to_string())
-                            .unwrap_or_default();
-                        let auth = headers
-                            .get("authorization")
-                            .map(|v| v.to_str().unwrap_or("").to_string())
-                            .unwrap_or_default();
-                        format!(
-                            "ct={ct} auth={auth} body={}\n",
-                            String::from_utf8_lossy(&body)
-                        )
-                    }),
-                )
-                .route(
-                    "/missing",
-                    get(|| async { (StatusCode::NOT_FOUND, "nope\n") }),
-                )
-                .route("/to-hello", get(|| async { Redirect::to("/hello") }))
-                .route(
-                    "/to/{host}",
-                    get(|Path(host): Path<String>| async move {
-                        Redirect::to(&format!("http://{host}/hello")).into_response()
-                    }),
-                )
-                .route("/big", get(|| async { vec![b'x'; 300_000] }))
-                // A git server whose pack is larger than a capped run may download.
-                .route("/huge.git/info/refs", get(|| async { git_advert() }))
-                .route(
-                    "/huge.git/git-upload-pack",
-                    post(|| async {
-                        let mut body = b"0008NAK\n".to_vec();
-                        body.resize(600_000, b'0');
-                        (
-                            [("content-type", "application/x-git-upload-pack-result")],
-                            body,
-                        )
-                    }),
-                );
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             tx.send(listener.local_addr().unwrap()).unwrap();
             axum::serve(listener, app).await.unwrap();

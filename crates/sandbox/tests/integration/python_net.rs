@@ -15,7 +15,7 @@ use axum::response::{Html, IntoResponse};
 use axum::routing::get;
 use wasmsand::{NetLimits, Sandbox, SandboxOptions};
 
-use crate::network::{policy, sandbox, secure_sandbox, server, tls_server};
+use crate::network::{policy, sandbox, secure_sandbox, serve, server, tls_server};
 
 /// Runs `code` as a Python program; its stdout, with stderr on failure.
 fn py(sb: &Sandbox, code: &str) -> (i32, String, String) {
@@ -255,52 +255,40 @@ fn index_server(wheels: PathBuf) -> SocketAddr {
     );
     projects.insert("srconly".into(), vec!["srconly-1.0.tar.gz".into()]);
     let projects = Arc::new(projects);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listing = projects.clone();
-            let app = Router::new()
-                .route(
-                    "/simple/{project}/",
-                    get(move |UrlPath(project): UrlPath<String>| {
-                        let projects = listing.clone();
-                        async move {
-                            let Some(files) = projects.get(&project) else {
-                                return (StatusCode::NOT_FOUND, "no such project").into_response();
-                            };
-                            let links: String = files
-                                .iter()
-                                .map(|f| format!("<a href=\"/files/{f}\">{f}</a><br>\n"))
-                                .collect();
-                            Html(format!(
-                                "<!DOCTYPE html><html><body>\n{links}</body></html>"
-                            ))
-                            .into_response()
-                        }
-                    }),
-                )
-                .route(
-                    "/files/{file}",
-                    get(move |UrlPath(file): UrlPath<String>| {
-                        let wheels = wheels.clone();
-                        async move {
-                            match std::fs::read(wheels.join(&file)) {
-                                Ok(bytes) if !file.contains('/') => bytes.into_response(),
-                                _ => (StatusCode::NOT_FOUND, "no such file").into_response(),
-                            }
-                        }
-                    }),
-                );
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap()).unwrap();
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    rx.recv().unwrap()
+    let listing = projects.clone();
+    let app = Router::new()
+        .route(
+            "/simple/{project}/",
+            get(move |UrlPath(project): UrlPath<String>| {
+                let projects = listing.clone();
+                async move {
+                    let Some(files) = projects.get(&project) else {
+                        return (StatusCode::NOT_FOUND, "no such project").into_response();
+                    };
+                    let links: String = files
+                        .iter()
+                        .map(|f| format!("<a href=\"/files/{f}\">{f}</a><br>\n"))
+                        .collect();
+                    Html(format!(
+                        "<!DOCTYPE html><html><body>\n{links}</body></html>"
+                    ))
+                    .into_response()
+                }
+            }),
+        )
+        .route(
+            "/files/{file}",
+            get(move |UrlPath(file): UrlPath<String>| {
+                let wheels = wheels.clone();
+                async move {
+                    match std::fs::read(wheels.join(&file)) {
+                        Ok(bytes) if !file.contains('/') => bytes.into_response(),
+                        _ => (StatusCode::NOT_FOUND, "no such file").into_response(),
+                    }
+                }
+            }),
+        );
+    serve(app)
 }
 
 #[test]
