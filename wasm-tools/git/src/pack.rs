@@ -495,16 +495,21 @@ impl Pack {
         &self.idx[start..start + 20]
     }
 
-    fn find(&self, id: &Oid) -> Option<usize> {
+    /// The index positions of the ids whose first byte is `first` (the fan-out table).
+    fn bucket(&self, first: u8) -> std::ops::Range<usize> {
         let fan = |b: usize| {
             u32::from_be_bytes(self.idx[8 + b * 4..12 + b * 4].try_into().unwrap()) as usize
         };
-        let lo = if id[0] == 0 {
+        let lo = if first == 0 {
             0
         } else {
-            fan(id[0] as usize - 1)
+            fan(first as usize - 1)
         };
-        let hi = fan(id[0] as usize).min(self.count);
+        lo.min(self.count)..fan(first as usize).min(self.count)
+    }
+
+    fn find(&self, id: &Oid) -> Option<usize> {
+        let std::ops::Range { start: lo, end: hi } = self.bucket(id[0]);
         let (mut lo, mut hi) = (lo, hi);
         while lo < hi {
             let mid = (lo + hi) / 2;
@@ -536,7 +541,12 @@ impl Pack {
 
     /// Ids in the pack starting with the hex `prefix`.
     pub fn with_prefix(&self, prefix: &str) -> Vec<Oid> {
-        (0..self.count)
+        // The first two digits name the fan-out bucket: only its ids need looking at.
+        let range = match prefix.get(..2).and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            Some(first) => self.bucket(first),
+            None => 0..self.count,
+        };
+        range
             .map(|i| -> Oid { self.id_at(i).try_into().unwrap() })
             .filter(|id| hex(id).starts_with(prefix))
             .collect()

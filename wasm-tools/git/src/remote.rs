@@ -1441,8 +1441,12 @@ pub fn tracking(r: &Repo, branch: &str) -> Option<(String, usize, usize)> {
     let merge = config_get(Some(r), &format!("branch.{branch}.merge"))?;
     let b = merge.strip_prefix("refs/heads/")?;
     let up = format!("{remote}/{b}");
-    let theirs = r.read_ref(&format!("refs/remotes/{up}"));
+    let theirs = r.read_ref(&format!("refs/remotes/{up}"))?;
     let ours = r.head_oid();
+    // Just cloned, fetched or pulled: nothing to walk.
+    if Some(theirs) == ours {
+        return Some((up, 0, 0));
+    }
     let reach = |o: Option<Oid>| -> BTreeSet<Oid> {
         let mut seen = BTreeSet::new();
         let mut stack: Vec<Oid> = o.into_iter().collect();
@@ -1456,9 +1460,8 @@ pub fn tracking(r: &Repo, branch: &str) -> Option<(String, usize, usize)> {
         }
         seen
     };
-    theirs?;
     let a = reach(ours);
-    let t = reach(theirs);
+    let t = reach(Some(theirs));
     Some((up, a.difference(&t).count(), t.difference(&a).count()))
 }
 
