@@ -224,8 +224,8 @@ async fn a_python_container_reaches_only_what_the_policy_allows() {
             .srv
             .post(
                 "/sessions",
-                json!({ "runtime": "docker", "base_image": "python:3.11-slim",
-                        "network_policy": "allowlist" }),
+                json!({ "spec_version": "1.0", "runtime": "docker",
+                        "base_image": "python:3.11-slim", "network_policy": "allowlist" }),
             )
             .await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
