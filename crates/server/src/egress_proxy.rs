@@ -256,6 +256,7 @@ impl Seal {
             "ACCEPT",
         ]);
         ensure("iptables", &accept).await?;
+        forget_dead_openings(iface, gateway, port).await;
         Ok(Seal { accept })
     }
 
@@ -264,6 +265,42 @@ impl Seal {
         let mut del = vec!["-D".to_string(), "INPUT".into()];
         del.extend_from_slice(&self.accept);
         let _ = iptables("iptables", &del).await;
+    }
+}
+
+/// Removes the openings of proxies that are gone (a service that crashed or was killed could
+/// not take its own away): an ACCEPT for a port on the gateway where nothing listens any
+/// more. Live proxies of other instances answer, and keep theirs.
+async fn forget_dead_openings(iface: &str, gateway: IpAddr, ours: u16) {
+    let Ok(out) = tokio::process::Command::new("iptables")
+        .args(["-w", "-S", "INPUT"])
+        .output()
+        .await
+    else {
+        return;
+    };
+    let prefix = format!("-A INPUT -d {gateway}/32 -i {iface} -p tcp -m tcp --dport ");
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some(port) = line
+            .strip_prefix(&prefix)
+            .and_then(|r| r.strip_suffix(" -j ACCEPT"))
+            .and_then(|p| p.parse::<u16>().ok())
+        else {
+            continue;
+        };
+        let connect = TcpStream::connect((gateway, port));
+        let refused = matches!(
+            tokio::time::timeout(Duration::from_secs(1), connect).await,
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused
+        );
+        if port != ours && refused {
+            let rule: Vec<String> = line
+                .replacen("-A ", "-D ", 1)
+                .split(' ')
+                .map(String::from)
+                .collect();
+            let _ = iptables("iptables", &rule).await;
+        }
     }
 }
 
