@@ -54,6 +54,9 @@ pub struct Recipe {
     pub env: &'static [(&'static str, &'static str)],
     /// Whether the toolchain needs an exec-allowed scratch directory.
     pub exec_scratch: bool,
+    /// Shell commands run on the finished root filesystem (`$1`), for what a package gets
+    /// wrong in a sandbox.
+    pub fixes: &'static [&'static str],
     /// What a user should know (shown by `/runtimes`).
     pub note: &'static str,
 }
@@ -71,6 +74,7 @@ pub const RECIPES: &[Recipe] = &[
         version_of: Some("python3"),
         env: &[("PYTHONUNBUFFERED", "1"), ("PIP_NO_CACHE_DIR", "1")],
         exec_scratch: false,
+        fixes: &[],
         note: "Debian's CPython 3.11 with pip and venv",
     },
     Recipe {
@@ -82,6 +86,7 @@ pub const RECIPES: &[Recipe] = &[
             ("NPM_CONFIG_UPDATE_NOTIFIER", "false"),
         ],
         exec_scratch: false,
+        fixes: &[],
         note: "Debian's Node.js 18 (Debian 12 has no Node.js 20) with npm",
     },
     Recipe {
@@ -97,15 +102,27 @@ pub const RECIPES: &[Recipe] = &[
             ("CGO_ENABLED", "0"),
         ],
         exec_scratch: true,
+        fixes: &[],
         note: "Debian's Go 1.19 (Debian 12 has no Go 1.22); `go run` and `go test` build in /opt/exec",
     },
     Recipe {
         name: "java",
-        packages: &["openjdk-17-jdk-headless"],
+        packages: &["openjdk-17-jdk-headless", "maven"],
         version_of: Some("openjdk-17-jdk-headless"),
-        env: &[],
+        // Maven's downloads are a cache, like Go's and npm's: out of the workspace.
+        env: &[("MAVEN_OPTS", "-Dmaven.repo.local=/tmp/m2/repository")],
         exec_scratch: false,
-        note: "Debian's OpenJDK 17 JDK (javac and java)",
+        fixes: &[
+            // Debian's Maven 3.8.7 with its jansi 2 writes raw ANSI resets even in batch mode
+            // and into pipes; runs never have a terminal, and without jansi Maven prints
+            // plain text.
+            "rm -f \"$1/usr/share/maven/lib/jansi.jar\"",
+            // `mvn` finds its home by parsing `ls -ld` of the symlink it was run through, and
+            // under Debian's runsc `ls -l` fails (its statx refuses AT_NO_AUTOMOUNT): run
+            // through a script instead of a symlink, it has nothing to resolve.
+            "rm \"$1/usr/bin/mvn\" && printf '#!/bin/sh\\nexec /usr/share/maven/bin/mvn \"$@\"\\n' >\"$1/usr/bin/mvn\" && chmod 755 \"$1/usr/bin/mvn\"",
+        ],
+        note: "Debian's OpenJDK 17 JDK (javac and java) with Maven 3.8",
     },
     Recipe {
         name: "generic",
@@ -113,6 +130,7 @@ pub const RECIPES: &[Recipe] = &[
         version_of: None,
         env: &[],
         exec_scratch: false,
+        fixes: &[],
         note: "Debian with bash, coreutils, git and make",
     },
 ];
@@ -139,7 +157,7 @@ impl Recipe {
             .copied()
             .collect();
         packages.sort();
-        let canonical = serde_json::json!({
+        let mut canonical = serde_json::json!({
             "format": FORMAT,
             "suite": SUITE,
             "sources": SOURCES,
@@ -149,6 +167,10 @@ impl Recipe {
             "env": self.env,
             "exec_scratch": self.exec_scratch,
         });
+        // Only where there are any, so that images without fixes keep their hashes.
+        if !self.fixes.is_empty() {
+            canonical["fixes"] = serde_json::json!(self.fixes);
+        }
         hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
     }
 }
@@ -234,6 +256,28 @@ pub enum BuildError {
     Build(String),
 }
 
+/// Removes the tarballs of earlier recipes of image `name` (several hundred MB each, and
+/// never imported again once the recipe changed).
+fn forget_older(cache_dir: &Path, name: &str, current: &Path) {
+    let Ok(entries) = std::fs::read_dir(cache_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let file = entry.file_name();
+        let Some(hash) = file.to_str().and_then(|f| {
+            f.strip_prefix(name)?
+                .strip_prefix('-')?
+                .strip_suffix(".tar")
+        }) else {
+            continue;
+        };
+        if path != current && hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
 /// Builds (or finds) the image of `recipe`: a no-op when the engine has an image of this
 /// recipe, an import when the cache holds its tarball, else a full `mmdebstrap` build.
 /// Returns the image.
@@ -275,6 +319,7 @@ pub async fn build(
         .cloned()
         .unwrap_or_else(|| "latest".into());
     let image = import(engine, recipe, &tarball, &tag, &versions).await?;
+    forget_older(cache_dir, name, &tarball);
     progress(&format!(
         "{name}: built {}:{tag} ({})",
         recipe.repository(),
@@ -317,6 +362,7 @@ async fn mmdebstrap(
             crate::spec::EXEC_SCRATCH,
             crate::spec::EXEC_SCRATCH
         ))
+        .args(recipe.fixes.iter().map(|f| format!("--customize-hook={f}")))
         .arg(format!(
             "--customize-hook=find \"$1/var/cache/apt/archives\" -name '*.deb' -exec cp -n -t '{debs_q}' {{}} +"
         ))
@@ -528,6 +574,42 @@ mod tests {
         assert_eq!(recipe("wasmsand/go:current").unwrap().name, "go");
         assert_eq!(recipe("python").unwrap().name, "python");
         assert!(recipe("dotnet").is_none());
+    }
+
+    #[test]
+    fn a_new_recipe_removes_only_its_own_older_tarballs() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = [
+            "java-11499f435856fcda.tar",
+            "java-a8b75c803234d60a.tar",
+            "javascript-11499f435856fcda.tar",
+            "python-5a5cbf8447059476.tar",
+            "java-notes.tar",
+            "java-a8b75c803234d60a.partial.tar",
+        ];
+        for n in names {
+            std::fs::write(dir.path().join(n), b"x").unwrap();
+        }
+        forget_older(
+            dir.path(),
+            "java",
+            &dir.path().join("java-a8b75c803234d60a.tar"),
+        );
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            names[1..]
+                .iter()
+                .copied()
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .map(String::from)
+                .collect::<Vec<_>>()
+        );
     }
 
     #[test]
