@@ -9,7 +9,9 @@
 //! bytes are capped per run ([`NetLimits`]); a request also counts as one host call.
 //!
 //! Request: `{"v":1,"id":N,"op":"http","method":M,"url":U,"headers":[[K,V],...],
-//! "body":BASE64?,"timeout_ms":T?}`. Answer: `{"v":1,"id":N,"ok":true,"status":S,
+//! "body":BASE64?,"timeout_ms":T?,"addr":A?}`. `addr` is the address the program itself names
+//! for the URL's host (curl's `--resolve`): used when the run pinned the name to it or a rule
+//! allows it as an address, else refused as `dns_mismatch`. Answer: `{"v":1,"id":N,"ok":true,"status":S,
 //! "reason":R,"version":"HTTP/1.1","headers":[[K,V],...],"body":BASE64,"truncated":bool,
 //! "ip":A}` or `{"v":1,"id":N,"ok":false,"error":{"kind":K,"message":M}}`, `kind` one of
 //! `denied`, `limit`, `resolve`, `connect`, `timeout`, `tls`, `bad_request`, `unsupported`.
@@ -160,7 +162,7 @@ impl Gate {
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         let ip = door
             .take_request()
-            .and_then(|()| door.pick(bare, bare.parse().ok(), true))
+            .and_then(|()| door.pick(bare, bare.parse().ok(), None, true))
             .map(|(ip, _)| ip)
             .map_err(|r| GateRefusal {
                 kind: r.kind,
@@ -335,16 +337,18 @@ impl Door {
             .filter(|h| !h.is_empty())
             .ok_or_else(|| refuse("bad_request", "no host"))?;
         let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let (ip, _) = self.pick(bare, bare.parse().ok(), false)?;
+        let (ip, _) = self.pick(bare, bare.parse().ok(), None, false)?;
         Ok(json!({ "ip": ip.to_string() }))
     }
 
-    /// The address to connect to for `host`, by the policy and the run's pins. Denials are
-    /// always reported, allowances when `report_allowed`.
+    /// The address to connect to for `host`, by the policy and the run's pins; `claimed` is
+    /// an address the program names for it itself. Denials are always reported, allowances
+    /// when `report_allowed`.
     fn pick(
         &self,
         host: &str,
         literal: Option<IpAddr>,
+        claimed: Option<IpAddr>,
         report_allowed: bool,
     ) -> Result<(IpAddr, String), Refusal> {
         let allowed = |rule: Option<String>, ip: IpAddr| {
@@ -375,6 +379,15 @@ impl Door {
             };
         }
         let name = normalize_host(host);
+        if let Some(ip) = claimed {
+            // An address the policy allows as an address needs no name behind it.
+            let d = policy.check_addr(None, ip);
+            if d.allowed() {
+                let rule = d.matched_rule.clone().unwrap_or_default();
+                allowed(d.matched_rule, ip);
+                return Ok((ip, rule));
+            }
+        }
         let fixed = self.net.resolve.get(&name);
         if policy.host_rule(&name).is_none() && fixed.is_none() {
             self.report(host, None, None, Some(DenyReason::NoMatch));
@@ -403,6 +416,30 @@ impl Door {
                     self.pins.lock().entry(name.clone()).or_insert(a).clone()
                 }
             }
+        };
+        if let Some(ip) = claimed
+            && !addrs.contains(&ip)
+        {
+            self.report(
+                host,
+                Some(ip),
+                policy.host_rule(&name).map(ToString::to_string),
+                Some(DenyReason::DnsMismatch),
+            );
+            let pinned: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+            return Err(refuse(
+                "denied",
+                format!(
+                    "blocked by sandbox network policy: host {name} is pinned to {} for this \
+                     run, not {ip} ({})",
+                    pinned.join(", "),
+                    self.rules()
+                ),
+            ));
+        }
+        let addrs = match claimed {
+            Some(ip) => vec![ip],
+            None => addrs,
         };
         let mut first_refusal = None;
         for ip in addrs {
@@ -457,8 +494,17 @@ impl Door {
             None => return Err(refuse("bad_request", "URL has no host")),
         };
         let port = url.port_or_known_default().unwrap_or(80);
+        let claimed = match req.get("addr").and_then(Value::as_str) {
+            Some(a) => Some(
+                a.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<IpAddr>()
+                    .map_err(|_| refuse("bad_request", format!("{a:?} is not an address")))?,
+            ),
+            None => None,
+        };
         self.take_request()?;
-        let (ip, _rule) = self.pick(&host, literal, true)?;
+        let (ip, _rule) = self.pick(&host, literal, claimed, true)?;
         let method = hyper::Method::from_bytes(req["method"].as_str().unwrap_or("GET").as_bytes())
             .map_err(|_| refuse("bad_request", "bad method"))?;
         let mut headers = hyper::HeaderMap::new();

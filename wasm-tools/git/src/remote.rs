@@ -237,6 +237,7 @@ fn discover(remote: &Remote) -> Result<Advert, String> {
             headers: &h,
             body: None,
             timeout_ms: None,
+            addr: None,
         })
         .map_err(|f| unable(remote, &f.message))?;
         if matches!(resp.status, 301 | 302 | 303 | 307 | 308)
@@ -389,6 +390,7 @@ fn upload_pack(
         headers: &h,
         body: Some(body.as_bytes()),
         timeout_ms: None,
+        addr: None,
     })
     .map_err(|f| unable(remote, &f.message))?;
     if resp.status != 200 {

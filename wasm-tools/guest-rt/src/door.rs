@@ -128,6 +128,9 @@ pub struct Request<'a> {
     pub body: Option<&'a [u8]>,
     /// The caller's own time limit (the host's per-request cap still applies).
     pub timeout_ms: Option<u64>,
+    /// The address the caller names for the URL's host itself (curl's `--resolve`); the host
+    /// refuses it unless the run pinned the name to it or a rule allows the address.
+    pub addr: Option<&'a str>,
 }
 
 /// Sends `r` through the door.
@@ -141,6 +144,9 @@ pub fn send(r: &Request) -> Result<Response, Fail> {
     }
     if let Some(t) = r.timeout_ms {
         frame["timeout_ms"] = json!(t);
+    }
+    if let Some(a) = r.addr {
+        frame["addr"] = json!(a);
     }
     let v = call(&frame)?;
     let headers = v["headers"]

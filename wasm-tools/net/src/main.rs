@@ -60,6 +60,8 @@ struct Curl {
     write_out: Option<String>,
     max_time_ms: Option<u64>,
     verbose: bool,
+    /// `--resolve HOST:PORT:ADDR`: (host in lower case, port, address).
+    resolve: Vec<(String, u16, String)>,
 }
 
 fn curl_usage(msg: &str) -> i32 {
@@ -195,6 +197,14 @@ fn parse_curl(args: &[String]) -> Result<Curl, i32> {
                 })?;
             }
             "--url" => c.urls.push(value(&mut i, &a)?),
+            "--resolve" => {
+                let v = value(&mut i, &a)?;
+                c.resolve.push(parse_resolve(&v).ok_or_else(|| {
+                    curl_usage(&format!(
+                        "option --resolve: {v:?} is not HOST:PORT:ADDRESS[,ADDRESS]..."
+                    ))
+                })?);
+            }
             _ if a.starts_with('-') && a != "-" => {
                 return Err(curl_usage(&format!("option {a}: is unknown")));
             }
@@ -213,6 +223,51 @@ fn parse_curl(args: &[String]) -> Result<Curl, i32> {
         c.data = Some(joined);
     }
     Ok(c)
+}
+
+/// `[+]HOST:PORT:ADDR[,ADDR]...` (curl's `--resolve`; an address may be `[v6]`). Only the
+/// first address is used: the host decides whether the run may connect to it.
+fn parse_resolve(v: &str) -> Option<(String, u16, String)> {
+    let v = v.strip_prefix('+').unwrap_or(v);
+    let (host, rest) = v.split_once(':')?;
+    let (port, addrs) = rest.split_once(':')?;
+    let first = addrs.split(',').next()?.trim();
+    let bare = first.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() || bare.parse::<std::net::IpAddr>().is_err() {
+        return None;
+    }
+    Some((
+        host.to_ascii_lowercase(),
+        port.parse().ok()?,
+        bare.to_string(),
+    ))
+}
+
+/// The host (lower case, IPv6 without brackets) and port of an `http(s)` URL.
+fn url_host_port(url: &str) -> Option<(String, u16)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let default = if scheme.eq_ignore_ascii_case("https") {
+        443
+    } else {
+        80
+    };
+    let (host, port) = match hostport.strip_prefix('[') {
+        Some(v6) => {
+            let (h, after) = v6.split_once(']')?;
+            (h, after.strip_prefix(':'))
+        }
+        None => match hostport.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (hostport, None),
+        },
+    };
+    let port = match port {
+        Some(p) if !p.is_empty() => p.parse().ok()?,
+        _ => default,
+    };
+    Some((host.to_ascii_lowercase(), port))
 }
 
 /// curl's exit code and message for a request the door refused.
@@ -307,12 +362,20 @@ fn curl(args: &[String]) -> i32 {
             if c.verbose {
                 eprintln!("> {method} {current}");
             }
+            // Each hop of a redirect is matched again, as curl does.
+            let addr = url_host_port(&current).and_then(|(h, p)| {
+                c.resolve
+                    .iter()
+                    .find(|(rh, rp, _)| *rh == h && *rp == p)
+                    .map(|(_, _, a)| a.as_str())
+            });
             let r = send(&Request {
                 method: &method,
                 url: &current,
                 headers: &headers,
                 body: body.as_deref(),
                 timeout_ms: c.max_time_ms,
+                addr,
             });
             let resp = match r {
                 Ok(r) => r,
@@ -525,6 +588,7 @@ fn wget(args: &[String]) -> i32 {
                 headers: &headers,
                 body: body.as_deref(),
                 timeout_ms,
+                addr: None,
             });
             let resp = match r {
                 Ok(r) => r,
@@ -610,6 +674,32 @@ mod tests {
         );
         assert_eq!(remote_name("http://a.test/"), "");
         assert_eq!(remote_name("http://a.test"), "");
+    }
+
+    #[test]
+    fn resolve_entries_and_url_hosts() {
+        assert_eq!(
+            parse_resolve("Pkgs.Test:443:10.0.0.5,10.0.0.6"),
+            Some(("pkgs.test".into(), 443, "10.0.0.5".into()))
+        );
+        assert_eq!(
+            parse_resolve("+h:80:[::1]"),
+            Some(("h".into(), 80, "::1".into()))
+        );
+        assert_eq!(parse_resolve("h:80:nowhere"), None);
+        assert_eq!(parse_resolve("h:x:1.2.3.4"), None);
+        assert_eq!(parse_resolve("h:80"), None);
+        assert_eq!(
+            url_host_port("https://u:p@Example.org/x?y"),
+            Some(("example.org".into(), 443))
+        );
+        assert_eq!(
+            url_host_port("http://example.org:8080"),
+            Some(("example.org".into(), 8080))
+        );
+        assert_eq!(url_host_port("http://[::1]:81/"), Some(("::1".into(), 81)));
+        assert_eq!(url_host_port("http://[::1]/"), Some(("::1".into(), 80)));
+        assert_eq!(url_host_port("example.org"), None);
     }
 
     #[test]

@@ -511,3 +511,56 @@ fn names_are_pinned_for_the_run_and_resolved_again_by_the_next() {
         .collect();
     assert_eq!(ips, ["127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2"]);
 }
+
+/// curl's `--resolve` names an address for a host: the run connects there only when it pinned
+/// the name to it or a rule allows the address itself; any other is `dns_mismatch`.
+#[test]
+fn an_address_the_program_names_must_be_the_pinned_one() {
+    let port = server().port();
+    let (sb, events) = sandbox(policy(&["api.test"], &["127.0.0.1"]), NetLimits::default());
+    let url = format!("http://api.test:{port}/hello");
+    let r = sb
+        .run(&format!("curl -s --resolve api.test:{port}:127.0.0.1 {url}"))
+        .unwrap();
+    assert_eq!(r.stdout, "hello from the host\n", "{}", r.stderr);
+
+    let r = sb
+        .run(&format!(
+            "curl -sS --resolve api.test:{port}:127.0.0.3 {url}; echo \"exit=$?\""
+        ))
+        .unwrap();
+    assert_eq!(r.stdout, "exit=7\n");
+    assert!(
+        r.stderr.contains(
+            "curl: (7) blocked by sandbox network policy: host api.test is pinned to 127.0.0.1 \
+             for this run, not 127.0.0.3 (allowlist: hosts api.test; ips 127.0.0.1)"
+        ),
+        "{}",
+        r.stderr
+    );
+    let last = events.lock().last().cloned().unwrap();
+    assert_eq!(
+        last,
+        EgressEvent {
+            host: "api.test".into(),
+            ip: Some("127.0.0.3".parse().unwrap()),
+            matched_rule: Some("api.test".into()),
+            denied: Some("dns_mismatch"),
+        }
+    );
+
+    // An entry for another port does not apply; an address an ips rule allows needs no name
+    // behind it.
+    let r = sb
+        .run(&format!(
+            "curl -s --resolve api.test:1:127.0.0.3 {url}; \
+             curl -s --resolve nameless.test:{port}:127.0.0.1 http://nameless.test:{port}/hello"
+        ))
+        .unwrap();
+    assert_eq!(r.stdout, "hello from the host\n".repeat(2), "{}", r.stderr);
+    let r = sb
+        .run("curl --resolve api.test:80:nowhere http://api.test/; echo \"exit=$?\"")
+        .unwrap();
+    assert_eq!(r.stdout, "exit=2\n");
+    assert!(r.stderr.contains("option --resolve"), "{}", r.stderr);
+}
