@@ -48,7 +48,10 @@ start() {
     local runtimes=''
     if [ -x /usr/bin/runsc ]; then
         # --network=none: runsc does not set up the (empty) network namespace of --network none.
-        runtimes='"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--platform=ptrace", "--network=none"]}},'
+        # runsc-hostinet is the egress allowlist's: Debian's runsc cannot start its own network
+        # stack on Linux 6.11+ (gVisor issue 10704), so it uses the kernel's, inside the
+        # container's own network namespace.
+        runtimes='"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--platform=ptrace", "--network=none"]}, "runsc-hostinet": {"path": "/usr/bin/runsc", "runtimeArgs": ["--platform=ptrace", "--network=host"]}},'
     fi
     cat >"$DIR/daemon.json" <<JSON
 {

@@ -64,11 +64,6 @@ impl EgressProxy {
         self.addr
     }
 
-    /// `http://gateway:port`, for the containers' proxy variables.
-    pub(crate) fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
     /// Lets the container at `ip` through under `gate`.
     pub(crate) fn register(&self, ip: IpAddr, gate: Arc<Gate>) {
         self.clients.lock().insert(ip, gate);

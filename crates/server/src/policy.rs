@@ -38,6 +38,7 @@ pub fn effective_policy(c: &Config) -> Value {
         "SANDBOX_DOCKER_SECCOMP": c.docker.seccomp_profile.as_ref().map(|p| sha256_hex(p.as_bytes())),
         "SANDBOX_DOCKER_APPARMOR_PROFILE": c.docker.apparmor_profile,
         "SANDBOX_DOCKER_RUNTIME": c.docker.oci_runtime,
+        "SANDBOX_DOCKER_EGRESS_RUNTIME": c.docker.egress_oci_runtime,
         "SANDBOX_DOCKER_TMPFS_NOEXEC": c.docker.tmpfs_noexec,
         "SANDBOX_DOCKER_EXEC_SCRATCH_MB": c.docker.exec_scratch_mb,
         "SANDBOX_SUPPORTED_SPEC_VERSIONS": c.supported_spec_versions,

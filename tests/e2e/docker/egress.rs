@@ -154,6 +154,40 @@ impl Packages {
                 ]),
             ),
         );
+        // A Maven repository: the build extension wsext needs wsdep, whose jar carries a
+        // resource a Java program reads.
+        let group = "/maven2/org/wasmsand/test";
+        for (artifact, deps, jar) in [
+            (
+                "wsext",
+                "<dependencies><dependency><groupId>org.wasmsand.test</groupId>\
+                 <artifactId>wsdep</artifactId><version>1.0</version></dependency></dependencies>",
+                zip_of(&[("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")]),
+            ),
+            (
+                "wsdep",
+                "",
+                zip_of(&[
+                    ("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n"),
+                    ("greeting.txt", "hello from maven\n"),
+                ]),
+            ),
+        ] {
+            let pom = format!(
+                "<?xml version=\"1.0\"?>\n<project><modelVersion>4.0.0</modelVersion>\
+                 <groupId>org.wasmsand.test</groupId><artifactId>{artifact}</artifactId>\
+                 <version>1.0</version>{deps}</project>\n"
+            );
+            for (ext, ctype, body) in [
+                ("pom", "text/xml", pom.into_bytes()),
+                ("jar", "application/java-archive", jar),
+            ] {
+                let path = format!("{group}/{artifact}/1.0/{artifact}-1.0.{ext}");
+                let sha1 = hex::encode(sha1::Sha1::digest(&body));
+                files.insert(format!("{path}.sha1"), ("text/plain", sha1.into_bytes()));
+                files.insert(path, (ctype, body));
+            }
+        }
         files.insert(
             "/hello".into(),
             ("text/plain", b"hello through the proxy\n".to_vec()),
@@ -185,6 +219,13 @@ async fn package_host() -> SocketAddr {
 }
 
 async fn egress_server(name: &str) -> Option<DockerServer> {
+    egress_server_with(name, |_| {}).await
+}
+
+async fn egress_server_with(
+    name: &str,
+    f: impl FnOnce(&mut wasmsand_server::Config),
+) -> Option<DockerServer> {
     DockerServer::with(name, |c| {
         c.egress_allowlist =
             wasmsand::egress::EgressPolicy::parse(&wasmsand::egress::EgressAllowlist {
@@ -195,6 +236,7 @@ async fn egress_server(name: &str) -> Option<DockerServer> {
             .unwrap();
         c.egress_resolve
             .insert("pkgs.test".into(), vec!["127.0.0.1".parse().unwrap()]);
+        f(c);
     })
     .await
 }
@@ -214,11 +256,16 @@ async fn run_in(d: &DockerServer, sid: &str, script: &str, extra: Value) -> (Val
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_container_reaches_only_what_the_policy_allows() {
     let pkgs = package_host().await;
-    let Some(d) = egress_server("egress-py").await else {
-        return;
-    };
     if super::gvisor() {
-        // Debian's runsc runs only with its network off: refused up front, saying why.
+        // The runsc of the other containers has no network: without a runsc for the
+        // allowlist's containers, refused up front, saying why.
+        let Some(d) = egress_server_with("egress-py-nonet", |c| {
+            c.docker.egress_oci_runtime = None;
+        })
+        .await
+        else {
+            return;
+        };
         assert_eq!(d.docker_entry().await["egress_allowlist_supported"], false);
         let (s, _, v) = d
             .srv
@@ -237,8 +284,10 @@ async fn a_python_container_reaches_only_what_the_policy_allows() {
             "{v}"
         );
         d.finish().await;
-        return;
     }
+    let Some(d) = egress_server("egress-py").await else {
+        return;
+    };
     assert_eq!(d.docker_entry().await["egress_allowlist_supported"], true);
     let port = pkgs.port();
     // A host service on every address, as a database or an admin port might be.
@@ -417,11 +466,6 @@ async fn npm_and_go_install_through_the_proxy() {
     let Some(d) = egress_server("egress-npm-go").await else {
         return;
     };
-    if super::gvisor() {
-        // Refused under gVisor (the Python test checks how).
-        d.finish().await;
-        return;
-    }
     let port = pkgs.port();
     let policy = json!({ "network_policy": "allowlist",
         "egress_allowlist": { "hosts": ["pkgs.test"], "ips": ["127.0.0.1"] } });
@@ -465,6 +509,69 @@ async fn npm_and_go_install_through_the_proxy() {
         "hello from go\n",
         "{}",
         String::from_utf8_lossy(&output(&frames, "stderr"))
+    );
+    d.finish().await;
+}
+
+/// Java reads no proxy variables: the JVM gets the proxy as system properties, which Java's
+/// own HTTP client and Maven 3.8's transport both follow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_and_maven_fetch_through_the_proxy() {
+    let pkgs = package_host().await;
+    let Some(d) = egress_server("egress-java").await else {
+        return;
+    };
+    let port = pkgs.port();
+    let policy = json!({ "network_policy": "allowlist",
+        "egress_allowlist": { "hosts": ["pkgs.test"], "ips": ["127.0.0.1"] } });
+    let sid = d.session("eclipse-temurin:17", policy).await;
+    let repo = format!("http://pkgs.test:{port}/maven2");
+    // What an agent behind a company repository writes: one mirror for everything.
+    let settings = format!(
+        "<settings><mirrors><mirror><id>pkgs</id><mirrorOf>*</mirrorOf><url>{repo}</url>\
+         </mirror></mirrors></settings>\n"
+    );
+    let pom = "<project><modelVersion>4.0.0</modelVersion><groupId>demo</groupId>\
+        <artifactId>demo</artifactId><version>1</version><packaging>pom</packaging></project>\n";
+    // A core extension: resolved, with its dependencies, before the build reads the project.
+    let extensions = "<extensions><extension><groupId>org.wasmsand.test</groupId>\
+        <artifactId>wsext</artifactId><version>1.0</version></extension></extensions>\n";
+    let main = format!(
+        r#"import java.net.URI;
+import java.net.http.*;
+
+public class Main {{
+    public static void main(String[] args) throws Exception {{
+        var greeting = Main.class.getResourceAsStream("/greeting.txt").readAllBytes();
+        System.out.print(new String(greeting));
+        var client = HttpClient.newHttpClient();
+        for (var host : new String[] {{"pkgs.test", "nowhere.test"}}) {{
+            var req = HttpRequest.newBuilder(URI.create("http://" + host + ":{port}/hello")).build();
+            var res = client.send(req, HttpResponse.BodyHandlers.ofString());
+            System.out.print(host + " " + res.statusCode() + " " + res.body());
+        }}
+    }}
+}}
+"#
+    );
+    let (status, frames) = run_in(
+        &d,
+        &sid,
+        "mvn -B -q -s settings.xml validate && javac -d out Main.java && \
+         java -cp out:/tmp/m2/repository/org/wasmsand/test/wsdep/1.0/wsdep-1.0.jar Main",
+        json!({ "files": inline(&[("settings.xml", &settings), ("pom.xml", pom),
+                    (".mvn/extensions.xml", extensions), ("Main.java", &main)]),
+                "timeout_sec": 300 }),
+    )
+    .await;
+    assert_completed(&status, &frames);
+    let out = stdout(&frames);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "hello from maven", "{out}");
+    assert_eq!(lines[1], "pkgs.test 200 hello through the proxy", "{out}");
+    assert!(
+        lines[2].starts_with("nowhere.test 403 blocked by sandbox network policy"),
+        "{out}"
     );
     d.finish().await;
 }

@@ -60,6 +60,9 @@ pub(crate) fn oci_runtime() -> String {
     std::env::var("WASMSAND_TEST_DOCKER_RUNTIME").unwrap_or_else(|_| "runc".into())
 }
 
+/// The runsc that scripts/dockerd.sh registers for containers with an egress allowlist.
+pub(crate) const GVISOR_EGRESS_RUNTIME: &str = "runsc-hostinet";
+
 pub(crate) fn gvisor() -> bool {
     oci_runtime() == "runsc"
 }
@@ -101,6 +104,9 @@ impl DockerServer {
             c.docker.instance = Some(inst);
             // The docker stage runs this suite a second time under gVisor.
             c.docker.oci_runtime = oci_runtime();
+            if gvisor() {
+                c.docker.egress_oci_runtime = Some(GVISOR_EGRESS_RUNTIME.into());
+            }
             f(c);
         })
         .await;
@@ -216,12 +222,14 @@ pub(crate) fn inline(files: &[(&str, &str)]) -> Value {
     )
 }
 
-/// The run completed; its stderr is in the message when it did not.
+/// The run completed; its output is in the message when it did not (some tools, Maven
+/// among them, report their errors on stdout).
 pub(crate) fn assert_completed(status: &Value, frames: &[Value]) {
     assert_eq!(
         status["phase"],
         "completed",
-        "{status} {}",
+        "{status}\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&crate::service::common::output(frames, "stdout")),
         String::from_utf8_lossy(&crate::service::common::output(frames, "stderr"))
     );
 }

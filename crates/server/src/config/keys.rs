@@ -518,6 +518,16 @@ pub static KEYS: &[Key] = &[
         doc: "OCI runtime of the containers: `runc`, or `runsc` (gVisor, registered with dockerd); in the policy hash",
     },
     Key {
+        name: "SANDBOX_DOCKER_EGRESS_RUNTIME",
+        apply: |r, v| {
+            let v = v.trim();
+            r.config.docker.egress_oci_runtime = (!v.is_empty()).then(|| v.to_string());
+            Ok(())
+        },
+        default: Shown::Text("unset"),
+        doc: "under `runsc`: the OCI runtime of containers with an egress allowlist, a runsc registered with `--network=host` (Debian's runsc cannot start its own network stack on Linux 6.11 and later); unset: no egress allowlist under gVisor; in the policy hash",
+    },
+    Key {
         name: "SANDBOX_DOCKER_INSTANCE",
         apply: |r, v| {
             let v = v.trim();

@@ -222,6 +222,10 @@ pub struct DockerConfig {
     /// `SANDBOX_DOCKER_RUNTIME` (`runc`): the OCI runtime of the containers; `runsc` is
     /// gVisor, which must be registered with the engine.
     pub oci_runtime: String,
+    /// `SANDBOX_DOCKER_EGRESS_RUNTIME`: under `runsc`, the OCI runtime of the containers with
+    /// an egress allowlist (a runsc registered with `--network=host`), `None`: no allowlist
+    /// under gVisor.
+    pub egress_oci_runtime: Option<String>,
     /// `SANDBOX_DOCKER_INSTANCE`: this instance's label on the engine (default: an id kept in
     /// the data directory). Replicas sharing an engine need distinct ones.
     pub instance: Option<String>,
@@ -252,6 +256,7 @@ impl Default for DockerConfig {
             enabled: true,
             host: "unix:///var/run/docker.sock".into(),
             oci_runtime: "runc".into(),
+            egress_oci_runtime: None,
             instance: None,
             default_mem_mb: 512,
             max_containers: 64,
@@ -402,6 +407,14 @@ impl Config {
             return Err(format!(
                 "SANDBOX_DOCKER_RUNTIME: `runc` or `runsc` (gVisor), not {:?}",
                 self.docker.oci_runtime
+            ));
+        }
+        if let Some(r) = &self.docker.egress_oci_runtime
+            && self.docker.oci_runtime != "runsc"
+        {
+            return Err(format!(
+                "SANDBOX_DOCKER_EGRESS_RUNTIME ({r:?}) applies only under SANDBOX_DOCKER_RUNTIME=runsc: \
+                 runc's containers reach the egress proxy as they are"
             ));
         }
         if self.docker.apparmor_profile.is_some()

@@ -2,7 +2,7 @@
 //! image built from Debian's packages by `sandboxd images build`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -186,18 +186,30 @@ impl DockerRuntime {
         {
             return s.clone();
         }
-        let s = self.engine.info().await.map_err(|e| e.to_string()).and_then(|info| {
-            let wanted = &self.settings().oci_runtime;
-            if info.runtimes.iter().any(|r| r == wanted) {
+        let s = self
+            .engine
+            .info()
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|info| {
+                let d = self.settings();
+                let wanted = [
+                    Some((&d.oci_runtime, "SANDBOX_DOCKER_RUNTIME")),
+                    d.egress_oci_runtime
+                        .as_ref()
+                        .map(|r| (r, "SANDBOX_DOCKER_EGRESS_RUNTIME")),
+                ];
+                for (wanted, key) in wanted.into_iter().flatten() {
+                    if !info.runtimes.iter().any(|r| r == wanted) {
+                        return Err(format!(
+                            "the OCI runtime {wanted:?} ({key}) is not registered with the Docker \
+                         engine, which has: {}; register it in dockerd's daemon.json",
+                            info.runtimes.join(", ")
+                        ));
+                    }
+                }
                 Ok(info)
-            } else {
-                Err(format!(
-                    "the OCI runtime {wanted:?} (SANDBOX_DOCKER_RUNTIME) is not registered with the \
-                     Docker engine, which has: {}; register it in dockerd's daemon.json",
-                    info.runtimes.join(", ")
-                ))
-            }
-        });
+            });
         let s = match s {
             Ok(info) if self.settings().oci_runtime == "runsc" => {
                 match self.runsc_probe.get_or_init(|| self.probe_runsc()).await {
@@ -404,9 +416,11 @@ impl Runtime for DockerRuntime {
     }
 
     fn egress_supported(&self) -> bool {
-        // Debian's runsc runs only with its network off (`--network=none`: it cannot take a
-        // network namespace here), so under gVisor a container has no way to the proxy.
-        self.settings().oci_runtime != "runsc"
+        // The runsc that runs the other containers has its network off (`--network=none`), and
+        // Debian's runsc cannot start its own network stack on Linux 6.11 and later (it takes
+        // every network namespace there for the host's): under gVisor, only a runsc with
+        // `--network=host`, inside the container's own namespace, reaches the proxy.
+        self.settings().oci_runtime != "runsc" || self.settings().egress_oci_runtime.is_some()
     }
 
     fn check_available(&self) -> Fut<'_, Result<(), ApiError>> {
@@ -448,8 +462,15 @@ impl Runtime for DockerRuntime {
                         .egress_proxy()
                         .await
                         .map_err(ProvisionError::Unavailable)?;
-                    for (k, v) in proxy_env(&proxy.url()) {
-                        env.entry(k).or_insert(v);
+                    for (k, v) in proxy_env(proxy.addr()) {
+                        match env.get_mut(&k) {
+                            // The box's own JVM options still apply, after the proxy's.
+                            Some(own) if k == JVM_OPTIONS => *own = format!("{v} {own}"),
+                            Some(_) => {}
+                            None => {
+                                env.insert(k, v);
+                            }
+                        }
                     }
                     Some(proxy)
                 }
@@ -541,11 +562,17 @@ impl Runtime for DockerRuntime {
                             "exec-allowed"
                         },
                     );
-                    if !self.egress_supported() {
-                        n.push_str(
-                            " No egress allowlist under runsc: Debian's gVisor runs only with \
-                             its network off here.",
-                        );
+                    match (&d.egress_oci_runtime, self.egress_supported()) {
+                        (_, false) => n.push_str(
+                            " No egress allowlist under runsc: its network is off, and Debian's \
+                             runsc cannot start its own network stack on Linux 6.11 and later \
+                             (SANDBOX_DOCKER_EGRESS_RUNTIME names a runsc with --network=host).",
+                        ),
+                        (Some(r), true) => n.push_str(&format!(
+                            " Containers with an egress allowlist run under {r}: gVisor with the \
+                             kernel's network stack inside the container's own namespace."
+                        )),
+                        (None, true) => {}
                     }
                     if !missing.is_empty() {
                         n.push_str(&format!(
@@ -776,7 +803,7 @@ impl Maker {
             tmp_mb: d.tmp_mb,
             noexec: d.tmpfs_noexec,
             exec_scratch_mb: exec_scratch.then_some(d.exec_scratch_mb),
-            oci_runtime: Some(d.oci_runtime.clone()),
+            oci_runtime: Some(oci_runtime_for(d, network.is_some())),
             seccomp: d.seccomp_profile.clone(),
             init_user: format!("{uid}:{uid}"),
             env: env.clone(),
@@ -824,16 +851,37 @@ struct DockerBox {
     egress: Option<Attached>,
 }
 
+/// The OCI runtime of a new container, with an egress allowlist or without.
+fn oci_runtime_for(d: &DockerConfig, egress: bool) -> String {
+    match (&d.egress_oci_runtime, egress) {
+        (Some(r), true) => r.clone(),
+        _ => d.oci_runtime.clone(),
+    }
+}
+
+/// The variable every JVM reads its options from (the JDK ignores `HTTPS_PROXY`).
+const JVM_OPTIONS: &str = "JAVA_TOOL_OPTIONS";
+
 /// What points a container's programs at the proxy: the variables curl, pip, npm, go, git
-/// and most HTTP libraries read (in both cases: some read only one).
-fn proxy_env(url: &str) -> Vec<(String, String)> {
+/// and most HTTP libraries read (in both cases: some read only one), and the system
+/// properties of Java's own clients and of Maven 3.8's transport.
+fn proxy_env(proxy: SocketAddr) -> Vec<(String, String)> {
+    let url = format!("http://{proxy}");
     let mut v = Vec::new();
     for k in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
-        v.push((k.to_string(), url.to_string()));
+        v.push((k.to_string(), url.clone()));
     }
     for k in ["NO_PROXY", "no_proxy"] {
         v.push((k.to_string(), "localhost,127.0.0.1,::1".to_string()));
     }
+    let (host, port) = (proxy.ip(), proxy.port());
+    v.push((
+        JVM_OPTIONS.to_string(),
+        format!(
+            "-Dhttp.proxyHost={host} -Dhttp.proxyPort={port} -Dhttps.proxyHost={host} \
+             -Dhttps.proxyPort={port} -Dhttp.nonProxyHosts=localhost|127.*|[::1]"
+        ),
+    ));
     v
 }
 
