@@ -38,6 +38,14 @@ const SOURCES: [&str; 3] = [
 /// sandbox). Not the manual pages: OpenJDK's postinst links into /usr/share/man/man1.
 const DPKG_EXCLUDES: [&str; 2] = ["/usr/share/doc/*", "/usr/share/locale/*"];
 
+/// Preloaded into every process of every image (`shim/statx_compat.c` says why), built by
+/// this crate's build script.
+const STATX_SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/statx_compat.so"));
+/// Its source, whose hash is in every recipe's (the compiled bytes vary with the compiler).
+const STATX_SHIM_SOURCE: &str = include_str!("../shim/statx_compat.c");
+/// Where images have it.
+const STATX_SHIM_PATH: &str = "/usr/lib/wasmsand/statx_compat.so";
+
 /// In every image besides minbase (which has bash, tar, find and setsid): `ps`, `top` and `kill`.
 const BASE_PACKAGES: [&str; 1] = ["procps"];
 
@@ -117,9 +125,9 @@ pub const RECIPES: &[Recipe] = &[
             // and into pipes; runs never have a terminal, and without jansi Maven prints
             // plain text.
             "rm -f \"$1/usr/share/maven/lib/jansi.jar\"",
-            // `mvn` finds its home by parsing `ls -ld` of the symlink it was run through, and
-            // under Debian's runsc `ls -l` fails (its statx refuses AT_NO_AUTOMOUNT): run
-            // through a script instead of a symlink, it has nothing to resolve.
+            // `mvn` finds its home by parsing `ls -ld` of the symlink it was run through,
+            // which depends on the statx shim under gVisor: run through a script instead of a
+            // symlink, it has nothing to resolve.
             "rm \"$1/usr/bin/mvn\" && printf '#!/bin/sh\\nexec /usr/share/maven/bin/mvn \"$@\"\\n' >\"$1/usr/bin/mvn\" && chmod 755 \"$1/usr/bin/mvn\"",
         ],
         note: "Debian's OpenJDK 17 JDK (javac and java) with Maven 3.8",
@@ -166,6 +174,7 @@ impl Recipe {
             "packages": packages,
             "env": self.env,
             "exec_scratch": self.exec_scratch,
+            "preload": hex::encode(Sha256::digest(STATX_SHIM_SOURCE.as_bytes())),
         });
         // Only where there are any, so that images without fixes keep their hashes.
         if !self.fixes.is_empty() {
@@ -346,6 +355,10 @@ async fn mmdebstrap(
         .copied()
         .collect();
     let debs_q = debs.display().to_string();
+    let shim = cache_dir.join("statx_compat.so");
+    std::fs::write(&shim, STATX_SHIM)
+        .map_err(|e| BuildError::Build(format!("cannot write {}: {e}", shim.display())))?;
+    let shim_q = shim.display().to_string();
     let mut cmd = tokio::process::Command::new("mmdebstrap");
     cmd.arg("--variant=minbase")
         .arg(format!("--include={}", packages.join(",")))
@@ -361,6 +374,9 @@ async fn mmdebstrap(
             "--customize-hook=mkdir -p -m 1777 \"$1/workspace\" \"$1{}\" && chmod 1777 \"$1/workspace\" \"$1{}\"",
             crate::spec::EXEC_SCRATCH,
             crate::spec::EXEC_SCRATCH
+        ))
+        .arg(format!(
+            "--customize-hook=install -D -m 0644 '{shim_q}' \"$1{STATX_SHIM_PATH}\" && echo {STATX_SHIM_PATH} >\"$1/etc/ld.so.preload\""
         ))
         .args(recipe.fixes.iter().map(|f| format!("--customize-hook={f}")))
         .arg(format!(

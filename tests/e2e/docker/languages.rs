@@ -156,3 +156,40 @@ async fn javac_compiles_and_java_runs() {
     check_docker_record(&status);
     d.finish().await;
 }
+
+/// `ls -l` and `stat` in every image, also under gVisor, whose Debian runsc refuses the statx
+/// flags Debian's coreutils pass (the images preload a shim that retries without them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ls_l_and_stat_work_in_every_image() {
+    let Some(d) = DockerServer::start("ls-l").await else {
+        return;
+    };
+    for image in [
+        "debian",
+        "python:3.11-slim",
+        "node:20",
+        "golang:1.22",
+        "eclipse-temurin:17",
+    ] {
+        let (_, frames, status) = d
+            .srv
+            .run(one_shot(
+                image,
+                &[
+                    "sh",
+                    "-c",
+                    "printf abc >f.txt && ls -l f.txt | cut -d' ' -f1,5 && stat -c '%s %F' f.txt \
+                     && ls -l /etc/hostname >/dev/null && cat /etc/ld.so.preload",
+                ],
+                json!({}),
+            ))
+            .await;
+        assert_completed(&status, &frames);
+        assert_eq!(
+            stdout(&frames),
+            "-rw-r--r-- 3\n3 regular file\n/usr/lib/wasmsand/statx_compat.so\n",
+            "{image}"
+        );
+    }
+    d.finish().await;
+}

@@ -520,7 +520,9 @@ fn an_address_the_program_names_must_be_the_pinned_one() {
     let (sb, events) = sandbox(policy(&["api.test"], &["127.0.0.1"]), NetLimits::default());
     let url = format!("http://api.test:{port}/hello");
     let r = sb
-        .run(&format!("curl -s --resolve api.test:{port}:127.0.0.1 {url}"))
+        .run(&format!(
+            "curl -s --resolve api.test:{port}:127.0.0.1 {url}"
+        ))
         .unwrap();
     assert_eq!(r.stdout, "hello from the host\n", "{}", r.stderr);
 
