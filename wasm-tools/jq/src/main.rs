@@ -8,8 +8,8 @@
 use jaq_core::data::{DataT, HasLut};
 use jaq_core::load::{Arena, File as JqFile, Loader};
 use jaq_core::{Compiler, Ctx, Lut, Vars, unwrap_valr};
-use jaq_json::Val;
 use jaq_json::write::Pp;
+use jaq_json::{Num, Rc, Val};
 use jaq_std::input::{HasInputs, Inputs, RcIter};
 use std::io::{self, Read, Write};
 
@@ -349,8 +349,16 @@ fn run() -> i32 {
                 parsed.extend(yaml_docs(data, name));
                 continue;
             }
+            // jq skips a byte-order mark at the start of a file.
+            let data = data.strip_prefix(b"\xef\xbb\xbf").unwrap_or(data);
             for v in jaq_json::read::parse_many(data) {
+                let failed = v.is_err();
                 parsed.push(v.map_err(|e| format!("{e} (while parsing '{name}')")));
+                // The parser does not move past what it cannot read: it would yield the same
+                // error forever. jq, too, stops at the first.
+                if failed {
+                    break;
+                }
             }
         }
         if o.slurp {
@@ -587,12 +595,81 @@ fn write_yaml_stream(out: &mut impl Write, docs: &[serde_json::Value]) -> io::Re
     out.write_all(text.as_bytes())
 }
 
+/// jq 1.6's text of a number: every number is a double, written with its shortest digits,
+/// in exponent form when the point would be more than 15 places past the digits or 4 before
+/// them (`1e+17`, `1e-05`, `12345678901234568`, `0.0001`); NaN is `null`, and the infinities
+/// are the largest doubles.
+fn jq_number(x: f64) -> Val {
+    if x.is_nan() {
+        return Val::Null;
+    }
+    let x = x.clamp(f64::MIN, f64::MAX);
+    // `{:e}` is the shortest text that reads back as `x`: `d[.ddd]e<exp>`.
+    let sci = format!("{x:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => ("-", m),
+        None => ("", mantissa),
+    };
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let point = exp.parse::<i32>().unwrap_or(0) + 1;
+    let n = digits.len() as i32;
+    let text = if point <= -4 || point > n + 15 {
+        let e = point - 1;
+        let (head, tail) = digits.split_at(1);
+        let frac = if tail.is_empty() {
+            String::new()
+        } else {
+            format!(".{tail}")
+        };
+        format!(
+            "{sign}{head}{frac}e{}{:02}",
+            if e < 0 { '-' } else { '+' },
+            e.unsigned_abs()
+        )
+    } else if point <= 0 {
+        format!(
+            "{sign}0.{}{digits}",
+            "0".repeat(point.unsigned_abs() as usize)
+        )
+    } else if point >= n {
+        format!("{sign}{digits}{}", "0".repeat((point - n) as usize))
+    } else {
+        let (int, frac) = digits.split_at(point as usize);
+        format!("{sign}{int}.{frac}")
+    };
+    Val::Num(Num::Dec(Rc::new(text)))
+}
+
+/// `v` with its numbers as jq 1.6 writes them (jaq keeps integers exact, writes `5.0` for a
+/// float and keeps a number's input text).
+fn as_jq_writes(v: &Val) -> Val {
+    // Integers past 2^53 are not all doubles (and `isize` is 32 bits on wasm32).
+    const EXACT: i64 = 1 << 53;
+    match v {
+        Val::Num(Num::Int(i)) if (-EXACT..=EXACT).contains(&(*i as i64)) => v.clone(),
+        Val::Num(Num::Int(i)) => jq_number(*i as f64),
+        Val::Num(Num::Float(x)) => jq_number(*x),
+        Val::Num(n @ (Num::BigInt(_) | Num::Dec(_))) => match n.to_string().parse::<f64>() {
+            Ok(x) => jq_number(x),
+            Err(_) => v.clone(),
+        },
+        Val::Arr(a) => Val::Arr(Rc::new(a.iter().map(as_jq_writes).collect())),
+        Val::Obj(o) => Val::obj(
+            o.iter()
+                .map(|(k, v)| (k.clone(), as_jq_writes(v)))
+                .collect(),
+        ),
+        _ => v.clone(),
+    }
+}
+
 fn write_val(out: &mut impl Write, v: &Val, o: &Opts, pp: &Pp) -> io::Result<()> {
     match v {
         Val::TStr(s) if o.raw => out.write_all(s)?,
         _ => {
             let mut buf = Vec::new();
-            jaq_json::write::write(&mut buf, pp, 0, v)?;
+            jaq_json::write::write(&mut buf, pp, 0, &as_jq_writes(v))?;
             if o.ascii {
                 let s = String::from_utf8_lossy(&buf);
                 for c in s.chars() {
@@ -619,4 +696,46 @@ fn write_val(out: &mut impl Write, v: &Val, o: &Opts, pp: &Pp) -> io::Result<()>
 fn errno(e: &io::Error) -> String {
     let s = e.to_string();
     s.split(" (os error").next().unwrap_or(&s).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(x: f64) -> String {
+        match jq_number(x) {
+            Val::Num(Num::Dec(s)) => s.to_string(),
+            other => format!("{other:?}"),
+        }
+    }
+
+    /// Each against what Debian's jq 1.6 prints.
+    #[test]
+    fn numbers_read_as_jq_writes_them() {
+        for (x, want) in [
+            (10.0, "10"),
+            (2.5, "2.5"),
+            (1e17, "1e+17"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000"),
+            (12345678901234567.0, "12345678901234568"),
+            (123456789012345678.0, "123456789012345680"),
+            (1e23, "1e+23"),
+            (0.0001, "0.0001"),
+            (0.00012, "0.00012"),
+            (1.5e-5, "1.5e-05"),
+            (1.23e-5, "1.23e-05"),
+            (12345.678, "12345.678"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1.0 / 3.0, "0.3333333333333333"),
+            (5e-324, "5e-324"),
+            (-1e17, "-1e+17"),
+            (-0.0, "-0"),
+            (f64::INFINITY, "1.7976931348623157e+308"),
+            (f64::NEG_INFINITY, "-1.7976931348623157e+308"),
+        ] {
+            assert_eq!(text(x), want, "{x}");
+        }
+        assert_eq!(jq_number(f64::NAN), Val::Null);
+    }
 }
