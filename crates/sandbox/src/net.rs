@@ -351,10 +351,12 @@ impl Door {
         claimed: Option<IpAddr>,
         report_allowed: bool,
     ) -> Result<(IpAddr, String), Refusal> {
-        let allowed = |rule: Option<String>, ip: IpAddr| {
+        let allowed = |d: wasmsand_model::egress::Decision, ip: IpAddr| {
+            let rule = d.matched_rule.clone().unwrap_or_default();
             if report_allowed {
-                self.report(host, Some(ip), rule, None);
+                self.report(host, Some(ip), d.matched_rule, None);
             }
+            (ip, rule)
         };
         let policy = &self.net.allowlist;
         let deny = |d: wasmsand_model::egress::Decision, ip: Option<IpAddr>| {
@@ -371,9 +373,7 @@ impl Door {
         if let Some(ip) = literal {
             let d = policy.check_addr(None, ip);
             return if d.allowed() {
-                let rule = d.matched_rule.clone().unwrap_or_default();
-                allowed(d.matched_rule, ip);
-                Ok((ip, rule))
+                Ok(allowed(d, ip))
             } else {
                 Err(deny(d, Some(ip)))
             };
@@ -383,9 +383,7 @@ impl Door {
             // An address the policy allows as an address needs no name behind it.
             let d = policy.check_addr(None, ip);
             if d.allowed() {
-                let rule = d.matched_rule.clone().unwrap_or_default();
-                allowed(d.matched_rule, ip);
-                return Ok((ip, rule));
+                return Ok(allowed(d, ip));
             }
         }
         let fixed = self.net.resolve.get(&name);
@@ -437,17 +435,12 @@ impl Door {
                 ),
             ));
         }
-        let addrs = match claimed {
-            Some(ip) => vec![ip],
-            None => addrs,
-        };
+        let addrs = claimed.map_or(addrs, |ip| vec![ip]);
         let mut first_refusal = None;
         for ip in addrs {
             let d = policy.check_addr(Some(&name), ip);
             if d.allowed() {
-                let rule = d.matched_rule.clone().unwrap_or_default();
-                allowed(d.matched_rule, ip);
-                return Ok((ip, rule));
+                return Ok(allowed(d, ip));
             }
             first_refusal.get_or_insert((d, ip));
         }

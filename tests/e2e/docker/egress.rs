@@ -241,6 +241,12 @@ async fn egress_server_with(
     .await
 }
 
+/// The allowlist of the sessions: the package host by name, and its loopback address.
+fn pkgs_policy() -> Value {
+    json!({ "network_policy": "allowlist",
+            "egress_allowlist": { "hosts": ["pkgs.test"], "ips": ["127.0.0.1"] } })
+}
+
 async fn run_in(d: &DockerServer, sid: &str, script: &str, extra: Value) -> (Value, Vec<Value>) {
     let (_, frames, status) = d
         .srv
@@ -293,13 +299,7 @@ async fn a_python_container_reaches_only_what_the_policy_allows() {
     // A host service on every address, as a database or an admin port might be.
     let open = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
     let open_port = open.local_addr().unwrap().port();
-    let sid = d
-        .session(
-            "python:3.11-slim",
-            json!({ "network_policy": "allowlist",
-                    "egress_allowlist": { "hosts": ["pkgs.test"], "ips": ["127.0.0.1"] } }),
-        )
-        .await;
+    let sid = d.session("python:3.11-slim", pkgs_policy()).await;
     let probe = format!(
         r#"
 import http.client, os, urllib.request, urllib.error
@@ -467,8 +467,7 @@ async fn npm_and_go_install_through_the_proxy() {
         return;
     };
     let port = pkgs.port();
-    let policy = json!({ "network_policy": "allowlist",
-        "egress_allowlist": { "hosts": ["pkgs.test"], "ips": ["127.0.0.1"] } });
+    let policy = pkgs_policy();
     let sid = d.session("node:20", policy.clone()).await;
     let (status, frames) = run_in(
         &d,
@@ -522,8 +521,7 @@ async fn java_and_maven_fetch_through_the_proxy() {
         return;
     };
     let port = pkgs.port();
-    let policy = json!({ "network_policy": "allowlist",
-        "egress_allowlist": { "hosts": ["pkgs.test"], "ips": ["127.0.0.1"] } });
+    let policy = pkgs_policy();
     let sid = d.session("eclipse-temurin:17", policy).await;
     let repo = format!("http://pkgs.test:{port}/maven2");
     // What an agent behind a company repository writes: one mirror for everything.
