@@ -25,7 +25,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use wasmsand_exec::{CancelToken, ChunkCallback, Exec, ExecOptions, Input, Output, OutputBuffer};
 use wasmsand_shell::{Abort, DetachedJob, ShellState};
-use wasmsand_vfs::{FileType, Vfs, VfsOptions};
+use wasmsand_vfs::{Delta, FileType, Vfs, VfsOptions};
 
 mod det;
 mod files;
@@ -45,7 +45,7 @@ pub use warm::{PrecompileError, Precompiled, precompile};
 
 pub use det::DETERMINISTIC_PID;
 pub use net::{EgressEvent, EgressSink, Gate, GateRefusal, NetLimits, Network, Resolver};
-pub use wasmsand_exec::on_slow_compile;
+pub use wasmsand_exec::{on_slow_compile, release_free_memory};
 /// The egress allowlist (network policy `allowlist`): its wire form and checked form.
 pub use wasmsand_model::egress;
 pub use wasmsand_model::{
@@ -1025,17 +1025,54 @@ impl Sandbox {
     pub fn import_state(blob: &[u8], options: ImportOptions) -> Result<Sandbox> {
         let max = options.max_bytes.unwrap_or(DEFAULT_MAX_STATE_BYTES);
         let (header, delta) = state::decode(blob, options.key.as_deref(), max)?;
-        let shell = ShellState::from_portable(header.shell)
-            .map_err(|e| SandboxError::Invalid(format!("state blob: {e}")))?;
-        let limits = header.limits;
-        let sb = Sandbox::new(SandboxOptions {
-            limits,
+        let opts = SandboxOptions {
+            limits: header.limits,
             cache_dir: options.cache_dir,
             ..SandboxOptions::default()
+        };
+        Self::rebuild(header.shell, &delta, opts)
+    }
+
+    /// The state as [`Self::export_state`] carries it, uncompressed and without a checksum:
+    /// for a store that splits, deduplicates, compresses and checks it itself (the service's
+    /// hibernated sessions). Equal states give equal bytes, and a change to a few files
+    /// changes the bytes of those files only.
+    pub fn export_payload(&self) -> Result<Vec<u8>> {
+        self.with_inner(|i| {
+            let delta = i.vfs.lock().delta_since(template_checkpoint());
+            let header = state::Header {
+                limits: self.limits,
+                shell: i.shell.to_portable(),
+            };
+            Ok(state::encode_bare(&header, &delta))
+        })
+    }
+
+    /// A sandbox made with `options` (its limits, network, cache; its `env` and `files` are
+    /// replaced by the payload's) holding the state [`Self::export_payload`] wrote. A payload
+    /// that does not parse, or whose files do not fit `options.limits`, is refused with
+    /// [`SandboxError::Invalid`]; nothing checks it against a checksum, so its store must.
+    pub fn from_payload(payload: &[u8], options: SandboxOptions) -> Result<Sandbox> {
+        let (header, delta) = state::decode_bare(payload)?;
+        Self::rebuild(header.shell, &delta, options)
+    }
+
+    fn rebuild(
+        shell: serde_json::Value,
+        delta: &Delta,
+        options: SandboxOptions,
+    ) -> Result<Sandbox> {
+        let shell = ShellState::from_portable(shell)
+            .map_err(|e| SandboxError::Invalid(format!("state blob: {e}")))?;
+        let limits = options.limits;
+        let sb = Sandbox::new(SandboxOptions {
+            env: Vec::new(),
+            files: Vec::new(),
+            ..options
         });
         sb.with_inner(|i| {
             let mut vfs = i.vfs.lock();
-            vfs.apply_delta(&delta)
+            vfs.apply_delta(delta)
                 .map_err(|e| SandboxError::Invalid(format!("state blob: {e}")))?;
             let u = vfs.usage();
             if u.bytes_used > limits.fs_bytes || u.files_used > limits.file_count {

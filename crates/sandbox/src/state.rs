@@ -44,7 +44,49 @@ pub(crate) struct Header {
     pub shell: serde_json::Value,
 }
 
+/// Marks a bare payload (`Sandbox::export_payload`): the format version follows it.
+const PAYLOAD_MAGIC: &[u8; 8] = b"WSNDPAYL";
+
 pub(crate) fn encode(header: &Header, delta: &Delta, key: Option<&[u8]>) -> Vec<u8> {
+    let payload = payload_of(header, delta, Vec::new());
+    // Level 1: the blob is written on the request path; higher levels cost several times the
+    // time for a few percent.
+    let body = zstd::bulk::compress(&payload, 1).expect("compressing into memory cannot fail");
+    let mut out = Vec::with_capacity(HEADER + body.len() + TAG);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&STATE_VERSION.to_le_bytes());
+    out.push(if key.is_some() { FLAG_HMAC } else { 0 });
+    out.push(0);
+    put_u64(&mut out, payload.len() as u64);
+    out.extend_from_slice(&body);
+    let tag = tag_of(&out, key);
+    out.extend_from_slice(&tag);
+    out
+}
+
+/// The payload alone, after its own magic and version: for a store that splits, compresses
+/// and checks it itself.
+pub(crate) fn encode_bare(header: &Header, delta: &Delta) -> Vec<u8> {
+    let mut out = PAYLOAD_MAGIC.to_vec();
+    out.extend_from_slice(&STATE_VERSION.to_le_bytes());
+    payload_of(header, delta, out)
+}
+
+/// Opens what [`encode_bare`] wrote. A bare payload carries no checksum: its store checked it.
+pub(crate) fn decode_bare(p: &[u8]) -> Result<(Header, Delta), SandboxError> {
+    if p.len() < 10 || &p[..8] != PAYLOAD_MAGIC {
+        return Err(bad("not a wasmsand state payload"));
+    }
+    let version = u16::from_le_bytes([p[8], p[9]]);
+    if version > STATE_VERSION {
+        return Err(bad(format!(
+            "made by a newer wasmsand (format version {version}; this one reads up to {STATE_VERSION})"
+        )));
+    }
+    parse_payload(&p[10..]).ok_or_else(corrupt)?
+}
+
+fn payload_of(header: &Header, delta: &Delta, mut payload: Vec<u8>) -> Vec<u8> {
     let json = serde_json::json!({
         "wasmsand": env!("CARGO_PKG_VERSION"),
         "limits": header.limits,
@@ -64,7 +106,7 @@ pub(crate) fn encode(header: &Header, delta: &Delta, key: Option<&[u8]>) -> Vec<
                 }
         })
         .sum();
-    let mut payload = Vec::with_capacity(json.len() + size + 16);
+    payload.reserve(json.len() + size + 16);
     put_u32(&mut payload, json.len() as u32);
     payload.extend_from_slice(json.as_bytes());
     put_u64(&mut payload, delta.entries.len() as u64);
@@ -100,19 +142,7 @@ pub(crate) fn encode(header: &Header, delta: &Delta, key: Option<&[u8]>) -> Vec<
             _ => {}
         }
     }
-    // Level 1: the blob is written on the request path; higher levels cost several times the
-    // time for a few percent.
-    let body = zstd::bulk::compress(&payload, 1).expect("compressing into memory cannot fail");
-    let mut out = Vec::with_capacity(HEADER + body.len() + TAG);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&STATE_VERSION.to_le_bytes());
-    out.push(if key.is_some() { FLAG_HMAC } else { 0 });
-    out.push(0);
-    put_u64(&mut out, payload.len() as u64);
-    out.extend_from_slice(&body);
-    let tag = tag_of(&out, key);
-    out.extend_from_slice(&tag);
-    out
+    payload
 }
 
 fn tag_of(data: &[u8], key: Option<&[u8]>) -> [u8; 32] {

@@ -175,3 +175,54 @@ fn state_that_does_not_fit_its_limits_is_refused() {
     let e = import_err(&sb.export_state(None).unwrap(), ImportOptions::default());
     assert!(e.contains("do not fit its limits"), "{e}");
 }
+
+#[test]
+fn a_bare_payload_round_trips_into_a_sandbox_made_with_new_options() {
+    let sb = busy_sandbox();
+    let payload = sb.export_payload().unwrap();
+    assert_eq!(
+        payload,
+        sb.export_payload().unwrap(),
+        "equal states give equal bytes"
+    );
+    let opts = SandboxOptions {
+        limits: Limits {
+            file_count: 5000,
+            ..Limits::default()
+        },
+        env: vec![("IGNORED".into(), "yes".into())],
+        ..Default::default()
+    };
+    let copy = Sandbox::from_payload(&payload, opts).unwrap();
+    let want = sb.run(PROBE).unwrap();
+    assert_eq!(copy.run(PROBE).unwrap().stdout, want.stdout);
+    assert_eq!(copy.limits().file_count, 5000, "the caller's limits hold");
+    assert_eq!(copy.run("echo \"[$IGNORED]\"").unwrap().stdout, "[]\n");
+    // Files that do not fit the new limits are refused, not half restored.
+    let tight = SandboxOptions {
+        limits: Limits {
+            fs_bytes: 1000,
+            ..Limits::default()
+        },
+        ..Default::default()
+    };
+    let e = Sandbox::from_payload(&payload, tight)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("do not fit"), "{e}");
+    for bad in [
+        &payload[..payload.len() - 3],
+        &b"WSNDPAYL\x09\x00"[..],
+        b"junk",
+    ] {
+        let e = Sandbox::from_payload(bad, SandboxOptions::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.starts_with("state blob: ") || e.contains("state blob: "),
+            "{e}"
+        );
+    }
+}
