@@ -2,7 +2,10 @@ use std::collections::HashMap;
 
 use parking_lot::Mutex;
 
-use super::{AuditEvent, AuditQuery, IdemEntry, Phase, RunRecord, Store, StoreResult, UserUsage};
+use super::{
+    AuditEvent, AuditQuery, IdemEntry, Phase, RunRecord, SavedSession, Store, StoreResult,
+    UserUsage,
+};
 
 /// Most audit events kept in memory; the oldest go first.
 const MAX_AUDIT_EVENTS: usize = 100_000;
@@ -13,6 +16,15 @@ pub struct MemoryStore {
     runs: Mutex<HashMap<String, RunRecord>>,
     idem: Mutex<HashMap<(String, String, String), IdemEntry>>,
     audit: Mutex<std::collections::VecDeque<AuditEvent>>,
+    saved: Mutex<Saved>,
+}
+
+/// Checkpoints and their chunks under one lock, as one transaction.
+#[derive(Default)]
+struct Saved {
+    sessions: HashMap<String, SavedSession>,
+    /// hash -> (users, compressed bytes)
+    chunks: HashMap<String, (u64, Vec<u8>)>,
 }
 
 impl MemoryStore {
@@ -187,6 +199,124 @@ impl Store for MemoryStore {
         a.retain(|e| e.ts >= cutoff);
         Ok(before - a.len())
     }
+
+    fn chunks_missing(&self, hashes: &[String]) -> StoreResult<Vec<String>> {
+        let saved = self.saved.lock();
+        Ok(hashes
+            .iter()
+            .filter(|h| !saved.chunks.contains_key(*h))
+            .cloned()
+            .collect())
+    }
+
+    fn session_save(
+        &self,
+        s: &SavedSession,
+        chunks: &[(String, Vec<u8>)],
+    ) -> StoreResult<Vec<String>> {
+        let mut saved = self.saved.lock();
+        let saved = &mut *saved;
+        let old = saved
+            .sessions
+            .get(&s.session_id)
+            .map(|o| o.chunks.clone())
+            .unwrap_or_default();
+        let (added, removed) = super::chunk_diff(&old, &s.chunks);
+        let missing: Vec<String> = added
+            .iter()
+            .filter(|h| !saved.chunks.contains_key(*h) && !chunks.iter().any(|(c, _)| c == *h))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            return Ok(missing);
+        }
+        for (h, data) in chunks {
+            saved
+                .chunks
+                .entry(h.clone())
+                .or_insert_with(|| (0, data.clone()));
+        }
+        for h in &added {
+            if let Some(c) = saved.chunks.get_mut(h) {
+                c.0 += 1;
+            }
+        }
+        release(&mut saved.chunks, &removed);
+        // A chunk given but listed by no checkpoint is not kept.
+        for (h, _) in chunks {
+            if saved.chunks.get(h).is_some_and(|c| c.0 == 0) {
+                saved.chunks.remove(h);
+            }
+        }
+        saved.sessions.insert(s.session_id.clone(), s.clone());
+        Ok(Vec::new())
+    }
+
+    fn session_saved(&self, session_id: &str) -> StoreResult<Option<SavedSession>> {
+        Ok(self.saved.lock().sessions.get(session_id).cloned())
+    }
+
+    fn chunks_get(&self, hashes: &[String]) -> StoreResult<Vec<(String, Vec<u8>)>> {
+        let saved = self.saved.lock();
+        Ok(hashes
+            .iter()
+            .filter_map(|h| saved.chunks.get(h).map(|c| (h.clone(), c.1.clone())))
+            .collect())
+    }
+
+    fn session_forget(&self, session_id: &str) -> StoreResult<bool> {
+        let mut saved = self.saved.lock();
+        let Some(old) = saved.sessions.remove(session_id) else {
+            return Ok(false);
+        };
+        let (_, removed) = super::chunk_diff(&old.chunks, &[]);
+        release(&mut saved.chunks, &removed);
+        Ok(true)
+    }
+
+    fn saved_sessions(&self, user_id: Option<&str>) -> StoreResult<Vec<SavedSession>> {
+        let mut v: Vec<SavedSession> = self
+            .saved
+            .lock()
+            .sessions
+            .values()
+            .filter(|s| user_id.is_none_or(|u| s.user_id == u))
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| (a.saved_at, &a.session_id).cmp(&(b.saved_at, &b.session_id)));
+        Ok(v)
+    }
+
+    fn saved_expired(&self, now: i64) -> StoreResult<Vec<String>> {
+        Ok(self
+            .saved
+            .lock()
+            .sessions
+            .values()
+            .filter(|s| s.expires_at <= now)
+            .map(|s| s.session_id.clone())
+            .collect())
+    }
+
+    fn chunk_totals(&self) -> StoreResult<(u64, u64)> {
+        let saved = self.saved.lock();
+        Ok((
+            saved.chunks.len() as u64,
+            saved.chunks.values().map(|c| c.1.len() as u64).sum(),
+        ))
+    }
+}
+
+/// One user fewer for each chunk; a chunk nobody uses is forgotten.
+fn release(chunks: &mut HashMap<String, (u64, Vec<u8>)>, removed: &[String]) {
+    for h in removed {
+        if let Some(c) = chunks.get_mut(h) {
+            c.0 = c.0.saturating_sub(1);
+            if c.0 == 0 {
+                chunks.remove(h);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -195,5 +325,6 @@ mod tests {
     fn memory_store_behaves() {
         super::super::tests::exercise(&super::MemoryStore::new());
         super::super::testsuite::exercise_queries(&super::MemoryStore::new());
+        super::super::testsuite::exercise_saved_sessions(&super::MemoryStore::new());
     }
 }

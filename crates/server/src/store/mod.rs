@@ -1,7 +1,8 @@
-//! Where runs, their artifact lists and idempotency entries live: one trait, an in-memory
-//! implementation, a SQLite one and a PostgreSQL one. Sessions are not stored: their
-//! sandboxes live in the memory of one process; with PostgreSQL the store records which
-//! replica owns each session and run (see [`Cluster`] and `crate::replica`).
+//! Where runs, their artifact lists, idempotency entries, audit events and saved sessions
+//! live: one trait, an in-memory implementation, a SQLite one and a PostgreSQL one. A live
+//! session's sandbox is in the memory of one process; the store keeps its last checkpoint
+//! (a [`SavedSession`] and its content-addressed chunks, see `crate::hibernate`), and with
+//! PostgreSQL which replica holds it (see [`Cluster`] and `crate::replica`).
 //!
 //! The trait is synchronous; callers on async threads go through [`call`], which runs a
 //! blocking store on tokio's blocking pool and an in-memory one inline.
@@ -450,6 +451,43 @@ pub struct RunPage {
     pub total: u64,
 }
 
+/// A session as its last checkpoint left it in the store: what the service needs to list it,
+/// check it and bring it back, and the chunks of its sandbox's state in order. Chunks are
+/// named by the SHA-256 of their (uncompressed) bytes and stored once however many saved
+/// sessions use them; a chunk is forgotten with the last saved session that uses it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedSession {
+    /// The session id.
+    pub session_id: String,
+    /// Its owner.
+    pub user_id: String,
+    /// When the checkpoint was written (epoch ms).
+    pub saved_at: i64,
+    /// When the session's TTL ends (epoch ms): the sweeper forgets it then.
+    pub expires_at: i64,
+    /// The service's record of the session (runtime, image, env, labels, ...) as
+    /// `crate::hibernate` writes it.
+    pub meta: Value,
+    /// SHA-256 (hex) of each chunk of the sandbox's state, in order (a chunk may repeat).
+    pub chunks: Vec<String>,
+    /// Length of the reassembled state.
+    pub payload_len: u64,
+    /// SHA-256 (hex) of the reassembled state.
+    pub payload_sha256: String,
+}
+
+/// The chunks a save starts using and stops using: `(added, removed)`, each without
+/// repeats, compared as sets.
+pub fn chunk_diff(old: &[String], new: &[String]) -> (Vec<String>, Vec<String>) {
+    use std::collections::BTreeSet;
+    let old: BTreeSet<&String> = old.iter().collect();
+    let new: BTreeSet<&String> = new.iter().collect();
+    (
+        new.difference(&old).map(|h| (*h).clone()).collect(),
+        old.difference(&new).map(|h| (*h).clone()).collect(),
+    )
+}
+
 /// A `sandboxd serve` process registered in a shared store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaInfo {
@@ -486,6 +524,16 @@ pub trait Cluster: Send + Sync {
     fn session_holder(&self, session_id: &str) -> StoreResult<Option<(String, String)>>;
     /// Forgets the session (it was destroyed or expired).
     fn session_delete(&self, session_id: &str) -> StoreResult<()>;
+    /// Makes this replica the holder of a session nobody live holds (its holder died, left,
+    /// or hibernated it), as one step: two replicas waking it at once cannot both win.
+    /// `Err(owner)`: a live replica holds it.
+    fn session_claim(
+        &self,
+        session_id: &str,
+        user_id: &str,
+        alive_since: i64,
+        now: i64,
+    ) -> StoreResult<Result<(), String>>;
     /// Unfinished runs of replicas not seen since `alive_since` (or unregistered) end
     /// `failed` with this reason; queue places and sessions of replicas gone for longer than
     /// `forget_before` are dropped. Returns the runs failed.
@@ -607,6 +655,30 @@ pub trait Store: Send + Sync + 'static {
     fn query_runs(&self, q: &RunQuery) -> StoreResult<RunPage> {
         Ok(q.apply(self.list_runs()?))
     }
+    /// Which of these chunks the store does not hold: a save sends only those.
+    fn chunks_missing(&self, hashes: &[String]) -> StoreResult<Vec<String>>;
+    /// Writes a session's checkpoint in one transaction, replacing its previous one: stores
+    /// `chunks` (hash, zstd-compressed bytes) that are new, counts the checkpoint as a user
+    /// of each chunk it lists and forgets the chunks only the previous one used. When a chunk
+    /// it lists is neither given nor stored (another save forgot it meanwhile), nothing is
+    /// written and those hashes are returned: the caller sends them and saves again.
+    fn session_save(
+        &self,
+        saved: &SavedSession,
+        chunks: &[(String, Vec<u8>)],
+    ) -> StoreResult<Vec<String>>;
+    /// The checkpoint of a session, if any.
+    fn session_saved(&self, session_id: &str) -> StoreResult<Option<SavedSession>>;
+    /// The compressed bytes of these chunks, those the store holds.
+    fn chunks_get(&self, hashes: &[String]) -> StoreResult<Vec<(String, Vec<u8>)>>;
+    /// Forgets a session's checkpoint and the chunks nothing else uses; whether there was one.
+    fn session_forget(&self, session_id: &str) -> StoreResult<bool>;
+    /// Every checkpoint, of one user or of all, oldest first (the lists of sessions).
+    fn saved_sessions(&self, user_id: Option<&str>) -> StoreResult<Vec<SavedSession>>;
+    /// Sessions whose checkpoint's TTL ended at or before `now`.
+    fn saved_expired(&self, now: i64) -> StoreResult<Vec<String>>;
+    /// How many chunks and compressed bytes the store holds for checkpoints.
+    fn chunk_totals(&self) -> StoreResult<(u64, u64)>;
     /// The replica coordination of a shared store; `None` for a single process's store.
     fn cluster(&self) -> Option<&dyn Cluster> {
         None

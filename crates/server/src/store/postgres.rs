@@ -18,7 +18,7 @@ use tokio_postgres::types::ToSql;
 
 use super::{
     AuditEvent, AuditQuery, Cluster, IdemEntry, ReplicaInfo, RunPage, RunQuery, RunRecord, RunSort,
-    Store, StoreError, StoreResult, UserLimits, UserUsage,
+    SavedSession, Store, StoreError, StoreResult, UserLimits, UserUsage,
 };
 
 fn err(e: impl std::fmt::Display) -> StoreError {
@@ -163,6 +163,25 @@ const MIGRATIONS: &[(i32, &str)] = &[
              EXECUTE FUNCTION sandbox_run_text_sync();
          CREATE TRIGGER sandbox_run_text_delete AFTER DELETE ON sandbox_runs
              FOR EACH ROW EXECUTE FUNCTION sandbox_run_text_sync();",
+    ),
+    (
+        5,
+        // Sessions' checkpoints and their content-addressed chunks; `refs` counts the
+        // checkpoints listing a chunk, which goes when that falls to 0.
+        "CREATE TABLE sandbox_saved_sessions (
+             id TEXT PRIMARY KEY,
+             user_id TEXT NOT NULL,
+             saved_at BIGINT NOT NULL,
+             expires_at BIGINT NOT NULL,
+             body JSONB NOT NULL
+         );
+         CREATE INDEX idx_saved_user ON sandbox_saved_sessions (user_id, saved_at);
+         CREATE INDEX idx_saved_expires ON sandbox_saved_sessions (expires_at);
+         CREATE TABLE sandbox_session_chunks (
+             hash TEXT PRIMARY KEY,
+             refs BIGINT NOT NULL,
+             data BYTEA NOT NULL
+         );",
     ),
 ];
 
@@ -930,9 +949,225 @@ impl Store for PostgresStore {
         })
     }
 
+    fn chunks_missing(&self, hashes: &[String]) -> StoreResult<Vec<String>> {
+        let hashes = hashes.to_vec();
+        self.exec(move |c| async move {
+            let rows = c
+                .query(
+                    "SELECT hash FROM sandbox_session_chunks WHERE hash = ANY($1)",
+                    &[&hashes],
+                )
+                .await
+                .map_err(err)?;
+            let have: std::collections::HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
+            Ok(hashes.into_iter().filter(|h| !have.contains(h)).collect())
+        })
+    }
+
+    fn session_save(
+        &self,
+        saved: &SavedSession,
+        chunks: &[(String, Vec<u8>)],
+    ) -> StoreResult<Vec<String>> {
+        let saved = saved.clone();
+        let chunks = chunks.to_vec();
+        self.exec(move |mut c| async move {
+            let tx = c.transaction().await.map_err(err)?;
+            // The row lock orders two saves of one session; chunks are locked row by row by
+            // the updates below, so a save racing a forget of a shared chunk either sees the
+            // chunk gone (and asks for it) or keeps it alive.
+            let old: Option<String> = tx
+                .query_opt(
+                    "SELECT body::text FROM sandbox_saved_sessions WHERE id = $1 FOR UPDATE",
+                    &[&saved.session_id],
+                )
+                .await
+                .map_err(err)?
+                .map(|r| r.get(0));
+            let old: Vec<String> = match old {
+                Some(b) => {
+                    serde_json::from_str::<SavedSession>(&b)
+                        .map_err(err)?
+                        .chunks
+                }
+                None => Vec::new(),
+            };
+            let (added, removed) = super::chunk_diff(&old, &saved.chunks);
+            for (h, data) in &chunks {
+                tx.execute(
+                    "INSERT INTO sandbox_session_chunks (hash, refs, data) VALUES ($1, 0, $2)
+                     ON CONFLICT (hash) DO NOTHING",
+                    &[h, data],
+                )
+                .await
+                .map_err(err)?;
+            }
+            let raised = tx
+                .query(
+                    "UPDATE sandbox_session_chunks SET refs = refs + 1 WHERE hash = ANY($1)
+                     RETURNING hash",
+                    &[&added],
+                )
+                .await
+                .map_err(err)?;
+            let raised: std::collections::HashSet<String> =
+                raised.iter().map(|r| r.get(0)).collect();
+            let missing: Vec<String> = added.into_iter().filter(|h| !raised.contains(h)).collect();
+            if !missing.is_empty() {
+                tx.rollback().await.map_err(err)?;
+                return Ok(missing);
+            }
+            release_chunks(&tx, &removed).await?;
+            let given: Vec<String> = chunks.iter().map(|(h, _)| h.clone()).collect();
+            tx.execute(
+                "DELETE FROM sandbox_session_chunks WHERE hash = ANY($1) AND refs <= 0",
+                &[&given],
+            )
+            .await
+            .map_err(err)?;
+            let body = serde_json::to_string(&saved).map_err(err)?;
+            tx.execute(
+                "INSERT INTO sandbox_saved_sessions (id, user_id, saved_at, expires_at, body)
+                 VALUES ($1, $2, $3, $4, CAST($5::text AS jsonb))
+                 ON CONFLICT (id) DO UPDATE SET user_id = EXCLUDED.user_id,
+                     saved_at = EXCLUDED.saved_at, expires_at = EXCLUDED.expires_at,
+                     body = EXCLUDED.body",
+                &[
+                    &saved.session_id,
+                    &saved.user_id,
+                    &saved.saved_at,
+                    &saved.expires_at,
+                    &body,
+                ],
+            )
+            .await
+            .map_err(err)?;
+            tx.commit().await.map_err(err)?;
+            Ok(Vec::new())
+        })
+    }
+
+    fn session_saved(&self, session_id: &str) -> StoreResult<Option<SavedSession>> {
+        let id = session_id.to_string();
+        self.exec(move |c| async move {
+            let row = c
+                .query_opt(
+                    "SELECT body::text FROM sandbox_saved_sessions WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .map_err(err)?;
+            row.map(|r| serde_json::from_str(r.get::<_, &str>(0)).map_err(err))
+                .transpose()
+        })
+    }
+
+    fn chunks_get(&self, hashes: &[String]) -> StoreResult<Vec<(String, Vec<u8>)>> {
+        let hashes = hashes.to_vec();
+        self.exec(move |c| async move {
+            let rows = c
+                .query(
+                    "SELECT hash, data FROM sandbox_session_chunks WHERE hash = ANY($1)",
+                    &[&hashes],
+                )
+                .await
+                .map_err(err)?;
+            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        })
+    }
+
+    fn session_forget(&self, session_id: &str) -> StoreResult<bool> {
+        let id = session_id.to_string();
+        self.exec(move |mut c| async move {
+            let tx = c.transaction().await.map_err(err)?;
+            let old = tx
+                .query_opt(
+                    "DELETE FROM sandbox_saved_sessions WHERE id = $1 RETURNING body::text",
+                    &[&id],
+                )
+                .await
+                .map_err(err)?;
+            let Some(old) = old else {
+                return Ok(false);
+            };
+            let old: SavedSession = serde_json::from_str(old.get::<_, &str>(0)).map_err(err)?;
+            let (_, removed) = super::chunk_diff(&old.chunks, &[]);
+            release_chunks(&tx, &removed).await?;
+            tx.commit().await.map_err(err)?;
+            Ok(true)
+        })
+    }
+
+    fn saved_sessions(&self, user_id: Option<&str>) -> StoreResult<Vec<SavedSession>> {
+        let user = user_id.map(str::to_string);
+        self.exec(move |c| async move {
+            let rows = c
+                .query(
+                    "SELECT body::text FROM sandbox_saved_sessions
+                     WHERE $1::text IS NULL OR user_id = $1 ORDER BY saved_at, id",
+                    &[&user],
+                )
+                .await
+                .map_err(err)?;
+            rows.iter()
+                .map(|r| serde_json::from_str(r.get::<_, &str>(0)).map_err(err))
+                .collect()
+        })
+    }
+
+    fn saved_expired(&self, now: i64) -> StoreResult<Vec<String>> {
+        self.exec(move |c| async move {
+            let rows = c
+                .query(
+                    "SELECT id FROM sandbox_saved_sessions WHERE expires_at <= $1",
+                    &[&now],
+                )
+                .await
+                .map_err(err)?;
+            Ok(rows.iter().map(|r| r.get(0)).collect())
+        })
+    }
+
+    fn chunk_totals(&self) -> StoreResult<(u64, u64)> {
+        self.exec(move |c| async move {
+            let r = c
+                .query_one(
+                    "SELECT COUNT(*), COALESCE(SUM(length(data)), 0)::BIGINT
+                     FROM sandbox_session_chunks",
+                    &[],
+                )
+                .await
+                .map_err(err)?;
+            Ok((to_u64(r.get(0)), to_u64(r.get(1))))
+        })
+    }
+
     fn cluster(&self) -> Option<&dyn Cluster> {
         Some(self)
     }
+}
+
+/// One checkpoint fewer lists each of these chunks; those no checkpoint lists go.
+async fn release_chunks(
+    tx: &tokio_postgres::Transaction<'_>,
+    removed: &[String],
+) -> StoreResult<()> {
+    if removed.is_empty() {
+        return Ok(());
+    }
+    tx.execute(
+        "UPDATE sandbox_session_chunks SET refs = refs - 1 WHERE hash = ANY($1)",
+        &[&removed],
+    )
+    .await
+    .map_err(err)?;
+    tx.execute(
+        "DELETE FROM sandbox_session_chunks WHERE hash = ANY($1) AND refs <= 0",
+        &[&removed],
+    )
+    .await
+    .map_err(err)?;
+    Ok(())
 }
 
 /// Fails unfinished runs whose owner is `me`, unset, or not a replica seen since
@@ -1109,6 +1344,44 @@ impl Cluster for PostgresStore {
                 .await
                 .map_err(err)?;
             Ok(())
+        })
+    }
+
+    fn session_claim(
+        &self,
+        session_id: &str,
+        user_id: &str,
+        alive_since: i64,
+        now: i64,
+    ) -> StoreResult<Result<(), String>> {
+        let (id, user, me) = (
+            session_id.to_string(),
+            user_id.to_string(),
+            self.replica_id.clone(),
+        );
+        self.exec(move |c| async move {
+            let row = c
+                .query_opt(
+                    "INSERT INTO sandbox_sessions (id, user_id, owner, created_at)
+                     VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner
+                     WHERE sandbox_sessions.owner = EXCLUDED.owner
+                        OR sandbox_sessions.owner NOT IN (SELECT id FROM sandbox_replicas
+                            WHERE heartbeat_at >= $5 AND NOT stopped)
+                     RETURNING owner",
+                    &[&id, &user, &me, &now, &alive_since],
+                )
+                .await
+                .map_err(err)?;
+            if row.is_some() {
+                return Ok(Ok(()));
+            }
+            let owner: Option<String> = c
+                .query_opt("SELECT owner FROM sandbox_sessions WHERE id = $1", &[&id])
+                .await
+                .map_err(err)?
+                .map(|r| r.get(0));
+            Ok(Err(owner.unwrap_or_default()))
         })
     }
 

@@ -4,8 +4,8 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{
-    AuditEvent, AuditQuery, IdemEntry, Phase, RunPage, RunQuery, RunRecord, RunSort, Store,
-    StoreError, StoreResult, UserLimits, UserUsage,
+    AuditEvent, AuditQuery, IdemEntry, Phase, RunPage, RunQuery, RunRecord, RunSort, SavedSession,
+    Store, StoreError, StoreResult, UserLimits, UserUsage,
 };
 
 /// Runs and idempotency entries in one SQLite file. A run is its JSON record plus the few
@@ -119,6 +119,9 @@ fn migrate(conn: &mut Connection) -> StoreResult<()> {
     if version < 3 {
         migrate_lowered_text(&tx)?;
     }
+    if version < 4 {
+        tx.execute_batch(SAVED_SESSIONS).map_err(err)?;
+    }
     tx.commit().map_err(err)
 }
 
@@ -191,6 +194,25 @@ fn migrate_lowered_text(tx: &Connection) -> StoreResult<()> {
     )
     .map_err(err)
 }
+
+/// Version 4: sessions' checkpoints and their content-addressed chunks (`refs`: how many
+/// checkpoints list the chunk; it goes when that falls to 0).
+const SAVED_SESSIONS: &str = "
+    CREATE TABLE saved_sessions (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        saved_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        body TEXT NOT NULL
+    );
+    CREATE INDEX saved_sessions_user ON saved_sessions(user_id, saved_at);
+    CREATE INDEX saved_sessions_expires ON saved_sessions(expires_at);
+    CREATE TABLE session_chunks (
+        hash TEXT PRIMARY KEY,
+        refs INTEGER NOT NULL,
+        data BLOB NOT NULL
+    );
+    PRAGMA user_version = 4;";
 
 /// Version 2: the admin list's `q` (a substring of `base_image` or `message`) answered from
 /// an FTS5 trigram index instead of reading every run. The index reads its text from
@@ -308,6 +330,32 @@ fn put_run(conn: &Connection, run: &RunRecord) -> StoreResult<()> {
         run.worker_id,
     ])
     .map_err(err)?;
+    Ok(())
+}
+
+fn saved_of(conn: &Connection, id: &str) -> StoreResult<Option<SavedSession>> {
+    let body: Option<String> = conn
+        .query_row("SELECT body FROM saved_sessions WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(err)?;
+    body.map(|b| serde_json::from_str(&b).map_err(err))
+        .transpose()
+}
+
+/// One checkpoint fewer lists each of these chunks; those no checkpoint lists go.
+fn release(conn: &Connection, removed: &[String]) -> StoreResult<()> {
+    let mut down = conn
+        .prepare_cached("UPDATE session_chunks SET refs = refs - 1 WHERE hash = ?1")
+        .map_err(err)?;
+    let mut gone = conn
+        .prepare_cached("DELETE FROM session_chunks WHERE hash = ?1 AND refs <= 0")
+        .map_err(err)?;
+    for h in removed {
+        down.execute([h]).map_err(err)?;
+        gone.execute([h]).map_err(err)?;
+    }
     Ok(())
 }
 
@@ -656,6 +704,165 @@ impl Store for SqliteStore {
         Ok((events, total.max(0) as usize))
     }
 
+    fn chunks_missing(&self, hashes: &[String]) -> StoreResult<Vec<String>> {
+        let conn = self.conn.lock();
+        let mut st = conn
+            .prepare_cached("SELECT 1 FROM session_chunks WHERE hash = ?1")
+            .map_err(err)?;
+        let mut out = Vec::new();
+        for h in hashes {
+            if !st.exists([h]).map_err(err)? {
+                out.push(h.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    fn session_save(
+        &self,
+        saved: &SavedSession,
+        chunks: &[(String, Vec<u8>)],
+    ) -> StoreResult<Vec<String>> {
+        let mut conn = self.conn.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let old = saved_of(&tx, &saved.session_id)?.map(|o| o.chunks);
+        let (added, removed) = super::chunk_diff(old.as_deref().unwrap_or(&[]), &saved.chunks);
+        {
+            let mut put = tx
+                .prepare_cached(
+                    "INSERT INTO session_chunks (hash, refs, data) VALUES (?1, 0, ?2)
+                     ON CONFLICT(hash) DO NOTHING",
+                )
+                .map_err(err)?;
+            for (h, data) in chunks {
+                put.execute(params![h, data]).map_err(err)?;
+            }
+            let mut up = tx
+                .prepare_cached("UPDATE session_chunks SET refs = refs + 1 WHERE hash = ?1")
+                .map_err(err)?;
+            let mut missing = Vec::new();
+            for h in &added {
+                if up.execute([h]).map_err(err)? == 0 {
+                    missing.push(h.clone());
+                }
+            }
+            if !missing.is_empty() {
+                // Dropping the transaction rolls it back.
+                return Ok(missing);
+            }
+            release(&tx, &removed)?;
+            let mut unused = tx
+                .prepare_cached("DELETE FROM session_chunks WHERE hash = ?1 AND refs <= 0")
+                .map_err(err)?;
+            for (h, _) in chunks {
+                unused.execute([h]).map_err(err)?;
+            }
+        }
+        let body = serde_json::to_string(saved).map_err(err)?;
+        tx.execute(
+            "INSERT INTO saved_sessions (id, user_id, saved_at, expires_at, body)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT(id) DO UPDATE SET user_id = excluded.user_id,
+                 saved_at = excluded.saved_at, expires_at = excluded.expires_at,
+                 body = excluded.body",
+            params![
+                saved.session_id,
+                saved.user_id,
+                saved.saved_at,
+                saved.expires_at,
+                body
+            ],
+        )
+        .map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok(Vec::new())
+    }
+
+    fn session_saved(&self, session_id: &str) -> StoreResult<Option<SavedSession>> {
+        saved_of(&self.conn.lock(), session_id)
+    }
+
+    fn chunks_get(&self, hashes: &[String]) -> StoreResult<Vec<(String, Vec<u8>)>> {
+        let conn = self.conn.lock();
+        let mut st = conn
+            .prepare_cached("SELECT data FROM session_chunks WHERE hash = ?1")
+            .map_err(err)?;
+        let mut out = Vec::with_capacity(hashes.len());
+        let mut seen = std::collections::HashSet::new();
+        for h in hashes {
+            if !seen.insert(h) {
+                continue;
+            }
+            if let Some(data) = st
+                .query_row([h], |r| r.get::<_, Vec<u8>>(0))
+                .optional()
+                .map_err(err)?
+            {
+                out.push((h.clone(), data));
+            }
+        }
+        Ok(out)
+    }
+
+    fn session_forget(&self, session_id: &str) -> StoreResult<bool> {
+        let mut conn = self.conn.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let Some(old) = saved_of(&tx, session_id)? else {
+            return Ok(false);
+        };
+        let (_, removed) = super::chunk_diff(&old.chunks, &[]);
+        release(&tx, &removed)?;
+        tx.execute("DELETE FROM saved_sessions WHERE id = ?1", [session_id])
+            .map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok(true)
+    }
+
+    fn saved_sessions(&self, user_id: Option<&str>) -> StoreResult<Vec<SavedSession>> {
+        let conn = self.conn.lock();
+        let mut st = conn
+            .prepare_cached(
+                "SELECT body FROM saved_sessions WHERE ?1 IS NULL OR user_id = ?1
+                 ORDER BY saved_at, id",
+            )
+            .map_err(err)?;
+        let bodies: Vec<String> = st
+            .query_map([user_id], |r| r.get(0))
+            .map_err(err)?
+            .collect::<Result<_, _>>()
+            .map_err(err)?;
+        bodies
+            .iter()
+            .map(|b| serde_json::from_str(b).map_err(err))
+            .collect()
+    }
+
+    fn saved_expired(&self, now: i64) -> StoreResult<Vec<String>> {
+        let conn = self.conn.lock();
+        let mut st = conn
+            .prepare_cached("SELECT id FROM saved_sessions WHERE expires_at <= ?1")
+            .map_err(err)?;
+        st.query_map([now], |r| r.get(0))
+            .map_err(err)?
+            .collect::<Result<_, _>>()
+            .map_err(err)
+    }
+
+    fn chunk_totals(&self) -> StoreResult<(u64, u64)> {
+        self.conn
+            .lock()
+            .query_row(
+                "SELECT COUNT(*), COALESCE(SUM(length(data)), 0) FROM session_chunks",
+                [],
+                |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)),
+            )
+            .map_err(err)
+    }
+
     fn audit_purge(&self, cutoff: i64) -> StoreResult<usize> {
         self.conn
             .lock()
@@ -782,6 +989,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("wasmsand-store-{}", uuid::Uuid::new_v4()));
         let path = dir.join("meta").join("s.db");
         super::super::tests::exercise(&SqliteStore::open(&path).unwrap());
+        super::super::testsuite::exercise_saved_sessions(&SqliteStore::open(&path).unwrap());
         let mut r = super::super::tests::sample_run("kept", Phase::Completed);
         r.finished_at = Some(9);
         SqliteStore::open(&path).unwrap().put_run(&r).unwrap();
@@ -848,7 +1056,7 @@ mod tests {
         let version: i64 = c
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 3);
+        assert_eq!(version, 4);
         let _ = std::fs::remove_dir_all(dir);
     }
 

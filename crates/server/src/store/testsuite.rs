@@ -453,3 +453,84 @@ pub fn exercise_idem_claims(store: &dyn Store) {
     store.idem_release("runs", "v", "c").unwrap();
     assert_eq!(store.idem_purge(i64::MAX).unwrap(), 0);
 }
+
+fn saved(id: &str, user: &str, saved_at: i64, chunks: &[&str]) -> SavedSession {
+    SavedSession {
+        session_id: id.into(),
+        user_id: user.into(),
+        saved_at,
+        expires_at: saved_at + 1000,
+        meta: serde_json::json!({ "env": { "A": "1" } }),
+        chunks: chunks.iter().map(|c| c.to_string()).collect(),
+        payload_len: 3,
+        payload_sha256: "ff".into(),
+    }
+}
+
+fn chunk(h: &str) -> (String, Vec<u8>) {
+    (h.to_string(), format!("bytes of {h}").into_bytes())
+}
+
+/// Checkpoints: saved and read back, chunks stored once and shared, a chunk forgotten with
+/// the last checkpoint listing it, a save that lists a chunk nobody gave refused.
+pub fn exercise_saved_sessions(store: &dyn Store) {
+    assert!(store.session_saved("s1").unwrap().is_none());
+    assert!(!store.session_forget("s1").unwrap());
+    let all = ["a".to_string(), "b".into(), "c".into()];
+    assert_eq!(store.chunks_missing(&all).unwrap(), all.to_vec());
+
+    // A save listing a chunk it neither gives nor finds writes nothing and names it.
+    let s1 = saved("s1", "u", 10, &["a", "b", "a"]);
+    assert_eq!(
+        store.session_save(&s1, &[chunk("a")]).unwrap(),
+        vec!["b".to_string()]
+    );
+    assert!(store.session_saved("s1").unwrap().is_none());
+    assert_eq!(
+        store.chunk_totals().unwrap().0,
+        0,
+        "a refused save keeps no chunk"
+    );
+
+    assert!(
+        store
+            .session_save(&s1, &[chunk("a"), chunk("b")])
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.session_saved("s1").unwrap().unwrap(), s1);
+    assert_eq!(store.chunks_missing(&all).unwrap(), vec!["c".to_string()]);
+    let mut got = store.chunks_get(&all).unwrap();
+    got.sort();
+    assert_eq!(got, vec![chunk("a"), chunk("b")]);
+
+    // A fork sharing "b" sends only what is new; the shared chunk is stored once.
+    let s2 = saved("s2", "v", 20, &["b", "c"]);
+    assert!(store.session_save(&s2, &[chunk("c")]).unwrap().is_empty());
+    assert_eq!(store.chunk_totals().unwrap().0, 3);
+
+    // A new checkpoint of s1 drops "a"; "b" stays for s2 (and s1).
+    let s1b = saved("s1", "u", 30, &["b", "d"]);
+    assert!(store.session_save(&s1b, &[chunk("d")]).unwrap().is_empty());
+    assert_eq!(store.chunks_missing(&all).unwrap(), vec!["a".to_string()]);
+    assert_eq!(store.session_saved("s1").unwrap().unwrap(), s1b);
+
+    let ids = |v: Vec<SavedSession>| v.into_iter().map(|s| s.session_id).collect::<Vec<_>>();
+    assert_eq!(ids(store.saved_sessions(None).unwrap()), vec!["s2", "s1"]);
+    assert_eq!(ids(store.saved_sessions(Some("u")).unwrap()), vec!["s1"]);
+    assert!(store.saved_sessions(Some("w")).unwrap().is_empty());
+    assert_eq!(store.saved_expired(1020).unwrap(), vec!["s2".to_string()]);
+    assert!(store.saved_expired(1019).unwrap().is_empty());
+
+    // Forgetting s1 frees "d"; "b" and "c" stay for s2; forgetting s2 frees everything.
+    assert!(store.session_forget("s1").unwrap());
+    assert!(!store.session_forget("s1").unwrap());
+    let mut left = store
+        .chunks_get(&["b".into(), "c".into(), "d".into()])
+        .unwrap();
+    left.sort();
+    assert_eq!(left, vec![chunk("b"), chunk("c")]);
+    assert!(store.session_forget("s2").unwrap());
+    assert_eq!(store.chunk_totals().unwrap(), (0, 0));
+    assert!(store.saved_sessions(None).unwrap().is_empty());
+}

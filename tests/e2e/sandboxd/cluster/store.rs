@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use wasmsand_server::store::testsuite::{exercise, exercise_queries, sample_run};
+use wasmsand_server::store::testsuite::{
+    exercise, exercise_queries, exercise_saved_sessions, sample_run,
+};
 use wasmsand_server::store::{Cluster, MemoryStore, Phase, PostgresStore, SqliteStore, Store};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -30,6 +32,7 @@ fn suite_on_postgres() {
     let pg = crate::pg_or_skip!();
     exercise(&postgres(&pg.fresh_db("suite"), "r1"));
     exercise_queries(&postgres(&pg.fresh_db("queries"), "r1"));
+    exercise_saved_sessions(&postgres(&pg.fresh_db("saved"), "r1"));
 }
 
 #[test]
@@ -46,11 +49,11 @@ fn migrations_apply_once_when_replicas_start_together() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     for s in &stores {
-        assert_eq!(s.schema_version().unwrap(), 4);
+        assert_eq!(s.schema_version().unwrap(), 5);
     }
     assert_eq!(
         pg.psql(&url, "SELECT COUNT(*) FROM sandbox_schema_migrations"),
-        "4"
+        "5"
     );
     // Reopening applies nothing and keeps the data.
     stores[0]
@@ -120,6 +123,23 @@ fn replicas_ownership_and_the_shared_queue() {
     ca.session_put("s1", "u", now).unwrap();
     cb.session_put("s1", "u", now).unwrap();
     assert_eq!(cb.session_owner("s1").unwrap().as_deref(), Some("ra"));
+
+    // A session nobody holds is claimed by the first replica that wakes it; a live holder
+    // keeps it; a dead holder's session goes to whoever claims it.
+    assert_eq!(cb.session_claim("s2", "u", now - 10, now).unwrap(), Ok(()));
+    assert_eq!(
+        ca.session_claim("s2", "u", now - 10, now).unwrap(),
+        Err("rb".to_string())
+    );
+    assert_eq!(cb.session_claim("s2", "u", now - 10, now).unwrap(), Ok(()));
+    assert_eq!(ca.session_claim("s1", "u", now - 10, now).unwrap(), Ok(()));
+    assert_eq!(
+        ca.session_claim("s2", "u", now + 1, now + 1).unwrap(),
+        Ok(()),
+        "rb's heartbeat is older than the window: it counts as dead"
+    );
+    assert_eq!(ca.session_owner("s2").unwrap().as_deref(), Some("ra"));
+    ca.session_delete("s2").unwrap();
 
     // The queue holds `max` places across both replicas.
     assert_eq!(ca.queue_enter("q1", 2, now).unwrap(), Some(0));
