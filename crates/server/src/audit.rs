@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::App;
-use crate::store::{self, AuditEvent, Phase, RunRecord, Store};
+use crate::store::{self, AuditEvent, Phase, RunRecord, SavedSession, Store};
 use crate::util::{canonical_json, iso, new_id, sha256_hex};
 
 /// Where a request came from, as the client says in `X-Sandbox-Source`
@@ -165,6 +165,32 @@ pub fn session_created(app: &App, user_id: &str, facts: &SessionFacts<'_>) {
         None,
         Some(facts.session_id),
         facts.common(app),
+    );
+}
+
+/// A session's checkpoint that did not check out when it was to be woken. What its record
+/// says of the session is reported as far as it can be read.
+pub fn session_corrupt(app: &App, saved: &SavedSession, why: &str) {
+    let m = &saved.meta;
+    let field = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("unknown");
+    app.audit.emit(
+        "sandbox.session.corrupt",
+        &saved.user_id,
+        None,
+        Some(&saved.session_id),
+        json!({
+            "session_id": saved.session_id,
+            "source": "api",
+            "runtime": field("runtime"),
+            "runtime_version": field("runtime_version"),
+            "base_image": field("base_image"),
+            "image_digest": field("image_digest"),
+            "spec_version": field("spec_version"),
+            "policy_hash": app.policy_hash,
+            "reason": "corrupt_checkpoint",
+            "detail": why,
+            "saved_at": iso(saved.saved_at),
+        }),
     );
 }
 

@@ -365,11 +365,12 @@ async fn authorize(
             exp,
             app.clock.now_ms(),
         )?;
-        let session = app
-            .session(id)
+        let owner = app
+            .session_user(id)
+            .await?
             .ok_or_else(|| ApiError::not_found("session", id))?;
         return Ok(Principal {
-            user_id: session.owner.clone(),
+            user_id: owner,
             admin: false,
         });
     }
@@ -397,8 +398,8 @@ async fn authorize(
         return Ok(p);
     };
     if route.starts_with("/sessions/{id}") {
-        if let Some(s) = app.session(id)
-            && s.owner != p.user_id
+        if let Some(owner) = app.session_user(id).await?
+            && owner != p.user_id
         {
             return Err(ApiError::not_found("session", id));
         }

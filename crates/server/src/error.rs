@@ -64,7 +64,7 @@ error_codes! {
     NotFound = "not_found", [404, 410],
         "unknown session, run, process, artifact or route; 410 for an expired artifact or a session that expired meanwhile";
     SessionLost = "session_lost", [410],
-        "on replicas, the replica that owned the session's sandbox is gone and the sandbox with it";
+        "the session cannot be brought back: on replicas, the replica that held a session without a checkpoint (a docker session) is gone and the sandbox with it; or its checkpoint in the store is corrupt (`details.reason: corrupt_checkpoint`) or asks for a network policy the server no longer allows (`policy_changed`)";
     IdempotencyConflict = "idempotency_conflict", [409],
         "an `Idempotency-Key` reused with a different body: `details.prior_id`, `key`, `prior_created_at`";
     Conflict = "conflict", [409],

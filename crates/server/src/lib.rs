@@ -23,6 +23,7 @@ mod doc_block;
 mod egress_proxy;
 mod error;
 mod gitclone;
+pub mod hibernate;
 mod http;
 mod idempotency;
 mod images;
@@ -81,6 +82,8 @@ pub struct App {
     pub(crate) destroys: tokio_util::task::TaskTracker,
     runs: Mutex<HashMap<String, Arc<LiveRun>>>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Sessions being woken from the store, one wake each (`crate::hibernate`).
+    waking: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     queue: Queue,
     idem_locks: Mutex<HashMap<String, std::sync::Weak<tokio::sync::Mutex<()>>>>,
     shutting_down: AtomicBool,
@@ -186,6 +189,7 @@ impl App {
             store,
             runs: Mutex::new(HashMap::new()),
             sessions: Mutex::new(HashMap::new()),
+            waking: Mutex::new(HashMap::new()),
             idem_locks: Mutex::new(HashMap::new()),
             shutting_down: AtomicBool::new(false),
             auth: auth::Auth::new(&config),
@@ -219,10 +223,19 @@ impl App {
     }
 
     /// Stops taking runs, cancels queued and running ones (they end `failed` with reason
-    /// `server_shutdown`, recorded in the store) and destroys the sessions.
+    /// `server_shutdown`, recorded in the store), hibernates the sessions that can (the
+    /// others are destroyed) and leaves the replica set.
     pub async fn shutdown(self: &Arc<Self>) {
         self.shutting_down.store(true, Ordering::SeqCst);
         runs::shutdown(self).await;
+        // Checkpoints asked for by the last runs are written before the final ones.
+        self.destroys.close();
+        self.destroys.wait().await;
+        self.destroys.reopen();
+        let n = self.hibernate_all().await;
+        if n > 0 {
+            tracing::info!(sessions = n, "sessions hibernated for the shutdown");
+        }
         replica::leave(self).await;
         let sessions: Vec<_> = self.sessions.lock().drain().map(|(_, s)| s).collect();
         futures::future::join_all(sessions.iter().map(|s| s.boxed.destroy())).await;

@@ -48,6 +48,28 @@ impl Metrics {
         m.with(|| {
             describe_counter!("sandbox_sessions_created_total", "Sessions created");
             describe_counter!(
+                "sandbox_sessions_hibernated_total",
+                "Idle sessions written to the store and dropped from memory"
+            );
+            describe_counter!(
+                "sandbox_sessions_woken_total",
+                "Sessions brought back from the store"
+            );
+            describe_histogram!(
+                "sandbox_session_wake_seconds",
+                metrics::Unit::Seconds,
+                "Time to wake a session from the store"
+            );
+            describe_histogram!(
+                "sandbox_session_checkpoint_seconds",
+                metrics::Unit::Seconds,
+                "Time to write a session's checkpoint"
+            );
+            describe_counter!(
+                "sandbox_session_checkpoint_bytes_total",
+                "Compressed bytes of new chunks checkpoints sent to the store"
+            );
+            describe_counter!(
                 "sandbox_egress_total",
                 "Connections the network door decided on, by decision (allowed, or the reason)"
             );
@@ -142,6 +164,28 @@ pub fn session_created(app: &App, runtime: &str) {
     let runtime = runtime.to_string();
     app.metrics
         .with(|| counter!("sandbox_sessions_created_total", "runtime" => runtime).increment(1));
+}
+
+/// A checkpoint written: how long it took and the compressed bytes it sent to the store.
+pub fn checkpoint(app: &App, took: std::time::Duration, bytes: u64) {
+    app.metrics.with(|| {
+        histogram!("sandbox_session_checkpoint_seconds").record(took.as_secs_f64());
+        counter!("sandbox_session_checkpoint_bytes_total").increment(bytes);
+    });
+}
+
+/// A session hibernated.
+pub fn hibernated(app: &App) {
+    app.metrics
+        .with(|| counter!("sandbox_sessions_hibernated_total").increment(1));
+}
+
+/// A session woken from the store, and how long that took.
+pub fn woken(app: &App, took: std::time::Duration) {
+    app.metrics.with(|| {
+        counter!("sandbox_sessions_woken_total").increment(1);
+        histogram!("sandbox_session_wake_seconds").record(took.as_secs_f64());
+    });
 }
 
 /// The network door's decisions of one run.

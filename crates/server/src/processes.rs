@@ -206,8 +206,9 @@ pub(crate) struct OutputQuery {
 
 // ---- helpers ----
 
-fn session_of(app: &App, id: &str) -> ApiResult<Arc<Session>> {
+async fn session_of(app: &Arc<App>, id: &str) -> ApiResult<Arc<Session>> {
     app.session(id)
+        .await?
         .ok_or_else(|| ApiError::not_found("session", id))
 }
 
@@ -458,7 +459,7 @@ pub(crate) async fn start_process(
 ) -> ApiResult<Response> {
     let value = crate::http::read_json(&headers, body).await?;
     let req: StartProcessRequest = crate::http::typed(&value)?;
-    let session = session_of(&app, &id)?;
+    let session = session_of(&app, &id).await?;
     let command = match req.command {
         CommandSpec::Line(l) if !l.trim().is_empty() => l,
         CommandSpec::Argv(a) if !a.is_empty() && !a[0].is_empty() => {
@@ -533,7 +534,15 @@ pub(crate) async fn start_process(
 
     // In submission order with the session's runs and uploads: a process started after a
     // run sees what the run wrote.
-    let _guard = session.lock.clone().lock_owned().await;
+    let (locked, _guard) = app.lock_session(session.clone()).await?;
+    if !Arc::ptr_eq(&locked, &session) {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::RuntimeUnavailable,
+            "the session hibernated while the process was being started; retry",
+        )
+        .with_header(header::RETRY_AFTER, "1"));
+    }
     let sb = session.wasm_sandbox()?.clone();
     let line = command.clone();
     let proc = tokio::task::spawn_blocking(move || sb.spawn(&line, opts))
@@ -590,7 +599,7 @@ pub(crate) async fn list_processes(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let session = session_of(&app, &id)?;
+    let session = session_of(&app, &id).await?;
     let sb = session.wasm_sandbox()?;
     let infos = sb.processes().map_err(|e| engine_error(e, &id))?;
     let host = host(&headers);
@@ -629,7 +638,7 @@ pub(crate) async fn get_process(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let pid = parse_pid(&pid)?;
-    let session = session_of(&app, &id)?;
+    let session = session_of(&app, &id).await?;
     let p = find(&session, pid)?;
     Ok(views::json(
         StatusCode::OK,
@@ -658,7 +667,7 @@ pub(crate) async fn wait_process(
     Query(q): Query<WaitQuery>,
 ) -> ApiResult<Response> {
     let pid = parse_pid(&pid)?;
-    let session = session_of(&app, &id)?;
+    let session = session_of(&app, &id).await?;
     let p = find(&session, pid)?;
     let wait = Duration::from_millis(q.timeout_ms.unwrap_or(MAX_WAIT_MS).min(MAX_WAIT_MS));
     let result = match ended_result(&p) {
@@ -719,7 +728,7 @@ pub(crate) async fn kill_process(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let pid = parse_pid(&pid)?;
-    let session = session_of(&app, &id)?;
+    let session = session_of(&app, &id).await?;
     let p = find(&session, pid)?;
     let tracked = tracked_of(&session, pid);
     let recording = tracked.as_ref().map(|t| t.ending.lock());
@@ -791,7 +800,7 @@ pub(crate) async fn write_stdin(
             "nothing to do: send data, data_base64 or close: true",
         ));
     }
-    let session = session_of(&app, &id)?;
+    let session = session_of(&app, &id).await?;
     let p = find(&session, pid)?;
     drop(session);
     let written = tokio::task::spawn_blocking(move || -> Result<u64, SandboxError> {
@@ -840,7 +849,7 @@ pub(crate) async fn process_output(
     Query(q): Query<OutputQuery>,
 ) -> ApiResult<Response> {
     let pid = parse_pid(&pid)?;
-    let session = session_of(&app, &id)?;
+    let session = session_of(&app, &id).await?;
     let p = find(&session, pid)?;
     // Read before the output: a process seen ended has all its output in the rings.
     let running = p.is_running();
@@ -894,7 +903,7 @@ pub(crate) async fn stream_process(
             }
         },
     };
-    let session = session_of(&app, &id)?;
+    let session = session_of(&app, &id).await?;
     find(&session, pid)?;
     let log = session
         .processes

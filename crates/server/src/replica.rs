@@ -60,7 +60,7 @@ fn store_err(e: StoreError) -> ApiError {
     ApiError::internal(e.to_string())
 }
 
-fn alive_since(app: &App) -> i64 {
+pub(crate) fn alive_since(app: &App) -> i64 {
     app.clock.now_ms() - app.config.replica_ttl_sec as i64 * 1000
 }
 
@@ -172,7 +172,7 @@ struct Remote {
 /// Where a session's requests go: here (`None`: held here, or unknown to the store), its
 /// live owner, or nowhere (owner dead).
 async fn session_route(app: &Arc<App>, id: &str) -> Result<Option<Remote>, ApiError> {
-    if app.session(id).is_some() {
+    if app.session_live(id).is_some() {
         return Ok(None);
     }
     let sid = id.to_string();
@@ -186,6 +186,10 @@ async fn session_route(app: &Arc<App>, id: &str) -> Result<Option<Remote>, ApiEr
             return Ok(None);
         }
         let live = c.live_replica(&owner, alive)?;
+        // Its holder died, but it was checkpointed: this replica wakes it.
+        if live.is_none() && s.session_saved(&sid)?.is_some() {
+            return Ok(None);
+        }
         Ok(Some((owner, user_id, live)))
     })
     .await
@@ -418,7 +422,7 @@ async fn record_session(app: &Arc<App>, resp: Response) -> Response {
     if let Some(id) = id {
         // The session's user as the handler recorded it (the authenticated caller).
         let user = app
-            .session(&id)
+            .session_live(&id)
             .map(|s| s.owner.clone())
             .unwrap_or_else(|| app.config.user_id.clone());
         let now = app.clock.now_ms();

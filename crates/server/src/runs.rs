@@ -386,27 +386,32 @@ async fn record_end(app: &Arc<App>, run: &LiveRun, rec: RunRecord) {
     }
 }
 
+/// A run's box, and for a session's run the session (woken again if it hibernated while the
+/// run waited) with its lock held.
+type Provisioned = (
+    Arc<dyn SandboxBox>,
+    Option<(Arc<Session>, tokio::sync::OwnedMutexGuard<()>)>,
+);
+
 /// Sets up the run's box: the session's (waiting for its previous run) or a fresh one, with
 /// the inline files written and the cwd checked.
 async fn provision(
+    app: &Arc<App>,
     run: &LiveRun,
     spec: &RunSpec,
-) -> Result<
-    (
-        Arc<dyn SandboxBox>,
-        Option<tokio::sync::OwnedMutexGuard<()>>,
-    ),
-    ProvisionError,
-> {
+) -> Result<Provisioned, ProvisionError> {
     let (boxed, guard) = match &spec.session {
         Some(s) => {
-            let guard = s.lock.clone().lock_owned().await;
+            let (s, guard) = app
+                .lock_session(s.clone())
+                .await
+                .map_err(|e| ProvisionError::Failed(e.message))?;
             if !s.boxed.is_alive() {
                 return Err(ProvisionError::Failed(
                     "the session was deleted, or its sandbox was lost".into(),
                 ));
             }
-            (s.boxed.clone(), Some(guard))
+            (s.boxed.clone(), Some((s, guard)))
         }
         None => {
             let owner = run.record.lock().user_id.clone();
@@ -457,7 +462,7 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
     let Some(spec) = run.spec.lock().take() else {
         return;
     };
-    let Some((boxed, _session_guard)) = start_sandbox(&app, &run, &spec).await else {
+    let Some((boxed, session)) = start_sandbox(&app, &run, &spec).await else {
         return;
     };
 
@@ -510,8 +515,13 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
         }
         None => None,
     };
-    if spec.session.is_none() {
-        boxed.destroy().await;
+    match &session {
+        // Its lock is still held: the checkpoint is of the state this run left.
+        Some((s, _guard)) => {
+            s.touch(app.clock.now_ms());
+            app.checkpoint_soon(s);
+        }
+        None => boxed.destroy().await,
     }
     let mut ending = match result {
         Ok(o) => result_ending(run.stop_cause(), &o, spec.timeout_sec),
@@ -534,18 +544,11 @@ fn stop_ending(cause: StopCause) -> Ending {
 
 /// The run's sandbox within `startup_timeout_sec`, with the session's lock held; `None`
 /// when the run already ended (timed out, failed to provision, or stopped meanwhile).
-async fn start_sandbox(
-    app: &Arc<App>,
-    run: &Arc<LiveRun>,
-    spec: &RunSpec,
-) -> Option<(
-    Arc<dyn SandboxBox>,
-    Option<tokio::sync::OwnedMutexGuard<()>>,
-)> {
+async fn start_sandbox(app: &Arc<App>, run: &Arc<LiveRun>, spec: &RunSpec) -> Option<Provisioned> {
     let mut stop = run.stop.subscribe();
     let startup = Duration::from_secs(spec.startup_timeout_sec);
     let provisioned = tokio::select! {
-        r = tokio::time::timeout(startup, provision(run, spec)) => r,
+        r = tokio::time::timeout(startup, provision(app, run, spec)) => r,
         _ = stopped(&mut stop) => {
             finish(app, run, stop_ending(run.stop_cause())).await;
             return None;
@@ -659,13 +662,18 @@ pub fn spawn_heartbeat(app: &Arc<App>, log: Arc<RunLog>) {
     });
 }
 
-/// Reaps expired sessions, forgets finished runs past the log retention and idempotency
-/// entries past their TTL, and deletes artifacts past theirs.
+/// How often the checkpoints of sessions whose TTL ended are looked for.
+const SAVED_SWEEP_EVERY: Duration = Duration::from_secs(10);
+
+/// Reaps expired sessions, hibernates idle ones, forgets expired checkpoints, finished runs
+/// past the log retention and idempotency entries past their TTL, and deletes artifacts past
+/// theirs.
 pub fn spawn_sweeper(app: &Arc<App>) {
     let weak = Arc::downgrade(app);
     let artifact_every = Duration::from_secs(app.config.sweep_interval_sec.max(1));
     tokio::spawn(async move {
         let mut last_artifact_sweep = Instant::now();
+        let mut last_saved_sweep = Instant::now();
         loop {
             tokio::time::sleep(Duration::from_secs(1)).await;
             let Some(app) = weak.upgrade() else { break };
@@ -673,6 +681,11 @@ pub fn spawn_sweeper(app: &Arc<App>) {
                 break;
             }
             app.reap_sessions();
+            app.hibernate_idle().await;
+            if last_saved_sweep.elapsed() >= SAVED_SWEEP_EVERY {
+                last_saved_sweep = Instant::now();
+                app.forget_expired_saved().await;
+            }
             let now = app.clock.now_ms();
             let retention = app.config.log_retention_sec as i64 * 1000;
             forget_finished(&app, now - retention);

@@ -1,10 +1,12 @@
 //! Sessions: a sandbox (a wasm sandbox or a container, see `crate::runtime`) kept between
-//! runs, with its workspace, until its TTL or a DELETE. In memory only: a restart ends every
-//! session (and the docker runtime's reaper removes their containers).
+//! runs, with its workspace, until its TTL or a DELETE. A live session is in this process's
+//! memory; one of a runtime that hibernates is also checkpointed to the store and may be
+//! asleep there (`crate::hibernate`), and [`App::session`] wakes it. Others end with their
+//! process (the docker runtime's reaper removes their containers).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use crate::App;
 use crate::runtime::{Runtime, SandboxBox};
@@ -37,6 +39,24 @@ pub struct Session {
     pub owner: String,
     /// The service's side of its background processes (their stream frames).
     pub processes: crate::process_table::ProcessTable,
+    /// When a request last used it (epoch ms): what hibernation counts idle time from.
+    pub last_used: AtomicI64,
+    /// Set (under `lock`) when its sandbox went to the store and this object was dropped
+    /// from the map: a request still holding it looks the session up again, which wakes it.
+    pub hibernated: AtomicBool,
+    /// Its checkpoints, one at a time, newest last (`crate::hibernate`).
+    pub saving: tokio::sync::Mutex<Saved>,
+    /// Checkpoints asked for; one that finds a newer one asked for leaves the work to it.
+    pub checkpoints_asked: AtomicU64,
+}
+
+/// What a session's last checkpoint wrote, so that an unchanged session is not written again.
+#[derive(Default)]
+pub struct Saved {
+    /// Its chunks, in order.
+    pub chunks: Vec<String>,
+    /// The TTL it recorded.
+    pub expires_at: i64,
 }
 
 impl Session {
@@ -63,18 +83,26 @@ impl Session {
         }
     }
 
+    /// Marks it used now.
+    pub fn touch(&self, now: i64) {
+        self.last_used.fetch_max(now, Ordering::SeqCst);
+    }
+
     pub fn expired(&self, now: i64) -> bool {
         self.expires_at.load(Ordering::SeqCst) <= now
     }
 }
 
 impl App {
-    pub(crate) fn session(&self, id: &str) -> Option<Arc<Session>> {
+    /// The session if it is live in this process (not asleep in the store), marked used.
+    pub(crate) fn session_live(&self, id: &str) -> Option<Arc<Session>> {
         let s = self.sessions.lock().get(id).cloned()?;
-        if s.expired(self.clock.now_ms()) {
+        let now = self.clock.now_ms();
+        if s.expired(now) {
             self.remove_session(id);
             return None;
         }
+        s.touch(now);
         Some(s)
     }
 
@@ -87,21 +115,40 @@ impl App {
         true
     }
 
-    /// Removes a session and waits until its sandbox is gone (for a container: removed from
-    /// the engine), so that a 204 means nothing of it is left.
-    pub(crate) async fn delete_session(&self, id: &str) -> Option<Arc<Session>> {
-        let s = self.sessions.lock().remove(id)?;
-        s.boxed.destroy().await;
-        Some(s)
+    /// Removes a session, live or asleep, and waits until its sandbox is gone (for a
+    /// container: removed from the engine) and its checkpoint forgotten, so that a 204 means
+    /// nothing of it is left. Whether there was one.
+    pub(crate) async fn delete_session(
+        self: &Arc<Self>,
+        id: &str,
+    ) -> Result<bool, crate::error::ApiError> {
+        let live = self.sessions.lock().remove(id);
+        if let Some(s) = &live {
+            s.boxed.destroy().await;
+        }
+        let saved = self.forget_saved(id).await?;
+        Ok(live.is_some() || saved)
     }
 
+    /// Ends a session that expired: its sandbox and its checkpoint go.
     pub(crate) fn remove_session(&self, id: &str) -> Option<Arc<Session>> {
         let s = self.sessions.lock().remove(id)?;
         // A run going on in it ends (its result is recorded as failed: the sandbox is gone).
         // The destroy is tracked: a clean shutdown waits for it.
         let boxed = s.boxed.clone();
         if tokio::runtime::Handle::try_current().is_ok() {
-            self.destroys.spawn(async move { boxed.destroy().await });
+            let store = self.store.clone();
+            let id = id.to_string();
+            let saves = s.runtime.hibernates();
+            self.destroys.spawn(async move {
+                boxed.destroy().await;
+                if saves
+                    && let Err(e) =
+                        crate::store::call(&store, move |st| st.session_forget(&id)).await
+                {
+                    tracing::warn!(%e, "cannot forget an expired session's checkpoint");
+                }
+            });
         }
         Some(s)
     }

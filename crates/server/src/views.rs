@@ -196,6 +196,13 @@ pub struct RuntimeInfo {
     pub supported_spec_versions: Vec<String>,
     pub interactive_supported: bool,
     pub egress_allowlist_supported: bool,
+    /// Whether its sessions survive a restart or a replica's loss: they hibernate to the
+    /// store when idle and at shutdown, are checkpointed after each run, and wake on any
+    /// replica. A session of a runtime that does not ends with its replica.
+    pub sessions_hibernate: bool,
+    /// `SANDBOX_HIBERNATE_AFTER_SEC` where sessions hibernate (0: only at shutdown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hibernate_after_sec: Option<u64>,
     pub store_mode: String,
     pub notes: String,
     #[serde(skip_serializing_if = "Option::is_none")]

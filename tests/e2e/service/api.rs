@@ -52,9 +52,12 @@ async fn runtimes_lists_wasm_and_the_unavailable_runtimes() {
     assert_eq!(wasm["supported_spec_versions"], json!(["1.0"]));
     let img = wasm["default_images"][0].as_str().unwrap();
     assert!(img.starts_with("wasmsand/default@sha256:"), "{img}");
-    assert!(wasm["notes"].as_str().unwrap().contains("memory"));
+    assert!(wasm["notes"].as_str().unwrap().contains("hibernate"));
+    assert_eq!(wasm["sessions_hibernate"], true);
+    assert_eq!(wasm["hibernate_after_sec"], 60);
     for r in &rts[1..] {
         assert_eq!(r["available"], false);
+        assert_eq!(r["sessions_hibernate"], false, "{r}");
     }
 }
 

@@ -14,7 +14,7 @@ fn sqlite_config(dir: &std::path::Path) -> Config {
 }
 
 #[test]
-fn a_restart_keeps_runs_artifacts_and_idempotency_and_fails_runs_in_flight() {
+fn a_restart_keeps_runs_artifacts_idempotency_and_sessions_and_fails_runs_in_flight() {
     let dir = tempfile::tempdir().unwrap();
     let key = "restart-key";
     let mut body = TestServer::script("echo persisted; echo art > a.txt");
@@ -101,8 +101,9 @@ fn a_restart_keeps_runs_artifacts_and_idempotency_and_fails_runs_in_flight() {
         assert_eq!(frames.last().unwrap()["data"]["phase"], "completed");
         assert_eq!(frames.last().unwrap()["seq"], done_status["last_seq"]);
 
-        let (s, _) = srv.get(&format!("/sessions/{session_id}")).await;
-        assert_eq!(s, StatusCode::NOT_FOUND);
+        // The session was checkpointed when it was made: the crash did not take it.
+        let (s, v) = srv.get(&format!("/sessions/{session_id}")).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
         let (_, rt) = srv.get("/runtimes").await;
         assert_eq!(rt["store_mode"], "sqlite");
         srv.stop().await;

@@ -317,7 +317,7 @@ async fn fetch_inputs(
 }
 
 /// Every check of a run request, in the order clients see their errors.
-pub(crate) async fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Checked> {
+pub(crate) async fn check_run(app: &Arc<App>, v: &Value, user: &str) -> ApiResult<Checked> {
     let spec_version = check_spec_version(app, v)?;
     let req: RunRequest = typed(v)?;
     if !app.config.enable_execution {
@@ -430,7 +430,7 @@ pub(crate) async fn check_run(app: &App, v: &Value, user: &str) -> ApiResult<Che
 /// The run's session (the user's own) or its image: exactly one of the two is given, and a
 /// session fixes the runtime and the image.
 async fn session_or_image(
-    app: &App,
+    app: &Arc<App>,
     req: &RunRequest,
     user: &str,
 ) -> ApiResult<(Option<Arc<Session>>, Arc<dyn Runtime>, ImageRef)> {
@@ -442,8 +442,17 @@ async fn session_or_image(
             "base_image is required when session_id is not given",
         )),
         (Some(id), None) => {
+            // Another user's session is not woken for them: its owner is read first.
+            if app
+                .session_user(id)
+                .await?
+                .is_none_or(|owner| owner != user)
+            {
+                return Err(ApiError::not_found("session", id));
+            }
             let s = app
                 .session(id)
+                .await?
                 .filter(|s| s.owner == user)
                 .ok_or_else(|| ApiError::not_found("session", id))?;
             if let Some(r) = req.runtime.as_deref()

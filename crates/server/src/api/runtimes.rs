@@ -18,7 +18,7 @@ use crate::views::{self, RuntimeInfo, RuntimesReply};
 )]
 pub(crate) async fn runtimes(State(app): State<Arc<App>>) -> Response {
     let c = &app.config;
-    let base = |name: &str| RuntimeInfo {
+    let base = |rt: Option<&Arc<dyn crate::runtime::Runtime>>, name: &str| RuntimeInfo {
         name: name.into(),
         available: false,
         default_images: vec![],
@@ -33,6 +33,8 @@ pub(crate) async fn runtimes(State(app): State<Arc<App>>) -> Response {
         supported_spec_versions: c.supported_spec_versions.clone(),
         interactive_supported: false,
         egress_allowlist_supported: false,
+        sessions_hibernate: rt.is_some_and(|r| r.hibernates()),
+        hibernate_after_sec: rt.filter(|r| r.hibernates()).map(|_| c.hibernate_after_sec),
         store_mode: app.store.mode().into(),
         notes: String::new(),
         runtime_version: None,
@@ -44,13 +46,13 @@ pub(crate) async fn runtimes(State(app): State<Arc<App>>) -> Response {
     };
     let mut runtimes = Vec::new();
     for rt in app.runtimes.all() {
-        runtimes.push(rt.describe(base(rt.name())).await);
+        runtimes.push(rt.describe(base(Some(rt), rt.name())).await);
     }
     runtimes.push(RuntimeInfo {
         notes: "not available in this build; use wasm or docker".into(),
         max_concurrent_runs: None,
         queue_length: None,
-        ..base("firecracker")
+        ..base(None, "firecracker")
     });
     let body = RuntimesReply {
         store_mode: app.store.mode().into(),

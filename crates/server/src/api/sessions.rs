@@ -197,18 +197,19 @@ pub(crate) async fn create_session(
                 lock: Arc::new(tokio::sync::Mutex::new(())),
                 owner: user.clone(),
                 processes: Default::default(),
+                last_used: AtomicI64::new(now),
+                hibernated: Default::default(),
+                saving: Default::default(),
+                checkpoints_asked: Default::default(),
             });
             if !app.insert_session(session.clone()) {
                 session.boxed.destroy().await;
-                return Err(ApiError::new(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    ErrorCode::QuotaExceeded,
-                    format!(
-                        "the server holds its maximum of {} sessions",
-                        app.config.max_sessions
-                    ),
-                )
-                .with_details(json!({ "max_sessions": app.config.max_sessions })));
+                return Err(too_many_sessions(&app));
+            }
+            // Checkpointed at once: a crash before its first run does not lose it.
+            {
+                let _guard = session.lock.lock().await;
+                app.checkpoint_soon(&session);
             }
             crate::observe::session_created(&app, session.runtime.name());
             let facts = audit::SessionFacts {
@@ -255,6 +256,7 @@ pub(crate) async fn get_session(
 ) -> ApiResult<Response> {
     let s = app
         .session(&id)
+        .await?
         .ok_or_else(|| ApiError::not_found("session", &id))?;
     Ok(views::json(StatusCode::OK, &s.view(&app.policy_hash)))
 }
@@ -273,10 +275,24 @@ pub(crate) async fn delete_session(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    app.delete_session(&id)
-        .await
-        .map(|_| StatusCode::NO_CONTENT)
-        .ok_or_else(|| ApiError::not_found("session", &id))
+    if app.delete_session(&id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found("session", &id))
+    }
+}
+
+/// The answer when the server holds its maximum of live sessions.
+pub(crate) fn too_many_sessions(app: &App) -> ApiError {
+    ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::QuotaExceeded,
+        format!(
+            "the server holds its maximum of {} sessions",
+            app.config.max_sessions
+        ),
+    )
+    .with_details(json!({ "max_sessions": app.config.max_sessions }))
 }
 
 /// A box that could not be made: 503 with what to do (build the image, wait for the engine).

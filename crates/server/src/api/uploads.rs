@@ -53,6 +53,7 @@ pub(crate) async fn upload_files(
 async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Response> {
     let session = app
         .session(&id)
+        .await?
         .ok_or_else(|| ApiError::not_found("session", &id))?;
     let c = &app.config;
     let caps = Caps {
@@ -148,11 +149,12 @@ async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Respo
             ));
         }
     };
-    let _guard = session.lock.clone().lock_owned().await;
+    let (session, _guard) = app.lock_session(session).await?;
     let files = staged.files.len();
     let bytes = staged.bytes;
     let paths: Vec<String> = staged.files.iter().map(|(p, _)| p.clone()).collect();
     commit(session.boxed.as_ref(), staged).await?;
+    app.checkpoint_soon(&session);
     crate::observe::upload(&app, kind, bytes, files as u64);
     Ok(views::json(
         StatusCode::CREATED,

@@ -334,6 +334,11 @@ pub static KEYS: &[Key] = &[
         "then 429 `quota_exceeded`"
     ),
     num!(
+        "SANDBOX_HIBERNATE_AFTER_SEC",
+        hibernate_after_sec,
+        "idle wasm sessions go to the store; 0: never"
+    ),
+    num!(
         "SANDBOX_SWEEP_INTERVAL_SEC",
         sweep_interval_sec,
         "artifact sweeper"

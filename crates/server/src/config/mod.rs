@@ -154,6 +154,9 @@ pub struct Config {
     pub session_max_ttl_sec: u64,
     /// `SANDBOX_MAX_SESSIONS` (1000): live sessions (MCP's included); then 429 `quota_exceeded`.
     pub max_sessions: usize,
+    /// `SANDBOX_HIBERNATE_AFTER_SEC` (60): a wasm session idle this long is written to the
+    /// store and dropped from memory; its next request wakes it (0: never).
+    pub hibernate_after_sec: u64,
     /// `SANDBOX_SWEEP_INTERVAL_SEC` (900): how often expired artifacts are deleted and old audit events purged.
     pub sweep_interval_sec: u64,
     /// `SANDBOX_PIDS_LIMIT` (256): reported in `limits` and the policy hash only (a wasm sandbox has no host processes).
@@ -318,6 +321,7 @@ impl Default for Config {
             session_default_ttl_sec: 3600,
             session_max_ttl_sec: 24 * 3600,
             max_sessions: 1000,
+            hibernate_after_sec: 60,
             sweep_interval_sec: 900,
             pids_limit: 256,
             ulimit_nofile: 1024,

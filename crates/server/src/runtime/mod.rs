@@ -238,6 +238,26 @@ pub(crate) trait Runtime: Send + Sync {
         false
     }
     fn create_box(&self, spec: BoxSpec) -> Fut<'_, Result<Arc<dyn SandboxBox>, ProvisionError>>;
+    /// Whether its sessions hibernate: written to the store when idle and at shutdown,
+    /// checkpointed after each run, and woken from there on any replica
+    /// (`crate::hibernate`).
+    fn hibernates(&self) -> bool {
+        false
+    }
+    /// A box holding the sandbox state `payload` (`wasmsand::Sandbox::export_payload`), made
+    /// for `spec` as [`Runtime::create_box`] makes a new one. Only runtimes that hibernate.
+    fn revive(
+        &self,
+        _payload: Vec<u8>,
+        _spec: BoxSpec,
+    ) -> Fut<'_, Result<Arc<dyn SandboxBox>, ProvisionError>> {
+        Box::pin(async move {
+            Err(ProvisionError::Failed(format!(
+                "runtime {} does not hibernate sessions",
+                self.name()
+            )))
+        })
+    }
     /// Its `/runtimes` entry (the caps the caller fills in are shared).
     fn describe(&self, base: RuntimeInfo) -> Fut<'_, RuntimeInfo>;
     /// Removes what an earlier life of this service left behind, and what this one lost.

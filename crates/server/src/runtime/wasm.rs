@@ -37,6 +37,44 @@ impl WasmRuntime {
     }
 }
 
+impl WasmRuntime {
+    /// A new sandbox for `spec`, or (`payload`) one holding a saved state.
+    async fn make_box(
+        &self,
+        spec: BoxSpec,
+        payload: Option<Vec<u8>>,
+    ) -> Result<Arc<dyn SandboxBox>, ProvisionError> {
+        let egress = EgressLog::default();
+        let network = spec.network.map(|allowlist| wasmsand::Network {
+            allowlist,
+            resolve: self.config.egress_resolve.clone(),
+            resolver: None,
+            limits: wasmsand::NetLimits::default(),
+            ca_pem: self.config.egress_ca_pem.iter().cloned().collect(),
+            on_event: Some(egress.sink()),
+        });
+        let opts = sandbox_options(
+            &self.config,
+            spec.memory_mb,
+            spec.env.into_iter().collect(),
+            network,
+        );
+        let sb = tokio::task::spawn_blocking(move || match payload {
+            None => Ok(Sandbox::new(opts)),
+            Some(p) => Sandbox::from_payload(&p, opts).map_err(|e| e.to_string()),
+        })
+        .await
+        .map_err(|e| ProvisionError::Failed(format!("cannot create the sandbox: {e}")))?
+        .map_err(ProvisionError::Failed)?;
+        let digest = self.images.digest().await;
+        Ok(Arc::new(WasmBox {
+            sb: Arc::new(sb),
+            digest,
+            egress,
+        }) as Arc<dyn SandboxBox>)
+    }
+}
+
 /// The options of a service sandbox (a session's, a one-shot run's, an MCP session's).
 pub(crate) fn sandbox_options(
     c: &Config,
@@ -128,32 +166,19 @@ impl Runtime for WasmRuntime {
     }
 
     fn create_box(&self, spec: BoxSpec) -> Fut<'_, Result<Arc<dyn SandboxBox>, ProvisionError>> {
-        Box::pin(async move {
-            let egress = EgressLog::default();
-            let network = spec.network.map(|allowlist| wasmsand::Network {
-                allowlist,
-                resolve: self.config.egress_resolve.clone(),
-                resolver: None,
-                limits: wasmsand::NetLimits::default(),
-                ca_pem: self.config.egress_ca_pem.iter().cloned().collect(),
-                on_event: Some(egress.sink()),
-            });
-            let opts = sandbox_options(
-                &self.config,
-                spec.memory_mb,
-                spec.env.into_iter().collect(),
-                network,
-            );
-            let sb = tokio::task::spawn_blocking(move || Sandbox::new(opts))
-                .await
-                .map_err(|e| ProvisionError::Failed(format!("cannot create the sandbox: {e}")))?;
-            let digest = self.images.digest().await;
-            Ok(Arc::new(WasmBox {
-                sb: Arc::new(sb),
-                digest,
-                egress,
-            }) as Arc<dyn SandboxBox>)
-        })
+        Box::pin(self.make_box(spec, None))
+    }
+
+    fn hibernates(&self) -> bool {
+        true
+    }
+
+    fn revive(
+        &self,
+        payload: Vec<u8>,
+        spec: BoxSpec,
+    ) -> Fut<'_, Result<Arc<dyn SandboxBox>, ProvisionError>> {
+        Box::pin(self.make_box(spec, Some(payload)))
     }
 
     fn describe(&self, base: RuntimeInfo) -> Fut<'_, RuntimeInfo> {
@@ -175,8 +200,9 @@ impl Runtime for WasmRuntime {
                 egress_allowlist_supported: true,
                 notes: "WebAssembly sandboxes (wasmer): bash-like shell, coreutils, jq, python3; \
                         network only by an egress allowlist (`network_policy: allowlist`; curl \
-                        and wget over http and https). Sessions live in this process's memory and end when it \
-                        restarts; runs, artifacts and idempotency entries are kept by the store."
+                        and wget over http and https). Sessions hibernate: idle ones (SANDBOX_HIBERNATE_AFTER_SEC) \
+                        and all at shutdown are written to the store, each is checkpointed after \
+                        its runs, and a request wakes it on any replica sharing the store."
                     .into(),
                 ..base
             }

@@ -227,6 +227,11 @@ async fn forwarding_errors_come_in_the_error_envelope() {
         .unwrap()
         .to_string();
     a.kill();
+    // Without its checkpoint (as a docker session has none) the session is lost with A.
+    pg.psql(
+        &url,
+        &format!("DELETE FROM sandbox_saved_sessions WHERE id = '{sid}'"),
+    );
     let (s, h, v) = send(
         c.get(b.api(&format!("/sessions/{sid}")))
             .header("accept", PROBLEM),

@@ -3,6 +3,7 @@
 //! Kubernetes example of docs/deploy.md.
 
 mod admission;
+mod durable;
 mod k8s;
 pub mod pg;
 mod replicas;

@@ -62,6 +62,11 @@ impl Replica {
         format!("{}{BASE}{path}", self.url.replacen("http://", "ws://", 1))
     }
 
+    /// The process id (to read its memory use).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL: the process dies without unregistering (a crash, a lost machine).
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -152,7 +157,7 @@ async fn wait_phase(c: &reqwest::Client, via: &Replica, id: &str, phase: &str) {
 }
 
 /// Every frame of a run's stream until `end`.
-async fn frames(url: &str) -> Vec<Value> {
+pub(super) async fn frames(url: &str) -> Vec<Value> {
     let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
     let mut out = Vec::new();
     let read = async {
@@ -177,7 +182,7 @@ async fn frames(url: &str) -> Vec<Value> {
     out
 }
 
-fn stdout_of(frames: &[Value]) -> String {
+pub(super) fn stdout_of(frames: &[Value]) -> String {
     frames
         .iter()
         .filter(|f| f["type"] == "stdout")
@@ -416,7 +421,7 @@ async fn the_queue_limit_holds_across_replicas() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn when_the_owner_dies_its_runs_fail_and_its_sessions_are_lost() {
+async fn when_the_owner_dies_its_runs_fail_and_another_replica_takes_its_sessions_over() {
     let pg = crate::pg_or_skip!();
     let url = pg.fresh_db("death");
     // A TTL longer than any wait of the test: A is found dead below because its heartbeat is
@@ -438,10 +443,14 @@ async fn when_the_owner_dies_its_runs_fail_and_its_sessions_are_lost() {
         .or(sess["id"].as_str())
         .unwrap()
         .to_string();
+    // A finished run's effects are checkpointed: they survive A.
+    let (done, _) = super::durable::sh(&c, &b, &sid, "echo kept > before.txt; export KEPT=1").await;
+    assert_eq!(done["phase"], "completed", "{done}");
     let (s, v, _) = post(
         &c,
         &b.api("/runs"),
-        &json!({ "spec_version": "1.0", "session_id": sid, "command": ["sleep", "120"] }),
+        &json!({ "spec_version": "1.0", "session_id": sid,
+                 "command": ["bash", "-c", "echo lost > during.txt; sleep 120"] }),
         None,
     )
     .await;
@@ -470,17 +479,22 @@ async fn when_the_owner_dies_its_runs_fail_and_its_sessions_are_lost() {
     let done = wait_done(&c, &b, &run).await;
     assert_eq!(done["phase"], "failed", "{done}");
     assert_eq!(done["reason_code"], "replica_lost", "{done}");
+    // B takes the session over from its last checkpoint: what finished runs left is there,
+    // what the run in flight did is not.
     let (s, v) = get(&c, &b.api(&format!("/sessions/{sid}"))).await;
-    assert_eq!(s, StatusCode::GONE, "{v}");
-    assert_eq!(v["error"]["code"], "session_lost");
-    let (s, v, _) = post(
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (done, out) = super::durable::sh(
         &c,
-        &b.api("/runs"),
-        &json!({ "spec_version": "1.0", "session_id": sid, "command": ["true"] }),
-        None,
+        &b,
+        &sid,
+        "cat before.txt; echo \"$KEPT\"; ls during.txt 2>&1",
     )
     .await;
-    assert_eq!(s, StatusCode::GONE, "{v}");
+    assert_eq!(
+        out, "kept\n1\nls: cannot access 'during.txt': No such file or directory\n",
+        "{done}"
+    );
+
     // B itself carries on.
     let (s, v, _) = post(&c, &b.api("/runs"), &run_body(&["true"]), None).await;
     assert!(s.is_success(), "{v}");
@@ -488,7 +502,7 @@ async fn when_the_owner_dies_its_runs_fail_and_its_sessions_are_lost() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_clean_stop_hands_nothing_over_and_a_restart_keeps_the_records() {
+async fn a_clean_stop_hands_its_sessions_over_and_a_restart_keeps_the_records() {
     let pg = crate::pg_or_skip!();
     let url = pg.fresh_db("restart");
     let mut a = Replica::start(&url, &[]);
@@ -512,9 +526,10 @@ async fn a_clean_stop_hands_nothing_over_and_a_restart_keeps_the_records() {
         .to_string();
     a.terminate();
     let b = Replica::start(&url, &[]);
-    // The session went with A at once (no TTL wait); the run's record and the key stay.
+    // A hibernated the session as it stopped: B wakes it at once (no TTL wait); the run's
+    // record and the key stay.
     let (s, v) = get(&c, &b.api(&format!("/sessions/{sid}"))).await;
-    assert_eq!(s, StatusCode::GONE, "{v}");
+    assert_eq!(s, StatusCode::OK, "{v}");
     let (s, v) = get(&c, &b.api(&format!("/runs/{id}"))).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(v["phase"], "completed");
@@ -524,10 +539,10 @@ async fn a_clean_stop_hands_nothing_over_and_a_restart_keeps_the_records() {
 }
 
 /// SHA-256 of `alice-cluster-key` and `bob-cluster-key` (what `SANDBOX_API_KEYS` holds).
-const KEYS: &str = "55c2b8f1758dba8ad9a14e542e9cc1db5ce9f2a056242cb50d9a1039b97c9152 alice user,\
+pub(super) const KEYS: &str = "55c2b8f1758dba8ad9a14e542e9cc1db5ce9f2a056242cb50d9a1039b97c9152 alice user,\
                     40a582853b6f39e3ba0e3ff74f342f80c0034e66c36a284f47880803fa2bfd5d bob user";
-const ALICE: &str = "alice-cluster-key";
-const BOB: &str = "bob-cluster-key";
+pub(super) const ALICE: &str = "alice-cluster-key";
+pub(super) const BOB: &str = "bob-cluster-key";
 
 async fn call_as(
     c: &reqwest::Client,
@@ -645,7 +660,13 @@ async fn a_replica_checks_the_caller_before_forwarding_or_reporting_a_lost_sessi
     assert_eq!(v["phase"], "running", "{v}");
 
     // A dies: only alice learns that her session is lost; others get 401/404 as before.
+    // (Its checkpoint is removed first: a checkpointed session would be taken over, see
+    // `durable`; one without, like a docker session's, is lost.)
     a.kill();
+    pg.psql(
+        &url,
+        &format!("DELETE FROM sandbox_saved_sessions WHERE id = '{sid}'"),
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (s, v) = call_as(&c, Method::GET, &session_url, Some(ALICE), None).await;
