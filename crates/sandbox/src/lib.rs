@@ -940,10 +940,61 @@ impl Sandbox {
             }
             other => other?,
         };
-        let result = self.with_inner(|i| {
+        let result = self.merge_trees(&base, &theirs, shell, opts)?;
+        // What was merged is now in both: the next merge starts from it.
+        let _ = fork.with_inner(|f| {
+            if let Some(o) = f.origin.as_mut().filter(|o| o.parent == self.id) {
+                o.base = theirs;
+            }
+            Ok(())
+        });
+        Ok(result)
+    }
+
+    /// [`Self::merge`] against an explicit fork point: what `fork` changed since the state
+    /// `base` holds is brought into this sandbox, three-way, with the same rules, conflicts
+    /// and options. For forks whose relation to this sandbox is not in memory (the service's
+    /// sessions, which hibernate: it keeps each fork's fork point as a saved state). The
+    /// caller moves its fork point to the fork's state after a merge that succeeded.
+    pub fn merge_from(
+        &self,
+        base: &Sandbox,
+        fork: &Sandbox,
+        opts: MergeOptions,
+    ) -> Result<MergeResult> {
+        if std::ptr::eq(self, fork) {
+            return Err(SandboxError::Invalid(
+                "a sandbox cannot be merged into itself".into(),
+            ));
+        }
+        let base = base.with_inner(|b| Ok(b.vfs.lock().checkpoint()))?;
+        let (theirs, shell) = fork
+            .with_inner(|f| {
+                Ok((
+                    f.vfs.lock().checkpoint(),
+                    (opts.env || opts.cwd).then(|| f.shell.clone()),
+                ))
+            })
+            .map_err(|e| match e {
+                SandboxError::Destroyed => {
+                    SandboxError::Invalid("the sandbox to merge has been destroyed".into())
+                }
+                e => e,
+            })?;
+        self.merge_trees(&base, &theirs, shell, opts)
+    }
+
+    fn merge_trees(
+        &self,
+        base: &wasmsand_vfs::Checkpoint,
+        theirs: &wasmsand_vfs::Checkpoint,
+        shell: Option<ShellState>,
+        opts: MergeOptions,
+    ) -> Result<MergeResult> {
+        self.with_inner(|i| {
             let mut vfs = i.vfs.lock();
             let before = vfs.checkpoint();
-            let report = vfs.merge(&base, &theirs).map_err(|e| match e {
+            let report = vfs.merge(base, theirs).map_err(|e| match e {
                 wasmsand_vfs::MergeError::Conflicts(c) => SandboxError::MergeConflict(c),
                 wasmsand_vfs::MergeError::Fs(e) => SandboxError::Fs(e),
             })?;
@@ -980,15 +1031,7 @@ impl Sandbox {
                 result.cwd = Some(theirs_shell.cwd);
             }
             Ok(result)
-        })?;
-        // What was merged is now in both: the next merge starts from it.
-        let _ = fork.with_inner(|f| {
-            if let Some(o) = f.origin.as_mut().filter(|o| o.parent == self.id) {
-                o.base = theirs;
-            }
-            Ok(())
-        });
-        Ok(result)
+        })
     }
 
     /// Releases the sandbox; every later call fails with [`SandboxError::Destroyed`].

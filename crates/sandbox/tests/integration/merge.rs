@@ -249,3 +249,62 @@ fn only_a_fork_of_this_sandbox_merges_into_it() {
         Err(SandboxError::Destroyed)
     ));
 }
+
+/// A fork point, a fork and a parent that each went through `export_payload` /
+/// `from_payload` (as the service's hibernated sessions do) still merge three-way.
+#[test]
+fn merge_from_an_explicit_fork_point_survives_a_round_trip_through_payloads() {
+    let again = |sb: &Sandbox| {
+        Sandbox::from_payload(&sb.export_payload().unwrap(), SandboxOptions::default()).unwrap()
+    };
+    let parent = sandbox();
+    run(
+        &parent,
+        "mkdir -p src && echo one > src/a && echo keep > b && echo gone > c",
+    );
+    let fork = parent.fork().unwrap();
+    let base = again(&fork);
+    run(
+        &fork,
+        "echo two > src/a && rm c && echo new > d && export FROM_FORK=1 && cd src",
+    );
+    run(&parent, "echo parent > e");
+    let (parent, fork) = (again(&parent), again(&fork));
+    // Not a fork in memory any more: only the explicit fork point relates them.
+    assert!(parent.merge(&fork, MergeOptions::default()).is_err());
+    let opts = MergeOptions {
+        env: true,
+        cwd: true,
+    };
+    let r = parent.merge_from(&base, &fork, opts).unwrap();
+    assert_eq!(
+        applied(&r),
+        vec![
+            ("/home/user/c", SideChange::Deleted),
+            ("/home/user/d", SideChange::Added),
+            ("/home/user/src/a", SideChange::Changed),
+        ]
+    );
+    assert_eq!(r.env, vec!["FROM_FORK".to_string()]);
+    assert_eq!(
+        run(
+            &parent,
+            "pwd; cat a ../b ../d ../e; echo $FROM_FORK; ls ../c 2>&1 || true"
+        ),
+        "/home/user/src\ntwo\nkeep\nnew\nparent\n1\nls: cannot access '../c': No such file or directory\n"
+    );
+    // Both changed one path differently: a conflict that applies nothing.
+    let base = again(&fork);
+    run(&fork, "echo fork > ../b");
+    run(&parent, "echo mine > ../b");
+    match parent.merge_from(&base, &fork, MergeOptions::default()) {
+        Err(SandboxError::MergeConflict(c)) => assert_eq!(c.len(), 1, "{c:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(run(&parent, "cat ../b"), "mine\n");
+    assert!(
+        parent
+            .merge_from(&base, &parent, MergeOptions::default())
+            .is_err()
+    );
+}
