@@ -68,7 +68,7 @@ error_codes! {
     IdempotencyConflict = "idempotency_conflict", [409],
         "an `Idempotency-Key` reused with a different body: `details.prior_id`, `key`, `prior_created_at`";
     Conflict = "conflict", [409],
-        "a background process's stdin is closed, or it has ended (`details.reason`)";
+        "a background process's stdin is closed, or it has ended (`details.reason`); a session and its fork changed some path differently, so a merge applied nothing (`details.reason: merge_conflict`, `details.conflicts`: `path`, `ours`, `theirs`)";
     RateLimited = "rate_limited", [429],
         "the run queue is full (`Retry-After`)";
     QuotaExceeded = "quota_exceeded", [429, 413],

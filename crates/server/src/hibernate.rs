@@ -60,6 +60,8 @@ pub(crate) struct Meta {
     pub timeout_sec: u64,
     pub network_policy: String,
     pub egress_allowlist: Option<wasmsand::egress::EgressAllowlist>,
+    #[serde(default)]
+    pub forked_from: Option<String>,
 }
 
 impl Meta {
@@ -78,6 +80,7 @@ impl Meta {
             timeout_sec: s.timeout_sec,
             network_policy: s.network_policy.clone(),
             egress_allowlist: s.egress.as_ref().map(|e| e.to_allowlist()),
+            forked_from: s.forked_from.clone(),
         }
     }
 }
@@ -147,6 +150,23 @@ fn assemble(saved: &SavedSession, chunks: Vec<(String, Vec<u8>)>) -> Result<Vec<
         )));
     }
     Ok(out)
+}
+
+/// The saved state that is a session's fork point: what the fork and its parent both held
+/// when it was forked, or when it was last merged back (`crate::api::forks`).
+pub(crate) fn fork_point_id(session: &str) -> String {
+    format!("{session}:fork-point")
+}
+
+/// The saved state of one of a session's snapshots.
+pub(crate) fn snapshot_key(session: &str, snapshot: &str) -> String {
+    format!("{session}:snapshot:{snapshot}")
+}
+
+/// Whether a saved state is a session's checkpoint (not a fork point or a snapshot, whose
+/// record says what it is in `kind`): only those wake.
+fn is_session(saved: &SavedSession) -> bool {
+    saved.meta.get("kind").is_none()
 }
 
 /// What a checkpoint says of its session besides the state.
@@ -277,7 +297,7 @@ impl App {
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?;
         Ok(saved
-            .filter(|s| s.expires_at > self.clock.now_ms())
+            .filter(|s| is_session(s) && s.expires_at > self.clock.now_ms())
             .map(|s| s.user_id))
     }
 
@@ -301,12 +321,45 @@ impl App {
         }
     }
 
-    /// Forgets a session's checkpoint (and, on a shared store, who holds it); whether it had one.
+    /// Puts `boxed` in place of the session's sandbox (a snapshot restored), under the
+    /// session's lock (`guard`): the session object is replaced in the map, and a request
+    /// still holding the old one finds it marked and looks the session up again, as after a
+    /// hibernation. Its background processes end with the old sandbox.
+    pub(crate) async fn replace_session(
+        self: &Arc<Self>,
+        old: &Arc<Session>,
+        guard: tokio::sync::OwnedMutexGuard<()>,
+        boxed: Arc<dyn crate::runtime::SandboxBox>,
+    ) -> Arc<Session> {
+        let new = Arc::new(old.derive(
+            old.id.clone(),
+            boxed,
+            old.created_at,
+            old.expires_at.load(Ordering::SeqCst),
+            old.forked_from.clone(),
+        ));
+        new.touch(self.clock.now_ms());
+        old.hibernated.store(true, Ordering::SeqCst);
+        self.sessions.lock().insert(old.id.clone(), new.clone());
+        drop(guard);
+        old.boxed.destroy().await;
+        {
+            let _guard = new.lock.lock().await;
+            self.checkpoint_soon(&new);
+        }
+        new
+    }
+
+    /// Forgets a session's checkpoint, its snapshots and its fork point (and, on a shared
+    /// store, who holds it); whether it had a checkpoint.
     pub(crate) async fn forget_saved(&self, id: &str) -> Result<bool, ApiError> {
         let sid = id.to_string();
         store::call(&self.store, move |s| {
             if let Some(c) = s.cluster() {
                 c.session_delete(&sid)?;
+            }
+            for derived in s.saved_ids_with_prefix(&format!("{sid}:"))? {
+                s.session_forget(&derived)?;
             }
             s.session_forget(&sid)
         })
@@ -537,6 +590,9 @@ impl App {
         else {
             return Ok(None);
         };
+        if !is_session(&saved) {
+            return Ok(None);
+        }
         let now = self.clock.now_ms();
         if saved.expires_at <= now {
             self.forget_saved(id).await?;
@@ -638,6 +694,7 @@ impl App {
                 expires_at: saved.expires_at,
             }),
             checkpoints_asked: Default::default(),
+            forked_from: meta.forked_from,
         });
         if !self.insert_session(session.clone()) {
             session.boxed.destroy().await;

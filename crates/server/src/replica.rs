@@ -402,6 +402,22 @@ pub(crate) async fn forward(State(app): State<Arc<App>>, req: Request, next: Nex
     }
 }
 
+/// Records this replica as the holder of a session it made other than by `POST /sessions`
+/// (a fork), so that requests through other replicas find it.
+pub(crate) async fn record_session_here(app: &Arc<App>, id: &str, user: &str) {
+    if app.store.cluster().is_none() {
+        return;
+    }
+    let (id, user, now) = (id.to_string(), user.to_string(), app.clock.now_ms());
+    if let Err(e) = store::call(&app.store, move |s| {
+        s.cluster().expect("shared").session_put(&id, &user, now)
+    })
+    .await
+    {
+        tracing::error!(%e, "cannot record a fork's holder");
+    }
+}
+
 /// Records this replica as the owner of a session it just created (before the client gets
 /// the id, so a request through another replica can already find it).
 async fn record_session(app: &Arc<App>, resp: Response) -> Response {

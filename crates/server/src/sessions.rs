@@ -48,6 +48,8 @@ pub struct Session {
     pub saving: tokio::sync::Mutex<Saved>,
     /// Checkpoints asked for; one that finds a newer one asked for leaves the work to it.
     pub checkpoints_asked: AtomicU64,
+    /// The session it was forked from (`crate::api::forks`).
+    pub forked_from: Option<String>,
 }
 
 /// What a session's last checkpoint wrote, so that an unchanged session is not written again.
@@ -80,6 +82,45 @@ impl Session {
             timeout_sec: self.timeout_sec,
             env: self.env.clone(),
             labels: self.labels.clone(),
+            forked_from: self.forked_from.clone(),
+        }
+    }
+
+    /// A session with this one's settings and owner around another box: a fork (a new id)
+    /// or this session with its state replaced (the same id).
+    pub fn derive(
+        &self,
+        id: String,
+        boxed: Arc<dyn SandboxBox>,
+        now: i64,
+        expires_at: i64,
+        forked_from: Option<String>,
+    ) -> Session {
+        Session {
+            id,
+            image_digest: self.image_digest.clone(),
+            boxed,
+            runtime: self.runtime.clone(),
+            runtime_version: self.runtime_version.clone(),
+            base_image: self.base_image.clone(),
+            spec_version: self.spec_version.clone(),
+            created_at: now,
+            expires_at: AtomicI64::new(expires_at),
+            env: self.env.clone(),
+            labels: self.labels.clone(),
+            cpu: self.cpu,
+            memory_mb: self.memory_mb,
+            timeout_sec: self.timeout_sec,
+            network_policy: self.network_policy.clone(),
+            egress: self.egress.clone(),
+            lock: Arc::new(tokio::sync::Mutex::new(())),
+            owner: self.owner.clone(),
+            processes: Default::default(),
+            last_used: AtomicI64::new(now),
+            hibernated: AtomicBool::new(false),
+            saving: Default::default(),
+            checkpoints_asked: AtomicU64::new(0),
+            forked_from,
         }
     }
 

@@ -70,6 +70,9 @@ pub struct SessionView {
     pub timeout_sec: u64,
     pub env: BTreeMap<String, String>,
     pub labels: BTreeMap<String, String>,
+    /// The session this one was forked from (`POST /sessions/{id}/fork`), which it merges
+    /// back into; null for a session made by `POST /sessions`.
+    pub forked_from: Option<String>,
 }
 
 /// The answer to `POST /runs`: the admission (`starting` or `queued`) and the run's

@@ -17,6 +17,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::http::BASE;
 
 pub(crate) mod artifacts;
+pub(crate) mod forks;
 pub(crate) mod runs;
 pub(crate) mod runtimes;
 pub(crate) mod sessions;
@@ -31,6 +32,11 @@ pub(crate) fn api_routes(upload_limit: usize) -> OpenApiRouter<Arc<App>> {
         .routes(routes!(sessions::create_session))
         .routes(routes!(sessions::get_session, sessions::delete_session))
         .routes(routes!(uploads::upload_files).layer(DefaultBodyLimit::max(upload_limit)))
+        .routes(routes!(forks::fork_session))
+        .routes(routes!(forks::create_snapshot, forks::list_snapshots))
+        .routes(routes!(forks::restore_snapshot))
+        .routes(routes!(forks::delete_snapshot))
+        .routes(routes!(forks::merge_session))
         .routes(routes!(runs::create_run))
         .routes(routes!(runs::get_run))
         .routes(routes!(runs::stream_run))

@@ -201,6 +201,7 @@ pub(crate) async fn create_session(
                 hibernated: Default::default(),
                 saving: Default::default(),
                 checkpoints_asked: Default::default(),
+                forked_from: None,
             });
             if !app.insert_session(session.clone()) {
                 session.boxed.destroy().await;

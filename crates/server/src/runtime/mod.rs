@@ -244,6 +244,21 @@ pub(crate) trait Runtime: Send + Sync {
     fn hibernates(&self) -> bool {
         false
     }
+    /// A new box holding what `from` (one of this runtime's boxes) holds now, made for
+    /// `spec`; later changes on either side are invisible to the other. Only runtimes that
+    /// hibernate.
+    fn fork_box<'a>(
+        &'a self,
+        _from: &'a Arc<dyn SandboxBox>,
+        _spec: BoxSpec,
+    ) -> Fut<'a, Result<Arc<dyn SandboxBox>, ProvisionError>> {
+        Box::pin(async move {
+            Err(ProvisionError::Failed(format!(
+                "runtime {} cannot fork a session",
+                self.name()
+            )))
+        })
+    }
     /// A box holding the sandbox state `payload` (`wasmsand::Sandbox::export_payload`), made
     /// for `spec` as [`Runtime::create_box`] makes a new one. Only runtimes that hibernate.
     fn revive(

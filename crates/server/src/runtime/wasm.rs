@@ -38,6 +38,22 @@ impl WasmRuntime {
 }
 
 impl WasmRuntime {
+    /// The network of a box with this allowlist (none: no network), reporting to `egress`.
+    fn network(
+        &self,
+        allowlist: Option<wasmsand::egress::EgressPolicy>,
+        egress: &EgressLog,
+    ) -> Option<wasmsand::Network> {
+        allowlist.map(|allowlist| wasmsand::Network {
+            allowlist,
+            resolve: self.config.egress_resolve.clone(),
+            resolver: None,
+            limits: wasmsand::NetLimits::default(),
+            ca_pem: self.config.egress_ca_pem.iter().cloned().collect(),
+            on_event: Some(egress.sink()),
+        })
+    }
+
     /// A new sandbox for `spec`, or (`payload`) one holding a saved state.
     async fn make_box(
         &self,
@@ -45,14 +61,7 @@ impl WasmRuntime {
         payload: Option<Vec<u8>>,
     ) -> Result<Arc<dyn SandboxBox>, ProvisionError> {
         let egress = EgressLog::default();
-        let network = spec.network.map(|allowlist| wasmsand::Network {
-            allowlist,
-            resolve: self.config.egress_resolve.clone(),
-            resolver: None,
-            limits: wasmsand::NetLimits::default(),
-            ca_pem: self.config.egress_ca_pem.iter().cloned().collect(),
-            on_event: Some(egress.sink()),
-        });
+        let network = self.network(spec.network, &egress);
         let opts = sandbox_options(
             &self.config,
             spec.memory_mb,
@@ -179,6 +188,29 @@ impl Runtime for WasmRuntime {
         spec: BoxSpec,
     ) -> Fut<'_, Result<Arc<dyn SandboxBox>, ProvisionError>> {
         Box::pin(self.make_box(spec, Some(payload)))
+    }
+
+    fn fork_box<'a>(
+        &'a self,
+        from: &'a Arc<dyn SandboxBox>,
+        spec: BoxSpec,
+    ) -> Fut<'a, Result<Arc<dyn SandboxBox>, ProvisionError>> {
+        Box::pin(async move {
+            let sb = from
+                .sandbox()
+                .ok_or_else(|| ProvisionError::Failed("not a wasm box".into()))?;
+            let fork = sb
+                .fork()
+                .map_err(|e| ProvisionError::Failed(e.to_string()))?;
+            // The fork's egress decisions are its own run's, not its parent's.
+            let egress = EgressLog::default();
+            fork.set_network(self.network(spec.network, &egress));
+            Ok(Arc::new(WasmBox {
+                sb: Arc::new(fork),
+                digest: self.images.digest().await,
+                egress,
+            }) as Arc<dyn SandboxBox>)
+        })
     }
 
     fn describe(&self, base: RuntimeInfo) -> Fut<'_, RuntimeInfo> {

@@ -287,6 +287,19 @@ impl Store for MemoryStore {
         Ok(v)
     }
 
+    fn saved_ids_with_prefix(&self, prefix: &str) -> StoreResult<Vec<String>> {
+        let mut ids: Vec<String> = self
+            .saved
+            .lock()
+            .sessions
+            .keys()
+            .filter(|k| k.starts_with(prefix))
+            .cloned()
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+
     fn saved_expired(&self, now: i64) -> StoreResult<Vec<String>> {
         Ok(self
             .saved

@@ -675,6 +675,9 @@ pub trait Store: Send + Sync + 'static {
     fn session_forget(&self, session_id: &str) -> StoreResult<bool>;
     /// Every checkpoint, of one user or of all, oldest first (the lists of sessions).
     fn saved_sessions(&self, user_id: Option<&str>) -> StoreResult<Vec<SavedSession>>;
+    /// Ids of the saved states whose id starts with `prefix` (a session's snapshots and fork
+    /// point extend its id).
+    fn saved_ids_with_prefix(&self, prefix: &str) -> StoreResult<Vec<String>>;
     /// Sessions whose checkpoint's TTL ended at or before `now`.
     fn saved_expired(&self, now: i64) -> StoreResult<Vec<String>>;
     /// How many chunks and compressed bytes the store holds for checkpoints.

@@ -1115,6 +1115,20 @@ impl Store for PostgresStore {
         })
     }
 
+    fn saved_ids_with_prefix(&self, prefix: &str) -> StoreResult<Vec<String>> {
+        let prefix = prefix.to_string();
+        self.exec(move |c| async move {
+            let rows = c
+                .query(
+                    "SELECT id FROM sandbox_saved_sessions WHERE starts_with(id, $1) ORDER BY id",
+                    &[&prefix],
+                )
+                .await
+                .map_err(err)?;
+            Ok(rows.iter().map(|r| r.get(0)).collect())
+        })
+    }
+
     fn saved_expired(&self, now: i64) -> StoreResult<Vec<String>> {
         self.exec(move |c| async move {
             let rows = c

@@ -841,6 +841,19 @@ impl Store for SqliteStore {
             .collect()
     }
 
+    fn saved_ids_with_prefix(&self, prefix: &str) -> StoreResult<Vec<String>> {
+        let conn = self.conn.lock();
+        let mut st = conn
+            .prepare_cached(
+                "SELECT id FROM saved_sessions WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id",
+            )
+            .map_err(err)?;
+        st.query_map([prefix], |r| r.get(0))
+            .map_err(err)?
+            .collect::<Result<_, _>>()
+            .map_err(err)
+    }
+
     fn saved_expired(&self, now: i64) -> StoreResult<Vec<String>> {
         let conn = self.conn.lock();
         let mut st = conn

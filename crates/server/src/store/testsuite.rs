@@ -520,6 +520,10 @@ pub fn exercise_saved_sessions(store: &dyn Store) {
     assert_eq!(ids(store.saved_sessions(Some("u")).unwrap()), vec!["s1"]);
     assert!(store.saved_sessions(Some("w")).unwrap().is_empty());
     assert_eq!(store.saved_expired(1020).unwrap(), vec!["s2".to_string()]);
+    assert_eq!(store.saved_ids_with_prefix("s").unwrap(), vec!["s1", "s2"]);
+    assert_eq!(store.saved_ids_with_prefix("s1").unwrap(), vec!["s1"]);
+    assert!(store.saved_ids_with_prefix("s1:").unwrap().is_empty());
+    assert!(store.saved_ids_with_prefix("%").unwrap().is_empty());
     assert!(store.saved_expired(1019).unwrap().is_empty());
 
     // Forgetting s1 frees "d"; "b" and "c" stay for s2; forgetting s2 frees everything.

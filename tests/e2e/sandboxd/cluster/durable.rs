@@ -470,3 +470,171 @@ async fn a_session_hibernated_by_one_replica_wakes_on_another() {
     );
     assert_eq!(chunks, refs, "one checkpoint lists each chunk once");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forks_snapshots_and_merges_survive_a_crash() {
+    use reqwest::Method;
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(&dir);
+    let c = reqwest::Client::new();
+    let mut a = Replica::start(&store, &[]);
+    let p = new_session(&c, &a, json!({ "labels": { "role": "parent" } })).await;
+    sh(&c, &a, &p, "echo base > a && mkdir d && echo x > d/x").await;
+    let (s, f) = call(
+        &c,
+        Method::POST,
+        &a.api(&format!("/sessions/{p}/fork")),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{f}");
+    assert_eq!(f["forked_from"], p.as_str(), "{f}");
+    assert_eq!(f["labels"]["role"], "parent", "{f}");
+    let f = f["session_id"].as_str().unwrap().to_string();
+    let (_, out) = sh(&c, &a, &f, "cat a d/x").await;
+    assert_eq!(out, "base\nx\n", "the fork holds what its parent held");
+    sh(&c, &a, &f, "echo fork > a && echo new > b && export FV=1").await;
+    sh(&c, &a, &p, "echo p > c").await;
+    let (_, out) = sh(&c, &a, &p, "cat a; ls b 2>&1 || true").await;
+    assert_eq!(
+        out,
+        "base\nls: cannot access 'b': No such file or directory\n"
+    );
+    let (s, snap) = call(
+        &c,
+        Method::POST,
+        &a.api(&format!("/sessions/{p}/snapshots")),
+        Some(json!({ "label": "before-merge" })),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{snap}");
+    let snap = snap["snapshot_id"].as_str().unwrap().to_string();
+    // The checkpoints of the last runs are written just after them.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    a.kill();
+
+    let b = Replica::start(&store, &[]);
+    let merge = |fork: &str, env: bool| json!({ "fork_session_id": fork, "env": env });
+    let (s, m) = call(
+        &c,
+        Method::POST,
+        &b.api(&format!("/sessions/{p}/merge")),
+        Some(merge(&f, true)),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{m}");
+    assert_eq!(
+        m["applied"],
+        json!([{ "path": "/home/user/a", "change": "changed" },
+               { "path": "/home/user/b", "change": "added" }]),
+        "{m}"
+    );
+    assert_eq!(m["env"], json!(["FV"]), "{m}");
+    let (_, out) = sh(&c, &b, &p, "cat a b c; echo \"$FV\"").await;
+    assert_eq!(out, "fork\nnew\np\n1\n");
+    // The fork point moved: merging again brings nothing.
+    let (s, m) = call(
+        &c,
+        Method::POST,
+        &b.api(&format!("/sessions/{p}/merge")),
+        Some(merge(&f, false)),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{m}");
+    assert_eq!(m["applied"], json!([]), "{m}");
+    // Both change c: a conflict that applies nothing.
+    sh(&c, &b, &f, "echo f2 > c; echo f3 > e").await;
+    sh(&c, &b, &p, "echo p2 > c").await;
+    let (s, m) = call(
+        &c,
+        Method::POST,
+        &b.api(&format!("/sessions/{p}/merge")),
+        Some(merge(&f, false)),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{m}");
+    assert_eq!(m["error"]["code"], "conflict", "{m}");
+    assert_eq!(
+        m["error"]["details"]["conflicts"],
+        // The parent made c after the fork point; the fork made its own: both added it.
+        json!([{ "path": "/home/user/c", "ours": "added", "theirs": "added" }]),
+        "{m}"
+    );
+    let (_, out) = sh(&c, &b, &p, "cat c; ls e 2>&1 || true").await;
+    assert_eq!(
+        out,
+        "p2\nls: cannot access 'e': No such file or directory\n"
+    );
+    // Only a fork merges, into its own parent.
+    let (s, m) = call(
+        &c,
+        Method::POST,
+        &b.api(&format!("/sessions/{f}/merge")),
+        Some(merge(&p, false)),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{m}");
+    let (s, m) = call(
+        &c,
+        Method::POST,
+        &b.api(&format!("/sessions/{p}/merge")),
+        Some(merge(&p, false)),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{m}");
+    let (s, m) = call(
+        &c,
+        Method::POST,
+        &b.api(&format!("/sessions/{p}/merge")),
+        Some(merge("nope", false)),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{m}");
+
+    // The snapshot outlived the crash: restoring it puts files and variables back.
+    let (s, list) = call(
+        &c,
+        Method::GET,
+        &b.api(&format!("/sessions/{p}/snapshots")),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{list}");
+    assert_eq!(list["items"][0]["snapshot_id"], snap.as_str(), "{list}");
+    assert_eq!(list["items"][0]["label"], "before-merge", "{list}");
+    let (s, v) = call(
+        &c,
+        Method::POST,
+        &b.api(&format!("/sessions/{p}/snapshots/{snap}/restore")),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["session_id"], p.as_str());
+    let (_, out) = sh(&c, &b, &p, "cat a c; ls b 2>&1; echo \"[$FV]\"").await;
+    assert_eq!(
+        out,
+        "base\np\nls: cannot access 'b': No such file or directory\n[]\n"
+    );
+    let path = b.api(&format!("/sessions/{p}/snapshots/{snap}"));
+    let (s, _) = call(&c, Method::DELETE, &path, None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _) = call(&c, Method::DELETE, &path, None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = call(&c, Method::POST, &format!("{path}/restore"), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+
+    // Deleting the sessions leaves nothing of them in the store.
+    for id in [&p, &f] {
+        let (s, _) = call(&c, Method::DELETE, &b.api(&format!("/sessions/{id}")), None).await;
+        assert_eq!(s, StatusCode::NO_CONTENT);
+    }
+    let db = rusqlite::Connection::open(dir.path().join("store.db")).unwrap();
+    let left: i64 = db
+        .query_row("SELECT COUNT(*) FROM saved_sessions", [], |r| r.get(0))
+        .unwrap();
+    let chunks: i64 = db
+        .query_row("SELECT COUNT(*) FROM session_chunks", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!((left, chunks), (0, 0));
+}
