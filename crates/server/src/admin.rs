@@ -15,7 +15,7 @@ use crate::store::{self, RunRecord};
 use crate::util::iso;
 use crate::views::{
     self, AdminArtifact, AdminIdemItem, AdminIdemPage, AdminRunDetail, AdminRunPage,
-    AdminRunSummary, AdminUsage, AdminUsageItem, ErrorEnvelope,
+    AdminRunSummary, AdminUsage, AdminUsageItem, ErrorEnvelope, SessionList,
 };
 
 const MAX_LIMIT: usize = 200;
@@ -78,6 +78,29 @@ async fn all_runs(app: &Arc<App>) -> ApiResult<Vec<RunRecord>> {
         }
     }
     Ok(runs)
+}
+
+#[utoipa::path(
+    get,
+    path = "/admin/sessions",
+    tag = "admin",
+    params(
+        ("user_id" = Option<String>, Query),
+        ("state" = Option<String>, Query, description = "active or hibernated"),
+        ("limit" = Option<u64>, Query, minimum = 1, maximum = 200, description = "page size (default 50)"),
+        ("offset" = Option<u64>, Query, description = "items to skip"),
+    ),
+    responses(
+        (status = 200, description = "every user's sessions, live and hibernated, oldest first", body = SessionList),
+        (status = 400, description = "a bad filter, limit or offset", body = ErrorEnvelope),
+        (status = 403, description = "not an admin", body = ErrorEnvelope),
+    )
+)]
+pub async fn list_sessions(
+    State(app): State<Arc<App>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    crate::api::sessions::session_list(&app, q.get("user_id").map(String::as_str), &q).await
 }
 
 #[utoipa::path(

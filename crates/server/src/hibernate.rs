@@ -152,6 +152,33 @@ fn assemble(saved: &SavedSession, chunks: Vec<(String, Vec<u8>)>) -> Result<Vec<
     Ok(out)
 }
 
+/// A session's view from its checkpoint's record (a session asleep, or live on another
+/// replica).
+fn view_of_saved(saved: &SavedSession, policy_hash: &str) -> Option<crate::views::SessionView> {
+    let m: Meta = serde_json::from_value(saved.meta.clone()).ok()?;
+    Some(crate::views::SessionView {
+        session_id: saved.session_id.clone(),
+        expires_at: crate::util::iso(saved.expires_at),
+        created_at: crate::util::iso(m.created_at),
+        runtime: m.runtime,
+        runtime_version: m.runtime_version,
+        base_image: m.base_image,
+        image_digest: m.image_digest,
+        policy_hash: policy_hash.into(),
+        spec_version: m.spec_version,
+        network_policy: m.network_policy,
+        egress_allowlist: m.egress_allowlist,
+        resources: crate::views::ResourcesView {
+            cpu: m.cpu,
+            memory_mb: m.memory_mb,
+        },
+        timeout_sec: m.timeout_sec,
+        env: m.env,
+        labels: m.labels,
+        forked_from: m.forked_from,
+    })
+}
+
 /// The saved state that is a session's fork point: what the fork and its parent both held
 /// when it was forked, or when it was last merged back (`crate::api::forks`).
 pub(crate) fn fork_point_id(session: &str) -> String {
@@ -348,6 +375,85 @@ impl App {
             self.checkpoint_soon(&new);
         }
         new
+    }
+
+    /// Every session of `user` (all users: `None`), live here or elsewhere or asleep in the
+    /// store, oldest first: `(view, state, owner)`.
+    pub(crate) async fn list_sessions(
+        &self,
+        user: Option<&str>,
+    ) -> Result<Vec<crate::views::SessionListItem>, ApiError> {
+        let now = self.clock.now_ms();
+        let mut items: Vec<(i64, crate::views::SessionListItem)> = self
+            .sessions
+            .lock()
+            .values()
+            .filter(|s| user.is_none_or(|u| s.owner == u) && !s.expired(now))
+            .map(|s| {
+                (
+                    s.created_at,
+                    crate::views::SessionListItem {
+                        session: s.view(&self.policy_hash),
+                        state: "active".into(),
+                        user_id: s.owner.clone(),
+                    },
+                )
+            })
+            .collect();
+        let live: std::collections::HashSet<String> = items
+            .iter()
+            .map(|(_, i)| i.session.session_id.clone())
+            .collect();
+        let u = user.map(str::to_string);
+        let alive = crate::replica::alive_since(self);
+        let saved = store::call(&self.store, move |s| {
+            let saved = s.saved_sessions(u.as_deref())?;
+            // On replicas, a checkpointed session another live replica holds is active there.
+            let held = match s.cluster() {
+                Some(c) => {
+                    let replicas: std::collections::HashSet<String> =
+                        c.live_replicas(alive)?.into_iter().map(|r| r.id).collect();
+                    let mut held = std::collections::HashSet::new();
+                    for x in &saved {
+                        if let Some(owner) = c.session_owner(&x.session_id)?
+                            && replicas.contains(&owner)
+                        {
+                            held.insert(x.session_id.clone());
+                        }
+                    }
+                    held
+                }
+                None => Default::default(),
+            };
+            Ok((saved, held))
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+        let (saved, held) = saved;
+        for x in saved {
+            if !is_session(&x) || x.expires_at <= now || live.contains(&x.session_id) {
+                continue;
+            }
+            let Some(view) = view_of_saved(&x, &self.policy_hash) else {
+                continue;
+            };
+            let created = x.meta["created_at"].as_i64().unwrap_or(x.saved_at);
+            let state = if held.contains(&x.session_id) {
+                "active"
+            } else {
+                "hibernated"
+            };
+            items.push((
+                created,
+                crate::views::SessionListItem {
+                    session: view,
+                    state: state.into(),
+                    user_id: x.user_id,
+                },
+            ));
+        }
+        items.sort_by(|a, b| (a.0, &a.1.session.session_id).cmp(&(b.0, &b.1.session.session_id)));
+        Ok(items.into_iter().map(|(_, i)| i).collect())
     }
 
     /// Forgets a session's checkpoint, its snapshots and its fork point (and, on a shared

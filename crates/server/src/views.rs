@@ -75,6 +75,27 @@ pub struct SessionView {
     pub forked_from: Option<String>,
 }
 
+/// A session in a list: where it is besides what it is.
+#[derive(Serialize, ToSchema)]
+pub struct SessionListItem {
+    #[serde(flatten)]
+    pub session: SessionView,
+    /// `active` (in a process's memory: this one, or on replicas another's) or `hibernated`
+    /// (in the store only; the next request for it wakes it).
+    pub state: String,
+    /// The session's owner.
+    pub user_id: String,
+}
+
+/// A page of sessions, oldest first.
+#[derive(Serialize, ToSchema)]
+pub struct SessionList {
+    pub items: Vec<SessionListItem>,
+    pub total: u64,
+    pub limit: u64,
+    pub offset: u64,
+}
+
 /// The answer to `POST /runs`: the admission (`starting` or `queued`) and the run's
 /// reproducible spec.
 #[derive(Serialize, ToSchema)]

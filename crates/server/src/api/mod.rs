@@ -29,7 +29,7 @@ pub(crate) mod uploads;
 pub(crate) fn api_routes(upload_limit: usize) -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new()
         .routes(routes!(runtimes::runtimes))
-        .routes(routes!(sessions::create_session))
+        .routes(routes!(sessions::create_session, sessions::list_sessions))
         .routes(routes!(sessions::get_session, sessions::delete_session))
         .routes(routes!(uploads::upload_files).layer(DefaultBodyLimit::max(upload_limit)))
         .routes(routes!(forks::fork_session))
@@ -43,6 +43,7 @@ pub(crate) fn api_routes(upload_limit: usize) -> OpenApiRouter<Arc<App>> {
         .routes(routes!(runs::cancel_run))
         .routes(routes!(artifacts::list_artifacts))
         .routes(routes!(artifacts::get_artifact))
+        .routes(routes!(crate::admin::list_sessions))
         .routes(routes!(crate::admin::list_runs))
         .routes(routes!(crate::admin::get_run))
         .routes(routes!(crate::admin::list_idempotency))

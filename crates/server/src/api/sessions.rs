@@ -241,6 +241,72 @@ pub(crate) async fn create_session(
     .await
 }
 
+/// Paging of a list: `limit` (1 to 200, default 50) and `offset`.
+pub(crate) fn page<T>(
+    q: &std::collections::HashMap<String, String>,
+    items: Vec<T>,
+) -> ApiResult<(Vec<T>, u64, u64, u64)> {
+    let num = |name: &str, default: usize| -> ApiResult<usize> {
+        q.get(name).map_or(Ok(default), |v| {
+            v.parse::<usize>()
+                .map_err(|_| ApiError::invalid(format!("{name} must be a non-negative integer")))
+        })
+    };
+    let (limit, offset) = (num("limit", 50)?, num("offset", 0)?);
+    if limit == 0 || limit > 200 {
+        return Err(ApiError::invalid("limit must be in [1, 200]"));
+    }
+    let total = items.len() as u64;
+    let page = items.into_iter().skip(offset).take(limit).collect();
+    Ok((page, total, limit as u64, offset as u64))
+}
+
+/// The sessions of one user (`None`: all), filtered by `state`, one page.
+pub(crate) async fn session_list(
+    app: &Arc<App>,
+    user: Option<&str>,
+    q: &std::collections::HashMap<String, String>,
+) -> ApiResult<Response> {
+    let state = q.get("state").map(String::as_str);
+    if state.is_some_and(|s| !matches!(s, "active" | "hibernated")) {
+        return Err(ApiError::invalid("state must be active or hibernated"));
+    }
+    let mut all = app.list_sessions(user).await?;
+    all.retain(|i| state.is_none_or(|s| i.state == s));
+    let (items, total, limit, offset) = page(q, all)?;
+    Ok(views::json(
+        StatusCode::OK,
+        &views::SessionList {
+            items,
+            total,
+            limit,
+            offset,
+        },
+    ))
+}
+
+#[utoipa::path(
+    get,
+    path = "/sessions",
+    tag = "sessions",
+    params(
+        ("state" = Option<String>, Query, description = "active or hibernated"),
+        ("limit" = Option<u64>, Query, minimum = 1, maximum = 200, description = "page size (default 50)"),
+        ("offset" = Option<u64>, Query, description = "items to skip"),
+    ),
+    responses(
+        (status = 200, description = "the caller's sessions, live and hibernated, oldest first", body = views::SessionList),
+        (status = 400, description = "a bad filter, limit or offset", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn list_sessions(
+    State(app): State<Arc<App>>,
+    principal: Principal,
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> ApiResult<Response> {
+    session_list(&app, Some(&principal.user_id), &q).await
+}
+
 #[utoipa::path(
     get,
     path = "/sessions/{id}",

@@ -197,9 +197,37 @@ async fn an_idle_session_hibernates_and_the_next_request_wakes_it() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(metric(&c, &a, "sandbox_sessions_active").await, 0.0);
+    // Listed as what it is, without being woken by the list.
+    for path in ["/sessions", "/admin/sessions?state=hibernated"] {
+        let (s, list) = call(&c, reqwest::Method::GET, &a.api(path), None).await;
+        assert_eq!(s, StatusCode::OK, "{list}");
+        assert_eq!(list["total"], 1, "{list}");
+        let item = &list["items"][0];
+        assert_eq!(item["session_id"], sid.as_str(), "{list}");
+        assert_eq!(item["state"], "hibernated", "{list}");
+        assert_eq!(item["env"]["FROM_CREATE"], "yes", "{list}");
+        assert_eq!(item["labels"]["t"], "1", "{list}");
+    }
+    assert_eq!(metric(&c, &a, "sandbox_sessions_woken_total").await, 0.0);
     let (_, out) = sh(&c, &a, &sid, PROBE).await;
     assert_eq!(out, WANT);
     assert_eq!(metric(&c, &a, "sandbox_sessions_woken_total").await, 1.0);
+    let (_, list) = call(
+        &c,
+        reqwest::Method::GET,
+        &a.api("/sessions?state=active"),
+        None,
+    )
+    .await;
+    assert_eq!(list["items"][0]["state"], "active", "{list}");
+    let (s, list) = call(
+        &c,
+        reqwest::Method::GET,
+        &a.api("/sessions?state=asleep"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{list}");
     // A session with a background process running is in use, not idle.
     let (s, v) = call(
         &c,
@@ -426,6 +454,32 @@ async fn a_sleeping_session_wakes_for_its_owner_only() {
         let (s, text) = as_(m.clone(), url.clone(), None, body.clone()).await;
         assert_eq!(s, StatusCode::UNAUTHORIZED, "anonymous {m} {url}: {text}");
     }
+    // Bob's list does not show it; the admin's does.
+    let (s, text) = as_(reqwest::Method::GET, b.api("/sessions"), Some(BOB), None).await;
+    assert_eq!(s, StatusCode::OK, "{text}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap()["total"],
+        0,
+        "{text}"
+    );
+    let (s, text) = as_(
+        reqwest::Method::GET,
+        b.api("/admin/sessions"),
+        Some(BOB),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{text}");
+    let (_, text) = as_(
+        reqwest::Method::GET,
+        b.api("/admin/sessions?user_id=alice"),
+        Some("ops-cluster-key"),
+        None,
+    )
+    .await;
+    let list: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(list["items"][0]["session_id"], sid.as_str(), "{text}");
+    assert_eq!(list["items"][0]["user_id"], "alice", "{text}");
     // Nobody else's request woke it; alice's does.
     let ops = Some("ops-cluster-key");
     assert_eq!(
@@ -458,6 +512,12 @@ async fn a_session_hibernated_by_one_replica_wakes_on_another() {
     assert_eq!(out, WANT);
     assert_eq!(metric(&c, &b, "sandbox_sessions_woken_total").await, 1.0);
     assert_eq!(metric(&c, &a, "sandbox_sessions_woken_total").await, 0.0);
+    // Either replica lists it, active (B holds it).
+    for r in [&a, &b] {
+        let (_, list) = call(&c, reqwest::Method::GET, &r.api("/sessions"), None).await;
+        assert_eq!(list["items"][0]["session_id"], sid.as_str(), "{list}");
+        assert_eq!(list["items"][0]["state"], "active", "{list}");
+    }
     // Now B holds it: A forwards to B, and nothing is woken twice.
     let (_, out) = sh(&c, &a, &sid, "cat data.txt").await;
     assert_eq!(out, "v1\n");
