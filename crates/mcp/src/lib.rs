@@ -79,6 +79,10 @@ pub struct McpConfig {
     /// wasm sandbox (an embedding service's Docker containers); none: such calls are refused
     /// with `runtime_unavailable`.
     pub host: Option<Arc<dyn RunHost>>,
+    /// Lists seed 003's `sandbox.run` beside `sandbox_run`. Off by default: a dot in a tool
+    /// name breaks clients that hand the tool names to a model API (whose names match
+    /// `^[a-zA-Z0-9_-]{1,64}$`), so a server offers it when its clients are known to take it.
+    pub sandbox_dot_run: bool,
 }
 
 /// What [`RunGate::begin`] answers: an admitted run's ticket, or why it is refused.
@@ -118,6 +122,11 @@ pub trait RunTicket: Send {
     /// The gate's record of the run, reported as the result's `run_id`.
     fn run_id(&self) -> Option<String> {
         None
+    }
+
+    /// What the gate's record says of the run beside its id (`sandbox.run` reports it).
+    fn facts(&self) -> RunFacts {
+        RunFacts::default()
     }
 
     /// Where the run's egress decisions go (the embedding server's audit trail), when the
@@ -170,6 +179,21 @@ pub struct HostedEnd {
     pub message: Option<String>,
     /// How long the command ran.
     pub duration_ms: u64,
+    /// What the host's record says of the run beside its id.
+    pub facts: RunFacts,
+}
+
+/// What an embedding server's record of a run says beside its id, for seed 003's
+/// `sandbox.run` answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFacts {
+    /// The `policy_hash` of the configuration it ran under.
+    pub policy_hash: Option<String>,
+    /// The digest of the image it ran on.
+    pub image_digest: Option<String>,
+    /// The path of its log stream (a WebSocket), e.g. `/api/v1/sandbox/runs/{id}/stream`;
+    /// the MCP server makes it a URL with the host the client called.
+    pub log_stream_path: Option<String>,
 }
 
 /// Which output stream a chunk belongs to.
@@ -234,6 +258,7 @@ impl Default for McpConfig {
             gate: None,
             network: None,
             host: None,
+            sandbox_dot_run: false,
         }
     }
 }

@@ -227,6 +227,15 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// An argument vector as one bash line that runs exactly it: each word quoted, so nothing is
+/// expanded.
+pub(crate) fn command_line(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| shell_quote(w))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Sends output chunks as progress notifications: `progress` counts the bytes sent so far,
 /// `message` is the text, `_meta["wasmsand/stream"]` says which stream. Chunks that queued up
 /// while a notification was being sent go out together.

@@ -17,7 +17,7 @@ use crate::run::{self, Prepare, Progress, RunSpec};
 use crate::store::Store;
 use crate::tools::{ToolName, instructions, tool_names, tool_table};
 use crate::types::*;
-use crate::{HostedEnd, HostedRun, McpConfig, Principal, RunTicket};
+use crate::{HostedEnd, HostedRun, McpConfig, Principal, RunFacts, RunTicket};
 
 /// The state every connection of one server shares.
 pub(crate) struct Shared {
@@ -143,7 +143,8 @@ impl McpHandler {
     ) -> Result<CallToolResult, ErrorData> {
         let owner = self.owner(&ctx);
         let principal = self.principal(&ctx);
-        let Some(tool) = ToolName::from_name(name) else {
+        let Some(tool) = ToolName::from_name(name).filter(|t| t.offered(&self.shared.config))
+        else {
             return Err(ErrorData::invalid_params(
                 format!(
                     "unknown tool {name:?}; the tools are: {}",
@@ -154,7 +155,15 @@ impl McpHandler {
         };
         let out = match tool {
             ToolName::SandboxRun => {
-                async { self.sandbox_run(parse(args)?, &owner, ctx).await }.await
+                async {
+                    let (out, _) = self.sandbox_run(parse(args)?, &owner, ctx).await?;
+                    let text = run_text(&out);
+                    Ok(structured(&out, text))
+                }
+                .await
+            }
+            ToolName::SandboxDotRun => {
+                async { self.prd_run(parse(args)?, &owner, ctx).await }.await
             }
             ToolName::SessionCreate => {
                 async {
@@ -187,12 +196,81 @@ impl McpHandler {
         Ok(out.unwrap_or_else(|message| CallToolResult::error(vec![ContentBlock::text(message)])))
     }
 
+    /// Seed 003's `sandbox.run`: checked and translated into a `sandbox_run`, answered with
+    /// what the server's record says of the run.
+    async fn prd_run(
+        &self,
+        a: PrdRunArgs,
+        owner: &str,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, String> {
+        match (&a.session_id, &a.base_image) {
+            (Some(_), Some(_)) => {
+                return Err(
+                    "invalid_request: give session_id or base_image, not both (the \
+                            session fixes the image)"
+                        .into(),
+                );
+            }
+            (None, None) => {
+                return Err(
+                    "invalid_request: base_image is required when session_id is not \
+                            given"
+                        .into(),
+                );
+            }
+            _ => {}
+        }
+        let command = match a.command {
+            CommandArg::Line(l) if !l.trim().is_empty() => l,
+            CommandArg::Argv(v) if !v.is_empty() && !v[0].is_empty() => run::command_line(&v),
+            _ => return Err("invalid_request: command is empty".into()),
+        };
+        let host = ctx
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.headers.get(axum::http::header::HOST))
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_string);
+        let run = RunArgs {
+            command,
+            session_id: a.session_id,
+            files: a
+                .files
+                .into_iter()
+                .map(|f| FileArg {
+                    path: f.path,
+                    content: f.content_b64,
+                    encoding: Encoding::Base64,
+                })
+                .collect(),
+            timeout_ms: a.timeout_sec.map(|s| s.saturating_mul(1000)),
+            env: a.env,
+            cwd: None,
+            stdin: None,
+            runtime: a.runtime,
+            base_image: a.base_image,
+        };
+        let (output, facts) = self.sandbox_run(run, owner, ctx).await?;
+        let out = PrdRunOutput {
+            log_stream_url: facts.log_stream_path.map(|p| match &host {
+                Some(h) => format!("ws://{h}{p}"),
+                None => p,
+            }),
+            policy_hash: facts.policy_hash,
+            image_digest: facts.image_digest,
+            output,
+        };
+        let text = run_text(&out.output);
+        Ok(structured(&out, text))
+    }
+
     async fn sandbox_run(
         &self,
         a: RunArgs,
         owner: &str,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, String> {
+    ) -> Result<(RunOutput, RunFacts), String> {
         let max = self.shared.config.max_timeout_ms.max(1);
         let progress = ctx.meta.get_progress_token().map(|token| Progress {
             peer: ctx.peer.clone(),
@@ -245,9 +323,8 @@ impl McpHandler {
                 ctx.ct.clone(),
             )
             .await?;
-            let out = hosted_output(end, output);
-            let text = run_text(&out);
-            return Ok(structured(&out, text));
+            let facts = end.facts.clone();
+            return Ok((hosted_output(end, output), facts));
         }
         let prepare = Prepare {
             files: a.files,
@@ -315,10 +392,9 @@ impl McpHandler {
             session_id,
             runtime: "wasm".into(),
             base_image: WASM_IMAGE.into(),
-            run_id,
+            run_id: run_id.0,
         };
-        let text = run_text(&out);
-        Ok(structured(&out, text))
+        Ok((out, run_id.1))
     }
 
     async fn session_create(
@@ -614,12 +690,15 @@ impl ServerHandler for McpHandler {
 /// Arguments that do not fit the schema are a tool error the model can read and fix, not a
 /// protocol error its host would hide.
 /// Tells the gate's ticket, if any, how the run ended; the gate's id of the run.
+/// Tells the gate how the run ended; its record's id and facts.
 async fn finish(
     ticket: Option<Box<dyn RunTicket>>,
     r: &Result<wasmsand::RunResult, String>,
-) -> Option<String> {
-    let t = ticket?;
-    let id = t.run_id();
+) -> (Option<String>, RunFacts) {
+    let Some(t) = ticket else {
+        return (None, RunFacts::default());
+    };
+    let id = (t.run_id(), t.facts());
     match r {
         Ok(r) => {
             t.finish(

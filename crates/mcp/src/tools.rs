@@ -44,6 +44,7 @@ macro_rules! tool_names {
 
 tool_names! {
     SandboxRun = "sandbox_run",
+    SandboxDotRun = "sandbox.run",
     SessionCreate = "session_create",
     SessionFork = "session_fork",
     SessionList = "session_list",
@@ -57,7 +58,11 @@ tool_names! {
 
 /// Every tool's definition, in `tools/list` order.
 pub(crate) fn tool_table(c: &McpConfig) -> Vec<Tool> {
-    ToolName::ALL.iter().map(|t| t.definition(c)).collect()
+    ToolName::ALL
+        .iter()
+        .filter(|t| t.offered(c))
+        .map(|t| t.definition(c))
+        .collect()
 }
 
 pub(crate) fn tool_names(tools: &[Tool]) -> String {
@@ -179,6 +184,11 @@ fn tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
 }
 
 impl ToolName {
+    /// Whether a server configured as `c` lists the tool and answers calls to it.
+    pub(crate) fn offered(self, c: &McpConfig) -> bool {
+        self != ToolName::SandboxDotRun || c.sandbox_dot_run
+    }
+
     /// The tool's definition: title, description (stating `c`'s limits), annotations and the
     /// schemas of its arguments and of its structured result.
     pub(crate) fn definition(self, c: &McpConfig) -> Tool {
@@ -204,6 +214,19 @@ impl ToolName {
                     environment(c),
                     other_runtimes(c)
                 ),
+                closed(false, true, false),
+            ),
+            ToolName::SandboxDotRun => tool::<PrdRunArgs, PrdRunOutput>(
+                self.as_str(),
+                "Run a command in a sandbox (seed 003's sandbox.run)",
+                "The tool of the code-interpreter PRD, beside sandbox_run (the same run, with its \
+                 field names): give session_id (the run uses the session's files, state and \
+                 image) or base_image (a fresh sandbox), and command as an argument vector or a \
+                 shell line. files are {path, content_b64}; timeout_sec is in seconds. The answer \
+                 is sandbox_run's with run_id, log_stream_url, policy_hash and image_digest when \
+                 the server keeps a record of the run. Clients that refuse a dot in a tool name \
+                 use sandbox_run."
+                    .into(),
                 closed(false, true, false),
             ),
             ToolName::SessionCreate => tool::<SessionCreateArgs, SessionCreated>(
@@ -385,7 +408,8 @@ mod tests {
             assert_eq!(ToolName::from_name(t.as_str()), Some(*t));
             assert_eq!(t.definition(&McpConfig::default()).name, t.as_str());
         }
-        assert_eq!(ToolName::from_name("sandbox.run"), None);
+        assert_eq!(ToolName::from_name("sandbox_dot_run"), None);
+        assert!(!ToolName::SandboxDotRun.offered(&McpConfig::default()));
     }
 
     #[test]
@@ -396,6 +420,11 @@ mod tests {
             "sandbox_run, session_create, session_fork, session_list, session_destroy, \
              files_read, files_write, files_list, snapshot_create, snapshot_restore"
         );
+        let with_seed_tool = McpConfig {
+            sandbox_dot_run: true,
+            ..McpConfig::default()
+        };
+        assert_eq!(tool_table(&with_seed_tool)[1].name, "sandbox.run");
         for t in &tools {
             assert_eq!(t.input_schema["type"], "object", "{}", t.name);
             let out = t.output_schema.as_ref().expect("output schema");

@@ -65,6 +65,67 @@ pub struct RunArgs {
     pub base_image: Option<String>,
 }
 
+/// A command as an argument vector or as one shell line.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum CommandArg {
+    /// Program and arguments, run as they are (nothing is expanded).
+    Argv(Vec<String>),
+    /// A bash command line.
+    Line(String),
+}
+
+/// A file of seed 003's `sandbox.run`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PrdFileArg {
+    /// Path of the file; relative paths are under /home/user.
+    pub path: String,
+    /// Its content, base64.
+    pub content_b64: String,
+}
+
+/// Seed 003's `sandbox.run` arguments: exactly one of `session_id` and `base_image`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PrdRunArgs {
+    /// The runtime of a run without session_id (`wasm`, `docker`, ...).
+    #[serde(default)]
+    pub runtime: Option<String>,
+    /// A session (from session_create or the service's POST /sessions): the run uses its
+    /// files and state, and its image.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// The image of a run without session_id (required then), e.g. `wasmsand/default` or
+    /// `python:3.11-slim`.
+    #[serde(default)]
+    pub base_image: Option<String>,
+    /// The command: an argument vector (`["python3", "-c", "print(1)"]`) or a shell line.
+    pub command: CommandArg,
+    /// Files written before the command runs.
+    #[serde(default)]
+    pub files: Vec<PrdFileArg>,
+    /// Wall-clock limit in seconds (clamped to the server's maximum).
+    #[serde(default)]
+    pub timeout_sec: Option<u64>,
+    /// Variables exported before the command runs.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// Seed 003's `sandbox.run` answer: the run's output and what the server's record says of it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PrdRunOutput {
+    #[serde(flatten)]
+    pub output: RunOutput,
+    /// Its log stream (WebSocket), when the server keeps one (the service's `/mcp`).
+    pub log_stream_url: Option<String>,
+    /// The `policy_hash` it ran under, when the server has one.
+    pub policy_hash: Option<String>,
+    /// The digest of the image it ran on, when the server has one.
+    pub image_digest: Option<String>,
+}
+
 /// Which output streams were cut at their cap.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct TruncatedOut {

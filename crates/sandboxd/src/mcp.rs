@@ -36,6 +36,10 @@ pub(crate) struct McpArgs {
     /// '{"hosts": [...], "cidrs": [...], "ips": [...]}' (docs/network.md) [default: nothing]
     #[arg(long, value_name = "JSON")]
     egress_allowlist: Option<String>,
+    /// Also list seed 003's `sandbox.run` tool (a dotted name some clients refuse; also
+    /// turned on by MCP_ENABLE_SANDBOX_MODULE=1)
+    #[arg(long)]
+    sandbox_run_tool: bool,
     /// A session unused for this many milliseconds is destroyed
     #[arg(long, value_name = "MS", default_value_t = McpConfig::DEFAULT_SESSION_IDLE_TTL.as_millis() as u64)]
     session_idle_ms: u64,
@@ -65,6 +69,9 @@ pub(crate) fn serve(args: McpArgs, mut limits: Limits, cache_dir: Option<PathBuf
         network,
         // A standalone MCP server has only its wasm sandbox; the service's `/mcp` hosts more.
         host: None,
+        sandbox_dot_run: args.sandbox_run_tool
+            || std::env::var("MCP_ENABLE_SANDBOX_MODULE")
+                .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on")),
     };
     let listen = match args.http {
         None if !args.allowed_hosts.is_empty() || !args.allowed_origins.is_empty() => {

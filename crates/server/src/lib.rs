@@ -375,6 +375,7 @@ fn mcp_router(app: &Arc<App>) -> axum::Router {
             on_event: None,
         }),
         max_sessions: config.max_sessions,
+        sandbox_dot_run: config.mcp_sandbox_run,
         ..wasmsand_mcp::McpConfig::default()
     });
     let _ = app.mcp.set(mcp.clone());

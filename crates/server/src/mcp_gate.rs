@@ -287,6 +287,7 @@ fn ending(rec: RunRecord) -> Result<HostedEnd, String> {
         }
     };
     Ok(HostedEnd {
+        facts: facts_of(&rec),
         run_id: rec.id,
         runtime: rec.runtime,
         base_image: rec.base_image,
@@ -295,6 +296,15 @@ fn ending(rec: RunRecord) -> Result<HostedEnd, String> {
         error_class,
         duration_ms: (rec.resource_usage.wall_time_sec * 1000.0).round() as u64,
     })
+}
+
+/// What `sandbox.run` reports of a run the service records.
+fn facts_of(rec: &RunRecord) -> wasmsand_mcp::RunFacts {
+    wasmsand_mcp::RunFacts {
+        policy_hash: Some(rec.policy_hash.clone()),
+        image_digest: Some(rec.image_digest.clone()),
+        log_stream_path: Some(format!("{}/runs/{}/stream", crate::http::BASE, rec.id)),
+    }
 }
 
 impl RunTicket for Ticket {
@@ -335,6 +345,10 @@ impl RunTicket for Ticket {
 
     fn run_id(&self) -> Option<String> {
         Some(self.record.id.clone())
+    }
+
+    fn facts(&self) -> wasmsand_mcp::RunFacts {
+        facts_of(&self.record)
     }
 
     fn egress_sink(&self) -> Option<wasmsand::EgressSink> {

@@ -849,3 +849,24 @@ async fn an_egress_allowlist_opens_the_network_that_far() {
         "{out:?}"
     );
 }
+
+/// `sandboxd mcp --sandbox-run-tool`: seed 003's `sandbox.run` over stdio, where no service
+/// keeps a record (run_id, log_stream_url, policy_hash and image_digest are null).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_tool_runs_over_stdio_when_turned_on() {
+    let c = stdio(&["--sandbox-run-tool"]).await;
+    let out = c
+        .call(
+            "sandbox.run",
+            json!({ "base_image": "wasmsand/default", "command": ["printf", "%s|", "a b", "$c"] }),
+        )
+        .await;
+    assert_eq!(out["stdout"], "a b|$c|", "{out}");
+    for k in ["run_id", "log_stream_url", "policy_hash", "image_digest"] {
+        assert!(out[k].is_null(), "{k}: {out}");
+    }
+    let err = c
+        .call_err("sandbox.run", json!({ "command": "true" }))
+        .await;
+    assert!(err.contains("base_image is required"), "{err}");
+}

@@ -440,3 +440,135 @@ async fn mcp_sessions_count_against_the_services_session_cap() {
     client.cancel().await.unwrap();
     server.stop().await;
 }
+
+/// Seed 003's `sandbox.run`: argv or a shell line, `files` as `content_b64`, `timeout_sec`,
+/// exactly one of `session_id` and `base_image`; the answer carries the service's record
+/// (run_id, a log stream URL that streams it, policy_hash, image_digest) beside the output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_003s_sandbox_run_answers_with_the_services_record() {
+    // Off by default (a dotted tool name breaks some clients): not listed, not callable.
+    let plain = TestServer::start().await;
+    let client = connect(&plain).await;
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.iter().all(|t| t.name != "sandbox.run"));
+    let r = client
+        .call_tool(tool(
+            "sandbox.run",
+            json!({"command": "true", "base_image": "wasmsand/default"}),
+        ))
+        .await;
+    assert!(format!("{r:?}").contains("unknown tool"), "{r:?}");
+    client.cancel().await.unwrap();
+    plain.stop().await;
+
+    let server = TestServer::with(|c| c.mcp_sandbox_run = true).await;
+    let client = connect(&server).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let t = tools
+        .iter()
+        .find(|t| t.name == "sandbox.run")
+        .expect("listed");
+    let props = t.input_schema["properties"].as_object().unwrap();
+    for field in [
+        "runtime",
+        "session_id",
+        "base_image",
+        "command",
+        "files",
+        "timeout_sec",
+        "env",
+    ] {
+        assert!(props.contains_key(field), "{field} missing: {props:?}");
+    }
+    let ran = client
+        .call_tool(tool(
+            "sandbox.run",
+            json!({
+                "base_image": "wasmsand/default",
+                "command": ["sh", "-c", "cat in.txt; echo \"$GREETING $1\"", "sh", "it's $HOME"],
+                "files": [{ "path": "in.txt", "content_b64": "ZnJvbSBhIGZpbGUK" }],
+                "env": { "GREETING": "hello" },
+                "timeout_sec": 20,
+            }),
+        ))
+        .await
+        .unwrap();
+    assert_ne!(ran.is_error, Some(true), "{ran:?}");
+    let out = ran.structured_content.expect("structured result");
+    assert_eq!(out["stdout"], "from a file\nhello it's $HOME\n", "{out}");
+    assert_eq!(out["exit_code"], 0);
+    let run_id = out["run_id"].as_str().expect("run_id").to_string();
+    let (_, rt) = server.get("/runtimes").await;
+    let (_, rec) = server.get(&format!("/runs/{run_id}")).await;
+    assert_eq!(rec["phase"], "completed", "{rec}");
+    assert_eq!(out["policy_hash"], rec["policy_hash"], "{out}");
+    assert_eq!(out["image_digest"], rec["image_digest"], "{out}");
+    assert!(
+        rt["runtimes"][0]["default_images"][0]
+            .as_str()
+            .unwrap()
+            .ends_with(out["image_digest"].as_str().unwrap())
+    );
+    let url = out["log_stream_url"].as_str().unwrap();
+    assert_eq!(
+        url,
+        format!("ws://{}/api/v1/sandbox/runs/{run_id}/stream", server.addr)
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    use futures::StreamExt;
+    let mut end = None;
+    while let Some(Ok(m)) = ws.next().await {
+        if let tokio_tungstenite::tungstenite::Message::Text(t) = m {
+            let f: Value = serde_json::from_str(&t).unwrap();
+            if f["event"] == "end" {
+                end = Some(f);
+                break;
+            }
+        }
+    }
+    assert_eq!(end.expect("an end frame")["data"]["phase"], "completed");
+
+    // A shell line in a session; the session fixes the image.
+    let sid = client
+        .call_tool(tool("session_create", json!({})))
+        .await
+        .unwrap()
+        .structured_content
+        .unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = client
+        .call_tool(tool(
+            "sandbox.run",
+            json!({"session_id": sid, "command": "echo kept > f; cat f"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r.structured_content.unwrap()["stdout"], "kept\n");
+    for (args, want) in [
+        (json!({"command": "true"}), "base_image is required"),
+        (
+            json!({"command": "true", "session_id": sid, "base_image": "wasmsand/default"}),
+            "not both",
+        ),
+        (
+            json!({"command": [], "base_image": "wasmsand/default"}),
+            "command is empty",
+        ),
+        (
+            json!({"command": "true", "base_image": "wasmsand/default", "timeout_ms": 5}),
+            "unknown field",
+        ),
+    ] {
+        let r = client
+            .call_tool(tool("sandbox.run", args.clone()))
+            .await
+            .unwrap();
+        assert_eq!(r.is_error, Some(true), "{args}: {r:?}");
+        let text = format!("{:?}", r.content);
+        assert!(text.contains(want), "{args}: {text} should say {want:?}");
+    }
+    client.cancel().await.unwrap();
+    server.stop().await;
+}

@@ -388,6 +388,11 @@ pub static KEYS: &[Key] = &[
         mcp_enabled,
         "serve MCP over streamable HTTP at `/mcp` (docs/mcp.md)"
     ),
+    boolean!(
+        "SANDBOX_MCP_SANDBOX_RUN",
+        mcp_sandbox_run,
+        "`/mcp` also lists seed 003's `sandbox.run` (or `MCP_ENABLE_SANDBOX_MODULE=1`)"
+    ),
     Key {
         name: "SANDBOX_MCP_ALLOWED_HOSTS",
         apply: |r, v| {

@@ -176,6 +176,10 @@ pub struct Config {
     pub user_id: String,
     /// Whether MCP is served over streamable HTTP at `/mcp` (`SANDBOX_MCP_ENABLED`).
     pub mcp_enabled: bool,
+    /// `SANDBOX_MCP_SANDBOX_RUN` (or seed 003's `MCP_ENABLE_SANDBOX_MODULE`), default false:
+    /// `/mcp` also lists seed 003's `sandbox.run` tool (off by default: a dot in a tool name
+    /// breaks clients that hand tool names to model APIs).
+    pub mcp_sandbox_run: bool,
     /// `Host` values `/mcp` accepts (`SANDBOX_MCP_ALLOWED_HOSTS`; default loopback only): a
     /// browser on another origin must not reach a local server through DNS rebinding.
     pub mcp_allowed_hosts: Vec<String>,
@@ -331,6 +335,7 @@ impl Default for Config {
             image_aliases: BTreeMap::new(),
             user_id: "default".into(),
             mcp_enabled: true,
+            mcp_sandbox_run: false,
             mcp_allowed_hosts: wasmsand_mcp::HttpOptions::default().allowed_hosts,
             mcp_allowed_origins: wasmsand_mcp::HttpOptions::default().allowed_origins,
             api_keys: Vec::new(),
@@ -390,7 +395,14 @@ fn parse_aliases(s: &str) -> Option<BTreeMap<String, String>> {
 impl Config {
     /// The defaults with the process's `SANDBOX_*` variables applied, validated.
     pub fn from_env() -> Result<Config, String> {
-        Config::from_lookup(|k| std::env::var(k).ok())
+        Config::from_lookup(|k| {
+            std::env::var(k).ok().or_else(|| {
+                // Seed 003's name for turning its `sandbox.run` tool on.
+                (k == "SANDBOX_MCP_SANDBOX_RUN")
+                    .then(|| std::env::var("MCP_ENABLE_SANDBOX_MODULE").ok())
+                    .flatten()
+            })
+        })
     }
 
     /// Refuses settings that cannot work together, naming the variable to change.
