@@ -15,7 +15,7 @@
 //! `corrupt_checkpoint`) and audited, never half restored.
 //!
 //! A checkpoint is taken from an O(1) fork made while the session's lock is held, so it is
-//! the state between two runs and the next run does not wait for it.
+//! the state between two runs, and is in the store before the run is reported finished.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -372,7 +372,7 @@ impl App {
         old.boxed.destroy().await;
         {
             let _guard = new.lock.lock().await;
-            self.checkpoint_soon(&new);
+            self.checkpoint(&new).await;
         }
         new
     }
@@ -473,10 +473,12 @@ impl App {
         .map_err(|e| ApiError::internal(e.to_string()))
     }
 
-    /// Asks for a checkpoint of the session's state as it is now. Call it with the session's
-    /// lock held (after a run, an upload): the fork taken here is the state between two
-    /// runs; the writing happens on its own and the next run does not wait for it.
-    pub(crate) fn checkpoint_soon(self: &Arc<Self>, s: &Arc<Session>) {
+    /// Writes the session's state as it is now as its checkpoint (unless it is the one
+    /// written last), and returns once it is in the store: a run is reported finished, an
+    /// upload or a new session answered, only after, so a crash loses none of them. Call it
+    /// with the session's lock held: the O(1) fork taken here is the state between two runs
+    /// (background processes may go on writing meanwhile).
+    pub(crate) async fn checkpoint(self: &Arc<Self>, s: &Arc<Session>) {
         if !self.durable_store() || !s.runtime.hibernates() || s.hibernated.load(Ordering::SeqCst) {
             return;
         }
@@ -488,18 +490,11 @@ impl App {
                 return;
             }
         };
-        let asked = s.checkpoints_asked.fetch_add(1, Ordering::SeqCst) + 1;
-        let (app, s) = (self.clone(), s.clone());
-        self.destroys.spawn(async move {
-            let mut saved = s.saving.lock().await;
-            // A newer checkpoint is on its way: it writes a later state.
-            if s.checkpoints_asked.load(Ordering::SeqCst) == asked
-                && let Err(e) = app.save(&s, &fork, &mut saved).await
-            {
-                tracing::warn!(session_id = %s.id, %e, "cannot checkpoint the session");
-            }
-            fork.destroy();
-        });
+        let mut saved = s.saving.lock().await;
+        if let Err(e) = self.save(s, &fork, &mut saved).await {
+            tracing::warn!(session_id = %s.id, %e, "cannot checkpoint the session");
+        }
+        fork.destroy();
     }
 
     /// Writes the state of `sb` as the session's checkpoint, unless it is the one written last.
@@ -571,7 +566,6 @@ impl App {
         }
         {
             let mut saved = s.saving.lock().await;
-            s.checkpoints_asked.fetch_add(1, Ordering::SeqCst);
             if let Err(e) = self.save(s, &sb, &mut saved).await {
                 tracing::warn!(session_id = %s.id, %e, "cannot hibernate the session; it stays in memory");
                 return false;
@@ -799,7 +793,6 @@ impl App {
                 chunks: saved.chunks.clone(),
                 expires_at: saved.expires_at,
             }),
-            checkpoints_asked: Default::default(),
             forked_from: meta.forked_from,
         });
         if !self.insert_session(session.clone()) {

@@ -228,10 +228,6 @@ impl App {
     pub async fn shutdown(self: &Arc<Self>) {
         self.shutting_down.store(true, Ordering::SeqCst);
         runs::shutdown(self).await;
-        // Checkpoints asked for by the last runs are written before the final ones.
-        self.destroys.close();
-        self.destroys.wait().await;
-        self.destroys.reopen();
         let n = self.hibernate_all().await;
         if n > 0 {
             tracing::info!(sessions = n, "sessions hibernated for the shutdown");

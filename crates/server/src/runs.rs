@@ -516,10 +516,11 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
         None => None,
     };
     match &session {
-        // Its lock is still held: the checkpoint is of the state this run left.
+        // Its lock is still held: the checkpoint is of the state this run left, and in the
+        // store before the run is reported finished.
         Some((s, _guard)) => {
             s.touch(app.clock.now_ms());
-            app.checkpoint_soon(s);
+            app.checkpoint(s).await;
         }
         None => boxed.destroy().await,
     }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use crate::App;
 use crate::runtime::{Runtime, SandboxBox};
@@ -44,10 +44,8 @@ pub struct Session {
     /// Set (under `lock`) when its sandbox went to the store and this object was dropped
     /// from the map: a request still holding it looks the session up again, which wakes it.
     pub hibernated: AtomicBool,
-    /// Its checkpoints, one at a time, newest last (`crate::hibernate`).
+    /// Its checkpoints, one at a time (`crate::hibernate`).
     pub saving: tokio::sync::Mutex<Saved>,
-    /// Checkpoints asked for; one that finds a newer one asked for leaves the work to it.
-    pub checkpoints_asked: AtomicU64,
     /// The session it was forked from (`crate::api::forks`).
     pub forked_from: Option<String>,
 }
@@ -119,7 +117,6 @@ impl Session {
             last_used: AtomicI64::new(now),
             hibernated: AtomicBool::new(false),
             saving: Default::default(),
-            checkpoints_asked: AtomicU64::new(0),
             forked_from,
         }
     }

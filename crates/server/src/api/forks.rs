@@ -206,7 +206,7 @@ pub(crate) async fn fork_session(
     }
     {
         let _guard = fork.lock.lock().await;
-        app.checkpoint_soon(&fork);
+        app.checkpoint(&fork).await;
     }
     crate::replica::record_session_here(&app, &fork.id, &fork.owner).await;
     crate::observe::session_created(&app, fork.runtime.name());
@@ -543,7 +543,7 @@ pub(crate) async fn merge_session(
     // What was merged is now in both: the next merge starts from it.
     let meta = json!({ "kind": "fork_point", "session_id": fork.id, "parent": parent.id });
     save_state(&app, &fork, fork_point_id(&fork.id), meta, fsb).await?;
-    app.checkpoint_soon(&parent);
+    app.checkpoint(&parent).await;
     let count = |c: wasmsand::SideChange| r.applied.iter().filter(|a| a.change == c).count();
     Ok(views::json(
         StatusCode::OK,

@@ -200,7 +200,6 @@ pub(crate) async fn create_session(
                 last_used: AtomicI64::new(now),
                 hibernated: Default::default(),
                 saving: Default::default(),
-                checkpoints_asked: Default::default(),
                 forked_from: None,
             });
             if !app.insert_session(session.clone()) {
@@ -210,7 +209,7 @@ pub(crate) async fn create_session(
             // Checkpointed at once: a crash before its first run does not lose it.
             {
                 let _guard = session.lock.lock().await;
-                app.checkpoint_soon(&session);
+                app.checkpoint(&session).await;
             }
             crate::observe::session_created(&app, session.runtime.name());
             let facts = audit::SessionFacts {

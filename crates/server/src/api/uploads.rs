@@ -154,7 +154,7 @@ async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Respo
     let bytes = staged.bytes;
     let paths: Vec<String> = staged.files.iter().map(|(p, _)| p.clone()).collect();
     commit(session.boxed.as_ref(), staged).await?;
-    app.checkpoint_soon(&session);
+    app.checkpoint(&session).await;
     crate::observe::upload(&app, kind, bytes, files as u64);
     Ok(views::json(
         StatusCode::CREATED,
