@@ -246,6 +246,7 @@ async fn an_idle_session_hibernates_and_the_next_request_wakes_it() {
     assert_eq!(metric(&c, &a, "sandbox_sessions_active").await, 1.0);
 }
 
+// Threat: T-STATE-BLOB (docs/security.md)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_checkpoint_is_a_clear_error_and_an_audit_event() {
     let dir = tempfile::tempdir().unwrap();
