@@ -571,6 +571,21 @@ impl App {
                 return false;
             }
         }
+        // On replicas, the holder row goes first, while this process still holds the lock:
+        // a request another replica takes from then on wakes the checkpoint just written, and
+        // this copy can no longer change. (Released after the map, a request forwarded here in
+        // between would wake it here again, and the release would then leave two copies.)
+        if !shutdown && self.store.cluster().is_some() {
+            let id = s.id.clone();
+            if let Err(e) = store::call(&self.store, move |st| {
+                st.cluster().expect("shared").session_delete(&id)
+            })
+            .await
+            {
+                tracing::warn!(session_id = %s.id, %e, "cannot release a session; it stays in memory");
+                return false;
+            }
+        }
         s.hibernated.store(true, Ordering::SeqCst);
         {
             let mut map = self.sessions.lock();
@@ -580,16 +595,6 @@ impl App {
         }
         drop(guard);
         s.boxed.destroy().await;
-        if !shutdown && self.store.cluster().is_some() {
-            let id = s.id.clone();
-            if let Err(e) = store::call(&self.store, move |st| {
-                st.cluster().expect("shared").session_delete(&id)
-            })
-            .await
-            {
-                tracing::warn!(session_id = %s.id, %e, "cannot release a hibernated session");
-            }
-        }
         crate::observe::hibernated(self);
         tracing::debug!(session_id = %s.id, "session hibernated");
         true
