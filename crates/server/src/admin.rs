@@ -18,26 +18,6 @@ use crate::views::{
     AdminRunSummary, AdminUsage, AdminUsageItem, ErrorEnvelope, SessionList,
 };
 
-const MAX_LIMIT: usize = 200;
-
-fn limit_offset(q: &HashMap<String, String>) -> ApiResult<(usize, usize)> {
-    let num = |name: &str, default: usize| -> ApiResult<usize> {
-        match q.get(name) {
-            None => Ok(default),
-            Some(v) => v
-                .parse::<usize>()
-                .map_err(|_| ApiError::invalid(format!("{name} must be a non-negative integer"))),
-        }
-    };
-    let limit = num("limit", 50)?;
-    if limit == 0 || limit > MAX_LIMIT {
-        return Err(ApiError::invalid(format!(
-            "limit must be in [1, {MAX_LIMIT}]"
-        )));
-    }
-    Ok((limit, num("offset", 0)?))
-}
-
 /// Parses an ISO-8601 filter bound into epoch milliseconds.
 fn bound(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<i64>> {
     let Some(v) = q.get(name) else {
@@ -134,7 +114,7 @@ pub async fn list_runs(
     State(app): State<Arc<App>>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    let (limit, offset) = limit_offset(&q)?;
+    let (limit, offset) = crate::http::limit_offset(&q)?;
     let (sort_key, desc) = match q.get("sort").map(String::as_str) {
         None => ("started_at", true),
         Some(s) => {
@@ -258,7 +238,7 @@ pub async fn list_idempotency(
     State(app): State<Arc<App>>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    let (limit, offset) = limit_offset(&q)?;
+    let (limit, offset) = crate::http::limit_offset(&q)?;
     let endpoint = q.get("endpoint").map(String::as_str).unwrap_or("any");
     if !matches!(endpoint, "runs" | "sessions" | "any") {
         return Err(ApiError::invalid("endpoint must be runs, sessions or any"));
@@ -315,7 +295,7 @@ pub async fn usage(
     State(app): State<Arc<App>>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    let (limit, _) = limit_offset(&q)?;
+    let (limit, _) = crate::http::limit_offset(&q)?;
     let mut by_user: BTreeMap<String, u64> = BTreeMap::new();
     for r in all_runs(&app).await? {
         let bytes = if r.artifacts_expired {

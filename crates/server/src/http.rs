@@ -92,3 +92,27 @@ pub(crate) fn shutting_down() -> ApiError {
     )
     .with_header(header::RETRY_AFTER, "5")
 }
+
+/// Largest page a list answers.
+const MAX_LIMIT: usize = 200;
+
+/// The paging of a list: `limit` (1 to 200, default 50) and `offset` (default 0).
+pub(crate) fn limit_offset(
+    q: &std::collections::HashMap<String, String>,
+) -> ApiResult<(usize, usize)> {
+    let num = |name: &str, default: usize| -> ApiResult<usize> {
+        match q.get(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<usize>()
+                .map_err(|_| ApiError::invalid(format!("{name} must be a non-negative integer"))),
+        }
+    };
+    let limit = num("limit", 50)?;
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(ApiError::invalid(format!(
+            "limit must be in [1, {MAX_LIMIT}]"
+        )));
+    }
+    Ok((limit, num("offset", 0)?))
+}

@@ -240,26 +240,6 @@ pub(crate) async fn create_session(
     .await
 }
 
-/// Paging of a list: `limit` (1 to 200, default 50) and `offset`.
-pub(crate) fn page<T>(
-    q: &std::collections::HashMap<String, String>,
-    items: Vec<T>,
-) -> ApiResult<(Vec<T>, u64, u64, u64)> {
-    let num = |name: &str, default: usize| -> ApiResult<usize> {
-        q.get(name).map_or(Ok(default), |v| {
-            v.parse::<usize>()
-                .map_err(|_| ApiError::invalid(format!("{name} must be a non-negative integer")))
-        })
-    };
-    let (limit, offset) = (num("limit", 50)?, num("offset", 0)?);
-    if limit == 0 || limit > 200 {
-        return Err(ApiError::invalid("limit must be in [1, 200]"));
-    }
-    let total = items.len() as u64;
-    let page = items.into_iter().skip(offset).take(limit).collect();
-    Ok((page, total, limit as u64, offset as u64))
-}
-
 /// The sessions of one user (`None`: all), filtered by `state`, one page.
 pub(crate) async fn session_list(
     app: &Arc<App>,
@@ -272,14 +252,16 @@ pub(crate) async fn session_list(
     }
     let mut all = app.list_sessions(user).await?;
     all.retain(|i| state.is_none_or(|s| i.state == s));
-    let (items, total, limit, offset) = page(q, all)?;
+    let (limit, offset) = crate::http::limit_offset(q)?;
+    let total = all.len() as u64;
+    let items = all.into_iter().skip(offset).take(limit).collect();
     Ok(views::json(
         StatusCode::OK,
         &views::SessionList {
             items,
             total,
-            limit,
-            offset,
+            limit: limit as u64,
+            offset: offset as u64,
         },
     ))
 }
