@@ -17,19 +17,18 @@
 //! A checkpoint is taken from an O(1) fork made while the session's lock is held, so it is
 //! the state between two runs, and is in the store before the run is reported finished.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::http::StatusCode;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::App;
 use crate::error::{ApiError, ErrorCode};
 use crate::runtime::{BoxSpec, ImageRef};
-use crate::sessions::{Saved, Session};
+use crate::sessions::{Meta, Saved, Session};
 use crate::store::{self, SavedSession, Store, StoreError};
 
 /// Chunk sizes (min, average, max): big enough that the 10 000 small files of a typical
@@ -43,47 +42,6 @@ const CHUNK_MAX: usize = 1024 * 1024;
 const ZSTD_LEVEL: i32 = 1;
 /// Saves that find a chunk they relied on forgotten meanwhile ask again this many times.
 const SAVE_ATTEMPTS: usize = 4;
-
-/// The service's record of a session, beside its sandbox's state in a checkpoint.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Meta {
-    pub runtime: String,
-    pub runtime_version: String,
-    pub base_image: String,
-    pub image_digest: String,
-    pub spec_version: String,
-    pub created_at: i64,
-    pub env: BTreeMap<String, String>,
-    pub labels: BTreeMap<String, String>,
-    pub cpu: f64,
-    pub memory_mb: u64,
-    pub timeout_sec: u64,
-    pub network_policy: String,
-    pub egress_allowlist: Option<wasmsand::egress::EgressAllowlist>,
-    #[serde(default)]
-    pub forked_from: Option<String>,
-}
-
-impl Meta {
-    fn of(s: &Session) -> Meta {
-        Meta {
-            runtime: s.runtime.name().into(),
-            runtime_version: s.runtime_version.clone(),
-            base_image: s.base_image.clone(),
-            image_digest: s.image_digest.clone(),
-            spec_version: s.spec_version.clone(),
-            created_at: s.created_at,
-            env: s.env.clone(),
-            labels: s.labels.clone(),
-            cpu: s.cpu,
-            memory_mb: s.memory_mb,
-            timeout_sec: s.timeout_sec,
-            network_policy: s.network_policy.clone(),
-            egress_allowlist: s.egress.as_ref().map(|e| e.to_allowlist()),
-            forked_from: s.forked_from.clone(),
-        }
-    }
-}
 
 /// A state cut into chunks: their names in order and where each is in the state.
 struct Cut {
@@ -156,27 +114,7 @@ fn assemble(saved: &SavedSession, chunks: Vec<(String, Vec<u8>)>) -> Result<Vec<
 /// replica).
 fn view_of_saved(saved: &SavedSession, policy_hash: &str) -> Option<crate::views::SessionView> {
     let m: Meta = serde_json::from_value(saved.meta.clone()).ok()?;
-    Some(crate::views::SessionView {
-        session_id: saved.session_id.clone(),
-        expires_at: crate::util::iso(saved.expires_at),
-        created_at: crate::util::iso(m.created_at),
-        runtime: m.runtime,
-        runtime_version: m.runtime_version,
-        base_image: m.base_image,
-        image_digest: m.image_digest,
-        policy_hash: policy_hash.into(),
-        spec_version: m.spec_version,
-        network_policy: m.network_policy,
-        egress_allowlist: m.egress_allowlist,
-        resources: crate::views::ResourcesView {
-            cpu: m.cpu,
-            memory_mb: m.memory_mb,
-        },
-        timeout_sec: m.timeout_sec,
-        env: m.env,
-        labels: m.labels,
-        forked_from: m.forked_from,
-    })
+    Some(m.into_view(saved.session_id.clone(), saved.expires_at, policy_hash))
 }
 
 /// The saved state that is a session's fork point: what the fork and its parent both held
@@ -811,18 +749,28 @@ impl App {
 
     /// The answer to a checkpoint that does not check out, audited.
     fn corrupt(&self, saved: &SavedSession, why: &str) -> ApiError {
-        tracing::error!(session_id = %saved.session_id, why, "a session's checkpoint is corrupt");
+        let message = format!(
+            "session '{}' cannot be woken: its saved state is corrupt ({why}); delete it and \
+             create a new session",
+            saved.session_id
+        );
+        self.corrupt_state(saved, why, &saved.session_id, message)
+    }
+
+    /// A saved state (a checkpoint, a snapshot, a fork point) that does not check out:
+    /// logged, audited, and answered `410 session_lost` (`corrupt_checkpoint`) for session
+    /// `session_id` with `message`.
+    pub(crate) fn corrupt_state(
+        &self,
+        saved: &SavedSession,
+        why: &str,
+        session_id: &str,
+        message: String,
+    ) -> ApiError {
+        tracing::error!(saved = %saved.session_id, why, "a saved session state is corrupt");
         crate::audit::session_corrupt(self, saved, why);
-        ApiError::new(
-            StatusCode::GONE,
-            ErrorCode::SessionLost,
-            format!(
-                "session '{}' cannot be woken: its saved state is corrupt ({why}); delete it \
-                 and create a new session",
-                saved.session_id
-            ),
-        )
-        .with_details(json!({ "session_id": saved.session_id, "reason": "corrupt_checkpoint" }))
+        ApiError::new(StatusCode::GONE, ErrorCode::SessionLost, message)
+            .with_details(json!({ "session_id": session_id, "reason": "corrupt_checkpoint" }))
     }
 }
 

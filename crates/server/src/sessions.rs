@@ -5,6 +5,8 @@
 //! process (the docker runtime's reaper removes their containers).
 
 use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
@@ -50,6 +52,73 @@ pub struct Session {
     pub forked_from: Option<String>,
 }
 
+/// The service's record of a session besides its id, owner and TTL: what its view shows, and
+/// what its checkpoint keeps beside its sandbox's state (`crate::hibernate`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Meta {
+    pub runtime: String,
+    pub runtime_version: String,
+    pub base_image: String,
+    pub image_digest: String,
+    pub spec_version: String,
+    pub created_at: i64,
+    pub env: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+    pub cpu: f64,
+    pub memory_mb: u64,
+    pub timeout_sec: u64,
+    pub network_policy: String,
+    pub egress_allowlist: Option<wasmsand::egress::EgressAllowlist>,
+    #[serde(default)]
+    pub forked_from: Option<String>,
+}
+
+impl Meta {
+    pub(crate) fn of(s: &Session) -> Meta {
+        Meta {
+            runtime: s.runtime.name().into(),
+            runtime_version: s.runtime_version.clone(),
+            base_image: s.base_image.clone(),
+            image_digest: s.image_digest.clone(),
+            spec_version: s.spec_version.clone(),
+            created_at: s.created_at,
+            env: s.env.clone(),
+            labels: s.labels.clone(),
+            cpu: s.cpu,
+            memory_mb: s.memory_mb,
+            timeout_sec: s.timeout_sec,
+            network_policy: s.network_policy.clone(),
+            egress_allowlist: s.egress.as_ref().map(|e| e.to_allowlist()),
+            forked_from: s.forked_from.clone(),
+        }
+    }
+
+    /// The session's view (`GET /sessions/{id}`).
+    pub(crate) fn into_view(self, id: String, expires_at: i64, policy_hash: &str) -> SessionView {
+        SessionView {
+            session_id: id,
+            expires_at: iso(expires_at),
+            created_at: iso(self.created_at),
+            runtime: self.runtime,
+            runtime_version: self.runtime_version,
+            base_image: self.base_image,
+            image_digest: self.image_digest,
+            policy_hash: policy_hash.into(),
+            spec_version: self.spec_version,
+            network_policy: self.network_policy,
+            egress_allowlist: self.egress_allowlist,
+            resources: ResourcesView {
+                cpu: self.cpu,
+                memory_mb: self.memory_mb,
+            },
+            timeout_sec: self.timeout_sec,
+            env: self.env,
+            labels: self.labels,
+            forked_from: self.forked_from,
+        }
+    }
+}
+
 /// What a session's last checkpoint wrote, so that an unchanged session is not written again.
 #[derive(Default)]
 pub struct Saved {
@@ -61,27 +130,11 @@ pub struct Saved {
 
 impl Session {
     pub fn view(&self, policy_hash: &str) -> SessionView {
-        SessionView {
-            session_id: self.id.clone(),
-            expires_at: iso(self.expires_at.load(Ordering::SeqCst)),
-            created_at: iso(self.created_at),
-            runtime: self.runtime.name().into(),
-            runtime_version: self.runtime_version.clone(),
-            base_image: self.base_image.clone(),
-            image_digest: self.image_digest.clone(),
-            policy_hash: policy_hash.into(),
-            spec_version: self.spec_version.clone(),
-            network_policy: self.network_policy.clone(),
-            egress_allowlist: self.egress.as_ref().map(|e| e.to_allowlist()),
-            resources: ResourcesView {
-                cpu: self.cpu,
-                memory_mb: self.memory_mb,
-            },
-            timeout_sec: self.timeout_sec,
-            env: self.env.clone(),
-            labels: self.labels.clone(),
-            forked_from: self.forked_from.clone(),
-        }
+        Meta::of(self).into_view(
+            self.id.clone(),
+            self.expires_at.load(Ordering::SeqCst),
+            policy_hash,
+        )
     }
 
     /// A session with this one's settings and owner around another box: a fork (a new id)

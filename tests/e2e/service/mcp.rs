@@ -9,7 +9,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{Value, json};
 
-use super::common::TestServer;
+use super::common::{TestServer, read_until};
 
 const PATIENCE: Duration = Duration::from_secs(180);
 
@@ -515,17 +515,12 @@ async fn seed_003s_sandbox_run_answers_with_the_services_record() {
         format!("ws://{}/api/v1/sandbox/runs/{run_id}/stream", server.addr)
     );
     let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
-    use futures::StreamExt;
-    let mut end = None;
-    while let Some(Ok(m)) = ws.next().await {
-        if let tokio_tungstenite::tungstenite::Message::Text(t) = m {
-            let f: Value = serde_json::from_str(&t).unwrap();
-            if f["event"] == "end" {
-                end = Some(f);
-                break;
-            }
-        }
-    }
+    let mut frames = Vec::new();
+    read_until(&mut ws, &mut frames, |f| {
+        f.last().is_some_and(|l| l["event"] == "end")
+    })
+    .await;
+    let end = frames.iter().find(|f| f["event"] == "end");
     assert_eq!(end.expect("an end frame")["data"]["phase"], "completed");
 
     // A shell line in a session; the session fixes the image.

@@ -104,16 +104,11 @@ async fn load_state(app: &Arc<App>, s: &Session, key: &str) -> ApiResult<Option<
     match payload {
         Ok(p) => Ok(Some(p)),
         Err(crate::hibernate::WakeError::Corrupt(why)) => {
-            audit::session_corrupt(app, &saved, &why);
-            Err(ApiError::new(
-                StatusCode::GONE,
-                ErrorCode::SessionLost,
-                format!(
-                    "the saved state {key} of session '{}' is corrupt ({why})",
-                    s.id
-                ),
-            )
-            .with_details(json!({ "session_id": s.id, "reason": "corrupt_checkpoint" })))
+            let message = format!(
+                "the saved state {key} of session '{}' is corrupt ({why})",
+                s.id
+            );
+            Err(app.corrupt_state(&saved, &why, &s.id, message))
         }
     }
 }

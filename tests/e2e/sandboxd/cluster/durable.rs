@@ -80,6 +80,15 @@ async fn prepare(c: &reqwest::Client, r: &Replica) -> String {
     sid
 }
 
+/// Deletes a session through `r` and checks nothing of it answers any more.
+async fn delete_and_check_gone(c: &reqwest::Client, r: &Replica, sid: &str) {
+    let url = r.api(&format!("/sessions/{sid}"));
+    let (s, _) = call(c, reqwest::Method::DELETE, &url, None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _) = call(c, reqwest::Method::GET, &url, None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
 async fn metric(c: &reqwest::Client, r: &Replica, name: &str) -> f64 {
     metric_as(c, r, name, None).await
 }
@@ -130,22 +139,7 @@ async fn a_killed_server_comes_back_with_its_sessions() {
     assert_eq!(out, "yes\n");
     assert_eq!(metric(&c, &b, "sandbox_sessions_woken_total").await, 1.0);
     // It is one session again: deleting it leaves nothing to wake.
-    let (s, _) = call(
-        &c,
-        reqwest::Method::DELETE,
-        &b.api(&format!("/sessions/{sid}")),
-        None,
-    )
-    .await;
-    assert_eq!(s, StatusCode::NO_CONTENT);
-    let (s, _) = call(
-        &c,
-        reqwest::Method::GET,
-        &b.api(&format!("/sessions/{sid}")),
-        None,
-    )
-    .await;
-    assert_eq!(s, StatusCode::NOT_FOUND);
+    delete_and_check_gone(&c, &b, &sid).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -312,22 +306,7 @@ async fn a_corrupt_checkpoint_is_a_clear_error_and_an_audit_event() {
     // The server and the other session carry on; the corrupt one can still be deleted.
     let (_, out) = sh(&c, &b, &fine, "cat f").await;
     assert_eq!(out, "fine\n");
-    let (s, _) = call(
-        &c,
-        reqwest::Method::DELETE,
-        &b.api(&format!("/sessions/{sid}")),
-        None,
-    )
-    .await;
-    assert_eq!(s, StatusCode::NO_CONTENT);
-    let (s, _) = call(
-        &c,
-        reqwest::Method::GET,
-        &b.api(&format!("/sessions/{sid}")),
-        None,
-    )
-    .await;
-    assert_eq!(s, StatusCode::NOT_FOUND);
+    delete_and_check_gone(&c, &b, &sid).await;
 }
 
 /// Resident anonymous memory: the heap and the sandboxes' files (the binary's own pages,
