@@ -115,10 +115,10 @@ pub struct Container {
 const MAX_ESCALATIONS: u8 = 5;
 
 /// What a helper exec printed and how it exited.
-struct Collected {
-    exit_code: i64,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
+pub(crate) struct Collected {
+    pub(crate) exit_code: i64,
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
 }
 
 impl Container {
@@ -260,7 +260,7 @@ impl Container {
 
     /// Runs a helper command to its end, feeding it `input` and keeping at most `cap` bytes
     /// of its stdout (the rest is drained).
-    async fn collect(
+    pub(crate) async fn collect(
         &self,
         argv: &[&str],
         input: Option<Vec<u8>>,
@@ -695,7 +695,7 @@ impl Container {
 }
 
 /// A path as the container sees it: relative ones are under the workspace.
-fn absolute(path: &str) -> String {
+pub(crate) fn absolute(path: &str) -> String {
     if path.starts_with('/') {
         path.to_string()
     } else {

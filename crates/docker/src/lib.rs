@@ -8,7 +8,8 @@
 //!   read-only root, `noexec` tmpfs workspace, no network, no capabilities, pids, memory
 //!   without swap, CPUs and ulimits);
 //! - [`Container`]: runs as execs (streamed; TERM, grace, KILL of the run's process group),
-//!   files in and out through `tar`, usage from the container's cgroup;
+//!   files in and out through `tar`, single file operations (`fs`), usage from the
+//!   container's cgroup;
 //! - [`images`]: the images built from Debian's packages and their cache.
 //!
 //! No server code lives here: the service adapts it to its runtime trait, and
@@ -19,6 +20,7 @@
 mod cgroup;
 mod container;
 mod engine;
+mod fs;
 pub mod images;
 mod spec;
 
@@ -28,4 +30,5 @@ pub use container::{
     parse_listing,
 };
 pub use engine::{Engine, EngineError, EngineInfo, EngineSettings};
+pub use fs::{FsEntry, FsError, errno_of};
 pub use spec::{BoxConfig, EXEC_SCRATCH, WORKSPACE, labels};

@@ -18,6 +18,8 @@
 //! Session ids are minted by the server (128 random bits) and belong to the client that made
 //! them; an unknown, foreign, destroyed or expired id is a tool error (`isError: true`), never
 //! a protocol error. Live sessions are capped per client and in total, and reaped when idle.
+//! An embedding server may keep the sessions itself instead ([`McpConfig::sessions`], a
+//! [`SessionHost`]): the HTTP service does, so MCP sessions are its sessions.
 //!
 //! Transports: [`Mcp::serve_stdio`] (what `sandboxd mcp` runs) and [`Mcp::http_router`], an
 //! axum `Router` serving streamable HTTP at `/mcp` that checks the `Host` header against
@@ -26,9 +28,11 @@
 
 #![forbid(unsafe_code)]
 
+mod bridge;
 #[cfg(test)]
 #[path = "../../../tests/support/doc_block.rs"]
 mod doc_block;
+mod host;
 mod run;
 mod server;
 mod store;
@@ -46,6 +50,10 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use wasmsand::Limits;
 
+pub use bridge::{BridgeOptions, serve_stdio_bridge};
+pub use host::{
+    Caller, HostCaps, HostFuture, SessionHost, SessionLease, SessionSummary, unknown_snapshot,
+};
 pub use server::McpHandler;
 use server::{ClientKind, Shared};
 use store::{Caps, Store};
@@ -83,6 +91,9 @@ pub struct McpConfig {
     /// name breaks clients that hand the tool names to a model API (whose names match
     /// `^[a-zA-Z0-9_-]{1,64}$`), so a server offers it when its clients are known to take it.
     pub sandbox_dot_run: bool,
+    /// Keeps the sessions (an embedding server's own); none: this server's table, capped by
+    /// `max_sessions`, `max_sessions_per_client` and `session_idle_ttl`.
+    pub sessions: Option<Arc<dyn SessionHost>>,
 }
 
 /// What [`RunGate::begin`] answers: an admitted run's ticket, or why it is refused.
@@ -94,18 +105,9 @@ pub type Admission =
 pub trait RunGate: Send + Sync + std::fmt::Debug {
     /// Before a run of `principal` (the [`Principal`] of an HTTP request; `None` for an
     /// anonymous or stdio client) starts: `Err(message)` refuses it, and the tool answers
-    /// that message as its error.
-    fn begin(&self, principal: Option<&str>, command: &str) -> Admission;
-
-    /// Before a session of `principal` is created (`session_create`, `session_fork`), with
-    /// `live` the sessions this MCP server would then hold (the new one included):
-    /// `Err(message)` refuses it, and the tool answers that message as its error. Called
-    /// while the MCP server's session table is locked, so `live` holds until the answer; an
-    /// embedding server that counts [`Mcp::session_count`] in its own cap sees the new
-    /// session from this call on.
-    fn admit_session(&self, _principal: Option<&str>, _live: usize) -> Result<(), String> {
-        Ok(())
-    }
+    /// that message as its error. `session` is the session it runs in (`None`: a throw-away
+    /// sandbox).
+    fn begin(&self, principal: Option<&str>, command: &str, session: Option<&str>) -> Admission;
 }
 
 /// An admitted run, told how it ended.
@@ -259,6 +261,7 @@ impl Default for McpConfig {
             network: None,
             host: None,
             sandbox_dot_run: false,
+            sessions: None,
         }
     }
 }
@@ -296,19 +299,33 @@ impl Default for HttpOptions {
 #[derive(Clone)]
 pub struct Mcp {
     shared: Arc<Shared>,
+    /// The server's own session table, when it keeps its sessions.
+    local: Option<Arc<Store>>,
 }
 
 impl Mcp {
     /// A server with no session yet. A background thread reaps idle sessions; it ends when the
     /// last clone of this server is dropped.
     pub fn new(config: McpConfig) -> Mcp {
-        let store = Store::new(Caps {
-            global: config.max_sessions,
-            per_owner: config.max_sessions_per_client,
-            idle_ttl: config.session_idle_ttl,
-        });
+        let (sessions, local): (Arc<dyn SessionHost>, _) = match &config.sessions {
+            Some(host) => (host.clone(), None),
+            None => {
+                let store = Store::new(Caps {
+                    global: config.max_sessions,
+                    per_owner: config.max_sessions_per_client,
+                    idle_ttl: config.session_idle_ttl,
+                });
+                let c = config.clone();
+                let local = host::LocalHost {
+                    store: store.clone(),
+                    factory: Arc::new(move |limits| server::new_sandbox(&c, limits)),
+                };
+                (Arc::new(local), Some(store))
+            }
+        };
         Mcp {
-            shared: Arc::new(Shared::new(config, store)),
+            shared: Arc::new(Shared::new(config, sessions)),
+            local,
         }
     }
 
@@ -317,10 +334,10 @@ impl Mcp {
         &self.shared.config
     }
 
-    /// Live sessions of all clients (and one being admitted by the gate's
-    /// [`RunGate::admit_session`]). Reads a counter: callable under any lock.
+    /// Live sessions of all clients in this server's own table (0 when a
+    /// [`SessionHost`] keeps them).
     pub fn session_count(&self) -> usize {
-        self.shared.store.len()
+        self.local.as_ref().map_or(0, |s| s.len())
     }
 
     /// A handler for one connection whose client is `client` throughout (stdio, a test's
@@ -387,9 +404,12 @@ impl Mcp {
             .await
     }
 
-    /// Destroys every session (running commands end as cancelled).
+    /// Destroys every session of its own table (running commands end as cancelled); a
+    /// [`SessionHost`]'s sessions are its own to end.
     pub fn shutdown(&self) {
-        self.shared.store.clear();
+        if let Some(s) = &self.local {
+            s.clear();
+        }
     }
 }
 

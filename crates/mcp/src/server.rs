@@ -11,10 +11,10 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use wasmsand::{FileKind, Limits, Sandbox, SandboxOptions, SnapshotId};
+use wasmsand::{FileKind, Limits, Sandbox, SandboxOptions};
 
+use crate::host::{Caller, SessionHost};
 use crate::run::{self, Prepare, Progress, RunSpec};
-use crate::store::Store;
 use crate::tools::{ToolName, instructions, tool_names, tool_table};
 use crate::types::*;
 use crate::{HostedEnd, HostedRun, McpConfig, Principal, RunFacts, RunTicket};
@@ -22,18 +22,20 @@ use crate::{HostedEnd, HostedRun, McpConfig, Principal, RunFacts, RunTicket};
 /// The state every connection of one server shares.
 pub(crate) struct Shared {
     pub config: McpConfig,
-    pub store: Arc<Store>,
+    /// Where sessions live: the embedding server's ([`McpConfig::sessions`]) or this
+    /// server's own table.
+    pub sessions: Arc<dyn SessionHost>,
     tools: Vec<Tool>,
     instructions: String,
 }
 
 impl Shared {
-    pub fn new(config: McpConfig, store: Arc<Store>) -> Shared {
+    pub fn new(config: McpConfig, sessions: Arc<dyn SessionHost>) -> Shared {
         let tools = tool_table(&config);
         let instructions = instructions(&config);
         Shared {
             config,
-            store,
+            sessions,
             tools,
             instructions,
         }
@@ -88,29 +90,16 @@ impl McpHandler {
         &self,
         principal: Option<&str>,
         command: &str,
+        session: Option<&str>,
     ) -> Result<Option<Box<dyn RunTicket>>, String> {
         match &self.shared.config.gate {
-            Some(g) => g.begin(principal, command).await.map(Some),
+            Some(g) => g.begin(principal, command, session).await.map(Some),
             None => Ok(None),
         }
     }
 
-    /// Asks the embedding server's gate, if any, to admit one more session.
-    fn admit_session(&self, principal: Option<&str>, live: usize) -> Result<(), String> {
-        match &self.shared.config.gate {
-            Some(g) => g.admit_session(principal, live),
-            None => Ok(()),
-        }
-    }
-
     fn new_sandbox(&self, limits: Limits) -> Sandbox {
-        Sandbox::new(SandboxOptions {
-            limits,
-            env: self.shared.config.env.clone(),
-            cache_dir: self.shared.config.cache_dir.clone(),
-            network: self.shared.config.network.clone(),
-            ..SandboxOptions::default()
-        })
+        new_sandbox(&self.shared.config, limits)
     }
 
     /// Sends the next run's egress decisions to the gate's record of it (a session's runs
@@ -141,8 +130,10 @@ impl McpHandler {
         args: Option<JsonObject>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let owner = self.owner(&ctx);
-        let principal = self.principal(&ctx);
+        let caller = Caller {
+            owner: self.owner(&ctx),
+            principal: self.principal(&ctx),
+        };
         let Some(tool) = ToolName::from_name(name).filter(|t| t.offered(&self.shared.config))
         else {
             return Err(ErrorData::invalid_params(
@@ -153,44 +144,33 @@ impl McpHandler {
                 None,
             ));
         };
+        let c = &caller;
         let out = match tool {
             ToolName::SandboxRun => {
                 async {
-                    let (out, _) = self.sandbox_run(parse(args)?, &owner, ctx).await?;
+                    let (out, _) = self.sandbox_run(parse(args)?, c, ctx).await?;
                     let text = run_text(&out);
                     Ok(structured(&out, text))
                 }
                 .await
             }
-            ToolName::SandboxDotRun => {
-                async { self.prd_run(parse(args)?, &owner, ctx).await }.await
-            }
-            ToolName::SessionCreate => {
+            ToolName::SandboxDotRun => async { self.prd_run(parse(args)?, c, ctx).await }.await,
+            ToolName::SessionCreate => async { self.session_create(parse(args)?, c).await }.await,
+            ToolName::SessionFork => async { self.session_fork(parse(args)?, c).await }.await,
+            ToolName::SessionList => {
                 async {
-                    self.session_create(parse(args)?, &owner, principal.as_deref())
-                        .await
+                    parse::<NoArgs>(args)?;
+                    self.session_list(c).await
                 }
                 .await
             }
-            ToolName::SessionFork => {
-                async {
-                    self.session_fork(parse(args)?, &owner, principal.as_deref())
-                        .await
-                }
-                .await
-            }
-            ToolName::SessionList => parse::<NoArgs>(args).map(|_| self.session_list(&owner)),
-            ToolName::SessionDestroy => {
-                async { self.session_destroy(parse(args)?, &owner).await }.await
-            }
-            ToolName::FilesRead => async { self.files_read(parse(args)?, &owner).await }.await,
-            ToolName::FilesWrite => async { self.files_write(parse(args)?, &owner).await }.await,
-            ToolName::FilesList => async { self.files_list(parse(args)?, &owner).await }.await,
-            ToolName::SnapshotCreate => {
-                async { self.snapshot_create(parse(args)?, &owner).await }.await
-            }
+            ToolName::SessionDestroy => async { self.session_destroy(parse(args)?, c).await }.await,
+            ToolName::FilesRead => async { self.files_read(parse(args)?, c).await }.await,
+            ToolName::FilesWrite => async { self.files_write(parse(args)?, c).await }.await,
+            ToolName::FilesList => async { self.files_list(parse(args)?, c).await }.await,
+            ToolName::SnapshotCreate => async { self.snapshot_create(parse(args)?, c).await }.await,
             ToolName::SnapshotRestore => {
-                async { self.snapshot_restore(parse(args)?, &owner).await }.await
+                async { self.snapshot_restore(parse(args)?, c).await }.await
             }
         };
         Ok(out.unwrap_or_else(|message| CallToolResult::error(vec![ContentBlock::text(message)])))
@@ -201,7 +181,7 @@ impl McpHandler {
     async fn prd_run(
         &self,
         a: PrdRunArgs,
-        owner: &str,
+        caller: &Caller,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, String> {
         match (&a.session_id, &a.base_image) {
@@ -251,7 +231,7 @@ impl McpHandler {
             runtime: a.runtime,
             base_image: a.base_image,
         };
-        let (output, facts) = self.sandbox_run(run, owner, ctx).await?;
+        let (output, facts) = self.sandbox_run(run, caller, ctx).await?;
         let out = PrdRunOutput {
             log_stream_url: facts.log_stream_path.map(|p| match &host {
                 Some(h) => format!("ws://{h}{p}"),
@@ -268,7 +248,7 @@ impl McpHandler {
     async fn sandbox_run(
         &self,
         a: RunArgs,
-        owner: &str,
+        caller: &Caller,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(RunOutput, RunFacts), String> {
         let max = self.shared.config.max_timeout_ms.max(1);
@@ -276,7 +256,7 @@ impl McpHandler {
             peer: ctx.peer.clone(),
             token,
         });
-        let principal = self.principal(&ctx);
+        let principal = caller.principal.clone();
         if !in_process(a.runtime.as_deref(), a.base_image.as_deref()) {
             if a.session_id.is_some() {
                 return Err(format!(
@@ -339,25 +319,25 @@ impl McpHandler {
         };
         let (result, session_id, run_id) = match a.session_id {
             Some(id) => {
-                let lease = self.shared.store.get(owner, &id)?;
-                let ticket = self.admit(principal.as_deref(), &a.command).await?;
+                // Waiting for an earlier run on the session ends if this request is cancelled.
+                let lease = tokio::select! {
+                    l = self.shared.sessions.open(caller, &id, true) => l?,
+                    _ = ctx.ct.cancelled() => return Err("cancelled before it started".into()),
+                };
+                let ticket = self
+                    .admit(principal.as_deref(), &a.command, Some(&lease.id))
+                    .await?;
                 let sb = lease.sandbox.clone();
                 let spec = spec(sb.limits().timeout_ms);
-                // Waiting for an earlier run on the session ends if this request is cancelled.
-                let _running = tokio::select! {
-                    g = lease.run_lock.clone().lock_owned() => g,
-                    _ = ctx.ct.cancelled() => {
-                        finish(ticket, &Err(String::new())).await;
-                        return Err("cancelled before it started".into());
-                    }
-                };
                 self.route_egress(&sb, ticket.as_deref());
                 let r = run::run(sb, spec, progress, ctx.ct.clone()).await;
+                // Kept by the host before the run is reported: a crash loses no finished run.
+                self.shared.sessions.changed(&lease).await;
                 let run_id = finish(ticket, &r).await;
                 (r?, Some(lease.id.clone()), run_id)
             }
             None => {
-                let ticket = self.admit(principal.as_deref(), &a.command).await?;
+                let ticket = self.admit(principal.as_deref(), &a.command, None).await?;
                 let limits = self.shared.config.limits;
                 let shared = self.clone();
                 let sb = match blocking(move || shared.new_sandbox(limits)).await {
@@ -400,29 +380,30 @@ impl McpHandler {
     async fn session_create(
         &self,
         a: SessionCreateArgs,
-        owner: &str,
-        principal: Option<&str>,
+        caller: &Caller,
     ) -> Result<CallToolResult, String> {
         let limits = effective_limits(
             self.shared.config.limits,
             self.ceiling(),
             a.limits.unwrap_or_default(),
         );
-        let shared = self.clone();
-        let files = a.files;
-        let sb = blocking(move || -> Result<Sandbox, String> {
-            let sb = shared.new_sandbox(limits);
-            run::write_files(&sb, &files)?;
-            Ok(sb)
-        })
-        .await??;
-        let lease = self
-            .shared
-            .store
-            .insert(owner, None, sb, |live| self.admit_session(principal, live))?;
+        let lease = self.shared.sessions.create(caller, limits).await?;
+        if !a.files.is_empty() {
+            let sb = lease.sandbox.clone();
+            let files = a.files;
+            let written = blocking(move || run::write_files(&sb, &files)).await?;
+            if let Err(e) = written {
+                // A session whose files could not all be written is not left behind.
+                let id = lease.id.clone();
+                drop(lease);
+                let _ = self.shared.sessions.destroy(caller, &id).await;
+                return Err(e);
+            }
+            self.shared.sessions.changed(&lease).await;
+        }
         let out = SessionCreated {
             session_id: lease.id.clone(),
-            limits: LimitsOut::from(&limits),
+            limits: LimitsOut::from(lease.sandbox.limits()),
         };
         let text = format!(
             "Created session {}. Pass session_id to sandbox_run, files_* and snapshot_* tools.",
@@ -434,21 +415,12 @@ impl McpHandler {
     async fn session_fork(
         &self,
         a: SessionArgs,
-        owner: &str,
-        principal: Option<&str>,
+        caller: &Caller,
     ) -> Result<CallToolResult, String> {
-        let parent = self.shared.store.get(owner, &a.session_id)?;
-        let sb = parent.sandbox.clone();
-        let child = blocking(move || sb.fork().map_err(|e| e.to_string())).await??;
-        let lease = self
-            .shared
-            .store
-            .insert(owner, Some(parent.id.clone()), child, |live| {
-                self.admit_session(principal, live)
-            })?;
+        let id = self.shared.sessions.fork(caller, &a.session_id).await?;
         let out = SessionForked {
-            session_id: lease.id.clone(),
-            parent_session_id: parent.id.clone(),
+            session_id: id,
+            parent_session_id: a.session_id,
         };
         let text = format!(
             "Forked session {} into {}: an independent copy (files, variables, working \
@@ -458,23 +430,24 @@ impl McpHandler {
         Ok(structured(&out, text))
     }
 
-    fn session_list(&self, owner: &str) -> CallToolResult {
+    async fn session_list(&self, caller: &Caller) -> Result<CallToolResult, String> {
         let sessions: Vec<SessionInfo> = self
             .shared
-            .store
-            .list(owner)
-            .iter()
+            .sessions
+            .list(caller)
+            .await?
+            .into_iter()
             .map(|s| SessionInfo {
-                session_id: s.id.clone(),
-                parent_session_id: s.parent.clone(),
-                age_ms: s.age().as_millis() as u64,
-                idle_ms: s.idle().as_millis() as u64,
+                session_id: s.session_id,
+                parent_session_id: s.parent_session_id,
+                age_ms: s.age_ms,
+                idle_ms: s.idle_ms,
             })
             .collect();
-        let caps = self.shared.store.caps;
+        let caps = self.shared.sessions.caps();
         let out = SessionList {
             sessions,
-            max_sessions: caps.per_owner as u64,
+            max_sessions: caps.max_sessions,
             idle_ttl_ms: caps.idle_ttl.as_millis() as u64,
         };
         let text = if out.sessions.is_empty() {
@@ -490,14 +463,15 @@ impl McpHandler {
                 .collect();
             format!("Live sessions: {}", ids.join(", "))
         };
-        structured(&out, text)
+        Ok(structured(&out, text))
     }
 
-    async fn session_destroy(&self, a: SessionArgs, owner: &str) -> Result<CallToolResult, String> {
-        let store = self.shared.store.clone();
-        let owner = owner.to_string();
-        let id = a.session_id.clone();
-        blocking(move || store.remove(&owner, &id)).await??;
+    async fn session_destroy(
+        &self,
+        a: SessionArgs,
+        caller: &Caller,
+    ) -> Result<CallToolResult, String> {
+        self.shared.sessions.destroy(caller, &a.session_id).await?;
         let out = SessionDestroyed {
             session_id: a.session_id,
             destroyed: true,
@@ -506,8 +480,16 @@ impl McpHandler {
         Ok(structured(&out, text))
     }
 
-    async fn files_read(&self, a: FilesReadArgs, owner: &str) -> Result<CallToolResult, String> {
-        let lease = self.shared.store.get(owner, &a.session_id)?;
+    async fn files_read(
+        &self,
+        a: FilesReadArgs,
+        caller: &Caller,
+    ) -> Result<CallToolResult, String> {
+        let lease = self
+            .shared
+            .sessions
+            .open(caller, &a.session_id, false)
+            .await?;
         let sb = lease.sandbox.clone();
         let max = self.shared.config.max_read_bytes;
         let path = a.path.clone();
@@ -552,9 +534,17 @@ impl McpHandler {
         Ok(structured(&out, text))
     }
 
-    async fn files_write(&self, a: FilesWriteArgs, owner: &str) -> Result<CallToolResult, String> {
-        let lease = self.shared.store.get(owner, &a.session_id)?;
+    async fn files_write(
+        &self,
+        a: FilesWriteArgs,
+        caller: &Caller,
+    ) -> Result<CallToolResult, String> {
         let data = run::decode(&a.content, a.encoding).map_err(|e| format!("{}: {e}", a.path))?;
+        let lease = self
+            .shared
+            .sessions
+            .open(caller, &a.session_id, true)
+            .await?;
         let sb = lease.sandbox.clone();
         let path = a.path.clone();
         let n = data.len() as u64;
@@ -563,6 +553,7 @@ impl McpHandler {
                 .map_err(|e| format!("{path}: {e}"))
         })
         .await??;
+        self.shared.sessions.changed(&lease).await;
         let out = FileWritten {
             path: a.path,
             bytes_written: n,
@@ -571,8 +562,16 @@ impl McpHandler {
         Ok(structured(&out, text))
     }
 
-    async fn files_list(&self, a: FilesListArgs, owner: &str) -> Result<CallToolResult, String> {
-        let lease = self.shared.store.get(owner, &a.session_id)?;
+    async fn files_list(
+        &self,
+        a: FilesListArgs,
+        caller: &Caller,
+    ) -> Result<CallToolResult, String> {
+        let lease = self
+            .shared
+            .sessions
+            .open(caller, &a.session_id, false)
+            .await?;
         let sb = lease.sandbox.clone();
         let path = a.path.unwrap_or_else(|| ".".to_string());
         let p = path.clone();
@@ -604,13 +603,15 @@ impl McpHandler {
         Ok(structured(&out, text))
     }
 
-    async fn snapshot_create(&self, a: SessionArgs, owner: &str) -> Result<CallToolResult, String> {
-        let lease = self.shared.store.get(owner, &a.session_id)?;
-        let sb = lease.sandbox.clone();
-        let id = blocking(move || sb.snapshot().map_err(|e| e.to_string())).await??;
+    async fn snapshot_create(
+        &self,
+        a: SessionArgs,
+        caller: &Caller,
+    ) -> Result<CallToolResult, String> {
+        let snapshot_id = self.shared.sessions.snapshot(caller, &a.session_id).await?;
         let out = SnapshotCreated {
-            session_id: lease.id.clone(),
-            snapshot_id: id.to_string(),
+            session_id: a.session_id,
+            snapshot_id,
         };
         let text = format!(
             "Snapshot {} of session {}: files, variables and working directory; \
@@ -623,24 +624,12 @@ impl McpHandler {
     async fn snapshot_restore(
         &self,
         a: SnapshotRestoreArgs,
-        owner: &str,
+        caller: &Caller,
     ) -> Result<CallToolResult, String> {
-        let lease = self.shared.store.get(owner, &a.session_id)?;
-        let unknown = || {
-            format!(
-                "unknown snapshot_id {:?} in session {}: use an id snapshot_create returned \
-                 for this session",
-                a.snapshot_id, a.session_id
-            )
-        };
-        let id: SnapshotId = a.snapshot_id.parse().map_err(|_| unknown())?;
-        let sb = lease.sandbox.clone();
-        blocking(move || sb.restore(id))
-            .await?
-            .map_err(|e| match e {
-                wasmsand::SandboxError::UnknownSnapshot(_) => unknown(),
-                other => other.to_string(),
-            })?;
+        self.shared
+            .sessions
+            .restore(caller, &a.session_id, &a.snapshot_id)
+            .await?;
         let out = SnapshotRestored {
             session_id: a.session_id,
             snapshot_id: a.snapshot_id,
@@ -652,6 +641,17 @@ impl McpHandler {
         );
         Ok(structured(&out, text))
     }
+}
+
+/// An MCP sandbox of `config` with `limits`.
+pub(crate) fn new_sandbox(config: &McpConfig, limits: Limits) -> Sandbox {
+    Sandbox::new(SandboxOptions {
+        limits,
+        env: config.env.clone(),
+        cache_dir: config.cache_dir.clone(),
+        network: config.network.clone(),
+        ..SandboxOptions::default()
+    })
 }
 
 impl ServerHandler for McpHandler {

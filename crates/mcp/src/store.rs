@@ -70,8 +70,7 @@ pub(crate) struct Caps {
 
 pub(crate) struct Store {
     sessions: Mutex<HashMap<String, Arc<Session>>>,
-    /// The table's size, readable without its lock (an embedding server's own session cap
-    /// reads it under its lock, which the admission below takes under this table's).
+    /// The table's size, readable without its lock.
     live: AtomicUsize,
     pub caps: Caps,
 }
@@ -122,14 +121,12 @@ impl Store {
         }
     }
 
-    /// Registers a new sandbox for `owner` under a fresh id, if the caps allow one more and
-    /// `admit` (told how many sessions there would then be) agrees.
+    /// Registers a new sandbox for `owner` under a fresh id, if the caps allow one more.
     pub fn insert(
         &self,
         owner: &str,
         parent: Option<String>,
         sandbox: Sandbox,
-        admit: impl FnOnce(usize) -> Result<(), String>,
     ) -> Result<Lease, String> {
         self.reap(Instant::now());
         let mut map = self.sessions.lock();
@@ -148,12 +145,7 @@ impl Store {
                 self.caps.per_owner
             ));
         }
-        // Counted before asking, so that a cap shared with the embedding server sees it.
         self.live.store(map.len() + 1, Ordering::SeqCst);
-        if let Err(e) = admit(map.len() + 1) {
-            self.live.store(map.len(), Ordering::SeqCst);
-            return Err(e);
-        }
         let id = mint_id();
         let now = Instant::now();
         let session = Arc::new(Session {
@@ -290,30 +282,22 @@ mod tests {
     #[test]
     fn caps_per_owner_and_global() {
         let s = store(3, 2, Duration::from_secs(3600));
-        let a1 = s
-            .insert("a", None, sandbox(), |_| Ok(()))
-            .unwrap()
-            .id
-            .clone();
-        s.insert("a", None, sandbox(), |_| Ok(())).unwrap();
-        let err = s.insert("a", None, sandbox(), |_| Ok(())).err().unwrap();
+        let a1 = s.insert("a", None, sandbox()).unwrap().id.clone();
+        s.insert("a", None, sandbox()).unwrap();
+        let err = s.insert("a", None, sandbox()).err().unwrap();
         assert!(err.contains("maximum of 2"), "{err}");
-        s.insert("b", None, sandbox(), |_| Ok(())).unwrap();
-        let err = s.insert("c", None, sandbox(), |_| Ok(())).err().unwrap();
+        s.insert("b", None, sandbox()).unwrap();
+        let err = s.insert("c", None, sandbox()).err().unwrap();
         assert!(err.contains("maximum of 3 live sessions"), "{err}");
         s.remove("a", &a1).unwrap();
-        s.insert("c", None, sandbox(), |_| Ok(())).unwrap();
+        s.insert("c", None, sandbox()).unwrap();
         assert_eq!(s.len(), 3);
     }
 
     #[test]
     fn another_owners_session_is_unknown() {
         let s = store(10, 10, Duration::from_secs(3600));
-        let id = s
-            .insert("a", None, sandbox(), |_| Ok(()))
-            .unwrap()
-            .id
-            .clone();
+        let id = s.insert("a", None, sandbox()).unwrap().id.clone();
         assert!(s.get("a", &id).is_ok());
         let err = s.get("b", &id).err().unwrap();
         assert!(err.contains("unknown session_id"), "{err}");
@@ -325,12 +309,8 @@ mod tests {
     #[test]
     fn idle_sessions_are_reaped_and_destroyed_but_not_while_in_use() {
         let s = store(10, 10, Duration::from_secs(60));
-        let held = s.insert("a", None, sandbox(), |_| Ok(())).unwrap();
-        let idle_id = s
-            .insert("a", None, sandbox(), |_| Ok(()))
-            .unwrap()
-            .id
-            .clone();
+        let held = s.insert("a", None, sandbox()).unwrap();
+        let idle_id = s.insert("a", None, sandbox()).unwrap().id.clone();
         let idle = s.get("a", &idle_id).unwrap().sandbox.clone();
         let later = Instant::now() + Duration::from_secs(61);
         s.reap(later);

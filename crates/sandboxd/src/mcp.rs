@@ -43,9 +43,24 @@ pub(crate) struct McpArgs {
     /// A session unused for this many milliseconds is destroyed
     #[arg(long, value_name = "MS", default_value_t = McpConfig::DEFAULT_SESSION_IDLE_TTL.as_millis() as u64)]
     session_idle_ms: u64,
+    /// Serve on stdio the tools of a service's MCP endpoint instead of running sandboxes here
+    /// (`sandboxd serve`: http://HOST:PORT/mcp): its sessions, quotas and runtimes
+    #[arg(long, value_name = "URL", conflicts_with_all = ["http", "egress_allowlist"])]
+    service: Option<String>,
+    /// The service's API key (sent as a bearer token); also $WASMSAND_API_KEY
+    #[arg(long, value_name = "KEY", requires = "service")]
+    api_key: Option<String>,
 }
 
 pub(crate) fn serve(args: McpArgs, mut limits: Limits, cache_dir: Option<PathBuf>) -> u8 {
+    if let Some(url) = args.service {
+        let key = args.api_key.or_else(|| {
+            std::env::var("WASMSAND_API_KEY")
+                .ok()
+                .filter(|k| !k.is_empty())
+        });
+        return bridge(url, key);
+    }
     // The default timeout of a run (--timeout-ms) never exceeds the most a run may ask for.
     limits.timeout_ms = limits.timeout_ms.min(args.max_timeout_ms.max(1));
     let network = match args.egress_allowlist.as_deref().map(egress_policy) {
@@ -67,8 +82,10 @@ pub(crate) fn serve(args: McpArgs, mut limits: Limits, cache_dir: Option<PathBuf
         max_read_bytes: McpConfig::DEFAULT_MAX_READ_BYTES,
         gate: None,
         network,
-        // A standalone MCP server has only its wasm sandbox; the service's `/mcp` hosts more.
+        // A standalone MCP server has only its wasm sandbox and its own sessions; the
+        // service's `/mcp` hosts more (`--service` reaches it).
         host: None,
+        sessions: None,
         sandbox_dot_run: args.sandbox_run_tool
             || std::env::var("MCP_ENABLE_SANDBOX_MODULE")
                 .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on")),
@@ -91,6 +108,32 @@ pub(crate) fn serve(args: McpArgs, mut limits: Limits, cache_dir: Option<PathBuf
         }
     };
     match wasmsand_mcp::serve_blocking(config, listen) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("sandboxd mcp: {e}");
+            1
+        }
+    }
+}
+
+/// `--service URL`: the service's tools on stdio, until stdin closes.
+fn bridge(url: String, api_key: Option<String>) -> u8 {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        eprintln!("sandboxd mcp: --service must be an http:// or https:// URL, not {url:?}");
+        return 2;
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sandboxd mcp: {e}");
+            return 1;
+        }
+    };
+    let options = wasmsand_mcp::BridgeOptions { url, api_key };
+    match rt.block_on(wasmsand_mcp::serve_stdio_bridge(options)) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("sandboxd mcp: {e}");

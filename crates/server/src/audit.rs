@@ -142,7 +142,21 @@ pub struct SessionFacts<'a> {
     pub trace_id: Option<&'a str>,
 }
 
-impl SessionFacts<'_> {
+impl<'a> SessionFacts<'a> {
+    /// A session's facts, as made by `source`.
+    pub fn of(s: &'a crate::sessions::Session, source: &'a str, trace_id: Option<&'a str>) -> Self {
+        SessionFacts {
+            session_id: &s.id,
+            runtime: s.runtime.name(),
+            runtime_version: &s.runtime_version,
+            base_image: &s.base_image,
+            image_digest: &s.image_digest,
+            spec_version: &s.spec_version,
+            source,
+            trace_id,
+        }
+    }
+
     pub fn common(&self, app: &App) -> Value {
         json!({
             "session_id": self.session_id,

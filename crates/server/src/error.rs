@@ -60,19 +60,19 @@ error_codes! {
     Unauthorized = "unauthorized", [401],
         "with authentication on: no credentials, or credentials that are not valid (`details.reason`: `missing_credentials`, `unsupported_scheme`, `invalid_api_key`, `invalid_credentials`, `invalid_token`, `token_expired`; `WWW-Authenticate: Bearer`)";
     Forbidden = "forbidden", [403],
-        "execution is off (`SANDBOX_ENABLE_EXECUTION=false`), or a key without the admin role asks for an admin route";
+        "execution is off (`SANDBOX_ENABLE_EXECUTION=false`), or a key without the admin role asks for an admin route; the sandbox refuses a file operation (`details.reason: filesystem`, `errno`: `EACCES`, `EPERM`, `EROFS`; `path`)";
     NotFound = "not_found", [404, 410],
-        "unknown session, run, process, artifact or route; 410 for an expired artifact or a session that expired meanwhile";
+        "unknown session, run, process, artifact or route; a file operation's path that does not exist (`details.reason: filesystem`, `errno: ENOENT`, `path`); 410 for an expired artifact or a session that expired meanwhile";
     SessionLost = "session_lost", [410],
         "the session cannot be brought back: on replicas, the replica that held a session without a checkpoint (a docker session) is gone and the sandbox with it; or its checkpoint in the store is corrupt (`details.reason: corrupt_checkpoint`) or asks for a network policy the server no longer allows (`policy_changed`)";
     IdempotencyConflict = "idempotency_conflict", [409],
         "an `Idempotency-Key` reused with a different body: `details.prior_id`, `key`, `prior_created_at`";
     Conflict = "conflict", [409],
-        "a background process's stdin is closed, or it has ended (`details.reason`); a session and its fork changed some path differently, so a merge applied nothing (`details.reason: merge_conflict`, `details.conflicts`: `path`, `ours`, `theirs`)";
+        "a background process's stdin is closed, or it has ended (`details.reason`); a session and its fork changed some path differently, so a merge applied nothing (`details.reason: merge_conflict`, `details.conflicts`: `path`, `ours`, `theirs`); a file operation meets the wrong kind of entry (`details.reason: filesystem`, `errno`: `EEXIST`, `EISDIR`, `ENOTDIR`, `ENOTEMPTY`, ...; `path`)";
     RateLimited = "rate_limited", [429],
         "the run queue is full (`Retry-After`)";
     QuotaExceeded = "quota_exceeded", [429, 413],
-        "too many sessions, runs or running background processes for a user or session (`details.quota`, `limit`, `used`, `Retry-After`); an upload past the workspace cap (413)";
+        "too many sessions, runs or running background processes for a user or session (`details.quota`, `limit`, `used`, `Retry-After`); an upload or a file write past the workspace cap (413)";
     RuntimeUnavailable = "runtime_unavailable", [503],
         "a runtime that cannot serve now (not built here, turned off, its engine down, its capacity reached): `details.runtime`, `available: false`, `reason`, `suggested`; on replicas, the replica owning the object does not answer or answers something that is not this API (`details.replica`, `Retry-After: 1`)";
     ImagePullFailed = "image_pull_failed", [503],

@@ -706,6 +706,7 @@ impl App {
                     session: Some(id.to_string()),
                     run: None,
                     network: network.allowlist.clone(),
+                    limits: meta.limits,
                 },
             )
             .await
@@ -737,6 +738,7 @@ impl App {
                 expires_at: saved.expires_at,
             }),
             forked_from: meta.forked_from,
+            limits: meta.limits,
         });
         if !self.insert_session(session.clone()) {
             session.boxed.destroy().await;

@@ -1,7 +1,7 @@
 //! Request and response plumbing shared by every resource's handlers (and by the auth layer
 //! and replica forwarding, which need the API's base path): reading a JSON body with clear
 //! 4xx answers, typed views of it, the `Host` a reply's URLs are built from, and JSON
-//! replies with extra headers.
+//! replies with extra headers; single `Range` requests.
 //!
 //! A leaf: it names nothing but the error type and the root's `App`, so any module may use
 //! it without pulling the route tree in.
@@ -9,7 +9,7 @@
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult, ErrorCode};
 
@@ -115,4 +115,67 @@ pub(crate) fn limit_offset(
         )));
     }
     Ok((limit, num("offset", 0)?))
+}
+
+pub(crate) enum RangeReq {
+    Full,
+    Part(u64, u64),
+}
+
+/// One `bytes=` range against a length. Several ranges are refused (416); a header that is
+/// not a bytes range is ignored, as RFC 9110 allows.
+pub(crate) fn parse_range(h: Option<&HeaderValue>, len: u64) -> Result<RangeReq, ApiError> {
+    let unsatisfiable = |why: &str| {
+        ApiError::new(
+            StatusCode::RANGE_NOT_SATISFIABLE,
+            ErrorCode::InvalidRequest,
+            why.to_string(),
+        )
+        .with_header(header::CONTENT_RANGE, format!("bytes */{len}"))
+        .with_details(json!({ "size": len }))
+    };
+    let Some(h) = h else {
+        return Ok(RangeReq::Full);
+    };
+    let Ok(s) = h.to_str() else {
+        return Ok(RangeReq::Full);
+    };
+    let Some(spec) = s.trim().strip_prefix("bytes=") else {
+        return Ok(RangeReq::Full);
+    };
+    if spec.contains(',') {
+        return Err(unsatisfiable(
+            "multiple ranges are not supported; ask for one range",
+        ));
+    }
+    let Some((a, b)) = spec.trim().split_once('-') else {
+        return Ok(RangeReq::Full);
+    };
+    let (a, b) = (a.trim(), b.trim());
+    let (start, end) = if a.is_empty() {
+        let Ok(n) = b.parse::<u64>() else {
+            return Ok(RangeReq::Full);
+        };
+        if n == 0 {
+            return Err(unsatisfiable("empty suffix range"));
+        }
+        (len.saturating_sub(n), len.saturating_sub(1))
+    } else {
+        let Ok(start) = a.parse::<u64>() else {
+            return Ok(RangeReq::Full);
+        };
+        let end = if b.is_empty() {
+            len.saturating_sub(1)
+        } else {
+            match b.parse::<u64>() {
+                Ok(e) if e >= start => e.min(len.saturating_sub(1)),
+                _ => return Ok(RangeReq::Full),
+            }
+        };
+        (start, end)
+    };
+    if len == 0 || start >= len {
+        return Err(unsatisfiable("the range starts past the end"));
+    }
+    Ok(RangeReq::Part(start, end))
 }

@@ -29,6 +29,7 @@ mod idempotency;
 mod images;
 mod logs;
 mod mcp_gate;
+mod mcp_sessions;
 mod observe;
 mod openapi;
 mod panel;
@@ -347,15 +348,14 @@ impl Server {
     }
 }
 
-/// MCP over streamable HTTP at `/mcp` (see docs/mcp.md): the same tools as `sandboxd mcp`, with
-/// sandboxes of their own (MCP sessions are not the service's sessions), the module cache of
-/// the service, and the `Host`/`Origin` allowlists of the configuration. With authentication
-/// on, each MCP session belongs to the authenticated user ([`auth::authenticate_mcp`]), and
-/// its runs count against that user's quotas and are recorded as runs ([`mcp_gate`]).
+/// MCP over streamable HTTP at `/mcp` (see docs/mcp.md): the same tools as `sandboxd mcp`,
+/// whose sessions are the service's own ([`mcp_sessions`]: listed, capped, checkpointed and
+/// hibernated like any), the module cache of the service, and the `Host`/`Origin`
+/// allowlists of the configuration. With authentication on, each session belongs to the
+/// authenticated user ([`auth::authenticate_mcp`]), and runs count against that user's quotas
+/// and are recorded as runs ([`mcp_gate`]).
 fn mcp_router(app: &Arc<App>) -> axum::Router {
     let config = &app.config;
-    // The service's cap on sessions (`SANDBOX_MAX_SESSIONS`) holds for REST and MCP sessions
-    // together (the gate checks it for MCP's); the MCP server's own per-client cap stays.
     let gate = Arc::new(mcp_gate::McpGate::new(app));
     let mcp = wasmsand_mcp::Mcp::new(wasmsand_mcp::McpConfig {
         cache_dir: config.cache_dir.clone(),
@@ -370,8 +370,8 @@ fn mcp_router(app: &Arc<App>) -> axum::Router {
             ca_pem: config.egress_ca_pem.iter().cloned().collect(),
             on_event: None,
         }),
-        max_sessions: config.max_sessions,
         sandbox_dot_run: config.mcp_sandbox_run,
+        sessions: Some(Arc::new(mcp_sessions::McpSessions::new(app))),
         ..wasmsand_mcp::McpConfig::default()
     });
     let _ = app.mcp.set(mcp.clone());

@@ -2,8 +2,7 @@
 //! admitted by [`crate::quotas::admit`] for its user and recorded in the store as a run of
 //! that user (`source: mcp`, its command as one shell line), so concurrent runs, runs per
 //! minute and execution seconds per day count MCP runs with REST ones, and the admin views
-//! and audit trail show them. Its sessions count against the service's `max_sessions` with
-//! the REST ones.
+//! and audit trail show them. Its sessions are the service's (`crate::mcp_sessions`).
 //!
 //! A `sandbox_run` that names another runtime or image (`"runtime": "docker"`, `"base_image":
 //! "python:3.11-slim"`) is the gate's as a [`RunHost`]: it becomes a one-shot run of the
@@ -50,16 +49,12 @@ struct Ticket {
 }
 
 impl RunGate for McpGate {
-    fn admit_session(&self, _principal: Option<&str>, live: usize) -> Result<(), String> {
-        let app = self.app.upgrade().ok_or("the service is stopping")?;
-        app.admit_mcp_session(live)
-    }
-
-    fn begin(&self, principal: Option<&str>, command: &str) -> Admission {
+    fn begin(&self, principal: Option<&str>, command: &str, session: Option<&str>) -> Admission {
         let app = self.app.upgrade();
         // Without authentication every MCP client is the service's one user.
         let user = principal.map(str::to_string);
         let command = command.to_string();
+        let session_id = session.map(str::to_string);
         Box::pin(async move {
             let app = app.ok_or("the service is stopping")?;
             if app.is_shutting_down() {
@@ -73,7 +68,7 @@ impl RunGate for McpGate {
             let mut record = RunRecord {
                 id: new_id(),
                 user_id: user,
-                session_id: None,
+                session_id,
                 spec_version: app
                     .config
                     .supported_spec_versions

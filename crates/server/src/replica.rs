@@ -403,7 +403,7 @@ pub(crate) async fn forward(State(app): State<Arc<App>>, req: Request, next: Nex
 }
 
 /// Records this replica as the holder of a session it made other than by `POST /sessions`
-/// (a fork), so that requests through other replicas find it.
+/// (a fork, an MCP session), so that requests through other replicas find it.
 pub(crate) async fn record_session_here(app: &Arc<App>, id: &str, user: &str) {
     if app.store.cluster().is_none() {
         return;
@@ -414,7 +414,7 @@ pub(crate) async fn record_session_here(app: &Arc<App>, id: &str, user: &str) {
     })
     .await
     {
-        tracing::error!(%e, "cannot record a fork's holder");
+        tracing::error!(%e, "cannot record a session's holder");
     }
 }
 

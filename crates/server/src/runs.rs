@@ -38,7 +38,7 @@ pub struct RunSpec {
     pub startup_timeout_sec: u64,
     pub timeout_sec: u64,
     pub memory_mb: u64,
-    /// The command's standard input (MCP's `stdin`; the REST API has none).
+    /// The command's standard input (the run request's or MCP's `stdin`).
     pub stdin: Option<Vec<u8>>,
 }
 
@@ -426,6 +426,7 @@ async fn provision(
                     session: None,
                     run: Some(run.id.clone()),
                     network: spec.egress.clone(),
+                    limits: None,
                 })
                 .await?;
             (boxed, None)

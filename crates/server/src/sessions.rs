@@ -50,6 +50,9 @@ pub struct Session {
     pub saving: tokio::sync::Mutex<Saved>,
     /// The session it was forked from (`crate::api::forks`).
     pub forked_from: Option<String>,
+    /// Its sandbox's own limits instead of the server's (an MCP session's, asked by
+    /// `session_create`).
+    pub limits: Option<wasmsand::Limits>,
 }
 
 /// The service's record of a session besides its id, owner and TTL: what its view shows, and
@@ -71,6 +74,8 @@ pub(crate) struct Meta {
     pub egress_allowlist: Option<wasmsand::egress::EgressAllowlist>,
     #[serde(default)]
     pub forked_from: Option<String>,
+    #[serde(default)]
+    pub limits: Option<wasmsand::Limits>,
 }
 
 impl Meta {
@@ -90,6 +95,7 @@ impl Meta {
             network_policy: s.network_policy.clone(),
             egress_allowlist: s.egress.as_ref().map(|e| e.to_allowlist()),
             forked_from: s.forked_from.clone(),
+            limits: s.limits,
         }
     }
 
@@ -128,7 +134,55 @@ pub struct Saved {
     pub expires_at: i64,
 }
 
+/// What a new session is made of (`POST /sessions`, MCP's `session_create`).
+pub(crate) struct NewSession {
+    pub id: String,
+    pub boxed: Arc<dyn SandboxBox>,
+    pub runtime: Arc<dyn Runtime>,
+    pub base_image: String,
+    pub spec_version: String,
+    pub ttl_sec: u64,
+    pub env: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+    pub cpu: f64,
+    pub memory_mb: u64,
+    pub timeout_sec: u64,
+    pub network_policy: String,
+    pub egress: Option<wasmsand::egress::EgressPolicy>,
+    pub owner: String,
+    pub limits: Option<wasmsand::Limits>,
+}
+
 impl Session {
+    pub(crate) fn new(n: NewSession, now: i64) -> Session {
+        Session {
+            id: n.id,
+            image_digest: n.boxed.image_digest(),
+            boxed: n.boxed,
+            runtime_version: n.runtime.version(),
+            runtime: n.runtime,
+            base_image: n.base_image,
+            spec_version: n.spec_version,
+            created_at: now,
+            expires_at: AtomicI64::new(now + n.ttl_sec as i64 * 1000),
+            env: n.env,
+            labels: n.labels,
+            cpu: n.cpu,
+            memory_mb: n.memory_mb,
+            timeout_sec: n.timeout_sec,
+            network_policy: n.network_policy,
+            egress: n.egress,
+            lock: Arc::new(tokio::sync::Mutex::new(())),
+            owner: n.owner,
+            processes: Default::default(),
+            last_used: AtomicI64::new(now),
+            hibernated: Default::default(),
+            saving: Default::default(),
+            forked_from: None,
+            limits: n.limits,
+        }
+    }
+
     pub fn view(&self, policy_hash: &str) -> SessionView {
         Meta::of(self).into_view(
             self.id.clone(),
@@ -171,6 +225,7 @@ impl Session {
             hibernated: AtomicBool::new(false),
             saving: Default::default(),
             forked_from,
+            limits: self.limits,
         }
     }
 
@@ -199,7 +254,7 @@ impl App {
 
     pub(crate) fn insert_session(&self, s: Arc<Session>) -> bool {
         let mut map = self.sessions.lock();
-        if map.len() + self.mcp_session_count() >= self.config.max_sessions {
+        if map.len() >= self.config.max_sessions {
             return false;
         }
         map.insert(s.id.clone(), s);
@@ -244,29 +299,6 @@ impl App {
         Some(s)
     }
 
-    /// Sessions of `/mcp` held now (a counter: readable under the sessions' lock).
-    pub fn mcp_session_count(&self) -> usize {
-        self.mcp.get().map_or(0, |m| m.session_count())
-    }
-
-    /// Admits one more MCP session when, with `mcp_live` MCP sessions (the new one counted),
-    /// REST and MCP sessions together stay within `max_sessions`. Called under the MCP
-    /// server's session lock; REST sessions are inserted under this one, reading the MCP
-    /// count (already raised by the session being admitted) without taking the other lock.
-    pub(crate) fn admit_mcp_session(&self, mcp_live: usize) -> Result<(), String> {
-        let rest = self.sessions.lock().len();
-        let max = self.config.max_sessions;
-        if rest + mcp_live > max {
-            return Err(format!(
-                "quota_exceeded: the server holds its maximum of {max} sessions ({rest} over \
-                 REST, {} over MCP); destroy one (session_destroy), or call sandbox_run \
-                 without session_id for a one-off sandbox",
-                mcp_live - 1
-            ));
-        }
-        Ok(())
-    }
-
     /// Sessions held now (expired ones not yet reaped included).
     pub fn session_count(&self) -> usize {
         self.sessions.lock().len()
@@ -296,7 +328,9 @@ impl Session {
                 "background processes are not available on runtime {}; use runs",
                 self.runtime.name()
             ))
-            .with_details(serde_json::json!({ "runtime": self.runtime.name() }))
+            .with_details(
+                serde_json::json!({ "runtime": self.runtime.name(), "reason": "not_supported" }),
+            )
         })
     }
 }

@@ -29,6 +29,12 @@ pub fn iso(ms: i64) -> String {
     s
 }
 
+/// The epoch milliseconds of an RFC 3339 time ([`iso`]'s output).
+pub fn parse_iso(s: &str) -> Option<i64> {
+    let t = OffsetDateTime::parse(s, &Rfc3339).ok()?;
+    Some((t.unix_timestamp_nanos() / 1_000_000) as i64)
+}
+
 pub fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }

@@ -332,3 +332,43 @@ async fn git_inputs_land_in_the_container_workspace() {
     assert_eq!(resp.status(), StatusCode::NO_CONTENT);
     d.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_file_api_works_in_a_container_as_its_run_user() {
+    let Some(d) = DockerServer::start("files").await else {
+        return;
+    };
+    let sid = d.session("python:3.11-slim", json!({})).await;
+    let s2 = sid.clone();
+    crate::service::files::exercise_files(&d.srv, &sid, move |line| {
+        in_session(&s2, &["bash", "-c", line], json!({}))
+    })
+    .await;
+    // What the API wrote belongs to the run's user, like what a run writes; stdin reaches
+    // the container's command.
+    use base64::Engine as _;
+    let (s, _, _) = d
+        .srv
+        .post(
+            &format!("/sessions/{sid}/files/mkdir"),
+            json!({ "path": "mine" }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let stdin = base64::engine::general_purpose::STANDARD.encode("from stdin\n");
+    let (_, frames, status) = d
+        .srv
+        .run(in_session(
+            &sid,
+            &["bash", "-c", "stat -c %U mine; id -un; cat"],
+            json!({ "stdin": stdin }),
+        ))
+        .await;
+    assert_eq!(status["phase"], "completed", "{status}");
+    let out = stdout(&frames);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(lines[0], lines[1], "{out}");
+    assert_eq!(lines[2], "from stdin");
+    d.finish().await;
+}

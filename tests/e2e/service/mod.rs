@@ -7,6 +7,7 @@ mod artifacts;
 mod audit;
 mod auth;
 pub(crate) mod common;
+pub(crate) mod files;
 pub(crate) mod git;
 pub(crate) mod mcp;
 mod metrics;

@@ -7,13 +7,12 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 use super::runs::load_run;
 use crate::App;
 use crate::artifacts;
 use crate::error::{ApiError, ApiResult, ErrorCode};
-use crate::http::BASE;
+use crate::http::{BASE, RangeReq, parse_range};
 use crate::views::{self, ArchiveBytes, ArtifactItem, ArtifactList, ErrorEnvelope};
 
 #[utoipa::path(
@@ -60,71 +59,6 @@ pub(crate) async fn list_artifacts(
             capped: rec.artifacts_capped,
         },
     ))
-}
-
-enum RangeReq {
-    Full,
-    Part(u64, u64),
-}
-
-/// One `bytes=` range against a length. Several ranges are refused (416); a header that is
-/// not a bytes range is ignored, as RFC 9110 allows.
-fn parse_range(h: Option<&HeaderValue>, len: u64) -> Result<RangeReq, ApiError> {
-    let unsatisfiable = |why: &str| {
-        ApiError::new(
-            StatusCode::RANGE_NOT_SATISFIABLE,
-            ErrorCode::InvalidRequest,
-            why.to_string(),
-        )
-        .with_header(header::CONTENT_RANGE, format!("bytes */{len}"))
-        .with_details(json!({ "size": len }))
-    };
-    let Some(h) = h else {
-        return Ok(RangeReq::Full);
-    };
-    let Ok(s) = h.to_str() else {
-        return Ok(RangeReq::Full);
-    };
-    let Some(spec) = s.trim().strip_prefix("bytes=") else {
-        return Ok(RangeReq::Full);
-    };
-    if spec.contains(',') {
-        return Err(unsatisfiable(
-            "multiple ranges are not supported; ask for one range",
-        ));
-    }
-    let Some((a, b)) = spec.trim().split_once('-') else {
-        return Ok(RangeReq::Full);
-    };
-    let (a, b) = (a.trim(), b.trim());
-    let (start, end) = if a.is_empty() {
-        let Ok(n) = b.parse::<u64>() else {
-            return Ok(RangeReq::Full);
-        };
-        if n == 0 {
-            return Err(unsatisfiable("empty suffix range"));
-        }
-        (len.saturating_sub(n), len.saturating_sub(1))
-    } else {
-        let Ok(start) = a.parse::<u64>() else {
-            return Ok(RangeReq::Full);
-        };
-        let end = if b.is_empty() {
-            len.saturating_sub(1)
-        } else {
-            match b.parse::<u64>() {
-                Ok(e) if e >= start => e.min(len.saturating_sub(1)),
-                _ => return Ok(RangeReq::Full),
-            }
-        };
-        (start, end)
-    };
-    if len == 0 || start >= len {
-        return Err(unsatisfiable(
-            "the range starts past the end of the artifact",
-        ));
-    }
-    Ok(RangeReq::Part(start, end))
 }
 
 /// Text artifacts up to this size are gzip'd on the fly for clients that accept it.

@@ -62,6 +62,7 @@ fn spec_of(s: &Session) -> BoxSpec {
         session: Some(s.id.clone()),
         run: None,
         network: s.egress.clone(),
+        limits: s.limits,
     }
 }
 
@@ -168,6 +169,25 @@ pub(crate) async fn fork_session(
         return Err(crate::http::shutting_down());
     }
     let parent = wasm_session(&app, &id).await?;
+    let source = audit::source_of(&headers);
+    let trace_id = trace.as_ref().map(|t| t.0.0.clone());
+    let fork = fork(&app, parent, ttl, req.labels, &source, trace_id.as_deref()).await?;
+    Ok(views::json(
+        StatusCode::CREATED,
+        &fork.view(&app.policy_hash),
+    ))
+}
+
+/// A new session holding what `parent` holds now, its fork point saved, checkpointed and
+/// audited as made by `source`.
+pub(crate) async fn fork(
+    app: &Arc<App>,
+    parent: Arc<Session>,
+    ttl: u64,
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    source: &str,
+    trace_id: Option<&str>,
+) -> ApiResult<Arc<Session>> {
     let (parent, guard) = app.lock_session(parent).await?;
     let boxed = parent
         .runtime
@@ -183,45 +203,34 @@ pub(crate) async fn fork_session(
         now + ttl as i64 * 1000,
         Some(parent.id.clone()),
     );
-    if let Some(labels) = req.labels {
+    if let Some(labels) = labels {
         fork.labels = labels;
     }
     let fork = Arc::new(fork);
     let sb = fork.boxed.sandbox().cloned().expect("a wasm box");
     // The fork point first: a merge needs it even if this process dies right after.
     let meta = json!({ "kind": "fork_point", "session_id": fork.id, "parent": parent.id });
-    if let Err(e) = save_state(&app, &fork, fork_point_id(&fork.id), meta, sb).await {
+    if let Err(e) = save_state(app, &fork, fork_point_id(&fork.id), meta, sb).await {
         fork.boxed.destroy().await;
         return Err(e);
     }
     if !app.insert_session(fork.clone()) {
         fork.boxed.destroy().await;
         let _ = app.forget_saved(&fork.id).await;
-        return Err(crate::api::sessions::too_many_sessions(&app));
+        return Err(crate::api::sessions::too_many_sessions(app));
     }
     {
         let _guard = fork.lock.lock().await;
         app.checkpoint(&fork).await;
     }
-    crate::replica::record_session_here(&app, &fork.id, &fork.owner).await;
-    crate::observe::session_created(&app, fork.runtime.name());
-    let source = audit::source_of(&headers);
-    let trace_id = trace.as_ref().map(|t| t.0.0.clone());
-    let facts = audit::SessionFacts {
-        session_id: &fork.id,
-        runtime: fork.runtime.name(),
-        runtime_version: &fork.runtime_version,
-        base_image: &fork.base_image,
-        image_digest: &fork.image_digest,
-        spec_version: &fork.spec_version,
-        source: &source,
-        trace_id: trace_id.as_deref(),
-    };
-    audit::session_created(&app, &fork.owner, &facts);
-    Ok(views::json(
-        StatusCode::CREATED,
-        &fork.view(&app.policy_hash),
-    ))
+    crate::replica::record_session_here(app, &fork.id, &fork.owner).await;
+    crate::observe::session_created(app, fork.runtime.name());
+    audit::session_created(
+        app,
+        &fork.owner,
+        &audit::SessionFacts::of(&fork, source, trace_id),
+    );
+    Ok(fork)
 }
 
 #[derive(Deserialize, ToSchema, Default)]
@@ -234,7 +243,7 @@ pub(crate) struct SnapshotRequest {
 /// One snapshot of a session.
 #[derive(Serialize, Deserialize, ToSchema)]
 pub(crate) struct SnapshotView {
-    snapshot_id: String,
+    pub(crate) snapshot_id: String,
     session_id: String,
     label: Option<String>,
     created_at: String,
@@ -272,6 +281,16 @@ pub(crate) async fn create_snapshot(
         return Err(ApiError::invalid("label is at most 256 bytes"));
     }
     let s = wasm_session(&app, &id).await?;
+    let view = snapshot(&app, s, req.label).await?;
+    Ok(views::json(StatusCode::CREATED, &view))
+}
+
+/// Saves session `s`'s files and shell state now as a snapshot of it.
+pub(crate) async fn snapshot(
+    app: &Arc<App>,
+    s: Arc<Session>,
+    label: Option<String>,
+) -> ApiResult<SnapshotView> {
     let (s, guard) = app.lock_session(s).await?;
     let sb = s.boxed.sandbox().expect("a wasm box");
     // The state between two runs, in O(1); written after the lock is given back.
@@ -280,9 +299,9 @@ pub(crate) async fn create_snapshot(
     let snapshot_id = format!("snap-{}", &new_id()[..8]);
     let created_at = iso(app.clock.now_ms());
     let meta = json!({ "kind": "snapshot", "session_id": s.id, "snapshot_id": snapshot_id,
-                       "label": req.label, "created_at": created_at });
+                       "label": label, "created_at": created_at });
     let saved = save_state(
-        &app,
+        app,
         &s,
         snapshot_key(&s.id, &snapshot_id),
         meta,
@@ -291,16 +310,13 @@ pub(crate) async fn create_snapshot(
     .await;
     point.destroy();
     let size_bytes = saved?;
-    Ok(views::json(
-        StatusCode::CREATED,
-        &SnapshotView {
-            snapshot_id,
-            session_id: s.id.clone(),
-            label: req.label,
-            created_at,
-            size_bytes,
-        },
-    ))
+    Ok(SnapshotView {
+        snapshot_id,
+        session_id: s.id.clone(),
+        label,
+        created_at,
+        size_bytes,
+    })
 }
 
 #[utoipa::path(
@@ -362,20 +378,29 @@ pub(crate) async fn restore_snapshot(
     Path((id, snapshot_id)): Path<(String, String)>,
 ) -> ApiResult<Response> {
     let s = wasm_session(&app, &id).await?;
+    let restored = restore(&app, s, &snapshot_id).await?;
+    Ok(views::json(
+        StatusCode::OK,
+        &restored.view(&app.policy_hash),
+    ))
+}
+
+/// Puts session `s` back as its snapshot `snapshot_id` holds it; the session as it is now.
+pub(crate) async fn restore(
+    app: &Arc<App>,
+    s: Arc<Session>,
+    snapshot_id: &str,
+) -> ApiResult<Arc<Session>> {
     let (s, guard) = app.lock_session(s).await?;
-    let Some(payload) = load_state(&app, &s, &snapshot_key(&s.id, &snapshot_id)).await? else {
-        return Err(ApiError::not_found("snapshot", &snapshot_id));
+    let Some(payload) = load_state(app, &s, &snapshot_key(&s.id, snapshot_id)).await? else {
+        return Err(ApiError::not_found("snapshot", snapshot_id));
     };
     let boxed = s
         .runtime
         .revive(payload, spec_of(&s))
         .await
         .map_err(|e| ApiError::internal(e.message()))?;
-    let restored = app.replace_session(&s, guard, boxed).await;
-    Ok(views::json(
-        StatusCode::OK,
-        &restored.view(&app.policy_hash),
-    ))
+    Ok(app.replace_session(&s, guard, boxed).await)
 }
 
 #[utoipa::path(
@@ -532,6 +557,14 @@ pub(crate) async fn merge_session(
                 ),
             )
             .with_details(json!({ "reason": "merge_conflict", "conflicts": list })));
+        }
+        Err(wasmsand::SandboxError::Fs(e)) => {
+            let path = e.path.clone();
+            return Err(crate::api::files::errno_error(
+                e.errno.name(),
+                e.to_string(),
+                &path,
+            ));
         }
         Err(e) => return Err(ApiError::invalid(e.to_string())),
     };

@@ -17,6 +17,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::http::BASE;
 
 pub(crate) mod artifacts;
+pub(crate) mod files;
 pub(crate) mod forks;
 pub(crate) mod runs;
 pub(crate) mod runtimes;
@@ -31,7 +32,16 @@ pub(crate) fn api_routes(upload_limit: usize) -> OpenApiRouter<Arc<App>> {
         .routes(routes!(runtimes::runtimes))
         .routes(routes!(sessions::create_session, sessions::list_sessions))
         .routes(routes!(sessions::get_session, sessions::delete_session))
-        .routes(routes!(uploads::upload_files).layer(DefaultBodyLimit::max(upload_limit)))
+        .routes(
+            routes!(uploads::upload_files, files::list_files, files::remove_file)
+                .layer(DefaultBodyLimit::max(upload_limit)),
+        )
+        .routes(routes!(files::stat_file))
+        .routes(
+            routes!(files::read_file, files::write_file).layer(DefaultBodyLimit::max(upload_limit)),
+        )
+        .routes(routes!(files::make_dir))
+        .routes(routes!(files::move_file))
         .routes(routes!(forks::fork_session))
         .routes(routes!(forks::create_snapshot, forks::list_snapshots))
         .routes(routes!(forks::restore_snapshot))

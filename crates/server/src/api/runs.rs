@@ -73,6 +73,9 @@ pub(crate) struct RunRequest {
     #[schema(value_type = Option<Object>)]
     egress_allowlist: Option<wasmsand::egress::EgressAllowlist>,
     interactive: Option<bool>,
+    /// Base64 of what the command reads on its standard input (at most 1 MiB; without it,
+    /// stdin is empty). Not a stream: the whole input is there when the command starts.
+    stdin: Option<String>,
     stdin_max_bytes: Option<u64>,
     stdin_max_frame_bytes: Option<u64>,
     stdin_bps: Option<u64>,
@@ -94,7 +97,7 @@ pub(crate) struct RunRequest {
         (status = 202, description = "queued (`phase: queued`, `estimated_start_time`)", body = RunCreated),
         (status = 400, description = "invalid body or values (`invalid_request`, `invalid_spec_version`)", body = ErrorEnvelope),
         (status = 409, description = "an `Idempotency-Key` replayed with a different body (`idempotency_conflict`)", body = ErrorEnvelope),
-        (status = 413, description = "body over 2 MiB, or inline files over 1 MiB", body = ErrorEnvelope),
+        (status = 413, description = "body over 2 MiB, or inline files or stdin over 1 MiB", body = ErrorEnvelope),
         (status = 415, description = "a body that is not `application/json`", body = ErrorEnvelope),
         (status = 403, description = "execution is disabled on this server (`forbidden`)", body = ErrorEnvelope),
         (status = 404, description = "no such session", body = ErrorEnvelope),
@@ -393,6 +396,18 @@ pub(crate) async fn check_run(app: &Arc<App>, v: &Value, user: &str) -> ApiResul
         other => other,
     };
     let files = inline_files(app, req.files.unwrap_or_default())?;
+    let stdin = match req.stdin {
+        None => None,
+        Some(b64) => {
+            let data = base64::engine::general_purpose::STANDARD
+                .decode(b64.as_bytes())
+                .map_err(|e| ApiError::invalid(format!("stdin is not valid base64: {e}")))?;
+            if data.len() as u64 > MAX_INLINE_FILES_BYTES {
+                return Err(ApiError::too_large("stdin", MAX_INLINE_FILES_BYTES));
+            }
+            Some(data)
+        }
+    };
     let capture_patterns = req.capture_patterns.unwrap_or_default();
     let capture = if capture_patterns.is_empty() {
         None
@@ -422,7 +437,7 @@ pub(crate) async fn check_run(app: &Arc<App>, v: &Value, user: &str) -> ApiResul
             startup_timeout_sec,
             timeout_sec,
             memory_mb,
-            stdin: None,
+            stdin,
         },
     })
 }

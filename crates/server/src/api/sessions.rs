@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicI64;
 
 use axum::Extension;
 use axum::body::Body;
@@ -21,7 +20,7 @@ use crate::http::{read_json, shutting_down, typed};
 use crate::idempotency::{Created, idempotent};
 use crate::observe::TraceId;
 use crate::runtime::{BoxSpec, ProvisionError};
-use crate::sessions::Session;
+use crate::sessions::{NewSession, Session};
 use crate::util::new_id;
 use crate::validate::{
     Resources, check_env, check_network, check_spec_version, check_timeout, normalize_resources,
@@ -162,6 +161,7 @@ pub(crate) async fn create_session(
                     session: Some(id.clone()),
                     run: None,
                     network: network.allowlist.clone(),
+                    limits: None,
                 })
                 .await
                 .map_err(provision_error)?;
@@ -176,55 +176,30 @@ pub(crate) async fn create_session(
                 }
                 _ => None,
             };
-            let now = app.clock.now_ms();
-            let session = Arc::new(Session {
-                id,
-                image_digest: boxed.image_digest(),
-                boxed,
-                runtime_version: runtime.version(),
-                runtime,
-                base_image,
-                spec_version,
-                created_at: now,
-                expires_at: AtomicI64::new(now + ttl as i64 * 1000),
-                env,
-                labels: req.labels.unwrap_or_default(),
-                cpu,
-                memory_mb,
-                timeout_sec,
-                network_policy: network.policy,
-                egress: network.allowlist,
-                lock: Arc::new(tokio::sync::Mutex::new(())),
-                owner: user.clone(),
-                processes: Default::default(),
-                last_used: AtomicI64::new(now),
-                hibernated: Default::default(),
-                saving: Default::default(),
-                forked_from: None,
-            });
-            if !app.insert_session(session.clone()) {
-                session.boxed.destroy().await;
-                return Err(too_many_sessions(&app));
-            }
-            // Checkpointed at once: a crash before its first run does not lose it.
-            {
-                let _guard = session.lock.lock().await;
-                app.checkpoint(&session).await;
-            }
-            crate::observe::session_created(&app, session.runtime.name());
-            let facts = audit::SessionFacts {
-                session_id: &session.id,
-                runtime: session.runtime.name(),
-                runtime_version: &session.runtime_version,
-                base_image: &session.base_image,
-                image_digest: &session.image_digest,
-                spec_version: &session.spec_version,
-                source: &source,
-                trace_id: trace_id.as_deref(),
-            };
-            audit::session_created(&app, &user, &facts);
+            let session = Session::new(
+                NewSession {
+                    id,
+                    boxed,
+                    runtime,
+                    base_image,
+                    spec_version,
+                    ttl_sec: ttl,
+                    env,
+                    labels: req.labels.unwrap_or_default(),
+                    cpu,
+                    memory_mb,
+                    timeout_sec,
+                    network_policy: network.policy,
+                    egress: network.allowlist,
+                    owner: user.clone(),
+                    limits: None,
+                },
+                app.clock.now_ms(),
+            );
+            let session = install(&app, session, &source, trace_id.as_deref()).await?;
             if let Some(mut summary) = git_summary {
                 let egress = summary["egress"].take();
+                let facts = audit::SessionFacts::of(&session, &source, trace_id.as_deref());
                 let common = facts.common(&app);
                 audit::egress_allowed(&app, &user, None, Some(&session.id), common, egress);
             }
@@ -238,6 +213,30 @@ pub(crate) async fn create_session(
         },
     )
     .await
+}
+
+/// Puts a new session in service: in the table (within `SANDBOX_MAX_SESSIONS`; else its
+/// sandbox is destroyed), checkpointed at once (a crash before its first run does not lose
+/// it), counted and audited as made by `source`.
+pub(crate) async fn install(
+    app: &Arc<App>,
+    session: Session,
+    source: &str,
+    trace_id: Option<&str>,
+) -> ApiResult<Arc<Session>> {
+    let session = Arc::new(session);
+    if !app.insert_session(session.clone()) {
+        session.boxed.destroy().await;
+        return Err(too_many_sessions(app));
+    }
+    {
+        let _guard = session.lock.lock().await;
+        app.checkpoint(&session).await;
+    }
+    crate::observe::session_created(app, session.runtime.name());
+    let facts = audit::SessionFacts::of(&session, source, trace_id);
+    audit::session_created(app, &session.owner, &facts);
+    Ok(session)
 }
 
 /// The sessions of one user (`None`: all), filtered by `state`, one page.

@@ -18,8 +18,8 @@ use wasmsand_docker::images::{
 use wasmsand_docker::{BoxConfig, Container, Engine, EngineInfo, EngineSettings, RunEnd, labels};
 
 use super::{
-    BoxSpec, Candidate, EndHint, ExecOutcome, ExecRequest, FilesError, Fut, ImageRef, MAX_WALK,
-    OutputSink, ProvisionError, Runtime, SandboxBox, StopCause,
+    BoxSpec, Candidate, EndHint, ExecOutcome, ExecRequest, FilesError, FsEntry, FsFailure, FsOp,
+    FsReply, Fut, ImageRef, MAX_WALK, OutputSink, ProvisionError, Runtime, SandboxBox, StopCause,
 };
 use crate::config::{Config, DockerConfig};
 use crate::egress_proxy::EgressProxy;
@@ -1038,6 +1038,52 @@ impl SandboxBox for DockerBox {
                 .read_files(&paths, cap)
                 .await
                 .unwrap_or_default()
+        })
+    }
+
+    fn fs(&self, op: FsOp) -> Fut<'_, Result<FsReply, FsFailure>> {
+        Box::pin(async move {
+            let c = &self.container;
+            let entry = |e: wasmsand_docker::FsEntry| FsEntry {
+                name: e.name,
+                kind: match e.kind {
+                    'f' => "file",
+                    'd' => "dir",
+                    'l' => "symlink",
+                    _ => "other",
+                },
+                size: e.size,
+            };
+            let answer = match op {
+                FsOp::List(p) => c
+                    .fs_list(&p)
+                    .await
+                    .map(|l| FsReply::Entries(l.into_iter().map(entry).collect())),
+                FsOp::Stat(p) => c.fs_stat(&p).await.map(|e| FsReply::Entry(entry(e))),
+                FsOp::Read {
+                    path,
+                    offset,
+                    length,
+                } => c
+                    .fs_read(&path, offset, length)
+                    .await
+                    .map(|(d, size)| FsReply::Data(d.into(), size)),
+                FsOp::Write { path, data, append } => {
+                    c.fs_write(&path, data, append).await.map(FsReply::Size)
+                }
+                FsOp::Mkdir(p) => c.fs_mkdir(&p).await.map(FsReply::Created),
+                FsOp::Rename { from, to } => c.fs_rename(&from, &to).await.map(|()| FsReply::Done),
+                FsOp::Remove { path, recursive } => {
+                    c.fs_remove(&path, recursive).await.map(|()| FsReply::Done)
+                }
+            };
+            answer.map_err(|e| match e {
+                wasmsand_docker::FsError::Errno { errno, message } => FsFailure::Errno {
+                    errno: errno.to_string(),
+                    message,
+                },
+                wasmsand_docker::FsError::Engine(e) => FsFailure::Gone(e.to_string()),
+            })
         })
     }
 

@@ -66,6 +66,8 @@ pub(crate) struct BoxSpec {
     pub run: Option<String>,
     /// The effective egress allowlist (`network_policy: allowlist`); none: no network.
     pub network: Option<wasmsand::egress::EgressPolicy>,
+    /// The sandbox's limits instead of those the server's settings give (wasm only).
+    pub limits: Option<wasmsand::Limits>,
 }
 
 /// A run's egress decisions, kept from the door's (or the proxy's) callback until the run's
@@ -122,6 +124,66 @@ impl ProvisionError {
 pub(crate) enum FilesError {
     WorkspaceFull(String),
     Conflict(String),
+    Gone(String),
+}
+
+/// One filesystem operation on a box (the session file API, `crate::api::files`). Paths
+/// are absolute, or relative to the workspace.
+#[derive(Debug)]
+pub(crate) enum FsOp {
+    List(String),
+    Stat(String),
+    /// Bytes `offset..offset+length`, cut at the end of the file.
+    Read {
+        path: String,
+        offset: u64,
+        length: u64,
+    },
+    Write {
+        path: String,
+        data: Vec<u8>,
+        append: bool,
+    },
+    Mkdir(String),
+    Rename {
+        from: String,
+        to: String,
+    },
+    Remove {
+        path: String,
+        recursive: bool,
+    },
+}
+
+/// A path's name, type (`file`, `dir`, `symlink`, `other`) and size (0 for directories).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct FsEntry {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub size: u64,
+}
+
+/// What an [`FsOp`] answers.
+#[derive(Debug)]
+pub(crate) enum FsReply {
+    Entries(Vec<FsEntry>),
+    Entry(FsEntry),
+    /// A range read: the bytes and the file's whole size.
+    Data(bytes::Bytes, u64),
+    /// A write: the file's new size.
+    Size(u64),
+    /// A mkdir: whether it made the directory.
+    Created(bool),
+    Done,
+}
+
+/// Why an [`FsOp`] failed.
+#[derive(Debug)]
+pub(crate) enum FsFailure {
+    /// As a system call would: the errno's name and a message naming the path.
+    Errno { errno: String, message: String },
+    /// The box is gone.
     Gone(String),
 }
 
@@ -201,6 +263,8 @@ pub(crate) trait SandboxBox: Send + Sync {
     fn candidates<'a>(&'a self, set: &'a GlobSet) -> Fut<'a, (Vec<Candidate>, bool)>;
     /// Contents of regular files, until `cap` bytes.
     fn read(&self, paths: Vec<String>, cap: u64) -> Fut<'_, Vec<(String, Vec<u8>)>>;
+    /// One filesystem operation, with the permissions a run of the session has.
+    fn fs(&self, op: FsOp) -> Fut<'_, Result<FsReply, FsFailure>>;
     /// Ends it and everything running in it; idempotent.
     fn destroy(&self) -> Fut<'_, ()>;
     /// The egress decisions of the last run, oldest first (for the audit trail).

@@ -11,8 +11,9 @@ use tokio::sync::watch;
 use wasmsand::{ErrorClass, FileKind, RunOptions, Sandbox, SandboxOptions};
 
 use super::{
-    BoxSpec, Candidate, EgressLog, EndHint, ExecOutcome, ExecRequest, FilesError, Fut, ImageRef,
-    MAX_WALK, OutputSink, ProvisionError, Runtime, SandboxBox, StopCause,
+    BoxSpec, Candidate, EgressLog, EndHint, ExecOutcome, ExecRequest, FilesError, FsEntry,
+    FsFailure, FsOp, FsReply, Fut, ImageRef, MAX_WALK, OutputSink, ProvisionError, Runtime,
+    SandboxBox, StopCause,
 };
 use crate::config::{Config, MIB};
 use crate::error::ApiError;
@@ -62,12 +63,25 @@ impl WasmRuntime {
     ) -> Result<Arc<dyn SandboxBox>, ProvisionError> {
         let egress = EgressLog::default();
         let network = self.network(spec.network, &egress);
-        let opts = sandbox_options(
+        let mut opts = sandbox_options(
             &self.config,
             spec.memory_mb,
             spec.env.into_iter().collect(),
             network,
         );
+        if let Some(l) = spec.limits {
+            // Never past the server's own: what it allows any session stays the ceiling.
+            let c = opts.limits;
+            opts.limits = wasmsand::Limits {
+                memory_bytes: l.memory_bytes.min(c.memory_bytes),
+                fs_bytes: l.fs_bytes.min(c.fs_bytes),
+                file_count: l.file_count.min(c.file_count),
+                timeout_ms: l.timeout_ms,
+                stdout_bytes: l.stdout_bytes.min(c.stdout_bytes),
+                stderr_bytes: l.stderr_bytes.min(c.stderr_bytes),
+                ..c
+            };
+        }
         let sb = tokio::task::spawn_blocking(move || match payload {
             None => Ok(Sandbox::new(opts)),
             Some(p) => Sandbox::from_payload(&p, opts).map_err(|e| e.to_string()),
@@ -411,6 +425,15 @@ impl SandboxBox for WasmBox {
         })
     }
 
+    fn fs(&self, op: FsOp) -> Fut<'_, Result<FsReply, FsFailure>> {
+        let sb = self.sb.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || fs_op(&sb, op))
+                .await
+                .unwrap_or_else(|e| Err(FsFailure::Gone(format!("the operation panicked: {e}"))))
+        })
+    }
+
     fn destroy(&self) -> Fut<'_, ()> {
         let sb = self.sb.clone();
         // `destroy` waits for the run going on in it to stop: not on an async thread.
@@ -527,6 +550,86 @@ fn walk(sb: &Sandbox, set: &GlobSet) -> (Vec<Candidate>, bool) {
         }
     }
     (out, false)
+}
+
+/// A path of the session file API in the sandbox: relative ones are under the workspace
+/// (never the shell's cwd, which a run may have changed).
+fn in_workspace(path: &str) -> String {
+    if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("{WORKSPACE}/{path}")
+    }
+}
+
+fn fs_entry(info: wasmsand::FileInfo) -> FsEntry {
+    FsEntry {
+        name: info.name,
+        kind: match info.kind {
+            FileKind::File => "file",
+            FileKind::Dir => "dir",
+            FileKind::Symlink => "symlink",
+        },
+        size: info.size,
+    }
+}
+
+fn fs_op(sb: &Sandbox, op: FsOp) -> Result<FsReply, FsFailure> {
+    let fail = |e: wasmsand::SandboxError| match e.errno() {
+        Some(errno) => FsFailure::Errno {
+            errno: errno.name().to_string(),
+            message: e.to_string(),
+        },
+        None => FsFailure::Gone(e.to_string()),
+    };
+    Ok(match op {
+        FsOp::List(p) => FsReply::Entries(
+            sb.list(&in_workspace(&p))
+                .map_err(fail)?
+                .into_iter()
+                .map(fs_entry)
+                .collect(),
+        ),
+        FsOp::Stat(p) => FsReply::Entry(fs_entry(sb.stat(&in_workspace(&p)).map_err(fail)?)),
+        FsOp::Read {
+            path,
+            offset,
+            length,
+        } => {
+            // The file's bytes are shared, not copied: only the range leaves.
+            let data = sb.read_file(&in_workspace(&path)).map_err(fail)?;
+            let size = data.len() as u64;
+            let start = offset.min(size);
+            let end = start.saturating_add(length).min(size);
+            FsReply::Data(data.slice(start as usize..end as usize), size)
+        }
+        FsOp::Write { path, data, append } => {
+            let p = in_workspace(&path);
+            if append {
+                sb.append_file(&p, &data).map_err(fail)?;
+            } else {
+                sb.write_file(&p, &data).map_err(fail)?;
+            }
+            FsReply::Size(sb.stat(&p).map_err(fail)?.size)
+        }
+        FsOp::Mkdir(p) => {
+            let p = in_workspace(&p);
+            let existed = matches!(sb.stat(&p), Ok(i) if i.kind == FileKind::Dir);
+            if !existed {
+                sb.mkdir(&p).map_err(fail)?;
+            }
+            FsReply::Created(!existed)
+        }
+        FsOp::Rename { from, to } => {
+            sb.rename(&in_workspace(&from), &in_workspace(&to))
+                .map_err(fail)?;
+            FsReply::Done
+        }
+        FsOp::Remove { path, recursive } => {
+            sb.remove(&in_workspace(&path), recursive).map_err(fail)?;
+            FsReply::Done
+        }
+    })
 }
 
 /// Writes staged files into the workspace, all or nothing.

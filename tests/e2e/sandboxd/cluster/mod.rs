@@ -5,6 +5,7 @@
 mod admission;
 mod durable;
 mod k8s;
+mod mcp_sessions;
 pub mod pg;
 mod replicas;
 mod store;
