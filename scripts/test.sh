@@ -279,14 +279,15 @@ stage_wasm_tools() {
 stage_python() {
     # Built by pip through its PEP 517 backend (maturin, from PyPI) into a fresh venv, reusing
     # the target dir (the wheel builds in the same dev profile), then the pytest suite against
-    # every transport.
+    # every transport: the service transport's tests start `$SANDBOXD serve` (built by
+    # `precompile`), which they find by WASMSAND_SANDBOXD_BIN (tests/python/conftest.py).
     local venv="${WASMSAND_TEST_VENV:-target/py-test-venv}"
     rm -rf "$venv"
     python3 -m venv "$venv" &&
         "$venv/bin/python" -m pip install --quiet --upgrade pip &&
         "$venv/bin/python" -m pip install --quiet "./bindings/python[test]" &&
         precompile &&
-        "$venv/bin/python" -m pytest -q tests/python "${EXTRA[@]}"
+        WASMSAND_SANDBOXD_BIN="$SANDBOXD" "$venv/bin/python" -m pytest -q tests/python "${EXTRA[@]}"
 }
 
 stage_api() {

@@ -1,5 +1,7 @@
-"""Agent-grade runs (docs/runs.md) through the SDK, on both transports: the resource receipt
-of every run, atomic runs, portable state, and merging a fork back."""
+"""Agent-grade runs (docs/runs.md) through the SDK, on every transport: the resource receipt
+of every run, atomic runs, portable state, and merging a fork back. The service transport has
+no atomic runs, portable state, deterministic mode or per-sandbox limits: there each of those
+is asserted to raise ``NotSupportedError``."""
 
 from __future__ import annotations
 
@@ -13,17 +15,11 @@ from wasmsand import (
     MergeConflict,
     MergeConflictError,
     MergeResult,
+    NotSupportedError,
     Sandbox,
     SandboxError,
     Usage,
 )
-
-TRANSPORTS = ["inprocess", "rpc"]
-
-
-@pytest.fixture(params=TRANSPORTS)
-def transport(request: pytest.FixtureRequest) -> str:
-    return request.param
 
 
 @pytest.fixture
@@ -32,13 +28,20 @@ def sb(transport: str):
         yield s
 
 
-def test_every_result_has_a_receipt(sb: Sandbox) -> None:
+def test_every_result_has_a_receipt(sb: Sandbox, transport: str) -> None:
     r = sb.commands.run("echo hello | wc -c; echo data > /tmp/f")
     assert r.stdout == "6\n"
     u = r.usage
     assert isinstance(u, Usage)
     assert u.peak_memory_bytes >= 65536 and u.peak_memory_bytes % 65536 == 0
     assert u.cpu_us > 0
+    if transport == "service":
+        # A run's `resource_usage` has times, memory and network; what it did to the files
+        # is not in it, so those fields stay 0.
+        assert 0 <= u.wall_ms < 60_000 and u.wall_ms == round(r.execution_time_ms)
+        assert (u.processes, u.files_created, u.bytes_written, u.fs_bytes) == (0, 0, 0, 0)
+        assert u.limits_hit == [] and r.rolled_back is False
+        return
     assert u.processes >= 2
     assert (u.files_created, u.bytes_written) == (1, 5)
     assert u.fs_bytes > 0 and u.limits_hit == []
@@ -46,13 +49,22 @@ def test_every_result_has_a_receipt(sb: Sandbox) -> None:
 
 
 def test_limits_hit_are_named(transport: str) -> None:
-    with Sandbox(transport=transport, limits={"stdout_bytes": 3}) as s:
-        assert s.commands.run("echo hello").usage.limits_hit == ["stdoutBytes"]
+    if transport == "service":
+        with pytest.raises(NotSupportedError, match="stdout_bytes"):
+            Sandbox(transport=transport, limits={"stdout_bytes": 3})
+    else:
+        with Sandbox(transport=transport, limits={"stdout_bytes": 3}) as s:
+            assert s.commands.run("echo hello").usage.limits_hit == ["stdoutBytes"]
     with Sandbox(transport=transport, timeout_ms=300) as s:
         assert s.commands.run("while :; do :; done").usage.limits_hit == ["timeoutMs"]
 
 
-def test_a_failed_atomic_run_rolls_back(sb: Sandbox) -> None:
+def test_a_failed_atomic_run_rolls_back(sb: Sandbox, transport: str) -> None:
+    if transport == "service":
+        with pytest.raises(NotSupportedError, match="atomic"):
+            sb.commands.run("echo lost > /home/user/f", atomic=True)
+        assert not sb.files.exists("/home/user/f")  # refused before it ran
+        return
     sb.commands.run("echo keep > f; X=1; cd /tmp")
     r = sb.commands.run("echo lost > /home/user/f; touch g; X=2; cd /; exit 3", atomic=True)
     assert (r.exit_code, r.rolled_back) == (3, True)
@@ -64,6 +76,15 @@ def test_a_failed_atomic_run_rolls_back(sb: Sandbox) -> None:
 
 
 def test_state_moves_between_transports(transport: str) -> None:
+    if transport == "service":
+        with Sandbox(transport=transport) as a:
+            with pytest.raises(NotSupportedError, match="export_state"):
+                a.export_state()
+        with Sandbox(transport="inprocess") as local:
+            blob = local.export_state()
+        with pytest.raises(NotSupportedError, match="import_state"):
+            Sandbox.import_state(blob, transport=transport)
+        return
     other = "rpc" if transport == "inprocess" else "inprocess"
     with Sandbox(transport=transport, limits={"file_count": 321}) as a:
         a.commands.run("mkdir -p p && echo hi > p/x && chmod 600 p/x && export K=v && g() { echo g$1; } && cd p")
@@ -80,6 +101,11 @@ def test_state_moves_between_transports(transport: str) -> None:
 
 
 def test_bad_blobs_raise_and_leave_nothing_running(transport: str) -> None:
+    if transport == "service":
+        # No blob reaches the service at all (test_state_moves_between_transports).
+        with pytest.raises(NotSupportedError):
+            Sandbox.import_state(b"definitely not", transport=transport)
+        return
     with Sandbox(transport=transport) as a:
         blob = a.export_state()
     with pytest.raises(ValueError, match="checksum mismatch"):
@@ -108,6 +134,16 @@ def test_the_examples_in_docs_runs_md_run() -> None:
 
 
 def test_long_output_is_head_and_tail_with_the_rest_spilled(transport: str) -> None:
+    if transport == "service":
+        with pytest.raises(NotSupportedError, match="spill_bytes, stdout_bytes"):
+            Sandbox(transport=transport, limits={"stdout_bytes": 2048, "spill_bytes": 50_000})
+        with Sandbox(transport=transport) as s:
+            with pytest.raises(NotSupportedError, match="truncation"):
+                s.commands.run("seq 1 30000", truncation="plain")
+            # Under the service's log cap the whole output comes back.
+            r = s.commands.run("seq 1 30000")
+            assert r.stdout == "".join(f"{i}\n" for i in range(1, 30001)) and r.truncated is None
+        return
     with Sandbox(transport=transport, limits={"stdout_bytes": 2048, "spill_bytes": 50_000}) as s:
         r = s.commands.run("seq 1 30000")
         assert r.stdout.startswith("1\n2\n") and r.stdout.endswith("29999\n30000\n")
@@ -128,6 +164,10 @@ DET_SCRIPT = (
 
 
 def test_deterministic_mode_repeats_across_sandboxes_forks_and_transports(transport: str) -> None:
+    if transport == "service":
+        with pytest.raises(NotSupportedError, match="deterministic"):
+            Sandbox(transport=transport, deterministic={"seed": 5})
+        return
     other = "rpc" if transport == "inprocess" else "inprocess"
     with Sandbox(transport=transport, deterministic={"seed": 5}) as a:
         fork = a.fork()
@@ -200,6 +240,10 @@ def test_merge_refuses_what_is_not_a_fork_of_it(transport: str) -> None:
 
 
 def test_a_merge_past_the_parents_limits_changes_nothing(transport: str) -> None:
+    if transport == "service":
+        with pytest.raises(NotSupportedError, match="fs_bytes"):
+            Sandbox(transport=transport, limits={"fs_bytes": 3000})
+        return
     with Sandbox(transport=transport, limits={"fs_bytes": 3000}) as sb:
         fork = sb.fork()
         fork.files.write("/tmp/big", "x" * 2000)

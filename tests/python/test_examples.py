@@ -1,5 +1,5 @@
 """The top-level `examples/` run as a user would run them, so they cannot rot: the Python ones on
-both transports, the curl session against a real `sandboxd serve`, the MCP client against
+every transport (tests/python/conftest.py: in-process, RPC, a `sandboxd serve`), the curl session against a real `sandboxd serve`, the MCP client against
 `sandboxd mcp` over stdio, and the MCP client configuration checked for shape."""
 
 from __future__ import annotations
@@ -27,11 +27,6 @@ def load(name: str) -> ModuleType:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-@pytest.fixture(params=["inprocess", "rpc"])
-def transport(request: pytest.FixtureRequest) -> str:
-    return request.param
 
 
 def test_quickstart(transport: str) -> None:

@@ -1,6 +1,8 @@
 """``Sandbox(network=...)``: what the allowlist allows, ``curl`` in the sandbox reaches (a real
-HTTP server on loopback); what it does not, it refuses; without it there is no network. Both
-transports."""
+HTTP server on loopback); what it does not, it refuses; without it there is no network. Every
+transport: the service's sandboxes get the same policy from ``network=`` (narrowing the
+server's own, tests/python/conftest.py), but names resolve by the server's ``resolve`` table
+only, so a client's ``resolve`` raises ``NotSupportedError`` there."""
 
 from __future__ import annotations
 
@@ -10,7 +12,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from wasmsand import Sandbox
+from wasmsand import NotSupportedError, Sandbox
+
+NETWORK = {"hosts": ["api.test"], "ips": ["127.0.0.1"], "resolve": {"api.test": ["127.0.0.1"]}}
+
+
+def _network(transport: str) -> dict[str, object]:
+    """The policy of the tests below as the transport takes it: the service resolves
+    ``api.test`` by its own table (``SANDBOX_EGRESS_RESOLVE``) and refuses a client's."""
+    if transport != "service":
+        return dict(NETWORK)
+    with pytest.raises(NotSupportedError, match="resolve"):
+        Sandbox(transport=transport, network=NETWORK)
+    return {k: v for k, v in NETWORK.items() if k != "resolve"}
 
 
 class _Hello(http.server.BaseHTTPRequestHandler):
@@ -34,13 +48,8 @@ def port() -> Iterator[int]:
     server.shutdown()
 
 
-@pytest.fixture(params=["inprocess", "rpc"])
-def transport(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 def test_curl_reaches_what_the_allowlist_allows(transport: str, port: int) -> None:
-    network = {"hosts": ["api.test"], "ips": ["127.0.0.1"], "resolve": {"api.test": ["127.0.0.1"]}}
+    network = _network(transport)
     with Sandbox(transport=transport, network=network) as sb:
         r = sb.commands.run(f"curl -s http://api.test:{port}/hello")
         assert (r.exit_code, r.stdout) == (0, "hello from the host\n")
@@ -53,7 +62,7 @@ def test_curl_reaches_what_the_allowlist_allows(transport: str, port: int) -> No
 
 
 def test_python_in_the_sandbox_uses_the_same_policy(transport: str, port: int) -> None:
-    network = {"hosts": ["api.test"], "ips": ["127.0.0.1"], "resolve": {"api.test": ["127.0.0.1"]}}
+    network = _network(transport)
     code = (
         "import urllib.request, urllib.error\n"
         f"print(urllib.request.urlopen('http://api.test:{port}/hello').read().decode(), end='')\n"

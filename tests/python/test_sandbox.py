@@ -1,4 +1,6 @@
-"""The Python SDK against both transports: every test runs in-process and over RPC."""
+"""The Python SDK against every transport: in-process, over RPC and against a
+``sandboxd serve`` (the ``transport`` fixture, tests/python/conftest.py). What the service
+cannot do is asserted to raise ``NotSupportedError`` there."""
 
 from __future__ import annotations
 
@@ -13,17 +15,11 @@ from wasmsand import (
     FileInfo,
     InvalidParamsError,
     Limits,
+    NotSupportedError,
     Sandbox,
     SandboxDestroyedError,
     SandboxError,
 )
-
-TRANSPORTS = ["inprocess", "rpc"]
-
-
-@pytest.fixture(params=TRANSPORTS)
-def transport(request: pytest.FixtureRequest) -> str:
-    return request.param
 
 
 @pytest.fixture
@@ -63,6 +59,11 @@ def test_shell_state_persists(sb: Sandbox) -> None:
 
 
 def test_stdout_truncation(transport: str) -> None:
+    if transport == "service":
+        # The service's output cap is its own (`SANDBOX_MAX_LOG_BYTES`), not the client's.
+        with pytest.raises(NotSupportedError, match="stdout_bytes"):
+            Sandbox(transport=transport, limits={"stdout_bytes": 5})
+        return
     with Sandbox(transport=transport, limits={"stdout_bytes": 5}) as s:
         r = s.commands.run("echo hello world")
         assert r.stdout == "hello"
@@ -70,6 +71,10 @@ def test_stdout_truncation(transport: str) -> None:
 
 
 def test_stderr_truncation_with_a_limits_object(transport: str) -> None:
+    if transport == "service":
+        with pytest.raises(NotSupportedError, match="stderr_bytes"):
+            Sandbox(transport=transport, limits=Limits(stderr_bytes=5))
+        return
     with Sandbox(transport=transport, limits=Limits(stderr_bytes=5)) as s:
         r = s.commands.run("echo error message >&2")
         assert r.stderr == "error"
@@ -77,6 +82,10 @@ def test_stderr_truncation_with_a_limits_object(transport: str) -> None:
 
 
 def test_command_too_long(transport: str) -> None:
+    if transport == "service":
+        with pytest.raises(NotSupportedError, match="command_bytes"):
+            Sandbox(transport=transport, limits={"command_bytes": 10})
+        return
     with Sandbox(transport=transport, limits={"command_bytes": 10}) as s:
         r = s.commands.run("echo this is a long command")
         assert r.exit_code == 1
@@ -85,6 +94,10 @@ def test_command_too_long(transport: str) -> None:
 
 
 def test_file_count_limit(transport: str) -> None:
+    if transport == "service":
+        with pytest.raises(NotSupportedError, match="file_count"):
+            Sandbox(transport=transport, limits={"file_count": 1})
+        return
     with Sandbox(transport=transport, limits={"file_count": 1}) as s:
         s.files.write("/tmp/a.txt", b"x")
         with pytest.raises(OSError) as e:
@@ -257,16 +270,18 @@ def test_sandboxes_from_several_threads(transport: str) -> None:
         forks = [root.fork() for _ in range(4)]
         results: dict[int, str] = {}
 
-        # In process, the four commands overlap: each, once it has printed, waits until all
-        # four have (a barrier their callbacks meet at), which commands run one after another
-        # never pass. Over RPC one reader thread delivers every callback in turn, so callbacks
-        # cannot wait for one another; there the threads' runs must each get their own answer.
+        # In process and on the service, the four commands overlap: each, once it has
+        # printed, waits until all four have (a barrier their callbacks meet at), which
+        # commands run one after another never pass (on the service each run's callbacks come
+        # from its own stream, read by the thread that called `run`). Over RPC one reader
+        # thread delivers every callback in turn, so callbacks cannot wait for one another;
+        # there the threads' runs must each get their own answer.
         meet = threading.Barrier(4, timeout=60)
         met: list[bool] = []
 
         def work(i: int) -> None:
             def printed(_data: str) -> None:
-                if transport != "inprocess":
+                if transport == "rpc":
                     return
                 try:
                     meet.wait()
@@ -283,7 +298,7 @@ def test_sandboxes_from_several_threads(transport: str) -> None:
         for t in threads:
             t.join()
         assert results == {i: "abcdefghij"[i] + "\n" for i in range(4)}
-        assert met == ([True] * 4 if transport == "inprocess" else [])
+        assert met == ([] if transport == "rpc" else [True] * 4)
 
 
 def test_errors_carry_codes(sb: Sandbox) -> None:
@@ -312,6 +327,17 @@ def test_tool_called_from_python(transport: str) -> None:
         seen.append({"city": city})
         return {"city": city, "temp": 21}
 
+    if transport == "service":
+        # The service's sandboxes cannot call back into this process.
+        with pytest.raises(NotSupportedError, match="host tools"):
+            Sandbox(transport=transport, tools={"lookup": lookup})
+        with Sandbox(transport=transport) as sb:
+            with pytest.raises(NotSupportedError, match="service transport"):
+                sb.tools.register("lookup", lookup)
+            with pytest.raises(NotSupportedError):
+                sb.tools.list()
+        assert seen == []
+        return
     with Sandbox(transport=transport, tools={"lookup": lookup}) as sb:
         assert sb.tools.list() == ["lookup"]
         r = sb.commands.run(
@@ -329,6 +355,10 @@ def test_tool_budget_and_errors(transport: str) -> None:
     def boom() -> None:
         raise ValueError("the database is down")
 
+    if transport == "service":
+        with pytest.raises(NotSupportedError, match="tool_calls"):
+            Sandbox(transport=transport, limits={"tool_calls": 3})
+        return
     with Sandbox(transport=transport, limits={"tool_calls": 3}) as sb:
         sb.tools.register("ping", lambda: "pong")
         sb.tools.register("boom", boom)

@@ -3,7 +3,7 @@ objects reached from it has a twin of the same name, parameters and kind on ``As
 (a coroutine where the sync one blocks), and the other way round. The classes are found by
 walking the faces' annotations, so a class or method added to one face only fails here. The
 async methods that came last (``truncation``, ``import_state``, ``poll``, ...) are exercised on
-both transports, and so is the one rule for timeouts."""
+every transport, and so is the one rule for timeouts."""
 
 from __future__ import annotations
 
@@ -19,20 +19,13 @@ from typing import Any, Iterator
 import pytest
 
 import wasmsand
-from wasmsand import AsyncCommandHandle, AsyncSandbox, Sandbox, WaitTimeoutError
-
-TRANSPORTS = ["inprocess", "rpc"]
+from wasmsand import AsyncCommandHandle, AsyncSandbox, NotSupportedError, Sandbox, WaitTimeoutError
 
 # The one name the faces spell differently: `Sandbox(...)` is `await AsyncSandbox.create(...)`
 # (a constructor cannot be awaited); the two take the same parameters.
 ASYNC_CONSTRUCTOR = "create"
 # The async protocol that stands for each sync one.
 PROTOCOLS = {"__iter__": "__aiter__", "__enter__": "__aenter__", "__exit__": "__aexit__"}
-
-
-@pytest.fixture(params=TRANSPORTS)
-def transport(request: pytest.FixtureRequest) -> str:
-    return request.param
 
 
 @pytest.fixture
@@ -287,6 +280,14 @@ def test_async_truncation(transport: str) -> None:
     numbers = "".join(f"{i}\n" for i in range(1, 30001))
 
     async def main() -> None:
+        if transport == "service":
+            with pytest.raises(NotSupportedError, match="stdout_bytes"):
+                await AsyncSandbox.create(transport=transport, limits={"stdout_bytes": 2048, "spill_bytes": 50_000})
+            s = await AsyncSandbox.create(transport=transport)
+            async with s:
+                with pytest.raises(NotSupportedError, match="truncation"):
+                    await s.commands.run("seq 1 30000", truncation="plain")
+            return
         a = await AsyncSandbox.create(transport=transport, limits={"stdout_bytes": 2048, "spill_bytes": 50_000})
         async with a:
             r = await a.commands.run("seq 1 30000")
@@ -304,6 +305,18 @@ def test_async_truncation(transport: str) -> None:
 def test_async_import_state(transport: str) -> None:
     other = "rpc" if transport == "inprocess" else "inprocess"
     before = threading.active_count()
+    if transport == "service":
+
+        async def refused() -> None:
+            a = await AsyncSandbox.create(transport=transport)
+            async with a:
+                with pytest.raises(NotSupportedError, match="export_state"):
+                    await a.export_state()
+            with pytest.raises(NotSupportedError, match="import_state"):
+                await AsyncSandbox.import_state(b"any blob", transport=transport)
+
+        asyncio.run(refused())
+        return
 
     async def main() -> None:
         a = await AsyncSandbox.create(transport=transport, limits={"file_count": 321})
@@ -369,6 +382,12 @@ def test_async_poll_shares_the_read_position_with_iteration(transport: str) -> N
 
 
 def test_async_dropped_counts_what_the_ring_lost(transport: str) -> None:
+    if transport == "service":
+        # The rings are the server's size (`SANDBOX_MAX_LOG_BYTES`), not the client's.
+        with pytest.raises(NotSupportedError, match="stdout_bytes"):
+            asyncio.run(AsyncSandbox.create(transport=transport, limits={"stdout_bytes": 4096}))
+        return
+
     async def main() -> None:
         a = await AsyncSandbox.create(transport=transport, limits={"stdout_bytes": 4096})
         async with a:
@@ -442,6 +461,12 @@ def test_sandbox_timeout_in_seconds_or_ms(transport: str) -> None:
             r = await a.commands.run("while :; do :; done")
             assert (r.exit_code, r.error_class) == (124, "TIMEOUT")
         # `create` takes every argument of `Sandbox(...)`, `deterministic` too.
+        if transport == "service":
+            with pytest.raises(NotSupportedError, match="deterministic"):
+                await AsyncSandbox.create(transport=transport, deterministic={"seed": 5})
+            with pytest.raises(ValueError):
+                await AsyncSandbox.create(transport=transport, timeout=1, timeout_ms=1000)
+            return
         d = await AsyncSandbox.create(transport=transport, deterministic={"seed": 5})
         async with d:
             with Sandbox(transport=transport, deterministic={"seed": 5}) as s:

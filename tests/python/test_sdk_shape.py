@@ -1,6 +1,6 @@
 """The SDK shape agent frameworks use (commands.run options, background processes with
 handles, files.read/write/exists/make_dir/remove/rename, large files in chunks, AsyncSandbox),
-every test on both transports."""
+every test on every transport (in-process, RPC, the service)."""
 
 from __future__ import annotations
 
@@ -22,20 +22,13 @@ from wasmsand import (
     CommandHandle,
     CommandResult,
     LimitExceededError,
+    NotSupportedError,
     ProcessNotFoundError,
     Sandbox,
     SandboxError,
     WaitTimeoutError,
     WriteEntry,
 )
-
-TRANSPORTS = ["inprocess", "rpc"]
-
-
-@pytest.fixture(params=TRANSPORTS)
-def transport(request: pytest.FixtureRequest) -> str:
-    return request.param
-
 
 @pytest.fixture
 def sb(transport: str) -> Iterator[Sandbox]:
@@ -228,6 +221,12 @@ def test_background_callbacks_get_every_chunk(sb: Sandbox) -> None:
 
 
 def test_limit_on_live_processes(transport: str) -> None:
+    if transport == "service":
+        # The service's limit is its own (`SANDBOX_MAX_PROCESSES_PER_SESSION`; tested in
+        # test_service.py), not the client's.
+        with pytest.raises(NotSupportedError, match="background_processes"):
+            Sandbox(transport=transport, limits={"background_processes": 2})
+        return
     with Sandbox(transport=transport, limits={"background_processes": 2}) as s:
         a = s.commands.run("sleep 30", background=True)
         b = s.commands.run("sleep 30", background=True)
@@ -306,12 +305,19 @@ class _Failing(io.RawIOBase):
 
 
 def test_failed_upload_leaves_no_partial_file(transport: str) -> None:
-    with Sandbox(transport=transport, limits={"rpc_bytes": 64 * 1024}) as s:
+    # Small chunks (a small line cap) make the source fail after a few of them; the service
+    # takes no line cap, so there the source fails after a few of its 1 MiB chunks.
+    limits, size = {"rpc_bytes": 64 * 1024}, 500_000
+    if transport == "service":
+        with pytest.raises(NotSupportedError, match="rpc_bytes"):
+            Sandbox(transport=transport, limits=limits)
+        limits, size = {}, 3_500_000
+    with Sandbox(transport=transport, limits=limits) as s:
         s.files.write("/tmp/keep.bin", b"old content")
         with pytest.raises(OSError, match="connection reset"):
-            s.files.write("/tmp/keep.bin", _Failing(500_000))
+            s.files.write("/tmp/keep.bin", _Failing(size))
         with pytest.raises(OSError, match="connection reset"):
-            s.files.write("/tmp/new.bin", _Failing(500_000))
+            s.files.write("/tmp/new.bin", _Failing(size))
         assert s.files.read("/tmp/keep.bin") == "old content"
         assert not s.files.exists("/tmp/new.bin")
         assert sorted(f.name for f in s.files.list("/tmp")) == ["keep.bin"]  # no temp left
@@ -319,6 +325,11 @@ def test_failed_upload_leaves_no_partial_file(transport: str) -> None:
 
 def test_many_small_chunks_under_a_small_line_cap(transport: str) -> None:
     # 64 KiB lines: a 1 MB file goes as ~21 appends and comes back as ~21 reads.
+    if transport == "service":
+        # Its requests are not lines (test_service.py counts its chunks).
+        with pytest.raises(NotSupportedError, match="rpc_bytes"):
+            Sandbox(transport=transport, limits={"rpc_bytes": 64 * 1024})
+        return
     with Sandbox(transport=transport, limits={"rpc_bytes": 64 * 1024}) as s:
         data = os.urandom(1_000_003)
         s.files.write("/home/user/r.bin", data)
@@ -369,7 +380,9 @@ def _peak_rss() -> int:
 
 def test_100_mb_round_trip_with_bounded_client_memory(transport: str) -> None:
     size = 100 * 1024 * 1024
-    with Sandbox(transport=transport, fs_limit_bytes=300 * 1024 * 1024, timeout_ms=120_000) as s:
+    # The service's workspace cap is the server's (256 MiB by default), not the client's.
+    fs = {} if transport == "service" else {"fs_limit_bytes": 300 * 1024 * 1024}
+    with Sandbox(transport=transport, timeout_ms=120_000, **fs) as s:
         src = io.BufferedReader(_Pseudo(size), buffer_size=1 << 20)
         rss_ok = _peak_rss_reset()
         rss_before = _peak_rss()
@@ -491,13 +504,29 @@ def test_async_api(transport: str) -> None:
 # ---- the documentation's examples ----
 
 
-def test_docs_examples_run() -> None:
+def _doc_blocks() -> tuple[list[str], list[str]]:
+    """The SDK section's examples: those of the local transports, and those of the service
+    (which name ``WASMSAND_URL``)."""
     import pathlib
     import re
 
     doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "python.md").read_text()
     sdk = doc[doc.index("# The Python SDK") :]
     blocks = re.findall(r"```python\n(.*?)```", sdk, re.S)
-    assert len(blocks) == 4
-    for block in blocks:
+    service = [b for b in blocks if "WASMSAND_URL" in b]
+    return [b for b in blocks if b not in service], service
+
+
+def test_docs_examples_run() -> None:
+    local, _ = _doc_blocks()
+    assert len(local) == 4
+    for block in local:
+        exec(compile(block, "docs/python.md", "exec"), {"__name__": "docs_example"})
+
+
+def test_docs_service_example_runs(service_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, service = _doc_blocks()
+    assert len(service) == 1
+    monkeypatch.setenv("WASMSAND_URL", service_url)
+    for block in service:
         exec(compile(block, "docs/python.md", "exec"), {"__name__": "docs_example"})

@@ -12,6 +12,7 @@ from ._errors import (
     InvalidParamsError,
     LimitExceededError,
     MergeConflictError,
+    NotSupportedError,
     ProcessNotFoundError,
     SandboxDestroyedError,
     SandboxError,
@@ -54,6 +55,7 @@ __all__ = [
     "SandboxDestroyedError",
     "InvalidParamsError",
     "MergeConflictError",
+    "NotSupportedError",
     "ProcessNotFoundError",
     "WaitTimeoutError",
 ]

@@ -419,11 +419,17 @@ class AsyncSandbox:
         timeout_ms: int | None = None,
         fs_limit_bytes: int = 256 * 1024 * 1024,
         limits: Limits | Mapping[str, Any] | None = None,
-        transport: str = "inprocess",
+        transport: str | None = None,
         sandboxd_path: str | os.PathLike[str] | None = None,
         tools: Mapping[str, Callable[..., Any]] | None = None,
         deterministic: bool | Mapping[str, int] | None = None,
         network: Mapping[str, Any] | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+        runtime: str | None = None,
+        image: str | None = None,
+        ttl_sec: int | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> "AsyncSandbox":
         """A new sandbox; the arguments are ``Sandbox``'s."""
         return await cls._open(
@@ -438,6 +444,12 @@ class AsyncSandbox:
                 tools=tools,
                 deterministic=deterministic,
                 network=network,
+                url=url,
+                api_key=api_key,
+                runtime=runtime,
+                image=image,
+                ttl_sec=ttl_sec,
+                env=env,
             )
         )
 

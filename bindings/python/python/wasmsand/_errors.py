@@ -17,6 +17,7 @@ __all__ = [
     "SandboxDestroyedError",
     "InvalidParamsError",
     "MergeConflictError",
+    "NotSupportedError",
     "raise_for_error",
 ]
 
@@ -61,6 +62,13 @@ class InvalidParamsError(SandboxError, ValueError):
     ``"invalid_params"`` or ``"unknown_snapshot"``); also a ``ValueError``."""
 
 
+class NotSupportedError(SandboxError):
+    """What the transport in use cannot do (``kind`` is ``"not_supported"``): the service
+    transport has no host tools, portable state, per-sandbox limits, deterministic mode,
+    atomic runs or truncation modes, and forks only on runtimes that checkpoint. The message
+    names the feature and the transport; nothing was changed."""
+
+
 class MergeConflictError(SandboxError):
     """``merge`` found paths both sandboxes changed since the fork; nothing was applied.
     ``conflicts`` lists them (``MergeConflict``: ``path``, ``ours``, ``theirs``)."""
@@ -95,6 +103,7 @@ _KINDS: dict[str, type[SandboxError]] = {
     "invalid_params": InvalidParamsError,
     "unknown_snapshot": InvalidParamsError,
     "merge_conflict": MergeConflictError,
+    "not_supported": NotSupportedError,
 }
 
 

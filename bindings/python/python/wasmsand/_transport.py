@@ -215,9 +215,13 @@ class RpcTransport(Transport):
             self._pending[rid] = slot
         try:
             self._send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        except (BrokenPipeError, OSError) as e:
+        except (BrokenPipeError, OSError, ValueError) as e:
+            # ValueError: `close()` on another thread closed the pipe after the check above.
             with self._lock:
                 self._pending.pop(rid, None)
+                closed = self._closed
+            if closed:
+                raise SandboxDestroyedError("sandbox has been killed", None, {"kind": "sandbox_destroyed"}) from None
             raise RuntimeError(f"sandboxd is not running: {e}") from None
         slot.event.wait()
         msg = slot.message

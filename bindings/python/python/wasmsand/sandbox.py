@@ -11,6 +11,7 @@ import threading
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Literal, Mapping, overload
 
 from ._errors import CommandExitError, InvalidParamsError, SandboxDestroyedError, SandboxError
+from ._service import ServiceTransport, not_supported
 from ._transport import InProcessTransport, RpcTransport, Transport
 from ._types import CommandResult, FileInfo, Limits, MergeResult, ProcessInfo, WriteEntry
 
@@ -450,7 +451,8 @@ def _chunks(data: str | bytes | bytearray | memoryview | BinaryIO, size: int) ->
 
 class Files:
     """The sandbox's filesystem (``sb.files.read(...)``). Paths are absolute, or relative to
-    the shell's current directory. Large files move in chunks of ``chunk_bytes``."""
+    the shell's current directory (on the service transport: to the session's workspace,
+    ``/home/user``, whatever the shell's). Large files move in chunks of ``chunk_bytes``."""
 
     def __init__(self, handle: _Handle) -> None:
         self._h = handle
@@ -644,6 +646,40 @@ class Tools:
         return list(self._h.call("tools.list", {})["tools"])
 
 
+def _open_transport(
+    transport: str | None,
+    sandboxd_path: str | os.PathLike[str] | None,
+    url: str | None,
+    api_key: str | None,
+    service_params: dict[str, Any],
+) -> Transport:
+    """The transport ``Sandbox(...)``'s arguments ask for; ``url`` (or ``transport="service"``
+    with ``$WASMSAND_URL``) selects the service, and the service's own arguments are refused
+    elsewhere rather than ignored."""
+    if transport is None:
+        transport = "service" if url is not None else "inprocess"
+    if transport == "service":
+        if sandboxd_path is not None:
+            raise ValueError("sandboxd_path is only used with transport='rpc'")
+        url = url if url is not None else os.environ.get("WASMSAND_URL") or None
+        if url is None:
+            raise ValueError("transport='service' needs url= (or $WASMSAND_URL): the URL sandboxd serve prints")
+        key = api_key if api_key is not None else os.environ.get("WASMSAND_API_KEY") or None
+        return ServiceTransport(url, key)
+    if url is not None:
+        raise ValueError(f"url= selects the service transport; it cannot be used with transport={transport!r}")
+    given = sorted(k for k, v in {"api_key": api_key, **service_params}.items() if v is not None)
+    if given:
+        raise ValueError(f"{', '.join(given)}: only used with the service transport (url=)")
+    if transport == "inprocess":
+        if sandboxd_path is not None:
+            raise ValueError("sandboxd_path is only used with transport='rpc'")
+        return InProcessTransport()
+    if transport == "rpc":
+        return RpcTransport(sandboxd_path)
+    raise ValueError(f"transport must be 'inprocess', 'rpc' or 'service', not {transport!r}")
+
+
 class Sandbox:
     """A WebAssembly sandbox: a bash-like shell with coreutils, jq and more over an
     in-memory copy-on-write filesystem, with hard limits.
@@ -651,11 +687,16 @@ class Sandbox:
     ``transport="inprocess"`` runs it inside this process (the GIL is released while a
     command runs); ``transport="rpc"`` talks to a ``sandboxd`` child (``sandboxd_path``, else
     ``$WASMSAND_SANDBOXD``, else the server this package carries). Forks of an RPC sandbox
-    share its child process. ``timeout`` (seconds) or ``timeout_ms`` is each run's timeout
-    when the run names none (30 s). ``network={"hosts": [...], "cidrs": [...], "ips": [...]}``
-    lets ``curl`` and ``wget`` in the sandbox reach what that egress allowlist allows (with
-    ``"resolve": {host: [ip]}`` and ``"ca_pem": [pem]`` optional; docs/network.md); without it
-    the sandbox has no network.
+    share its child process. ``url="http://HOST:PORT/api/v1/sandbox"`` (or
+    ``transport="service"`` and ``$WASMSAND_URL``) makes it a session of a remote
+    ``sandboxd serve``, with ``api_key`` (else ``$WASMSAND_API_KEY``) as its bearer
+    credential, ``runtime`` (``"wasm"``, ``"docker"``) and ``image`` its runtime and base
+    image, ``ttl_sec`` its lifetime and ``env`` its variables; docs/python.md lists what that
+    transport cannot do (``NotSupportedError``). ``timeout`` (seconds) or ``timeout_ms`` is
+    each run's timeout when the run names none (30 s). ``network={"hosts": [...], "cidrs":
+    [...], "ips": [...]}`` lets ``curl`` and ``wget`` in the sandbox reach what that egress
+    allowlist allows (with ``"resolve": {host: [ip]}`` and ``"ca_pem": [pem]`` optional;
+    docs/network.md); without it the sandbox has no network.
 
     Use it as a context manager: leaving the block destroys a fork and kills a root.
     """
@@ -671,11 +712,17 @@ class Sandbox:
         timeout_ms: int | None = None,
         fs_limit_bytes: int = 256 * 1024 * 1024,
         limits: Limits | Mapping[str, Any] | None = None,
-        transport: str = "inprocess",
+        transport: str | None = None,
         sandboxd_path: str | os.PathLike[str] | None = None,
         tools: Mapping[str, Callable[..., Any]] | None = None,
         deterministic: bool | Mapping[str, int] | None = None,
         network: Mapping[str, Any] | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+        runtime: str | None = None,
+        image: str | None = None,
+        ttl_sec: int | None = None,
+        env: Mapping[str, str] | None = None,
         _handle: _Handle | None = None,
     ) -> None:
         if _handle is not None:
@@ -694,15 +741,22 @@ class Sandbox:
                 params["deterministic"] = _deterministic_params(deterministic)
             if network is not None:
                 params["network"] = _network_params(network)
-            if transport == "inprocess":
-                if sandboxd_path is not None:
-                    raise ValueError("sandboxd_path is only used with transport='rpc'")
-                t: Transport = InProcessTransport()
-            elif transport == "rpc":
-                t = RpcTransport(sandboxd_path)
-            else:
-                raise ValueError(f"transport must be 'inprocess' or 'rpc', not {transport!r}")
+            if ttl_sec is not None and (isinstance(ttl_sec, bool) or not isinstance(ttl_sec, int) or ttl_sec < 1):
+                raise ValueError(f"ttl_sec must be a positive integer, not {ttl_sec!r}")
+            service = {"runtime": runtime, "baseImage": image, "ttlSec": ttl_sec, "env": _env_param(env)}
+            t = _open_transport(
+                transport,
+                sandboxd_path,
+                url,
+                api_key,
+                {"runtime": runtime, "image": image, "ttl_sec": ttl_sec, "env": env},
+            )
             try:
+                if isinstance(t, ServiceTransport):
+                    if tools:
+                        # Refused before a session exists: none is left behind.
+                        raise not_supported("host tools (tools=, sb.tools)")
+                    params.update({k: v for k, v in service.items() if v is not None})
                 t.call("create", params)
             except BaseException:
                 t.close()
@@ -714,9 +768,15 @@ class Sandbox:
         self.commands = Commands(self._h)
         self.files = Files(self._h)
         self.tools = Tools(self._h)
-        for name, fn in (tools or {}).items():
-            self.tools.register(name, fn)
         self._kill_lock = threading.Lock()
+        try:
+            for name, fn in (tools or {}).items():
+                self.tools.register(name, fn)
+        except BaseException:
+            # A sandbox its caller never receives is not left running.
+            if _handle is None:
+                self.kill()
+            raise
 
     @property
     def sandbox_id(self) -> str | None:
@@ -752,7 +812,10 @@ class Sandbox:
     ) -> "Sandbox":
         """A new sandbox holding the state ``export_state`` wrote (its limits included). A
         corrupt, forged, truncated, oversized or newer-version blob raises ``ValueError``
-        and no sandbox is left running."""
+        and no sandbox is left running. The service transport has no portable state
+        (``NotSupportedError``)."""
+        if transport == "service":
+            raise not_supported("import_state()")
         sb = cls(transport=transport, sandboxd_path=sandboxd_path)
         params: dict[str, Any] = {"data": base64.b64encode(bytes(blob)).decode("ascii")}
         if key is not None:
