@@ -1,6 +1,7 @@
-"""Per-call overhead of the Python SDK, in-process vs over RPC (a sandboxd child).
+"""Per-call overhead of the Python SDK, in-process vs over RPC (a sandboxd child), and over
+the service transport when ``--url`` names a running ``sandboxd serve``.
 
-    python bindings/python/benches/overhead.py [--iterations N] [--large-mb M]
+    python bindings/python/benches/overhead.py [--iterations N] [--large-mb M] [--url URL]
 
 Prints the median and p90 per call of ``commands.run("true")`` (a shell builtin, so the
 figure is the SDK and transport cost, not a program's) and ``files.read`` of a 1 KiB file;
@@ -37,10 +38,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iterations", type=int, default=2000)
     ap.add_argument("--large-mb", type=int, default=100)
+    ap.add_argument("--url", help="a sandboxd serve to measure the service transport against")
     args = ap.parse_args()
+    transports = ("inprocess", "rpc") + (("service",) if args.url else ())
     print(f"{'transport':<10} {'call':<22} {'median':>10} {'p90':>10}")
-    for transport in ("inprocess", "rpc"):
-        with Sandbox(transport=transport) as sb:
+    for transport in transports:
+        with open_sandbox(transport, args.url) as sb:
             sb.files.write("/home/user/f", b"x" * 1024)
             for name, fn in (
                 ('commands.run("true")', lambda: sb.commands.run("true")),
@@ -50,15 +53,22 @@ def main() -> None:
                 n = args.iterations if "wc" not in name else max(200, args.iterations // 10)
                 med, p90 = measure(fn, n)
                 print(f"{transport:<10} {name:<22} {med * 1e6:>8.1f}µs {p90 * 1e6:>8.1f}µs")
-    large(args.large_mb)
+    large(args.large_mb, transports, args.url)
 
 
-def large(mb: int, repeat: int = 3) -> None:
+def open_sandbox(transport: str, url: str | None, **kw: object) -> Sandbox:
+    if transport == "service":
+        # The service's sessions have its own caps; only the timeout carries over.
+        return Sandbox(url=url, timeout_ms=kw.get("timeout_ms"))  # type: ignore[arg-type]
+    return Sandbox(transport=transport, **kw)  # type: ignore[arg-type]
+
+
+def large(mb: int, transports: tuple[str, ...], url: str | None, repeat: int = 3) -> None:
     size = mb * 2**20
     data = os.urandom(size)
     print(f"\n{'transport':<10} {mb} MiB file{'':<21} {'best of ' + str(repeat):>12} {'MiB/s':>8} {'client heap peak':>17}")
-    for transport in ("inprocess", "rpc"):
-        with Sandbox(transport=transport, fs_limit_bytes=3 * size + 2**26, timeout_ms=600_000) as sb:
+    for transport in transports:
+        with open_sandbox(transport, url, fs_limit_bytes=3 * size + 2**26, timeout_ms=600_000) as sb:
             rows = []
 
             def write() -> None:

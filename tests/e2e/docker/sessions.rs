@@ -360,7 +360,7 @@ async fn the_file_api_works_in_a_container_as_its_run_user() {
         .srv
         .run(in_session(
             &sid,
-            &["bash", "-c", "stat -c %U mine; id -un; cat"],
+            &["bash", "-c", "stat -c %u mine; id -u; cat"],
             json!({ "stdin": stdin }),
         ))
         .await;
