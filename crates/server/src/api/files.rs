@@ -159,6 +159,7 @@ async fn change(app: &Arc<App>, id: &str, op: FsOp, path: &str) -> ApiResult<FsR
         ("path" = Option<String>, Query, description = "a directory: absolute, or relative to the workspace (default: the workspace)"),
     ),
     responses(
+        (status = 400, description = "a bad or missing `path`, or an unknown query field", body = ErrorEnvelope),
         (status = 200, description = "the directory's entries, sorted by name", body = FileList),
         (status = 404, description = "no such session, or no such directory (`details.errno`)", body = ErrorEnvelope),
         (status = 409, description = "not a directory (`details.errno: ENOTDIR`)", body = ErrorEnvelope),
@@ -194,6 +195,7 @@ pub(crate) async fn list_files(
         ("path" = String, Query, description = "absolute, or relative to the workspace"),
     ),
     responses(
+        (status = 400, description = "a bad or missing `path`, or an unknown query field", body = ErrorEnvelope),
         (status = 200, description = "what the path is; a symlink is described as itself", body = FileStat),
         (status = 404, description = "no such session or path (`details.errno`)", body = ErrorEnvelope),
     )
@@ -235,6 +237,7 @@ pub(crate) async fn stat_file(
         ("Range" = Option<String>, Header, description = "one `bytes=` range"),
     ),
     responses(
+        (status = 400, description = "a bad or missing `path`, or an unknown query field", body = ErrorEnvelope),
         (status = 200, description = "the whole file; `X-File-Size` is its size", content_type = "application/octet-stream", body = [u8]),
         (status = 206, description = "the range asked; `Content-Range` has the file's size", content_type = "application/octet-stream", body = [u8]),
         (status = 404, description = "no such session or file (`details.errno`)", body = ErrorEnvelope),
@@ -334,6 +337,7 @@ pub(crate) async fn read_file(
     ),
     request_body(content = [u8], content_type = "application/octet-stream", description = "the bytes (at most `SANDBOX_MAX_UPLOAD_MB`)"),
     responses(
+        (status = 400, description = "a bad or missing `path`, or an unknown query field", body = ErrorEnvelope),
         (status = 200, description = "written; `size` is the file's size now", body = WriteReply),
         (status = 403, description = "the sandbox refuses the write (`details.errno`: `EACCES`, `EROFS`)", body = ErrorEnvelope),
         (status = 404, description = "no such session", body = ErrorEnvelope),
@@ -381,6 +385,7 @@ pub(crate) async fn write_file(
     params(("id" = String, Path, description = "session id")),
     request_body = MkdirRequest,
     responses(
+        (status = 400, description = "a bad or missing `path`, or an unknown query field", body = ErrorEnvelope),
         (status = 200, description = "the directory and any missing parents exist", body = MkdirReply),
         (status = 404, description = "no such session", body = ErrorEnvelope),
         (status = 409, description = "something else is at the path (`details.errno: EEXIST`)", body = ErrorEnvelope),
@@ -413,6 +418,7 @@ pub(crate) async fn make_dir(
     params(("id" = String, Path, description = "session id")),
     request_body = MoveRequest,
     responses(
+        (status = 400, description = "a body that is not `{from, to}`, or a bad path", body = ErrorEnvelope),
         (status = 204, description = "renamed, by `rename(2)`'s rules: a file replaces a file, a directory only an empty directory"),
         (status = 404, description = "no such session or source (`details.errno`)", body = ErrorEnvelope),
         (status = 409, description = "the target is in the way (`details.errno`)", body = ErrorEnvelope),
@@ -445,6 +451,7 @@ pub(crate) async fn move_file(
         ("recursive" = Option<bool>, Query, description = "remove a directory with everything in it (without it: a file, a symlink or an empty directory)"),
     ),
     responses(
+        (status = 400, description = "a bad or missing `path`, or an unknown query field", body = ErrorEnvelope),
         (status = 204, description = "removed"),
         (status = 404, description = "no such session or path (`details.errno`)", body = ErrorEnvelope),
         (status = 409, description = "a directory that is not empty, without `recursive` (`details.errno: ENOTEMPTY`)", body = ErrorEnvelope),
