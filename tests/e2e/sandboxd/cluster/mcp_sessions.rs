@@ -7,31 +7,17 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam};
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::RunningService;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::durable::sh;
 use super::replicas::Replica;
+use crate::service::mcp::Recorder;
 
 const PATIENCE: Duration = Duration::from_secs(180);
-
-#[derive(Clone)]
-struct Recorder {
-    tx: mpsc::UnboundedSender<ProgressNotificationParam>,
-}
-
-impl ClientHandler for Recorder {
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        let _ = self.tx.send(params);
-    }
-}
 
 type Client = RunningService<RoleClient, Recorder>;
 
