@@ -139,6 +139,13 @@ impl Program {
         &self.hash
     }
 
+    /// Whether the module imports the named function of the named module.
+    pub fn imports_function(&self, module: &str, name: &str) -> bool {
+        self.module
+            .imports()
+            .any(|i| i.module() == module && i.name() == name)
+    }
+
     /// Whether the module exports the named function.
     pub fn exports_function(&self, name: &str) -> bool {
         self.module

@@ -46,6 +46,16 @@ impl ToolChannel {
         self.used.load(Ordering::SeqCst)
     }
 
+    /// The same budget, answered by `handler`: a layer over the channel (the shell's spawn
+    /// door) keeps counting against what the run was granted.
+    pub fn with_handler(&self, handler: Arc<dyn ToolCallHandler>) -> Self {
+        Self {
+            handler,
+            max_calls: self.max_calls,
+            used: self.used.clone(),
+        }
+    }
+
     /// Numbers the next call (1-based) across every clone.
     pub(crate) fn next_index(&self) -> u64 {
         self.used.fetch_add(1, Ordering::SeqCst) + 1
@@ -80,6 +90,13 @@ pub trait ToolCallHandler: Send + Sync {
     /// embedder granted for real work; such a request is answered by [`Self::call`] with
     /// index 0.
     fn counts(&self, _request: &[u8]) -> bool {
+        true
+    }
+
+    /// Whether this handler answers the request at all. One that does not leaves the guest
+    /// with the "no channel" code, as if no channel were offered: a layer that answers one
+    /// kind of frame over no channel must not change what every other frame gets.
+    fn answers(&self, _request: &[u8]) -> bool {
         true
     }
 }
@@ -178,6 +195,9 @@ fn tool_call(
     {
         channel.next_index();
         return HOST_FAULT;
+    }
+    if !channel.handler.answers(&request) {
+        return NO_CHANNEL;
     }
     let index = if channel.handler.counts(&request) {
         channel.next_index()

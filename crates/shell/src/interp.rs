@@ -1211,6 +1211,16 @@ impl Interp {
         let stderr = self.fds.output(2).unwrap_or(Output::Null);
         let name = argv.first().cloned().unwrap_or_default();
         let entry = crate::reactor::prepare(program, argv, &env, &self.st.cwd);
+        // Only a guest that can call the host gets the spawn door: forking the shell for it
+        // costs a copy of the shell's state, which no other program should pay.
+        let tool_channel = if program.imports_function("host", "call") {
+            Some(crate::spawn::channel(
+                self.fork(),
+                self.rt.tool_channel.clone(),
+            ))
+        } else {
+            None
+        };
         let spec = RunSpec {
             args: entry.argv,
             env,
@@ -1222,7 +1232,7 @@ impl Interp {
             deadline: self.rt.deadline(),
             cancel: self.cancel_token(),
             memory_limit: self.rt.memory_limit,
-            tool_channel: self.rt.tool_channel.clone(),
+            tool_channel,
             entry: entry.function,
             entry_input: entry.input,
         };

@@ -22,6 +22,7 @@ mod printer;
 pub mod printf;
 mod prompt;
 mod reactor;
+mod spawn;
 pub mod syntax;
 mod timeout;
 pub mod vars;

@@ -9,6 +9,7 @@ mod core_tools;
 mod dispatch;
 mod du;
 mod ls;
+mod sort;
 mod stat;
 mod tac;
 mod time_fmt;
@@ -50,7 +51,7 @@ fn lookup(name: &str) -> Option<UuMain> {
         "touch" => |a| uu_touch::uumain(a),
         "stat" => stat::uumain,
         "chmod" => chmod::uumain,
-        "sort" => |a| uu_sort::uumain(a),
+        "sort" => sort::uumain,
         "uniq" => |a| uu_uniq::uumain(a),
         "cut" => |a| uu_cut::uumain(a),
         "tr" => |a| uu_tr::uumain(a),

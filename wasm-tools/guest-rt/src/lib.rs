@@ -2,6 +2,10 @@
 
 #[cfg(feature = "door")]
 pub mod door;
+#[cfg(any(feature = "door", feature = "spawn"))]
+pub mod host;
+#[cfg(feature = "spawn")]
+pub mod spawn;
 
 /// WASI has no working directory: wasi-libc starts every program at `/`. The host passes the
 /// run's directory in `PWD`, as a shell does, and entering it here makes relative paths mean

@@ -1,6 +1,6 @@
 //! find: GNU expression syntax (tests, actions, operators, -maxdepth and friends). Directory
-//! entries are visited in sorted order so output is deterministic. `-exec`/`-ok` need process
-//! spawning, which WASI does not have; they are rejected with a clear message.
+//! entries are visited in sorted order so output is deterministic. `-exec`, `-execdir`, `-ok`
+//! and `-okdir` run their commands through the shell's spawn door (WASI has no processes).
 
 use crate::util::{Out, errno_text, glob_match};
 use std::fs::Metadata;
@@ -60,7 +60,29 @@ enum Expr {
     Delete,
     Prune,
     Quit,
+    Exec(Exec),
 }
+
+/// `-exec`/`-execdir`/`-ok`/`-okdir`: the command's words (`{}` in any of them is replaced),
+/// whether it takes many names at once (`{} +`), runs in the file's directory, or asks first.
+struct Exec {
+    id: usize,
+    words: Vec<String>,
+    many: bool,
+    in_dir: bool,
+    ask: bool,
+}
+
+/// Names waiting for a `{} +` command, and the directory they are relative to (`-execdir`).
+#[derive(Default)]
+struct Batch {
+    dir: Option<String>,
+    names: Vec<String>,
+    bytes: usize,
+}
+
+/// Past this many bytes of names a `{} +` batch is run, as a system's ARG_MAX would cut it.
+const BATCH_BYTES: usize = 128 * 1024;
 
 struct Cfg {
     maxdepth: usize,
@@ -83,6 +105,7 @@ struct Find {
     error: bool,
     prune: bool,
     quit: bool,
+    batches: Vec<Batch>,
 }
 
 fn type_char(m: &Metadata) -> char {
@@ -118,6 +141,7 @@ struct Parser<'a> {
     pos: usize,
     cfg: &'a mut Cfg,
     has_action: bool,
+    execs: usize,
 }
 
 impl Parser<'_> {
@@ -173,6 +197,46 @@ impl Parser<'_> {
             None => Err("find: invalid expression".into()),
         }
     }
+    /// The command after `-exec` and friends, up to `;` or `{} +`.
+    fn exec(&mut self, tok: &str) -> Result<Exec, String> {
+        let missing = || format!("find: missing argument to `{tok}'");
+        let mut words: Vec<String> = Vec::new();
+        let many = loop {
+            let Some(w) = self.toks.get(self.pos) else {
+                return Err(missing());
+            };
+            self.pos += 1;
+            match w.as_str() {
+                ";" => break false,
+                "+" if words.last().is_some_and(|l| l == "{}") => {
+                    words.pop();
+                    break true;
+                }
+                _ => words.push(w.clone()),
+            }
+        };
+        if words.is_empty() {
+            return Err(missing());
+        }
+        let ask = tok.starts_with("-ok");
+        if many && ask {
+            return Err(format!("find: {tok} ... {{}} + is not supported"));
+        }
+        if many && words.iter().any(|w| w.contains("{}")) {
+            return Err(format!(
+                "find: In `{tok} ... {{}} +' the {{}} must appear by itself, only once"
+            ));
+        }
+        self.execs += 1;
+        Ok(Exec {
+            id: self.execs - 1,
+            words,
+            many,
+            in_dir: tok.ends_with("dir"),
+            ask,
+        })
+    }
+
     fn primary(&mut self) -> Result<Expr, String> {
         let tok = self.next_arg("")?;
         let e = match tok.as_str() {
@@ -268,10 +332,8 @@ impl Parser<'_> {
             "-prune" => Expr::Prune,
             "-quit" => Expr::Quit,
             "-exec" | "-execdir" | "-ok" | "-okdir" => {
-                return Err(format!(
-                    "find: {tok} cannot run commands in this sandbox build (WASI has no processes); \
-                     pipe the names to xargs instead, e.g. find ... -print0 | xargs -0 CMD"
-                ));
+                self.has_action = true;
+                Expr::Exec(self.exec(&tok)?)
             }
             "-maxdepth" | "-mindepth" => {
                 let v = self.next_arg(&tok)?;
@@ -348,6 +410,7 @@ pub fn main(args: Vec<String>) -> i32 {
         pos: 0,
         cfg: &mut cfg,
         has_action: false,
+        execs: 0,
     };
     let expr = if toks.is_empty() {
         Expr::True
@@ -369,11 +432,13 @@ pub fn main(args: Vec<String>) -> i32 {
     } else {
         Expr::And(Box::new(expr), Box::new(Expr::Print))
     };
+    let execs = p.execs;
     let mut f = Find {
         out: Out::stdout(),
         error: false,
         prune: false,
         quit: false,
+        batches: (0..execs).map(|_| Batch::default()).collect(),
     };
     for start in &paths {
         f.visit(&cfg, &expr, start, start, 0);
@@ -381,6 +446,7 @@ pub fn main(args: Vec<String>) -> i32 {
             break;
         }
     }
+    f.run_batches(&expr);
     f.out.flush();
     i32::from(f.error)
 }
@@ -563,7 +629,115 @@ impl Find {
                 self.quit = true;
                 true
             }
+            Expr::Exec(x) => self.exec(x, c.path),
         }
+    }
+
+    /// `-exec` and friends on one file: true when the command exits 0 (always, for `{} +`,
+    /// whose failures show in find's status).
+    fn exec(&mut self, x: &Exec, path: &str) -> bool {
+        let (dir, name) = if x.in_dir {
+            let (parent, base) = match path.trim_end_matches('/').rsplit_once('/') {
+                Some(("", b)) => ("/".to_string(), b.to_string()),
+                Some((p, b)) => (p.to_string(), b.to_string()),
+                None => (".".to_string(), path.to_string()),
+            };
+            (Some(absolute(&parent)), format!("./{base}"))
+        } else {
+            (None, path.to_string())
+        };
+        if x.many {
+            let b = &mut self.batches[x.id];
+            if b.dir != dir || b.bytes + name.len() + 1 > BATCH_BYTES {
+                let names = std::mem::take(&mut b.names);
+                let old = std::mem::replace(&mut b.dir, dir);
+                b.bytes = 0;
+                self.run_batch(x, old, names);
+            }
+            let b = &mut self.batches[x.id];
+            b.bytes += name.len() + 1;
+            b.names.push(name);
+            return true;
+        }
+        let argv: Vec<String> = x.words.iter().map(|w| w.replace("{}", &name)).collect();
+        if x.ask && !self.confirm(&argv[0], &name) {
+            return false;
+        }
+        self.spawn(&argv, dir.as_deref()) == Some(0)
+    }
+
+    /// `-ok`: the command on stderr, then a line from stdin that starts with `y` or `Y`.
+    fn confirm(&mut self, command: &str, name: &str) -> bool {
+        self.out.flush();
+        eprint!("< {command} ... {name} > ? ");
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).is_ok() && line.starts_with(['y', 'Y'])
+    }
+
+    fn run_batch(&mut self, x: &Exec, dir: Option<String>, names: Vec<String>) {
+        if names.is_empty() {
+            return;
+        }
+        let mut argv = x.words.clone();
+        argv.extend(names);
+        if self.spawn(&argv, dir.as_deref()) != Some(0) {
+            self.error = true;
+        }
+    }
+
+    /// What is left in every `{} +` batch, once the walk is over.
+    fn run_batches(&mut self, e: &Expr) {
+        match e {
+            Expr::And(a, b) | Expr::Or(a, b) => {
+                self.run_batches(a);
+                self.run_batches(b);
+            }
+            Expr::Not(a) => self.run_batches(a),
+            Expr::Exec(x) if x.many => {
+                let b = std::mem::take(&mut self.batches[x.id]);
+                self.run_batch(x, b.dir, b.names);
+            }
+            _ => {}
+        }
+    }
+
+    /// The command's exit status; `None` when it could not be run (said on stderr, as
+    /// GNU find says a failed execvp).
+    fn spawn(&mut self, argv: &[String], dir: Option<&str>) -> Option<i32> {
+        self.out.flush();
+        match guest_rt::spawn::run(argv, dir) {
+            Ok(status) => Some(status),
+            Err(f) if f.kind == "noent" => {
+                eprintln!("find: \u{2018}{}\u{2019}: {}", argv[0], f.message);
+                None
+            }
+            Err(f) => {
+                eprintln!("find: cannot run {}: {}", argv[0], f.message);
+                self.error = true;
+                if f.kind == "off" || f.kind == "cancelled" {
+                    self.quit = true;
+                }
+                None
+            }
+        }
+    }
+}
+
+/// `dir` made absolute against this program's directory.
+fn absolute(dir: &str) -> String {
+    if dir.starts_with('/') {
+        return dir.to_string();
+    }
+    let here = std::env::current_dir()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "/".into());
+    match dir {
+        "." => here,
+        _ => format!(
+            "{}/{}",
+            here.trim_end_matches('/'),
+            dir.trim_start_matches("./")
+        ),
     }
 }
 
