@@ -62,6 +62,90 @@ fn usage(msg: &str) -> i32 {
     2
 }
 
+/// jq's parser refuses values nested deeper than this (jq 1.6's MAX_PARSING_DEPTH).
+const MAX_PARSING_DEPTH: usize = 256;
+
+/// Where `data` first nests deeper than jq allows, outside strings: the offset of the
+/// top-level value it is in, and of the bracket that goes too deep.
+fn too_deep(data: &[u8]) -> Option<(usize, usize)> {
+    let (mut depth, mut start, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for (i, &b) in data.iter().enumerate() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                if depth == 0 {
+                    start = i;
+                }
+                depth += 1;
+                if depth > MAX_PARSING_DEPTH {
+                    return Some((start, i));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// jq's place of a parse error: the line (from 1) and the bytes read on it.
+fn line_column(data: &[u8], offset: usize) -> (usize, usize) {
+    let before = &data[..offset.min(data.len())];
+    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+    let column = before.len()
+        - before
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |p| p + 1);
+    (line, column)
+}
+
+/// A JSON input that cannot be read, in jq 1.6's shape: `parse error: MSG at line L, column C`.
+fn parse_error(data: &[u8], jaq: &str) -> String {
+    let parsed = jaq
+        .strip_prefix("byte offset ")
+        .and_then(|r| r.split_once(": "))
+        .and_then(|(n, msg)| Some((n.parse::<usize>().ok()?, msg)));
+    let Some((offset, msg)) = parsed else {
+        return format!("parse error: {jaq}");
+    };
+    let at_end = data[offset.min(data.len())..]
+        .iter()
+        .all(u8::is_ascii_whitespace);
+    let msg = if at_end {
+        "Unfinished JSON term at EOF".to_string()
+    } else {
+        let mut m = msg.to_string();
+        if let Some(c) = m.get(..1) {
+            m.replace_range(..1, &c.to_uppercase());
+        }
+        m
+    };
+    let (line, column) = line_column(data, if at_end { data.len() } else { offset + 1 });
+    format!("parse error: {msg} at line {line}, column {column}")
+}
+
+/// Reports an input that could not be read; jq 1.6 exits 2 for these, except for JSON
+/// parse errors, which exit 4.
+fn input_error(e: &str, name: &str) -> i32 {
+    if e.starts_with("parse error: ") {
+        eprintln!("{e}");
+        4
+    } else {
+        eprintln!("jq: error (at {name}): {e}");
+        2
+    }
+}
+
 fn parse_json(text: &[u8]) -> Result<Val, String> {
     jaq_json::read::parse_single(text).map_err(|e| e.to_string())
 }
@@ -351,14 +435,27 @@ fn run() -> i32 {
             }
             // jq skips a byte-order mark at the start of a file.
             let data = data.strip_prefix(b"\xef\xbb\xbf").unwrap_or(data);
-            for v in jaq_json::read::parse_many(data) {
-                let failed = v.is_err();
-                parsed.push(v.map_err(|e| format!("{e} (while parsing '{name}')")));
+            // Too deep a value would run the parser out of the guest's stack: the values
+            // before it are read, then jq 1.6's error for it.
+            let (readable, too_deep) = match too_deep(data) {
+                Some((start, at)) => (&data[..start], Some(at)),
+                None => (data, None),
+            };
+            let mut failed = false;
+            for v in jaq_json::read::parse_many(readable) {
+                failed = v.is_err();
+                parsed.push(v.map_err(|e| parse_error(readable, &e.to_string())));
                 // The parser does not move past what it cannot read: it would yield the same
                 // error forever. jq, too, stops at the first.
                 if failed {
                     break;
                 }
+            }
+            if let (false, Some(at)) = (failed, too_deep) {
+                let (line, column) = line_column(data, at + 1);
+                parsed.push(Err(format!(
+                    "parse error: Exceeds depth limit for parsing at line {line}, column {column}"
+                )));
             }
         }
         if o.slurp {
@@ -367,8 +464,7 @@ fn run() -> i32 {
                 match v {
                     Ok(v) => all.push(v),
                     Err(e) => {
-                        eprintln!("jq: error (at {}): {e}", raw_inputs[0].0);
-                        return 2;
+                        return input_error(&e, &raw_inputs[0].0);
                     }
                 }
             }
@@ -413,12 +509,8 @@ fn run() -> i32 {
                 None => break,
                 Some(Ok(v)) => v,
                 Some(Err(e)) => {
-                    let _ = out.flush();
-                    eprintln!(
-                        "jq: error (at {}): {e}",
-                        raw_inputs.first().map_or("<stdin>", |r| &r.0)
-                    );
-                    code = 2;
+                    // jq's output is block-buffered into a pipe: its messages come first.
+                    code = input_error(&e, raw_inputs.first().map_or("<stdin>", |r| &r.0));
                     break;
                 }
             }
@@ -710,6 +802,18 @@ mod tests {
     }
 
     /// Each against what Debian's jq 1.6 prints.
+    #[test]
+    fn deep_values_and_parse_errors_are_placed_as_jq_places_them() {
+        let deep = format!("[1] \"[[\" {}", "[".repeat(300));
+        assert_eq!(too_deep(deep.as_bytes()), Some((9, 9 + 256)));
+        assert_eq!(too_deep(b"[[\"[[[[\"]]"), None);
+        assert_eq!(line_column(b"{\n", 2), (2, 0));
+        assert_eq!(
+            parse_error(b"{\n", "byte offset 2: value expected"),
+            "parse error: Unfinished JSON term at EOF at line 2, column 0"
+        );
+    }
+
     #[test]
     fn numbers_read_as_jq_writes_them() {
         for (x, want) in [

@@ -6,6 +6,7 @@
 mod builtins;
 mod conformance;
 mod deterministic;
+mod guests_hostile;
 #[path = "../../../../tests/support/host_tools.rs"]
 mod host_tools;
 mod merge;
