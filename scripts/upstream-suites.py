@@ -1,0 +1,1106 @@
+#!/usr/bin/env python3
+"""Measure how faithfully the sandbox's tools behave on the tools' own upstream test suites.
+
+A benchmark, not a CI test. The suites are upstream's text and are NOT part of this repository:
+fetch them yourself (jq: github.com/jqlang/jq, its tests/ directory; BusyBox:
+github.com/mirror/busybox, its testsuite/ directory) and point `record` at the checkouts. The
+expected results are recorded from the real programs on this machine, so everything recorded
+lives under target/upstream-suites/ (git-ignored):
+
+    scripts/upstream-suites.py record --jq /tmp/upstream/jq --busybox /tmp/upstream/busybox
+    scripts/upstream-suites.py run [--tool sed] [--case SUBSTRING] [--bin PATH] [-v]
+
+record
+  jq       Every case of tests/*.test (jq's --run-tests format) is run with the host's
+           /usr/bin/jq (Debian's jq 1.6) as `jq -c PROGRAM` with the input line on stdin (cases
+           that import modules get `-L modules`, a copy of tests/modules). Only the cases jq 1.6
+           passes by the rules of jq's own runner (each output equal as a JSON value, no more,
+           no fewer; %%FAIL: a compile error with the given message) are kept, and jq 1.6's exact
+           stdout and exit status become the reference.
+  busybox  For each applet this project ships (wasm-tools/commands.txt, plus the shell builtins
+           echo, printf, test and [), its testsuite/APPLET.tests runs under the host's bash, in a
+           copy of testsuite/, with a replacement testing.sh whose `testing` records, at each
+           call: the five arguments as the shell evaluated them, the files of the copy that
+           differ from the pristine one (so setup commands between calls are kept), the stdin
+           and `input` bytes as `echo -ne` makes them, the shell functions and variables the
+           command refers to, the locale variables and umask; then runs the command with the
+           host's GNU tools exactly as testing.sh does (`echo -ne "$5" | eval "$2" > actual`) and
+           records GNU's stdout and exit status as the reference (BusyBox's own EXPECTED argument
+           is kept too, but results are judged against GNU; awk is gawk). Old-style tests
+           (testsuite/APPLET/NAME, a shell snippet run with `set -e` in a fresh directory) are
+           recorded the same way; they pass when they exit 0 (ones that fail with GNU are
+           skipped). Every file is recorded twice: cases whose output differs between the two
+           runs, or whose reference shows the current date or time, are tagged and skipped.
+
+run
+  Replays each recorded case in the sandbox through one long-lived `e2e-sandboxd` JSON-RPC
+  process: the root sandbox gets the testsuite copy (and jq's modules) once; each BusyBox case
+  runs in a fork of it, with the recorded files written in, `input` and `expected` written like
+  testing.sh does, and `eval "$CMD" > actual` run with the recorded stdin bytes. stdout bytes
+  and exit status are compared with the reference (jq: exact text, and JSON-value equality
+  reported separately); an old-style test passes when it exits 0. Each run writes every failure
+  (also of a filtered run) to target/upstream-suites/results.json. The sandbox runs in its
+  deterministic mode (seeded randomness: e.g. awk's `for (k in a)` order is the same in every
+  run; a virtual clock) unless --no-deterministic.
+
+Host prerequisites for `record`: Debian's jq 1.6 at /usr/bin/jq, gawk, and uudecode (sharutils),
+which some BusyBox tests use to unpack their archives: apt-get install -y jq gawk sharutils.
+
+Both the host recording and the sandbox use the same absolute work path (/tmp/upstream-suites.work),
+so paths that the .tests scripts expand into their commands mean the same thing in both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import collections
+import datetime
+import difflib
+import hashlib
+import json
+import os
+import queue
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / "target" / "upstream-suites"
+WORK = "/tmp/upstream-suites.work"  # the same absolute path on the host and in the sandbox
+BB_DIR = WORK + "/testsuite"
+BB_BINDIR = WORK + "/bindir"
+JQ_DIR = WORK + "/jq"
+SHIM_DIR = WORK + "/shim"
+DEFAULT_BIN = REPO / "target" / "debug" / "e2e-sandboxd"
+
+# The sandbox's own environment (`env` in a fresh sandbox); the host recording runs with the same.
+SANDBOX_ENV = {
+    "HOME": "/home/user",
+    "HOSTNAME": "sandbox",
+    "LANG": "C.UTF-8",
+    "LOGNAME": "user",
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "SHELL": "/bin/bash",
+    "TERM": "dumb",
+    "TMPDIR": "/tmp",
+    "USER": "user",
+}
+LOCALE_VARS = ["LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES",
+               "LC_NUMERIC", "LC_TIME", "TZ", "POSIXLY_CORRECT"]
+BUILTIN_APPLETS = {"echo", "printf", "test", "["}
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def unb64(s: str) -> bytes:
+    return base64.b64decode(s)
+
+
+def text(data: bytes) -> str:
+    return data.decode("utf-8", "backslashreplace")
+
+
+def sh_quote(s: str) -> str:
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def host_env(**extra: str) -> dict:
+    env = dict(SANDBOX_ENV)
+    env["PATH"] = SHIM_DIR + ":" + env["PATH"]
+    env.update(extra)
+    return env
+
+
+def git_head(src: Path) -> str:
+    try:
+        return subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        f = src / "COMMIT"
+        return f.read_text().strip() if f.exists() else "unknown"
+
+
+def shipped_commands() -> list[str]:
+    names = []
+    for line in (REPO / "wasm-tools" / "commands.txt").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            names.append(line.split()[0])
+    return names
+
+
+def make_shims() -> None:
+    """`awk` means gawk for recording (the reference awk is GNU's)."""
+    os.makedirs(SHIM_DIR, exist_ok=True)
+    gawk = shutil.which("gawk")
+    if not gawk:
+        sys.exit("gawk is needed to record awk's reference: apt-get install -y gawk")
+    link = Path(SHIM_DIR) / "awk"
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(gawk)
+
+
+# --------------------------------------------------------------------------------------------
+# JSON values (jq's runner compares each output as a value: numbers as doubles, keys unordered)
+
+_DEC = json.JSONDecoder(parse_int=float, parse_constant=float)
+
+
+def json_values(s: str) -> list:
+    vals, i, n = [], 0, len(s)
+    while True:
+        while i < n and s[i] in " \t\r\n":
+            i += 1
+        if i >= n:
+            return vals
+        v, i = _DEC.raw_decode(s, i)
+        vals.append(v)
+
+
+def json_equal(a: str, b: str) -> bool:
+    try:
+        return json_values(a) == json_values(b)
+    except ValueError:
+        return False
+
+
+# --------------------------------------------------------------------------------------------
+# jq: parse and record
+
+
+def parse_jq_tests(path: Path):
+    """Cases of a jq .test file, read as src/jq_test.c reads them."""
+    lines = path.read_text(encoding="utf-8", errors="surrogateescape").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+
+    def skip(line: str) -> bool:
+        s = line.lstrip(" \t")
+        return s == "" or s.startswith("#")
+
+    i, must_fail, check_msg = 0, False, False
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if skip(line):
+            continue
+        if line in ("%%FAIL", "%%FAIL IGNORE MSG"):
+            must_fail, check_msg = True, line == "%%FAIL"
+            continue
+        prog, lineno = line, i
+        if must_fail:
+            msgs = []
+            while i < len(lines) and not skip(lines[i]):
+                msgs.append(lines[i])
+                i += 1
+            yield {"kind": "fail", "line": lineno, "program": prog,
+                   "messages": msgs if check_msg else None}
+            must_fail = check_msg = False
+            continue
+        if i >= len(lines):
+            break
+        inp = lines[i]
+        i += 1
+        exp = []
+        while i < len(lines) and not skip(lines[i]):
+            exp.append(lines[i])
+            i += 1
+        yield {"kind": "ok", "line": lineno, "program": prog, "input": inp, "expected": exp}
+
+
+JQ_MODULE_RE = re.compile(r'\b(import|include)\s*"|\b(modulemeta|get_search_list)\b')
+JQ_TIME_RE = re.compile(r"\bnow\b")
+
+
+def run_host_jq(args: list[str], stdin: bytes):
+    try:
+        r = subprocess.run(["/usr/bin/jq"] + args[1:], input=stdin, capture_output=True,
+                           cwd=JQ_DIR, env=host_env(PAGER="less"), timeout=5)
+    except subprocess.TimeoutExpired:
+        return None
+    return r.stdout, r.returncode, r.stderr
+
+
+def record_jq(src: Path) -> dict:
+    tests = src / "tests"
+    if not tests.is_dir():
+        sys.exit(f"{tests}: not a jq checkout (no tests/)")
+    shutil.rmtree(JQ_DIR, ignore_errors=True)
+    os.makedirs(JQ_DIR)
+    if (tests / "modules").is_dir():
+        shutil.copytree(tests / "modules", JQ_DIR + "/modules", symlinks=True)
+    version = subprocess.run(["/usr/bin/jq", "--version"], capture_output=True,
+                             text=True).stdout.strip()
+    cases, dropped, per_file = [], [], {}
+    for f in sorted(tests.glob("*.test")):
+        kept = total = 0
+        for c in parse_jq_tests(f):
+            total += 1
+            cid = f"{f.name}:{c['line']}"
+            prog = c["program"]
+            args = ["jq"] + (["-L", "modules"] if JQ_MODULE_RE.search(prog) else []) + ["-c", prog]
+            stdin = (c["input"] + "\n").encode("utf-8", "surrogateescape") if c["kind"] == "ok" else b""
+            r1 = run_host_jq(args, stdin)
+            why = None
+            if r1 is None:
+                why = "jq 1.6 timed out"
+            elif c["kind"] == "ok":
+                out, rc, err = r1
+                try:
+                    exp = [_DEC.decode(e) for e in c["expected"]]
+                except ValueError:
+                    why = "expected output is not JSON to Python"
+                else:
+                    try:
+                        got = json_values(out.decode("utf-8", "surrogateescape"))
+                    except ValueError:
+                        got = None
+                    if got != exp:
+                        why = "jq 1.6 output differs"
+            else:
+                out, rc, err = r1
+                if rc != 3:
+                    why = f"jq 1.6 compiled it (exit {rc})"
+                elif c["messages"]:
+                    want = "\n".join(c["messages"])
+                    if want not in err.decode("utf-8", "replace"):
+                        why = "jq 1.6 error message differs"
+            if why:
+                dropped.append({"id": cid, "program": prog, "why": why})
+                continue
+            kept += 1
+            out, rc, err = r1
+            skip = None
+            r2 = run_host_jq(args, stdin)
+            if r2 is None or r2[:2] != r1[:2]:
+                skip = "nondeterministic: two jq 1.6 runs differ"
+            elif JQ_TIME_RE.search(prog):
+                skip = "time-dependent (now)"
+            cases.append({
+                "id": cid, "suite": "jq", "tool": "jq", "file": f.name, "line": c["line"],
+                "kind": c["kind"], "program": prog, "input": c.get("input"),
+                "expected_lines": c.get("expected") if c["kind"] == "ok" else c["messages"],
+                "command": shlex.join(args), "cwd": JQ_DIR, "env": {"PAGER": "less"},
+                "stdin_b64": b64(stdin),
+                "ref": {"stdout_b64": b64(out), "exit": rc, "stderr": text(err)[:2000]},
+                "skip": skip,
+            })
+        per_file[f.name] = {"cases": total, "kept": kept}
+    save_base(JQ_DIR)
+    return {"suite": "jq", "source": {"repo": "jqlang/jq", "commit": git_head(src)},
+            "reference": f"{version} (/usr/bin/jq)", "recorded": now_iso(),
+            "per_file": per_file, "dropped": dropped, "cases": cases}
+
+
+# --------------------------------------------------------------------------------------------
+# BusyBox: the replacement testing.sh and the recording
+
+
+TESTING_SH = r'''# Replacement testing.sh written by scripts/upstream-suites.py: records every `testing` call.
+export FAILCOUNT=0
+export SKIP=
+ECHO=echo
+export ECHO
+__US_HELPERS="testing optional busybox mkchroot dochroot __us_ctx"
+
+busybox() { "$@"; }
+mkchroot() { echo "mkchroot: not supported by the recorder" >&2; return 1; }
+dochroot() { echo "dochroot: not supported by the recorder" >&2; return 1; }
+
+optional()
+{
+	SKIP=
+	while test "$1"; do
+	    case $1 in
+	    "!"*)
+		case "${OPTIONFLAGS}" in
+			*:${1#!}:*) SKIP=1; return;;
+		esac
+		shift
+		;;
+	    *)
+		case "${OPTIONFLAGS}" in
+			*:$1:*) ;;
+			*) SKIP=1; return ;;
+		esac
+		shift
+		;;
+	    esac
+	done
+}
+
+# NUL-separated records: F name body | V/X name value (X: exported) | E name value | U name | M umask
+__us_ctx()
+{
+	local __w __p
+	for __w in $(printf '%s\n' "$1" | grep -oE '[A-Za-z_][A-Za-z0-9_]*' | sort -u); do
+		case " $__US_HELPERS " in *" $__w "*) continue;; esac
+		if declare -F -- "$__w" >/dev/null 2>&1; then
+			printf 'F\0%s\0%s\0' "$__w" "$(declare -f -- "$__w")"
+		fi
+	done
+	for __w in $(printf '%s\n' "$1" | grep -oE '\$\{?[A-Za-z_][A-Za-z0-9_]*' | tr -d '${' | sort -u); do
+		case $__w in
+		PATH|HOME|PWD|OLDPWD|SHELL|USER|LOGNAME|TERM|RANDOM|LINENO|SECONDS|IFS|PPID|UID|EUID) continue;;
+		HOSTNAME|SHLVL|BASH*|FUNCNAME|TMPDIR|LANG|LANGUAGE|LC_*|TZ|POSIXLY_CORRECT|NAME|RETVAL|__*) continue;;
+		esac
+		[ "${!__w+set}" = set ] || continue
+		__p=$(declare -p -- "$__w" 2>/dev/null) || continue
+		case $__p in "declare -a"*|"declare -A"*) continue;; esac
+		if [[ $__p =~ ^declare\ -[a-zA-Z]*x ]]; then
+			printf 'X\0%s\0%s\0' "$__w" "${!__w}"
+		else
+			printf 'V\0%s\0%s\0' "$__w" "${!__w}"
+		fi
+	done
+	for __w in LANG LANGUAGE LC_ALL LC_CTYPE LC_COLLATE LC_MESSAGES LC_NUMERIC LC_TIME TZ POSIXLY_CORRECT; do
+		__p=$(declare -p -- "$__w" 2>/dev/null)
+		if [ "${!__w+set}" = set ] && [[ $__p =~ ^declare\ -[a-zA-Z]*x ]]; then
+			printf 'E\0%s\0%s\0' "$__w" "${!__w}"
+		else
+			printf 'U\0%s\0' "$__w"
+		fi
+	done
+	printf 'M\0%s\0' "$(umask)"
+}
+
+__us_n=0
+testing()
+{
+  NAME="$1"
+  [ -n "$1" ] || NAME="$2"
+
+  if [ $# -ne 5 ]
+  then
+    echo "Test $NAME has wrong number of arguments: $# (must be 5)" >&2
+    exit 1
+  fi
+
+  __us_n=$((__us_n + 1))
+  local __d
+  __d="$US_REC/$(printf %04d $__us_n)"
+  mkdir -p "$__d"
+  printf '%s' "$1" > "$__d/a1"
+  printf '%s' "$2" > "$__d/a2"
+  printf '%s' "$3" > "$__d/a3"
+  printf '%s' "$4" > "$__d/a4"
+  printf '%s' "$5" > "$__d/a5"
+  pwd > "$__d/cwd"
+
+  if [ -n "$SKIP" ]
+  then
+    : > "$__d/skipped"
+    echo "SKIPPED: $NAME"
+    return 0
+  fi
+
+  "$US_PY" -I -S "$US_SCRIPT" _snapshot "$__d/snap.json" || exit 1
+  __us_ctx "$2" > "$__d/context"
+
+  $ECHO -ne "$3" > expected
+  $ECHO -ne "$4" > input
+  cp expected "$__d/expected"
+  cp input "$__d/input"
+  $ECHO -ne "$5" > "$__d/stdin"
+  $ECHO -ne "$5" | eval "$2" > actual 2> "$__d/stderr"
+  RETVAL=$?
+  cp actual "$__d/stdout"
+  echo $RETVAL > "$__d/rc"
+
+  if cmp expected actual >/dev/null 2>/dev/null
+  then
+    echo "PASS: $NAME"
+  else
+    FAILCOUNT=$(($FAILCOUNT + 1))
+    echo "FAIL: $NAME"
+  fi
+  rm -f input expected actual
+
+  return $RETVAL
+}
+'''
+
+BUSYBOX_FN = 'busybox() { "$@"; }'
+
+
+def walk_tree(root: str) -> dict:
+    """path (relative) -> [kind, mode, sha256-or-target]"""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, root)
+            st = os.lstat(p)
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ["symlink", mode, os.readlink(p)]
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ["dir", mode, ""]
+            elif stat.S_ISREG(st.st_mode):
+                try:
+                    with open(p, "rb") as fh:
+                        h = hashlib.sha256(fh.read()).hexdigest()
+                except OSError:
+                    h = "unreadable"
+                out[rel] = ["file", mode, h]
+            else:
+                out[rel] = ["special", mode, ""]
+    return out
+
+
+def snapshot_cmd(dest: str) -> None:
+    """Called by the replacement `testing`: what differs in BB_DIR from the pristine copy."""
+    base = json.loads(Path(os.environ["US_BASE"]).read_text())
+    now = walk_tree(BB_DIR)
+    entries, deleted = [], sorted(p for p in base if p not in now)
+    for rel, (kind, mode, h) in now.items():
+        if base.get(rel) == [kind, mode, h]:
+            continue
+        e = {"path": rel, "kind": kind, "mode": mode}
+        if kind == "file":
+            try:
+                e["data_b64"] = b64(Path(BB_DIR, rel).read_bytes())
+            except OSError:
+                e["kind"], e["unreadable"] = "file", True
+                e["data_b64"] = ""
+        elif kind == "symlink":
+            e["target"] = h
+        entries.append(e)
+    # a deleted directory's children need not be listed
+    deleted = [d for d in deleted if os.path.dirname(d) not in deleted]
+    Path(dest).write_text(json.dumps({"entries": entries, "deleted": deleted}))
+
+
+def parse_context(data: bytes) -> dict:
+    f = data.decode("utf-8", "surrogateescape").split("\0")
+    ctx = {"functions": {}, "vars": [], "locale": {}, "umask": "0022"}
+    i = 0
+    while i < len(f) and f[i]:
+        tag = f[i]
+        if tag == "F":
+            ctx["functions"][f[i + 1]] = f[i + 2]
+            i += 3
+        elif tag in ("V", "X"):
+            ctx["vars"].append([f[i + 1], f[i + 2], tag == "X"])
+            i += 3
+        elif tag == "E":
+            ctx["locale"][f[i + 1]] = f[i + 2]
+            i += 3
+        elif tag == "U":
+            ctx["locale"][f[i + 1]] = None
+            i += 2
+        elif tag == "M":
+            ctx["umask"] = f[i + 1]
+            i += 2
+        else:
+            break
+    return ctx
+
+
+def build_prelude(ctx: dict) -> str:
+    lines = [BUSYBOX_FN]
+    for name in LOCALE_VARS:
+        host = ctx["locale"].get(name)
+        if host == SANDBOX_ENV.get(name):
+            continue
+        lines.append(f"unset {name}" if host is None else f"export {name}={sh_quote(host)}")
+    if ctx["umask"] not in ("0022", "022"):
+        lines.append(f"umask {ctx['umask']}")
+    for name, val, exported in ctx["vars"]:
+        lines.append(f"{'export ' if exported else ''}{name}={sh_quote(val)}")
+    for body in ctx["functions"].values():
+        lines.append(body)
+    return "\n".join(lines)
+
+
+def bb_script(prelude: str, command: str) -> str:
+    """What the sandbox runs for one new-style case (cwd: the case's directory)."""
+    return f"{prelude}\n__us_cmd={sh_quote(command)}\neval \"$__us_cmd\" > actual"
+
+
+def write_bb_config(ts: Path) -> str:
+    """A .config and OPTIONFLAGS with every feature the tests name switched on."""
+    names = set()
+    for p in ts.rglob("*"):
+        if p.is_file() and p.stat().st_size < 2_000_000:
+            t = p.read_text(errors="replace")
+            names.update(re.findall(r"CONFIG_([A-Z0-9_]+)", t))
+            for m in re.finditer(r"^\s*optional\s+([^#\n]*)", t, re.M):
+                names.update(w.lstrip("!") for w in m.group(1).split())
+    names.discard("")
+    os.makedirs(BB_BINDIR, exist_ok=True)
+    Path(BB_BINDIR, ".config").write_text("".join(f"CONFIG_{n}=y\n" for n in sorted(names)))
+    return ":" + ":".join(sorted(names)) + ":"
+
+
+def fresh_testsuite(ts: Path) -> None:
+    shutil.rmtree(BB_DIR, ignore_errors=True)
+    shutil.copytree(ts, BB_DIR, symlinks=True)
+    Path(BB_DIR, "testing.sh").write_text(TESTING_SH)
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def time_leak_patterns() -> list[re.Pattern]:
+    now = datetime.datetime.now()
+    utc = datetime.datetime.now(datetime.timezone.utc)
+    pats = []
+    for t in {now, utc}:
+        pats.append(re.escape(t.strftime("%Y-%m-%d")))
+        pats.append(re.escape(t.strftime("%b")) + r"\s+0?" + str(t.day) + r"\s+\d\d:\d\d")
+        pats.append(re.escape(t.strftime("%a %b")))
+    pats.append(str(int(time.time()))[:6] + r"\d{4}")
+    return [re.compile(p.encode()) for p in pats]
+
+
+def words(cmd: str) -> list[str]:
+    return [w for w in re.split(r"[\s|;&()`$\"'{}<>=!]+", cmd) if w]
+
+
+def tool_of(stem: str, cmd: str, shipped: set[str]) -> str:
+    ws = words(cmd)
+    if stem in ws:
+        return stem
+    for w in ws:
+        w = os.path.basename(w)
+        if w in shipped and w != "busybox":
+            return w
+    return stem
+
+
+def run_tests_file(stem: str, ts: Path, rec: Path, optionflags: str, log) -> None:
+    fresh_testsuite(ts)
+    Path(WORK, "base.json").write_text(json.dumps(walk_tree(BB_DIR)))
+    shutil.rmtree(rec, ignore_errors=True)
+    rec.mkdir(parents=True)
+    env = host_env(US_REC=str(rec), US_PY=sys.executable, US_SCRIPT=str(Path(__file__).resolve()),
+                   US_BASE=WORK + "/base.json", OPTIONFLAGS=optionflags, bindir=BB_BINDIR,
+                   tsdir=BB_DIR, VERBOSE="")
+    try:
+        r = subprocess.run(["bash", f"{BB_DIR}/{stem}.tests"], cwd=BB_DIR, env=env,
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=900)
+        log.write(f"== {stem}.tests exit {r.returncode}\n".encode() + r.stdout + r.stderr)
+    except subprocess.TimeoutExpired:
+        log.write(f"== {stem}.tests TIMED OUT\n".encode())
+
+
+def read_rec_case(d: Path) -> dict:
+    g = lambda n: (d / n).read_bytes() if (d / n).exists() else b""  # noqa: E731
+    c = {"args": [g(f"a{i}").decode("utf-8", "surrogateescape") for i in range(1, 6)],
+         "cwd": g("cwd").decode().strip(), "skipped": (d / "skipped").exists()}
+    if not c["skipped"]:
+        c.update(snapshot=json.loads(g("snap.json") or b'{"entries":[],"deleted":[]}'),
+                 context=parse_context(g("context")), expected=g("expected"), input=g("input"),
+                 stdin=g("stdin"), stdout=g("stdout"), stderr=g("stderr"),
+                 rc=int(g("rc").strip() or b"-1") if (d / "rc").exists() else None)
+    return c
+
+
+def record_busybox(src: Path) -> dict:
+    ts = src / "testsuite"
+    if not (ts / "testing.sh").is_file():
+        sys.exit(f"{ts}: not a BusyBox checkout (no testsuite/testing.sh)")
+    make_shims()
+    if not shutil.which("uudecode"):
+        print("warning: uudecode (sharutils) is missing; tests that build archives with it will "
+              "record a failure as the reference", file=sys.stderr)
+    shipped = set(shipped_commands())
+    applets = shipped | BUILTIN_APPLETS
+    optionflags = write_bb_config(ts)
+    leaks = time_leak_patterns()
+    os.makedirs(OUT, exist_ok=True)
+    log = open(OUT / "record-busybox.log", "wb")
+    cases, skipped_upstream = [], 0
+    new_style = sorted(p.stem for p in ts.glob("*.tests") if p.stem in applets)
+    for stem in new_style:
+        runs = []
+        for n in (1, 2):
+            rec = Path(WORK, "rec", stem, str(n))
+            run_tests_file(stem, ts, rec, optionflags, log)
+            runs.append([read_rec_case(d) for d in sorted(rec.iterdir())])
+            if n == 1:
+                time.sleep(1.1)  # let a clock tick between the two recordings
+        first, second = runs
+        kept = 0
+        for i, c in enumerate(first):
+            name = c["args"][0] or c["args"][1]
+            if c["skipped"]:
+                skipped_upstream += 1
+                continue
+            o = second[i] if i < len(second) else None
+            skip = None
+            if c["rc"] is None:
+                skip = "did not finish on the host"
+            elif o is None or o["skipped"] or (o["stdout"], o["rc"]) != (c["stdout"], c["rc"]):
+                skip = "nondeterministic: two host runs differ"
+            elif any(p.search(c["stdout"]) for p in leaks):
+                skip = "time-dependent: the reference shows the current date/time"
+            elif any(e["kind"] == "special" for e in c["snapshot"]["entries"]):
+                skip = "needs a FIFO or device node, which the harness cannot make in the sandbox"
+            else:
+                try:
+                    c["args"][1].encode("utf-8")
+                except UnicodeEncodeError:
+                    skip = "command is not UTF-8 (cannot be sent over JSON-RPC)"
+            kept += 1
+            cases.append({
+                "id": f"{stem}.tests#{i + 1}", "suite": "busybox", "style": "new",
+                "tool": tool_of(stem, c["args"][1], shipped), "file": f"{stem}.tests",
+                "name": name, "command": c["args"][1], "bb_expected_arg": c["args"][2],
+                "cwd": c["cwd"], "prelude": build_prelude(c["context"]),
+                "files": c["snapshot"], "input_b64": b64(c["input"]),
+                "stdin_b64": b64(c["stdin"]), "bb_expected_b64": b64(c["expected"]),
+                "ref": {"stdout_b64": b64(c["stdout"]), "exit": c["rc"],
+                        "stderr": text(c["stderr"])[:2000]},
+                "gnu_matches_busybox_expected": c["stdout"] == c["expected"],
+                "skip": skip,
+            })
+        print(f"  {stem}.tests: {kept} cases", file=sys.stderr)
+
+    # Old-style tests: testsuite/APPLET/NAME, run with `set -e` in a fresh directory.
+    fresh_testsuite(ts)
+    for d in sorted(p for p in ts.iterdir() if p.is_dir() and p.name in applets):
+        for t in sorted(d.iterdir()):
+            if t.name.startswith(".") or t.name.endswith("~") or not t.is_file():
+                continue
+            body = t.read_text(errors="surrogateescape")
+            cwd = f"{BB_DIR}/.tmpdir.{d.name}"
+            # runtest runs these with `sh -x -e`; no -x here: with `busybox` a shell function,
+            # the trace of its body would land in redirections like `busybox false 2>&1 | cmp`
+            script = (f"set -e\nd={sh_quote(BB_DIR)}\nexport d\nECHO=echo\n{BUSYBOX_FN}\n"
+                      f"{body}")
+            results = []
+            for n in (1, 2):
+                shutil.rmtree(cwd, ignore_errors=True)
+                os.makedirs(cwd)
+                try:
+                    r = subprocess.run(["bash", "-c", script], cwd=cwd, env=host_env(),
+                                       stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+                    results.append((r.returncode, r.stdout, r.stderr))
+                except subprocess.TimeoutExpired:
+                    results.append((None, b"", b"timeout"))
+                shutil.rmtree(cwd, ignore_errors=True)
+            (rc, out, err), (rc2, _, _) = results
+            skip = None
+            if re.search(r"\b(wget|curl)\b", body):
+                skip = "needs the network"
+            elif rc != 0:
+                skip = f"fails with the host's GNU tools too (exit {rc})"
+            elif rc2 != 0:
+                skip = "nondeterministic: two host runs differ"
+            cases.append({
+                "id": f"{d.name}/{t.name}", "suite": "busybox", "style": "old", "tool": d.name,
+                "file": f"{d.name}/{t.name}", "name": t.name, "command": script, "cwd": cwd,
+                "ref": {"exit": rc, "stdout_b64": b64(out), "stderr": text(err)[-2000:]},
+                "skip": skip,
+            })
+    log.close()
+    fresh_testsuite(ts)
+    save_base(BB_DIR, BB_BINDIR)
+    return {"suite": "busybox", "source": {"repo": "mirror/busybox", "commit": git_head(src)},
+            "reference": "host GNU tools (coreutils, gawk, GNU sed/grep/diff/tar/bc...) and bash "
+                         "builtins, Debian " + Path("/etc/debian_version").read_text().strip(),
+            "recorded": now_iso(), "skipped_by_upstream_SKIP": skipped_upstream,
+            "work": BB_DIR, "cases": cases}
+
+
+def cmd_record(a) -> None:
+    os.makedirs(OUT, exist_ok=True)
+    if a.jq:
+        print("recording jq ...", file=sys.stderr)
+        data = record_jq(Path(a.jq))
+        (OUT / "jq.json").write_text(json.dumps(data, indent=1))
+        n = len(data["cases"])
+        print(f"jq: kept {n} cases (jq 1.6 passes), dropped {len(data['dropped'])}; "
+              f"{sum(1 for c in data['cases'] if c['skip'])} tagged skip", file=sys.stderr)
+    if a.busybox:
+        print("recording busybox ...", file=sys.stderr)
+        data = record_busybox(Path(a.busybox))
+        (OUT / "busybox.json").write_text(json.dumps(data, indent=1))
+        cs = data["cases"]
+        print(f"busybox: {len(cs)} cases, {sum(1 for c in cs if c['skip'])} tagged skip",
+              file=sys.stderr)
+
+
+# --------------------------------------------------------------------------------------------
+# The sandbox side
+
+
+class Hang(Exception):
+    pass
+
+
+class RpcError(Exception):
+    def __init__(self, err):
+        super().__init__(err.get("message"))
+        self.err = err
+
+
+class Sandboxd:
+    def __init__(self, binary: str, timeout_ms: int, deterministic: bool):
+        self.binary, self.timeout_ms, self.deterministic = binary, timeout_ms, deterministic
+        self.start()
+
+    def start(self) -> None:
+        self.log = open(OUT / "sandboxd.stderr", "ab")
+        self.p = subprocess.Popen([self.binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=self.log)
+        self.q: queue.Queue = queue.Queue()
+        self.n = 0
+        threading.Thread(target=self._reader, args=(self.p, self.q), daemon=True).start()
+        params = {"timeoutMs": self.timeout_ms, "limits": {"rpcBytes": 64 * 1024 * 1024}}
+        if self.deterministic:
+            # seeded randomness (so hash-table iteration order, e.g. awk's `for (k in a)`, is
+            # the same in every run) and a virtual clock; every fork starts from the same point
+            params["deterministic"] = {"seed": 1}
+        self.call("create", params)
+
+    @staticmethod
+    def _reader(p, q) -> None:
+        for line in p.stdout:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if "id" in msg and msg["id"] is not None:
+                q.put(msg)
+        q.put(None)
+
+    def call(self, method: str, params: dict | None = None, wait: float = 60):
+        self.n += 1
+        req = {"jsonrpc": "2.0", "id": self.n, "method": method, "params": params or {}}
+        try:
+            self.p.stdin.write((json.dumps(req) + "\n").encode())
+            self.p.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise Hang(f"sandboxd is gone ({method})")
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                msg = self.q.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                raise Hang(f"no answer to {method} within {wait:.0f}s")
+            if msg is None:
+                raise Hang(f"sandboxd exited ({method})")
+            if msg.get("id") != self.n:
+                continue
+            if "error" in msg:
+                raise RpcError(msg["error"])
+            return msg["result"]
+
+    def close(self) -> None:
+        try:
+            self.p.kill()
+            self.p.wait(timeout=10)
+        except OSError:
+            pass
+        self.log.close()
+
+
+BASE = OUT / "base"  # record keeps a copy of the work trees here; run reads them from it
+
+
+def save_base(*dirs: str) -> None:
+    for d in dirs:
+        dest = BASE / os.path.relpath(d, WORK)
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(d, dest, symlinks=True)
+
+
+def base_files(jq_needed: bool, bb_needed: bool) -> list[tuple[str, str, bytes | None, int]]:
+    """(absolute path in the sandbox, kind, data, mode) the root sandbox is prepared with."""
+    out = []
+    roots = []
+    if bb_needed:
+        roots += [BB_DIR, BB_BINDIR]
+    if jq_needed:
+        roots.append(JQ_DIR)
+    for root in roots:
+        src = BASE / os.path.relpath(root, WORK)
+        if not src.is_dir():
+            sys.exit(f"{src} is missing: run `record` again")
+        out.append((root, "dir", None, 0o755))
+        for rel, (kind, mode, h) in walk_tree(str(src)).items():
+            p = os.path.join(src, rel)
+            if kind == "file":
+                out.append((os.path.join(root, rel), kind, Path(p).read_bytes(), mode))
+            elif kind == "dir":
+                out.append((os.path.join(root, rel), kind, None, mode))
+            elif kind == "symlink":
+                out.append((os.path.join(root, rel), kind, os.readlink(p).encode(), mode))
+    return out
+
+
+class Runner:
+    def __init__(self, a, jq_needed: bool, bb_needed: bool):
+        self.a = a
+        self.base = base_files(jq_needed, bb_needed)
+        self.sb = None
+        self.restart()
+
+    def restart(self) -> None:
+        if self.sb:
+            self.sb.close()
+        self.sb = Sandboxd(self.a.bin, self.a.timeout * 1000, not self.a.no_deterministic)
+        self.apply_files(None, [(p, k, d, m) for p, k, d, m in self.base])
+
+    def apply_files(self, sid, files) -> None:
+        """files: (abs path, kind, data, mode); dirs before their contents."""
+        setup = []
+        for p, kind, data, mode in files:
+            params = {"path": p}
+            if sid is not None:
+                params["sandboxId"] = sid
+            if kind == "dir":
+                self.sb.call("files.mkdir", params)
+                if mode != 0o755:
+                    setup.append(f"chmod {mode:o} {sh_quote(p)}")
+            elif kind == "file":
+                self.sb.call("files.mkdir", dict(params, path=os.path.dirname(p)))
+                self.sb.call("files.write", dict(params, data=b64(data or b"")))
+                if mode != 0o644:
+                    setup.append(f"chmod {mode:o} {sh_quote(p)}")
+            elif kind == "symlink":
+                setup.append(f"rm -rf {sh_quote(p)}; ln -s {sh_quote(data.decode())} {sh_quote(p)}")
+        if setup:
+            params = {"command": "\n".join(setup), "timeoutMs": 60000}
+            if sid is not None:
+                params["sandboxId"] = sid
+            r = self.sb.call("run", params)
+            if r.get("exitCode") != 0:
+                raise RuntimeError(f"setup failed: {r.get('stderr', '')[:300]}")
+
+    def run_jq(self, c: dict) -> dict:
+        r = self.sb.call("run", {"command": c["command"], "cwd": c["cwd"], "env": c["env"],
+                                 "stdinBase64": c["stdin_b64"], "usage": False,
+                                 "timeoutMs": self.a.timeout * 1000},
+                         wait=self.a.timeout + 60)
+        return {"stdout": r.get("stdout", "").encode("utf-8", "surrogateescape"),
+                "exit": r.get("exitCode"), "stderr": r.get("stderr", ""),
+                "errorClass": r.get("errorClass")}
+
+    def run_bb(self, c: dict) -> dict:
+        sid = self.sb.call("sandbox.fork")["sandboxId"]
+        try:
+            return self._run_bb(sid, c)
+        finally:
+            try:
+                self.sb.call("sandbox.destroy", {"sandboxId": sid})
+            except (RpcError, Hang):
+                pass
+
+    def _run_bb(self, sid: str, c: dict) -> dict:
+        cwd = c["cwd"]
+        if c["style"] == "old":
+            self.sb.call("files.mkdir", {"path": cwd, "sandboxId": sid})
+            r = self.sb.call("run", {"command": c["command"], "cwd": cwd, "sandboxId": sid,
+                                     "usage": False, "timeoutMs": self.a.timeout * 1000},
+                             wait=self.a.timeout + 60)
+            return {"stdout": r.get("stdout", "").encode("utf-8", "surrogateescape"),
+                    "exit": r.get("exitCode"), "stderr": r.get("stderr", ""),
+                    "errorClass": r.get("errorClass")}
+        snap = c["files"]
+        for rel in snap["deleted"]:
+            try:
+                self.sb.call("files.rm", {"path": os.path.join(BB_DIR, rel), "recursive": True,
+                                          "sandboxId": sid})
+            except RpcError:
+                pass
+        files = []
+        for e in snap["entries"]:
+            p = os.path.join(BB_DIR, e["path"])
+            if e["kind"] == "file":
+                files.append((p, "file", unb64(e["data_b64"]), e["mode"]))
+            elif e["kind"] == "dir":
+                files.append((p, "dir", None, e["mode"]))
+            elif e["kind"] == "symlink":
+                files.append((p, "symlink", e["target"].encode(), e["mode"]))
+        # chmod of directories last (a read-only directory must be filled first)
+        files.sort(key=lambda f: (f[1] == "symlink",))
+        self.apply_files(sid, files)
+        self.sb.call("files.mkdir", {"path": cwd, "sandboxId": sid})
+        self.sb.call("files.write", {"path": cwd + "/expected", "data": c["bb_expected_b64"],
+                                     "sandboxId": sid})
+        self.sb.call("files.write", {"path": cwd + "/input", "data": c["input_b64"],
+                                     "sandboxId": sid})
+        r = self.sb.call("run", {"command": bb_script(c["prelude"], c["command"]), "cwd": cwd,
+                                 "stdinBase64": c["stdin_b64"], "sandboxId": sid, "usage": False,
+                                 "timeoutMs": self.a.timeout * 1000},
+                         wait=self.a.timeout + 60)
+        try:
+            out = unb64(self.sb.call("files.read", {"path": cwd + "/actual",
+                                                    "sandboxId": sid})["data"])
+        except RpcError:
+            out = r.get("stdout", "").encode("utf-8", "surrogateescape")
+        return {"stdout": out, "exit": r.get("exitCode"), "stderr": r.get("stderr", ""),
+                "errorClass": r.get("errorClass"), "run_stdout": r.get("stdout", "")}
+
+
+def load_suite(name: str):
+    p = OUT / f"{name}.json"
+    if not p.exists():
+        return None
+    return json.loads(p.read_text())
+
+
+def cmd_run(a) -> None:
+    suites = [s for s in (load_suite("jq"), load_suite("busybox")) if s]
+    if not suites:
+        sys.exit(f"nothing recorded under {OUT}: run `{sys.argv[0]} record` first")
+    todo = []
+    for s in suites:
+        for c in s["cases"]:
+            if a.tool and c["tool"] != a.tool:
+                continue
+            if a.case and a.case not in c["id"] and a.case not in c.get("name", "") \
+                    and a.case not in c["command"]:
+                continue
+            todo.append(c)
+    if not todo:
+        sys.exit("no case matches")
+    if not os.path.exists(a.bin):
+        sys.exit(f"{a.bin}: no such binary (build it, or pass --bin)")
+    runner = Runner(a, any(c["suite"] == "jq" for c in todo),
+                    any(c["suite"] == "busybox" for c in todo))
+    stats = collections.OrderedDict()
+    failures = []
+    t0 = time.monotonic()
+    for i, c in enumerate(todo):
+        key = (c["suite"], c["tool"])
+        st = stats.setdefault(key, collections.Counter())
+        if c["skip"]:
+            st["skipped"] += 1
+            continue
+        st["cases"] += 1
+        try:
+            got = runner.run_jq(c) if c["suite"] == "jq" else runner.run_bb(c)
+        except Hang as e:
+            got = {"stdout": b"", "exit": None, "stderr": f"harness: {e}", "errorClass": "HANG"}
+            runner.restart()
+        except (RpcError, RuntimeError) as e:
+            got = {"stdout": b"", "exit": None, "stderr": f"harness: {e}",
+                   "errorClass": "HARNESS"}
+        ref_out = unb64(c["ref"]["stdout_b64"])
+        if c["suite"] == "busybox" and c["style"] == "old":
+            ok = got["exit"] == 0
+        else:
+            ok = got["stdout"] == ref_out and got["exit"] == c["ref"]["exit"]
+        if ok:
+            st["passed"] += 1
+        if c["suite"] == "jq":
+            jeq = json_equal(got["stdout"].decode("utf-8", "replace"),
+                             ref_out.decode("utf-8", "replace")) and got["exit"] == c["ref"]["exit"]
+            if jeq:
+                st["json_equal"] += 1
+        if not ok:
+            f = {"suite": c["suite"], "tool": c["tool"], "id": c["id"],
+                 "name": c.get("name", c.get("program")), "command": c["command"],
+                 "expected": text(ref_out), "actual": text(got["stdout"]),
+                 "expected_exit": c["ref"]["exit"], "actual_exit": got["exit"],
+                 "stderr": got["stderr"][:4000], "reference_stderr": c["ref"]["stderr"][:1000]}
+            if got.get("errorClass"):
+                f["errorClass"] = got["errorClass"]
+            if c["suite"] == "jq":
+                f["input"] = c["input"]
+                f["json_equal"] = jeq
+            else:
+                f["cwd"] = c["cwd"]
+                if c["style"] == "new":
+                    f["stdin"] = text(unb64(c["stdin_b64"]))
+                    f["input_file"] = text(unb64(c["input_b64"]))
+                    f["busybox_expected"] = text(unb64(c["bb_expected_b64"]))
+                    f["prelude"] = c["prelude"]
+                    f["files_written"] = [e["path"] for e in c["files"]["entries"]]
+            failures.append(f)
+            if a.verbose:
+                print(f"FAIL {c['id']} [{c['tool']}] {f['name']}")
+                print("  $ " + c["command"].replace("\n", "\n    "))
+                print(f"  exit: expected {f['expected_exit']}, got {f['actual_exit']}")
+                for line in difflib.unified_diff(f["expected"].splitlines(),
+                                                 f["actual"].splitlines(), "expected", "actual",
+                                                 lineterm="", n=2):
+                    print("  " + line)
+                if got["stderr"]:
+                    print("  stderr: " + got["stderr"][:500].replace("\n", "\n          "))
+        if not a.verbose and sys.stderr.isatty():
+            print(f"\r{i + 1}/{len(todo)}", end="", file=sys.stderr, flush=True)
+    runner.sb.close()
+    if not a.verbose and sys.stderr.isatty():
+        print(file=sys.stderr)
+
+    # the table
+    print(f"{'suite':8} {'tool':10} {'cases':>6} {'passed':>7} {'%':>6}  {'skipped':>7}  note")
+    totals = collections.OrderedDict()
+    order = {"jq": 0, "busybox": 1}
+    for (suite, tool), st in sorted(stats.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0])):
+        tot = totals.setdefault(suite, collections.Counter())
+        tot.update(st)
+        note = f"json-equal {st['json_equal']} ({pct(st['json_equal'], st['cases'])}%)" \
+            if suite == "jq" else ""
+        print(f"{suite:8} {tool:10} {st['cases']:6} {st['passed']:7} "
+              f"{pct(st['passed'], st['cases']):>6}  {st['skipped']:7}  {note}")
+    print()
+    grand = collections.Counter()
+    for suite, tot in totals.items():
+        grand.update(tot)
+        print(f"{suite:8} {'TOTAL':10} {tot['cases']:6} {tot['passed']:7} "
+              f"{pct(tot['passed'], tot['cases']):>6}  {tot['skipped']:7}")
+    print(f"{'all':8} {'TOTAL':10} {grand['cases']:6} {grand['passed']:7} "
+          f"{pct(grand['passed'], grand['cases']):>6}  {grand['skipped']:7}")
+    print(f"({time.monotonic() - t0:.0f}s)", file=sys.stderr)
+
+    summary = {f"{s}/{t}": dict(st) for (s, t), st in stats.items()}
+    out = {"generated": now_iso(), "bin": str(a.bin),
+           "filters": {"tool": a.tool, "case": a.case},
+           "summary": summary, "totals": {s: dict(t) for s, t in totals.items()},
+           "failures": failures}
+    (OUT / "results.json").write_text(json.dumps(out, indent=1, ensure_ascii=False))
+    print(f"failures: {OUT / 'results.json'}", file=sys.stderr)
+
+
+def pct(n: int, d: int) -> str:
+    return f"{100.0 * n / d:.1f}" if d else "-"
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "_snapshot":  # called by the recording testing.sh
+        snapshot_cmd(sys.argv[2])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record", help="record the references from the host's programs")
+    r.add_argument("--jq", metavar="DIR", help="a jq checkout (with tests/)")
+    r.add_argument("--busybox", metavar="DIR", help="a BusyBox checkout (with testsuite/)")
+    x = sub.add_parser("run", help="replay the recorded cases in the sandbox")
+    x.add_argument("--tool", help="only this tool (e.g. jq, sed, awk)")
+    x.add_argument("--case", help="only cases whose id, name or command contains this")
+    x.add_argument("--bin", default=str(DEFAULT_BIN), help="the sandboxd binary")
+    x.add_argument("--timeout", type=int, default=10, help="seconds per case (default 10)")
+    x.add_argument("--no-deterministic", action="store_true",
+                   help="run without the sandbox's deterministic mode (default: seeded "
+                        "randomness and a virtual clock, so that runs are reproducible)")
+    x.add_argument("-v", "--verbose", action="store_true", help="print each failure's diff")
+    a = ap.parse_args()
+    if a.cmd == "record":
+        if not (a.jq or a.busybox):
+            ap.error("record needs --jq DIR and/or --busybox DIR")
+        cmd_record(a)
+    else:
+        cmd_run(a)
+
+
+if __name__ == "__main__":
+    main()
