@@ -62,6 +62,45 @@ fn usage(msg: &str) -> i32 {
     2
 }
 
+/// A filter that does not load, in jq's words: where it stopped, what it found and what it
+/// wanted, never the loader's own structures.
+fn load_error_lines(code: &str, e: jaq_core::load::Error<&str>) -> Vec<String> {
+    use jaq_core::load::Error;
+    let at = |rest: &str, expected: &str| {
+        let offset = code.len().saturating_sub(rest.len());
+        let line = code[..offset].matches('\n').count() + 1;
+        let found: String = rest
+            .trim_start()
+            .chars()
+            .take_while(|c| !c.is_whitespace())
+            .take(20)
+            .collect();
+        let found = if found.is_empty() {
+            "end of file".to_string()
+        } else {
+            found
+        };
+        format!(
+            "jq: error: syntax error, unexpected {found}, expecting {expected} at <top-level>, \
+             line {line}:\n{code}"
+        )
+    };
+    match e {
+        Error::Io(v) => v
+            .into_iter()
+            .map(|(path, msg)| format!("jq: error: {path}: {msg}"))
+            .collect(),
+        Error::Lex(v) => v
+            .into_iter()
+            .map(|(x, rest)| at(rest, x.as_str()))
+            .collect(),
+        Error::Parse(v) => v
+            .into_iter()
+            .map(|(x, rest)| at(rest, x.as_str()))
+            .collect(),
+    }
+}
+
 /// jq's parser refuses values nested deeper than this (jq 1.6's MAX_PARSING_DEPTH).
 const MAX_PARSING_DEPTH: usize = 256;
 
@@ -367,10 +406,15 @@ fn run() -> i32 {
     ) {
         Ok(m) => m,
         Err(errs) => {
-            for (_, e) in errs {
-                eprintln!("jq: error: syntax error in filter: {e:?}");
+            let mut count = 0;
+            for (file, e) in errs {
+                for line in load_error_lines(file.code, e) {
+                    eprintln!("{line}");
+                    count += 1;
+                }
             }
-            eprintln!("jq: 1 compile error");
+            let plural = if count == 1 { "" } else { "s" };
+            eprintln!("jq: {count} compile error{plural}");
             return 3;
         }
     };
@@ -390,10 +434,29 @@ fn run() -> i32 {
     let filter = match compiled {
         Ok(f) => f,
         Err(errs) => {
-            for (_, e) in errs {
-                eprintln!("jq: error: {e:?}");
+            let mut count = 0;
+            for (file, undefined) in errs {
+                for (name, what) in undefined {
+                    // jq names a filter with its arity (`foo/0`); a variable's name has its `$`.
+                    let shown = match what {
+                        jaq_core::compile::Undefined::Filter(arity) => format!("{name}/{arity}"),
+                        _ => name.to_string(),
+                    };
+                    // The name is a slice of the filter's text: its place there.
+                    let offset = (name.as_ptr() as usize)
+                        .checked_sub(file.code.as_ptr() as usize)
+                        .filter(|o| *o <= file.code.len())
+                        .unwrap_or(0);
+                    let line = file.code[..offset].matches('\n').count() + 1;
+                    eprintln!(
+                        "jq: error: {shown} is not defined at <top-level>, line {line}:\n{}",
+                        file.code
+                    );
+                    count += 1;
+                }
             }
-            eprintln!("jq: 1 compile error");
+            let plural = if count == 1 { "" } else { "s" };
+            eprintln!("jq: {count} compile error{plural}");
             return 3;
         }
     };
