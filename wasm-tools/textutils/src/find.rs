@@ -528,10 +528,11 @@ impl Find {
             Expr::Name(p, ci) => {
                 // find matches the last component; `find dir/ -name dir` still sees `dir`.
                 let base = if c.depth == 0 {
-                    Path::new(c.name.trim_end_matches('/'))
-                        .file_name()
-                        .map(|s| s.to_string_lossy().into_owned())
-                        .unwrap_or_else(|| c.name.to_string())
+                    // The last component, trailing slashes aside: `.///` is `.`, `//` is `/`.
+                    match c.name.trim_end_matches('/') {
+                        "" if c.name.starts_with('/') => "/".to_string(),
+                        t => t.rsplit('/').next().unwrap_or(t).to_string(),
+                    }
                 } else {
                     c.name.to_string()
                 };
