@@ -234,11 +234,8 @@ fn run(args: Vec<String>) -> Result<i32, String> {
     o.before = before.or(context).unwrap_or(0);
     let syntax = o.syntax.unwrap_or(Syntax::Basic);
     let matcher = if patterns.is_empty() {
-        // `grep -f /dev/null` matches nothing.
-        Matcher::new(
-            &["[^\\x00-\\x{10FFFF}]".to_string()],
-            &plain(Syntax::Extended),
-        )
+        // `grep -f /dev/null` matches nothing: no line holds a newline.
+        Matcher::new(&["\n".to_string()], &plain(Syntax::Fixed))
     } else {
         Matcher::new(
             &patterns,

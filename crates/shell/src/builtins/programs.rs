@@ -106,51 +106,16 @@ impl Interp {
     }
 
     pub(super) fn b_xargs(&mut self, args: &[String]) -> FlowResult {
-        let mut max_args: Option<usize> = None;
-        let mut max_lines: Option<usize> = None;
-        let mut replace: Option<String> = None;
-        let mut delim: Option<u8> = None;
-        let mut no_run_empty = false;
-        let mut trace = false;
-        let mut i = 0;
-        while i < args.len() && args[i].starts_with('-') && args[i].len() > 1 {
-            let a = args[i].as_str();
-            let mut val = |short: &str| -> Option<String> {
-                if a.len() > short.len() {
-                    Some(a[short.len()..].to_string())
-                } else {
-                    i += 1;
-                    args.get(i).cloned()
-                }
-            };
-            match a {
-                "-0" | "--null" => delim = Some(0),
-                "-r" | "--no-run-if-empty" => no_run_empty = true,
-                "-t" | "--verbose" => trace = true,
-                "--" => {
-                    i += 1;
-                    break;
-                }
-                s if s.starts_with("-n") => max_args = val("-n").and_then(|v| v.parse().ok()),
-                s if s.starts_with("-L") => max_lines = val("-L").and_then(|v| v.parse().ok()),
-                s if s.starts_with("-I") => replace = val("-I"),
-                s if s.starts_with("-d") => {
-                    delim = val("-d").map(|v| unescape_delim(&v));
-                }
-                s if s.starts_with("-P") => {
-                    val("-P");
-                }
-                s if s.starts_with("-s") => {
-                    val("-s");
-                }
-                s => {
-                    self.err_raw(&format!("xargs: invalid option -- '{}'\n", &s[1..]));
-                    return Ok(1);
-                }
+        let o = match XargsOpts::parse(args) {
+            Ok(o) => o,
+            Err(msg) => {
+                self.err_raw(&format!(
+                    "xargs: {msg}\nTry 'xargs --help' for more information.\n"
+                ));
+                return Ok(1);
             }
-            i += 1;
-        }
-        let mut cmd: Vec<String> = args[i..].to_vec();
+        };
+        let mut cmd: Vec<String> = args[o.command..].to_vec();
         if cmd.is_empty() {
             cmd.push("echo".into());
         }
@@ -162,56 +127,52 @@ impl Interp {
             }
         }
         let text = String::from_utf8_lossy(&input).into_owned();
-        // Items, each tagged with the input line it ended (for -L).
-        let items: Vec<String> = match (delim, &replace) {
-            (Some(d), _) => text
-                .split(d as char)
-                .map(str::to_string)
-                .filter(|s| !s.is_empty())
-                .collect(),
+        // Items, grouped by the input lines that end them when -L counts lines.
+        let lines: Vec<Vec<String>> = match (o.delim, &o.replace) {
+            (Some(d), _) => vec![
+                text.split(d as char)
+                    .map(str::to_string)
+                    .filter(|s| !s.is_empty())
+                    .collect(),
+            ],
             (None, Some(_)) => text
                 .lines()
                 .map(|l| l.trim_start().to_string())
                 .filter(|l| !l.is_empty())
+                .map(|l| vec![l])
                 .collect(),
-            (None, None) => split_xargs(&text),
+            (None, None) => split_lines(&text, o.eof.as_deref()),
         };
-        if items.is_empty() && (no_run_empty || replace.is_some()) {
+        let items: Vec<String> = lines.iter().flatten().cloned().collect();
+        if items.is_empty() && (o.no_run_empty || o.replace.is_some()) {
             return Ok(0);
         }
-        let batches: Vec<Vec<String>> = if let Some(r) = &replace {
-            items
+        let batches = match &o.replace {
+            Some(r) => items
                 .iter()
                 .map(|it| cmd.iter().map(|c| c.replace(r.as_str(), it)).collect())
-                .collect()
-        } else {
-            let per = max_args.or(max_lines).unwrap_or(usize::MAX).max(1);
-            let chunks: Vec<Vec<String>> = if items.is_empty() {
-                vec![Vec::new()]
-            } else {
-                items.chunks(per).map(|c| c.to_vec()).collect()
-            };
-            chunks
-                .into_iter()
-                .map(|c| {
-                    let mut v = cmd.clone();
-                    v.extend(c);
-                    v
-                })
-                .collect()
+                .collect(),
+            None => match batch(&cmd, &lines, &o) {
+                Ok(b) => b,
+                Err(msg) => {
+                    self.err_raw(&format!("xargs: {msg}\n"));
+                    return Ok(1);
+                }
+            },
         };
         let mut status = 0;
         let saved_stdin = self.fds.get(0).cloned();
         self.fds.set(0, Some(Fd::In(InSrc::Empty)));
         for argv in batches {
             self.check()?;
-            if trace {
+            if o.trace {
                 let line = format!("{}\n", argv.join(" "));
                 self.err_raw(&line);
             }
             let s = self.run_argv(argv)?;
-            if s == 255 {
-                status = 124;
+            // GNU xargs stops at once when the command cannot be found or run.
+            if s == 255 || s == 126 || s == 127 {
+                status = if s == 255 { 124 } else { s };
                 break;
             }
             if s != 0 {
@@ -394,6 +355,216 @@ fn parse_mode(spec: &str, current: u32, is_dir: bool, umask: u32) -> Option<u32>
         }
     }
     Some(mode)
+}
+
+/// xargs' options (GNU's, as getopt reads them: clusters, attached or separate values).
+#[derive(Default)]
+struct XargsOpts {
+    max_args: Option<usize>,
+    max_lines: Option<usize>,
+    max_chars: Option<usize>,
+    replace: Option<String>,
+    delim: Option<u8>,
+    eof: Option<String>,
+    no_run_empty: bool,
+    trace: bool,
+    exit_on_size: bool,
+    /// Index of the command's first word.
+    command: usize,
+}
+
+impl XargsOpts {
+    fn parse(args: &[String]) -> Result<XargsOpts, String> {
+        let mut o = XargsOpts::default();
+        let number = |opt: &str, v: &str| -> Result<usize, String> {
+            v.parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("invalid number \"{v}\" for -{opt} option"))
+        };
+        let mut i = 0;
+        while i < args.len() {
+            let a = args[i].as_str();
+            if a == "--" {
+                i += 1;
+                break;
+            }
+            if !a.starts_with('-') || a.len() < 2 {
+                break;
+            }
+            if let Some(long) = a.strip_prefix("--") {
+                let (name, value) = match long.split_once('=') {
+                    Some((n, v)) => (n, Some(v.to_string())),
+                    None => (long, None),
+                };
+                let required = |i: &mut usize| -> Result<String, String> {
+                    match &value {
+                        Some(v) => Ok(v.clone()),
+                        None => {
+                            *i += 1;
+                            args.get(*i)
+                                .cloned()
+                                .ok_or_else(|| format!("option '--{name}' requires an argument"))
+                        }
+                    }
+                };
+                match name {
+                    "null" => o.delim = Some(0),
+                    "no-run-if-empty" => o.no_run_empty = true,
+                    "verbose" => o.trace = true,
+                    "exit" => o.exit_on_size = true,
+                    "max-args" => o.max_args = Some(number("n", &required(&mut i)?)?),
+                    "max-chars" => o.max_chars = Some(number("s", &required(&mut i)?)?),
+                    "max-procs" => {
+                        required(&mut i)?;
+                    }
+                    "delimiter" => o.delim = Some(unescape_delim(&required(&mut i)?)),
+                    "max-lines" => {
+                        o.max_lines = Some(match value {
+                            Some(v) => number("l", &v)?,
+                            None => 1,
+                        })
+                    }
+                    "replace" => o.replace = Some(value.unwrap_or_else(|| "{}".into())),
+                    "eof" => o.eof = value.filter(|v| !v.is_empty()),
+                    _ => return Err(format!("unrecognized option '{a}'")),
+                }
+                i += 1;
+                continue;
+            }
+            let chars: Vec<(usize, char)> = a.char_indices().skip(1).collect();
+            for (at, c) in chars {
+                let rest = &a[at + c.len_utf8()..];
+                match c {
+                    '0' => o.delim = Some(0),
+                    'r' => o.no_run_empty = true,
+                    't' => o.trace = true,
+                    'x' => o.exit_on_size = true,
+                    // Optional values: only attached ones.
+                    'e' => {
+                        o.eof = Some(rest.to_string()).filter(|v| !v.is_empty());
+                        break;
+                    }
+                    'i' => {
+                        o.replace = Some(if rest.is_empty() { "{}" } else { rest }.to_string());
+                        break;
+                    }
+                    'l' => {
+                        o.max_lines = Some(if rest.is_empty() {
+                            1
+                        } else {
+                            number("l", rest)?
+                        });
+                        break;
+                    }
+                    'n' | 'L' | 'I' | 'd' | 'P' | 's' | 'E' => {
+                        let v = if rest.is_empty() {
+                            i += 1;
+                            args.get(i)
+                                .cloned()
+                                .ok_or_else(|| format!("option requires an argument -- '{c}'"))?
+                        } else {
+                            rest.to_string()
+                        };
+                        match c {
+                            'n' => o.max_args = Some(number("n", &v)?),
+                            'L' => o.max_lines = Some(number("L", &v)?),
+                            's' => o.max_chars = Some(number("s", &v)?),
+                            'I' => o.replace = Some(v),
+                            'd' => o.delim = Some(unescape_delim(&v)),
+                            'E' => o.eof = Some(v).filter(|v| !v.is_empty()),
+                            _ => {}
+                        }
+                        break;
+                    }
+                    _ => return Err(format!("invalid option -- '{c}'")),
+                }
+            }
+            i += 1;
+        }
+        o.command = i.min(args.len());
+        Ok(o)
+    }
+}
+
+/// GNU's default room for one command line (its argument and environment space, less
+/// headroom): what `xargs --show-limits` calls the size of the command buffer.
+const XARGS_MAX_CHARS: usize = 128 * 1024;
+
+/// Command lines of `cmd` and the items: at most `max_args` items, `max_lines` input lines and
+/// `max_chars` bytes (each word with its terminating NUL, as the kernel counts them) each.
+fn batch(cmd: &[String], lines: &[Vec<String>], o: &XargsOpts) -> Result<Vec<Vec<String>>, String> {
+    let size = |w: &String| w.len() + 1;
+    let base: usize = cmd.iter().map(size).sum();
+    let max_chars = o.max_chars.unwrap_or(XARGS_MAX_CHARS);
+    if base > max_chars {
+        return Err("cannot fit single argument within argument list size limit".into());
+    }
+    let mut out: Vec<Vec<String>> = Vec::new();
+    let mut cur: Vec<String> = Vec::new();
+    let (mut bytes, mut nlines) = (base, 0usize);
+    let flush = |cur: &mut Vec<String>, out: &mut Vec<Vec<String>>| {
+        let mut v = cmd.to_vec();
+        v.append(cur);
+        out.push(v);
+    };
+    for line in lines {
+        for item in line {
+            let full = o.max_args.is_some_and(|n| cur.len() >= n);
+            if full || (bytes + size(item) > max_chars && !cur.is_empty()) {
+                if !full && o.exit_on_size {
+                    return Err("argument list too long".into());
+                }
+                flush(&mut cur, &mut out);
+                bytes = base;
+                nlines = 0;
+            }
+            if bytes + size(item) > max_chars {
+                return Err("argument line too long".into());
+            }
+            bytes += size(item);
+            cur.push(item.clone());
+        }
+        if o.max_lines.is_some() && !line.is_empty() {
+            nlines += 1;
+            if o.max_lines.is_some_and(|n| nlines >= n) {
+                flush(&mut cur, &mut out);
+                bytes = base;
+                nlines = 0;
+            }
+        }
+    }
+    if !cur.is_empty() || out.is_empty() {
+        flush(&mut cur, &mut out);
+    }
+    Ok(out)
+}
+
+/// The default input parsing, item by item, grouped by the input line that ends them (a line
+/// ending in a blank goes on into the next, as -L reads them), up to the end-of-file string.
+fn split_lines(text: &str, eof: Option<&str>) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = Vec::new();
+    let mut cur: Vec<String> = Vec::new();
+    for line in text.split_inclusive('\n') {
+        let items = split_xargs(line);
+        for it in items {
+            if Some(it.as_str()) == eof {
+                if !cur.is_empty() {
+                    out.push(cur);
+                }
+                return out;
+            }
+            cur.push(it);
+        }
+        let body = line.strip_suffix('\n').unwrap_or(line);
+        if !body.ends_with([' ', '\t']) && !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
 }
 
 /// xargs' default parsing: blanks and newlines separate, quotes and backslashes group.
