@@ -292,9 +292,16 @@ fn tar(args: &[String]) -> i32 {
                 })
             };
             match n {
-                "create" => o.op = Some(TarOp::Create),
-                "extract" | "get" => o.op = Some(TarOp::Extract),
-                "list" => o.op = Some(TarOp::List),
+                "create" | "extract" | "get" | "list" => {
+                    let op = match n {
+                        "create" => TarOp::Create,
+                        "list" => TarOp::List,
+                        _ => TarOp::Extract,
+                    };
+                    if let Err(code) = set_op(&mut o, op) {
+                        return code;
+                    }
+                }
                 "gzip" | "gunzip" | "ungzip" => o.gzip = true,
                 "verbose" => o.verbose = true,
                 "to-stdout" => o.to_stdout = true,
@@ -308,6 +315,14 @@ fn tar(args: &[String]) -> i32 {
                         o.excludes.push(x);
                     }
                 }
+                "exclude-from" => match val(&mut i) {
+                    Some(f) => {
+                        if let Err(code) = exclude_from(&f, &mut o.excludes) {
+                            return code;
+                        }
+                    }
+                    None => return tar_usage("option '--exclude-from' requires an argument"),
+                },
                 "no-same-owner"
                 | "no-same-permissions"
                 | "preserve-permissions"
@@ -329,9 +344,16 @@ fn tar(args: &[String]) -> i32 {
                 args.get(*i - 1).cloned()
             };
             match c {
-                'c' => o.op = Some(TarOp::Create),
-                'x' => o.op = Some(TarOp::Extract),
-                't' => o.op = Some(TarOp::List),
+                'c' | 'x' | 't' => {
+                    let op = match c {
+                        'c' => TarOp::Create,
+                        'x' => TarOp::Extract,
+                        _ => TarOp::List,
+                    };
+                    if let Err(code) = set_op(&mut o, op) {
+                        return code;
+                    }
+                }
                 'z' => o.gzip = true,
                 'v' => o.verbose = true,
                 'O' => o.to_stdout = true,
@@ -339,15 +361,19 @@ fn tar(args: &[String]) -> i32 {
                 'j' | 'J' | 'Z' => {
                     return tar_usage("only gzip compression (-z) is available in this sandbox");
                 }
-                'f' | 'C' => {
+                'f' | 'C' | 'X' => {
                     let v = val(&mut i);
-                    if v.is_none() {
+                    let Some(v) = v else {
                         return tar_usage(&format!("option requires an argument -- '{c}'"));
-                    }
-                    if *c == 'f' {
-                        o.file = v;
-                    } else {
-                        o.dir = v;
+                    };
+                    match c {
+                        'f' => o.file = Some(v),
+                        'C' => o.dir = Some(v),
+                        _ => {
+                            if let Err(code) = exclude_from(&v, &mut o.excludes) {
+                                return code;
+                            }
+                        }
                     }
                     // The value used the rest of this cluster.
                     if !rest.is_empty() {
@@ -378,14 +404,50 @@ fn tar(args: &[String]) -> i32 {
     }
 }
 
+/// One operation per command line, as GNU tar insists.
+fn set_op(o: &mut TarOpts, op: TarOp) -> Result<(), i32> {
+    if o.op.is_some_and(|had| had != op) {
+        eprintln!(
+            "tar: You may not specify more than one '-Acdtrux', '--delete' or  '--test-label' \
+             option\nTry 'tar --help' or 'tar --usage' for more information."
+        );
+        return Err(2);
+    }
+    o.op = Some(op);
+    Ok(())
+}
+
+/// `-X FILE`: one exclude pattern a line.
+fn exclude_from(file: &str, excludes: &mut Vec<String>) -> Result<(), i32> {
+    match fs::read_to_string(file) {
+        Ok(text) => {
+            excludes.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("tar: {file}: {}", errno_text(&e));
+            eprintln!("tar: Error is not recoverable: exiting now");
+            Err(2)
+        }
+    }
+}
+
+/// GNU's unanchored exclusion: a pattern excludes a member when it matches any run of the
+/// member's whole components (`e` and `d/e` both exclude `d/e/f`), `*` crossing slashes.
 fn excluded(o: &TarOpts, path: &Path) -> bool {
-    let s = path.to_string_lossy();
+    if o.excludes.is_empty() {
+        return false;
+    }
+    let comps: Vec<String> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
     o.excludes.iter().any(|x| {
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default();
-        s == x.as_str() || name == x.as_str() || glob(x, &name) || glob(x, &s)
+        let x = x.trim_end_matches('/');
+        (0..comps.len()).any(|i| (i..comps.len()).any(|j| glob(x, &comps[i..=j].join("/"))))
     })
 }
 
@@ -548,15 +610,25 @@ fn tar_read(o: &TarOpts, op: TarOp) -> io::Result<i32> {
     };
     let mut raw = BufReader::new(raw);
     // Like GNU tar, recognise gzip input by its magic number even without -z.
-    let gz = {
+    let (gz, empty) = {
         let head = io::BufRead::fill_buf(&mut raw)?;
-        head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b
+        (
+            head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b,
+            head.is_empty(),
+        )
     };
     let reader: Box<dyn Read> = if gz || o.gzip {
         Box::new(MultiGzDecoder::new(raw))
     } else {
         Box::new(raw)
     };
+    if empty && !o.gzip {
+        eprintln!(
+            "tar: This does not look like a tar archive\n\
+             tar: Exiting with failure status due to previous errors"
+        );
+        return Ok(2);
+    }
     let mut ar = tar::Archive::new(reader);
     ar.set_preserve_permissions(cfg!(unix));
     ar.set_preserve_mtime(true);
