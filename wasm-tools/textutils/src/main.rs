@@ -7,6 +7,7 @@
 mod awk;
 mod diff;
 mod find;
+mod gnudiff;
 mod grep;
 mod matcher;
 mod posix_re;
@@ -65,7 +66,8 @@ fn main() {
             );
             126
         }
-        "diff" => diff::diff_main(os_args),
+        "diff" if gnudiff::wants_library(&os_args) => diff::diff_main(os_args),
+        "diff" => gnudiff::main(args),
         "cmp" => diff::cmp_main(os_args),
         "rev" => small::rev(args),
         "xxd" => small::xxd(args),
