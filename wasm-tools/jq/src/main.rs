@@ -101,6 +101,20 @@ fn load_error_lines(code: &str, e: jaq_core::load::Error<&str>) -> Vec<String> {
     }
 }
 
+/// Definitions of jq 1.6's builtins that jaq does not have (`IN`, `INDEX`, `JOIN`,
+/// `truncate_stream`) or has with other semantics (`nth` of several indexes).
+const JQ_DEFS: &str = r#"
+def IN(s): any(s == .; .);
+def IN(src; s): any(src == s; .);
+def INDEX(stream; key): reduce stream as $row ({}; .[$row | key | tostring] = $row);
+def INDEX(key): INDEX(.[]; key);
+def JOIN($index; key): [.[] | [., $index[key]]];
+def JOIN($index; stream; key): stream | [., $index[key]];
+def JOIN($index; stream; key; join): stream | [., $index[key]] | join;
+def truncate_stream(stream): . as $depth | stream | select((.[0] | length) > $depth) | .[0] |= .[$depth:];
+def nth($n; f): if $n < 0 then error("Out of bounds negative array index") else last(limit($n + 1; f)) end;
+"#;
+
 /// jq's parser refuses values nested deeper than this (jq 1.6's MAX_PARSING_DEPTH).
 const MAX_PARSING_DEPTH: usize = 256;
 
@@ -391,11 +405,41 @@ fn run() -> i32 {
     } else {
         filter
     };
-    let loader = Loader::new(
-        jaq_core::defs()
-            .chain(jaq_std::defs())
-            .chain(jaq_json::defs()),
+    let funs: Vec<_> = jaq_core::funs::<D>()
+        .chain(jaq_std::funs::<D>())
+        .chain(
+            jaq_std::input::funs::<D>()
+                .into_vec()
+                .into_iter()
+                .map(jaq_core::native::run::<D>),
+        )
+        .chain(jaq_json::funs::<D>())
+        .collect();
+    let mut defs: Vec<_> = jaq_core::defs()
+        .chain(jaq_std::defs())
+        .chain(jaq_json::defs())
+        .collect();
+    // jq's builtins that jaq lacks, or defines otherwise; and `builtins`, listing what this
+    // jq has as jq does (NAME/ARITY, no internal `_` names).
+    defs.extend(jaq_core::load::parse(JQ_DEFS, |p| p.defs()).unwrap_or_default());
+    let mut names: Vec<String> = funs
+        .iter()
+        .map(|(n, args, _)| format!("{n}/{}", args.len()))
+        .chain(defs.iter().map(|d| format!("{}/{}", d.name, d.args.len())))
+        .filter(|n| !n.starts_with('_') && !n.starts_with('@'))
+        .collect();
+    names.sort();
+    names.dedup();
+    // Leaked: the definitions borrow it for the rest of this short-lived process.
+    let builtins: &'static str = Box::leak(
+        format!(
+            "def builtins: {};",
+            serde_json::to_string(&names).unwrap_or_else(|_| "[]".into())
+        )
+        .into_boxed_str(),
     );
+    defs.extend(jaq_core::load::parse(builtins, |p| p.defs()).unwrap_or_default());
+    let loader = Loader::new(defs);
     let arena = Arena::default();
     let modules = match loader.load(
         &arena,
@@ -418,15 +462,6 @@ fn run() -> i32 {
             return 3;
         }
     };
-    let funs = jaq_core::funs::<D>()
-        .chain(jaq_std::funs::<D>())
-        .chain(
-            jaq_std::input::funs::<D>()
-                .into_vec()
-                .into_iter()
-                .map(jaq_core::native::run::<D>),
-        )
-        .chain(jaq_json::funs::<D>());
     let compiled = Compiler::default()
         .with_funs(funs)
         .with_global_vars(var_names.iter().map(String::as_str))
