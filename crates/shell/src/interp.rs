@@ -1215,7 +1215,7 @@ impl Interp {
         // costs a copy of the shell's state, which no other program should pay.
         let tool_channel = if program.imports_function("host", "call") {
             Some(crate::spawn::channel(
-                self.fork(),
+                Box::new(ShellSpawner(Mutex::new(self.fork()))),
                 self.rt.tool_channel.clone(),
             ))
         } else {
@@ -1282,6 +1282,74 @@ impl Interp {
 
     pub fn next_pid(&self) -> u32 {
         self.rt.next_pid.fetch_add(1, Ordering::SeqCst)
+    }
+}
+
+/// The spawn door's commands run by the shell that started the guest: each in a fork of it
+/// as it was then, with the guest's descriptors.
+struct ShellSpawner(Mutex<Interp>);
+
+impl crate::spawn::Spawner for ShellSpawner {
+    fn spawn(&self, argv: Vec<String>, cwd: Option<&str>) -> Result<i32, crate::spawn::Refusal> {
+        use crate::spawn::Refusal;
+        let mut child = self.0.lock().fork();
+        if let Some(dir) = cwd {
+            let dir = wasmsand_vfs::path::join(&child.st.cwd, dir);
+            let is_dir = child
+                .rt
+                .vfs
+                .lock()
+                .stat(&dir)
+                .is_ok_and(|m| m.file_type == wasmsand_vfs::FileType::Dir);
+            if !is_dir {
+                return Err(Refusal {
+                    kind: "cwd",
+                    message: format!("{dir}: No such file or directory"),
+                });
+            }
+            child.st.cwd = dir.clone();
+            child.st.vars.put(
+                "PWD",
+                Var {
+                    value: Value::Str(dir),
+                    attrs: ATTR_EXPORT,
+                },
+            );
+        }
+        // As a failed execvp: nothing runs, and the caller reports it in its own words.
+        let name = &argv[0];
+        let found = if name.contains('/') {
+            let path = wasmsand_vfs::path::join(&child.st.cwd, name);
+            child.rt.vfs.lock().stat(&path).is_ok()
+        } else {
+            child.st.functions.contains_key(name)
+                || child.builtin_enabled(name)
+                || child.find_in_path(name).is_some()
+        };
+        if !found {
+            return Err(Refusal {
+                kind: "noent",
+                message: "No such file or directory".into(),
+            });
+        }
+        // Its own thread: the guest that asked is mid-call on this one, inside its store, and
+        // a second instance must not run nested in that store's frames.
+        let ran = std::thread::Builder::new()
+            .name("wasmsand-spawn".into())
+            .stack_size(THREAD_STACK)
+            .spawn(move || child.run_as_subshell(|c| c.run_argv(argv)))
+            .map(|h| h.join());
+        match ran {
+            Ok(Ok(status)) => Ok(status),
+            Ok(Err(_)) => Err(Refusal {
+                kind: "crashed",
+                message: "spawn: the command's thread panicked".into(),
+            }),
+            Err(e) => Err(Refusal {
+                kind: "limit",
+                message: format!("fork: {e}"),
+            }),
+        }
     }
 }
 

@@ -10,29 +10,30 @@
 
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use serde_json::{Value, json};
 use wasmsand_exec::{ToolCallFault, ToolCallHandler, ToolChannel, stdio::CancelToken};
 
-use crate::interp::{Interp, THREAD_STACK};
-use crate::vars::{ATTR_EXPORT, Var};
+/// Why a command was not started: a class (`noent`, `cwd`, `limit`, ...) and words.
+pub(crate) struct Refusal {
+    pub kind: &'static str,
+    pub message: String,
+}
+
+/// What runs a spawned command (the shell, forking itself): its exit status.
+pub(crate) trait Spawner: Send + Sync {
+    fn spawn(&self, argv: Vec<String>, cwd: Option<&str>) -> Result<i32, Refusal>;
+}
 
 /// Answers spawn frames; every other frame goes to the channel the run had, if any.
 pub(crate) struct SpawnDoor {
-    /// The shell as it was when the guest started; each command runs in a fork of it.
-    template: Mutex<Interp>,
+    spawner: Box<dyn Spawner>,
     inner: Option<Arc<dyn ToolCallHandler>>,
 }
 
 /// A program's tool-call channel with the spawn door in front of `inner`. Spawned commands
 /// are processes, counted against the run's process limit, not its host-call budget.
-pub(crate) fn channel(template: Interp, inner: Option<ToolChannel>) -> ToolChannel {
-    let door = |inner| {
-        Arc::new(SpawnDoor {
-            template: Mutex::new(template),
-            inner,
-        })
-    };
+pub(crate) fn channel(spawner: Box<dyn Spawner>, inner: Option<ToolChannel>) -> ToolChannel {
+    let door = |inner| Arc::new(SpawnDoor { spawner, inner });
     match inner {
         Some(c) => {
             let handler = door(Some(c.handler.clone()));
@@ -67,54 +68,9 @@ impl SpawnDoor {
         if cancel.is_cancelled() {
             return refuse("cancelled", "spawn: the run is being stopped".into());
         }
-        let mut child = self.template.lock().fork();
-        if let Some(dir) = frame["cwd"].as_str() {
-            let dir = if dir.starts_with('/') {
-                dir.to_string()
-            } else {
-                format!("{}/{dir}", child.st.cwd.trim_end_matches('/'))
-            };
-            let is_dir = {
-                let vfs = child.rt.vfs.lock();
-                vfs.stat(&dir)
-                    .is_ok_and(|m| m.file_type == wasmsand_vfs::FileType::Dir)
-            };
-            if !is_dir {
-                return refuse("cwd", format!("{dir}: No such file or directory"));
-            }
-            child.st.cwd = dir.clone();
-            child.st.vars.put(
-                "PWD",
-                Var {
-                    value: crate::vars::Value::Str(dir),
-                    attrs: ATTR_EXPORT,
-                },
-            );
-        }
-        // As a failed execvp: nothing runs, and the caller reports it in its own words.
-        let name = &argv[0];
-        let found = if name.contains('/') {
-            let path = wasmsand_vfs::path::join(&child.st.cwd, name);
-            child.rt.vfs.lock().stat(&path).is_ok()
-        } else {
-            child.st.functions.contains_key(name)
-                || child.builtin_enabled(name)
-                || child.find_in_path(name).is_some()
-        };
-        if !found {
-            return refuse("noent", "No such file or directory".into());
-        }
-        // Its own thread: the guest that asked is mid-call on this one, inside its store, and
-        // a second instance must not run nested in that store's frames.
-        let ran = std::thread::Builder::new()
-            .name("wasmsand-spawn".into())
-            .stack_size(THREAD_STACK)
-            .spawn(move || child.run_as_subshell(|c| c.run_argv(argv)))
-            .map(|h| h.join());
-        match ran {
-            Ok(Ok(status)) => json!({"v": 1, "id": id, "ok": true, "status": status}),
-            Ok(Err(_)) => refuse("crashed", "spawn: the command's thread panicked".into()),
-            Err(e) => refuse("limit", format!("fork: {e}")),
+        match self.spawner.spawn(argv, frame["cwd"].as_str()) {
+            Ok(status) => json!({"v": 1, "id": id, "ok": true, "status": status}),
+            Err(Refusal { kind, message }) => refuse(kind, message),
         }
     }
 }
