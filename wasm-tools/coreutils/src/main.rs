@@ -63,7 +63,7 @@ fn lookup(name: &str) -> Option<UuMain> {
         "nl" => |a| uu_nl::uumain(a),
         "fold" => |a| uu_fold::uumain(a),
         "expand" => |a| uu_expand::uumain(a),
-        "od" => |a| uu_od::uumain(a),
+        "od" => od_main,
         "base64" => |a| uu_base64::uumain(a),
         "md5sum" => |a| uu_md5sum::uumain(a),
         "sha1sum" => |a| uu_sha1sum::uumain(a),
@@ -79,4 +79,13 @@ fn lookup(name: &str) -> Option<UuMain> {
 fn main() {
     let all: Vec<&str> = core_tools::TOOLS.iter().chain(TOOLS).copied().collect();
     dispatch::run("coreutils", lookup, &all);
+}
+
+/// od: uutils' od, with GNU's traditional `-B` (octal two-byte units, the same as `-o`), which
+/// uutils does not know.
+fn od_main(args: std::vec::IntoIter<std::ffi::OsString>) -> i32 {
+    let args: Vec<std::ffi::OsString> = args
+        .map(|a| if a == "-B" { "-o".into() } else { a })
+        .collect();
+    uu_od::uumain(args.into_iter())
 }

@@ -9,6 +9,7 @@ mod diff;
 mod find;
 mod gnudiff;
 mod grep;
+mod hexdump;
 mod matcher;
 mod posix_re;
 mod small;
@@ -71,7 +72,7 @@ fn main() {
         "cmp" => diff::cmp_main(os_args),
         "rev" => small::rev(args),
         "xxd" => small::xxd(args),
-        "hexdump" => small::hexdump(args),
+        "hexdump" => hexdump::main(args),
         _ => unreachable!("checked against TOOLS"),
     };
     std::process::exit(code);

@@ -1,4 +1,4 @@
-//! rev, xxd and hexdump: small byte-level tools.
+//! rev and xxd: small byte-level tools (and the input reading hexdump shares).
 
 use crate::util::{Out, errno_text};
 use std::io::{self, Read, Write};
@@ -264,73 +264,4 @@ fn xxd_reverse(data: &[u8], plain: bool, w: &mut dyn Write) -> io::Result<()> {
         }
     }
     w.write_all(&out)
-}
-
-pub fn hexdump(args: Vec<String>) -> i32 {
-    let mut canonical = false;
-    let mut files = Vec::new();
-    for a in &args[1..] {
-        match a.as_str() {
-            "-C" | "--canonical" => canonical = true,
-            "-v" | "--no-squeezing" => {}
-            _ if a.starts_with('-') && a != "-" => {
-                eprintln!("hexdump: unsupported option '{a}' (only -C is available)");
-                return 1;
-            }
-            _ => files.push(a.clone()),
-        }
-    }
-    let squeeze = !args.iter().any(|a| a == "-v");
-    let mut data = Vec::new();
-    let ok = read_inputs("hexdump", &files, |d| data.extend_from_slice(d));
-    let mut out = Out::stdout();
-    let mut prev: Option<&[u8]> = None;
-    let mut starred = false;
-    for (n, chunk) in data.chunks(16).enumerate() {
-        if squeeze && chunk.len() == 16 && prev == Some(chunk) {
-            if !starred {
-                out.write(b"*\n");
-                starred = true;
-            }
-            continue;
-        }
-        starred = false;
-        prev = Some(chunk);
-        let off = n * 16;
-        let mut line = String::new();
-        if canonical {
-            line.push_str(&format!("{off:08x} "));
-            for k in 0..16 {
-                if k == 8 {
-                    line.push(' ');
-                }
-                match chunk.get(k) {
-                    Some(b) => line.push_str(&format!(" {b:02x}")),
-                    None => line.push_str("   "),
-                }
-            }
-            line.push_str("  |");
-            line.extend(chunk.iter().map(|&b| printable(b)));
-            line.push('|');
-        } else {
-            // hexdump's default: 16-bit little-endian words.
-            line.push_str(&format!("{off:07x}"));
-            for pair in chunk.chunks(2) {
-                let v = pair[0] as u16 | (*pair.get(1).unwrap_or(&0) as u16) << 8;
-                line.push_str(&format!(" {v:04x}"));
-            }
-        }
-        line.push('\n');
-        out.write(line.as_bytes());
-    }
-    if !data.is_empty() || canonical {
-        let end = if canonical {
-            format!("{:08x}\n", data.len())
-        } else {
-            format!("{:07x}\n", data.len())
-        };
-        out.write(end.as_bytes());
-    }
-    out.flush();
-    if ok { 0 } else { 1 }
 }
