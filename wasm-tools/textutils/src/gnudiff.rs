@@ -632,41 +632,44 @@ fn context(changes: &[Change], la: &[String], lb: &[String], n: usize, o: &Opts)
         let (a0, a1, b0, b1) = extent(h, n, la.len(), lb.len());
         s += "***************\n";
         s += &format!("*** {} ****\n", context_range(a0, a1));
-        if h.iter().any(|c| c.a_end > c.a) {
-            let mut a = a0;
-            for c in h {
-                for l in &la[a..c.a] {
-                    push_line(&mut s, "  ", l, o);
-                }
-                let mark = if c.b_end > c.b { "! " } else { "- " };
-                for l in &la[c.a..c.a_end] {
-                    push_line(&mut s, mark, l, o);
-                }
-                a = c.a_end;
-            }
-            for l in &la[a..a1] {
-                push_line(&mut s, "  ", l, o);
-            }
-        }
+        let old: Vec<_> = h.iter().map(|c| (c.a, c.a_end, c.b_end > c.b)).collect();
+        context_side(&mut s, la, a0, a1, &old, "- ", o);
         s += &format!("--- {} ----\n", context_range(b0, b1));
-        if h.iter().any(|c| c.b_end > c.b) {
-            let mut b = b0;
-            for c in h {
-                for l in &lb[b..c.b] {
-                    push_line(&mut s, "  ", l, o);
-                }
-                let mark = if c.a_end > c.a { "! " } else { "+ " };
-                for l in &lb[c.b..c.b_end] {
-                    push_line(&mut s, mark, l, o);
-                }
-                b = c.b_end;
-            }
-            for l in &lb[b..b1] {
-                push_line(&mut s, "  ", l, o);
-            }
-        }
+        let new: Vec<_> = h.iter().map(|c| (c.b, c.b_end, c.a_end > c.a)).collect();
+        context_side(&mut s, lb, b0, b1, &new, "+ ", o);
     }
     s
+}
+
+/// One file's side of a context hunk, `lines[start..end]`, when the hunk changes anything on
+/// it: each change (its range on this side, and whether the other side changed too, which
+/// makes it `! `) among lines of context.
+fn context_side(
+    s: &mut String,
+    lines: &[String],
+    start: usize,
+    end: usize,
+    changes: &[(usize, usize, bool)],
+    alone: &str,
+    o: &Opts,
+) {
+    if !changes.iter().any(|(from, to, _)| to > from) {
+        return;
+    }
+    let mut at = start;
+    for &(from, to, both) in changes {
+        for l in &lines[at..from] {
+            push_line(s, "  ", l, o);
+        }
+        let mark = if both { "! " } else { alone };
+        for l in &lines[from..to] {
+            push_line(s, mark, l, o);
+        }
+        at = to;
+    }
+    for l in &lines[at..end] {
+        push_line(s, "  ", l, o);
+    }
 }
 
 /// `--- NAME\tTIME` (or the label given for that side), the time as GNU writes it.

@@ -502,6 +502,24 @@ fn display(out: &mut Vec<u8>, format: &Format, block: &[u8], offset: u64, at_end
     }
 }
 
+/// The block size (the most any format reads), after a format reading less has its last unit
+/// repeated to fill the block, when that unit reads bytes and was given no iteration count.
+fn fill_blocks(formats: &mut [Format]) -> usize {
+    let reads = |f: &Format| f.iter().map(|u| u.iterations * u.bytes).sum::<usize>();
+    let block_size = formats.iter().map(reads).max().unwrap_or(0);
+    for f in formats.iter_mut() {
+        let total = reads(f);
+        if let Some(last) = f.last_mut()
+            && !last.explicit_iterations
+            && last.bytes > 0
+            && total < block_size
+        {
+            last.iterations += (block_size - total) / last.bytes;
+        }
+    }
+    block_size
+}
+
 const DEFAULT: &[&str] = &["\"%07.7_Ax\\n\"", "\"%07.7_ax \" 8/2 \"%04x \" \"\\n\""];
 
 fn preset(flag: char) -> Option<Vec<&'static str>> {
@@ -651,23 +669,7 @@ pub fn main(args: Vec<String>) -> i32 {
             }
         }
     }
-    let block_size = parsed
-        .iter()
-        .map(|f| f.iter().map(|u| u.iterations * u.bytes).sum::<usize>())
-        .max()
-        .unwrap_or(0);
-    // A format reading less than a block repeats its last unit, when that unit reads bytes
-    // and was given no iteration count, to fill the block.
-    for f in &mut parsed {
-        let total: usize = f.iter().map(|u| u.iterations * u.bytes).sum();
-        if let Some(last) = f.last_mut()
-            && !last.explicit_iterations
-            && last.bytes > 0
-            && total < block_size
-        {
-            last.iterations += (block_size - total) / last.bytes;
-        }
-    }
+    let block_size = fill_blocks(&mut parsed);
     let mut data = Vec::new();
     let ok = crate::small::read_inputs("hexdump", &files, |d| data.extend_from_slice(d));
     let start = (skip as usize).min(data.len());
@@ -712,21 +714,7 @@ mod tests {
 
     fn run(formats: &[&str], data: &[u8]) -> String {
         let mut parsed: Vec<Format> = formats.iter().map(|f| parse_format(f).unwrap()).collect();
-        let block = parsed
-            .iter()
-            .map(|f| f.iter().map(|u| u.iterations * u.bytes).sum::<usize>())
-            .max()
-            .unwrap();
-        for f in &mut parsed {
-            let total: usize = f.iter().map(|u| u.iterations * u.bytes).sum();
-            if let Some(last) = f.last_mut()
-                && !last.explicit_iterations
-                && last.bytes > 0
-                && total < block
-            {
-                last.iterations += (block - total) / last.bytes;
-            }
-        }
+        let block = fill_blocks(&mut parsed);
         let mut out = Vec::new();
         for (n, b) in data.chunks(block).enumerate() {
             for f in &parsed {
