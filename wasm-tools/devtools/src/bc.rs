@@ -215,6 +215,8 @@ struct Func {
 struct Parser {
     lx: Lexer,
     tok: Tok,
+    /// Where the lexer stood before it read `tok`.
+    tok_from: usize,
     line: usize,
     loops: u32,
     in_func: bool,
@@ -224,6 +226,7 @@ type PR<T> = Result<T, String>;
 
 impl Parser {
     fn bump(&mut self) -> PR<Tok> {
+        self.tok_from = self.lx.i;
         let (t, l) = self.lx.next()?;
         let old = std::mem::replace(&mut self.tok, t);
         self.line = l;
@@ -1107,9 +1110,15 @@ fn unescape(s: &str) -> String {
 enum End {
     Eof,
     Quit,
+    /// The source ended inside a line: its text from this char index on goes on in the next
+    /// source, as GNU bc's lexer reads the files and then standard input as one stream.
+    Carry(usize),
 }
 
-fn run_source(bc: &mut Bc, src: &str, label: &str, status: &mut i32) -> End {
+/// Runs one source. GNU bc runs a line only once its newline is read, so a last line without
+/// one is never run: at the end of the last source it is a syntax error that GNU reports as
+/// `(standard_in) 1` whatever the source was.
+fn run_source(bc: &mut Bc, src: &str, label: &str, last: bool, status: &mut i32) -> End {
     let mut p = Parser {
         lx: Lexer {
             src: src.chars().collect(),
@@ -1117,6 +1126,7 @@ fn run_source(bc: &mut Bc, src: &str, label: &str, status: &mut i32) -> End {
             line: 1,
         },
         tok: Tok::Nl,
+        tok_from: 0,
         line: 1,
         loops: 0,
         in_func: false,
@@ -1131,14 +1141,19 @@ fn run_source(bc: &mut Bc, src: &str, label: &str, status: &mut i32) -> End {
         return End::Eof;
     }
     let mut pending: Vec<Stmt> = Vec::new();
+    let mut line_from = 0;
     loop {
         while p.tok == Tok::Nl || p.is(";") {
             if let Err(e) = p.bump() {
                 report(bc, &e);
             }
         }
+        if pending.is_empty() {
+            line_from = p.tok_from;
+        }
         match &p.tok {
-            Tok::Eof => return End::Eof,
+            Tok::Eof if pending.is_empty() => return End::Eof,
+            Tok::Eof => return unterminated(bc, last, line_from),
             Tok::Name(n) if n == "quit" => {
                 bc.flush();
                 return End::Quit;
@@ -1170,7 +1185,11 @@ fn run_source(bc: &mut Bc, src: &str, label: &str, status: &mut i32) -> End {
         };
         match parsed {
             Ok(stmt) => {
+                let statement = stmt.is_some();
                 pending.extend(stmt);
+                if p.tok == Tok::Eof && (statement || !pending.is_empty()) {
+                    return unterminated(bc, last, line_from);
+                }
                 // bc compiles a whole line, then runs it; a runtime error abandons the rest.
                 if matches!(p.tok, Tok::Nl | Tok::Eof) {
                     for s in std::mem::take(&mut pending) {
@@ -1201,6 +1220,16 @@ fn run_source(bc: &mut Bc, src: &str, label: &str, status: &mut i32) -> End {
             }
         }
     }
+}
+
+/// A source ended inside a line (statements read, no newline yet).
+fn unterminated(bc: &mut Bc, last: bool, line_from: usize) -> End {
+    if !last {
+        return End::Carry(line_from);
+    }
+    bc.flush();
+    eprintln!("(standard_in) 1: syntax error");
+    End::Eof
 }
 
 pub fn main(args: &[String]) -> i32 {
@@ -1245,13 +1274,18 @@ pub fn main(args: &[String]) -> i32 {
         depth: 0,
     };
     let mut status = 0;
+    let mut carried = String::new();
     for f in &files {
         match std::fs::read(f) {
             Ok(d) => {
-                let src = String::from_utf8_lossy(&d).into_owned();
-                if let End::Quit = run_source(&mut bc, &src, f, &mut status) {
-                    bc.flush();
-                    return status;
+                let src = std::mem::take(&mut carried) + &String::from_utf8_lossy(&d);
+                match run_source(&mut bc, &src, f, false, &mut status) {
+                    End::Quit => {
+                        bc.flush();
+                        return status;
+                    }
+                    End::Carry(from) => carried = src.chars().skip(from).collect(),
+                    End::Eof => {}
                 }
             }
             Err(e) => {
@@ -1264,8 +1298,8 @@ pub fn main(args: &[String]) -> i32 {
     }
     let mut input = Vec::new();
     let _ = std::io::stdin().read_to_end(&mut input);
-    let src = String::from_utf8_lossy(&input).into_owned();
-    run_source(&mut bc, &src, "(standard_in)", &mut status);
+    let src = carried + &String::from_utf8_lossy(&input);
+    run_source(&mut bc, &src, "(standard_in)", true, &mut status);
     bc.flush();
     status
 }
