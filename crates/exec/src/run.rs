@@ -18,6 +18,7 @@ use crate::guard::{LateMemory, ROOT_FDS, RunGuard};
 use crate::wasi::file::SharedVfs;
 use crate::wasi::file::{Blocking, ErrnoSlot};
 use crate::wasi::fs::{SharedStdin, Stdio, VfsFs};
+use crate::wasi::paths::{self, Call, Siblings};
 use crate::wasi::stdio::{CancelToken, StdinFile, Wakeable};
 use crate::{ExecError, Exit, Outcome, Process, Program, RunSpec, ToolChannel, tool_call};
 
@@ -381,6 +382,10 @@ enum Fix {
     Fdstat,
     /// Make zero-timeout clocks return at once (see `wasi/poll.rs`).
     ZeroClock,
+    /// As `PathAt`, and the entry is brought into wasix's cache first (`wasi/paths.rs`).
+    RemoveDirectory,
+    /// As `Errno`, and a symlink source wasix could not resolve is renamed (`wasi/paths.rs`).
+    Rename,
     /// Refuse the call with EPERM without running it. `path_link`: the tree has no shared
     /// inodes, and wasix would otherwise "link" in its own inode table only, so `ln a b`
     /// reported success and no `b` ever appeared in the sandbox.
@@ -409,10 +414,10 @@ const WRAPPED: &[(&str, Fix)] = &[
     ("path_filestat_get", Fix::PathAt(0, 2, 3)),
     ("path_filestat_set_times", Fix::PathAt(0, 2, 3)),
     ("path_create_directory", Fix::PathAt(0, 1, 2)),
-    ("path_remove_directory", Fix::PathAt(0, 1, 2)),
+    ("path_remove_directory", Fix::RemoveDirectory),
     ("path_unlink_file", Fix::PathAt(0, 1, 2)),
     ("path_readlink", Fix::PathAt(0, 1, 2)),
-    ("path_rename", Fix::Errno),
+    ("path_rename", Fix::Rename),
     ("path_symlink", Fix::Errno),
     ("path_link", Fix::Refuse),
 ];
@@ -430,8 +435,20 @@ const LOSSY: &[WasiErrno] = &[
     WasiErrno::Notcapable,
 ];
 
+impl Fix {
+    /// The (dirfd, pointer, length) argument indexes of a path clamped at `/`.
+    fn path_at(self) -> Option<(usize, usize, usize)> {
+        match self {
+            Fix::PathAt(fd, ptr, len) => Some((fd, ptr, len)),
+            Fix::RemoveDirectory => Some((0, 1, 2)),
+            _ => None,
+        }
+    }
+}
+
 struct FixEnv {
     original: Function,
+    siblings: Arc<Siblings>,
     slot: Arc<ErrnoSlot>,
     memory: LateMemory,
     fix: Fix,
@@ -445,6 +462,7 @@ fn wrap_imports(
     memory: &LateMemory,
     guard: &Arc<RunGuard>,
 ) {
+    let siblings = Arc::new(Siblings::from_imports(imports));
     let targets: Vec<(String, String, Function, Fix)> = imports
         .iter()
         .filter(|(ns, _, _)| matches!(*ns, "wasi_snapshot_preview1" | "wasi_unstable"))
@@ -462,6 +480,7 @@ fn wrap_imports(
             store,
             FixEnv {
                 original,
+                siblings: siblings.clone(),
                 slot: slot.clone(),
                 memory: memory.clone(),
                 fix,
@@ -480,39 +499,71 @@ fn call_fixed(mut env: FunctionEnvMut<FixEnv>, args: &[Value]) -> Result<Vec<Val
     let fix = data.fix;
     let guard = data.guard.clone();
     let memory = data.memory.get().cloned();
+    let siblings = data.siblings.clone();
     slot.clear();
 
     if let Fix::Refuse = fix {
         return Ok(vec![Value::I32(WasiErrno::Perm as i32)]);
     }
-    let mut out = match (fix, &memory) {
-        (Fix::PathAt(fd, ptr, len), Some(memory)) => {
+    let mut out = match (fix.path_at(), &memory) {
+        (Some((fd, ptr, len)), Some(memory)) => {
             let clamp = clamped_path(&store, memory, args, fd, ptr, len);
-            match clamp {
-                Some((at, original_bytes, new_len)) => {
-                    let mut args = args.to_vec();
-                    args[len] = Value::I32(new_len as i32);
-                    let result = guard.nested(|| original.call(&mut store, &args));
-                    // The guest's string is put back as it was.
-                    let _ = memory.view(&store).write(at, &original_bytes);
+            let mut args = args.to_vec();
+            if let Some((_, _, new_len)) = clamp {
+                args[len] = Value::I32(new_len as i32);
+            }
+            let mut answer = Ok(None);
+            if let Fix::RemoveDirectory = fix {
+                let mut call = Call {
+                    store: &mut store,
+                    memory,
+                    guard: &guard,
+                    siblings: &siblings,
+                };
+                answer = paths::before_remove_directory(&mut call, &args);
+            }
+            let result = answer.and_then(|answer| match answer {
+                Some(code) => Ok(Box::from([Value::I32(code)])),
+                None => guard.nested(|| original.call(&mut store, &args)),
+            });
+            if let Some((at, original_bytes, _)) = clamp {
+                // The guest's string is put back as it was.
+                let _ = memory.view(&store).write(at, &original_bytes);
+            }
+            result?.into_vec()
+        }
+        (None, Some(memory)) if matches!(fix, Fix::Rename) => {
+            let mut out = guard.nested(|| original.call(&mut store, args))?.into_vec();
+            if let Some(Value::I32(code)) = out.first_mut()
+                && *code == WasiErrno::Noent as i32
+            {
+                let mut call = Call {
+                    store: &mut store,
+                    memory,
+                    guard: &guard,
+                    siblings: &siblings,
+                };
+                if let Some(real) = paths::rename_symlink(&mut call, args)? {
+                    *code = real;
+                }
+            }
+            out
+        }
+        (None, Some(memory)) if matches!(fix, Fix::ZeroClock) => {
+            match (args.first(), args.get(2)) {
+                (Some(Value::I32(subs)), Some(Value::I32(n))) => {
+                    let changed = crate::wasi::poll::rewrite_zero_clocks(
+                        &memory.view(&store),
+                        *subs as u32,
+                        *n as u32,
+                    );
+                    let result = guard.nested(|| original.call(&mut store, args));
+                    crate::wasi::poll::restore(memory, &store, &changed);
                     result?.into_vec()
                 }
-                None => guard.nested(|| original.call(&mut store, args))?.into_vec(),
+                _ => guard.nested(|| original.call(&mut store, args))?.into_vec(),
             }
         }
-        (Fix::ZeroClock, Some(memory)) => match (args.first(), args.get(2)) {
-            (Some(Value::I32(subs)), Some(Value::I32(n))) => {
-                let changed = crate::wasi::poll::rewrite_zero_clocks(
-                    &memory.view(&store),
-                    *subs as u32,
-                    *n as u32,
-                );
-                let result = guard.nested(|| original.call(&mut store, args));
-                crate::wasi::poll::restore(memory, &store, &changed);
-                result?.into_vec()
-            }
-            _ => guard.nested(|| original.call(&mut store, args))?.into_vec(),
-        },
         _ => guard.nested(|| original.call(&mut store, args))?.into_vec(),
     };
 
