@@ -222,17 +222,23 @@ impl Num {
         out
     }
 
-    /// A numeral in base `ibase`: a lone digit keeps its value whatever the base, as in bc.
+    /// A numeral in base `ibase`. Digits are 0-9 and A-Z (10-35); a lone digit keeps its value
+    /// whatever the base, and in a longer numeral each digit counts as at most `ibase - 1`, as
+    /// GNU bc reads them (`ibase=16; G0` is 240, `1A` in base 10 is 19).
     pub fn parse(text: &str, ibase: u32) -> Num {
         let (ip, fp) = text.split_once('.').unwrap_or((text, ""));
-        let val = |c: char| c.to_digit(16).unwrap_or(0);
-        if ibase == 10 || (ip.len() == 1 && fp.is_empty()) {
+        let mut lone = ip.chars();
+        if let (Some(c), None, true) = (lone.next(), lone.next(), fp.is_empty()) {
+            return Num {
+                v: BigInt::from(c.to_digit(36).unwrap_or(0)),
+                s: 0,
+            };
+        }
+        let val = |c: char| c.to_digit(36).unwrap_or(0).min(ibase - 1);
+        if ibase == 10 {
             let mut v = BigInt::zero();
             for c in ip.chars().chain(fp.chars()) {
                 v = v * 10u8 + val(c);
-            }
-            if ibase != 10 {
-                return Num { v, s: 0 };
             }
             return Num {
                 v,
