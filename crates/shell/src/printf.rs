@@ -23,6 +23,9 @@ pub struct Printf {
     pub out: Vec<u8>,
     /// Diagnostics, without the `bash: ` prefix, e.g. `printf: abc: invalid number`.
     pub errors: Vec<String>,
+    /// For each of `errors`, how many bytes of `out` came before it. bash flushes its output
+    /// after each pass over the format, so a diagnostic follows the passes completed before it.
+    pub error_at: Vec<usize>,
     /// Exit status: 1 after an invalid number or format, else 0.
     pub status: i32,
     /// The largest width or precision asked for beyond [`MAX_FIELD`], if any.
@@ -58,10 +61,13 @@ pub fn printf_in_zone(
         now,
         shell_start,
         zone: tz.map_or(Zone::Fixed(0, "UTC".into()), Zone::from_tz),
+        pass_start: 0,
     };
     let fmt: Vec<char> = format.chars().collect();
     loop {
         let before = st.next;
+        st.place_errors();
+        st.pass_start = st.res.out.len();
         if st.pass(&fmt) == Flow::Stop {
             break;
         }
@@ -70,6 +76,7 @@ pub fn printf_in_zone(
             break;
         }
     }
+    st.place_errors();
     st.res
 }
 
@@ -381,6 +388,8 @@ struct State<'a> {
     now: i64,
     shell_start: i64,
     zone: Zone,
+    /// How much output there was when the current pass over the format began.
+    pass_start: usize,
 }
 
 /// The time zone `%(...)T` shows times in.
@@ -481,7 +490,16 @@ impl State<'_> {
     }
 
     fn error(&mut self, msg: String) {
+        self.place_errors();
         self.res.errors.push(msg);
+        self.place_errors();
+    }
+
+    /// Places the diagnostics not yet placed after the passes completed so far.
+    fn place_errors(&mut self) {
+        let at = self.pass_start;
+        let missing = self.res.errors.len() - self.res.error_at.len();
+        self.res.error_at.extend(std::iter::repeat_n(at, missing));
     }
 
     /// One pass over the format.
@@ -497,6 +515,7 @@ impl State<'_> {
                     &mut self.res.out,
                     &mut self.res.errors,
                 );
+                self.place_errors();
                 i = next;
                 continue;
             }
@@ -639,6 +658,7 @@ impl State<'_> {
                 let a: Vec<char> = self.take().unwrap_or("").chars().collect();
                 let mut buf = Vec::new();
                 let stop = expand_escapes(&a, Mode::Arg, &mut buf, &mut self.res.errors);
+                self.place_errors();
                 self.put_str(&buf, &spec);
                 if stop {
                     return Err(Flow::Stop);

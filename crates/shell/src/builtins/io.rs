@@ -90,7 +90,15 @@ impl Interp {
         let start = now - self.rt.started.elapsed().as_secs() as i64;
         let tz = self.clock_zone();
         let p = crate::printf::printf_in_zone(fmt, &args[1..], now, start, tz.as_deref());
-        for e in &p.errors {
+        // Output before a diagnostic goes out before it, as bash's does; to a variable, none.
+        let mut written = 0;
+        for (e, &at) in p.errors.iter().zip(&p.error_at) {
+            if var.is_none() && at > written {
+                if let Err(s) = self.out(&p.out[written..at]) {
+                    return Ok(s);
+                }
+                written = at;
+            }
             self.err(e);
         }
         if let Some(n) = p.too_large {
@@ -120,7 +128,7 @@ impl Interp {
                 }
                 p.status
             }
-            None => match self.out(&p.out) {
+            None => match self.out(&p.out[written..]) {
                 Ok(()) => p.status,
                 Err(s) => s,
             },
