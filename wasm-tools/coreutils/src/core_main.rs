@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod core_tools;
+mod cp_modes;
 mod dispatch;
 
 fn main() {

@@ -14,7 +14,7 @@ pub const TOOLS: &[&str] = &[
 pub fn lookup(name: &str) -> Option<UuMain> {
     let f: UuMain = match name {
         "cat" => |a| uu_cat::uumain(a),
-        "cp" => |a| uu_cp::uumain(a),
+        "cp" => crate::cp_modes::main,
         "mv" => |a| uu_mv::uumain(a),
         "rm" => |a| uu_rm::uumain(a),
         "mkdir" => |a| uu_mkdir::uumain(a),

@@ -6,6 +6,7 @@
 
 mod chmod;
 mod core_tools;
+mod cp_modes;
 mod dispatch;
 mod du;
 mod ls;

@@ -104,6 +104,84 @@ pub fn path_meta(_path: &std::path::Path, _follow: bool) -> Option<(u32, u64)> {
     None
 }
 
+/// Sets the permission bits of `path` (following a final symlink, as `chmod(2)`) in the
+/// sandbox's filesystem through the host's `wasmsand.path_set_mode` import: WASI has no call
+/// for it and std's `set_permissions` fails there.
+#[cfg(target_os = "wasi")]
+pub fn set_mode(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
+    #[link(wasm_import_module = "wasmsand")]
+    unsafe extern "C" {
+        #[link_name = "path_set_mode"]
+        fn host_path_set_mode(ptr: *const u8, len: usize, mode: i32) -> i32;
+    }
+    use std::os::wasi::ffi::OsStrExt;
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(path)
+    };
+    let bytes = abs.as_os_str().as_bytes();
+    // SAFETY: the host reads `len` bytes at `ptr`, which `bytes` keeps alive for the call.
+    let rc = unsafe { host_path_set_mode(bytes.as_ptr(), bytes.len(), (mode & 0o7777) as i32) };
+    use std::io::ErrorKind as K;
+    // The host answers in Linux's numbering, which is not WASI's (what a raw OS error means
+    // here), so the common ones become kinds with Linux's words.
+    let (kind, text) = match -rc {
+        0 => return Ok(()),
+        1 => (K::PermissionDenied, "Operation not permitted"),
+        2 => (K::NotFound, "No such file or directory"),
+        13 => (K::PermissionDenied, "Permission denied"),
+        20 => (K::NotADirectory, "Not a directory"),
+        30 => (K::ReadOnlyFilesystem, "Read-only file system"),
+        36 => (K::InvalidFilename, "File name too long"),
+        _ => (K::Other, "Input/output error"),
+    };
+    Err(std::io::Error::new(kind, text))
+}
+
+/// Outside WASI the operating system sets modes.
+#[cfg(unix)]
+pub fn set_mode(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o7777))
+}
+
+#[cfg(not(any(unix, target_os = "wasi")))]
+pub fn set_mode(_path: &std::path::Path, _mode: u32) -> std::io::Result<()> {
+    Err(std::io::ErrorKind::Unsupported.into())
+}
+
+/// Sets the access and modification times of `path` (a final symlink followed) by its path:
+/// through an open descriptor wasix keeps the times to itself, while `utimensat` reaches the
+/// sandbox's filesystem.
+#[cfg(any(unix, target_os = "wasi"))]
+pub fn set_times(
+    path: &std::path::Path,
+    accessed: std::time::SystemTime,
+    modified: std::time::SystemTime,
+) -> std::io::Result<()> {
+    #[cfg(unix)]
+    use std::os::unix::ffi::OsStrExt;
+    #[cfg(target_os = "wasi")]
+    use std::os::wasi::ffi::OsStrExt;
+    let spec = |t: std::time::SystemTime| {
+        let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        libc::timespec {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_nsec: d.subsec_nanos() as _,
+        }
+    };
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let times = [spec(accessed), spec(modified)];
+    // SAFETY: `c` and `times` outlive the call, which only reads them.
+    let rc = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The permission bits of [`path_meta`].
 pub fn path_mode(path: &std::path::Path, follow: bool) -> Option<u32> {
     path_meta(path, follow).map(|(mode, _)| mode)

@@ -1,5 +1,6 @@
 //! The `wasmsand.path_meta` import: what WASI's `filestat` cannot express about a path, its
-//! permission bits and (for directories) its link count.
+//! permission bits and (for directories) its link count; and `wasmsand.path_set_mode`, which
+//! sets the bits.
 //!
 //! WASI's `filestat` has a file type but no mode, so wasi-libc makes `st_mode` up and every
 //! guest would show `r-xr-xr-x` whatever `chmod` set; its link count comes through wasix as 1
@@ -36,7 +37,8 @@ pub(crate) struct ModeEnv {
     memory: LateMemory,
 }
 
-/// Defines `wasmsand.path_meta` in `imports` when the module imports it.
+/// Defines `wasmsand.path_meta` and `wasmsand.path_set_mode` in `imports` when the module
+/// imports them.
 pub(crate) fn define(
     store: &mut impl AsStoreMut,
     module: &Module,
@@ -45,10 +47,13 @@ pub(crate) fn define(
     cwd: &str,
     memory: &LateMemory,
 ) {
-    let wanted = module
-        .imports()
-        .any(|i| i.module() == "wasmsand" && i.name() == "path_meta");
-    if !wanted {
+    let wants = |name: &str| {
+        module
+            .imports()
+            .any(|i| i.module() == "wasmsand" && i.name() == name)
+    };
+    let (meta, set_mode) = (wants("path_meta"), wants("path_set_mode"));
+    if !meta && !set_mode {
         return;
     }
     let env = FunctionEnv::new(
@@ -59,36 +64,64 @@ pub(crate) fn define(
             memory: memory.clone(),
         },
     );
-    let f = Function::new_typed_with_env(store, &env, path_meta);
-    imports.define("wasmsand", "path_meta", f);
+    if meta {
+        let f = Function::new_typed_with_env(store, &env, path_meta);
+        imports.define("wasmsand", "path_meta", f);
+    }
+    if set_mode {
+        let f = Function::new_typed_with_env(store, &env, path_set_mode);
+        imports.define("wasmsand", "path_set_mode", f);
+    }
 }
 
-fn path_meta(env: FunctionEnvMut<ModeEnv>, ptr: i32, len: i32, follow: i32) -> i64 {
+/// The absolute path a guest passed, or the negative errno to answer with.
+fn guest_path(env: &FunctionEnvMut<ModeEnv>, ptr: i32, len: i32) -> Result<String, i32> {
     let data = env.data();
     let len = len as u32;
     if len > MAX_PATH {
-        return -i64::from(ENAMETOOLONG);
+        return Err(-ENAMETOOLONG);
     }
     let Some(memory) = data.memory.get() else {
-        return -i64::from(EFAULT);
+        return Err(-EFAULT);
     };
     let mut raw = vec![0u8; len as usize];
     if memory
-        .view(&env)
+        .view(env)
         .read(u64::from(ptr as u32), &mut raw)
         .is_err()
     {
-        return -i64::from(EFAULT);
+        return Err(-EFAULT);
     }
     let Ok(path) = String::from_utf8(raw) else {
-        return -i64::from(EILSEQ);
+        return Err(-EILSEQ);
     };
-    let path = if path.starts_with('/') {
+    Ok(if path.starts_with('/') {
         path
     } else {
         format!("{}/{path}", data.cwd.trim_end_matches('/'))
+    })
+}
+
+/// `wasmsand.path_set_mode(path_ptr, path_len, mode) -> i32`: `chmod(2)` (a final symlink is
+/// followed) with the permission bits in `mode`; 0, or a negative Linux errno. WASI has no call
+/// for it, so `cp -p` and the mode a plain `cp` gives a new file come through here.
+fn path_set_mode(env: FunctionEnvMut<ModeEnv>, ptr: i32, len: i32, mode: i32) -> i32 {
+    let path = match guest_path(&env, ptr, len) {
+        Ok(p) => p,
+        Err(code) => return code,
     };
-    let vfs = data.vfs.lock();
+    match env.data().vfs.lock().chmod(&path, mode as u32 & 0o7777) {
+        Ok(()) => 0,
+        Err(e) => -e.errno.code(),
+    }
+}
+
+fn path_meta(env: FunctionEnvMut<ModeEnv>, ptr: i32, len: i32, follow: i32) -> i64 {
+    let path = match guest_path(&env, ptr, len) {
+        Ok(p) => p,
+        Err(code) => return i64::from(code),
+    };
+    let vfs = env.data().vfs.lock();
     let meta = if follow != 0 {
         vfs.stat(&path)
     } else {
