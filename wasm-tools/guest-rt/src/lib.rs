@@ -154,15 +154,12 @@ pub fn set_mode(_path: &std::path::Path, _mode: u32) -> std::io::Result<()> {
 /// Sets the access and modification times of `path` (a final symlink followed) by its path:
 /// through an open descriptor wasix keeps the times to itself, while `utimensat` reaches the
 /// sandbox's filesystem.
-#[cfg(any(unix, target_os = "wasi"))]
+#[cfg(target_os = "wasi")]
 pub fn set_times(
     path: &std::path::Path,
     accessed: std::time::SystemTime,
     modified: std::time::SystemTime,
 ) -> std::io::Result<()> {
-    #[cfg(unix)]
-    use std::os::unix::ffi::OsStrExt;
-    #[cfg(target_os = "wasi")]
     use std::os::wasi::ffi::OsStrExt;
     let spec = |t: std::time::SystemTime| {
         let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
@@ -180,6 +177,19 @@ pub fn set_times(
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Outside WASI an open descriptor's times are the file's.
+#[cfg(not(target_os = "wasi"))]
+pub fn set_times(
+    path: &std::path::Path,
+    accessed: std::time::SystemTime,
+    modified: std::time::SystemTime,
+) -> std::io::Result<()> {
+    let times = std::fs::FileTimes::new()
+        .set_accessed(accessed)
+        .set_modified(modified);
+    std::fs::File::open(path)?.set_times(times)
 }
 
 /// The permission bits of [`path_meta`].
