@@ -12,6 +12,7 @@ mod grep;
 mod hexdump;
 mod matcher;
 mod posix_re;
+mod sed_inputs;
 mod small;
 mod util;
 
@@ -56,7 +57,8 @@ fn main() {
         "sed" => {
             // uutils sed prints its messages through uucore, which names the program after
             // argv[0]; everything else it needs is plain text, so no locale setup is needed.
-            sed::sed::uumain(os_args.into_iter())
+            let (args, _joined) = sed_inputs::prepare(os_args);
+            sed::sed::uumain(args.into_iter())
         }
         "awk" => awk::main(args),
         "find" => find::main(args),
