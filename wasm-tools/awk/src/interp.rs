@@ -2471,27 +2471,12 @@ fn split_with(sp: &Splitter, s: &str, push: &mut dyn FnMut(&str), seps: Option<&
                 return;
             }
             let mut start = 0;
-            let mut at = 0;
-            while at <= s.len() {
-                let Some((b, e)) = re.find_at(s, at) else {
-                    break;
-                };
-                if e == b {
-                    // Separators must be non-empty.
-                    match s[b..].chars().next() {
-                        Some(ch) => {
-                            at = b + ch.len_utf8();
-                            continue;
-                        }
-                        None => break,
-                    }
-                }
+            while let Some((b, e)) = find_nonempty(re, s, start) {
                 push(&s[start..b]);
                 if want {
                     seps.push(s[b..e].to_string());
                 }
                 start = e;
-                at = e;
             }
             push(&s[start..]);
         }
@@ -2509,33 +2494,32 @@ fn split_with(sp: &Splitter, s: &str, push: &mut dyn FnMut(&str), seps: Option<&
             }
         }
         Splitter::Pattern(re) => {
-            let mut at = 0;
             let mut prev_end = 0;
-            while at <= s.len() {
-                let Some((b, e)) = re.find_at(s, at) else {
-                    break;
-                };
-                if e == b {
-                    match s[b..].chars().next() {
-                        Some(ch) => {
-                            at = b + ch.len_utf8();
-                            continue;
-                        }
-                        None => break,
-                    }
-                }
+            while let Some((b, e)) = find_nonempty(re, s, prev_end) {
                 if want {
                     seps.push(s[prev_end..b].to_string());
                 }
                 push(&s[b..e]);
                 prev_end = e;
-                at = e;
             }
             if want {
                 seps.push(s[prev_end..].to_string());
             }
         }
     }
+}
+
+/// The first non-empty match of `re` in `s` from `at` on: field separators and FPAT fields
+/// are never empty, so an empty match moves one character on.
+fn find_nonempty(re: &AwkRegex, s: &str, mut at: usize) -> Option<(usize, usize)> {
+    while at <= s.len() {
+        let (b, e) = re.find_at(s, at)?;
+        if e > b {
+            return Some((b, e));
+        }
+        at = b + s[b..].chars().next()?.len_utf8();
+    }
+    None
 }
 
 /// sub/gsub: `&` is the match, `\&` a literal `&`, `\\` a backslash.

@@ -219,14 +219,8 @@ pub(crate) fn main_with(args: Vec<String>, host: &mut dyn Host, cap: Option<Capt
                     Ok(v) => fs = Some(v),
                     Err(c) => return c,
                 },
-                "assign" => match need(&mut i) {
-                    Ok(v) => match v.split_once('=') {
-                        Some((n, x)) => assigns.push((n.to_string(), x.to_string())),
-                        None => {
-                            eprintln!("awk: fatal: `{v}' argument to `-v' not in `var=value' form");
-                            return 2;
-                        }
-                    },
+                "assign" => match need(&mut i).and_then(|v| assignment(&v)) {
+                    Ok(pair) => assigns.push(pair),
                     Err(c) => return c,
                 },
                 "characters-as-bytes"
@@ -264,14 +258,8 @@ pub(crate) fn main_with(args: Vec<String>, host: &mut dyn Host, cap: Option<Capt
                 Ok(v) => fs = Some(v),
                 Err(c) => return c,
             },
-            'v' => match take_arg(&mut i, inline, 'v') {
-                Ok(v) => match v.split_once('=') {
-                    Some((n, x)) => assigns.push((n.to_string(), x.to_string())),
-                    None => {
-                        eprintln!("awk: fatal: `{v}' argument to `-v' not in `var=value' form");
-                        return 2;
-                    }
-                },
+            'v' => match take_arg(&mut i, inline, 'v').and_then(|v| assignment(&v)) {
+                Ok(pair) => assigns.push(pair),
                 Err(c) => return c,
             },
             'f' | 'E' => match take_arg(&mut i, inline, opt) {
@@ -443,6 +431,17 @@ fn report_parse_error(names: &[String], texts: &[String], pos: lexer::Pos, msg: 
         if msg.contains("is not allowed outside a loop") {
             // gawk reports this one twice.
             eprintln!("{prefix} {msg}");
+        }
+    }
+}
+
+/// A `-v` argument as (name, value); gawk's message and status 2 when it has no `=`.
+fn assignment(v: &str) -> Result<(String, String), i32> {
+    match v.split_once('=') {
+        Some((n, x)) => Ok((n.to_string(), x.to_string())),
+        None => {
+            eprintln!("awk: fatal: `{v}' argument to `-v' not in `var=value' form");
+            Err(2)
         }
     }
 }

@@ -24,30 +24,6 @@ const MONTHS: [&str; 12] = [
     "December",
 ];
 
-/// Days since 1970-01-01 for a proleptic Gregorian date.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146097 + doe - 719468
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719468;
-    let era = if z >= 0 { z } else { z - 146096 } / 146097;
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
 struct Tm {
     year: i64,
     mon: i64,
@@ -62,16 +38,16 @@ struct Tm {
 fn breakdown(t: i64) -> Tm {
     let days = t.div_euclid(86400);
     let secs = t.rem_euclid(86400);
-    let (year, mon, mday) = civil_from_days(days);
+    let (year, mon, mday) = guest_rt::civil_from_days(days);
     Tm {
         year,
-        mon,
-        mday,
+        mon: i64::from(mon),
+        mday: i64::from(mday),
         hour: secs / 3600,
         min: secs / 60 % 60,
         sec: secs % 60,
         wday: (days + 4).rem_euclid(7),
-        yday: days - days_from_civil(year, 1, 1),
+        yday: days - guest_rt::days_from_civil(year, 1, 1),
     }
 }
 
@@ -146,7 +122,7 @@ pub fn mktime(s: &str) -> f64 {
     // Months outside 1..12 carry into the year, as mktime(3) normalizes.
     let y = y + (mo - 1).div_euclid(12);
     let mo = (mo - 1).rem_euclid(12) + 1;
-    let days = days_from_civil(y, mo, 1) + d - 1;
+    let days = guest_rt::days_from_civil(y, mo as u32, 1) + d - 1;
     (days * 86400 + h * 3600 + mi * 60 + se) as f64
 }
 

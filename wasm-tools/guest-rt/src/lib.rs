@@ -42,6 +42,18 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
+/// Days since 1970-01-01 of a proleptic Gregorian date (month 1-12): the inverse of
+/// [`civil_from_days`].
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (i64::from(m) + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// `stat()` (or `lstat()` without `follow`) through wasi-libc: std's WASI `MetadataExt` is
 /// unstable, so this is where inode, device, link count and ctime come from.
 #[cfg(target_os = "wasi")]

@@ -406,7 +406,7 @@ fn entry_mtime<R: Read>(f: &zip::read::ZipFile<'_, R>) -> Option<i64> {
         return Some(i64::from(t));
     }
     let t = f.last_modified()?;
-    let days = days_from_civil(
+    let days = guest_rt::days_from_civil(
         i64::from(t.year()),
         u32::from(t.month()),
         u32::from(t.day()),
@@ -417,14 +417,4 @@ fn entry_mtime<R: Read>(f: &zip::read::ZipFile<'_, R>) -> Option<i64> {
             + i64::from(t.minute()) * 60
             + i64::from(t.second()),
     )
-}
-
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = (i64::from(m) + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
