@@ -4,64 +4,17 @@
 //! input and output pass through files in `$TMPDIR` (or `/tmp`), removed afterwards.
 
 use std::io;
-use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use wasm_awk::Host;
 
+use crate::util::temp_file;
+
 pub fn main(args: Vec<String>) -> i32 {
-    wasm_awk::main(
-        args.into_iter().skip(1).collect(),
-        &mut SpawnHost { made: 0 },
-    )
+    wasm_awk::main(args.into_iter().skip(1).collect(), &mut SpawnHost)
 }
 
-struct SpawnHost {
-    /// Temporary files made so far, for their names.
-    made: u32,
-}
-
-/// Removes its file when dropped, so an early return leaves nothing behind.
-struct TempFile(PathBuf);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-impl SpawnHost {
-    fn temp_file(&mut self, contents: &[u8]) -> io::Result<TempFile> {
-        let dir = std::env::var("TMPDIR")
-            .ok()
-            .filter(|d| !d.is_empty())
-            .unwrap_or_else(|| "/tmp".into());
-        let stamp = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        loop {
-            self.made += 1;
-            let path = PathBuf::from(format!(
-                "{}/awk-pipe-{stamp:x}-{}",
-                dir.trim_end_matches('/'),
-                self.made
-            ));
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path);
-            match file {
-                Ok(mut f) => {
-                    io::Write::write_all(&mut f, contents)?;
-                    return Ok(TempFile(path));
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
+/// Runs awk's commands through the spawn door.
+struct SpawnHost;
 
 /// Runs `argv` through the spawn door; its status, or why it could not run.
 fn spawn(argv: &[String]) -> io::Result<i32> {
@@ -70,9 +23,9 @@ fn spawn(argv: &[String]) -> io::Result<i32> {
 
 impl Host for SpawnHost {
     fn run_captured(&mut self, command: &str, input: Option<&[u8]>) -> io::Result<(Vec<u8>, i32)> {
-        let out = self.temp_file(b"")?;
+        let out = temp_file("awk-pipe", b"")?;
         let inp = match input {
-            Some(bytes) => Some(self.temp_file(bytes)?),
+            Some(bytes) => Some(temp_file("awk-pipe", bytes)?),
             None => None,
         };
         // The command and the paths travel as positional parameters, so nothing in them is

@@ -9,27 +9,19 @@
 //! the arguments pass through untouched.
 
 use std::ffi::OsString;
-use std::io::Read;
-use std::path::PathBuf;
+use std::io::{Read, Seek, SeekFrom};
 
-/// Removes the joined file when sed is done.
-pub struct Joined(PathBuf);
-
-impl Drop for Joined {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
+use crate::util::{TempFile, temp_file};
 
 /// The arguments to give uu_sed, and the joined file they name (kept alive until sed ends).
-pub fn prepare(args: Vec<OsString>) -> (Vec<OsString>, Option<Joined>) {
+pub fn prepare(args: Vec<OsString>) -> (Vec<OsString>, Option<TempFile>) {
     match join(&args) {
         Some((new_args, joined)) => (new_args, Some(joined)),
         None => (args, None),
     }
 }
 
-fn join(args: &[OsString]) -> Option<(Vec<OsString>, Joined)> {
+fn join(args: &[OsString]) -> Option<(Vec<OsString>, TempFile)> {
     let strs: Vec<&str> = args.iter().map(|a| a.to_str()).collect::<Option<_>>()?;
     let mut operands: Vec<usize> = Vec::new();
     let mut have_script = false;
@@ -88,8 +80,29 @@ fn join(args: &[OsString]) -> Option<(Vec<OsString>, Joined)> {
     if operands.len() < 2 {
         return None;
     }
-    // Files first: a missing or unreadable one is left to sed to report, in its place, and
-    // standard input must not have been consumed by then.
+    // Only the last byte of each input but the last decides; standard input there can only be
+    // known by reading it, and once read, sed must get it from the joined file. A missing or
+    // unreadable file is left to sed to report, in its place.
+    let (head, _) = operands.split_at(operands.len() - 1);
+    let mut glued = false;
+    for &at in head {
+        if strs[at] == "-" {
+            glued = true;
+            continue;
+        }
+        let mut f = std::fs::File::open(strs[at]).ok()?;
+        let len = f.metadata().ok()?.len();
+        if len > 0 {
+            let mut last = [0u8];
+            f.seek(SeekFrom::Start(len - 1)).ok()?;
+            f.read_exact(&mut last).ok()?;
+            glued |= last[0] != b'\n';
+        }
+    }
+    if !glued {
+        return None;
+    }
+    // Files first, so that standard input is not consumed when a file fails.
     let mut inputs = vec![Vec::new(); operands.len()];
     for (slot, &at) in inputs.iter_mut().zip(&operands) {
         if strs[at] != "-" {
@@ -101,16 +114,6 @@ fn join(args: &[OsString]) -> Option<(Vec<OsString>, Joined)> {
     if let Some(n) = operands.iter().position(|&at| strs[at] == "-") {
         std::io::stdin().read_to_end(&mut inputs[n]).ok()?;
     }
-    let glued = inputs[..inputs.len() - 1]
-        .iter()
-        .any(|d| !d.is_empty() && !d.ends_with(b"\n"));
-    if !glued {
-        if operands.iter().any(|&at| strs[at] == "-") {
-            // Standard input was read; sed must get it from the joined file after all.
-        } else {
-            return None;
-        }
-    }
     let mut all = Vec::new();
     let last = inputs.len() - 1;
     for (n, d) in inputs.into_iter().enumerate() {
@@ -120,7 +123,7 @@ fn join(args: &[OsString]) -> Option<(Vec<OsString>, Joined)> {
             all.push(b'\n');
         }
     }
-    let joined = write_temp(&all)?;
+    let joined = temp_file("sed-input", &all).ok()?;
     let mut out: Vec<OsString> = Vec::with_capacity(args.len());
     let first = operands[0];
     for (n, a) in args.iter().enumerate() {
@@ -131,35 +134,4 @@ fn join(args: &[OsString]) -> Option<(Vec<OsString>, Joined)> {
         }
     }
     Some((out, joined))
-}
-
-fn write_temp(bytes: &[u8]) -> Option<Joined> {
-    let dir = std::env::var("TMPDIR")
-        .ok()
-        .filter(|d| !d.is_empty())
-        .unwrap_or_else(|| "/tmp".into());
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    for n in 0..100 {
-        let path = PathBuf::from(format!(
-            "{}/sed-input-{stamp:x}-{n}",
-            dir.trim_end_matches('/')
-        ));
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path);
-        match file {
-            Ok(mut f) => {
-                let joined = Joined(path);
-                std::io::Write::write_all(&mut f, bytes).ok()?;
-                return Some(joined);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(_) => return None,
-        }
-    }
-    None
 }
