@@ -28,6 +28,53 @@ pub fn tool_name(arg: &std::ffi::OsStr) -> String {
         .to_string()
 }
 
+/// An I/O error as C's strerror words it ("No such file or directory"), without Rust's
+/// " (os error N)" suffix: the text the real tools print.
+pub fn errno_text(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    s.split(" (os error").next().unwrap_or(&s).to_string()
+}
+
+/// A temporary file, removed when dropped.
+pub struct TempFile(pub std::path::PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Creates a new temporary file under $TMPDIR (or /tmp) named after `tag`, holding `contents`.
+pub fn temp_file(tag: &str, contents: &[u8]) -> std::io::Result<TempFile> {
+    use std::io::Write;
+    let dir = std::env::var("TMPDIR")
+        .ok()
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| "/tmp".into());
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    for n in 0u32.. {
+        let path =
+            std::path::PathBuf::from(format!("{}/{tag}-{stamp:x}-{n}", dir.trim_end_matches('/')));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(mut f) => {
+                let file = TempFile(path);
+                f.write_all(contents)?;
+                return Ok(file);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::ErrorKind::AlreadyExists.into())
+}
+
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar (the
 /// guests format dates themselves: WASI gives seconds, and the sandbox's zone is UTC).
 pub fn civil_from_days(days: i64) -> (i64, u32, u32) {

@@ -184,43 +184,7 @@ pub fn report_write_error(tool: &str, e: &io::Error) -> i32 {
 /// A temporary file in `$TMPDIR` (or `/tmp`), removed when dropped, so an early return leaves
 /// nothing behind. WASI has no pipes between processes: awk's commands and sed's joined inputs
 /// pass through these.
-pub struct TempFile(pub std::path::PathBuf);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Creates a new temporary file named after `tag` holding `contents`.
-pub fn temp_file(tag: &str, contents: &[u8]) -> io::Result<TempFile> {
-    let dir = std::env::var("TMPDIR")
-        .ok()
-        .filter(|d| !d.is_empty())
-        .unwrap_or_else(|| "/tmp".into());
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    for n in 0u32.. {
-        let path =
-            std::path::PathBuf::from(format!("{}/{tag}-{stamp:x}-{n}", dir.trim_end_matches('/')));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-        {
-            Ok(mut f) => {
-                let file = TempFile(path);
-                f.write_all(contents)?;
-                return Ok(file);
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(io::ErrorKind::AlreadyExists.into())
-}
+pub use guest_rt::{TempFile, temp_file};
 
 #[cfg(test)]
 mod tests {
