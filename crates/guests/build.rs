@@ -73,6 +73,7 @@ fn main() {
             "{} was not built; is it a binary of wasm-tools/?",
             path.display()
         );
+        no_undefined_symbols(&path);
         writeln!(
             code,
             "    ({file:?}, include_bytes!({:?})),",
@@ -85,6 +86,30 @@ fn main() {
     code.push_str(&commands);
     code.push_str("];\n");
     fs::write(out_dir.join("commands.rs"), code).unwrap();
+}
+
+/// wasm-ld turns a symbol the C in a guest left undefined (a libc function wasi-libc lacks) into
+/// an import from `env`, which no host provides: the module would build and then fail when the
+/// sandbox loads it. Such a guest fails its build here instead.
+fn no_undefined_symbols(path: &Path) {
+    let bytes = fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut missing = Vec::new();
+    for payload in wasmparser::Parser::new(0).parse_all(&bytes) {
+        let Ok(wasmparser::Payload::ImportSection(imports)) = payload else {
+            continue;
+        };
+        for import in imports.into_imports().flatten() {
+            if import.module == "env" {
+                missing.push(import.name.to_owned());
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} has undefined symbols (wasi-libc lacks them): {}",
+        path.display(),
+        missing.join(", ")
+    );
 }
 
 /// `<target>/<profile>/build/<pkg>/out` → `<target>` (or `<target>/<triple>` when
@@ -318,9 +343,10 @@ fn build(mut cmd: Command) {
 /// with its own wasi-libc, so no C runtime or linker is needed beyond these.
 const C_PACKAGES: &[&str] = &["clang-14", "llvm-14", "wasi-libc"];
 
-/// The C compiler for the guests built from C (SQLite in `wasm-tools/sqlite`), handed to the
-/// `cc` crate of the nested build. `WASMSAND_WASM_CC`/`_AR`/`_CFLAGS` name another toolchain
-/// (wasi-sdk's clang with `--sysroot=...`, say). Otherwise Debian's clang is used, installed
+/// The C compiler for the guests built from C (SQLite in `wasm-tools/sqlite`, jq 1.6 in
+/// `wasm-tools/jq`), handed to the `cc` crate of the nested build.
+/// `WASMSAND_WASM_CC`/`_AR`/`_CFLAGS` name another toolchain (wasi-sdk's clang with
+/// `--sysroot=...`, say). Otherwise Debian's clang is used, installed
 /// with apt-get when missing and the build runs as root (as the README's `cargo run` does on a
 /// fresh machine); anyone else is told exactly what to install.
 fn c_toolchain(cmd: &mut Command) {
@@ -346,7 +372,7 @@ fn c_toolchain(cmd: &mut Command) {
                 install_c_packages(&why);
                 debian_clang(&cflags).unwrap_or_else(|why| {
                     panic!(
-                        "no C compiler for wasm32-wasi ({why}); the sqlite3 guest needs one: \
+                        "no C compiler for wasm32-wasi ({why}); the sqlite3 and jq guests need one: \
                          install Debian's packages `apt-get install {}` (or set WASMSAND_WASM_CC, \
                          WASMSAND_WASM_AR and WASMSAND_WASM_CFLAGS to another clang and WASI \
                          sysroot)",
