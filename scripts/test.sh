@@ -210,7 +210,7 @@ stage_lint() {
         cargo clippy --workspace --all-targets --locked "${EXTRA[@]}" -- -D warnings &&
         # The guests for the target they ship for (their WASI-only code is compiled there and
         # nowhere else), beside their wasm build in one target dir. The C compiler settings are
-        # crates/guests/build.rs's defaults: the sqlite crate's build script compiles C even
+        # crates/guests/build.rs's defaults: the sqlite and jq crates' build scripts compile C even
         # for a check.
         rustup target add wasm32-wasip1 >/dev/null &&
         CC_wasm32_wasip1="${WASMSAND_WASM_CC:-clang-14}" \

@@ -1,0 +1,66 @@
+//! The way into jq's C command line (`csrc/cli.c` around jq's main.c).
+
+use std::ffi::{CString, OsString, c_char, c_int, c_void};
+
+unsafe extern "C" {
+    fn wasmsand_jq(argc: c_int, argv: *mut *mut c_char) -> c_int;
+    fn wasmsand_jq_captured(
+        argc: c_int,
+        argv: *mut *mut c_char,
+        out: *mut *mut c_char,
+        len: *mut usize,
+    ) -> c_int;
+    fn free(p: *mut c_void);
+}
+
+/// argv as C strings, `jq` first (jq names itself with it in its usage text). An argument
+/// holding a NUL byte is cut there, as an exec would cut it.
+fn c_args(args: &[OsString]) -> Vec<CString> {
+    std::iter::once(OsString::from("jq"))
+        .chain(args.iter().cloned())
+        .map(|a| {
+            let mut bytes = a.into_encoded_bytes();
+            if let Some(nul) = bytes.iter().position(|b| *b == 0) {
+                bytes.truncate(nul);
+            }
+            CString::new(bytes).expect("NUL bytes were cut")
+        })
+        .collect()
+}
+
+/// Runs jq's command line, its results on stdout; returns its exit status.
+pub fn jq(args: &[OsString]) -> i32 {
+    let owned = c_args(args);
+    let mut argv: Vec<*mut c_char> = owned.iter().map(|a| a.as_ptr().cast_mut()).collect();
+    argv.push(std::ptr::null_mut());
+    // SAFETY: argv is a NULL-terminated array of NUL-terminated strings that outlive the call
+    // (`owned`); jq's main may reorder the pointers but writes into no string.
+    unsafe { wasmsand_jq((argv.len() - 1) as c_int, argv.as_mut_ptr()) }
+}
+
+/// Runs jq's command line with its results gathered instead of written: (status, results).
+pub fn jq_captured(args: &[OsString]) -> (i32, Vec<u8>) {
+    let owned = c_args(args);
+    let mut argv: Vec<*mut c_char> = owned.iter().map(|a| a.as_ptr().cast_mut()).collect();
+    argv.push(std::ptr::null_mut());
+    let mut out: *mut c_char = std::ptr::null_mut();
+    let mut len = 0usize;
+    // SAFETY: as in `jq`; `out` and `len` are valid for writes, and on return `out` is NULL
+    // or a malloc'd buffer of `len` bytes that is copied and then freed once here.
+    unsafe {
+        let code = wasmsand_jq_captured(
+            (argv.len() - 1) as c_int,
+            argv.as_mut_ptr(),
+            &mut out,
+            &mut len,
+        );
+        let results = if out.is_null() {
+            Vec::new()
+        } else {
+            let bytes = std::slice::from_raw_parts(out.cast::<u8>(), len).to_vec();
+            free(out.cast());
+            bytes
+        };
+        (code, results)
+    }
+}
