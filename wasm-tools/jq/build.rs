@@ -227,9 +227,6 @@ fn main() {
     cc.file("csrc/cli.c");
     if wasm {
         cc.file("csrc/wasi/gamma.c");
-        // A symbol left undefined would become an import no host provides, and the module
-        // would fail only when the sandbox loads it.
-        println!("cargo:rustc-link-arg-bins=--unresolved-symbols=report-all");
         // jq recurses in C over nested values (printing, setpath, getpath) as deep as 10 000
         // levels in its own tests; Debian's jq has Linux's 8 MiB stack for that, not the 1 MiB
         // a wasm32 program gets by default.
