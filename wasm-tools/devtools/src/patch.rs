@@ -19,7 +19,8 @@ Apply a unified diff (read from PATCHFILE, -i FILE, or standard input).
   -E, --remove-empty-files  remove files left empty
   -b, --backup          keep FILE.orig
   --no-backup-if-mismatch   no FILE.orig when hunks needed an offset or fuzz
-  -f, --force, -t, --batch  accepted (nothing is ever asked)
+  -f, --force            ask nothing, and do not look for reversed patches
+  -t, --batch            ask nothing; apply a reversed patch reversed
 Exit status: 0 if every hunk applied, 1 if some failed, 2 for trouble.
 ";
 
@@ -42,19 +43,28 @@ struct FilePatch {
     old_header: String,
     new_header: String,
     hunks: Vec<Hunk>,
+    /// The patch's lines since the previous file's patch, up to the `+++` line: what GNU patch
+    /// shows when it cannot find the file.
+    leading: Vec<String>,
+    /// The 1-based line of the patch where the first hunk starts.
+    hunk_line: usize,
 }
 
+/// The file name a `---`/`+++` header names after `-p N`: the smallest prefix holding N slashes
+/// goes, a run of adjacent slashes counting as one (GNU patch).
 fn strip_name(name: &str, p: Option<usize>) -> String {
     let name = name.split('\t').next().unwrap_or(name).trim_end();
     match p {
         None => name.rsplit('/').next().unwrap_or(name).to_string(),
         Some(n) => {
-            let parts: Vec<&str> = name.split('/').collect();
-            if n >= parts.len() {
-                parts.last().copied().unwrap_or("").to_string()
-            } else {
-                parts[n..].join("/")
+            let mut rest = name;
+            for _ in 0..n {
+                match rest.find('/') {
+                    Some(at) => rest = rest[at..].trim_start_matches('/'),
+                    None => return name.rsplit('/').next().unwrap_or(name).to_string(),
+                }
             }
+            rest.to_string()
         }
     }
 }
@@ -71,6 +81,7 @@ fn parse(text: &str) -> Result<Vec<FilePatch>, String> {
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let mut out = Vec::new();
     let mut i = 0;
+    let mut since = 0;
     while i < lines.len() {
         let l = lines[i].trim_end_matches('\n');
         if let Some(old) = l.strip_prefix("--- ")
@@ -84,6 +95,11 @@ fn parse(text: &str) -> Result<Vec<FilePatch>, String> {
                 old_header: old.to_string(),
                 new_header: new,
                 hunks: Vec::new(),
+                leading: lines[since..i + 2]
+                    .iter()
+                    .map(|l| l.trim_end_matches('\n').to_string())
+                    .collect(),
+                hunk_line: i + 3,
             };
             i += 2;
             while i < lines.len() && lines[i].starts_with("@@ ") {
@@ -162,6 +178,7 @@ fn parse(text: &str) -> Result<Vec<FilePatch>, String> {
                 fp.hunks.push(hunk);
             }
             out.push(fp);
+            since = i;
             continue;
         }
         i += 1;
@@ -196,8 +213,45 @@ fn reverse(h: &Hunk) -> Hunk {
     }
 }
 
-/// Where the hunk's old lines (minus `fuzz` context lines at each end) match `file`,
-/// nearest to `want` first.
+/// Where a hunk's old lines (`old`, all its lines but the added ones) match `file` at this fuzz
+/// level, as GNU patch places them: returns (the line where the lines left after the cut
+/// context start, context lines cut at the start and at the end).
+/// The longer context sets the level's reach: a hunk whose context is shorter at one end by
+/// more than the fuzz must match at that end of the file (as a hunk `diff` wrote there would).
+fn place(
+    file: &[String],
+    old: &[&str],
+    (lead, trail): (usize, usize),
+    fuzz: usize,
+    want: usize,
+    floor: usize,
+) -> Option<(usize, usize, usize)> {
+    let context = lead.max(trail);
+    let lead_fuzz = (fuzz + lead) as isize - context as isize;
+    let trail_fuzz = (fuzz + trail) as isize - context as isize;
+    let cut_lead = (lead_fuzz.max(0) as usize).min(lead);
+    let cut_trail = (trail_fuzz.max(0) as usize).min(trail);
+    if cut_lead + cut_trail > old.len() {
+        return None;
+    }
+    let core = &old[cut_lead..old.len() - cut_trail];
+    let fits = |at: usize| {
+        at + core.len() <= file.len() && (0..core.len()).all(|k| file[at + k] == core[k])
+    };
+    if trail_fuzz < 0 || lead_fuzz < 0 {
+        let at = if trail_fuzz < 0 {
+            file.len().checked_sub(core.len())?
+        } else {
+            0
+        };
+        let start_ok = lead_fuzz >= 0 || at == 0;
+        return (start_ok && at >= floor && fits(at)).then_some((at, cut_lead, cut_trail));
+    }
+    let at = locate(file, core, want + cut_lead, floor)?;
+    Some((at, cut_lead, cut_trail))
+}
+
+/// Where `old` matches `file`, nearest to `want` first.
 fn locate(file: &[String], old: &[&str], want: usize, lo: usize) -> Option<usize> {
     let fits =
         |at: usize| at + old.len() <= file.len() && (0..old.len()).all(|k| file[at + k] == old[k]);
@@ -224,6 +278,12 @@ struct Opts {
     reverse: bool,
     dry: bool,
     forward: bool,
+    /// -f: no questions, and no check for a reversed patch.
+    force: bool,
+    /// -t: no questions; a reversed patch is applied reversed.
+    batch: bool,
+    /// Set on the second pass over a file whose patch was found reversed under -t.
+    assumed_reversed: bool,
     fuzz: usize,
     silent: bool,
     remove_empty: bool,
@@ -239,6 +299,9 @@ pub fn main(args: &[String]) -> i32 {
         reverse: false,
         dry: false,
         forward: false,
+        force: false,
+        batch: false,
+        assumed_reversed: false,
         fuzz: 2,
         silent: false,
         remove_empty: false,
@@ -312,14 +375,9 @@ pub fn main(args: &[String]) -> i32 {
             "-b" | "--backup" => o.backup = true,
             "--no-backup-if-mismatch" => o.backup_mismatch = false,
             "--backup-if-mismatch" => o.backup_mismatch = true,
-            "-f"
-            | "--force"
-            | "-t"
-            | "--batch"
-            | "-u"
-            | "--unified"
-            | "-l"
-            | "--ignore-whitespace" => {}
+            "-f" | "--force" => o.force = true,
+            "-t" | "--batch" => o.batch = true,
+            "-u" | "--unified" | "-l" | "--ignore-whitespace" => {}
             "--" => {
                 pos.extend(args[i + 1..].iter().cloned());
                 break;
@@ -415,8 +473,7 @@ fn apply_file(o: &Opts, fp: &FilePatch, explicit: Option<&str>, msgs: &mut Strin
         None if creating => new_name.clone(),
         None if std::path::Path::new(&old_name).exists() => old_name.clone(),
         None if std::path::Path::new(&new_name).exists() => new_name.clone(),
-        None if !deleting => new_name.clone(),
-        None => old_name.clone(),
+        None => return cannot_find(o, fp, msgs),
     };
     let say = |msgs: &mut String, s: &str| {
         if !o.silent {
@@ -443,13 +500,15 @@ fn apply_file(o: &Opts, fp: &FilePatch, explicit: Option<&str>, msgs: &mut Strin
         Some(out) => format!("{out} (read from {target})"),
         None => target.clone(),
     };
-    say(
-        msgs,
-        &format!(
-            "{} file {shown}\n",
-            if o.dry { "checking" } else { "patching" }
-        ),
-    );
+    if !o.assumed_reversed {
+        say(
+            msgs,
+            &format!(
+                "{} file {shown}\n",
+                if o.dry { "checking" } else { "patching" }
+            ),
+        );
+    }
     let (mut lines, mut no_eol) = read_lines(&original);
     let hunks: Vec<Hunk> = if o.reverse {
         fp.hunks.iter().map(reverse).collect()
@@ -484,18 +543,20 @@ fn apply_file(o: &Opts, fp: &FilePatch, explicit: Option<&str>, msgs: &mut Strin
         let want = (want0 as isize + delta).max(0) as usize;
         let mut placed = None;
         for fuzz in 0..=o.fuzz.min(lead.max(trail)) {
-            let cut_lead = fuzz.min(lead);
-            let cut_trail = fuzz.min(trail);
-            if cut_lead + cut_trail > old.len() {
+            if let Some(p) = place(&lines, &old, (lead, trail), fuzz, want, floor) {
+                placed = Some((p, fuzz));
                 break;
             }
-            let core = &old[cut_lead..old.len() - cut_trail];
-            if let Some(at) = locate(&lines, core, want + cut_lead, floor) {
-                placed = Some((at - cut_lead, fuzz, cut_lead, cut_trail));
-                break;
+            // GNU patch asks whether the first hunk is reversed (or already applied) when it
+            // does not match at a fuzz level but its new side does.
+            if n == 0 && !o.force && !o.assumed_reversed && placed.is_none() {
+                let new_side: Vec<&str> = new.iter().map(String::as_str).collect();
+                if place(&lines, &new_side, (lead, trail), fuzz, want, floor).is_some() {
+                    return reversed(o, fp, explicit, &hunks, &target, msgs);
+                }
             }
         }
-        let Some((at, fuzz, cut_lead, cut_trail)) = placed else {
+        let Some(((at_core, cut_lead, cut_trail), fuzz)) = placed else {
             say(
                 msgs,
                 &format!("Hunk #{} FAILED at {}.\n", n + 1, h.old_start),
@@ -503,6 +564,7 @@ fn apply_file(o: &Opts, fp: &FilePatch, explicit: Option<&str>, msgs: &mut Strin
             failed.push(h);
             continue;
         };
+        let at = at_core.saturating_sub(cut_lead);
         let offset = at as isize - want0 as isize - delta;
         let shown = if h.old_len == 0 { at } else { at + 1 };
         let mut note = String::new();
@@ -524,7 +586,7 @@ fn apply_file(o: &Opts, fp: &FilePatch, explicit: Option<&str>, msgs: &mut Strin
             );
         }
         // Replace the matched old lines, keeping the file's own context lines under fuzz.
-        let replace_from = at + cut_lead;
+        let replace_from = at_core;
         let replace_len = old.len() - cut_lead - cut_trail;
         let new_core: Vec<String> = new[cut_lead..new.len() - cut_trail].to_vec();
         let touches_end = replace_from + replace_len == lines.len();
@@ -561,24 +623,7 @@ fn apply_file(o: &Opts, fp: &FilePatch, explicit: Option<&str>, msgs: &mut Strin
             ),
         );
         if !o.dry {
-            let mut r = String::new();
-            let stamp = |h: &str| {
-                h.split_once('\t')
-                    .map(|(_, t)| format!("\t{t}"))
-                    .unwrap_or_default()
-            };
-            r.push_str(&format!("--- {target}{}\n", stamp(&fp.old_header)));
-            r.push_str(&format!("+++ {target}{}\n", stamp(&fp.new_header)));
-            for h in &failed {
-                r.push_str(&h.header);
-                r.push('\n');
-                for (k, t) in &h.lines {
-                    r.push(*k);
-                    r.push_str(t);
-                    r.push('\n');
-                }
-            }
-            let _ = std::fs::write(&rej, r);
+            let _ = std::fs::write(&rej, rejects(fp, &target, &failed));
         }
     }
     if o.dry {
@@ -611,4 +656,131 @@ fn apply_file(o: &Opts, fp: &FilePatch, explicit: Option<&str>, msgs: &mut Strin
         return 2;
     }
     status
+}
+
+/// The first hunk matched only reversed: what GNU patch does when it asks "Assume -R?" and
+/// nobody can answer (no terminal: the default, no), or under -N, or under -t.
+fn reversed(
+    o: &Opts,
+    fp: &FilePatch,
+    explicit: Option<&str>,
+    hunks: &[Hunk],
+    target: &str,
+    msgs: &mut String,
+) -> i32 {
+    let what = if o.reverse {
+        "Unreversed"
+    } else {
+        "Reversed (or previously applied)"
+    };
+    let mut text = format!("{what} patch detected!  ");
+    if o.forward {
+        text.push_str("Skipping patch.\n");
+    } else if o.batch {
+        text.push_str(if o.reverse {
+            "Ignoring -R.\n"
+        } else {
+            "Assuming -R.\n"
+        });
+        if !o.silent {
+            msgs.push_str(&text);
+        }
+        let again = Opts {
+            reverse: !o.reverse,
+            assumed_reversed: true,
+            output: o.output.clone(),
+            ..*o
+        };
+        return apply_file(&again, fp, explicit, msgs);
+    } else {
+        let question = if o.reverse {
+            "Ignore -R?"
+        } else {
+            "Assume -R?"
+        };
+        text.push_str(&format!(
+            "{question} [n] \nApply anyway? [n] \nSkipping patch.\n"
+        ));
+    }
+    if !o.silent {
+        msgs.push_str(&text);
+    }
+    ignored(o, fp, hunks, Some(target), msgs)
+}
+
+/// Neither file a patch names exists: GNU patch would ask which file to patch, and without a
+/// terminal to answer skips the patch.
+fn cannot_find(o: &Opts, fp: &FilePatch, msgs: &mut String) -> i32 {
+    let mut text = format!(
+        "can't find file to patch at input line {}\nPerhaps you {} the wrong -p or --strip option?\n",
+        fp.hunk_line,
+        if o.strip.is_some() {
+            "used"
+        } else {
+            "should have used"
+        }
+    );
+    text.push_str("The text leading up to this was:\n--------------------------\n");
+    for l in &fp.leading {
+        text.push('|');
+        text.push_str(l);
+        text.push('\n');
+    }
+    text.push_str("--------------------------\n");
+    text.push_str(if o.force || o.batch {
+        "No file to patch.  Skipping patch.\n"
+    } else {
+        "File to patch: \nSkip this patch? [y] \nSkipping patch.\n"
+    });
+    if !o.silent {
+        msgs.push_str(&text);
+    }
+    ignored(o, fp, &fp.hunks, None, msgs)
+}
+
+/// Every hunk of a skipped patch is ignored, and saved to TARGET.rej when there is a target.
+fn ignored(
+    o: &Opts,
+    fp: &FilePatch,
+    hunks: &[Hunk],
+    target: Option<&str>,
+    msgs: &mut String,
+) -> i32 {
+    let total = hunks.len();
+    let plural = if total == 1 { "" } else { "s" };
+    let mut line = format!("{total} out of {total} hunk{plural} ignored");
+    if let Some(target) = target
+        && !o.dry
+    {
+        let rej = format!("{target}.rej");
+        line.push_str(&format!(" -- saving rejects to file {rej}"));
+        let failed: Vec<&Hunk> = hunks.iter().collect();
+        let _ = std::fs::write(&rej, rejects(fp, target, &failed));
+    }
+    line.push('\n');
+    if !o.silent {
+        msgs.push_str(&line);
+    }
+    1
+}
+
+/// A .rej file: the file's headers named after the target, then the hunks that did not apply.
+fn rejects(fp: &FilePatch, target: &str, hunks: &[&Hunk]) -> String {
+    let stamp = |h: &str| {
+        h.split_once('\t')
+            .map(|(_, t)| format!("\t{t}"))
+            .unwrap_or_default()
+    };
+    let mut r = format!("--- {target}{}\n", stamp(&fp.old_header));
+    r.push_str(&format!("+++ {target}{}\n", stamp(&fp.new_header)));
+    for h in hunks {
+        r.push_str(&h.header);
+        r.push('\n');
+        for (k, t) in &h.lines {
+            r.push(*k);
+            r.push_str(t);
+            r.push('\n');
+        }
+    }
+    r
 }
