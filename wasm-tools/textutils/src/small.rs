@@ -171,7 +171,7 @@ pub fn xxd(args: Vec<String>) -> i32 {
         None => Box::new(Out::stdout()),
     };
     let result = if o.reverse {
-        xxd_reverse(&data, o.plain, &mut sink)
+        xxd_reverse(&data, o.plain, o.cols, &mut sink)
     } else {
         let start = o.seek.min(data.len());
         let end = o.len.map_or(data.len(), |l| (start + l).min(data.len()));
@@ -231,37 +231,89 @@ fn xxd_dump(data: &[u8], base: usize, o: &XxdOpts, w: &mut dyn Write) -> io::Res
     Ok(())
 }
 
-fn xxd_reverse(data: &[u8], plain: bool, w: &mut dyn Write) -> io::Result<()> {
-    let text = String::from_utf8_lossy(data);
-    let mut out = Vec::new();
-    let push_hex = |s: &str, out: &mut Vec<u8>, limit: Option<usize>| {
-        let digits: Vec<u8> = s
-            .chars()
-            .filter_map(|c| c.to_digit(16).map(|d| d as u8))
-            .collect();
-        let pairs = digits.len() / 2;
-        for k in 0..limit.map_or(pairs, |l| l.min(pairs)) {
-            out.push(digits[2 * k] << 4 | digits[2 * k + 1]);
-        }
-    };
-    if plain {
-        push_hex(&text, &mut out, None);
-    } else {
-        for line in text.lines() {
-            let Some((off, rest)) = line.split_once(':') else {
-                continue;
-            };
-            let Ok(off) = usize::from_str_radix(off.trim(), 16) else {
-                continue;
-            };
-            if out.len() < off {
-                out.resize(off, 0);
+/// xxd's `-r`, read as xxd reads: per line of a normal dump, the offset (hex digits up to the
+/// first other character), then hex pairs until `cols` bytes (the text column after them is
+/// skipped). A character that is not a hex digit drops a half-read pair; three in a row (counting
+/// the end of a pair) end the line; non-digits at the start of a line are skipped. `-p` input
+/// is one stream of pairs with spaces and line ends ignored. Output goes where the offsets say:
+/// gaps are zero bytes, and going back is refused as xxd refuses it on a pipe (the output is
+/// written as it is read, as xxd writes it).
+fn xxd_reverse(data: &[u8], plain: bool, cols: usize, w: &mut dyn Write) -> io::Result<()> {
+    fn digit(c: u8) -> i32 {
+        (c as char).to_digit(16).map_or(-1, |d| d as i32)
+    }
+    // Bytes written so far: xxd's have_off.
+    let mut have: u64 = 0;
+    // The last three characters as hex digits (-1: not one), newest first.
+    let (mut n1, mut n2) = (-1i32, 0i32);
+    let mut n3: i32;
+    let mut skip_garbage = true;
+    let mut p = cols;
+    let mut want_off: u64 = 0;
+    let mut i = 0;
+    let skip_to_eol = |i: &mut usize| -> Option<u8> {
+        while *i < data.len() {
+            *i += 1;
+            if data[*i - 1] == b'\n' {
+                return Some(b'\n');
             }
-            out.truncate(off);
-            // The hex area ends at the two spaces before the text column.
-            let hexpart = rest.split("  ").next().unwrap_or("");
-            push_hex(hexpart, &mut out, None);
+        }
+        None
+    };
+    while i < data.len() {
+        let mut c = Some(data[i]);
+        i += 1;
+        let ch = data[i - 1];
+        if ch == b'\r' || (plain && matches!(ch, b' ' | b'\n' | b'\t')) {
+            continue;
+        }
+        n3 = n2;
+        n2 = n1;
+        n1 = digit(ch);
+        if n1 == -1 && skip_garbage {
+            continue;
+        }
+        skip_garbage = false;
+        if !plain && p >= cols {
+            if n1 < 0 {
+                p = 0;
+            } else {
+                want_off = want_off.wrapping_shl(4) | n1 as u64;
+            }
+            continue;
+        }
+        if want_off < have {
+            w.flush()?;
+            eprintln!("xxd: Sorry, cannot seek backwards.");
+            std::process::exit(5);
+        }
+        const ZEROES: [u8; 4096] = [0; 4096];
+        while have < want_off {
+            let n = (want_off - have).min(ZEROES.len() as u64);
+            w.write_all(&ZEROES[..n as usize])?;
+            have += n;
+        }
+        if n2 >= 0 && n1 >= 0 {
+            w.write_all(&[((n2 << 4) | n1) as u8])?;
+            have += 1;
+            want_off += 1;
+            n1 = -1;
+            if !plain {
+                p += 1;
+                if p >= cols {
+                    c = skip_to_eol(&mut i);
+                }
+            }
+        } else if n1 < 0 && n2 < 0 && n3 < 0 {
+            c = skip_to_eol(&mut i);
+        }
+        if c == Some(b'\n') {
+            if !plain {
+                want_off = 0;
+            }
+            p = cols;
+            skip_garbage = true;
         }
     }
-    w.write_all(&out)
+    Ok(())
 }
