@@ -196,7 +196,12 @@ fn main() {
         cc.include("csrc/wasi");
         let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
         cc.flag("-include")
-            .flag(manifest.join("csrc/wasi/declarations.h").to_str().expect("a UTF-8 path"))
+            .flag(
+                manifest
+                    .join("csrc/wasi/declarations.h")
+                    .to_str()
+                    .expect("a UTF-8 path"),
+            )
             // A call to an undeclared function links to a trap in wasm when the guess at its
             // type is wrong: refused here instead.
             .flag("-Werror=implicit-function-declaration");
