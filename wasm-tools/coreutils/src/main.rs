@@ -7,6 +7,7 @@
 mod chmod;
 mod core_tools;
 mod cp_modes;
+mod dd;
 mod dispatch;
 mod du;
 mod ls;
@@ -44,6 +45,7 @@ pub const TOOLS: &[&str] = &[
     "date",
     "du",
     "cksum",
+    "dd",
 ];
 
 fn lookup(name: &str) -> Option<UuMain> {
@@ -72,6 +74,7 @@ fn lookup(name: &str) -> Option<UuMain> {
         "date" => |a| uu_date::uumain(a),
         "du" => du::uumain,
         "cksum" => |a| uu_cksum::uumain(a),
+        "dd" => dd::uumain,
         _ => return core_tools::lookup(name),
     };
     Some(f)
