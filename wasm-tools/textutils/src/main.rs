@@ -15,12 +15,14 @@ mod posix_re;
 mod sed_inputs;
 mod small;
 mod util;
+mod uucode;
 
 use std::ffi::OsString;
 
 /// The commands this binary answers to, by `argv[0]` or its first argument.
 pub const TOOLS: &[&str] = &[
-    "grep", "egrep", "fgrep", "sed", "awk", "find", "xargs", "diff", "cmp", "rev", "xxd", "hexdump",
+    "grep", "egrep", "fgrep", "sed", "awk", "find", "xargs", "diff", "cmp", "rev", "xxd",
+    "hexdump", "uuencode", "uudecode",
 ];
 
 fn main() {
@@ -75,6 +77,8 @@ fn main() {
         "rev" => small::rev(args),
         "xxd" => small::xxd(args),
         "hexdump" => hexdump::main(args),
+        "uuencode" => uucode::uuencode(args),
+        "uudecode" => uucode::uudecode(args),
         _ => unreachable!("checked against TOOLS"),
     };
     std::process::exit(code);
