@@ -438,7 +438,14 @@ impl Grep {
         let mut lines: Vec<(usize, &[u8])> = Vec::new();
         let mut start = 0;
         while start < data.len() {
-            let end = memchr::memchr(eol, &data[start..]).map_or(data.len(), |p| start + p);
+            // In a binary file GNU grep takes NUL bytes for line ends too ("zapping" them), so
+            // `.` never matches across one and counts are of the pieces.
+            let found = if binary {
+                memchr::memchr2(eol, 0, &data[start..])
+            } else {
+                memchr::memchr(eol, &data[start..])
+            };
+            let end = found.map_or(data.len(), |p| start + p);
             lines.push((start, &data[start..end]));
             start = end + 1;
         }
@@ -482,9 +489,9 @@ impl Grep {
                     continue;
                 }
                 if binary {
+                    // GNU grep 3.8's notice, on stderr.
                     self.out.flush();
-                    self.out
-                        .write(format!("Binary file {name} matches\n").as_bytes());
+                    eprintln!("grep: {name}: binary file matches");
                     return;
                 }
                 if context {

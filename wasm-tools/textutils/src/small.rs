@@ -37,10 +37,16 @@ pub fn rev(args: Vec<String>) -> i32 {
         let text = String::from_utf8_lossy(data);
         let mut rest: &str = &text;
         while !rest.is_empty() {
-            let (line, nl, next) = match rest.find('\n') {
+            let (mut line, mut nl, next) = match rest.find('\n') {
                 Some(p) => (&rest[..p], true, &rest[p + 1..]),
                 None => (rest, false, ""),
             };
+            // util-linux reads a line as a C string: it ends at a NUL, and the line end after
+            // the NUL goes with the rest.
+            if let Some(nul) = line.find('\0') {
+                line = &line[..nul];
+                nl = false;
+            }
             let r: String = line.chars().rev().collect();
             out.write(r.as_bytes());
             if nl {
