@@ -5,7 +5,8 @@
 //!
 //! Only that case is changed: when sed would read two or more inputs as one stream (no `-i`,
 //! `-s` or `-z`) and an input other than the last lacks its final newline, the inputs are
-//! joined (with that newline added) into one temporary file that sed reads instead. Otherwise
+//! joined (with that newline added where more input follows) into one temporary file that sed
+//! reads instead. Otherwise
 //! the arguments pass through untouched.
 
 use std::ffi::OsString;
@@ -114,12 +115,13 @@ fn join(args: &[OsString]) -> Option<(Vec<OsString>, TempFile)> {
     if let Some(n) = operands.iter().position(|&at| strs[at] == "-") {
         std::io::stdin().read_to_end(&mut inputs[n]).ok()?;
     }
+    // The newline goes in only where more input follows: when the rest is empty, the last line
+    // stays without one, as GNU sed leaves it.
     let mut all = Vec::new();
-    let last = inputs.len() - 1;
-    for (n, d) in inputs.into_iter().enumerate() {
-        let newline = n < last && !d.is_empty() && !d.ends_with(b"\n");
-        all.extend(d);
-        if newline {
+    for (n, d) in inputs.iter().enumerate() {
+        let more = inputs[n + 1..].iter().any(|later| !later.is_empty());
+        all.extend_from_slice(d);
+        if more && !d.is_empty() && !d.ends_with(b"\n") {
             all.push(b'\n');
         }
     }
