@@ -3,6 +3,9 @@
 
 #![forbid(unsafe_code)]
 
+mod codec;
+
+use codec::Codec;
 use flate2::Compression;
 use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
@@ -238,7 +241,8 @@ enum TarOp {
 struct TarOpts {
     op: Option<TarOp>,
     file: Option<String>,
-    gzip: bool,
+    /// -z/-j/-J: the compression to write, and to expect when reading.
+    codec: Option<Codec>,
     verbose: bool,
     dir: Option<String>,
     to_stdout: bool,
@@ -256,7 +260,7 @@ fn tar(args: &[String]) -> i32 {
     let mut o = TarOpts {
         op: None,
         file: None,
-        gzip: false,
+        codec: None,
         verbose: false,
         dir: None,
         to_stdout: false,
@@ -302,7 +306,9 @@ fn tar(args: &[String]) -> i32 {
                         return code;
                     }
                 }
-                "gzip" | "gunzip" | "ungzip" => o.gzip = true,
+                "gzip" | "gunzip" | "ungzip" => o.codec = Some(Codec::Gzip),
+                "bzip2" => o.codec = Some(Codec::Bzip2),
+                "xz" => o.codec = Some(Codec::Xz),
                 "verbose" => o.verbose = true,
                 "to-stdout" => o.to_stdout = true,
                 "file" => o.file = val(&mut i),
@@ -354,12 +360,16 @@ fn tar(args: &[String]) -> i32 {
                         return code;
                     }
                 }
-                'z' => o.gzip = true,
+                'z' => o.codec = Some(Codec::Gzip),
+                'j' => o.codec = Some(Codec::Bzip2),
+                'J' => o.codec = Some(Codec::Xz),
                 'v' => o.verbose = true,
                 'O' => o.to_stdout = true,
                 'p' | 'o' | 'm' => {}
-                'j' | 'J' | 'Z' => {
-                    return tar_usage("only gzip compression (-z) is available in this sandbox");
+                'Z' => {
+                    return tar_usage(
+                        "compress (-Z) is not available in this sandbox: gzip (-z), bzip2 (-j) and xz (-J) are",
+                    );
                 }
                 'f' | 'C' | 'X' => {
                     let v = val(&mut i);
@@ -482,11 +492,7 @@ fn tar_create(o: &TarOpts) -> io::Result<i32> {
             io::Error::new(e.kind(), format!("{f}: Cannot open: {}", errno_text(&e)))
         })?))
     };
-    let sink: Box<dyn Write> = if o.gzip {
-        Box::new(GzEncoder::new(sink, Compression::default()))
-    } else {
-        sink
-    };
+    let sink = Codec::encoder(o.codec, sink);
     let mut b = tar::Builder::new(sink);
     b.follow_symlinks(false);
     let base = PathBuf::from(o.dir.clone().unwrap_or_else(|| ".".into()));
@@ -507,9 +513,7 @@ fn tar_create(o: &TarOpts) -> io::Result<i32> {
             code = 2;
         }
     }
-    let mut sink = b.into_inner()?;
-    sink.flush()?;
-    drop(sink);
+    b.into_inner()?.finish()?;
     if code != 0 {
         eprintln!("tar: Exiting with failure status due to previous errors");
     }
@@ -517,7 +521,7 @@ fn tar_create(o: &TarOpts) -> io::Result<i32> {
 }
 
 fn add_path(
-    b: &mut tar::Builder<Box<dyn Write>>,
+    b: &mut tar::Builder<codec::Encoder<'_>>,
     src: &Path,
     name: &Path,
     o: &TarOpts,
@@ -541,7 +545,7 @@ fn add_path(
     }
     if meta.is_dir() {
         if !name.as_os_str().is_empty() && name != Path::new(".") {
-            append_dir_entry(b, name, &meta)?;
+            append_dir_entry(b, src, name, &meta)?;
         }
         let mut entries: Vec<_> = fs::read_dir(src)?.filter_map(|e| e.ok()).collect();
         entries.sort_by_key(|e| e.file_name());
@@ -555,15 +559,17 @@ fn add_path(
         h.set_entry_type(tar::EntryType::Symlink);
         h.set_size(0);
         h.set_mode(0o777);
+        set_owner(&mut h);
         h.set_mtime(mtime(&meta));
         b.append_link(&mut h, name, target)
     } else {
-        // `Header::set_metadata` is unimplemented for wasm32 in the tar crate (it panics), and
-        // WASI has no owners or mode bits to copy anyway.
+        // `Header::set_metadata` is unimplemented for wasm32 in the tar crate (it panics); the
+        // mode comes from the sandbox through guest-rt (WASI's stat has none).
         let mut h = tar::Header::new_gnu();
         h.set_entry_type(tar::EntryType::Regular);
         h.set_size(meta.len());
-        h.set_mode(0o644);
+        h.set_mode(guest_rt::path_mode(src, false).map_or(0o644, |m| m & 0o7777));
+        set_owner(&mut h);
         h.set_mtime(mtime(&meta));
         let mut f = File::open(src)?;
         b.append_data(&mut h, name, &mut f)
@@ -572,15 +578,25 @@ fn add_path(
 
 /// GNU tar stores directory names with a trailing `/`; the tar crate's path setter drops it, so
 /// short names are written into the header directly.
+/// The sandbox's files all belong to root (`ls -l` says so): its members name that owner.
+fn set_owner(h: &mut tar::Header) {
+    h.set_uid(0);
+    h.set_gid(0);
+    let _ = h.set_username("root");
+    let _ = h.set_groupname("root");
+}
+
 fn append_dir_entry(
-    b: &mut tar::Builder<Box<dyn Write>>,
+    b: &mut tar::Builder<codec::Encoder<'_>>,
+    src: &Path,
     name: &Path,
     meta: &fs::Metadata,
 ) -> io::Result<()> {
     let mut h = tar::Header::new_gnu();
     h.set_entry_type(tar::EntryType::Directory);
     h.set_size(0);
-    h.set_mode(0o755);
+    h.set_mode(guest_rt::path_mode(src, false).map_or(0o755, |m| m & 0o7777));
+    set_owner(&mut h);
     h.set_mtime(mtime(meta));
     let with_slash = format!("{}/", name.to_string_lossy());
     if with_slash.len() < 100 {
@@ -601,6 +617,18 @@ fn mtime(m: &fs::Metadata) -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Whether an unpack error is only the tar crate's refusal to set a mode on wasm32.
+fn failed_only_at_permissions(e: &io::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = e.get_ref().map(|r| r as _);
+    while let Some(c) = cause {
+        if c.to_string().starts_with("failed to set permissions") {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
 fn tar_read(o: &TarOpts, op: TarOp) -> io::Result<i32> {
     let raw: Box<dyn Read> = match o.file.as_deref() {
         None | Some("-") => Box::new(io::stdin().lock()),
@@ -609,20 +637,18 @@ fn tar_read(o: &TarOpts, op: TarOp) -> io::Result<i32> {
         })?),
     };
     let mut raw = BufReader::new(raw);
-    // Like GNU tar, recognise gzip input by its magic number even without -z.
-    let (gz, empty) = {
+    // Like GNU tar, recognise compressed input by its magic number whatever the options say.
+    let (sniffed, empty) = {
         let head = io::BufRead::fill_buf(&mut raw)?;
-        (
-            head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b,
-            head.is_empty(),
-        )
+        (Codec::sniff(head), head.is_empty())
     };
-    let reader: Box<dyn Read> = if gz || o.gzip {
-        Box::new(MultiGzDecoder::new(raw))
-    } else {
-        Box::new(raw)
+    let reader: Box<dyn Read> = match sniffed.or(o.codec) {
+        Some(codec) => codec
+            .decoder(raw)
+            .map_err(|e| io::Error::new(e.kind(), format!("Child returned status 1: {e}")))?,
+        None => Box::new(raw),
     };
-    if empty && !o.gzip {
+    if empty && o.codec.is_none() {
         eprintln!(
             "tar: This does not look like a tar archive\n\
              tar: Exiting with failure status due to previous errors"
@@ -671,10 +697,15 @@ fn tar_read(o: &TarOpts, op: TarOp) -> io::Result<i32> {
                     perms.push(if bits & 2 != 0 { 'w' } else { '-' });
                     perms.push(if bits & 1 != 0 { 'x' } else { '-' });
                 }
+                // A member without owner names shows its numeric ids, as GNU tar shows them.
+                let name_or_id = |name: Option<&str>, id: io::Result<u64>| match name {
+                    Some(n) if !n.is_empty() => n.to_string(),
+                    _ => id.map_or_else(|_| "0".into(), |i| i.to_string()),
+                };
                 let owner = format!(
                     "{}/{}",
-                    h.username().ok().flatten().unwrap_or("root"),
-                    h.groupname().ok().flatten().unwrap_or("root")
+                    name_or_id(h.username().ok().flatten(), h.uid()),
+                    name_or_id(h.groupname().ok().flatten(), h.gid())
                 );
                 let secs = h.mtime().unwrap_or(0) as i64;
                 let (y, mo, d) = guest_rt::civil_from_days(secs.div_euclid(86_400));
@@ -724,8 +755,22 @@ fn tar_read(o: &TarOpts, op: TarOp) -> io::Result<i32> {
         } else {
             Ok(())
         };
-        if let Err(e) = result {
-            eprintln!("tar: {shown}: Cannot open: {}", errno_text(&e));
+        match result {
+            Ok(()) => {}
+            // The tar crate writes the member, then fails to set its mode on wasm32 ("Not
+            // implemented"): the mode is set here instead, less the umask as GNU tar does for
+            // a user other than root.
+            Err(e) if failed_only_at_permissions(&e) => {
+                if let Ok(mode) = entry.header().mode() {
+                    let at = if o.strip == 0 {
+                        dest.join(&path)
+                    } else {
+                        target.clone()
+                    };
+                    let _ = guest_rt::set_mode(&at, mode & 0o777 & !0o022);
+                }
+            }
+            Err(e) => eprintln!("tar: {shown}: Cannot open: {}", errno_text(&e)),
         }
     }
     out.flush()?;
