@@ -136,7 +136,7 @@ fn environment(c: &McpConfig) -> String {
         "The sandbox is a bash subset (pipes, redirections, variables, functions, loops, \
          conditionals, $(...), here-docs) with coreutils (ls, cat, sort, wc, head, ...), grep, \
          rg (ripgrep's options; .gitignore respected), sed, awk, find, xargs, diff, jq, yq, \
-         gzip, tar, timeout, which, expr, bc, column, strings, tree, file, patch, node \
+         gzip, bzip2, xz, tar, timeout, which, expr, bc, column, strings, tree, file, patch, node \
          (JavaScript on the Boa engine with console, fs and path; no npm), git (local \
          repositories only), and python3 (CPython 3.15 with numpy and \
          pandas) over an in-memory filesystem: the home and working directory is {home}; only \

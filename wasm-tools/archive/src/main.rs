@@ -1,20 +1,24 @@
-//! gzip, gunzip, zcat and tar in one multicall binary (dispatch on argv[0]'s basename, or on
+//! gzip, gunzip, zcat, bzip2, bunzip2, bzcat, xz, unxz, xzcat and tar in one multicall binary (dispatch on argv[0]'s basename, or on
 //! argv[1] when invoked as `archive TOOL ...`).
 
 #![forbid(unsafe_code)]
 
 mod codec;
+mod squeeze;
 
 use codec::Codec;
 use flate2::Compression;
 use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
+use squeeze::Family;
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{self, BufReader, Read, Write};
 use std::path::{Component, Path, PathBuf};
 
-const TOOLS: &[&str] = &["gzip", "gunzip", "zcat", "tar"];
+const TOOLS: &[&str] = &[
+    "gzip", "gunzip", "zcat", "tar", "bzip2", "bunzip2", "bzcat", "xz", "unxz", "xzcat",
+];
 
 fn errno_text(e: &io::Error) -> String {
     let s = e.to_string();
@@ -49,6 +53,12 @@ fn main() {
         "gzip" => gzip(&args[1..], Mode::Compress),
         "gunzip" => gzip(&args[1..], Mode::Decompress),
         "zcat" => gzip(&args[1..], Mode::Cat),
+        "bzip2" => squeeze::main(&args[1..], Family::Bzip2, Mode::Compress, "bzip2"),
+        "bunzip2" => squeeze::main(&args[1..], Family::Bzip2, Mode::Decompress, "bunzip2"),
+        "bzcat" => squeeze::main(&args[1..], Family::Bzip2, Mode::Cat, "bzcat"),
+        "xz" => squeeze::main(&args[1..], Family::Xz, Mode::Compress, "xz"),
+        "unxz" => squeeze::main(&args[1..], Family::Xz, Mode::Decompress, "unxz"),
+        "xzcat" => squeeze::main(&args[1..], Family::Xz, Mode::Cat, "xzcat"),
         _ => tar(&args[1..]),
     };
     std::process::exit(code);
