@@ -114,6 +114,7 @@ fn run_passes<T>(
     p.pending.clear();
     p.second_pass = true;
     p.extglob = opts.extglob;
+    p.active_aliases.clear();
     // Alias expansion rewrote the text; the second pass redoes the same rewrites.
     p.set_src(std::borrow::Cow::Borrowed(src));
     f(&mut p)
@@ -211,6 +212,9 @@ struct Parser<'a> {
     alias_next: Option<usize>,
     /// Aliases expanded at the current command's word (see `expand_aliases_here`).
     cmd_aliases: Vec<String>,
+    /// Aliases whose text is still being read, with where that text ends: bash does not expand
+    /// an alias again inside its own text, however many commands that text holds.
+    active_aliases: Vec<(String, usize)>,
     /// Parsing an assignment's value: the words of its `${x-word}` operands expand `~`
     /// after each `:` too (`y=${u-~:~}`), as bash.
     tilde_assign: bool,
@@ -292,6 +296,7 @@ impl<'a> Parser<'a> {
             aliases: None,
             alias_next: None,
             cmd_aliases: Vec::new(),
+            active_aliases: Vec::new(),
             tilde_assign: false,
             doc_unterminated: false,
         }
@@ -354,6 +359,10 @@ impl<'a> Parser<'a> {
             if seen.contains(&name) || seen.len() > 64 {
                 return;
             }
+            self.active_aliases.retain(|(_, until)| *until > start);
+            if self.active_aliases.iter().any(|(n, _)| *n == name) {
+                return;
+            }
             let Some(value) = aliases.get(&name) else {
                 return;
             };
@@ -362,6 +371,12 @@ impl<'a> Parser<'a> {
             text.extend_from_slice(&self.src[end..]);
             self.alias_next = value.ends_with([' ', '\t']).then_some(start + value.len());
             self.set_src(std::borrow::Cow::Owned(text));
+            // The texts this one is inside grow by what replaced the name.
+            for (_, until) in &mut self.active_aliases {
+                *until = *until + value.len() - (end - start);
+            }
+            self.active_aliases
+                .push((name.clone(), start + value.len()));
             seen.push(name);
             self.skip_blanks();
         }
