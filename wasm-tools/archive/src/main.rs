@@ -21,8 +21,35 @@ const TOOLS: &[&str] = &[
 ];
 
 fn errno_text(e: &io::Error) -> String {
-    let s = e.to_string();
-    s.split(" (os error").next().unwrap_or(&s).to_string()
+    guest_rt::errno_text(e)
+}
+
+/// The end of a (de)compression into `target`: on success the input goes (unless kept); on
+/// failure the partial output goes. `Err(None)`: the reader went away (a broken pipe), which
+/// is not reported.
+fn settle(
+    result: io::Result<()>,
+    f: &str,
+    target: Option<&str>,
+    keep: bool,
+) -> Result<(), Option<io::Error>> {
+    match result {
+        Ok(()) => {
+            if target.is_some() && !keep && f != "-" {
+                let _ = fs::remove_file(f);
+            }
+            Ok(())
+        }
+        Err(e) => {
+            if let Some(t) = target {
+                let _ = fs::remove_file(t);
+            }
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                return Err(None);
+            }
+            Err(Some(e))
+        }
+    }
 }
 
 fn main() {
@@ -218,20 +245,10 @@ fn gzip_one(f: &str, mode: Mode, o: &GzOpts, tool: &str) -> Result<(), String> {
     };
     let result = result.and_then(|_| out.flush());
     drop(out);
-    match result {
-        Ok(()) => {
-            if target.is_some() && !o.keep && f != "-" {
-                let _ = fs::remove_file(f);
-            }
-            Ok(())
-        }
-        Err(e) => {
-            if let Some(t) = target {
-                let _ = fs::remove_file(t);
-            }
-            if e.kind() == io::ErrorKind::BrokenPipe {
-                return Err(String::new());
-            }
+    match settle(result, f, target.as_deref(), o.keep) {
+        Ok(()) => Ok(()),
+        Err(None) => Err(String::new()),
+        Err(Some(e)) => {
             if !compress && e.kind() == io::ErrorKind::InvalidInput {
                 return Err(format!("{f}: not in gzip format"));
             }

@@ -227,20 +227,10 @@ fn one(f: &str, family: Family, mode: Mode, o: &Opts, tool: &str) -> Result<(), 
             .and_then(|mut d| io::copy(&mut d, &mut out))
             .and_then(|_| out.flush())
     };
-    match result {
-        Ok(()) => {
-            if target.is_some() && !o.keep && f != "-" {
-                let _ = fs::remove_file(f);
-            }
-            Ok(())
-        }
-        Err(e) => {
-            if let Some(t) = target {
-                let _ = fs::remove_file(t);
-            }
-            if e.kind() == io::ErrorKind::BrokenPipe {
-                return Err(Fail(String::new(), 1));
-            }
+    match crate::settle(result, f, target.as_deref(), o.keep) {
+        Ok(()) => Ok(()),
+        Err(None) => Err(Fail(String::new(), 1)),
+        Err(Some(e)) => {
             if compress {
                 return Err(Fail(format!("{shown}: {}", crate::errno_text(&e)), 1));
             }
