@@ -211,6 +211,7 @@ fn define_host_functions(
         h.late_memory,
         h.guard,
     );
+    crate::wasi::links::define(store, module, imports, vfs.clone(), h.late_memory, h.guard);
     crate::wasi::clock::define(store, module, imports, vfs, h.late_memory);
     tool_call::define(
         store,
@@ -386,10 +387,6 @@ enum Fix {
     RemoveDirectory,
     /// As `Errno`, and a symlink source wasix could not resolve is renamed (`wasi/paths.rs`).
     Rename,
-    /// Refuse the call with EPERM without running it. `path_link`: the tree has no shared
-    /// inodes, and wasix would otherwise "link" in its own inode table only, so `ln a b`
-    /// reported success and no `b` ever appeared in the sandbox.
-    Refuse,
 }
 
 /// WASI calls that can fail on the filesystem or need adjusting, and how.
@@ -419,7 +416,6 @@ const WRAPPED: &[(&str, Fix)] = &[
     ("path_readlink", Fix::PathAt(0, 1, 2)),
     ("path_rename", Fix::Rename),
     ("path_symlink", Fix::Errno),
-    ("path_link", Fix::Refuse),
 ];
 
 /// Errnos that stand for "something the mapping to `FsError` lost"; a precise errno from wasix
@@ -502,9 +498,6 @@ fn call_fixed(mut env: FunctionEnvMut<FixEnv>, args: &[Value]) -> Result<Vec<Val
     let siblings = data.siblings.clone();
     slot.clear();
 
-    if let Fix::Refuse = fix {
-        return Ok(vec![Value::I32(WasiErrno::Perm as i32)]);
-    }
     let mut out = match (fix.path_at(), &memory) {
         (Some((fd, ptr, len)), Some(memory)) => {
             let clamp = clamped_path(&store, memory, args, fd, ptr, len);

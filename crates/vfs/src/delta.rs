@@ -291,7 +291,9 @@ impl Vfs {
                 let keep_ino = match children.remove(&name) {
                     Some(old) => {
                         (gone_nodes, gone_bytes) = old.census();
-                        (!matches!(old.kind, Kind::Dir(_))).then_some(old.meta.ino)
+                        // A hard-linked node's number stays with its other names.
+                        (!matches!(old.kind, Kind::Dir(_)) && old.meta.link == 0)
+                            .then_some(old.meta.ino)
                     }
                     None => None,
                 };

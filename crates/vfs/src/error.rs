@@ -30,6 +30,10 @@ pub enum Errno {
     EACCES,
     /// A file would grow past [`MAX_FILE_SIZE`](crate::MAX_FILE_SIZE).
     EFBIG,
+    /// The operation is not allowed on this kind of node (a hard link to a directory).
+    EPERM,
+    /// A hard link would join a node outside the writable paths to a name inside them.
+    EXDEV,
 }
 
 impl Errno {
@@ -48,6 +52,8 @@ impl Errno {
             Errno::ENAMETOOLONG => "ENAMETOOLONG",
             Errno::EACCES => "EACCES",
             Errno::EFBIG => "EFBIG",
+            Errno::EPERM => "EPERM",
+            Errno::EXDEV => "EXDEV",
         }
     }
 
@@ -67,6 +73,8 @@ impl Errno {
             Errno::ENAMETOOLONG => "file name too long",
             Errno::EACCES => "permission denied",
             Errno::EFBIG => "file too large",
+            Errno::EPERM => "operation not permitted",
+            Errno::EXDEV => "invalid cross-device link",
         }
     }
 
@@ -85,6 +93,8 @@ impl Errno {
             Errno::ENAMETOOLONG => 36,
             Errno::EACCES => 13,
             Errno::EFBIG => 27,
+            Errno::EPERM => 1,
+            Errno::EXDEV => 18,
         }
     }
 }

@@ -14,6 +14,7 @@
 mod delta;
 pub mod det;
 mod error;
+mod links;
 mod merge;
 mod node;
 /// Path arithmetic without a tree: joining onto a cwd, lexical normalization, Linux's length
@@ -173,6 +174,9 @@ struct Tree {
     root: Node,
     nodes: u64,
     bytes: u64,
+    /// Hard-link groups (see `links.rs`).
+    groups: links::Groups,
+    next_group: u64,
 }
 
 #[derive(Debug)]
@@ -254,6 +258,8 @@ impl Vfs {
                 root: Node::new(Kind::Dir(Children::new()), DIR_MODE, 1, now),
                 nodes: 0,
                 bytes: 0,
+                groups: links::Groups::new(),
+                next_group: 0,
             },
             baseline_nodes: 0,
             policy: Arc::new(Policy {
@@ -479,11 +485,12 @@ impl Vfs {
             Kind::File(c) => c.counted_len(),
             _ => 0,
         };
+        let names = self.link_count(node);
         let (dir, name) = w.into_target(path)?;
         self.check_writable_at(&dir, Some(&name))?;
         // A shared file becomes owned on write, so all of it starts counting.
         let added = new_len - counted_before;
-        self.check_size(path, new_len, added)?;
+        self.check_size(path, new_len, added * names)?;
         let now = SystemTime::now();
         let node = self.node_mut(&dir, &name, path)?;
         let buf = match &mut node.kind {
@@ -497,8 +504,12 @@ impl Vfs {
         buf[start..start + data.len()].copy_from_slice(data);
         node.meta.mtime = now;
         node.meta.ctime = now;
+        let linked = node.meta.link != 0;
         self.tree.bytes += added;
         self.count_write(data.len() as u64);
+        if linked {
+            self.sync_links_at(&dir, &name);
+        }
         Ok(data.len())
     }
 
@@ -515,9 +526,10 @@ impl Vfs {
             Kind::File(c) => c.counted_len(),
             _ => 0,
         };
+        let names = self.link_count(node);
         let (dir, name) = w.into_target(path)?;
         self.check_writable_at(&dir, Some(&name))?;
-        self.check_size(path, len, len.saturating_sub(counted_before))?;
+        self.check_size(path, len, len.saturating_sub(counted_before) * names)?;
         let now = SystemTime::now();
         let node = self.node_mut(&dir, &name, path)?;
         if let Kind::File(c) = &mut node.kind {
@@ -525,7 +537,11 @@ impl Vfs {
         }
         node.meta.mtime = now;
         node.meta.ctime = now;
+        let linked = node.meta.link != 0;
         self.tree.bytes = self.tree.bytes - counted_before + len;
+        if linked {
+            self.sync_links_at(&dir, &name);
+        }
         Ok(())
     }
 
@@ -587,7 +603,7 @@ impl Vfs {
         Ok(self
             .children_of(path)?
             .iter()
-            .map(|(name, child)| (name.to_string(), child.metadata()))
+            .map(|(name, child)| (name.to_string(), self.metadata_of(child)))
             .collect())
     }
 
@@ -686,6 +702,10 @@ impl Vfs {
             }
         }
         if let Some(dst) = wt.node {
+            // Two names of one node: rename does nothing, as POSIX says.
+            if links::same_group(src, dst) {
+                return Ok(());
+            }
             match (src_is_dir, dst.children()) {
                 (true, None) => return Err(VfsError::plain(Errno::ENOTDIR, to)),
                 (true, Some(c)) if !c.is_empty() => {
@@ -720,10 +740,16 @@ impl Vfs {
         parent
             .children_mut()
             .expect("dir_mut returns directories")
-            .insert(dst_name, moved);
+            .insert(dst_name.clone(), moved);
         self.tree.nodes -= replaced.0;
         self.tree.bytes -= replaced.1;
         self.counters.add(&self.counters.deleted, replaced.0);
+        let (src_full, dst_full) = (
+            links::full_path(&from_dir, &src_name),
+            links::full_path(&to_dir, &dst_name),
+        );
+        self.forget_links_under(&dst_full);
+        self.move_links(&src_full, &dst_full);
         Ok(())
     }
 
@@ -766,13 +792,13 @@ impl Vfs {
         if w.trailing_slash && node.children().is_none() {
             return Err(VfsError::plain(Errno::ENOTDIR, path));
         }
-        Ok(node.metadata())
+        Ok(self.metadata_of(node))
     }
 
     /// Metadata of `path` itself (a symlink is not followed).
     pub fn lstat(&self, path: &str) -> VfsResult<Metadata> {
         let w = self.resolve(path, false)?;
-        Ok(existing(&w, path)?.metadata())
+        Ok(self.metadata_of(existing(&w, path)?))
     }
 
     /// Whether `path` exists, following symlinks (a dangling symlink does not exist).
@@ -827,7 +853,11 @@ impl Vfs {
         };
         let dir = w.dir;
         self.check_writable_at(&dir, Some(&name))?;
-        change(&mut self.node_mut(&dir, &name, path)?.meta, now);
+        let meta = &mut self.node_mut(&dir, &name, path)?.meta;
+        change(meta, now);
+        if meta.link != 0 {
+            self.sync_links_at(&dir, &name);
+        }
         Ok(())
     }
 
@@ -1188,19 +1218,24 @@ impl Vfs {
                     Kind::Symlink(_) => unreachable!("resolve follows the last symlink"),
                 };
                 check_mode(node, 0o200, path)?;
+                let names = self.link_count(node);
                 let (dir, name) = w.into_target(path)?;
                 self.check_writable_at(&dir, Some(&name))?;
                 let content = content();
                 let new = content.counted_len();
-                self.check_size(path, content.len(), new.saturating_sub(old))?;
+                self.check_size(path, content.len(), new.saturating_sub(old) * names)?;
                 let now = SystemTime::now();
                 let written = content.len();
                 let node = self.node_mut(&dir, &name, path)?;
                 node.kind = Kind::File(content);
                 node.meta.mtime = now;
                 node.meta.ctime = now;
+                let linked = node.meta.link != 0;
                 self.tree.bytes = self.tree.bytes - old + new;
                 self.count_write(written);
+                if linked {
+                    self.sync_links_at(&dir, &name);
+                }
                 Ok(())
             }
         }
@@ -1264,6 +1299,7 @@ impl Vfs {
         if !self.in_layout {
             self.counters.add(&self.counters.deleted, nodes);
         }
+        self.forget_links_under(&links::full_path(dir, name));
         Ok(())
     }
 }

@@ -289,7 +289,8 @@ impl Merger<'_> {
         let mut keep_ino = None;
         if let Some(old) = &old {
             (gone_nodes, gone_bytes) = old.census();
-            if !matches!(old.kind, Kind::Dir(_)) {
+            // A hard-linked node's number stays with its other names.
+            if !matches!(old.kind, Kind::Dir(_)) && old.meta.link == 0 {
                 keep_ino = Some(old.meta.ino);
             }
         }
@@ -327,10 +328,13 @@ impl Merger<'_> {
     }
 }
 
-/// A copy of a subtree with fresh inode numbers, which must stay unique in the tree it joins.
+/// A copy of a subtree with fresh inode numbers, which must stay unique in the tree it joins,
+/// and no hard-link groups.
 fn renumber(node: &Node, next_ino: &mut u64) -> Node {
     let mut copy = node.clone();
     copy.meta.ino = *next_ino;
+    // The fork's hard-link groups are not this tree's: its names arrive as separate nodes.
+    copy.meta.link = 0;
     *next_ino += 1;
     if let Kind::Dir(children) = &node.kind {
         copy.kind = Kind::Dir(

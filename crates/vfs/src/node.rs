@@ -120,6 +120,8 @@ pub(crate) struct Meta {
     pub(crate) atime: SystemTime,
     pub(crate) mtime: SystemTime,
     pub(crate) ctime: SystemTime,
+    /// The hard-link group this node belongs to (see `links.rs`); 0: none, the only name.
+    pub(crate) link: u64,
 }
 
 /// One node of the tree. Cloning is O(1) whatever it holds.
@@ -139,6 +141,7 @@ impl Node {
                 atime: now,
                 mtime: now,
                 ctime: now,
+                link: 0,
             },
         }
     }
@@ -227,7 +230,7 @@ pub struct Metadata {
     pub mode: u32,
     /// Unique among the live nodes of one tree.
     pub ino: u64,
-    /// Links to the node: 1 for anything but a directory (the tree has no hard links), 2 plus
+    /// Links to the node: the names of a hard-linked node (1 for a node with one name), 2 plus
     /// its subdirectories for a directory, as on Linux.
     pub nlink: u64,
     /// Access time: set when the node is made and by `set_times`; reads do not move it (as

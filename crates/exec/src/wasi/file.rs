@@ -203,6 +203,8 @@ pub(crate) fn wasi_errno(e: Errno) -> WasiErrno {
         Errno::ENAMETOOLONG => WasiErrno::Nametoolong,
         Errno::EACCES => WasiErrno::Access,
         Errno::EFBIG => WasiErrno::Fbig,
+        Errno::EPERM => WasiErrno::Perm,
+        Errno::EXDEV => WasiErrno::Xdev,
     }
 }
 
@@ -215,9 +217,9 @@ pub(crate) fn fs_error(e: Errno) -> FsError {
         Errno::ENOTEMPTY => FsError::DirectoryNotEmpty,
         // wasix maps `WriteZero` to ENOSPC.
         Errno::ENOSPC => FsError::WriteZero,
-        Errno::EROFS | Errno::EACCES => FsError::PermissionDenied,
+        Errno::EROFS | Errno::EACCES | Errno::EPERM => FsError::PermissionDenied,
         Errno::EISDIR | Errno::EINVAL => FsError::InvalidInput,
-        Errno::ELOOP | Errno::ENAMETOOLONG | Errno::EFBIG => FsError::InvalidInput,
+        Errno::ELOOP | Errno::ENAMETOOLONG | Errno::EFBIG | Errno::EXDEV => FsError::InvalidInput,
     }
 }
 
@@ -227,8 +229,9 @@ fn io_error(e: &VfsError) -> io::Error {
         Errno::EEXIST => io::ErrorKind::AlreadyExists,
         Errno::ENOSPC => io::ErrorKind::StorageFull,
         Errno::EROFS => io::ErrorKind::ReadOnlyFilesystem,
-        Errno::EACCES => io::ErrorKind::PermissionDenied,
+        Errno::EACCES | Errno::EPERM => io::ErrorKind::PermissionDenied,
         Errno::EISDIR => io::ErrorKind::IsADirectory,
+        Errno::EXDEV => io::ErrorKind::CrossesDevices,
         Errno::EFBIG => io::ErrorKind::FileTooLarge,
         _ => io::ErrorKind::InvalidInput,
     };

@@ -7,8 +7,9 @@
 //!   file`.
 //! - `clock` (deterministic `clock_time_get` / `random_get`), `poll` (`poll_oneoff` with a zero
 //!   timeout), `modes` (`wasmsand.path_meta` and `path_filestat_set_times`): imports defined or
-//!   patched by the runner (`run.rs`); `paths` (`path_remove_directory` and `path_rename`
-//!   where wasix's inode cache gets them wrong).
+//!   patched by the runner (`run.rs`); `links` (`path_link` through the tree, and the link
+//!   counts and shared inode numbers of hard links in `path_filestat_get`); `paths`
+//!   (`path_remove_directory` and `path_rename` where wasix's inode cache gets them wrong).
 //!
 //! Of the runner these modules know only `guard` (the instance's memory once it exists, when
 //! a host function may call back into the guest); not the watchdog, the module cache or the
@@ -17,6 +18,7 @@
 pub(crate) mod clock;
 pub(crate) mod file;
 pub(crate) mod fs;
+pub(crate) mod links;
 pub(crate) mod modes;
 pub(crate) mod paths;
 pub(crate) mod poll;

@@ -548,17 +548,31 @@ fn identity_commands_answer_for_the_sandbox_not_the_host() {
 }
 
 #[test]
-fn hard_links_are_refused_rather_than_faked() {
-    // The tree has no shared inodes; wasix used to "link" in its own inode table only, so
-    // `ln` reported success and the name never appeared.
+fn hard_links_are_names_of_one_file() {
+    // wasix "linked" in its own inode table only, so `ln` once reported success and the name
+    // never appeared; now the link is the tree's, and programs see one file under two names.
     let sb = sandbox();
     let r = sb
-        .run("echo x > a; ln a b; echo \"st=$?\"; test -e b || echo no-b; ln -s a c; cat c")
+        .run(
+            "echo x > a; ln a b; echo more >> b; cat a; stat -c '%h' a b; \
+             test a -ef b && echo same; ls -i a b | awk '{print $1}' | uniq | wc -l; \
+             rm a; stat -c '%h' b; ln /tmp d 2>&1; echo \"st=$?\"",
+        )
         .unwrap();
-    assert_eq!(r.stdout, "st=1\nno-b\nx\n");
-    assert!(
-        r.stderr.contains("failed to create hard link 'b' => 'a'"),
-        "{}",
-        r.stderr
+    assert_eq!(
+        r.stdout,
+        "x\nmore\n2\n2\nsame\n1\n1\nln: /tmp: hard link not allowed for directory\nst=1\n"
     );
+    // The same from Python, and after a fork each side has its own pair.
+    let r = sb
+        .run(
+            "python3 -c \"import os; os.link('b', 'c'); s = os.stat('c'); \
+             print(s.st_nlink, s.st_ino == os.stat('b').st_ino)\"",
+        )
+        .unwrap();
+    assert_eq!(r.stdout, "2 True\n", "{}", r.stderr);
+    let fork = sb.fork().unwrap();
+    fork.run("echo fork > c").unwrap();
+    assert_eq!(fork.run("cat b").unwrap().stdout, "fork\n");
+    assert_eq!(sb.run("cat b").unwrap().stdout, "x\nmore\n");
 }

@@ -1,7 +1,9 @@
 //! `delta_since` / `apply_delta` (portable state) and the running totals of `activity`
 //! (run receipts): a random sequence of changes made after a checkpoint, replayed onto a copy
 //! of the checkpointed tree through the delta, must give the same tree — names, kinds, modes,
-//! times, contents and symlink targets — and the same usage counters.
+//! times, contents and symlink targets — and the same usage counters. Hard links made after the
+//! checkpoint arrive as separate nodes with the same content (a delta carries paths, not
+//! inodes).
 
 use proptest::prelude::*;
 use wasmsand_vfs::{FileType, Vfs, VfsOptions};
@@ -19,6 +21,7 @@ enum Op {
     Remove(usize),
     Chmod(usize, u32),
     Rename(usize, usize),
+    Link(usize, usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -30,7 +33,8 @@ fn op() -> impl Strategy<Value = Op> {
         (p.clone(), p.clone()).prop_map(|(a, b)| Op::Symlink(a, b)),
         p.clone().prop_map(Op::Remove),
         (p.clone(), 0o400u32..0o777).prop_map(|(i, m)| Op::Chmod(i, m)),
-        (p.clone(), p).prop_map(|(a, b)| Op::Rename(a, b)),
+        (p.clone(), p.clone()).prop_map(|(a, b)| Op::Rename(a, b)),
+        (p.clone(), p).prop_map(|(a, b)| Op::Link(a, b)),
     ]
 }
 
@@ -44,6 +48,7 @@ fn apply(v: &mut Vfs, op: &Op) {
         Op::Remove(i) => v.remove_recursive(PATHS[*i]),
         Op::Chmod(i, m) => v.chmod(PATHS[*i], *m),
         Op::Rename(a, b) => v.rename(PATHS[*a], PATHS[*b]),
+        Op::Link(a, b) => v.link(PATHS[*a], PATHS[*b], false),
     };
 }
 

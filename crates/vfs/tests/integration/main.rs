@@ -4,6 +4,7 @@
 //! once per file (most of them pull in wasmer).
 
 mod delta;
+mod links;
 mod merge;
 mod model;
 mod ops;

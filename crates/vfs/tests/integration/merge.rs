@@ -31,6 +31,7 @@ enum Op {
     Chmod(usize, usize),
     Symlink(usize, usize),
     Rename(usize, usize),
+    Link(usize, usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -41,7 +42,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => p.clone().prop_map(Op::Remove),
         1 => (p.clone(), 0..MODES.len()).prop_map(|(a, b)| Op::Chmod(a, b)),
         1 => (p.clone(), p.clone()).prop_map(|(a, b)| Op::Symlink(a, b)),
-        1 => (p.clone(), p).prop_map(|(a, b)| Op::Rename(a, b)),
+        1 => (p.clone(), p.clone()).prop_map(|(a, b)| Op::Rename(a, b)),
+        1 => (p.clone(), p).prop_map(|(a, b)| Op::Link(a, b)),
     ]
 }
 
@@ -62,6 +64,7 @@ fn apply(v: &mut Vfs, op: &Op) {
         },
         Op::Symlink(t, p) => v.symlink(PATHS[t], PATHS[p]),
         Op::Rename(a, b) => v.rename(PATHS[a], PATHS[b]),
+        Op::Link(a, b) => v.link(PATHS[a], PATHS[b], false),
     };
 }
 
@@ -171,14 +174,17 @@ fn kind(s: SideChange) -> &'static str {
 }
 
 /// Inode numbers stay unique in the merged tree.
+/// Every inode number belongs to one node: shared only by the names of one hard-linked file,
+/// as many as its link count says.
 fn inos_unique(v: &Vfs) -> bool {
-    let mut seen = BTreeSet::new();
+    let mut seen: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     let mut stack = vec!["/".to_string()];
     while let Some(dir) = stack.pop() {
         for (name, m) in v.readdir_metadata(&dir).unwrap() {
-            if !seen.insert(m.ino) {
-                return false;
-            }
+            let names = seen
+                .entry(m.ino)
+                .or_insert((0, if m.is_dir() { 1 } else { m.nlink }));
+            names.0 += 1;
             if m.is_dir() {
                 stack.push(if dir == "/" {
                     format!("/{name}")
@@ -188,7 +194,7 @@ fn inos_unique(v: &Vfs) -> bool {
             }
         }
     }
-    true
+    seen.values().all(|(count, nlink)| count == nlink)
 }
 
 proptest! {

@@ -1,6 +1,9 @@
 //! Random operation sequences run against the VFS and against a plain reference model (a flat
 //! map from absolute path to node); results, trees and limit accounting must agree after every
 //! step. Also: fork independence both ways and snapshot/restore round trips.
+//!
+//! Hard links are modelled as what they mean: the paths of one group always hold equal nodes
+//! (a change through one name is copied to the others), and each name counts as a node.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -24,6 +27,9 @@ enum M {
 struct Model {
     nodes: BTreeMap<String, M>,
     baseline: u64,
+    /// Hard-link group of each path that has one.
+    groups: BTreeMap<String, u64>,
+    next_group: u64,
 }
 
 /// Where a path leads in the model: the canonical path of the target, the node if it exists,
@@ -134,6 +140,59 @@ impl Model {
             .sum()
     }
 
+    /// How many names the node at `p` has.
+    fn names(&self, p: &str) -> u64 {
+        match self.groups.get(p) {
+            Some(g) => self.groups.values().filter(|h| *h == g).count() as u64,
+            None => 1,
+        }
+    }
+
+    /// Copies the node at `p` to the other names of its group.
+    fn propagate(&mut self, p: &str) {
+        let Some(&g) = self.groups.get(p) else {
+            return;
+        };
+        let node = self.nodes[p].clone();
+        for (q, h) in &self.groups {
+            if *h == g && q != p {
+                self.nodes.insert(q.clone(), node.clone());
+            }
+        }
+    }
+
+    fn forget_names(&mut self, p: &str) {
+        let prefix = format!("{p}/");
+        self.groups.retain(|k, _| k != p && !k.starts_with(&prefix));
+    }
+
+    fn link(&mut self, old: &str, new: &str) -> Result<(), Errno> {
+        let ro = self.resolve(old, false)?;
+        let node = ro.node.ok_or(Errno::ENOENT)?;
+        if node == M::Dir {
+            return Err(Errno::EPERM);
+        }
+        let rn = self.resolve(new, false)?;
+        if rn.node.is_some() {
+            return Err(Errno::EEXIST);
+        }
+        self.check_new()?;
+        if let M::File(d) = &node {
+            self.check_growth(d.len() as u64)?;
+        }
+        self.nodes.insert(rn.path.clone(), node);
+        let g = match self.groups.get(&ro.path) {
+            Some(g) => *g,
+            None => {
+                self.next_group += 1;
+                self.groups.insert(ro.path, self.next_group);
+                self.next_group
+            }
+        };
+        self.groups.insert(rn.path, g);
+        Ok(())
+    }
+
     fn check_new(&self) -> Result<(), Errno> {
         if self.nodes.len() as u64 + 1 > self.baseline + MAX_FILES {
             Err(Errno::ENOSPC)
@@ -178,8 +237,10 @@ impl Model {
             }
             Some(M::Dir) => return Err(Errno::EISDIR),
             Some(M::File(old)) => {
-                self.check_growth((data.len() as u64).saturating_sub(old.len() as u64))?;
-                self.nodes.insert(r.path, M::File(data.to_vec()));
+                let names = self.names(&r.path);
+                self.check_growth((data.len() as u64).saturating_sub(old.len() as u64) * names)?;
+                self.nodes.insert(r.path.clone(), M::File(data.to_vec()));
+                self.propagate(&r.path);
             }
             Some(M::Link(_)) => unreachable!(),
         }
@@ -193,12 +254,14 @@ impl Model {
             Some(M::Dir) => Err(Errno::EISDIR),
             Some(M::File(mut old)) => {
                 let end = off as usize + data.len();
-                self.check_growth((end as u64).saturating_sub(old.len() as u64))?;
+                let names = self.names(&r.path);
+                self.check_growth((end as u64).saturating_sub(old.len() as u64) * names)?;
                 if end > old.len() {
                     old.resize(end, 0);
                 }
                 old[off as usize..end].copy_from_slice(data);
-                self.nodes.insert(r.path, M::File(old));
+                self.nodes.insert(r.path.clone(), M::File(old));
+                self.propagate(&r.path);
                 Ok(())
             }
             Some(M::Link(_)) => unreachable!(),
@@ -220,9 +283,11 @@ impl Model {
             None => Err(Errno::ENOENT),
             Some(M::Dir) => Err(Errno::EISDIR),
             Some(M::File(mut old)) => {
-                self.check_growth(len.saturating_sub(old.len() as u64))?;
+                let names = self.names(&r.path);
+                self.check_growth(len.saturating_sub(old.len() as u64) * names)?;
                 old.resize(len as usize, 0);
-                self.nodes.insert(r.path, M::File(old));
+                self.nodes.insert(r.path.clone(), M::File(old));
+                self.propagate(&r.path);
                 Ok(())
             }
             Some(M::Link(_)) => unreachable!(),
@@ -268,6 +333,7 @@ impl Model {
             Some(M::Dir) => Err(Errno::EISDIR),
             Some(_) => {
                 self.nodes.remove(&r.path);
+                self.groups.remove(&r.path);
                 Ok(())
             }
         }
@@ -294,6 +360,7 @@ impl Model {
             Some(_) if r.path == "/" => Err(Errno::EINVAL),
             Some(_) => {
                 self.remove_tree(&r.path);
+                self.forget_names(&r.path);
                 Ok(())
             }
         }
@@ -316,6 +383,11 @@ impl Model {
         if src_dir && rt.path.starts_with(&format!("{}/", rf.path)) {
             return Err(Errno::EINVAL);
         }
+        if let (Some(g), Some(h)) = (self.groups.get(&rf.path), self.groups.get(&rt.path))
+            && g == h
+        {
+            return Ok(());
+        }
         match (&src_dir, &rt.node) {
             (true, Some(M::Dir)) if !self.children(&rt.path).is_empty() => {
                 return Err(Errno::ENOTEMPTY);
@@ -325,6 +397,7 @@ impl Model {
             (false, Some(M::Dir)) => return Err(Errno::EISDIR),
         }
         self.remove_tree(&rt.path);
+        self.forget_names(&rt.path);
         let prefix = format!("{}/", rf.path);
         let moved: Vec<(String, M)> = self
             .nodes
@@ -332,8 +405,16 @@ impl Model {
             .filter(|(k, _)| **k == rf.path || k.starts_with(&prefix))
             .map(|(k, v)| (format!("{}{}", rt.path, &k[rf.path.len()..]), v.clone()))
             .collect();
+        let moved_names: Vec<(String, u64)> = self
+            .groups
+            .iter()
+            .filter(|(k, _)| **k == rf.path || k.starts_with(&prefix))
+            .map(|(k, g)| (format!("{}{}", rt.path, &k[rf.path.len()..]), *g))
+            .collect();
         self.remove_tree(&rf.path);
+        self.forget_names(&rf.path);
         self.nodes.extend(moved);
+        self.groups.extend(moved_names);
         Ok(())
     }
 
@@ -370,6 +451,7 @@ enum Op {
     RemoveRecursive(usize),
     Rename(usize, usize),
     Symlink(usize, usize),
+    Link(usize, usize),
     Read(usize),
     Snapshot,
     Restore(usize),
@@ -390,6 +472,7 @@ fn op() -> impl Strategy<Value = Op> {
         p.clone().prop_map(Op::RemoveRecursive),
         (p.clone(), p.clone()).prop_map(|(a, b)| Op::Rename(a, b)),
         (p.clone(), p.clone()).prop_map(|(t, l)| Op::Symlink(t, l)),
+        (p.clone(), p.clone()).prop_map(|(a, b)| Op::Link(a, b)),
         p.prop_map(Op::Read),
         Just(Op::Snapshot),
         (0usize..4).prop_map(Op::Restore),
@@ -457,6 +540,10 @@ fn apply(vfs: &mut Vfs, model: &mut Model, snaps: &mut Vec<(SnapshotId, Model)>,
             vfs.symlink(path(*t), path(*l)),
             model.symlink(path(*t), path(*l)),
         ),
+        Op::Link(a, b) => (
+            vfs.link(path(*a), path(*b), false),
+            model.link(path(*a), path(*b)),
+        ),
         Op::Read(p) => {
             let got = vfs.read(path(*p)).map(|b| b.to_vec());
             let want = model.read(path(*p));
@@ -480,6 +567,17 @@ fn apply(vfs: &mut Vfs, model: &mut Model, snaps: &mut Vec<(SnapshotId, Model)>,
 
 fn check_agrees(vfs: &Vfs, model: &Model) {
     assert_eq!(dump(vfs), model.nodes);
+    let mut inos = BTreeMap::new();
+    for (p, node) in &model.nodes {
+        if *node == M::Dir {
+            continue;
+        }
+        let m = vfs.lstat(p).unwrap();
+        assert_eq!(m.nlink, model.names(p), "links of {p}");
+        if let Some(g) = model.groups.get(p) {
+            assert_eq!(*inos.entry(*g).or_insert(m.ino), m.ino, "inode of {p}");
+        }
+    }
     let usage = vfs.usage();
     assert_eq!(usage.files_used, model.files_used(), "files used");
     assert_eq!(usage.bytes_used, model.bytes(), "bytes used");
