@@ -46,6 +46,8 @@ fn plan(args: &[OsString]) -> (Plan, Vec<OsString>) {
     let mut out = Vec::new();
     let mut it = args.iter();
     let mut operands_only = false;
+    // Where each operand sits in `out`.
+    let mut slots = Vec::new();
     while let Some(a) = it.next() {
         let Some(s) = a.to_str() else {
             if !operands_only {
@@ -56,6 +58,7 @@ fn plan(args: &[OsString]) -> (Plan, Vec<OsString>) {
         };
         if operands_only || s == "-" || !s.starts_with('-') {
             p.operands.push(s.to_string());
+            slots.push(out.len());
             out.push(a.clone());
             continue;
         }
@@ -114,8 +117,14 @@ fn plan(args: &[OsString]) -> (Plan, Vec<OsString>) {
                     }
                 }
                 "recursive" => p.recursive = true,
-                "dereference" => p.deref = Some(Deref::Always),
-                "no-dereference" => p.deref = Some(Deref::Never),
+                "dereference" => {
+                    p.deref = Some(Deref::Always);
+                    continue;
+                }
+                "no-dereference" => {
+                    p.deref = Some(Deref::Never);
+                    continue;
+                }
                 "no-target-directory" => p.no_target_dir = true,
                 "no-clobber" => p.no_clobber = true,
                 "target-directory" => match value {
@@ -157,17 +166,12 @@ fn plan(args: &[OsString]) -> (Plan, Vec<OsString>) {
                     p.recursive = true;
                     kept.push(chars[i]);
                 }
-                'L' => {
-                    p.deref = Some(Deref::Always);
-                    kept.push('L');
-                }
-                'H' => {
-                    p.deref = Some(Deref::CommandLine);
-                    kept.push('H');
-                }
-                'P' | 'd' => {
+                'L' => p.deref = Some(Deref::Always),
+                'H' => p.deref = Some(Deref::CommandLine),
+                'P' => p.deref = Some(Deref::Never),
+                'd' => {
                     p.deref = Some(Deref::Never);
-                    kept.push(chars[i]);
+                    kept.push('d');
                 }
                 'T' => {
                     p.no_target_dir = true;
@@ -207,7 +211,43 @@ fn plan(args: &[OsString]) -> (Plan, Vec<OsString>) {
             out.push(kept.into());
         }
     }
+    follow_command_line_links(&p, &slots, &mut out);
+    // Of -L, -H and -P the last one given decides, as in GNU cp; uu_cp lets -L win whatever
+    // the order, so it is given only the one that counts (first, before any `--`).
+    let deref = match p.deref {
+        Some(Deref::Always) => Some("-L"),
+        Some(Deref::CommandLine) => Some("-H"),
+        Some(Deref::Never) => Some("-P"),
+        None => None,
+    };
+    if let Some(flag) = deref {
+        out.insert(0, flag.into());
+    }
     (p, out)
+}
+
+/// `-H` with `-R`: a source operand that is a symlink to a directory is copied as that
+/// directory, with the symlinks inside it kept. uu_cp copies it as a file instead (and fails:
+/// std's copy refuses a directory), so such an operand is given with a trailing `/`, which
+/// resolves the link itself and nothing below it; the copy keeps the operand's name.
+fn follow_command_line_links(p: &Plan, slots: &[usize], out: &mut [OsString]) {
+    if !p.recursive || p.deref != Some(Deref::CommandLine) {
+        return;
+    }
+    let sources = match p.target_dir {
+        Some(_) => slots,
+        None => &slots[..slots.len().saturating_sub(1)],
+    };
+    for &at in sources {
+        let Some(s) = out[at].to_str() else {
+            continue;
+        };
+        let path = Path::new(s);
+        let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+        if is_link && is_dir(path, true) {
+            out[at] = format!("{s}/").into();
+        }
+    }
 }
 
 /// One file cp will make: where from, where to, whether the target was there before, and

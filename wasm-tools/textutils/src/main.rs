@@ -12,6 +12,7 @@ mod grep;
 mod hexdump;
 mod matcher;
 mod posix_re;
+mod sed_anchors;
 mod sed_inputs;
 mod small;
 mod util;
@@ -59,7 +60,7 @@ fn main() {
         "sed" => {
             // uutils sed prints its messages through uucore, which names the program after
             // argv[0]; everything else it needs is plain text, so no locale setup is needed.
-            let (args, _joined) = sed_inputs::prepare(os_args);
+            let (args, _joined) = sed_inputs::prepare(sed_anchors::rewrite(os_args));
             sed::sed::uumain(args.into_iter())
         }
         "awk" => awk::main(args),

@@ -178,6 +178,16 @@ impl FileOpener for VfsFs {
             if meta.is_dir() && (conf.write || conf.append || conf.truncate) {
                 return Err(VfsError::plain(Errno::EISDIR, p));
             }
+            // open(2) checks the access it is asked for (the sandbox's user owns every node):
+            // a program must not get as far as creating its output before learning that its
+            // input cannot be read (`cp` left an empty copy of an unreadable file).
+            let wants_write = conf.write || conf.append;
+            if meta.is_file()
+                && ((conf.read && meta.mode & 0o400 == 0)
+                    || (wants_write && meta.mode & 0o200 == 0))
+            {
+                return Err(VfsError::plain(Errno::EACCES, p));
+            }
             if conf.truncate && conf.write && meta.is_file() && meta.size > 0 {
                 v.truncate(p, 0)?;
             }
