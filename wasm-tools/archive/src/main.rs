@@ -5,6 +5,7 @@
 
 mod codec;
 mod squeeze;
+mod untar;
 
 use codec::Codec;
 use flate2::Compression;
@@ -276,6 +277,7 @@ struct TarOpts {
     strip: usize,
     excludes: Vec<String>,
     members: Vec<String>,
+    existing: untar::Existing,
 }
 
 fn tar_usage(msg: &str) -> i32 {
@@ -294,6 +296,7 @@ fn tar(args: &[String]) -> i32 {
         strip: 0,
         excludes: Vec::new(),
         members: Vec::new(),
+        existing: untar::Existing::default(),
     };
     let mut args: Vec<String> = args.to_vec();
     // Old-style first argument without a dash (`tar czf out.tgz dir`).
@@ -356,11 +359,14 @@ fn tar(args: &[String]) -> i32 {
                     }
                     None => return tar_usage("option '--exclude-from' requires an argument"),
                 },
+                "keep-old-files" => o.existing = untar::Existing::Keep,
+                "skip-old-files" => o.existing = untar::Existing::Skip,
+                "overwrite" => o.existing = untar::Existing::Overwrite,
+                "unlink-first" | "recursive-unlink" => o.existing = untar::Existing::Replace,
                 "no-same-owner"
                 | "no-same-permissions"
                 | "preserve-permissions"
                 | "same-owner"
-                | "overwrite"
                 | "numeric-owner" => {}
                 _ => return tar_usage(&format!("unrecognized option '--{n}'")),
             }
@@ -393,6 +399,8 @@ fn tar(args: &[String]) -> i32 {
                 'v' => o.verbose = true,
                 'O' => o.to_stdout = true,
                 'p' | 'o' | 'm' => {}
+                'k' => o.existing = untar::Existing::Keep,
+                'U' => o.existing = untar::Existing::Replace,
                 'Z' => {
                     return tar_usage(
                         "compress (-Z) is not available in this sandbox: gzip (-z), bzip2 (-j) and xz (-J) are",
@@ -524,18 +532,23 @@ fn tar_create(o: &TarOpts) -> io::Result<i32> {
     b.follow_symlinks(false);
     let base = PathBuf::from(o.dir.clone().unwrap_or_else(|| ".".into()));
     let mut code = 0;
-    let mut warned_abs = false;
+    let mut reported = std::collections::HashSet::new();
+    let mut seen = std::collections::HashMap::new();
     for m in &o.members {
-        let name: PathBuf = Path::new(m)
-            .components()
-            .filter(|c| !matches!(c, Component::RootDir | Component::Prefix(_)))
-            .collect();
-        if Path::new(m).is_absolute() && !warned_abs {
-            eprintln!("tar: Removing leading `/' from member names");
-            warned_abs = true;
+        let (name, prefix) = member_name(m);
+        if let Some(prefix) = prefix
+            && reported.insert(prefix.clone())
+        {
+            eprintln!("tar: Removing leading `{prefix}' from member names");
         }
         let src = base.join(m);
-        if let Err(e) = add_path(&mut b, &src, &name, o, to_stdout) {
+        let mut ctx = Adding {
+            b: &mut b,
+            o,
+            to_stdout,
+            seen: &mut seen,
+        };
+        if let Err(e) = add_path(&mut ctx, &src, &name) {
             eprintln!("tar: {m}: Cannot stat: {}", errno_text(&e));
             code = 2;
         }
@@ -547,13 +560,37 @@ fn tar_create(o: &TarOpts) -> io::Result<i32> {
     Ok(code)
 }
 
-fn add_path(
-    b: &mut tar::Builder<codec::Encoder<'_>>,
-    src: &Path,
-    name: &Path,
-    o: &TarOpts,
+/// A member name as GNU tar stores it, and the prefix it removed: a leading `/`, or everything
+/// up to the last `..` component (`./../d/../x` is stored as `x`).
+fn member_name(m: &str) -> (PathBuf, Option<String>) {
+    let parts: Vec<&str> = m.split('/').collect();
+    let (rest, prefix) = match parts.iter().rposition(|p| *p == "..") {
+        Some(k) => (
+            parts[k + 1..].join("/"),
+            Some(format!("{}/", parts[..=k].join("/"))),
+        ),
+        None if m.starts_with('/') => (m.to_string(), Some("/".to_string())),
+        None => (m.to_string(), None),
+    };
+    let name = Path::new(&rest)
+        .components()
+        .filter(|c| !matches!(c, Component::RootDir | Component::Prefix(_)))
+        .collect();
+    (name, prefix)
+}
+
+/// What adding members shares: the archive, the options, and the files already stored.
+struct Adding<'a, 'b> {
+    b: &'a mut tar::Builder<codec::Encoder<'b>>,
+    o: &'a TarOpts,
     to_stdout: bool,
-) -> io::Result<()> {
+    /// Identity of each file stored so far, with its member name: a later name of the same
+    /// file becomes a hard link to it.
+    seen: &'a mut std::collections::HashMap<(u64, u64), PathBuf>,
+}
+
+fn add_path(ctx: &mut Adding<'_, '_>, src: &Path, name: &Path) -> io::Result<()> {
+    let (o, to_stdout) = (ctx.o, ctx.to_stdout);
     if excluded(o, name) {
         return Ok(());
     }
@@ -570,6 +607,19 @@ fn add_path(
             println!("{shown}");
         }
     }
+    let b = &mut *ctx.b;
+    if let Some(id) = untar::identity(&meta, src) {
+        if let Some(first) = ctx.seen.get(&id) {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Link);
+            h.set_size(0);
+            h.set_mode(guest_rt::path_mode(src, false).map_or(0o644, |m| m & 0o7777));
+            set_owner(&mut h);
+            h.set_mtime(mtime(&meta));
+            return b.append_link(&mut h, name, first);
+        }
+        ctx.seen.insert(id, name.to_path_buf());
+    }
     if meta.is_dir() {
         if !name.as_os_str().is_empty() && name != Path::new(".") {
             append_dir_entry(b, src, name, &meta)?;
@@ -577,7 +627,7 @@ fn add_path(
         let mut entries: Vec<_> = fs::read_dir(src)?.filter_map(|e| e.ok()).collect();
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
-            add_path(b, &e.path(), &name.join(e.file_name()), o, to_stdout)?;
+            add_path(ctx, &e.path(), &name.join(e.file_name()))?;
         }
         Ok(())
     } else if meta.file_type().is_symlink() {
@@ -644,18 +694,6 @@ fn mtime(m: &fs::Metadata) -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Whether an unpack error is only the tar crate's refusal to set a mode on wasm32.
-fn failed_only_at_permissions(e: &io::Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = e.get_ref().map(|r| r as _);
-    while let Some(c) = cause {
-        if c.to_string().starts_with("failed to set permissions") {
-            return true;
-        }
-        cause = c.source();
-    }
-    false
-}
-
 fn tar_read(o: &TarOpts, op: TarOp) -> io::Result<i32> {
     let raw: Box<dyn Read> = match o.file.as_deref() {
         None | Some("-") => Box::new(io::stdin().lock()),
@@ -669,6 +707,21 @@ fn tar_read(o: &TarOpts, op: TarOp) -> io::Result<i32> {
         let head = io::BufRead::fill_buf(&mut raw)?;
         (Codec::sniff(head), head.is_empty())
     };
+    if empty && let Some(codec) = o.codec {
+        // What GNU tar passes on from the decompressor it runs, and its own verdict.
+        let (said, status) = match codec {
+            Codec::Gzip => ("\ngzip: stdin: unexpected end of file", 1),
+            Codec::Bzip2 => (
+                "\nbzip2: Compressed file ends unexpectedly;\n\tperhaps it is corrupted?",
+                2,
+            ),
+            Codec::Xz => ("xz: (stdin): File format not recognized", 1),
+        };
+        eprintln!(
+            "{said}\ntar: Child returned status {status}\ntar: Error is not recoverable: exiting now"
+        );
+        return Ok(2);
+    }
     let reader: Box<dyn Read> = match sniffed.or(o.codec) {
         Some(codec) => codec
             .decoder(raw)
@@ -683,10 +736,8 @@ fn tar_read(o: &TarOpts, op: TarOp) -> io::Result<i32> {
         return Ok(2);
     }
     let mut ar = tar::Archive::new(reader);
-    ar.set_preserve_permissions(cfg!(unix));
-    ar.set_preserve_mtime(true);
-    ar.set_overwrite(true);
     let dest = PathBuf::from(o.dir.clone().unwrap_or_else(|| ".".into()));
+    let mut extractor = untar::Extractor::new(dest, o.strip, o.existing);
     let mut matched = vec![false; o.members.len()];
     let stdout = io::stdout();
     let mut out = stdout.lock();
@@ -763,45 +814,10 @@ fn tar_read(o: &TarOpts, op: TarOp) -> io::Result<i32> {
             }
             continue;
         }
-        let stripped: PathBuf = path.components().skip(o.strip).collect();
-        if stripped.as_os_str().is_empty() {
-            continue;
-        }
-        let target = dest.join(&stripped);
-        if let Some(parent) = target.parent() {
-            fs::create_dir_all(parent)?;
-        }
-        let result = if o.strip == 0 {
-            // unpack_in refuses paths that escape `dest` through `..` or absolute components.
-            entry.unpack_in(&dest).map(|_| ())
-        } else if stripped
-            .components()
-            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
-        {
-            entry.unpack(&target).map(|_| ())
-        } else {
-            Ok(())
-        };
-        match result {
-            Ok(()) => {}
-            // The tar crate writes the member, then fails to set its mode on wasm32 ("Not
-            // implemented"): the mode is set here instead, less the umask as GNU tar does for
-            // a user other than root.
-            Err(e) if failed_only_at_permissions(&e) => {
-                if let Ok(mode) = entry.header().mode() {
-                    let at = if o.strip == 0 {
-                        dest.join(&path)
-                    } else {
-                        target.clone()
-                    };
-                    let _ = guest_rt::set_mode(&at, mode & 0o777 & !0o022);
-                }
-            }
-            Err(e) => eprintln!("tar: {shown}: Cannot open: {}", errno_text(&e)),
-        }
+        extractor.extract(&mut entry, &shown);
     }
     out.flush()?;
-    let mut code = 0;
+    let mut code = extractor.finish();
     for (k, m) in o.members.iter().enumerate() {
         if !matched[k] {
             eprintln!("tar: {m}: Not found in archive");
