@@ -359,6 +359,16 @@ fn tar(args: &[String]) -> i32 {
                     }
                     None => return tar_usage("option '--exclude-from' requires an argument"),
                 },
+                // Members are always stored in name order, which is GNU's `--sort=name`.
+                "sort" => match val(&mut i).as_deref() {
+                    Some("name" | "none" | "inode") => {}
+                    Some(other) => {
+                        return tar_usage(&format!(
+                            "invalid argument '{other}' for '--sort'\nValid arguments are:\n  - 'none'\n  - 'name'\n  - 'inode'"
+                        ));
+                    }
+                    None => return tar_usage("option '--sort' requires an argument"),
+                },
                 "keep-old-files" => o.existing = untar::Existing::Keep,
                 "skip-old-files" => o.existing = untar::Existing::Skip,
                 "overwrite" => o.existing = untar::Existing::Overwrite,
@@ -805,7 +815,8 @@ fn tar_read(o: &TarOpts, op: TarOp) -> io::Result<i32> {
             }
             continue;
         }
-        if o.verbose {
+        // A member refused for its name is not listed, as GNU tar does not list it.
+        if o.verbose && (o.to_stdout || !untar::refused(&path)) {
             writeln!(out, "{shown}")?;
         }
         if o.to_stdout {

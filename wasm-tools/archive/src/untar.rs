@@ -3,9 +3,10 @@
 //! them, members that replace what is there, `-k`/`--skip-old-files`/`--overwrite`, and member
 //! names with `..`.
 //!
-//! Safety is GNU tar's: a symlink member is first extracted as an empty placeholder file and
-//! becomes the link only at the end ("delayed links"), so no later member of the same archive
-//! can be written through a link the archive made (`link -> /etc`, then `link/passwd`); a
+//! Safety is GNU tar's: a symlink member whose target is absolute or climbs with `..` is first
+//! extracted as an empty placeholder file and becomes the link only at the end ("delayed
+//! links"), so no later member of the same archive can be written through a link the archive
+//! made to somewhere else (`link -> /etc`, then `link/passwd`); a
 //! member replaces what is at its path (a symlink there is removed, not followed); and a name
 //! containing `..` is refused. Directory modes are set at the end, deepest first, so a
 //! directory that is not writable still receives its members.
@@ -153,6 +154,16 @@ impl Extractor {
                     Ok(Some(t)) => t.into_owned(),
                     _ => return self.fail(format!("{shown}: symlink without a target")),
                 };
+                if !could_escape(&target) {
+                    return match guest_rt::symlink(&target.to_string_lossy(), &path) {
+                        Ok(()) => {}
+                        Err(e) => self.fail(format!(
+                            "{shown}: Cannot create symlink to '{}': {}",
+                            target.display(),
+                            errno_text(&e)
+                        )),
+                    };
+                }
                 // The placeholder: an empty file no one can write through.
                 let made = OpenOptions::new().write(true).create_new(true).open(&path);
                 made.map(|_| {
@@ -355,6 +366,17 @@ impl Extractor {
     }
 }
 
+/// Whether a member name is refused for its `..`.
+pub(crate) fn refused(name: &Path) -> bool {
+    name.components().any(|c| c == Component::ParentDir)
+}
+
+/// Whether a symlink's target can lead outside the extraction (absolute, or with `..`): only
+/// those are delayed, as GNU tar delays them; others are made at once.
+fn could_escape(target: &Path) -> bool {
+    target.is_absolute() || target.components().any(|c| c == Component::ParentDir)
+}
+
 fn not_a_directory() -> io::Error {
     io::Error::new(io::ErrorKind::NotADirectory, "Not a directory")
 }
@@ -365,22 +387,5 @@ pub(crate) fn identity(meta: &fs::Metadata, path: &Path) -> Option<(u64, u64)> {
     if meta.is_dir() {
         return None;
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let _ = path;
-        Some((meta.dev(), meta.ino()))
-    }
-    #[cfg(target_os = "wasi")]
-    {
-        use std::os::wasi::ffi::OsStrExt;
-        let _ = meta;
-        let st = guest_rt::wasi_stat(path.as_os_str().as_bytes(), false).ok()?;
-        (st.st_ino != 0).then_some((st.st_dev as u64, st.st_ino as u64))
-    }
-    #[cfg(not(any(unix, target_os = "wasi")))]
-    {
-        let _ = (meta, path);
-        None
-    }
+    guest_rt::file_id(path, false)
 }

@@ -5,6 +5,7 @@
 mod core_tools;
 mod cp_modes;
 mod dispatch;
+mod name_checks;
 
 fn main() {
     dispatch::run("coreutils-core", core_tools::lookup, core_tools::TOOLS);

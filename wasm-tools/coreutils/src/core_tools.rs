@@ -15,11 +15,11 @@ pub fn lookup(name: &str) -> Option<UuMain> {
     let f: UuMain = match name {
         "cat" => |a| uu_cat::uumain(a),
         "cp" => crate::cp_modes::main,
-        "mv" => |a| uu_mv::uumain(a),
+        "mv" => crate::name_checks::mv,
         "rm" => |a| uu_rm::uumain(a),
         "mkdir" => |a| uu_mkdir::uumain(a),
         "rmdir" => |a| uu_rmdir::uumain(a),
-        "ln" => |a| uu_ln::uumain(a),
+        "ln" => crate::name_checks::ln,
         "readlink" => |a| uu_readlink::uumain(a),
         "realpath" => |a| uu_realpath::uumain(a),
         "head" => |a| uu_head::uumain(a),

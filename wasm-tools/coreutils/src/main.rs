@@ -11,6 +11,7 @@ mod dd;
 mod dispatch;
 mod du;
 mod ls;
+mod name_checks;
 mod sort;
 mod stat;
 mod tac;

@@ -251,6 +251,34 @@ pub fn set_times(
     std::fs::File::open(path)?.set_times(times)
 }
 
+/// The identity of what `path` names, `(st_dev, st_ino)`, following a final symlink with
+/// `follow`: equal for two names of one file (hard links), and for one file reached by
+/// different paths. `None` when it cannot be known (the path is gone, or the runtime reports
+/// inode 0 for everything, which would make unrelated files look the same).
+#[cfg(target_os = "wasi")]
+pub fn file_id(path: &std::path::Path, follow: bool) -> Option<(u64, u64)> {
+    use std::os::wasi::ffi::OsStrExt;
+    let st = wasi_stat(path.as_os_str().as_bytes(), follow).ok()?;
+    (st.st_ino != 0).then_some((st.st_dev as u64, st.st_ino as u64))
+}
+
+/// The identity of what `path` names (see the WASI version).
+#[cfg(unix)]
+pub fn file_id(path: &std::path::Path, follow: bool) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = if follow {
+        std::fs::metadata(path)
+    } else {
+        std::fs::symlink_metadata(path)
+    };
+    m.ok().map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(not(any(unix, target_os = "wasi")))]
+pub fn file_id(_path: &std::path::Path, _follow: bool) -> Option<(u64, u64)> {
+    None
+}
+
 /// The permission bits of [`path_meta`].
 pub fn path_mode(path: &std::path::Path, follow: bool) -> Option<u32> {
     path_meta(path, follow).map(|(mode, _)| mode)

@@ -52,6 +52,11 @@ enum Expr {
     Newer(SystemTime),
     Time(Cmp, i64, bool),
     Perm(u32, char),
+    /// `-links N`: the link count.
+    Links(Cmp),
+    /// `-samefile F` and `-inum N`: the `(device, inode)` or the inode number.
+    SameFile(Option<(u64, u64)>),
+    Inum(Cmp),
     True,
     False,
     Print,
@@ -306,6 +311,24 @@ impl Parser<'_> {
                 let m = u32::from_str_radix(digits, 8)
                     .map_err(|_| format!("find: invalid mode `{v}'"))?;
                 Expr::Perm(m, kind)
+            }
+            "-links" | "-inum" => {
+                let v = self.next_arg(&tok)?;
+                let cmp = Cmp::parse(&v)
+                    .filter(|(_, r)| r.is_empty())
+                    .map(|(c, _)| c)
+                    .ok_or(format!("find: invalid argument `{v}' to `{tok}'"))?;
+                if tok == "-links" {
+                    Expr::Links(cmp)
+                } else {
+                    Expr::Inum(cmp)
+                }
+            }
+            "-samefile" => {
+                let f = self.next_arg(&tok)?;
+                std::fs::symlink_metadata(&f)
+                    .map_err(|e| format!("find: '{f}': {}", errno_text(&e)))?;
+                Expr::SameFile(guest_rt::file_id(Path::new(&f), self.cfg.follow))
             }
             "-true" => Expr::True,
             "-false" => Expr::False,
@@ -587,6 +610,20 @@ impl Find {
                     '/' => *want == 0 || m & want != 0,
                     _ => m == *want,
                 }
+            }
+            Expr::Links(cmp) => {
+                let follow = !c.meta.file_type().is_symlink();
+                let n = guest_rt::path_meta(Path::new(c.path), follow).map_or(1, |(_, n)| n);
+                cmp.test(n as i64)
+            }
+            Expr::SameFile(want) => {
+                let follow = !c.meta.file_type().is_symlink();
+                want.is_some() && guest_rt::file_id(Path::new(c.path), follow) == *want
+            }
+            Expr::Inum(cmp) => {
+                let follow = !c.meta.file_type().is_symlink();
+                guest_rt::file_id(Path::new(c.path), follow)
+                    .is_some_and(|(_, ino)| cmp.test(ino as i64))
             }
             Expr::True => true,
             Expr::False => false,
