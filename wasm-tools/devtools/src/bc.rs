@@ -1,6 +1,6 @@
 //! `bc`, the arbitrary-precision calculator language of POSIX with GNU bc's extensions
-//! (`print`, `else`, `!`, `&&`, `||`, `halt`, `read` is not supported, multi-letter names,
-//! `#` comments, `last`). Each top-level statement runs as soon as it is read, as in bc; an
+//! (`print`, `else`, `!`, `&&`, `||`, `halt`, `define void`, arrays by reference `*a[]`,
+//! multi-letter names, `#` comments, `last`; `read` is not supported). Each top-level statement runs as soon as it is read, as in bc; an
 //! error reports the line and the input goes on with the next statement.
 
 use std::collections::{BTreeMap, HashMap};
@@ -40,13 +40,25 @@ struct Lexer {
     src: Vec<char>,
     i: usize,
     line: usize,
+    /// Messages about skipped characters, printed by the reader in order with its own.
+    notes: Vec<String>,
 }
 
 impl Lexer {
+    /// The next token. A character bc does not know is reported (in `notes`) and skipped, as
+    /// GNU bc's lexer does: the parser goes on as if it were not there.
     fn next(&mut self) -> Result<(Tok, usize), String> {
         loop {
+            if let Some(t) = self.token()? {
+                return Ok(t);
+            }
+        }
+    }
+
+    fn token(&mut self) -> Result<Option<(Tok, usize)>, String> {
+        loop {
             let Some(&c) = self.src.get(self.i) else {
-                return Ok((Tok::Eof, self.line));
+                return Ok(Some((Tok::Eof, self.line)));
             };
             match c {
                 ' ' | '\t' | '\r' => self.i += 1,
@@ -85,7 +97,7 @@ impl Lexer {
         if c == '\n' {
             self.i += 1;
             self.line += 1;
-            return Ok((Tok::Nl, line));
+            return Ok(Some((Tok::Nl, line)));
         }
         if c.is_ascii_digit() || c.is_ascii_uppercase() || c == '.' {
             let start = self.i;
@@ -107,7 +119,7 @@ impl Lexer {
                 .iter()
                 .filter(|&&c| c != '\\' && c != '\n')
                 .collect();
-            return Ok((Tok::Num(text), line));
+            return Ok(Some((Tok::Num(text), line)));
         }
         if c.is_ascii_lowercase() {
             let start = self.i;
@@ -118,7 +130,10 @@ impl Lexer {
             {
                 self.i += 1;
             }
-            return Ok((Tok::Name(self.src[start..self.i].iter().collect()), line));
+            return Ok(Some((
+                Tok::Name(self.src[start..self.i].iter().collect()),
+                line,
+            )));
         }
         if c == '"' {
             let start = self.i + 1;
@@ -133,7 +148,7 @@ impl Lexer {
                 return Err(format!("{line}: string end not found"));
             }
             self.i = j + 1;
-            return Ok((Tok::Str(self.src[start..j].iter().collect()), line));
+            return Ok(Some((Tok::Str(self.src[start..j].iter().collect()), line)));
         }
         for op in OPS {
             let n = op.len();
@@ -141,11 +156,12 @@ impl Lexer {
                 && self.src[self.i..self.i + n].iter().copied().eq(op.chars())
             {
                 self.i += n;
-                return Ok((Tok::Op(op), line));
+                return Ok(Some((Tok::Op(op), line)));
             }
         }
         self.i += 1;
-        Err(format!("{line}: illegal character: {c}"))
+        self.notes.push(format!("{line}: illegal character: {c}"));
+        Ok(None)
     }
 }
 
@@ -207,7 +223,12 @@ enum Stmt {
 
 #[derive(Clone, Debug)]
 struct Func {
+    /// `define void f()`: calls give no value, and a call as a statement prints nothing.
+    void: bool,
     params: Vec<(String, bool)>,
+    /// Which parameters are arrays passed by reference (`*a[]`, GNU's extension): what the
+    /// function leaves in them is the caller's array afterwards.
+    by_ref: Vec<bool>,
     autos: Vec<(String, bool)>,
     body: Vec<Stmt>,
 }
@@ -404,11 +425,20 @@ impl Parser {
 
     fn define(&mut self) -> PR<(String, Func)> {
         self.bump()?;
-        let Tok::Name(name) = self.bump()? else {
+        let Tok::Name(mut name) = self.bump()? else {
             return Err(self.syntax());
         };
+        let mut void = false;
+        if name == "void" {
+            // GNU's keyword: `define void f()`, and no function may be named `void`.
+            let Tok::Name(real) = self.bump()? else {
+                return Err(self.syntax());
+            };
+            (name, void) = (real, true);
+        }
         self.expect("(")?;
-        let params = self.names(")")?;
+        let mut by_ref = Vec::new();
+        let params = self.names(")", Some(&mut by_ref))?;
         self.expect(")")?;
         self.skip_nl()?;
         if !self.is("{") {
@@ -419,7 +449,7 @@ impl Parser {
         let mut autos = Vec::new();
         if self.tok == Tok::Name("auto".into()) {
             self.bump()?;
-            autos = self.names(";")?;
+            autos = self.names(";", None)?;
             if !(self.is(";") || self.tok == Tok::Nl) {
                 return Err(self.syntax());
             }
@@ -450,20 +480,27 @@ impl Parser {
         Ok((
             name,
             Func {
+                void,
                 params,
+                by_ref,
                 autos,
                 body,
             },
         ))
     }
 
-    /// `a, b[], c` up to `end` (not consumed).
-    fn names(&mut self, end: &str) -> PR<Vec<(String, bool)>> {
+    /// `a, b[], c` up to `end` (not consumed); where `refs` is given (parameters), `*b[]`
+    /// marks an array passed by reference.
+    fn names(&mut self, end: &str, mut refs: Option<&mut Vec<bool>>) -> PR<Vec<(String, bool)>> {
         let mut out = Vec::new();
         if self.is(end) {
             return Ok(out);
         }
         loop {
+            let by_ref = refs.is_some() && self.is("*");
+            if by_ref {
+                self.bump()?;
+            }
             let Tok::Name(n) = self.bump()? else {
                 return Err(self.syntax());
             };
@@ -474,6 +511,12 @@ impl Parser {
             } else {
                 false
             };
+            if by_ref && !arr {
+                return Err(self.syntax());
+            }
+            if let Some(r) = refs.as_deref_mut() {
+                r.push(by_ref);
+            }
             out.push((n, arr));
             if self.is(",") {
                 self.bump()?;
@@ -643,7 +686,9 @@ impl Parser {
                 "obase" => Ok(Expr::Load(LVal::Obase)),
                 "last" => Ok(Expr::Load(LVal::Last)),
                 "if" | "else" | "while" | "for" | "break" | "continue" | "return" | "define"
-                | "auto" | "quit" | "halt" | "print" | "limits" | "read" => Err(self.syntax()),
+                | "auto" | "quit" | "halt" | "print" | "limits" | "read" | "void" => {
+                    Err(self.syntax())
+                }
                 _ if self.is("(") => {
                     self.bump()?;
                     let mut args = Vec::new();
@@ -915,10 +960,11 @@ impl Bc {
                 return match crate::bcnum::math(name, &vals, self.scale) {
                     Ok(v) => Ok(v),
                     Err(MathErr::Domain) => {
-                        // bc's l() of a non-positive number: the most negative value the
-                        // scale allows, as GNU bc's library returns.
+                        // bc's l() of a non-positive number: GNU bc's library returns
+                        // 1 - 10^scale (at scale 20, -99999999999999999999.000…).
                         let s = self.scale;
-                        let v = -(crate::bcnum::pow10(20 + s) - 1u8) * 1u8;
+                        let p = crate::bcnum::pow10(s);
+                        let v = (num_bigint::BigInt::from(1) - &p) * p;
                         Ok(Num { v, s })
                     }
                 };
@@ -977,6 +1023,16 @@ impl Bc {
             }
         }
         self.depth -= 1;
+        // What the function left in its by-reference arrays, for the caller's arrays.
+        let mut back = Vec::new();
+        for (((n, _), by_ref), a) in f.params.iter().zip(&f.by_ref).zip(args) {
+            if let (true, Arg::Array(caller)) = (by_ref, a) {
+                back.push((
+                    caller.clone(),
+                    self.arrays.get(n).cloned().unwrap_or_default(),
+                ));
+            }
+        }
         for (n, old) in saved_vars.into_iter().rev() {
             match old {
                 Some(v) => self.vars.insert(n, v),
@@ -989,6 +1045,9 @@ impl Bc {
                 None => self.arrays.remove(&n),
             };
         }
+        for (caller, v) in back {
+            self.arrays.insert(caller, v);
+        }
         result
     }
 
@@ -996,7 +1055,9 @@ impl Bc {
         match s {
             Stmt::Expr(e) => {
                 let v = self.eval(e)?;
-                if !matches!(e, Expr::Assign(..)) {
+                let void_call =
+                    matches!(e, Expr::Call(f, _) if self.funcs.get(f).is_some_and(|f| f.void));
+                if !matches!(e, Expr::Assign(..)) && !void_call {
                     self.emit_num(&v);
                     self.emit_str("\n");
                     self.last = v;
@@ -1113,6 +1174,9 @@ enum End {
     /// The source ended inside a line: its text from this char index on goes on in the next
     /// source, as GNU bc's lexer reads the files and then standard input as one stream.
     Carry(usize),
+    /// The source ended while a line with a syntax error was being skipped: the skipping goes
+    /// on in the next source, up to its first newline.
+    Skip,
 }
 
 /// Runs one source. GNU bc runs a line only once its newline is read, so a last line without
@@ -1124,6 +1188,7 @@ fn run_source(bc: &mut Bc, src: &str, label: &str, last: bool, status: &mut i32)
             src: src.chars().collect(),
             i: 0,
             line: 1,
+            notes: Vec::new(),
         },
         tok: Tok::Nl,
         tok_from: 0,
@@ -1131,12 +1196,18 @@ fn run_source(bc: &mut Bc, src: &str, label: &str, last: bool, status: &mut i32)
         loops: 0,
         in_func: false,
     };
-    let report = |bc: &mut Bc, msg: &str| {
+    // Output so far, then the lexer's notes, then `msg`: the order GNU bc prints them in.
+    let report = |bc: &mut Bc, p: &mut Parser, msg: Option<&str>| {
         bc.flush();
-        eprintln!("{label} {msg}");
+        for n in p.lx.notes.drain(..) {
+            eprintln!("{label} {n}");
+        }
+        if let Some(msg) = msg {
+            eprintln!("{label} {msg}");
+        }
     };
     if let Err(e) = p.bump() {
-        report(bc, &e);
+        report(bc, &mut p, Some(&e));
         *status = 1;
         return End::Eof;
     }
@@ -1145,11 +1216,14 @@ fn run_source(bc: &mut Bc, src: &str, label: &str, last: bool, status: &mut i32)
     loop {
         while p.tok == Tok::Nl || p.is(";") {
             if let Err(e) = p.bump() {
-                report(bc, &e);
+                report(bc, &mut p, Some(&e));
             }
         }
         if pending.is_empty() {
             line_from = p.tok_from;
+        }
+        if !p.lx.notes.is_empty() {
+            report(bc, &mut p, None);
         }
         match &p.tok {
             Tok::Eof if pending.is_empty() => return End::Eof,
@@ -1192,6 +1266,9 @@ fn run_source(bc: &mut Bc, src: &str, label: &str, last: bool, status: &mut i32)
                 }
                 // bc compiles a whole line, then runs it; a runtime error abandons the rest.
                 if matches!(p.tok, Tok::Nl | Tok::Eof) {
+                    if !p.lx.notes.is_empty() {
+                        report(bc, &mut p, None);
+                    }
                     for s in std::mem::take(&mut pending) {
                         match bc.exec(&s) {
                             Ok(_) => {}
@@ -1209,7 +1286,7 @@ fn run_source(bc: &mut Bc, src: &str, label: &str, last: bool, status: &mut i32)
                 }
             }
             Err(e) => {
-                report(bc, &e);
+                report(bc, &mut p, Some(&e));
                 pending.clear();
                 // Resume after the line that failed.
                 while !(p.tok == Tok::Nl || p.tok == Tok::Eof) {
@@ -1217,8 +1294,22 @@ fn run_source(bc: &mut Bc, src: &str, label: &str, last: bool, status: &mut i32)
                         break;
                     }
                 }
+                if p.tok == Tok::Eof && !last {
+                    return End::Skip;
+                }
             }
         }
+    }
+}
+
+/// The rest of a line a source left unfinished, followed by the next source. GNU bc's lexer
+/// ends a token where a file ends (`halt` at the end of one file and `4` at the start of the
+/// next are two tokens), which a space between them keeps.
+fn joined(carried: String, next: &str) -> String {
+    if carried.is_empty() {
+        next.to_string()
+    } else {
+        carried + " " + next
     }
 }
 
@@ -1275,16 +1366,30 @@ pub fn main(args: &[String]) -> i32 {
     };
     let mut status = 0;
     let mut carried = String::new();
+    let mut skipping = false;
     for f in &files {
         match std::fs::read(f) {
             Ok(d) => {
-                let src = std::mem::take(&mut carried) + &String::from_utf8_lossy(&d);
+                let text = String::from_utf8_lossy(&d);
+                let text = if skipping {
+                    match text.split_once('\n') {
+                        Some((_, rest)) => {
+                            skipping = false;
+                            rest.to_string()
+                        }
+                        None => continue,
+                    }
+                } else {
+                    text.into_owned()
+                };
+                let src = joined(std::mem::take(&mut carried), &text);
                 match run_source(&mut bc, &src, f, false, &mut status) {
                     End::Quit => {
                         bc.flush();
                         return status;
                     }
                     End::Carry(from) => carried = src.chars().skip(from).collect(),
+                    End::Skip => skipping = true,
                     End::Eof => {}
                 }
             }
@@ -1298,7 +1403,14 @@ pub fn main(args: &[String]) -> i32 {
     }
     let mut input = Vec::new();
     let _ = std::io::stdin().read_to_end(&mut input);
-    let src = carried + &String::from_utf8_lossy(&input);
+    let mut text = String::from_utf8_lossy(&input).into_owned();
+    if skipping {
+        text = text
+            .split_once('\n')
+            .map(|(_, rest)| rest.to_string())
+            .unwrap_or_default();
+    }
+    let src = joined(carried, &text);
     run_source(&mut bc, &src, "(standard_in)", true, &mut status);
     bc.flush();
     status

@@ -223,11 +223,13 @@ impl Num {
     }
 
     /// A numeral in base `ibase`. Digits are 0-9 and A-Z (10-35); a lone digit keeps its value
-    /// whatever the base, and in a longer numeral each digit counts as at most `ibase - 1`, as
-    /// GNU bc reads them (`ibase=16; G0` is 240, `1A` in base 10 is 19).
+    /// whatever the base (leading zeros aside: `0A` is 10), and in a longer numeral each digit
+    /// counts as at most `ibase - 1`, as GNU bc reads them (`ibase=16; G0` is 240, `1A` in base
+    /// 10 is 19).
     pub fn parse(text: &str, ibase: u32) -> Num {
         let (ip, fp) = text.split_once('.').unwrap_or((text, ""));
-        let mut lone = ip.chars();
+        let significant = ip.trim_start_matches('0');
+        let mut lone = significant.chars();
         if let (Some(c), None, true) = (lone.next(), lone.next(), fp.is_empty()) {
             return Num {
                 v: BigInt::from(c.to_digit(36).unwrap_or(0)),
