@@ -568,9 +568,10 @@ impl Interp {
                     self.err(&format!("{}: readonly function", f.name));
                     return Ok(1);
                 }
-                self.st
-                    .functions
-                    .insert(f.name.clone(), Arc::new(f.clone()));
+                // The file this definition runs in, for BASH_SOURCE in its calls.
+                let mut def = f.clone();
+                def.source = self.frames.last().map(|fr| fr.file.clone());
+                self.st.functions.insert(f.name.clone(), Arc::new(def));
                 Ok(0)
             }
         }
@@ -620,9 +621,22 @@ impl Interp {
                 self.loops -= 1;
                 r
             }
-            CompoundCommand::Select { .. } => {
-                self.err("select: not supported in this shell");
-                Ok(1)
+            CompoundCommand::Select { var, words, body } => {
+                if !crate::vars::is_valid_name(var) {
+                    self.err(&format!("`{var}': not a valid identifier"));
+                    return Ok(1);
+                }
+                let items = match words {
+                    Some(w) => self.expand_words(w)?,
+                    None => self.st.positional.clone(),
+                };
+                if items.is_empty() {
+                    return Ok(0);
+                }
+                self.loops += 1;
+                let r = self.run_select(var, &items, body);
+                self.loops -= 1;
+                r
             }
             CompoundCommand::ArithFor {
                 init,
@@ -742,6 +756,54 @@ impl Interp {
             }
         }
         Ok(status)
+    }
+
+    /// `select`: the numbered menu and `PS3` on standard error, a line read from standard
+    /// input into `REPLY`, the chosen word (or nothing) in `var`, the body; an empty line shows
+    /// the menu again, and the end of input ends the loop (a newline on standard output,
+    /// status 1), as in bash.
+    fn run_select(&mut self, var: &str, items: &[String], body: &Script) -> FlowResult {
+        let mut menu = true;
+        loop {
+            self.check()?;
+            if menu {
+                let columns = self
+                    .get_var("COLUMNS")
+                    .and_then(|c| c.trim().parse::<usize>().ok())
+                    .filter(|c| *c > 0)
+                    .unwrap_or(80);
+                let text = select_menu(items, columns);
+                self.err_raw(&text);
+            }
+            let ps3 = self.get_var("PS3").unwrap_or_else(|| "#? ".into());
+            self.err_raw(&ps3);
+            let Some(reply) = self.read_reply()? else {
+                let _ = self.write_fd(1, b"\n");
+                return Ok(1);
+            };
+            if let Err(msg) = self.set_var("REPLY", reply.clone()) {
+                self.err(&msg.to_string());
+                return Ok(1);
+            }
+            if reply.is_empty() {
+                menu = true;
+                continue;
+            }
+            menu = false;
+            let chosen = reply
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=items.len()).contains(n))
+                .map_or(String::new(), |n| items[n - 1].clone());
+            if let Err(msg) = self.set_var(var, chosen) {
+                self.err(&msg.to_string());
+                return Err(Flow::Exit(1));
+            }
+            if let LoopStep::Stop = self.loop_body(body)? {
+                return Ok(self.st.status);
+            }
+        }
     }
 
     fn run_arith_for(
@@ -1291,6 +1353,19 @@ impl Interp {
             ..Default::default()
         };
         child.st.aliases = im::OrdMap::new();
+        // A new bash has its own call stack: a script is its `main` frame, `-c` text none.
+        child.funcnames.clear();
+        child.frames = if from_dash_c {
+            Vec::new()
+        } else {
+            vec![crate::interp::SourceFrame {
+                file: Arc::from(arg0.as_str()),
+                kind: "main".into(),
+                line: 0,
+            }]
+        };
+        child.sync_bash_source();
+        child.set_funcname();
         child.st.arg0 = arg0;
         child.st.positional = args;
         child.st.status = 0;
@@ -1363,18 +1438,15 @@ impl Interp {
         self.enter()?;
         let saved_pos = std::mem::replace(&mut self.st.positional, argv[1..].to_vec());
         let saved_loops = std::mem::replace(&mut self.loops, 0);
-        // BASH_LINENO, innermost first: the line each active function was called from.
-        let mut call_lines: Vec<String> = match self.st.vars.get("BASH_LINENO").map(|v| &v.value) {
-            Some(crate::vars::Value::Indexed(m)) if !self.funcnames.is_empty() => {
-                m.values().cloned().collect()
-            }
-            _ => Vec::new(),
-        };
-        call_lines.insert(0, self.line.to_string());
         self.st.vars.push_frame();
         self.funcnames.push(f.name.clone());
+        self.frames.push(crate::interp::SourceFrame {
+            file: f.source.clone().unwrap_or_else(|| Arc::from("environment")),
+            kind: f.name.clone(),
+            line: self.line,
+        });
+        self.sync_bash_source();
         self.set_funcname();
-        self.set_bash_lineno(call_lines);
         let return_trap_before = self.st.traps.get("RETURN").cloned();
         self.saved_opts.push(None);
         self.return_traps.push(return_trap_before.clone());
@@ -1401,13 +1473,10 @@ impl Interp {
             }
         }
         self.funcnames.pop();
+        self.frames.pop();
         self.st.vars.pop_frame();
+        self.sync_bash_source();
         self.set_funcname();
-        let outer_lines = match self.st.vars.get("BASH_LINENO").map(|v| &v.value) {
-            Some(crate::vars::Value::Indexed(m)) => m.values().skip(1).cloned().collect(),
-            _ => Vec::new(),
-        };
-        self.set_bash_lineno(outer_lines);
         self.loops = saved_loops;
         self.st.positional = saved_pos;
         self.depth -= 1;
@@ -1418,47 +1487,44 @@ impl Interp {
         }
     }
 
-    /// `FUNCNAME`: the call stack, innermost first (unset outside functions).
-    fn set_funcname(&mut self) {
+    /// `BASH_SOURCE` (the file of each frame) and `BASH_LINENO` (the line each was entered
+    /// from), innermost first; unset when no file runs and no function is called.
+    pub(crate) fn sync_bash_source(&mut self) {
+        if self.frames.is_empty() {
+            self.st.vars.remove("BASH_SOURCE");
+            self.st.vars.remove("BASH_LINENO");
+            return;
+        }
+        let files = self.frames_array(|f| f.file.to_string());
+        let lines = self.frames_array(|f| f.line.to_string());
+        for (name, value) in [("BASH_SOURCE", files), ("BASH_LINENO", lines)] {
+            self.st.vars.put(name, Var { value, attrs: 0 });
+        }
+    }
+
+    fn frames_array(
+        &self,
+        field: impl Fn(&crate::interp::SourceFrame) -> String,
+    ) -> crate::vars::Value {
+        crate::vars::Value::Indexed(
+            self.frames
+                .iter()
+                .rev()
+                .enumerate()
+                .map(|(i, f)| (i as i64, field(f)))
+                .collect(),
+        )
+    }
+
+    /// `FUNCNAME`: what each frame is, innermost first (`main` for a script, `source` for a
+    /// sourced file); set only while a function runs, as in bash.
+    pub(crate) fn set_funcname(&mut self) {
         if self.funcnames.is_empty() {
             self.st.vars.remove("FUNCNAME");
             return;
         }
-        let m = self
-            .funcnames
-            .iter()
-            .rev()
-            .enumerate()
-            .map(|(i, n)| (i as i64, n.clone()))
-            .collect();
-        self.st.vars.put(
-            "FUNCNAME",
-            Var {
-                value: crate::vars::Value::Indexed(m),
-                attrs: 0,
-            },
-        );
-    }
-
-    /// `BASH_LINENO` (innermost call first); unset outside functions, as `FUNCNAME`.
-    fn set_bash_lineno(&mut self, lines: Vec<String>) {
-        if self.funcnames.is_empty() {
-            self.st.vars.remove("BASH_LINENO");
-            return;
-        }
-        let m = lines
-            .into_iter()
-            .take(self.funcnames.len())
-            .enumerate()
-            .map(|(i, l)| (i as i64, l))
-            .collect();
-        self.st.vars.put(
-            "BASH_LINENO",
-            Var {
-                value: crate::vars::Value::Indexed(m),
-                attrs: 0,
-            },
-        );
+        let value = self.frames_array(|f| f.kind.clone());
+        self.st.vars.put("FUNCNAME", Var { value, attrs: 0 });
     }
 
     /// `set -x` for an assignment: `+ name=value` with the value quoted as needed.
@@ -1790,6 +1856,46 @@ impl Interp {
             append,
         ))))
     }
+}
+
+/// `select`'s menu as bash lays it out: numbered items in columns filled top to bottom, as
+/// many as `columns` allows, a list that fits on one line shown one item per line.
+fn select_menu(items: &[String], columns: usize) -> String {
+    let digits = |n: usize| n.to_string().len();
+    let n = items.len();
+    let indices = digits(n);
+    let width = items.iter().map(|i| i.chars().count()).max().unwrap_or(0) + indices + 4;
+    let mut cols = (columns / width).max(1);
+    let mut rows = n.div_ceil(cols);
+    cols = n.div_ceil(rows);
+    if rows == 1 {
+        rows = cols;
+    }
+    let first_indices = digits(rows);
+    let mut out = String::new();
+    for row in 0..rows {
+        let (mut at, mut pos) = (row, 0);
+        loop {
+            let w = if pos == 0 { first_indices } else { indices };
+            let item = &items[at];
+            out.push_str(&format!("{:>w$}) {item}", at + 1));
+            let len = w + 2 + item.chars().count();
+            at += rows;
+            if at >= n {
+                break;
+            }
+            // To the next column with tabs where they fit, then spaces, as bash indents.
+            let (mut from, to) = (pos + len, pos + width);
+            while to / 8 > from / 8 {
+                out.push('\t');
+                from += 8 - from % 8;
+            }
+            out.extend(std::iter::repeat_n(' ', to.saturating_sub(from)));
+            pos += width;
+        }
+        out.push('\n');
+    }
+    out
 }
 
 enum LoopStep {

@@ -553,6 +553,15 @@ impl Fds {
 #[derive(Debug, Clone)]
 pub(crate) struct Saved(u32, Option<Slot>);
 
+/// One frame of `BASH_SOURCE` / `caller`: the file its code comes from, what it is (`main`,
+/// `source` or the function's name) and the line it was entered from.
+#[derive(Clone, Debug)]
+pub(crate) struct SourceFrame {
+    pub file: Arc<str>,
+    pub kind: String,
+    pub line: usize,
+}
+
 /// A running interpreter: the session state plus this thread's view of the run.
 pub(crate) struct Interp {
     pub st: ShellState,
@@ -560,6 +569,9 @@ pub(crate) struct Interp {
     pub fds: Fds,
     pub depth: u32,
     pub funcnames: Vec<String>,
+    /// The frames `BASH_SOURCE` and `caller` describe, outermost first: a script run as
+    /// `bash FILE` (`main`), a sourced file (`source`), each function call.
+    pub frames: Vec<SourceFrame>,
     pub loops: u32,
     pub line: usize,
     /// Inside a condition (`if`, `while`, `!`, left of `&&`/`||`): `set -e` and the ERR trap
@@ -637,6 +649,7 @@ impl Interp {
             fds,
             depth: 0,
             funcnames: Vec::new(),
+            frames: Vec::new(),
             loops: 0,
             line: 1,
             cond: 0,
@@ -675,6 +688,7 @@ impl Interp {
         child.usage = self.usage.clone();
         child.depth = self.depth;
         child.funcnames = self.funcnames.clone();
+        child.frames = self.frames.clone();
         child.line = self.line;
         child.line_offset = self.line_offset;
         child.last_arg = self.last_arg.clone();
@@ -758,7 +772,10 @@ impl Interp {
 
     /// `bash: line N: msg` on stderr.
     pub fn err(&mut self, msg: &str) {
-        let text = format!("bash: line {}: {}\n", self.line, msg);
+        // bash names the file the failing code comes from: the script, the sourced file, the
+        // file a function was defined in (`environment` for one defined in `-c` text).
+        let file = self.frames.last().map_or("bash", |f| &f.file);
+        let text = format!("{file}: line {}: {}\n", self.line, msg);
         let _ = self.write_fd(2, text.as_bytes());
     }
 

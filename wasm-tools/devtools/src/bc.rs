@@ -145,6 +145,8 @@ impl Lexer {
                 j += 1;
             }
             if j >= self.src.len() {
+                // Consumed, so that reading goes on past it (the error ends the input).
+                self.i = self.src.len();
                 return Err(format!("{line}: string end not found"));
             }
             self.i = j + 1;

@@ -103,14 +103,58 @@ pub fn main(args: &[String]) -> i32 {
             return 9;
         }
     };
+    // Info-ZIP names the archive first: `Archive:` on standard output, or `[name]` before
+    // a message when piping (-p) or quiet.
+    let announce = !pipe && quiet == 0;
+    let mut named = false;
+    let name_it = |named: &mut bool| {
+        if announce {
+            out(format!("Archive:  {path}\n").as_bytes());
+        } else {
+            eprintln!("[{path}]");
+        }
+        *named = true;
+    };
+    let mut status = 0;
+    match crate::eocd::survey(&bytes) {
+        crate::eocd::Survey::NotFound => {
+            name_it(&mut named);
+            eprintln!("{}", crate::eocd::NOT_FOUND);
+            if !pipe {
+                eprintln!(
+                    "unzip:  cannot find zipfile directory in one of {archive} or\n        {archive}.zip, and cannot find {archive}.ZIP, period."
+                );
+            }
+            return 9;
+        }
+        crate::eocd::Survey::Empty { extra } => {
+            if announce {
+                name_it(&mut named);
+            }
+            if extra > 0 {
+                eprintln!("{}", crate::eocd::extra_warning(&path, extra));
+            }
+            eprintln!("warning [{path}]:  zipfile is empty");
+            return 1;
+        }
+        crate::eocd::Survey::Members { extra } => {
+            if announce {
+                name_it(&mut named);
+            }
+            if extra > 0 {
+                eprintln!("{}", crate::eocd::extra_warning(&path, extra));
+                status = 1;
+            }
+        }
+    }
     let mut z = match ZipArchive::new(std::io::Cursor::new(bytes)) {
         Ok(z) => z,
         Err(e) => {
-            out(format!("Archive:  {path}\n").as_bytes());
-            eprintln!(
-                "  End-of-central-directory signature not found.  Either this file is not\n  a zipfile, or it constitutes one disk of a multi-part archive.\n  ({e})\nunzip:  cannot find zipfile directory in {path}."
-            );
-            return 9;
+            if !named {
+                name_it(&mut named);
+            }
+            eprintln!("error [{path}]:  the central directory cannot be read ({e})");
+            return 3;
         }
     };
     let selected = |name: &str| {
@@ -127,7 +171,6 @@ pub fn main(args: &[String]) -> i32 {
             }
         }
     }
-    let mut status = 0;
     let unmatched: Vec<&String> = members
         .iter()
         .zip(&matched)
@@ -144,8 +187,8 @@ pub fn main(args: &[String]) -> i32 {
     };
 
     if list {
-        let mut s = format!(
-            "Archive:  {path}\n  Length      Date    Time    Name\n---------  ---------- -----   ----\n"
+        let mut s = String::from(
+            "  Length      Date    Time    Name\n---------  ---------- -----   ----\n",
         );
         let (mut total, mut count) = (0u64, 0usize);
         for i in 0..z.len() {
@@ -170,24 +213,19 @@ pub fn main(args: &[String]) -> i32 {
             "---------                     -------\n{total:>9}                     {count} file{}\n",
             if count == 1 { "" } else { "s" }
         ));
-        if quiet > 0 {
-            // -q drops the archive line; -qq the headers and totals too.
+        if quiet > 1 {
+            // -q drops the archive line (above); -qq the headers and totals too.
             let lines: Vec<&str> = s.lines().collect();
-            let body = if quiet > 1 {
-                &lines[3..lines.len() - 2]
-            } else {
-                &lines[1..]
-            };
-            s = body.iter().map(|l| format!("{l}\n")).collect();
+            s = lines[2..lines.len() - 2]
+                .iter()
+                .map(|l| format!("{l}\n"))
+                .collect();
         }
         out(s.as_bytes());
         report_unmatched(&mut status);
         return status;
     }
 
-    if !pipe && quiet == 0 {
-        out(format!("Archive:  {path}\n").as_bytes());
-    }
     let base = PathBuf::from(exdir.as_deref().unwrap_or(""));
     let shown = |p: &Path| p.to_string_lossy().into_owned();
     let stdin = std::io::stdin();

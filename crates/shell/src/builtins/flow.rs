@@ -99,6 +99,34 @@ impl Interp {
         }
     }
 
+    /// `caller [N]`: where the current function (or frame N above it) was called from, as
+    /// `LINE FILE` without N and `LINE NAME FILE` with it; 1 when there is no such frame.
+    pub(super) fn b_caller(&mut self, args: &[String]) -> i32 {
+        let args = match self.no_options("caller", args) {
+            Ok(a) => a,
+            Err(st) => return st,
+        };
+        let inner: Vec<crate::interp::SourceFrame> = self.frames.iter().rev().cloned().collect();
+        let Some(n) = args.first() else {
+            let Some(cur) = inner.first() else {
+                return 1;
+            };
+            let outer = inner.get(1).map_or("NULL".into(), |f| f.file.to_string());
+            return self.out_str(&format!("{} {outer}\n", cur.line));
+        };
+        let Ok(n) = n.trim().parse::<usize>() else {
+            self.err(&format!("caller: {n}: invalid number"));
+            self.usage("caller");
+            return 2;
+        };
+        match (inner.get(n), inner.get(n + 1)) {
+            (Some(cur), Some(outer)) => {
+                self.out_str(&format!("{} {} {}\n", cur.line, outer.kind, outer.file))
+            }
+            _ => 1,
+        }
+    }
+
     pub(super) fn b_source(&mut self, name: &str, args: &[String]) -> FlowResult {
         let args = match self.no_options(name, args) {
             Ok(a) => a,
@@ -154,9 +182,19 @@ impl Interp {
             None
         };
         self.sourcing += 1;
+        self.frames.push(crate::interp::SourceFrame {
+            file: std::sync::Arc::from(file.as_str()),
+            kind: "source".into(),
+            line: self.line,
+        });
+        self.sync_bash_source();
+        self.set_funcname();
         let offset = std::mem::replace(&mut self.line_offset, 0);
         let mut r = self.run_script(&script);
         self.line_offset = offset;
+        self.frames.pop();
+        self.sync_bash_source();
+        self.set_funcname();
         self.sourcing -= 1;
         if matches!(r, Ok(_) | Err(Flow::Return(_)))
             && let Err(e) = self.source_return_trap()

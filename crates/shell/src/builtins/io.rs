@@ -294,6 +294,27 @@ impl Interp {
         Ok(o)
     }
 
+    /// One line of standard input as `read` reads it (backslashes escape), for `select`;
+    /// `None` at the end of input with nothing read.
+    pub(crate) fn read_reply(&mut self) -> FlowResult<Option<String>> {
+        let o = ReadOptions {
+            raw: false,
+            prompt: None,
+            array: None,
+            delim: b'\n',
+            nchars: None,
+            exact: false,
+            fd: 0,
+            timeout: None,
+            names: Vec::new(),
+        };
+        let line = self.read_line_for(&o)?.unwrap_or_default();
+        if !line.got_delim && line.buf.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(String::from_utf8_lossy(&line.buf).into_owned()))
+    }
+
     /// Reads up to the delimiter, the end of input or `-n`/`-N` characters; `None` when `-t`'s
     /// time ran out first.
     fn read_line_for(&mut self, o: &ReadOptions) -> FlowResult<Option<ReadLine>> {

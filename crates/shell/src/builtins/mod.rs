@@ -131,6 +131,7 @@ static BUILTINS: &[Builtin] = &[
         Some("builtin [shell-builtin [arg ...]]"),
         |i, _, a| i.b_builtin(a),
     ),
+    regular("caller", Some("caller [expr]"), |i, _, a| Ok(i.b_caller(a))),
     regular("cd", Some("cd [-L|[-P [-e]] [-@]] [dir]"), |i, _, a| {
         Ok(i.b_cd(a))
     }),

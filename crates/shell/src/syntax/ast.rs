@@ -134,6 +134,9 @@ pub struct FunctionDef {
     pub name: String,
     /// Always a [`Command::Compound`]; its redirections apply on every call.
     pub body: Box<Command>,
+    /// The file the definition ran in (`BASH_SOURCE` of its calls); set when it runs, not by
+    /// the parser. `None`: outside any file, which bash reports as `environment`.
+    pub source: Option<std::sync::Arc<str>>,
 }
 
 /// A compound command: a reserved-word construct, a group or a subshell.

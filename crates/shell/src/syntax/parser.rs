@@ -1136,6 +1136,7 @@ impl<'a> Parser<'a> {
         Ok(Command::FunctionDef(FunctionDef {
             name,
             body: Box::new(body),
+            source: None,
         }))
     }
 
