@@ -568,9 +568,10 @@ def time_leak_patterns() -> list[re.Pattern]:
 
 
 # A shell builtin's diagnostic starts with the running script's name and line: the recording
-# ran the case inside BusyBox's testing.sh, the sandbox runs it as a `bash -c` script. Which
-# script and line is an artifact of the two harnesses, so both sides drop it.
-SHELL_PREFIX = re.compile(rb"^(?:\./testing\.sh|bash|sh): line \d+: ", re.M)
+# ran the case inside BusyBox's testing.sh, the sandbox runs it as a `bash -c` script (where a
+# function the prelude defines, `busybox`, is bash's `environment`). Which script and line is
+# an artifact of the two harnesses, so both sides drop it.
+SHELL_PREFIX = re.compile(rb"^(?:\./testing\.sh|bash|sh|environment): line \d+: ", re.M)
 
 
 def shell_neutral(out: bytes) -> bytes:

@@ -794,3 +794,227 @@ const KEYWORDS: &[&str] = &[
     "if", "then", "else", "elif", "fi", "case", "esac", "for", "select", "while", "until", "do",
     "done", "in", "function", "time", "{", "}", "!", "[[", "]]", "coproc",
 ];
+
+/// The words of `text` as the shell parses a command's arguments (quotes and expansions kept
+/// for the expansion that follows); nothing when it does not parse.
+fn shell_words(text: &str) -> Vec<crate::syntax::ast::Word> {
+    use crate::syntax::ast::{Arg, Command};
+    let Ok(script) = crate::parse(&format!(": {text}")) else {
+        return Vec::new();
+    };
+    match script.items.first().map(|i| &i.and_or.first.commands[..]) {
+        Some([Command::Simple(s)]) => s
+            .words
+            .iter()
+            .skip(1)
+            .filter_map(|a| match a {
+                Arg::Word(w) => Some(w.clone()),
+                Arg::Assignment(_) => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// What `compgen` can generate: the `-A` action names and their one-letter options.
+const COMPGEN_ACTIONS: &[(&str, char)] = &[
+    ("alias", 'a'),
+    ("builtin", 'b'),
+    ("command", 'c'),
+    ("directory", 'd'),
+    ("export", 'e'),
+    ("file", 'f'),
+    ("function", 'F'),
+    ("group", 'g'),
+    ("job", 'j'),
+    ("keyword", 'k'),
+    ("user", 'u'),
+    ("variable", 'v'),
+];
+
+impl Interp {
+    /// `compgen`: the completions of WORD (everything, without one) from word lists
+    /// (`-W`, expanded as the shell expands words), names of the shell's things (`-a -b -c -d
+    /// -e -f -g -j -k -u -v`, `-A action`) and files matching a pattern (`-G`), filtered by
+    /// `-X` (`!` keeps the matches instead) and wrapped in `-P`/`-S`. Status 1 when nothing
+    /// is generated.
+    pub(super) fn b_compgen(&mut self, args: &[String]) -> FlowResult {
+        let usage = "compgen [-abcdefgjksuv] [-o option] [-A action] [-G globpat] [-W wordlist] [-F function] [-C command] [-X filterpat] [-P prefix] [-S suffix] [word]";
+        let mut kinds: Vec<char> = Vec::new();
+        let (mut words, mut glob, mut filter) = (None, None, None);
+        let (mut prefix, mut suffix) = (String::new(), String::new());
+        let mut target: Option<String> = None;
+        let mut i = 0;
+        while i < args.len() {
+            let a = &args[i];
+            i += 1;
+            if a == "--" {
+                target = args.get(i).cloned();
+                break;
+            }
+            if !a.starts_with('-') || a.len() < 2 {
+                target = Some(a.clone());
+                break;
+            }
+            let flags: Vec<char> = a[1..].chars().collect();
+            for (k, &c) in flags.iter().enumerate() {
+                if "AWGXPSFCo".contains(c) {
+                    let rest: String = flags[k + 1..].iter().collect();
+                    let value = if rest.is_empty() {
+                        i += 1;
+                        args.get(i - 1).cloned()
+                    } else {
+                        Some(rest)
+                    };
+                    let Some(value) = value else {
+                        self.err(&format!("compgen: -{c}: option requires an argument"));
+                        self.err_raw(&format!("compgen: usage: {usage}\n"));
+                        return Ok(2);
+                    };
+                    match c {
+                        'A' => match COMPGEN_ACTIONS.iter().find(|(n, _)| *n == value) {
+                            Some((_, k)) => kinds.push(*k),
+                            None => {
+                                self.err(&format!("compgen: {value}: invalid action name"));
+                                return Ok(2);
+                            }
+                        },
+                        'W' => words = Some(value),
+                        'G' => glob = Some(value),
+                        'X' => filter = Some(value),
+                        'P' => prefix = value,
+                        'S' => suffix = value,
+                        // -F/-C run completion functions, which need a command line being
+                        // completed; -o only shapes readline's display.
+                        _ => {}
+                    }
+                    break;
+                }
+                if "abcdefgjksuv".contains(c) {
+                    kinds.push(c);
+                } else {
+                    self.err(&format!("compgen: -{c}: invalid option"));
+                    self.err_raw(&format!("compgen: usage: {usage}\n"));
+                    return Ok(2);
+                }
+            }
+        }
+        let word = target.unwrap_or_default();
+        let mut out: Vec<String> = Vec::new();
+        for k in kinds {
+            out.extend(self.compgen_names(k, &word));
+        }
+        if let Some(g) = glob {
+            // The pattern globbed as a word of a command line is.
+            let matched = self.expand_words(&shell_words(&g))?;
+            out.extend(matched.into_iter().filter(|m| *m != g));
+        }
+        if let Some(list) = words {
+            let expanded = self.expand_words(&shell_words(&list))?;
+            out.extend(expanded.into_iter().filter(|w| w.starts_with(&word)));
+        }
+        if let Some(f) = filter {
+            let (keep, pat) = match f.strip_prefix('!') {
+                Some(p) => (true, p.to_string()),
+                None => (false, f),
+            };
+            out.retain(|w| crate::pattern::matches(&pat, w) == keep);
+        }
+        if out.is_empty() {
+            return Ok(1);
+        }
+        let text: String = out
+            .iter()
+            .map(|w| format!("{prefix}{w}{suffix}\n"))
+            .collect();
+        Ok(self.out_str(&text))
+    }
+
+    fn compgen_names(&mut self, kind: char, word: &str) -> Vec<String> {
+        let starts = |n: &String| n.starts_with(word);
+        match kind {
+            'a' => self.st.aliases.keys().cloned().filter(starts).collect(),
+            'b' => BUILTINS
+                .iter()
+                .filter(|b| !b.program)
+                .map(|b| b.name.to_string())
+                .filter(starts)
+                .collect(),
+            'k' => KEYWORDS
+                .iter()
+                .map(|k| k.to_string())
+                .filter(starts)
+                .collect(),
+            'F' => {
+                let mut f: Vec<String> = self.st.functions.keys().cloned().filter(starts).collect();
+                f.sort();
+                f
+            }
+            'v' => self.st.vars.names().into_iter().filter(starts).collect(),
+            'e' => self
+                .st
+                .vars
+                .environ()
+                .into_iter()
+                .map(|(k, _)| k)
+                .filter(starts)
+                .collect(),
+            'u' | 'g' => ["user".to_string()].into_iter().filter(starts).collect(),
+            'j' => Vec::new(),
+            'c' => {
+                let mut all: Vec<String> = Vec::new();
+                for k in ['a', 'k', 'F', 'b'] {
+                    all.extend(self.compgen_names(k, word));
+                }
+                let path = self.get_var("PATH").unwrap_or_default();
+                let vfs = self.rt.vfs.lock();
+                for dir in path.split(':').filter(|d| !d.is_empty()) {
+                    let dir = wasmsand_vfs::path::join(&self.st.cwd, dir);
+                    let Ok(entries) = vfs.readdir_metadata(&dir) else {
+                        continue;
+                    };
+                    for (name, _) in entries {
+                        let full = format!("{dir}/{name}");
+                        if name.starts_with(word)
+                            && vfs
+                                .stat(&full)
+                                .is_ok_and(|m| m.is_file() && m.mode & 0o111 != 0)
+                        {
+                            all.push(name);
+                        }
+                    }
+                }
+                all
+            }
+            'd' | 'f' => {
+                let (dir_part, base) = match word.rfind('/') {
+                    Some(k) => (&word[..=k], &word[k + 1..]),
+                    None => ("", word),
+                };
+                let dir = wasmsand_vfs::path::join(
+                    &self.st.cwd,
+                    if dir_part.is_empty() { "." } else { dir_part },
+                );
+                let vfs = self.rt.vfs.lock();
+                let Ok(entries) = vfs.readdir(&dir) else {
+                    return Vec::new();
+                };
+                entries
+                    .into_iter()
+                    .filter(|e| {
+                        e.name.starts_with(base)
+                            && (base.starts_with('.') || !e.name.starts_with('.'))
+                    })
+                    .filter(|e| {
+                        kind == 'f'
+                            || vfs
+                                .stat(&format!("{dir}/{}", e.name))
+                                .is_ok_and(|m| m.is_dir())
+                    })
+                    .map(|e| format!("{dir_part}{}", e.name))
+                    .collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+}

@@ -141,6 +141,13 @@ static BUILTINS: &[Builtin] = &[
         Some("command [-pVv] command [arg ...]"),
         |i, _, a| i.b_command(a),
     ),
+    regular(
+        "compgen",
+        Some(
+            "compgen [-abcdefgjksuv] [-o option] [-A action] [-G globpat] [-W wordlist] [-F function] [-C command] [-X filterpat] [-P prefix] [-S suffix] [word]",
+        ),
+        |i, _, a| i.b_compgen(a),
+    ),
     special("continue", Some("continue [n]"), |i, n, a| {
         i.b_loop_control(n, a)
     }),

@@ -761,6 +761,39 @@ impl<'a> Parser<'a> {
         }
         self.skip_blanks();
         let line = self.line_at(self.pos);
+        // A bare `time` (or `time -p`) times nothing: bash prints the report for an empty
+        // command.
+        if timed
+            && (self.eof()
+                || matches!(
+                    self.peek_op(),
+                    Some((
+                        Op::Newline
+                            | Op::Semi
+                            | Op::Amp
+                            | Op::AndAnd
+                            | Op::OrOr
+                            | Op::RParen
+                            | Op::DSemi
+                            | Op::DSemiAmp
+                            | Op::SemiAmp,
+                        _
+                    ))
+                ))
+        {
+            let nothing = Command::Simple(SimpleCommand {
+                assignments: Vec::new(),
+                words: Vec::new(),
+                redirects: Vec::new(),
+                line,
+            });
+            return Ok(Pipeline {
+                negated,
+                timed,
+                commands: vec![nothing],
+                line,
+            });
+        }
         let mut commands = vec![self.command()?];
         loop {
             self.skip_blanks();
