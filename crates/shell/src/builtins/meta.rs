@@ -933,7 +933,13 @@ impl Interp {
     fn compgen_names(&mut self, kind: char, word: &str) -> Vec<String> {
         let starts = |n: &String| n.starts_with(word);
         match kind {
-            'a' => self.st.aliases.keys().cloned().filter(starts).collect(),
+            'a' => self
+                .st
+                .aliases
+                .keys()
+                .filter(|n| starts(n))
+                .cloned()
+                .collect(),
             'b' => BUILTINS
                 .iter()
                 .filter(|b| !b.program)
@@ -946,7 +952,13 @@ impl Interp {
                 .filter(starts)
                 .collect(),
             'F' => {
-                let mut f: Vec<String> = self.st.functions.keys().cloned().filter(starts).collect();
+                let mut f: Vec<String> = self
+                    .st
+                    .functions
+                    .keys()
+                    .filter(|n| starts(n))
+                    .cloned()
+                    .collect();
                 f.sort();
                 f
             }
