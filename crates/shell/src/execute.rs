@@ -608,13 +608,8 @@ impl Interp {
             CompoundCommand::While { cond, body } => self.run_while(cond, body, false),
             CompoundCommand::Until { cond, body } => self.run_while(cond, body, true),
             CompoundCommand::For { var, words, body } => {
-                if !crate::vars::is_valid_name(var) {
-                    self.err(&format!("`{var}': not a valid identifier"));
+                let Some(items) = self.loop_words(var, words.as_deref())? else {
                     return Ok(1);
-                }
-                let items = match words {
-                    Some(w) => self.expand_words(w)?,
-                    None => self.st.positional.clone(),
                 };
                 self.loops += 1;
                 let r = self.run_for(var, items, body);
@@ -622,13 +617,8 @@ impl Interp {
                 r
             }
             CompoundCommand::Select { var, words, body } => {
-                if !crate::vars::is_valid_name(var) {
-                    self.err(&format!("`{var}': not a valid identifier"));
+                let Some(items) = self.loop_words(var, words.as_deref())? else {
                     return Ok(1);
-                }
-                let items = match words {
-                    Some(w) => self.expand_words(w)?,
-                    None => self.st.positional.clone(),
                 };
                 if items.is_empty() {
                     return Ok(0);
@@ -756,6 +746,19 @@ impl Interp {
             }
         }
         Ok(status)
+    }
+
+    /// The words a `for` or `select` loop goes over (`in` words expanded, else the positional
+    /// parameters); `None`, with bash's message, when `var` cannot be a variable's name.
+    fn loop_words(&mut self, var: &str, words: Option<&[Word]>) -> FlowResult<Option<Vec<String>>> {
+        if !crate::vars::is_valid_name(var) {
+            self.err(&format!("`{var}': not a valid identifier"));
+            return Ok(None);
+        }
+        Ok(Some(match words {
+            Some(w) => self.expand_words(w)?,
+            None => self.st.positional.clone(),
+        }))
     }
 
     /// `select`: the numbered menu and `PS3` on standard error, a line read from standard

@@ -263,7 +263,7 @@ fn exists(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok()
 }
 
-fn is_dir(path: &Path, follow: bool) -> bool {
+pub(crate) fn is_dir(path: &Path, follow: bool) -> bool {
     let m = if follow {
         std::fs::metadata(path)
     } else {

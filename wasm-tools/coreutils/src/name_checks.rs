@@ -16,6 +16,8 @@ use std::collections::HashSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use crate::cp_modes::is_dir;
+
 /// What of a command line decides its (source, destination) pairs.
 #[derive(Default)]
 struct Line {
@@ -106,15 +108,6 @@ fn read(args: &[OsString], short: &str, long: &[&str], long_valued: &[&str]) -> 
         }
     }
     l
-}
-
-fn is_dir(path: &Path, follow: bool) -> bool {
-    let m = if follow {
-        std::fs::metadata(path)
-    } else {
-        std::fs::symlink_metadata(path)
-    };
-    m.is_ok_and(|m| m.is_dir())
 }
 
 /// The (source operand index, destination) pairs; `alone_into_cwd` is ln's one-operand form.

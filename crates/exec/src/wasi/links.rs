@@ -25,8 +25,6 @@ use crate::wasi::file::{SharedVfs, wasi_errno};
 
 /// `lookupflags.symlink_follow`.
 const SYMLINK_FOLLOW: i32 = 1;
-/// Longest path read (Linux's `PATH_MAX`).
-const MAX_PATH: u32 = 4096;
 /// Where preview1's `filestat` keeps the inode number and the link count.
 const FILESTAT_INO: u64 = 8;
 const FILESTAT_NLINK: u64 = 24;
@@ -85,19 +83,8 @@ pub(crate) fn define(
 
 /// The sandbox path a root-descriptor-relative guest path names.
 fn read_path(env: &FunctionEnvMut<LinkEnv>, ptr: i32, len: i32) -> Result<String, WasiErrno> {
-    let len = len as u32;
-    if len > MAX_PATH {
-        return Err(WasiErrno::Nametoolong);
-    }
     let memory = env.data().memory.get().ok_or(WasiErrno::Fault)?;
-    let mut raw = vec![0u8; len as usize];
-    memory
-        .view(env)
-        .read(u64::from(ptr as u32), &mut raw)
-        .map_err(|_| WasiErrno::Fault)?;
-    let rel = String::from_utf8(raw).map_err(|_| WasiErrno::Ilseq)?;
-    // Relative to `/`; `..` above it stays at it, as the VFS resolves.
-    Ok(format!("/{}", rel.trim_start_matches('/')))
+    crate::wasi::modes::root_path(&memory.view(env), ptr, len)
 }
 
 #[allow(clippy::too_many_arguments)]

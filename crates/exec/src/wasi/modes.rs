@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use wasmer::{
-    AsStoreMut, Extern, Function, FunctionEnv, FunctionEnvMut, Imports, Module, RuntimeError, Value,
+    AsStoreMut, Extern, Function, FunctionEnv, FunctionEnvMut, Imports, MemoryView, Module,
+    RuntimeError, Value,
 };
 use wasmer_wasix::types::wasi::Errno as WasiErrno;
 
@@ -215,20 +216,9 @@ fn set_times(
     {
         return errno(WasiErrno::Inval);
     }
-    let len = len as u32;
-    if len > MAX_PATH {
-        return errno(WasiErrno::Nametoolong);
-    }
-    let mut raw = vec![0u8; len as usize];
-    if memory
-        .view(&store)
-        .read(u64::from(ptr as u32), &mut raw)
-        .is_err()
-    {
-        return errno(WasiErrno::Fault);
-    }
-    let Ok(rel) = String::from_utf8(raw) else {
-        return errno(WasiErrno::Ilseq);
+    let path = match root_path(&memory.view(&store), ptr, len) {
+        Ok(p) => p,
+        Err(e) => return errno(e),
     };
     let now = SystemTime::now();
     let pick = |set: i32, now_flag: i32, nanos: i64| {
@@ -242,10 +232,22 @@ fn set_times(
     };
     let atime = pick(SET_ATIM, SET_ATIM_NOW, atim);
     let mtime = pick(SET_MTIM, SET_MTIM_NOW, mtim);
-    // Relative to `/` (the root descriptors); `..` above it stays at it, as the VFS resolves.
-    let path = format!("/{}", rel.trim_start_matches('/'));
     match data.vfs.lock().set_times(&path, atime, mtime) {
         Ok(()) => errno(WasiErrno::Success),
         Err(e) => errno(wasi_errno(e.errno)),
     }
+}
+
+/// The sandbox path a guest's path relative to the root descriptors names (`..` above `/`
+/// stays at it, as the VFS resolves), read from guest memory.
+pub(crate) fn root_path(view: &MemoryView<'_>, ptr: i32, len: i32) -> Result<String, WasiErrno> {
+    let len = len as u32;
+    if len > MAX_PATH {
+        return Err(WasiErrno::Nametoolong);
+    }
+    let mut raw = vec![0u8; len as usize];
+    view.read(u64::from(ptr as u32), &mut raw)
+        .map_err(|_| WasiErrno::Fault)?;
+    let rel = String::from_utf8(raw).map_err(|_| WasiErrno::Ilseq)?;
+    Ok(format!("/{}", rel.trim_start_matches('/')))
 }
