@@ -744,12 +744,15 @@ impl Vfs {
         self.tree.nodes -= replaced.0;
         self.tree.bytes -= replaced.1;
         self.counters.add(&self.counters.deleted, replaced.0);
-        let (src_full, dst_full) = (
-            links::full_path(&from_dir, &src_name),
-            links::full_path(&to_dir, &dst_name),
-        );
-        self.forget_links_under(&dst_full);
-        self.move_links(&src_full, &dst_full);
+        // Paths are built only when some node has several names: renames are frequent.
+        if !self.tree.groups.is_empty() {
+            let (src_full, dst_full) = (
+                links::full_path(&from_dir, &src_name),
+                links::full_path(&to_dir, &dst_name),
+            );
+            self.forget_links_under(&dst_full);
+            self.move_links(&src_full, &dst_full);
+        }
         Ok(())
     }
 
@@ -1299,7 +1302,9 @@ impl Vfs {
         if !self.in_layout {
             self.counters.add(&self.counters.deleted, nodes);
         }
-        self.forget_links_under(&links::full_path(dir, name));
+        if !self.tree.groups.is_empty() {
+            self.forget_links_under(&links::full_path(dir, name));
+        }
         Ok(())
     }
 }
