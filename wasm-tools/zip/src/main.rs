@@ -9,6 +9,7 @@
 
 #![forbid(unsafe_code)]
 
+mod central;
 mod eocd;
 mod unzip;
 mod zip_cmd;
