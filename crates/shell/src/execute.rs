@@ -15,7 +15,7 @@ use crate::syntax::ast::*;
 use crate::vars::{ATTR_EXPORT, Var};
 
 /// Capacity of the pipes between pipeline stages (as Linux's default).
-const PIPE_BYTES: usize = 64 * 1024;
+pub(crate) const PIPE_BYTES: usize = 64 * 1024;
 
 impl Interp {
     pub(crate) fn run_script(&mut self, s: &Script) -> FlowResult {
@@ -372,6 +372,7 @@ impl Interp {
         }
         drop(next_in);
         let mut statuses: Vec<i32> = handles.into_iter().map(|h| h.join().unwrap_or(1)).collect();
+        self.reap_coprocs();
         if let Some(e) = spawn_error {
             return Err(e);
         }
@@ -451,7 +452,10 @@ impl Interp {
             self.in_trap = false;
         }
         // A run (or subshell) ends when what it started has ended, as a caller reading its
-        // output would wait for the pipe to close; the run's deadline bounds the wait.
+        // output would wait for the pipe to close; the run's deadline bounds the wait. Its
+        // own descriptors close first, as at a process's exit: a coprocess reading what the
+        // shell writes sees the end of its input.
+        self.fds.close_from(3);
         self.join_run_jobs();
         status
     }
@@ -482,9 +486,21 @@ impl Interp {
         let mut child = self.fork();
         // Non-interactive bash gives background jobs /dev/null as stdin.
         child.fds.set(0, Some(Fd::In(InSrc::Empty)));
+        let ao = ao.clone();
+        self.start_job_thread(child, text, move |c| c.run_and_or(&ao))?;
+        Ok(())
+    }
+
+    /// Runs `body` in `child` (a fork, counted by `reserve_job`) on a thread of its own, as a
+    /// job in the table that `$!` names; returns its pid.
+    pub(crate) fn start_job_thread(
+        &mut self,
+        mut child: Interp,
+        text: String,
+        body: impl FnOnce(&mut Interp) -> FlowResult + Send + 'static,
+    ) -> FlowResult<u32> {
         let cancel = self.cancel_token().child();
         child.job_cancel = Some(cancel.clone());
-        let ao = ao.clone();
         let rt = self.rt.clone();
         let pid = self.next_pid();
         let alive = Arc::new(AtomicBool::new(true));
@@ -492,9 +508,11 @@ impl Interp {
         let h = std::thread::Builder::new()
             .stack_size(THREAD_STACK)
             .spawn(move || {
-                let s = child.run_as_subshell(|c| c.run_and_or(&ao));
-                drop(child);
+                let s = child.run_as_subshell(body);
+                // Ended before its descriptors close: whoever reads the end of its output
+                // finds it no longer running (a coprocess is then reaped at once).
                 alive2.store(false, Ordering::SeqCst);
+                drop(child);
                 rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
                 s
             });
@@ -514,7 +532,7 @@ impl Interp {
                     },
                 });
                 self.last_bg = Some(pid);
-                Ok(())
+                Ok(pid)
             }
             Err(e) => {
                 self.rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
@@ -585,6 +603,7 @@ impl Interp {
                 let mut child = self.fork();
                 let status = child.run_as_subshell(|c| c.run_script(s));
                 drop(child);
+                self.reap_coprocs();
                 self.check()?;
                 Ok(status)
             }
@@ -616,6 +635,7 @@ impl Interp {
                 self.loops -= 1;
                 r
             }
+            CompoundCommand::Coproc { name, body } => self.start_coproc(name, body),
             CompoundCommand::Select { var, words, body } => {
                 let Some(items) = self.loop_words(var, words.as_deref())? else {
                     return Ok(1);
@@ -1150,7 +1170,9 @@ impl Interp {
         argv: Vec<String>,
         env: Vec<(String, String)>,
     ) -> FlowResult {
-        self.run_external_in(argv, env, None)
+        let r = self.run_external_in(argv, env, None);
+        self.reap_coprocs();
+        r
     }
 
     /// As [`Self::run_external`], looking the name up along `search` instead of the
@@ -1632,7 +1654,7 @@ impl Interp {
             && matches!(&r.target, RedirTarget::Word(w) if crate::expand::source_text(w) == "-");
         if closing {
             let n = self
-                .get_var(name)
+                .value_of_named(name)
                 .and_then(|v| v.trim().parse::<u32>().ok());
             let Some(n) = n.filter(|n| *n <= MAX_FD) else {
                 return Ok(Err(ShellError::AmbiguousRedirect(name.to_string())));
@@ -1646,7 +1668,7 @@ impl Interp {
         if let Err(m) = self.redirect_to(r, fd)? {
             return Ok(Err(m));
         }
-        if let Err(m) = self.set_var(name, fd.to_string()) {
+        if let Err(m) = self.assign_named(name, fd.to_string()) {
             self.fds.set(fd, None);
             self.err(&m.to_string());
             return Ok(Err(ShellError::FdVariable(name.to_string())));

@@ -234,6 +234,7 @@ impl Interp {
         self.enter()?;
         let r = self.command_subst_inner(s);
         self.depth -= 1;
+        self.reap_coprocs();
         r
     }
 
@@ -1447,6 +1448,29 @@ impl Interp {
                 self.assign(&a.name, Some(key), s, a.append)
             }
             AssignedValue::Array(items) => self.assign_array(&a.name, items, a.append),
+        }
+    }
+
+    /// Assigns to a name given as a runtime string, which may be an element (`printf -v
+    /// 'a[1]'`, `{a[1]}>file`).
+    pub(crate) fn assign_named(&mut self, target: &str, text: String) -> Result<(), ShellError> {
+        match target.find('[') {
+            Some(i) if target.ends_with(']') => {
+                let name = target[..i].to_string();
+                let key = self.runtime_key_for(&name, &target[i + 1..target.len() - 1])?;
+                self.assign(&name, Some(key), text, false)
+            }
+            _ => self.set_var(target, text),
+        }
+    }
+
+    /// The value of a name given as a runtime string, which may be an element (`a[1]`).
+    pub(crate) fn value_of_named(&self, target: &str) -> Option<String> {
+        match target.find('[') {
+            Some(i) if target.ends_with(']') => {
+                self.element_value(&target[..i], &target[i + 1..target.len() - 1])
+            }
+            _ => self.get_var(target),
         }
     }
 

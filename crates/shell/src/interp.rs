@@ -472,6 +472,11 @@ impl Fds {
         }
     }
 
+    /// Closes every descriptor from `low` up.
+    pub fn close_from(&mut self, low: u32) {
+        self.slots.retain(|&fd, _| fd < low);
+    }
+
     /// Opens `fd` on a file for reading and writing (`<>`).
     pub fn set_rw(&mut self, fd: u32, f: OpenFile) {
         if fd <= MAX_FD {
@@ -583,6 +588,8 @@ pub(crate) struct Interp {
     pub disowned: Vec<crate::jobs::table::Job>,
     /// Jobs that ended and left the table (`jobs`, `wait -n`), kept for `wait PID`.
     pub reaped: Vec<crate::jobs::table::Job>,
+    /// Coprocesses started by this shell (not its subshells) and not reaped yet.
+    pub coprocs: Vec<crate::jobs::coproc::Coproc>,
     pub last_bg: Option<u32>,
     /// In a background job: its own token (a child of the run's), so `kill %N` ends it alone.
     pub job_cancel: Option<CancelToken>,
@@ -656,6 +663,7 @@ impl Interp {
             jobs: Vec::new(),
             disowned: Vec::new(),
             reaped: Vec::new(),
+            coprocs: Vec::new(),
             last_bg: None,
             job_cancel: None,
             disown_follows: false,

@@ -27,6 +27,14 @@ pub(crate) fn and_or_text(ao: &AndOr) -> String {
     p.out.trim_end_matches('\n').to_string()
 }
 
+/// A command on one line, as `jobs` shows a coprocess.
+pub(crate) fn command_text(c: &Command) -> String {
+    let mut p = Printer::default();
+    p.command(c);
+    p.flush_heredocs();
+    p.out.trim_end_matches('\n').to_string()
+}
+
 /// A word in source form.
 pub(crate) fn word_source(w: &Word) -> String {
     word_text(w, false)
@@ -36,6 +44,9 @@ pub(crate) fn word_source(w: &Word) -> String {
 struct Printer {
     out: String,
     indent: usize,
+    /// Printing a function body: a `{ }` group takes lines of its own there, but stays on
+    /// one line in a command's text (`jobs`, `BASH_COMMAND`), as in bash.
+    in_function: bool,
     /// Here-document bodies to write after the current command's line.
     heredocs: Vec<HereDoc>,
 }
@@ -60,6 +71,12 @@ impl Printer {
     }
 
     fn function(&mut self, f: &FunctionDef, keyword: bool) {
+        let outer = std::mem::replace(&mut self.in_function, true);
+        self.function_body(f, keyword);
+        self.in_function = outer;
+    }
+
+    fn function_body(&mut self, f: &FunctionDef, keyword: bool) {
         if keyword {
             self.out.push_str("function ");
         }
@@ -259,6 +276,12 @@ impl Printer {
 
     fn compound(&mut self, c: &CompoundCommand) {
         match c {
+            CompoundCommand::Group(s) if !self.in_function => {
+                self.out.push_str("{ ");
+                self.inline_list(s);
+                self.semicolon();
+                self.out.push_str(" }");
+            }
             CompoundCommand::Group(s) => {
                 self.out.push_str("{ ");
                 self.indent += 4;
@@ -266,6 +289,12 @@ impl Printer {
                 self.indent -= 4;
                 self.newline();
                 self.out.push('}');
+            }
+            CompoundCommand::Coproc { name, body } => {
+                self.out.push_str("coproc ");
+                self.out.push_str(name);
+                self.out.push(' ');
+                self.command(body);
             }
             CompoundCommand::Subshell(s) => {
                 self.out.push_str("( ");

@@ -112,17 +112,7 @@ impl Interp {
                 // A variable ends at a NUL byte, as a C string does in bash.
                 let end = p.out.iter().position(|&b| b == 0).unwrap_or(p.out.len());
                 let text = String::from_utf8_lossy(&p.out[..end]).into_owned();
-                let r = match v.find('[') {
-                    Some(i) if v.ends_with(']') => {
-                        let name = v[..i].to_string();
-                        match self.runtime_key_for(&name, &v[i + 1..v.len() - 1]) {
-                            Ok(k) => self.assign(&name, Some(k), text, false),
-                            Err(m) => Err(m),
-                        }
-                    }
-                    _ => self.set_var(&v, text),
-                };
-                if let Err(m) = r {
+                if let Err(m) = self.assign_named(&v, text) {
                     self.err(&format!("printf: {m}"));
                     return Ok(1);
                 }

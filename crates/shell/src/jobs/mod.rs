@@ -8,6 +8,7 @@
 //! handed to the host instead when it has a [`crate::DetachFn`] (the sandbox does: it becomes
 //! a background process with its own pid and deadline); without one it stays a job of the run.
 
+pub(crate) mod coproc;
 pub(crate) mod table;
 
 use std::time::Duration;
@@ -263,6 +264,7 @@ impl Interp {
     pub(crate) fn b_wait(&mut self, args: &[String]) -> FlowResult {
         let r = self.wait_builtin(args);
         self.reap_jobs();
+        self.reap_coprocs();
         r
     }
 

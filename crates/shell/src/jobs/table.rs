@@ -97,6 +97,15 @@ impl Job {
         }
     }
 
+    /// Whether its commands still run: a thread job's flag drops when its commands end, before
+    /// its descriptors close and its thread returns.
+    pub fn commands_running(&self) -> bool {
+        match &self.kind {
+            JobKind::Thread { alive, .. } => alive.load(Ordering::SeqCst),
+            JobKind::Detached(d) => d.is_running(),
+        }
+    }
+
     /// Joins a thread job (bounded: the run's deadline and cancellation reach it).
     pub fn join(&mut self) -> i32 {
         match &mut self.kind {

@@ -203,6 +203,14 @@ pub enum CompoundCommand {
         /// The clauses in source order.
         items: Vec<CaseItem>,
     },
+    /// `coproc [NAME] command`: the command runs asynchronously, its stdin and stdout on pipes
+    /// whose other ends the shell holds as descriptors `${NAME[1]}` and `${NAME[0]}`.
+    Coproc {
+        /// `COPROC` unless named; only a compound command can be named.
+        name: String,
+        /// The command run as the coprocess.
+        body: Box<Command>,
+    },
     /// `(( expr ))`
     Arith(Arith),
     /// `[[ expr ]]`

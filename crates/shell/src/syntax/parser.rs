@@ -273,7 +273,7 @@ fn lossy(b: &[u8]) -> String {
 const CLOSERS: &[&str] = &["then", "else", "elif", "fi", "do", "done", "esac", "}"];
 const RESERVED: &[&str] = &[
     "if", "then", "else", "elif", "fi", "do", "done", "case", "esac", "while", "until", "for",
-    "select", "function", "in", "time", "{", "}", "!", "[[", "]]",
+    "select", "function", "in", "time", "{", "}", "!", "[[", "]]", "coproc",
 ];
 
 impl<'a> Parser<'a> {
@@ -848,6 +848,7 @@ impl<'a> Parser<'a> {
                 return self.nested(|p| p.compound());
             }
             Some("function") => return self.nested(|p| p.function_keyword()),
+            Some("coproc") => return self.nested(|p| p.coproc()),
             Some("then" | "else" | "elif" | "fi" | "do" | "done" | "esac" | "}") => {
                 return Err(self.unexpected());
             }
@@ -858,6 +859,34 @@ impl<'a> Parser<'a> {
             Some(_) => Err(self.unexpected()),
             None => self.simple(),
         }
+    }
+
+    /// `coproc [NAME] command`. A word is the coprocess's name only when a compound command
+    /// follows it; otherwise it starts the (simple) command, as in bash.
+    #[inline(never)]
+    fn coproc(&mut self) -> ParseResult<Command> {
+        self.pos += "coproc".len();
+        self.skip_blanks();
+        let start = self.pos;
+        let len = self.src[start..]
+            .iter()
+            .take_while(|&&c| is_name_char(c))
+            .count();
+        let mut name = String::from("COPROC");
+        if len > 0 && !self.src[start].is_ascii_digit() && self.delim_at(len) {
+            self.pos += len;
+            self.skip_blanks();
+            if self.at_compound_start() {
+                name = lossy(&self.src[start..start + len]);
+            } else {
+                self.pos = start;
+            }
+        }
+        let body = Box::new(self.command()?);
+        Ok(Command::Compound(
+            CompoundCommand::Coproc { name, body },
+            Vec::new(),
+        ))
     }
 
     fn at_compound_start(&self) -> bool {
@@ -1303,6 +1332,16 @@ impl<'a> Parser<'a> {
                 .is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_')
             {
                 j += 1;
+            }
+            // bash 5.2 takes an array element too: `{fds[1]}>&-`.
+            if j > 1 && self.at(j) == Some(b'[') {
+                let mut k = j + 1;
+                while self.at(k).is_some_and(|c| !matches!(c, b']' | b'}' | b'\n')) {
+                    k += 1;
+                }
+                if self.at(k) == Some(b']') && k > j + 1 {
+                    j = k + 1;
+                }
             }
             let name = &self.src[start + 1..start + j];
             if j > 1
