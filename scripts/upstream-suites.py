@@ -3,12 +3,19 @@
 
 A benchmark, not a CI test. The suites are upstream's text and are NOT part of this repository:
 fetch them yourself (jq: github.com/jqlang/jq, its tests/ directory; BusyBox:
-github.com/mirror/busybox, its testsuite/ directory) and point `record` at the checkouts. The
-expected results are recorded from the real programs on this machine, so everything recorded
-lives under target/upstream-suites/ (git-ignored):
+github.com/mirror/busybox, its testsuite/ directory; Oils: github.com/oils-for-unix/oils, its
+spec/ directory, e.g. `git archive HEAD spec | tar -x -C /tmp/upstream/oils` from a clone, with
+`git rev-parse HEAD > /tmp/upstream/oils/COMMIT` if the copy is not a git work tree) and point
+`record` at the checkouts. The expected results are recorded from the real programs on this
+machine, so everything recorded lives under target/upstream-suites/ (git-ignored):
 
-    scripts/upstream-suites.py record --jq /tmp/upstream/jq --busybox /tmp/upstream/busybox
-    scripts/upstream-suites.py run [--tool sed] [--case SUBSTRING] [--bin PATH] [-v]
+    scripts/upstream-suites.py record --jq /tmp/upstream/jq --busybox /tmp/upstream/busybox \
+        --oils /tmp/upstream/oils
+    scripts/upstream-suites.py run [--suite oils] [--tool sed] [--case SUBSTRING] [--bin PATH] \
+        [-v]
+
+(`--suite` may be repeated; `--tool` is a tool's name, for oils a spec file's stem such as
+var-op-len.)
 
 record
   jq       Every case of tests/*.test (jq's --run-tests format) is run with the host's
@@ -31,12 +38,35 @@ record
            recorded the same way; they pass when they exit 0 (ones that fail with GNU are
            skipped). Every file is recorded twice: cases whose output differs between the two
            runs, or whose reference shows the current date or time, are tagged and skipped.
+  oils     The Oils shell spec suite measures the sandbox's shell against GNU bash (/bin/bash,
+           5.2 here). Files spec/*.test.sh whose `## compare_shells:` names bash (or bash-4.4)
+           are parsed exactly as test/sh_spec.py parses them (`#### NAME` starts a case; its
+           code is the lines that are not `##` annotations, comment lines never count;
+           `## STDOUT:` ... `## END` blocks; OK/BUG/N-I qualifiers naming shells). bash's
+           expectation is the unqualified annotations, each kind (stdout, status) replaced by a
+           qualified one that names bash; with no status the case must exit 0; stderr
+           annotations are not checked. Each case runs as sh_spec.py runs it: `bash` with the
+           code on stdin, cwd a fresh $TMP (_tmp/spec-tmp/FILE/NN-bash under the work path,
+           with _tmp/ in it for legacy_tmp_dir files), environment exactly PATH=spec/bin:
+           /usr/local/bin:/usr/bin:/bin, LC_ALL=C.UTF-8, REPO_ROOT, TMP, SH=/bin/bash and
+           HOME=$TMP; 10 s timeout. The work copy holds only spec/testdata and spec/bin; the
+           python2 helpers in spec/bin (argv.py, printenv.py, ...) are replaced, for the host
+           and the sandbox alike, by python3 ports that print byte for byte what python2 does
+           (code that runs python2 itself fails on both sides and is dropped). Only the cases
+           bash passes are kept, with bash's exact stdout and exit status as the reference
+           (killed by signal N: 128+N). Every file is recorded twice: cases whose output
+           differs, or shows the current date/time or the process id of bash or of its parent,
+           are tagged and skipped; oils.json lists the dropped cases with the reason.
 
 run
   Replays each recorded case in the sandbox through one long-lived `e2e-sandboxd` JSON-RPC
   process: the root sandbox gets the testsuite copy (and jq's modules) once; each BusyBox case
   runs in a fork of it, with the recorded files written in, `input` and `expected` written like
-  testing.sh does, and `eval "$CMD" > actual` run with the recorded stdin bytes. stdout bytes
+  testing.sh does, and `eval "$CMD" > actual` run with the recorded stdin bytes. The root
+  sandbox gets the Oils spec/testdata and spec/bin too; each Oils case runs in a fork, in its
+  $TMP, as `env -i PATH=... bash` with the case's code as stdin bytes (bash's stdout comes back
+  as the RPC's text; when that has a U+FFFD, which may stand for invalid UTF-8, the case runs
+  again in a new fork with bash's stdout redirected to a file, whose bytes count). stdout bytes
   and exit status are compared with the reference (jq: exact text, and JSON-value equality
   reported separately); an old-style test passes when it exits 0. Each run writes every failure
   (also of a filtered run) to target/upstream-suites/results.json. The sandbox runs in its
@@ -45,10 +75,13 @@ run
 
 Host prerequisites for `record`: Debian's jq 1.6 at /usr/bin/jq, gawk, uudecode (sharutils),
 which some BusyBox tests use to unpack their archives, and tree: apt-get install -y jq gawk
-sharutils tree. A case whose tool the host lacks is recorded as skipped.
+sharutils tree. A case whose tool the host lacks is recorded as skipped. Oils: bash and
+/usr/bin/python3 (for the helper ports), nothing else.
 
-Both the host recording and the sandbox use the same absolute work path (/tmp/upstream-suites.work),
-so paths that the .tests scripts expand into their commands mean the same thing in both.
+Both the host recording and the sandbox use the same absolute work path
+(/tmp/upstream-suites.work; for Oils, /tmp/upstream-suites.oils, which is $REPO_ROOT), so paths
+that the .tests scripts expand into their commands, or that the Oils cases print, mean the same
+thing in both.
 """
 
 from __future__ import annotations
@@ -79,6 +112,10 @@ BB_DIR = WORK + "/testsuite"
 BB_BINDIR = WORK + "/bindir"
 JQ_DIR = WORK + "/jq"
 SHIM_DIR = WORK + "/shim"
+OILS_WORK = "/tmp/upstream-suites.oils"  # the Oils checkout's root ($REPO_ROOT), same on both
+OILS_SPEC = OILS_WORK + "/spec"  # spec/testdata and spec/bin only
+OILS_TMP = OILS_WORK + "/_tmp/spec-tmp"  # each case's $TMP and cwd: FILE/NN-bash
+OILS_CAPTURE = OILS_WORK + "/stdout"  # run: bash's stdout, when the RPC's text cannot carry it
 DEFAULT_BIN = REPO / "target" / "debug" / "e2e-sandboxd"
 
 # The sandbox's own environment (`env` in a fresh sandbox); the host recording runs with the same.
@@ -96,6 +133,7 @@ SANDBOX_ENV = {
 LOCALE_VARS = ["LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES",
                "LC_NUMERIC", "LC_TIME", "TZ", "POSIXLY_CORRECT"]
 BUILTIN_APPLETS = {"echo", "printf", "test", "["}
+SUITES = ("jq", "busybox", "oils")
 
 
 def b64(data: bytes) -> str:
@@ -732,6 +770,365 @@ def record_busybox(src: Path) -> dict:
             "work": BB_DIR, "cases": cases}
 
 
+# --------------------------------------------------------------------------------------------
+# Oils: the spec/*.test.sh format of test/sh_spec.py, and the recording with the host's bash
+
+OILS_KV_RE = re.compile(rb"""
+   [#][#] \s+
+   (?: (OK(?:-\d)? | BUG(?:-\d)? | N-I) \s+ ([\w+/]+) \s+ )?   # qualifier and shells
+   ([\w\-]+)                                                   # key
+   :
+   \s* (.*)                                                    # value
+""", re.VERBOSE)
+OILS_END_RE = re.compile(rb"[#][#] \s+ END", re.VERBOSE)
+_T_BEGIN, _T_KV, _T_KV_MULTI, _T_END, _T_PLAIN, _T_EOF = range(6)
+
+
+class SpecParseError(Exception):
+    pass
+
+
+def parse_oils_spec(data: bytes):
+    """(file metadata, cases) of a spec/*.test.sh file, read exactly as test/sh_spec.py reads
+    it: a case is `#### DESC`, then `## key: value` lines and code lines (blank lines count,
+    comment lines never do, not even inside a STDOUT block), then more `## ...` lines;
+    `## STDOUT:` / `## STDERR:` take the following lines up to the next `##`/`####` line or
+    the end (`## END` is optional and consumed). Values are bytes; `stdout`/`stderr` values
+    get their newline. Raises SpecParseError where sh_spec.py raises."""
+    lines = data.split(b"\n")
+    lines = [ln + b"\n" for ln in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+    state = {"pos": 0, "cur": None}
+
+    def classify(line_num, line, raw):
+        if not line:
+            return line_num, _T_EOF, b""
+        if not raw and not line.strip():
+            return None
+        if line.startswith(b"####"):
+            return line_num, _T_BEGIN, line[4:].strip()
+        m = OILS_KV_RE.match(line)
+        if m:
+            qual, shells, name, value = m.groups()
+            if name in (b"stdout", b"stderr"):
+                value += b"\n"
+            kind = _T_KV_MULTI if name in (b"STDOUT", b"STDERR") else _T_KV
+            return line_num, kind, (qual and qual.decode(), shells, name.decode(), value)
+        if OILS_END_RE.match(line):
+            return line_num, _T_END, None
+        if line.startswith(b"##"):
+            raise SpecParseError(f"line {line_num}: invalid ## line {line!r}")
+        if line.lstrip().startswith(b"#"):
+            return None
+        return line_num, _T_PLAIN, line
+
+    def nxt(raw=False):
+        while True:
+            line = lines[state["pos"]] if state["pos"] < len(lines) else b""
+            state["pos"] += 1
+            tok = classify(state["pos"], line, raw)
+            if tok is not None:
+                state["cur"] = tok
+                return tok
+
+    def add_qualified(case, qual, shells, name, value, line_num):
+        for sh in shells.decode().split("/"):
+            d = case.setdefault(sh, {})
+            base = re.sub(r"-json$", "", name)
+            if base in d or base + "-json" in d:
+                raise SpecParseError(f"line {line_num}: duplicate spec {name!r} for {sh!r}")
+            if "qualifier" in d and d["qualifier"] != qual:
+                raise SpecParseError(f"line {line_num}: inconsistent qualifier for {sh!r}")
+            d[name] = value
+            d["qualifier"] = qual
+
+    def key_values(case):
+        while True:
+            line_num, kind, item = state["cur"]
+            if kind == _T_KV_MULTI:
+                qual, shells, name, empty = item
+                if empty:
+                    raise SpecParseError(f"line {line_num}: the value of {name} must follow it")
+                vals = []
+                while True:
+                    _, kind2, item2 = nxt(raw=True)
+                    if kind2 != _T_PLAIN:
+                        break
+                    vals.append(item2)
+                name, value = name.lower(), b"".join(vals)
+                if qual:
+                    add_qualified(case, qual, shells, name, value, line_num)
+                else:
+                    case[name] = value
+                if kind2 == _T_END:
+                    nxt()
+            elif kind == _T_KV:
+                qual, shells, name, value = item
+                if qual:
+                    add_qualified(case, qual, shells, name, value, line_num)
+                else:
+                    case[name] = value
+                nxt()
+            else:
+                return
+
+    nxt()
+    meta = {}
+    while state["cur"][1] == _T_KV:
+        qual, shells, name, value = state["cur"][2]
+        if qual is not None or shells is not None:
+            raise SpecParseError("a qualifier in the file's metadata")
+        meta[name] = value.decode("utf-8", "surrogateescape")
+        nxt()
+    cases = []
+    while True:
+        line_num, kind, item = state["cur"]
+        if kind == _T_EOF:
+            return meta, cases
+        if kind != _T_BEGIN:
+            raise SpecParseError(f"line {line_num}: expected a #### line")
+        case = {"desc": item.decode("utf-8", "surrogateescape"), "line_num": line_num}
+        nxt()
+        key_values(case)
+        if "code" not in case:  # else the code was a `## code:` value
+            if state["cur"][1] != _T_PLAIN:
+                raise SpecParseError(f"line {line_num}: expected a line of code")
+            code = []
+            while state["cur"][1] == _T_PLAIN:
+                code.append(state["cur"][2])
+                nxt(raw=True)
+            case["code"] = b"".join(code)
+            key_values(case)
+        cases.append(case)
+
+
+def oils_expectation(case: dict, shell: str = "bash") -> dict:
+    """What sh_spec.py's CreateAssertions checks for `shell`: {"stdout": [bytes...], "status":
+    int}. A qualified annotation naming the shell (`## OK bash stdout: ...`) replaces the
+    unqualified one of the same kind; with no status at all the case must exit 0. (stderr
+    assertions are not checked here.) stdout-json is compared as its UTF-8 bytes."""
+    def strings(d):
+        out = []
+        if d.get("stdout") is not None:
+            out.append(d["stdout"])
+        if d.get("stdout-json") is not None:
+            out.append(json.loads(d["stdout-json"].decode("utf-8")).encode("utf-8",
+                                                                          "surrogatepass"))
+        return out
+    q = case.get(shell) or {}
+    stdout = strings(q) or strings(case)
+    if q.get("status") is not None:
+        status = int(q["status"])
+    else:
+        status = int(case["status"]) if case.get("status") is not None else 0
+    return {"stdout": stdout, "status": status,
+            "qualifier": q.get("qualifier") if q else None}
+
+
+# Oils' spec/bin helpers are python2 scripts; this machine's PATH and the sandbox have only
+# python3. Each is replaced (on the host and in the sandbox alike) by a python3 port that
+# prints byte-for-byte what python2 would: argv.py prints the arguments as python2 prints a
+# list of byte strings (python3's bytes repr minus the b), printenv.py the raw values.
+OILS_PY_PORTS = {
+    "argv.py": r'''import os
+import sys
+
+out = "[" + ", ".join(repr(os.fsencode(a))[1:] for a in sys.argv[1:]) + "]\n"
+sys.stdout.buffer.write(out.encode())
+''',
+    "printenv.py": r'''import os
+import sys
+
+for name in sys.argv[1:]:
+    v = os.environb.get(os.fsencode(name))
+    sys.stdout.buffer.write((b"None" if v is None else v) + b"\n")
+''',
+    "read_from_fd.py": r'''import os
+import sys
+
+for arg in sys.argv[1:]:
+    fd = int(arg)
+    try:
+        in_str = os.read(fd, 1024)
+    except OSError as e:
+        sys.stderr.write("FATAL: Error reading from fd %d: %s\n" % (fd, e))
+        sys.stderr.flush()
+        sys.stdout.buffer.flush()
+        sys.exit(1)
+    sys.stdout.buffer.write(b"%d: " % fd)
+    sys.stdout.buffer.write(in_str)
+''',
+    # python2's stdout is buffered and its stderr is not: stderr first when both share a pipe
+    "stdout_stderr.py": r'''import os
+import sys
+
+argv = [os.fsencode(a) for a in sys.argv]
+stdout = argv[1] if len(argv) > 1 else b"STDOUT"
+stderr = argv[2] if len(argv) > 2 else b"STDERR"
+status = int(argv[3]) if len(argv) > 3 else 0
+sys.stdout.buffer.write(stdout + b"\n")
+sys.stderr.buffer.write(stderr + b"\n")
+sys.stderr.buffer.flush()
+sys.exit(status)
+''',
+    "show_fd_table.py": r'''import os
+
+d = "/proc/self/fd/"
+for fd in os.listdir(d):
+    path = os.path.join(d, fd)
+    try:
+        connected_to = os.readlink(path)
+    except OSError as e:
+        print("%s %s" % (fd, e))
+    else:
+        print("%s %s" % (fd, connected_to))
+''',
+}
+
+
+def oils_env(case_dir: str) -> dict:
+    """The environment sh_spec.py gives each case (test/spec-common.sh's flags), HOME added.
+    Upstream's PATH is spec/bin and then the caller's; /usr/local/bin is in it because that
+    is where the sandbox's python3 lives (the host's is /usr/bin/python3)."""
+    return {"PATH": f"{OILS_SPEC}/bin:/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C.UTF-8",
+            "REPO_ROOT": OILS_WORK, "TMP": case_dir, "SH": "/bin/bash", "HOME": case_dir}
+
+
+def oils_case_dir(file: str, index: int) -> str:
+    return f"{OILS_TMP}/{file}/{index:02d}-bash"  # sh_spec.py's _tmp/spec-tmp/FILE/NN-SHELL
+
+
+def prepare_oils_work(spec: Path) -> dict:
+    """The checkout's spec/testdata and spec/bin under OILS_SPEC, python2 helpers ported."""
+    shutil.rmtree(OILS_WORK, ignore_errors=True)
+    os.makedirs(OILS_TMP)
+    for sub in ("testdata", "bin"):
+        shutil.copytree(spec / sub, f"{OILS_SPEC}/{sub}", symlinks=True)
+    helpers = {}
+    for p in sorted(Path(OILS_SPEC, "bin").iterdir()):
+        if not p.is_file() or p.is_symlink():
+            continue
+        first = p.read_bytes().split(b"\n", 1)[0]
+        if not re.match(rb"#!.*\bpython2?\s*$", first):
+            shebang = first.decode(errors="replace") if first.startswith(b"#!") else "no shebang"
+            helpers[p.name] = f"as is ({shebang})"
+            continue
+        if p.name in OILS_PY_PORTS:
+            p.write_text("#!/usr/bin/env python3\n# python3 port of Oils' spec/bin/" + p.name +
+                         " by scripts/upstream-suites.py (prints what python2 prints)\n" +
+                         OILS_PY_PORTS[p.name])
+            helpers[p.name] = "python2 script replaced by a python3 port"
+        else:
+            data = p.read_bytes().split(b"\n", 1)
+            p.write_bytes(b"#!/usr/bin/env python3\n" + (data[1] if len(data) > 1 else b""))
+            helpers[p.name] = "python2 script run with python3 (shebang changed; no port)"
+        p.chmod(0o755)
+    return helpers
+
+
+def run_host_bash(code: bytes, case_dir: str, legacy_tmp: bool, timeout: float = 10):
+    """As sh_spec.py runs a case: `bash` reading the code on stdin in a fresh $TMP."""
+    shutil.rmtree(case_dir, ignore_errors=True)
+    os.makedirs(case_dir)
+    if legacy_tmp:
+        os.mkdir(case_dir + "/_tmp")
+    p = subprocess.Popen(["bash"], env=oils_env(case_dir), cwd=case_dir, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = p.communicate(code, timeout=timeout)
+        res = {"stdout": out, "status": p.returncode, "stderr": err, "pid": p.pid}
+    except subprocess.TimeoutExpired:
+        res = None
+    try:
+        os.killpg(p.pid, 9)  # background jobs the case left behind
+    except OSError:
+        pass
+    if res is None:
+        p.communicate()
+    return res
+
+
+def oils_passes(exp: dict, r: dict) -> bool:
+    return (r["status"] == exp["status"] and all(r["stdout"] == s for s in exp["stdout"])
+            and b"Traceback (most recent" not in r["stderr"])
+
+
+def record_oils(src: Path) -> dict:
+    spec = src / "spec"
+    if not (spec / "testdata").is_dir():
+        sys.exit(f"{spec}: not an Oils checkout (no spec/testdata)")
+    version = subprocess.run(["bash", "-c", "echo $BASH_VERSION"], capture_output=True,
+                             text=True).stdout.strip()
+    helpers = prepare_oils_work(spec)
+    leaks = time_leak_patterns()
+    cases, dropped, per_file, unparsed = [], [], {}, {}
+    for f in sorted(spec.glob("*.test.sh")):
+        try:
+            meta, parsed = parse_oils_spec(f.read_bytes())
+        except SpecParseError as e:
+            unparsed[f.name] = str(e)
+            continue
+        labels = [s for s in meta.get("compare_shells", "").split() if s.startswith("bash")]
+        if not labels:
+            continue
+        stem = f.name[:-len(".test.sh")]
+        legacy = bool(meta.get("legacy_tmp_dir"))
+        runs = []
+        for n in (1, 2):
+            t0 = time.monotonic()
+            runs.append([run_host_bash(c["code"], oils_case_dir(f.name, i), legacy)
+                         for i, c in enumerate(parsed)])
+            if n == 1:
+                time.sleep(max(0.0, 1.1 - (time.monotonic() - t0)))  # let the clock tick
+        shutil.rmtree(f"{OILS_TMP}/{f.name}", ignore_errors=True)
+        kept = 0
+        for i, c in enumerate(parsed):
+            cid = f"{f.name}#{i}"
+            exp = oils_expectation(c)
+            r1, r2 = runs[0][i], runs[1][i]
+            why = None
+            if r1 is None:
+                why = "bash timed out (10 s)"
+            elif not oils_passes(exp, r1):
+                why = f"bash fails the annotations (exit {r1['status']})"
+                if re.search(rb"\bpython2\b", c["code"]):
+                    why += "; the code runs python2, which is on neither side's $PATH"
+            if why:
+                dropped.append({"id": cid, "name": c["desc"], "why": why})
+                continue
+            skip = None
+            if r2 is None or (r2["stdout"], r2["status"]) != (r1["stdout"], r1["status"]):
+                skip = "nondeterministic: two bash runs differ"
+            elif any(p.search(r1["stdout"]) for p in leaks):
+                skip = "time-dependent: the reference shows the current date/time"
+            elif any(re.search(rb"(?<!\d)%d(?!\d)" % pid, r1["stdout"])
+                     for pid in (r1["pid"], os.getpid())):
+                skip = "shows a process id ($$ or $PPID)"
+            if not skip:
+                kept += 1
+            status = r1["status"]
+            cases.append({
+                "id": cid, "suite": "oils", "tool": stem, "file": f.name,
+                "line": c["line_num"], "index": i, "name": c["desc"],
+                "command": c["code"].decode("utf-8", "surrogateescape"),
+                "code_b64": b64(c["code"]), "cwd": oils_case_dir(f.name, i),
+                "legacy_tmp_dir": legacy, "annotation": exp["qualifier"] or "",
+                # killed by signal N: a shell reports 128+N, python's returncode -N
+                "ref": {"stdout_b64": b64(r1["stdout"]),
+                        "exit": 128 - status if status < 0 else status,
+                        "stderr": text(r1["stderr"])[:2000]},
+                "skip": skip,
+            })
+        per_file[f.name] = {"cases": len(parsed), "kept": kept, "shells": labels}
+        print(f"  {f.name}: {kept}/{len(parsed)} kept", file=sys.stderr)
+    shutil.rmtree(OILS_TMP, ignore_errors=True)
+    os.makedirs(OILS_TMP)
+    save_base(OILS_SPEC)
+    return {"suite": "oils", "source": {"repo": "oils-for-unix/oils", "commit": git_head(src)},
+            "reference": f"GNU bash {version} (/bin/bash)", "recorded": now_iso(),
+            "work": OILS_WORK, "helpers": helpers, "unparsed": unparsed,
+            "per_file": per_file, "dropped": dropped, "cases": cases}
+
+
 def cmd_record(a) -> None:
     os.makedirs(OUT, exist_ok=True)
     if a.jq:
@@ -748,6 +1145,17 @@ def cmd_record(a) -> None:
         cs = data["cases"]
         print(f"busybox: {len(cs)} cases, {sum(1 for c in cs if c['skip'])} tagged skip",
               file=sys.stderr)
+    if a.oils:
+        print("recording oils ...", file=sys.stderr)
+        data = record_oils(Path(a.oils))
+        (OUT / "oils.json").write_text(json.dumps(data, indent=1))
+        cs = data["cases"]
+        n_skip = sum(1 for c in cs if c["skip"])
+        print(f"oils: kept {len(cs) - n_skip} cases (bash passes, same twice), dropped "
+              f"{len(data['dropped'])} that bash fails or that time out; {n_skip} tagged skip",
+              file=sys.stderr)
+        for name, why in data["unparsed"].items():
+            print(f"  {name}: not parsed ({why})", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------------------------
@@ -828,14 +1236,22 @@ class Sandboxd:
 BASE = OUT / "base"  # record keeps a copy of the work trees here; run reads them from it
 
 
+def base_copy(d: str) -> Path:
+    """Where record keeps work tree `d` (the Oils tree has its own work path)."""
+    if d == OILS_WORK or d.startswith(OILS_WORK + "/"):
+        return BASE / "oils" / os.path.relpath(d, OILS_WORK)
+    return BASE / os.path.relpath(d, WORK)
+
+
 def save_base(*dirs: str) -> None:
     for d in dirs:
-        dest = BASE / os.path.relpath(d, WORK)
+        dest = base_copy(d)
         shutil.rmtree(dest, ignore_errors=True)
         shutil.copytree(d, dest, symlinks=True)
 
 
-def base_files(jq_needed: bool, bb_needed: bool) -> list[tuple[str, str, bytes | None, int]]:
+def base_files(jq_needed: bool, bb_needed: bool,
+               oils_needed: bool = False) -> list[tuple[str, str, bytes | None, int]]:
     """(absolute path in the sandbox, kind, data, mode) the root sandbox is prepared with."""
     out = []
     roots = []
@@ -843,8 +1259,11 @@ def base_files(jq_needed: bool, bb_needed: bool) -> list[tuple[str, str, bytes |
         roots += [BB_DIR, BB_BINDIR]
     if jq_needed:
         roots.append(JQ_DIR)
+    if oils_needed:
+        roots.append(OILS_SPEC)
+        out.append((OILS_TMP, "dir", None, 0o755))
     for root in roots:
-        src = BASE / os.path.relpath(root, WORK)
+        src = base_copy(root)
         if not src.is_dir():
             sys.exit(f"{src} is missing: run `record` again")
         out.append((root, "dir", None, 0o755))
@@ -860,9 +1279,9 @@ def base_files(jq_needed: bool, bb_needed: bool) -> list[tuple[str, str, bytes |
 
 
 class Runner:
-    def __init__(self, a, jq_needed: bool, bb_needed: bool):
+    def __init__(self, a, jq_needed: bool, bb_needed: bool, oils_needed: bool = False):
         self.a = a
-        self.base = base_files(jq_needed, bb_needed)
+        self.base = base_files(jq_needed, bb_needed, oils_needed)
         self.sb = None
         self.restart()
 
@@ -964,6 +1383,50 @@ class Runner:
                 "errorClass": r.get("errorClass"), "run_stdout": r.get("stdout", "")}
 
 
+    def run_oils(self, c: dict) -> dict:
+        """The case's code on the stdin of `bash` in a fork, with sh_spec.py's environment only
+        (`env -i`) and its $TMP as cwd. The RPC's stdout is text (invalid UTF-8 arrives as
+        U+FFFD), so when the answer has a U+FFFD the case runs again in a new fork with
+        bash's stdout redirected to a file, and that file's bytes are the stdout."""
+        got = self._run_oils(c, capture=False)
+        if "\ufffd" in got["run_stdout"] or got.get("truncated"):
+            got = self._run_oils(c, capture=True)
+        return got
+
+    def _run_oils(self, c: dict, capture: bool) -> dict:
+        sid = self.sb.call("sandbox.fork")["sandboxId"]
+        try:
+            cwd = c["cwd"]
+            self.sb.call("files.mkdir", {"path": cwd, "sandboxId": sid})
+            if c["legacy_tmp_dir"]:
+                self.sb.call("files.mkdir", {"path": cwd + "/_tmp", "sandboxId": sid})
+            cmd = "env -i " + " ".join(f"{k}={sh_quote(v)}" for k, v in oils_env(cwd).items()) \
+                + " bash"
+            if capture:
+                cmd += " > " + OILS_CAPTURE
+            r = self.sb.call("run", {"command": cmd, "cwd": cwd, "stdinBase64": c["code_b64"],
+                                     "sandboxId": sid, "usage": False,
+                                     "timeoutMs": self.a.timeout * 1000},
+                             wait=self.a.timeout + 60)
+            got = {"stdout": r.get("stdout", "").encode("utf-8", "surrogateescape"),
+                   "exit": r.get("exitCode"), "stderr": r.get("stderr", ""),
+                   "errorClass": r.get("errorClass"), "run_stdout": r.get("stdout", ""),
+                   "truncated": bool((r.get("truncated") or {}).get("stdout"))}
+            if capture:
+                got["stdout_via_file"] = True
+                try:
+                    got["stdout"] = unb64(self.sb.call("files.read", {"path": OILS_CAPTURE,
+                                                                      "sandboxId": sid})["data"])
+                except RpcError:
+                    pass
+            return got
+        finally:
+            try:
+                self.sb.call("sandbox.destroy", {"sandboxId": sid})
+            except (RpcError, Hang):
+                pass
+
+
 def load_suite(name: str):
     p = OUT / f"{name}.json"
     if not p.exists():
@@ -972,7 +1435,7 @@ def load_suite(name: str):
 
 
 def cmd_run(a) -> None:
-    suites = [s for s in (load_suite("jq"), load_suite("busybox")) if s]
+    suites = [s for s in (load_suite(n) for n in SUITES if not a.suite or n in a.suite) if s]
     if not suites:
         sys.exit(f"nothing recorded under {OUT}: run `{sys.argv[0]} record` first")
     todo = []
@@ -989,7 +1452,8 @@ def cmd_run(a) -> None:
     if not os.path.exists(a.bin):
         sys.exit(f"{a.bin}: no such binary (build it, or pass --bin)")
     runner = Runner(a, any(c["suite"] == "jq" for c in todo),
-                    any(c["suite"] == "busybox" for c in todo))
+                    any(c["suite"] == "busybox" for c in todo),
+                    any(c["suite"] == "oils" for c in todo))
     stats = collections.OrderedDict()
     failures = []
     t0 = time.monotonic()
@@ -1001,7 +1465,8 @@ def cmd_run(a) -> None:
             continue
         st["cases"] += 1
         try:
-            got = runner.run_jq(c) if c["suite"] == "jq" else runner.run_bb(c)
+            got = {"jq": runner.run_jq, "busybox": runner.run_bb,
+                   "oils": runner.run_oils}[c["suite"]](c)
         except Hang as e:
             got = {"stdout": b"", "exit": None, "stderr": f"harness: {e}", "errorClass": "HANG"}
             runner.restart()
@@ -1034,6 +1499,11 @@ def cmd_run(a) -> None:
             if c["suite"] == "jq":
                 f["input"] = c["input"]
                 f["json_equal"] = jeq
+            elif c["suite"] == "oils":
+                f.update(file=c["file"], line=c["line"], cwd=c["cwd"],
+                         annotation=c["annotation"])
+                if got.get("stdout_via_file"):
+                    f["stdout_via_file"] = True
             else:
                 f["cwd"] = c["cwd"]
                 if c["style"] == "new":
@@ -1060,29 +1530,30 @@ def cmd_run(a) -> None:
         print(file=sys.stderr)
 
     # the table
-    print(f"{'suite':8} {'tool':10} {'cases':>6} {'passed':>7} {'%':>6}  {'skipped':>7}  note")
+    tw = max([10] + [len(tool) for _, tool in stats])  # oils' tools are spec file names
+    print(f"{'suite':8} {'tool':{tw}} {'cases':>6} {'passed':>7} {'%':>6}  {'skipped':>7}  note")
     totals = collections.OrderedDict()
-    order = {"jq": 0, "busybox": 1}
+    order = {s: i for i, s in enumerate(SUITES)}
     for (suite, tool), st in sorted(stats.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0])):
         tot = totals.setdefault(suite, collections.Counter())
         tot.update(st)
         note = f"json-equal {st['json_equal']} ({pct(st['json_equal'], st['cases'])}%)" \
             if suite == "jq" else ""
-        print(f"{suite:8} {tool:10} {st['cases']:6} {st['passed']:7} "
+        print(f"{suite:8} {tool:{tw}} {st['cases']:6} {st['passed']:7} "
               f"{pct(st['passed'], st['cases']):>6}  {st['skipped']:7}  {note}")
     print()
     grand = collections.Counter()
     for suite, tot in totals.items():
         grand.update(tot)
-        print(f"{suite:8} {'TOTAL':10} {tot['cases']:6} {tot['passed']:7} "
+        print(f"{suite:8} {'TOTAL':{tw}} {tot['cases']:6} {tot['passed']:7} "
               f"{pct(tot['passed'], tot['cases']):>6}  {tot['skipped']:7}")
-    print(f"{'all':8} {'TOTAL':10} {grand['cases']:6} {grand['passed']:7} "
+    print(f"{'all':8} {'TOTAL':{tw}} {grand['cases']:6} {grand['passed']:7} "
           f"{pct(grand['passed'], grand['cases']):>6}  {grand['skipped']:7}")
     print(f"({time.monotonic() - t0:.0f}s)", file=sys.stderr)
 
     summary = {f"{s}/{t}": dict(st) for (s, t), st in stats.items()}
     out = {"generated": now_iso(), "bin": str(a.bin),
-           "filters": {"tool": a.tool, "case": a.case},
+           "filters": {"suite": a.suite, "tool": a.tool, "case": a.case},
            "summary": summary, "totals": {s: dict(t) for s, t in totals.items()},
            "failures": failures}
     (OUT / "results.json").write_text(json.dumps(out, indent=1, ensure_ascii=False))
@@ -1102,8 +1573,12 @@ def main() -> None:
     r = sub.add_parser("record", help="record the references from the host's programs")
     r.add_argument("--jq", metavar="DIR", help="a jq checkout (with tests/)")
     r.add_argument("--busybox", metavar="DIR", help="a BusyBox checkout (with testsuite/)")
+    r.add_argument("--oils", metavar="DIR", help="an Oils checkout (with spec/)")
     x = sub.add_parser("run", help="replay the recorded cases in the sandbox")
-    x.add_argument("--tool", help="only this tool (e.g. jq, sed, awk)")
+    x.add_argument("--suite", action="append", choices=SUITES,
+                   help="only this suite (repeatable; default: every recorded one)")
+    x.add_argument("--tool", help="only this tool (e.g. jq, sed, awk; for oils a spec file's "
+                                  "stem, e.g. var-op-len)")
     x.add_argument("--case", help="only cases whose id, name or command contains this")
     x.add_argument("--bin", default=str(DEFAULT_BIN), help="the sandboxd binary")
     x.add_argument("--timeout", type=int, default=10, help="seconds per case (default 10)")
@@ -1113,8 +1588,8 @@ def main() -> None:
     x.add_argument("-v", "--verbose", action="store_true", help="print each failure's diff")
     a = ap.parse_args()
     if a.cmd == "record":
-        if not (a.jq or a.busybox):
-            ap.error("record needs --jq DIR and/or --busybox DIR")
+        if not (a.jq or a.busybox or a.oils):
+            ap.error("record needs --jq DIR, --busybox DIR and/or --oils DIR")
         cmd_record(a)
     else:
         cmd_run(a)
