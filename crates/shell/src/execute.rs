@@ -9,7 +9,7 @@ use wasmsand_exec::{OpenFile, Output, pipe};
 use crate::error::ShellError;
 use crate::error::strerror;
 use crate::expand::AssignedValue;
-use crate::interp::{Fd, Flow, FlowResult, InSrc, Interp, MAX_FD, Saved, THREAD_STACK};
+use crate::interp::{Fd, Flow, FlowResult, InSrc, Interp, Invocation, MAX_FD, Saved, THREAD_STACK};
 use crate::jobs::{Job, JobKind};
 use crate::syntax::ast::*;
 use crate::vars::{ATTR_EXPORT, Var};
@@ -286,18 +286,40 @@ impl Interp {
             self.cond -= 1;
         }
         let (status, statuses) = r?;
-        let arr = statuses
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (i as i64, s.to_string()))
-            .collect();
-        self.st.vars.put(
-            "PIPESTATUS",
-            Var {
-                value: crate::vars::Value::Indexed(arr),
-                attrs: 0,
-            },
-        );
+        // A lone compound command that runs lists (`{ }`, `if`, loops, `case`) leaves
+        // PIPESTATUS to the pipelines inside it, as bash does: `case x in x) ;; esac` changes
+        // nothing.
+        let runs_lists = p.commands.len() == 1
+            && matches!(
+                &p.commands[0],
+                Command::FunctionDef(_)
+                    | Command::Compound(
+                        CompoundCommand::Group(_)
+                            | CompoundCommand::If { .. }
+                            | CompoundCommand::While { .. }
+                            | CompoundCommand::Until { .. }
+                            | CompoundCommand::For { .. }
+                            | CompoundCommand::ArithFor { .. }
+                            | CompoundCommand::Select { .. }
+                            | CompoundCommand::Case { .. }
+                            | CompoundCommand::Coproc { .. },
+                        _
+                    )
+            );
+        if !runs_lists {
+            let arr = statuses
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (i as i64, s.to_string()))
+                .collect();
+            self.st.vars.put(
+                "PIPESTATUS",
+                Var {
+                    value: crate::vars::Value::Indexed(arr),
+                    attrs: 0,
+                },
+            );
+        }
         if let Some(t) = started {
             let secs = t.elapsed().as_secs_f64();
             let text = format!(
@@ -586,9 +608,13 @@ impl Interp {
                     self.err(&format!("{}: readonly function", f.name));
                     return Ok(1);
                 }
-                // The file this definition runs in, for BASH_SOURCE in its calls.
+                // The file this definition runs in, for BASH_SOURCE in its calls: outside any
+                // file, bash names `-c` text `environment` and a script on stdin `main`.
                 let mut def = f.clone();
                 def.source = self.frames.last().map(|fr| fr.file.clone());
+                if def.source.is_none() && matches!(self.invocation, Invocation::Stdin { .. }) {
+                    def.source = Some(Arc::from("main"));
+                }
                 self.st.functions.insert(f.name.clone(), Arc::new(def));
                 Ok(0)
             }
@@ -659,15 +685,23 @@ impl Interp {
                 self.loops -= 1;
                 r
             }
-            CompoundCommand::Case { word, items } => self.run_case(word, items),
-            CompoundCommand::Arith(a) => match self.arith(a)? {
-                Ok(v) => Ok((v == 0) as i32),
-                Err(msg) => {
-                    self.err(&format!("((: {msg}"));
-                    Ok(1)
+            // bash runs the DEBUG trap before these three as before a simple command.
+            CompoundCommand::Case { word, items } => {
+                self.debug_trap_at(self.line)?;
+                self.run_case(word, items)
+            }
+            CompoundCommand::Arith(a) => {
+                self.debug_trap_at(self.line)?;
+                match self.arith(a)? {
+                    Ok(v) => Ok((v == 0) as i32),
+                    Err(msg) => {
+                        self.err(&format!("((: {msg}"));
+                        Ok(1)
+                    }
                 }
-            },
+            }
             CompoundCommand::Cond(c) => {
+                self.debug_trap_at(self.line)?;
                 if self.st.opts.xtrace {
                     self.trace(&["[[ ... ]]".to_string()]);
                 }
@@ -929,6 +963,7 @@ impl Interp {
         }
         let mut argv: Vec<String> = Vec::new();
         let mut decl_args: Vec<DeclArg> = Vec::new();
+        let mut last_decl_word: Option<String> = None;
         let is_decl = cmd.words.iter().any(|a| matches!(a, Arg::Assignment(_)));
         for a in &cmd.words {
             match a {
@@ -950,6 +985,12 @@ impl Interp {
                     self.assoc_literal = false;
                     let v = v?;
                     argv.push(format!("{}=", asg.name));
+                    // `$_` is the word as expanded: `s=bar`, and for an array just its name.
+                    last_decl_word = Some(match &v {
+                        AssignedValue::Scalar(s) => format!("{}={s}", asg.name),
+                        AssignedValue::Elem(k, s) => format!("{}[{k}]={s}", asg.name),
+                        AssignedValue::Array(_) => asg.name.clone(),
+                    });
                     decl_args.push(DeclArg::Assign(asg.clone(), v));
                 }
             }
@@ -967,7 +1008,10 @@ impl Interp {
             t.extend(argv.iter().cloned());
             self.trace(&t);
         }
-        let last = argv.last().cloned().unwrap_or_default();
+        let last = match (last_decl_word, cmd.words.last()) {
+            (Some(w), Some(Arg::Assignment(_))) => w,
+            _ => argv.last().cloned().unwrap_or_default(),
+        };
         let mut saved = Vec::new();
         let r = match self.apply_redirects(&cmd.redirects) {
             Ok(Ok(s)) => {
@@ -1020,7 +1064,8 @@ impl Interp {
             }
             if let Err(msg) = self.store_assignment(a, v) {
                 self.err(&msg.to_string());
-                // An arithmetic error assigning to an integer variable ends the shell.
+                // An arithmetic error assigning to an integer variable or in a subscript ends
+                // `bash -c` text; a script abandons the line and goes on.
                 let integer = self
                     .st
                     .vars
@@ -1029,7 +1074,11 @@ impl Interp {
                 if (integer && !matches!(msg, ShellError::Readonly(_)))
                     || matches!(msg, ShellError::SubscriptArith(_))
                 {
-                    return Err(Flow::Exit(1));
+                    return Err(if self.invocation == Invocation::DashC {
+                        Flow::Exit(1)
+                    } else {
+                        Flow::Fatal(1)
+                    });
                 }
                 if self.st.opts.errexit && self.cond == 0 {
                     return Err(Flow::Exit(1));
@@ -1141,27 +1190,13 @@ impl Interp {
                 });
             }
         }
-        let mut env = self.st.vars.environ();
-        for a in &cmd.assignments {
-            let a = &prefix_binding(a);
-            let v = self.eval_assignment(a)?;
-            let s = match v {
-                AssignedValue::Scalar(s) => s,
-                AssignedValue::Elem(..) | AssignedValue::Array(_) => continue,
-            };
-            if self
-                .st
-                .vars
-                .get(&a.name)
-                .is_some_and(|v| v.has(crate::vars::ATTR_READONLY))
-            {
-                self.err(&ShellError::Readonly(a.name.clone()).to_string());
-                continue;
-            }
-            env.retain(|(k, _)| k != &a.name);
-            env.push((a.name.clone(), s));
-        }
-        self.run_external(argv, env)
+        // The bindings are made one after the other, as bash does: each sees those before it
+        // (`A=1 B=$A cmd`), `+=` appends to the shell's value, and the program's environment
+        // is the shell's with them.
+        self.prefix_bindings(&cmd.assignments, false, false, |me| {
+            let env = me.st.vars.environ();
+            me.run_external(argv, env)
+        })
     }
 
     /// Runs a command found through `$PATH` or given by path: a wasm program or a script.
@@ -1313,7 +1348,7 @@ impl Interp {
                 argv[0].clone(),
                 argv[1..].to_vec(),
                 env,
-                false,
+                Invocation::File,
                 &[],
             );
         }
@@ -1335,9 +1370,10 @@ impl Interp {
         arg0: String,
         args: Vec<String>,
         env: Vec<(String, String)>,
-        from_dash_c: bool,
+        invocation: Invocation,
         set_opts: &[StartOption],
     ) -> FlowResult {
+        let from_dash_c = invocation == Invocation::DashC;
         self.count_process()?;
         // bash drops NUL bytes from what it reads as script text.
         let text = &text.replace('\0', "");
@@ -1378,9 +1414,11 @@ impl Interp {
             ..Default::default()
         };
         child.st.aliases = im::OrdMap::new();
-        // A new bash has its own call stack: a script is its `main` frame, `-c` text none.
+        // A new bash has its own call stack: a script file is its `main` frame, `-c` text
+        // and a script read from stdin none.
         child.funcnames.clear();
-        child.frames = if from_dash_c {
+        child.invocation = invocation;
+        child.frames = if invocation != Invocation::File {
             Vec::new()
         } else {
             vec![crate::interp::SourceFrame {
@@ -1443,10 +1481,12 @@ impl Interp {
         }
         child.sync_option_vars();
         let name = child.st.arg0.clone();
-        let kind = if from_dash_c {
-            crate::SourceKind::DashC
-        } else {
-            crate::SourceKind::Script(&name)
+        let kind = match invocation {
+            Invocation::DashC => crate::SourceKind::DashC,
+            // bash names no line for a syntax error in a script it reads from a pipe.
+            Invocation::Stdin { seekable: false } => crate::SourceKind::Eval,
+            Invocation::Stdin { seekable: true } => crate::SourceKind::Script("bash"),
+            Invocation::File => crate::SourceKind::Script(&name),
         };
         let status = child.run_as_subshell(|c| {
             c.enter()?;

@@ -428,7 +428,11 @@ impl Interp {
                 s.push('i');
             }
         }
-        s.push('c');
+        match self.invocation {
+            crate::interp::Invocation::DashC => s.push('c'),
+            crate::interp::Invocation::Stdin { .. } => s.push('s'),
+            crate::interp::Invocation::File => {}
+        }
         s
     }
 

@@ -567,9 +567,25 @@ pub(crate) struct SourceFrame {
     pub line: usize,
 }
 
+/// How a shell was started: a few of bash's behaviours depend on it (`$-` has `c` or `s`,
+/// the `main` frame of `FUNCNAME`/`BASH_SOURCE`, the status a fatal expansion error exits
+/// with).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Invocation {
+    /// `bash -c TEXT`, as a sandbox runs its commands.
+    #[default]
+    DashC,
+    /// `bash FILE`, `./script`.
+    File,
+    /// `bash` reading its script from standard input; `seekable` when that is a file (bash
+    /// then names the line of a syntax error, as it cannot for a pipe).
+    Stdin { seekable: bool },
+}
+
 /// A running interpreter: the session state plus this thread's view of the run.
 pub(crate) struct Interp {
     pub st: ShellState,
+    pub invocation: Invocation,
     pub rt: Arc<Runtime>,
     pub fds: Fds,
     pub depth: u32,
@@ -652,6 +668,7 @@ impl Interp {
     pub fn new(st: ShellState, rt: Arc<Runtime>, fds: Fds) -> Interp {
         Interp {
             st,
+            invocation: Invocation::DashC,
             rt,
             fds,
             depth: 0,
@@ -695,6 +712,7 @@ impl Interp {
         let mut child = Interp::new(self.st.clone(), self.rt.clone(), self.fds.clone());
         child.usage = self.usage.clone();
         child.depth = self.depth;
+        child.invocation = self.invocation;
         child.funcnames = self.funcnames.clone();
         child.frames = self.frames.clone();
         child.line = self.line;

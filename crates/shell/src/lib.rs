@@ -48,7 +48,7 @@ pub use vars::{ATTR_EXPORT, ATTR_INTEGER, ATTR_READONLY, Value, Var, Vars};
 /// a file that starts with this runs it.
 pub const SHELL_MARKER: &[u8] = b"#!/bin/bash\n# wasmsand: the shell is built into the sandbox\n";
 
-use interp::{Fd, Fds, Flow, FlowResult, InSrc, Interp, Runtime, THREAD_STACK};
+use interp::{Fd, Fds, Flow, FlowResult, InSrc, Interp, Invocation, Runtime, THREAD_STACK};
 
 /// What one run of a script may use.
 pub struct RunConfig {
@@ -307,8 +307,10 @@ pub(crate) fn next_chunk(
 fn flow_status(it: &mut Interp, f: Flow) -> i32 {
     match f {
         Flow::Exit(s) | Flow::Fatal(s) | Flow::Return(s) => s,
-        // Under `set -e` the unbound-variable error is a failing command, status 1.
+        // Under `set -e` the unbound-variable error is a failing command, status 1; a
+        // script (a file or stdin) exits 1 too, only `-c` text 127.
         Flow::Unbound if it.st.opts.errexit => 1,
+        Flow::Unbound if it.invocation != Invocation::DashC => 1,
         Flow::Unbound => 127,
         Flow::Break(_) | Flow::Continue(_) => it.st.status,
         Flow::Abort(a) => match a {

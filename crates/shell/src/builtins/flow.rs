@@ -2,23 +2,32 @@
 //! `bash`/`sh` (a script run in a child shell).
 
 use crate::error::strerror;
-use crate::interp::{Flow, FlowResult, Interp};
+use crate::interp::{Flow, FlowResult, Interp, Invocation};
 
 impl Interp {
+    /// What a special builtin given too many arguments does: in `bash -c` text it ends the
+    /// shell; in a script (a file or stdin) it abandons the command being run, and the
+    /// script goes on with the next line.
+    pub(crate) fn too_many_arguments(&mut self, name: &str) -> Flow {
+        self.err(&format!("{name}: too many arguments"));
+        if self.invocation == Invocation::DashC {
+            Flow::Exit(1)
+        } else {
+            Flow::Fatal(1)
+        }
+    }
+
     pub(super) fn b_exit(&mut self, args: &[String]) -> FlowResult {
         if args.len() > 1 {
-            self.err("exit: too many arguments");
-            return Err(Flow::Exit(1));
+            return Err(self.too_many_arguments("exit"));
         }
         let s = self.status_arg("exit", args)?;
         Err(Flow::Exit(s))
     }
 
     pub(super) fn b_return(&mut self, args: &[String]) -> FlowResult {
-        // As with `break`: extra arguments end a `bash -c` shell (a script file would return).
         if args.len() > 1 {
-            self.err("return: too many arguments");
-            return Err(Flow::Exit(1));
+            return Err(self.too_many_arguments("return"));
         }
         if !self.st.vars.in_function() && self.sourcing == 0 {
             self.err("return: can only `return' from a function or sourced script");
@@ -30,10 +39,8 @@ impl Interp {
 
     /// `break` and `continue`.
     pub(super) fn b_loop_control(&mut self, name: &str, args: &[String]) -> FlowResult {
-        // Extra arguments end a `bash -c` shell (a script file would go on).
         if args.len() > 1 && self.loops > 0 {
-            self.err(&format!("{name}: too many arguments"));
-            return Err(Flow::Exit(1));
+            return Err(self.too_many_arguments(name));
         }
         let n = match args.first() {
             None => 1,
@@ -360,8 +367,18 @@ impl Interp {
         if let Some(cmd) = command {
             let arg0 = args.get(i).cloned().unwrap_or_else(|| "bash".into());
             let rest = args.get(i + 1..).map(|s| s.to_vec()).unwrap_or_default();
-            return self.run_shell_script(&cmd, arg0, rest, env, true, &opts);
+            return self.run_shell_script(&cmd, arg0, rest, env, Invocation::DashC, &opts);
         }
+        let invocation = if args.get(i).is_some() {
+            Invocation::File
+        } else {
+            Invocation::Stdin {
+                seekable: matches!(
+                    self.fds.get(0),
+                    Some(crate::interp::Fd::In(crate::interp::InSrc::File(_)))
+                ),
+            }
+        };
         let (text, arg0, rest) = match args.get(i) {
             Some(file) => {
                 let path = wasmsand_vfs::path::join(&self.st.cwd, file);
@@ -397,6 +414,6 @@ impl Interp {
                 )
             }
         };
-        self.run_shell_script(&text, arg0, rest, env, false, &opts)
+        self.run_shell_script(&text, arg0, rest, env, invocation, &opts)
     }
 }

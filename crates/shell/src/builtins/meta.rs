@@ -2,7 +2,7 @@
 //! `alias`/`unalias`, `history`.
 
 use crate::error::strerror;
-use crate::interp::{Flow, FlowResult, Interp};
+use crate::interp::{FlowResult, Interp};
 
 use super::{BUILTINS, builtin_table, lookup};
 
@@ -354,9 +354,7 @@ impl Interp {
             return Ok(1);
         }
         if rest.len() > 1 {
-            // bash treats a count followed by more words as fatal, ending the shell.
-            self.err("history: too many arguments");
-            return Err(Flow::Exit(1));
+            return Err(self.too_many_arguments("history"));
         }
         let count = rest
             .first()

@@ -13,9 +13,15 @@ use super::io::unescape_delim;
 impl Interp {
     pub(super) fn b_sleep(&mut self, args: &[String]) -> FlowResult {
         if args.is_empty() {
-            self.err("sleep: missing operand");
+            // GNU sleep's words: it is a program, so no shell prefix.
+            self.err_raw("sleep: missing operand\nTry 'sleep --help' for more information.\n");
             return Ok(1);
         }
+        // GNU sleep ends its options at `--`; with nothing after it, it sleeps no time.
+        let args = match args.first().map(String::as_str) {
+            Some("--") => &args[1..],
+            _ => args,
+        };
         let mut total = 0f64;
         for a in args {
             let (num, mult) = match a.chars().last() {

@@ -91,6 +91,7 @@ impl Interp {
                     continue;
                 }
                 let k = self.runtime_key_for(&name, &key);
+                let mut before_start = false;
                 if let Some(var) = self.st.vars.get_mut(&name) {
                     match (&mut var.value, k) {
                         (Value::Indexed(m), Ok(crate::interp::AssignKey::Index(i))) => {
@@ -99,6 +100,8 @@ impl Interp {
                             } else {
                                 i
                             };
+                            // A negative index counting back past the first element.
+                            before_start = i < 0;
                             m.remove(&i);
                         }
                         (Value::Assoc(m), Ok(crate::interp::AssignKey::Key(k))) => {
@@ -113,6 +116,10 @@ impl Interp {
                         }
                         _ => {}
                     }
+                }
+                if before_start {
+                    self.err(&format!("unset: [{key}]: bad array subscript"));
+                    status = 1;
                 }
                 continue;
             }

@@ -29,7 +29,12 @@ impl Interp {
         let older: Vec<String> = self
             .coprocs
             .iter()
-            .map(|c| format!("warning: execute_coproc: coproc [{}:{}] still exists", c.pid, c.name))
+            .map(|c| {
+                format!(
+                    "warning: execute_coproc: coproc [{}:{}] still exists",
+                    c.pid, c.name
+                )
+            })
             .collect();
         for w in older {
             self.err(&w);

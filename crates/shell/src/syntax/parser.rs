@@ -1336,7 +1336,10 @@ impl<'a> Parser<'a> {
             // bash 5.2 takes an array element too: `{fds[1]}>&-`.
             if j > 1 && self.at(j) == Some(b'[') {
                 let mut k = j + 1;
-                while self.at(k).is_some_and(|c| !matches!(c, b']' | b'}' | b'\n')) {
+                while self
+                    .at(k)
+                    .is_some_and(|c| !matches!(c, b']' | b'}' | b'\n'))
+                {
                     k += 1;
                 }
                 if self.at(k) == Some(b']') && k > j + 1 {
@@ -2268,7 +2271,13 @@ impl<'a> Parser<'a> {
                         b'c' => match self.at(0) {
                             Some(x) => {
                                 self.pos += 1;
-                                out.push(x.to_ascii_uppercase() ^ 0x40);
+                                // bash's TOCTRL: `?` is DEL, anything else its upper
+                                // case masked to five bits (`\c0` is 0x10, `\c-` CR).
+                                out.push(if x == b'?' {
+                                    0x7f
+                                } else {
+                                    x.to_ascii_uppercase() & 0x1f
+                                });
                             }
                             None => out.extend_from_slice(b"\\c"),
                         },
