@@ -946,6 +946,13 @@ impl Interp {
     }
 
     pub(crate) fn pattern_matches(&self, pat: &str, text: &str) -> bool {
+        if self.byte_locale() {
+            let (pat, text) = (
+                crate::interp::bytes_as_chars(pat),
+                crate::interp::bytes_as_chars(text),
+            );
+            return crate::pattern::matches_opts(&pat, &text, self.st.opts.nocasematch);
+        }
         if self.st.opts.nocasematch {
             crate::pattern::matches(&pat.to_lowercase(), &text.to_lowercase())
         } else {

@@ -759,6 +759,7 @@ impl Interp {
                         }
                         0
                     }
+                    PV::Str(s) if self.byte_locale() => s.len(),
                     PV::Str(s) => s.chars().count(),
                     PV::List(l, _) => l.len(),
                 };
@@ -968,11 +969,28 @@ impl Interp {
     }
 
     fn apply_op(&mut self, op: &ParamOp, value: PV, positional: bool) -> FlowResult<PV> {
+        // In the C locale the operations see bytes: each value goes through them as one char
+        // per byte and comes back (patterns are mapped the same way below).
+        let bytes = self.byte_locale();
         let each = |v: PV, f: &mut dyn FnMut(&str) -> String| -> PV {
+            let mut g = |s: &str| {
+                if bytes {
+                    crate::interp::chars_as_bytes(&f(&crate::interp::bytes_as_chars(s)))
+                } else {
+                    f(s)
+                }
+            };
             match v {
-                PV::Unset => PV::Str(f("")),
-                PV::Str(s) => PV::Str(f(&s)),
-                PV::List(l, star) => PV::List(l.iter().map(|s| f(s)).collect(), star),
+                PV::Unset => PV::Str(g("")),
+                PV::Str(s) => PV::Str(g(&s)),
+                PV::List(l, star) => PV::List(l.iter().map(|s| g(s)).collect(), star),
+            }
+        };
+        let pattern_text = |p: String| {
+            if bytes {
+                crate::interp::bytes_as_chars(&p)
+            } else {
+                p
             }
         };
         Ok(match op {
@@ -1010,7 +1028,12 @@ impl Interp {
                     }
                     PV::Unset => PV::Str(String::new()),
                     PV::Str(s) => {
-                        let chars: Vec<char> = s.chars().collect();
+                        let text = if bytes {
+                            crate::interp::bytes_as_chars(&s)
+                        } else {
+                            s
+                        };
+                        let chars: Vec<char> = text.chars().collect();
                         let n = chars.len() as i64;
                         let start = if off < 0 { n + off } else { off };
                         if start < 0 || start > n {
@@ -1028,12 +1051,17 @@ impl Interp {
                             }
                             Some(l) => (start + l).min(n),
                         };
-                        PV::Str(chars[start as usize..end as usize].iter().collect())
+                        let piece: String = chars[start as usize..end as usize].iter().collect();
+                        PV::Str(if bytes {
+                            crate::interp::chars_as_bytes(&piece)
+                        } else {
+                            piece
+                        })
                     }
                 }
             }
             ParamOp::RemovePrefix { longest, pattern } => {
-                let pat = self.expand_pattern(pattern)?;
+                let pat = pattern_text(self.expand_pattern(pattern)?);
                 each(
                     value,
                     &mut |s| match pattern::strip_prefix_len(s, &pat, *longest) {
@@ -1043,7 +1071,7 @@ impl Interp {
                 )
             }
             ParamOp::RemoveSuffix { longest, pattern } => {
-                let pat = self.expand_pattern(pattern)?;
+                let pat = pattern_text(self.expand_pattern(pattern)?);
                 each(
                     value,
                     &mut |s| match pattern::strip_suffix_start(s, &pat, *longest) {
@@ -1057,8 +1085,8 @@ impl Interp {
                 pattern: pw,
                 replacement,
             } => {
-                let pat = self.expand_pattern(pw)?;
-                let rep = self.expand_pattern(replacement)?;
+                let pat = pattern_text(self.expand_pattern(pw)?);
+                let rep = pattern_text(self.expand_pattern(replacement)?);
                 let mode = *mode;
                 each(value, &mut |s| replace(s, &pat, &rep, mode))
             }

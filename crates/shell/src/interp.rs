@@ -567,6 +567,19 @@ pub(crate) struct SourceFrame {
     pub line: usize,
 }
 
+/// A string's bytes, one char each (U+0000..U+00FF): what the C locale's byte-wise
+/// matching, lengths and offsets work on.
+pub(crate) fn bytes_as_chars(s: &str) -> String {
+    s.bytes().map(char::from).collect()
+}
+
+/// The inverse of [`bytes_as_chars`]: bytes a C-locale operation split in the middle of a
+/// character become U+FFFD, as the shell's strings are UTF-8.
+pub(crate) fn chars_as_bytes(s: &str) -> String {
+    let bytes: Vec<u8> = s.chars().map(|c| c as u32 as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
 /// How a shell was started: a few of bash's behaviours depend on it (`$-` has `c` or `s`,
 /// the `main` frame of `FUNCNAME`/`BASH_SOURCE`, the status a fatal expansion error exits
 /// with).
@@ -803,6 +816,16 @@ impl Interp {
         let file = self.frames.last().map_or("bash", |f| &f.file);
         let text = format!("{file}: line {}: {}\n", self.line, msg);
         let _ = self.write_fd(2, text.as_bytes());
+    }
+
+    /// Whether the locale the shell's variables name is C/POSIX (LC_ALL, else LC_CTYPE, else
+    /// LANG; none at all is C too), where bash measures, slices and matches strings byte by
+    /// byte: `?` does not match a two-byte `μ` and `${#s}` counts its bytes.
+    pub(crate) fn byte_locale(&self) -> bool {
+        let locale = ["LC_ALL", "LC_CTYPE", "LANG"]
+            .iter()
+            .find_map(|v| self.st.vars.scalar(v).filter(|s| !s.is_empty()));
+        matches!(locale, None | Some("C" | "POSIX"))
     }
 
     pub fn err_raw(&mut self, text: &str) {
