@@ -2029,7 +2029,100 @@ fn substitute(rep: &str, matched: &str) -> String {
     out
 }
 
+/// How many characters a pattern always matches, `None` when that varies (`*`, extglob):
+/// bash's MATCHLEN. With `bash_scan`, a bracket expression ends at the first `]` after its
+/// first character as bash's scan has it, so `[^]]` counts two (`[^]` and `]`); otherwise
+/// the `]` right after `[`, `[!` or `[^` is a member, as the matcher has it.
+fn fixed_match_len(pat: &str, bash_scan: bool) -> Option<usize> {
+    let p: Vec<char> = pat.chars().collect();
+    let mut i = 0;
+    let mut len = 0;
+    while i < p.len() {
+        let c = p[i];
+        i += 1;
+        match c {
+            '\\' => {
+                len += 1;
+                i += 1;
+            }
+            '*' => return None,
+            '?' | '+' | '@' | '!' if p.get(i) == Some(&'(') => return None,
+            '[' => {
+                // The first member may be `]`; for the matcher it comes after a `!` or `^`,
+                // for bash's scan that `!` or `^` is the first member itself.
+                let mut j = i;
+                if !bash_scan && matches!(p.get(j), Some('!' | '^')) {
+                    j += 1;
+                }
+                let mut first = true;
+                let mut closed = false;
+                while j < p.len() {
+                    let m = p[j];
+                    if m == ']' && !first {
+                        closed = true;
+                        break;
+                    }
+                    first = false;
+                    match m {
+                        '\\' => j += 2,
+                        '[' if matches!(p.get(j + 1), Some(':' | '.' | '=')) => {
+                            let kind = p[j + 1];
+                            j += 2;
+                            while j + 1 < p.len() && !(p[j] == kind && p[j + 1] == ']') {
+                                j += 1;
+                            }
+                            j += 2;
+                        }
+                        _ => j += 1,
+                    }
+                }
+                len += 1;
+                // An unclosed bracket is ordinary text, read on from after the `[`.
+                if closed {
+                    i = j + 1;
+                }
+            }
+            _ => len += 1,
+        }
+    }
+    Some(len)
+}
+
+/// `${s/pat/rep}` and `${s//pat/rep}` where bash's scan of a bracket expression counts
+/// `pat` longer than what it matches (`[^]]`): bash tries, at each position, only text of
+/// the counted length, so such a pattern never matches there.
+fn miscounted_by_bash(pat: &str) -> bool {
+    let (bash, real) = (fixed_match_len(pat, true), fixed_match_len(pat, false));
+    bash.is_some() && bash != real
+}
+
+/// bash's own search for such a pattern: at each position, the text of the counted length.
+fn replace_in_windows(s: &str, pat: &str, rep: &str, mode: ReplaceMode, n: usize) -> String {
+    let ends: Vec<usize> = s.char_indices().map(|(i, _)| i).chain([s.len()]).collect();
+    let mut out = String::new();
+    let (mut k, mut last) = (0, 0);
+    while k + n < ends.len() {
+        let (a, b) = (ends[k], ends[k + n]);
+        if pattern::matches(pat, &s[a..b]) {
+            out.push_str(&s[last..a]);
+            out.push_str(&substitute(rep, &s[a..b]));
+            last = b;
+            k += n.max(1);
+            if mode == ReplaceMode::First {
+                break;
+            }
+        } else {
+            k += 1;
+        }
+    }
+    out.push_str(&s[last..]);
+    out
+}
+
 fn replace(s: &str, pat: &str, rep: &str, mode: ReplaceMode) -> String {
+    if matches!(mode, ReplaceMode::First | ReplaceMode::All) && miscounted_by_bash(pat) {
+        return replace_in_windows(s, pat, rep, mode, fixed_match_len(pat, true).unwrap_or(0));
+    }
     match mode {
         ReplaceMode::Prefix => match pattern::strip_prefix_len(s, pat, true) {
             Some(n) => format!("{}{}", substitute(rep, &s[..n]), &s[n..]),
