@@ -153,6 +153,20 @@ impl Interp {
         }))
     }
 
+    /// The replacement of `${x/pat/rep}` as [`substitute`] reads it: a quoted `&` or `\\`
+    /// stands for itself, an unquoted `&` for the matched text.
+    pub(crate) fn expand_replacement(&mut self, word: &Word) -> FlowResult<String> {
+        let mut fields: Vec<Field> = vec![Vec::new()];
+        self.expand_parts(&word.parts, false, &mut fields)?;
+        Ok(join_fields(&fields, |p| {
+            if p.quoted {
+                p.text.replace('\\', "\\\\").replace('&', "\\&")
+            } else {
+                p.text.clone()
+            }
+        }))
+    }
+
     /// An extended regex for `=~`: quoted parts match literally.
     pub(crate) fn expand_regex(&mut self, word: &Word) -> FlowResult<String> {
         let mut fields: Vec<Field> = vec![Vec::new()];
@@ -1086,7 +1100,7 @@ impl Interp {
                 replacement,
             } => {
                 let pat = pattern_text(self.expand_pattern(pw)?);
-                let rep = pattern_text(self.expand_pattern(replacement)?);
+                let rep = pattern_text(self.expand_replacement(replacement)?);
                 let mode = *mode;
                 each(value, &mut |s| replace(s, &pat, &rep, mode))
             }

@@ -2484,7 +2484,7 @@ impl<'a> Parser<'a> {
                     ParamOp::RemoveSuffix { longest, pattern }
                 }
             }
-            b'/' => self.param_replace(open, in_dq)?,
+            b'/' => self.param_replace(open)?,
             b'^' | b',' => {
                 let all = self.at(1) == Some(c);
                 self.pos += if all { 2 } else { 1 };
@@ -2527,7 +2527,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `${x/pattern/replacement}` and its `//`, `/#`, `/%` forms, at the first `/`.
-    fn param_replace(&mut self, open: usize, in_dq: bool) -> ParseResult<ParamOp> {
+    fn param_replace(&mut self, open: usize) -> ParseResult<ParamOp> {
         self.pos += 1;
         let mode = match self.at(0) {
             Some(b'/') => ReplaceMode::All,
@@ -2563,7 +2563,9 @@ impl<'a> Parser<'a> {
         let pattern = Word { parts };
         let replacement = if self.at(0) == Some(b'/') {
             self.pos += 1;
-            self.param_word(open, in_dq)?
+            // bash 5.2 reads the replacement as unquoted text even inside double quotes:
+            // `"${x/a/'q'}"` gives `q`, `"${x/a/\q}"` `q`, `"${x/a/~}"` the home directory.
+            self.param_word(open, false)?
         } else if self.at(0) == Some(b'}') {
             self.pos += 1;
             Word::default()
