@@ -9,13 +9,14 @@ use wasmsand_exec::{OpenFile, Output, pipe};
 use crate::error::ShellError;
 use crate::error::strerror;
 use crate::expand::AssignedValue;
-use crate::interp::{Fd, Flow, FlowResult, InSrc, Interp, Invocation, MAX_FD, Saved, THREAD_STACK};
+use crate::interp::{
+    Fd, Flow, FlowResult, InSrc, Interp, Invocation, MAX_FD, PIPE_BYTES, Saved, THREAD_STACK,
+};
 use crate::jobs::{Job, JobKind};
 use crate::syntax::ast::*;
 use crate::vars::{ATTR_EXPORT, Var};
 
 /// Capacity of the pipes between pipeline stages (as Linux's default).
-pub(crate) const PIPE_BYTES: usize = 64 * 1024;
 
 impl Interp {
     pub(crate) fn run_script(&mut self, s: &Script) -> FlowResult {

@@ -618,7 +618,7 @@ pub(crate) struct Interp {
     /// Jobs that ended and left the table (`jobs`, `wait -n`), kept for `wait PID`.
     pub reaped: Vec<crate::jobs::table::Job>,
     /// Coprocesses started by this shell (not its subshells) and not reaped yet.
-    pub coprocs: Vec<crate::jobs::coproc::Coproc>,
+    pub coprocs: Vec<crate::jobs::table::Coproc>,
     pub last_bg: Option<u32>,
     /// In a background job: its own token (a child of the run's), so `kill %N` ends it alone.
     pub job_cancel: Option<CancelToken>,
@@ -669,6 +669,8 @@ pub(crate) struct Interp {
 /// Stack for every interpreter thread: the tree walk recurses per nesting level and per
 /// function call, bounded by [`ShellLimits::max_depth`]. Only touched pages cost memory.
 pub(crate) const THREAD_STACK: usize = 256 << 20;
+/// What a pipe between the shell's commands holds before a writer waits.
+pub(crate) const PIPE_BYTES: usize = 64 * 1024;
 
 type ProgramCache = BTreeMap<(usize, usize), (bytes::Bytes, Program)>;
 

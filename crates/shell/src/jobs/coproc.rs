@@ -5,18 +5,10 @@
 
 use wasmsand_exec::{Output, pipe};
 
-use crate::execute::PIPE_BYTES;
-use crate::interp::{Fd, FlowResult, InSrc, Interp};
+use super::table::Coproc;
+use crate::interp::{Fd, FlowResult, InSrc, Interp, PIPE_BYTES};
 use crate::syntax::ast::Command;
 use crate::vars::{Value, Var};
-
-/// A coprocess the shell started and has not reaped yet.
-pub(crate) struct Coproc {
-    name: String,
-    pid: u32,
-    /// The shell's read and write ends.
-    fds: [u32; 2],
-}
 
 /// bash moves a coprocess's pipe ends to high descriptors: the read end to the highest free
 /// one below 64, the write end to the third free one under it (the two between are taken

@@ -183,3 +183,11 @@ pub(crate) fn disowned_next(script: &Script, idx: usize) -> bool {
         || s.words.len() == 2
             && matches!(&s.words[1], Arg::Word(w) if crate::printer::word_source(w) == "$!")
 }
+
+/// A coprocess the shell started and has not reaped yet.
+pub(crate) struct Coproc {
+    pub name: String,
+    pub pid: u32,
+    /// The shell's read and write ends.
+    pub fds: [u32; 2],
+}
