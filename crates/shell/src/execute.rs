@@ -16,8 +16,6 @@ use crate::jobs::{Job, JobKind};
 use crate::syntax::ast::*;
 use crate::vars::{ATTR_EXPORT, Var};
 
-/// Capacity of the pipes between pipeline stages (as Linux's default).
-
 impl Interp {
     pub(crate) fn run_script(&mut self, s: &Script) -> FlowResult {
         let mut status = self.st.status;

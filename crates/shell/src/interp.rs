@@ -669,7 +669,7 @@ pub(crate) struct Interp {
 /// Stack for every interpreter thread: the tree walk recurses per nesting level and per
 /// function call, bounded by [`ShellLimits::max_depth`]. Only touched pages cost memory.
 pub(crate) const THREAD_STACK: usize = 256 << 20;
-/// What a pipe between the shell's commands holds before a writer waits.
+/// Capacity of the pipes between pipeline stages and to coprocesses (as Linux's default).
 pub(crate) const PIPE_BYTES: usize = 64 * 1024;
 
 type ProgramCache = BTreeMap<(usize, usize), (bytes::Bytes, Program)>;
