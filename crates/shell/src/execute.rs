@@ -81,20 +81,7 @@ impl Interp {
             // A pipeline of several commands runs its last one in a subshell, whose failures
             // do not trap in the shell itself: then the pipeline's status traps.
             let compound = last.commands.len() == 1
-                && matches!(
-                    last.commands.last(),
-                    Some(Command::Compound(
-                        CompoundCommand::Group(_)
-                            | CompoundCommand::If { .. }
-                            | CompoundCommand::While { .. }
-                            | CompoundCommand::Until { .. }
-                            | CompoundCommand::For { .. }
-                            | CompoundCommand::ArithFor { .. }
-                            | CompoundCommand::Select { .. }
-                            | CompoundCommand::Case { .. },
-                        _
-                    ))
-                );
+                && matches!(last.commands.last(), Some(Command::Compound(c, _)) if c.runs_lists());
             // Nor does `set -e` exit for it: a failure inside that could end the shell has
             // already done so, and one that could not (`{ false && x; }`) does not make its
             // group, `if`, loop or `case` fail in errexit's sense.
@@ -289,22 +276,13 @@ impl Interp {
         // PIPESTATUS to the pipelines inside it, as bash does: `case x in x) ;; esac` changes
         // nothing.
         let runs_lists = p.commands.len() == 1
-            && matches!(
-                &p.commands[0],
-                Command::FunctionDef(_)
-                    | Command::Compound(
-                        CompoundCommand::Group(_)
-                            | CompoundCommand::If { .. }
-                            | CompoundCommand::While { .. }
-                            | CompoundCommand::Until { .. }
-                            | CompoundCommand::For { .. }
-                            | CompoundCommand::ArithFor { .. }
-                            | CompoundCommand::Select { .. }
-                            | CompoundCommand::Case { .. }
-                            | CompoundCommand::Coproc { .. },
-                        _
-                    )
-            );
+            && match &p.commands[0] {
+                Command::FunctionDef(_) => true,
+                Command::Compound(c, _) => {
+                    c.runs_lists() || matches!(c, CompoundCommand::Coproc { .. })
+                }
+                Command::Simple(_) => false,
+            };
         if !runs_lists {
             let arr = statuses
                 .iter()

@@ -165,9 +165,9 @@ pub fn main(args: &[String]) -> i32 {
     // unzip reads the whole directory before the first member: its warnings and the damage
     // that ends it come first, then what was sound is extracted (or listed: there the rows
     // come first).
-    let mut fatal = None;
-    let bytes = if rec.zip64 {
-        bytes
+    // A Zip64 archive keeps its counts elsewhere: the zip crate reads it unwalked.
+    let (bytes, warnings, fatal) = if rec.zip64 {
+        (bytes, Vec::new(), None)
     } else {
         let walk = central::walk(&bytes, cd_start, rec.entries);
         if !list {
@@ -182,12 +182,7 @@ pub fn main(args: &[String]) -> i32 {
         } else {
             bytes
         };
-        fatal = Some(walk);
-        bytes
-    };
-    let (warnings, fatal) = match fatal {
-        Some(w) => (w.warnings, w.fatal),
-        None => (Vec::new(), None),
+        (bytes, walk.warnings, walk.fatal)
     };
     if let Some(f) = &fatal {
         status = status.max(f.code);

@@ -217,6 +217,24 @@ pub enum CompoundCommand {
     Cond(CondExpr),
 }
 
+impl CompoundCommand {
+    /// Whether it runs command lists of its own (`{ }`, `if`, loops, `case`): their commands
+    /// set `$?`, PIPESTATUS and trap ERR themselves, not the compound command again.
+    pub fn runs_lists(&self) -> bool {
+        matches!(
+            self,
+            CompoundCommand::Group(_)
+                | CompoundCommand::If { .. }
+                | CompoundCommand::While { .. }
+                | CompoundCommand::Until { .. }
+                | CompoundCommand::For { .. }
+                | CompoundCommand::ArithFor { .. }
+                | CompoundCommand::Select { .. }
+                | CompoundCommand::Case { .. }
+        )
+    }
+}
+
 /// One clause of a `case`: `pat1 | pat2) body ;;`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CaseItem {
