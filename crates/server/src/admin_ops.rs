@@ -224,6 +224,7 @@ pub async fn audit(
         limit,
         offset,
     };
+    app.audit.settled(std::time::Duration::from_secs(5)).await;
     let (events, total) = store::call(&app.store, move |s| s.list_audit(&query))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;

@@ -41,7 +41,11 @@ pub struct RunContext {
 }
 
 pub struct AuditSink {
-    tx: mpsc::UnboundedSender<AuditEvent>,
+    /// Events with their place in the order of emission; the mutex keeps that place and the
+    /// channel's order the same when several tasks emit at once.
+    tx: Mutex<(u64, mpsc::UnboundedSender<(u64, AuditEvent)>)>,
+    /// The place of the last event the writer has finished with (stored or failed).
+    written: tokio::sync::watch::Receiver<u64>,
     runs: Mutex<HashMap<String, RunContext>>,
     /// The app's clock: events are stamped with the time the retention sweep compares against.
     clock: crate::clock::Clock,
@@ -54,7 +58,8 @@ impl AuditSink {
         file: Option<std::path::PathBuf>,
         clock: crate::clock::Clock,
     ) -> AuditSink {
-        let (tx, mut rx) = mpsc::unbounded_channel::<AuditEvent>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<(u64, AuditEvent)>();
+        let (done, written) = tokio::sync::watch::channel(0u64);
         tokio::spawn(async move {
             let mut out = file.and_then(|p| {
                 match std::fs::OpenOptions::new()
@@ -69,7 +74,7 @@ impl AuditSink {
                     }
                 }
             });
-            while let Some(e) = rx.recv().await {
+            while let Some((seq, e)) = rx.recv().await {
                 let line = canonical_json(&e.body);
                 tracing::info!(target: "sandbox.audit", event = %e.event, audit = %line);
                 if let Some(f) = out.as_mut()
@@ -81,10 +86,12 @@ impl AuditSink {
                 if let Err(err) = store::call(&store, move |s| s.put_audit(&ev)).await {
                     tracing::error!(%err, event = %e.event, "cannot store an audit event");
                 }
+                done.send_replace(seq);
             }
         });
         AuditSink {
-            tx,
+            tx: Mutex::new((0, tx)),
+            written,
             runs: Mutex::new(HashMap::new()),
             clock,
         }
@@ -103,15 +110,30 @@ impl AuditSink {
         body["event"] = json!(event);
         body["ts"] = json!(iso(ts));
         body["user_id"] = json!(user_id);
-        let _ = self.tx.send(AuditEvent {
-            id: new_id(),
-            ts,
-            event: event.to_string(),
-            user_id: user_id.to_string(),
-            run_id: run_id.map(str::to_string),
-            session_id: session_id.map(str::to_string),
-            body,
-        });
+        let mut tx = self.tx.lock();
+        tx.0 += 1;
+        let seq = tx.0;
+        let _ = tx.1.send((
+            seq,
+            AuditEvent {
+                id: new_id(),
+                ts,
+                event: event.to_string(),
+                user_id: user_id.to_string(),
+                run_id: run_id.map(str::to_string),
+                session_id: session_id.map(str::to_string),
+                body,
+            },
+        ));
+    }
+
+    /// Waits until every event emitted before the call is stored, so that a reader of the
+    /// trail sees what an answer it already has caused. Bounded by `within`: a store that
+    /// does not answer must not hold the reader forever; it then reads what is there.
+    pub async fn settled(&self, within: std::time::Duration) {
+        let target = self.tx.lock().0;
+        let mut written = self.written.clone();
+        let _ = tokio::time::timeout(within, written.wait_for(|&w| w >= target)).await;
     }
 
     /// What the request that created a run said of it (defaults once forgotten).
