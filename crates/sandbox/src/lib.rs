@@ -293,6 +293,18 @@ fn template() -> &'static Vfs {
                     0o755,
                 )?;
             }
+            for name in wasmsand_shell::builtin_programs() {
+                for dir in ["/usr/bin", "/bin"] {
+                    let path = format!("{dir}/{name}");
+                    if !v.exists(&path) {
+                        v.write_shared(
+                            &path,
+                            Bytes::from(wasmsand_shell::program_file(name)),
+                            0o755,
+                        )?;
+                    }
+                }
+            }
             // CPython: mapped from the build's artifact cache, shared by every sandbox. Without
             // the artifacts the sandbox still works; `python3` is then not found.
             if let Err(e) = wasmsand_cpython::install(v) {

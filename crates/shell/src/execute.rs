@@ -486,7 +486,17 @@ impl Interp {
         // Non-interactive bash gives background jobs /dev/null as stdin.
         child.fds.set(0, Some(Fd::In(InSrc::Empty)));
         let ao = ao.clone();
-        self.start_job_thread(child, text, move |c| c.run_and_or(&ao))?;
+        // bash's child for `cmd &` runs the one simple command and exits without the ERR
+        // trap; a list or compound command runs as in a subshell, where failures trap.
+        let bare =
+            ao.rest.is_empty() && matches!(ao.first.commands.as_slice(), [Command::Simple(_)]);
+        self.start_job_thread(child, text, move |c| {
+            if bare {
+                c.run_pipeline(&ao.first)
+            } else {
+                c.run_and_or(&ao)
+            }
+        })?;
         Ok(())
     }
 
@@ -1064,6 +1074,15 @@ impl Interp {
                         Flow::Fatal(1)
                     });
                 }
+                // POSIX makes a failed assignment fatal to a non-interactive shell (bash's
+                // `-c` text then ends with 127).
+                if self.st.opts.extra.contains("posix") {
+                    return Err(Flow::Exit(if self.invocation == Invocation::DashC {
+                        127
+                    } else {
+                        1
+                    }));
+                }
                 if self.st.opts.errexit && self.cond == 0 {
                     return Err(Flow::Exit(1));
                 }
@@ -1163,12 +1182,26 @@ impl Interp {
     fn dispatch(&mut self, cmd: &SimpleCommand, argv: Vec<String>) -> FlowResult {
         let name = argv[0].clone();
         if !name.contains('/') {
-            if let Some(f) = self.st.functions.get(&name).cloned() {
+            // POSIX finds special builtins before functions (`eval() {...}` then runs only
+            // outside posix mode).
+            let special_first = self.st.opts.extra.contains("posix")
+                && crate::builtins::lookup(&name).is_some_and(|b| b.special)
+                && self.builtin_enabled(&name);
+            if let Some(f) = self
+                .st
+                .functions
+                .get(&name)
+                .filter(|_| !special_first)
+                .cloned()
+            {
                 return self.with_prefix_assignments(&cmd.assignments, true, |me| {
                     me.call_function(&f, argv)
                 });
             }
             if self.builtin_enabled(&name) {
+                if crate::builtins::lookup(&name).is_some_and(|b| b.program) {
+                    self.count_hash_hit(&name);
+                }
                 return self.with_builtin_bindings(&name, &cmd.assignments, |me| {
                     me.run_builtin(&name, &argv)
                 });
@@ -1181,6 +1214,18 @@ impl Interp {
             let env = me.st.vars.environ();
             me.run_external(argv, env)
         })
+    }
+
+    /// A builtin that is a program in bash is looked up as bash looks up the program, so
+    /// that `hash` shows it with its hits; it runs as the builtin either way.
+    fn count_hash_hit(&mut self, name: &str) {
+        if let Some(h) = self.st.hashed.get_mut(name) {
+            h.hits += 1;
+            return;
+        }
+        if let Some(p) = self.find_in(name, None) {
+            self.remember_path(name, &p, 1);
+        }
     }
 
     /// Runs a command found through `$PATH` or given by path: a wasm program or a script.

@@ -1794,7 +1794,7 @@ fn is_list_param(p: &ParamExp) -> bool {
             | ParamOp::Replace { .. }
             | ParamOp::Case { .. }
             | ParamOp::Alternate { .. }
-            | ParamOp::Transform('Q' | 'E' | 'U' | 'L' | 'u' | 'P')
+            | ParamOp::Transform('Q' | 'E' | 'U' | 'L' | 'u' | 'P' | 'a')
     );
     if p.indirect || !per_element {
         return false;

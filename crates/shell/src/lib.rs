@@ -48,6 +48,25 @@ pub use vars::{ATTR_EXPORT, ATTR_INTEGER, ATTR_READONLY, Value, Var, Vars};
 /// a file that starts with this runs it.
 pub const SHELL_MARKER: &[u8] = b"#!/bin/bash\n# wasmsand: the shell is built into the sandbox\n";
 
+/// Commands that are programs on a Debian system but are built into this shell: the shell's
+/// stand-ins for programs (`hostname`, `whoami`, ...) and the builtins coreutils also ships as
+/// files (`echo`, `printf`, `test`, `[`, `kill`). A sandbox puts [`program_file`] at
+/// `/usr/bin/NAME` and `/bin/NAME` for each that no guest provides, so that `/bin/echo`,
+/// `env echo`, `ls /usr/bin` and `hash` find them where scripts expect them.
+pub fn builtin_programs() -> impl Iterator<Item = &'static str> {
+    builtins::program_names().chain(["echo", "printf", "test", "[", "kill"])
+}
+
+/// The file that stands for builtin `name` in `/usr/bin`: a real script, so that whatever runs
+/// it (a path, `env`, `xargs`, a `#!` line) gets the builtin with the arguments, in a shell of
+/// its own as a program would.
+pub fn program_file(name: &str) -> Vec<u8> {
+    format!(
+        "#!/bin/bash\n# wasmsand: {name} is built into the sandbox's shell\nbuiltin '{name}' \"$@\"\n"
+    )
+    .into_bytes()
+}
+
 use interp::{Fd, Fds, Flow, FlowResult, InSrc, Interp, Invocation, Runtime, THREAD_STACK};
 
 /// What one run of a script may use.

@@ -611,7 +611,11 @@ impl State<'_> {
             } else {
                 tfmt
             };
-            let text = strftime(&tfmt, t, &self.zone.at(t));
+            let mut text = strftime(&tfmt, t, &self.zone.at(t));
+            // bash formats into a 128-byte buffer and prints nothing when it does not fit.
+            if text.len() >= 128 {
+                text.clear();
+            }
             self.put_str(text.as_bytes(), &spec);
             return Ok(i + 1);
         }

@@ -539,7 +539,7 @@ fn identity_commands_answer_for_the_sandbox_not_the_host() {
         r.stdout,
         "user\nuid=1000(user) gid=1000(user) groups=1000(user)\nuser\n1000\nsandbox\nLinux\n\
          Linux sandbox 6.1.0-wasmsand #1 SMP x86_64 GNU/Linux\nLinux x86_64\n\
-         1000 1000 linux-gnu\nsame\nst=1\nst=1\nbuiltin\nbuiltin\n"
+         1000 1000 linux-gnu\nsame\nst=1\nst=1\nfile\nfile\n"
     );
     assert_eq!(
         r.stderr,

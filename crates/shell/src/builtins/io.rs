@@ -550,7 +550,9 @@ impl Interp {
                     line.pop();
                 }
                 if seen >= skip {
-                    let text = String::from_utf8_lossy(&line).into_owned();
+                    // An element is a C string: a NUL inside the line ends it.
+                    let keep = line.iter().position(|&c| c == 0).unwrap_or(line.len());
+                    let text = String::from_utf8_lossy(&line[..keep]).into_owned();
                     if let Some(cb) = &callback
                         && (stored + 1).is_multiple_of(quantum)
                     {

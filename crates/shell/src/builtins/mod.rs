@@ -31,6 +31,7 @@ mod meta;
 mod options;
 mod programs;
 mod signals;
+pub(crate) use signals::signal_description;
 pub(crate) mod system;
 mod test;
 mod vars;
@@ -332,6 +333,11 @@ fn declaration_args(i: &mut Interp, name: &str, args: &[String]) -> FlowResult {
 }
 
 /// The builtin called `name`, if the shell has one.
+/// The builtins that stand in for programs ([`Builtin::program`]).
+pub(crate) fn program_names() -> impl Iterator<Item = &'static str> {
+    BUILTINS.iter().filter(|b| b.program).map(|b| b.name)
+}
+
 pub(crate) fn lookup(name: &str) -> Option<&'static Builtin> {
     BUILTINS
         .binary_search_by(|b| b.name.cmp(name))

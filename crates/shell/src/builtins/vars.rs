@@ -383,9 +383,12 @@ impl Interp {
             attrs: 0,
         });
         let was_unset = matches!(var.value, Value::Unset);
-        if f.assoc && !matches!(var.value, Value::Assoc(_)) {
+        // bash's `readonly -a NAME` of a new name without a value makes it readonly only
+        // (`declare -r NAME`), where `declare -ra NAME` makes an empty array.
+        let shapes = !(name == "readonly" && was_unset && value.is_none());
+        if shapes && f.assoc && !matches!(var.value, Value::Assoc(_)) {
             var.value = Value::Assoc(crate::vars::AssocMap::new());
-        } else if f.array && !matches!(var.value, Value::Indexed(_) | Value::Assoc(_)) {
+        } else if shapes && f.array && !matches!(var.value, Value::Indexed(_) | Value::Assoc(_)) {
             var.value = match std::mem::replace(&mut var.value, Value::Unset) {
                 Value::Str(s) => Value::Indexed(BTreeMap::from([(0, s)])),
                 _ => Value::Indexed(BTreeMap::new()),

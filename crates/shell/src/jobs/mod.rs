@@ -94,6 +94,9 @@ impl Interp {
             .into_iter()
             .partition(Job::is_running);
         self.jobs = running;
+        for j in &ended {
+            self.report_signaled(j);
+        }
         self.reaped.extend(ended);
         // bash too remembers a bounded number of ended pids.
         if self.reaped.len() > REMEMBERED_PIDS {
@@ -101,6 +104,26 @@ impl Interp {
             for mut j in self.reaped.drain(..extra) {
                 j.join();
             }
+        }
+    }
+
+    /// bash's note on a job a signal ended, when the shell learns of it: `bash: 812 Hangup
+    /// <padding> sleep 1` (a script's name and line instead of `bash` when it runs a file).
+    /// Interrupts, broken pipes and SIGTERM go unreported, as in Debian's bash.
+    fn report_signaled(&mut self, j: &Job) {
+        let Some(sig) = j.killed_by() else { return };
+        if matches!(sig, 2 | 13 | 15) {
+            return;
+        }
+        let Some(desc) = crate::builtins::signal_description(sig) else {
+            return;
+        };
+        let text = j.text.strip_suffix(" &").unwrap_or(&j.text);
+        let msg = format!("{} {desc:<24}{text}", j.pid);
+        if self.invocation == crate::interp::Invocation::File {
+            self.err(&msg);
+        } else {
+            self.err_raw(&format!("bash: {msg}\n"));
         }
     }
 
@@ -297,6 +320,7 @@ impl Interp {
             let mut jobs = std::mem::take(&mut self.jobs);
             for j in jobs.iter_mut() {
                 self.wait_job(j)?;
+                self.report_signaled(j);
             }
             return Ok(0);
         }
@@ -306,6 +330,7 @@ impl Interp {
                 Spec::Job(i) => {
                     let mut j = self.jobs.remove(i);
                     let s = self.wait_job(&mut j)?;
+                    self.report_signaled(&j);
                     if let Some(v) = &var {
                         let _ = self.set_var(v, j.pid.to_string());
                     }
@@ -332,8 +357,12 @@ impl Interp {
     fn wait_next(&mut self, operands: &[String], var: Option<&str>) -> FlowResult {
         let mut wanted: Vec<u32> = Vec::new();
         for a in operands {
-            if let Spec::Job(i) = self.resolve(a) {
-                wanted.push(self.jobs[i].pid);
+            match self.resolve(a) {
+                Spec::Job(i) => wanted.push(self.jobs[i].pid),
+                // `wait -n` takes any word for a job name.
+                Spec::Invalid | Spec::NoSuchJob => self.err(&format!("wait: {a}: no such job")),
+                Spec::NotChild => self.err(&format!("wait: pid {a} is not a child of this shell")),
+                Spec::Reaped(_) => {}
             }
         }
         // Only jobs running now count: bash has already reaped (and forgotten, for `-n`) the
@@ -349,6 +378,7 @@ impl Interp {
             if let Some(&i) = candidates.iter().find(|&&i| !self.jobs[i].is_running()) {
                 let mut j = self.jobs.remove(i);
                 let s = self.wait_job(&mut j)?;
+                self.report_signaled(&j);
                 if let Some(v) = var {
                     let _ = self.set_var(v, j.pid.to_string());
                 }

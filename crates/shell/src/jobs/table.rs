@@ -90,6 +90,16 @@ impl Job {
         }
     }
 
+    /// The signal a thread job was killed with (`kill -HUP %1`), if it was.
+    pub fn killed_by(&self) -> Option<i32> {
+        match &self.kind {
+            JobKind::Thread {
+                killed: Some(s), ..
+            } if *s > 128 => Some(s - 128),
+            _ => None,
+        }
+    }
+
     pub fn is_running(&self) -> bool {
         match &self.kind {
             JobKind::Thread { handle, .. } => handle.as_ref().is_some_and(|h| !h.is_finished()),

@@ -1938,12 +1938,10 @@ impl<'a> Parser<'a> {
                 _ => {
                     match (mode, c) {
                         _ if w.squote_in_param => {}
-                        (Mode::Regex, b'(')
-                        | (Mode::Param { .. }, b'{')
-                        | (Mode::Subscript, b'[') => w.depth += 1,
-                        (Mode::Regex, b')')
-                        | (Mode::Param { .. }, b'}')
-                        | (Mode::Subscript, b']') => w.depth -= 1,
+                        // A bare `{` does not nest in `${...}`: bash ends `${x:-a{b}c}` at
+                        // the first `}` (`a{b`, then `c}`).
+                        (Mode::Regex, b'(') | (Mode::Subscript, b'[') => w.depth += 1,
+                        (Mode::Regex, b')') | (Mode::Subscript, b']') => w.depth -= 1,
                         _ => {}
                     }
                     w.lit.push(c);
@@ -2202,19 +2200,38 @@ impl<'a> Parser<'a> {
         }))
     }
 
+    /// The byte at the position when it is before `end`.
+    fn at_before(&self, end: usize) -> Option<u8> {
+        (self.pos < end).then(|| self.src[self.pos])
+    }
+
     /// `$'...'` with the current position after the opening quote.
     #[inline(never)]
     fn ansi_c(&mut self, open: usize) -> ParseResult<String> {
+        // The string ends at the first `'` not escaped by a backslash; its escapes are then
+        // decoded within it (so `\c` takes the next character of the string, never its end).
+        let mut end = self.pos;
+        loop {
+            match self.src.get(end) {
+                None => return Err(self.unclosed(open + 1, "'")),
+                Some(b'\'') => break,
+                Some(b'\\') => end += 2,
+                Some(_) => end += 1,
+            }
+        }
         let mut out: Vec<u8> = Vec::new();
         loop {
-            let Some(c) = self.at(0) else {
-                return Err(self.unclosed(open + 1, "'"));
-            };
+            if self.pos >= end {
+                self.pos = end + 1;
+                break;
+            }
+            let c = self.src[self.pos];
             self.pos += 1;
             match c {
-                b'\'' => break,
                 b'\\' => {
-                    let Some(e) = self.at(0) else { continue };
+                    let Some(e) = self.at_before(end) else {
+                        continue;
+                    };
                     self.pos += 1;
                     match e {
                         b'a' => out.push(7),
@@ -2229,7 +2246,7 @@ impl<'a> Parser<'a> {
                         b'0'..=b'7' => {
                             let mut v = u32::from(e - b'0');
                             for _ in 0..2 {
-                                match self.at(0) {
+                                match self.at_before(end) {
                                     Some(d @ b'0'..=b'7') => {
                                         v = v * 8 + u32::from(d - b'0');
                                         self.pos += 1;
@@ -2248,7 +2265,7 @@ impl<'a> Parser<'a> {
                             let mut v: u32 = 0;
                             let mut n = 0;
                             while n < max {
-                                match self.at(0).and_then(|d| (d as char).to_digit(16)) {
+                                match self.at_before(end).and_then(|d| (d as char).to_digit(16)) {
                                     Some(d) => {
                                         v = v * 16 + d;
                                         self.pos += 1;
@@ -2268,7 +2285,7 @@ impl<'a> Parser<'a> {
                                 out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
                             }
                         }
-                        b'c' => match self.at(0) {
+                        b'c' => match self.at_before(end) {
                             Some(x) => {
                                 self.pos += 1;
                                 // bash's TOCTRL: `?` is DEL, anything else its upper
@@ -2473,6 +2490,8 @@ impl<'a> Parser<'a> {
                 let w = self.param_word(open, in_dq)?;
                 colon_op(Some(c), false, w)
             }
+            // `${x:}`: an offset that is not there (`${x: }` is offset 0).
+            b':' if self.at(1) == Some(b'}') => return Ok(None),
             b':' => self.param_substring(open)?,
             b'#' | b'%' => {
                 let longest = self.at(1) == Some(c);

@@ -862,14 +862,26 @@ fn nested_parameter_words() {
     let [WordPart::Param(inner)] = word.parts.as_slice() else {
         panic!("{word:?}")
     };
-    let ParamOp::Default { word, .. } = &inner.op else {
+    let ParamOp::Default {
+        word: inner_word, ..
+    } = &inner.op
+    else {
         panic!()
     };
-    assert_eq!(word.parts, vec![WordPart::DoubleQuoted(vec![q("c}")])]);
-    let ParamOp::Default { word, .. } = param("${a:-{x}}").op else {
+    assert_eq!(
+        inner_word.parts,
+        vec![WordPart::DoubleQuoted(vec![q("c}")])]
+    );
+    // A bare `{` does not nest: bash reads `${a:-{x}` and then a literal `}`.
+    let parts = self::word("${a:-{x}}");
+    let [WordPart::Param(p), tail] = parts.as_slice() else {
+        panic!("{parts:?}")
+    };
+    let ParamOp::Default { word, .. } = &p.op else {
         panic!()
     };
-    assert_eq!(word, lw("{x}"));
+    assert_eq!(*word, lw("{x"));
+    assert_eq!(*tail, lit("}"));
 }
 
 #[test]
