@@ -177,11 +177,11 @@ impl Interp {
         }
     }
 
-    /// An arithmetic error in an indexed array's subscript is fatal in bash: the message,
-    /// then the shell exits with status 1.
+    /// An arithmetic error in an indexed array's subscript: the message, then
+    /// [`Interp::line_error`].
     fn subscript_error(&mut self, msg: &str) -> AErr {
         self.err(msg);
-        AErr::Flow(Flow::Exit(1))
+        AErr::Flow(self.line_error())
     }
 
     fn store_lvalue(&mut self, lv: &LValue, v: i64, depth: u32, src: &str) -> AR<()> {

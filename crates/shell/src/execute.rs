@@ -1068,11 +1068,7 @@ impl Interp {
                 if (integer && !matches!(msg, ShellError::Readonly(_)))
                     || matches!(msg, ShellError::SubscriptArith(_))
                 {
-                    return Err(if self.invocation == Invocation::DashC {
-                        Flow::Exit(1)
-                    } else {
-                        Flow::Fatal(1)
-                    });
+                    return Err(self.line_error());
                 }
                 // POSIX makes a failed assignment fatal to a non-interactive shell (bash's
                 // `-c` text then ends with 127).

@@ -504,7 +504,7 @@ impl Interp {
                         Ok(i) => i,
                         Err(AErr::Msg(m)) => {
                             self.err(&m);
-                            return Err(Flow::Exit(1));
+                            return Err(self.line_error());
                         }
                         Err(AErr::Flow(f)) => return Err(f),
                     };
@@ -551,6 +551,12 @@ impl Interp {
                     .into_iter()
                     .filter(|n| n.starts_with(prefix.as_str()))
                     .collect();
+                // Unquoted with an empty IFS, bash joins the names into one word (with IFS's
+                // empty first character), where `${a[*]}` stays separate words.
+                if *star && !in_dq && self.get_var("IFS").is_some_and(|s| s.is_empty()) {
+                    push(out, names.concat(), false, false);
+                    return true;
+                }
                 self.push_value(PV::List(names, *star), in_dq, out);
                 true
             }
@@ -565,6 +571,11 @@ impl Interp {
                     Some(Value::Str(_)) => vec!["0".to_string()],
                     _ => Vec::new(),
                 };
+                // And `${!a[*]}` so into one word joined with spaces.
+                if *star && !in_dq && self.get_var("IFS").is_some_and(|s| s.is_empty()) {
+                    push(out, keys.join(" "), false, false);
+                    return true;
+                }
                 self.push_value(PV::List(keys, *star), in_dq, out);
                 true
             }
@@ -926,9 +937,10 @@ impl Interp {
             Some(Subscript::Index(w)) => Some(self.subscript_key(name, w)?),
             _ => None,
         };
+        // `${r:=x}` of a readonly `r` abandons the line, in `-c` text too.
         if let Err(m) = self.assign(name, key, v.clone(), false) {
             self.err(&m.to_string());
-            return Err(Flow::Exit(1));
+            return Err(Flow::Fatal(1));
         }
         Ok(v)
     }
@@ -976,7 +988,7 @@ impl Interp {
             Ok(i) => Ok(AssignKey::Index(i)),
             Err(AErr::Msg(m)) => {
                 self.err(&m);
-                Err(Flow::Exit(1))
+                Err(self.line_error())
             }
             Err(AErr::Flow(f)) => Err(f),
         }

@@ -10,6 +10,13 @@ impl Interp {
     /// script goes on with the next line.
     pub(crate) fn too_many_arguments(&mut self, name: &str) -> Flow {
         self.err(&format!("{name}: too many arguments"));
+        self.line_error()
+    }
+
+    /// What an error bash treats as fatal to `bash -c` text does (a special builtin's bad
+    /// arguments, an arithmetic error in a subscript): there it ends the shell with status 1;
+    /// a script (a file or stdin) abandons the line and goes on with the next.
+    pub(crate) fn line_error(&self) -> Flow {
         if self.invocation == Invocation::DashC {
             Flow::Exit(1)
         } else {

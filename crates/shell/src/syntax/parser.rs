@@ -1714,7 +1714,11 @@ impl<'a> Parser<'a> {
     #[inline(never)]
     fn cond_term(&mut self) -> ParseResult<CondExpr> {
         self.cond_skip();
-        if self.at(0) == Some(b'!') && self.delim_at(1) {
+        // With extglob on, `!(x)` is a pattern word, not a negated group.
+        if self.at(0) == Some(b'!')
+            && self.delim_at(1)
+            && !(self.extglob && self.at(1) == Some(b'('))
+        {
             self.pos += 1;
             let e = self.nested(|p| p.cond_term())?;
             return Ok(CondExpr::Not(Box::new(e)));
@@ -2053,7 +2057,12 @@ impl<'a> Parser<'a> {
             None | Some(b'/') => true,
             Some(b':') => tilde == Tilde::Assign || matches!(mode, Mode::Param { .. }),
             Some(b'}') => matches!(mode, Mode::Param { .. }),
-            Some(c) => mode == Mode::Normal && is_meta(c),
+            Some(c) => match mode {
+                Mode::Normal => is_meta(c),
+                // `[[ $x =~ ~ ]]`: the home directory, matched literally (it is quoted).
+                Mode::Regex => matches!(c, b' ' | b'\t' | b'\n' | b';' | b'&' | b')'),
+                _ => false,
+            },
         };
         ok.then(|| (lossy(&self.src[self.pos + 1..self.pos + i]), i))
     }
