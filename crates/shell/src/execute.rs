@@ -1771,6 +1771,20 @@ impl Interp {
                 return Ok(Err(ShellError::AmbiguousRedirect(raw)));
             }
         };
+        // bash opens the file on a free descriptor before moving it: `ulimit -n` bounds that.
+        let opens_file = match r.op {
+            RedirOp::DupRead | RedirOp::DupWrite => {
+                target != "-" && target.trim_end_matches('-').parse::<u32>().is_err()
+            }
+            _ => true,
+        };
+        if opens_file
+            && self
+                .ulimit_value('n', false)
+                .is_some_and(|n| u64::from(self.fds.lowest_free()) >= n)
+        {
+            return Ok(Err(ShellError::TooManyFiles(target)));
+        }
         match r.op {
             RedirOp::DupRead | RedirOp::DupWrite => {
                 if target == "-" {

@@ -176,9 +176,12 @@ pub struct ShellState {
     pub limits: ShellLimits,
     /// `$$`: stable for the session, like a shell process's pid.
     pub pid: u32,
-    /// `ulimit` values a script set, by option letter (`None`: unlimited). They are only
-    /// recorded: the sandbox's own limits are what bound a run.
+    /// `ulimit` soft limits a script set, by option letter (`None`: unlimited). Only `-n`
+    /// (open files) is enforced, on the shell's own redirections; the others are recorded:
+    /// the sandbox's own limits are what bound a run.
     pub ulimits: BTreeMap<char, Option<u64>>,
+    /// The hard limits set, likewise; one never set is the soft limit's default.
+    pub ulimits_hard: BTreeMap<char, Option<u64>>,
     /// Builtins `enable -n` turned off: their names are looked up as programs.
     pub disabled_builtins: im::OrdSet<String>,
     /// bash's table of remembered program paths (`hash`): a name found along `$PATH` is
@@ -262,6 +265,7 @@ impl ShellState {
             limits: ShellLimits::default(),
             pid: 1000 + random_u32() % 30000,
             ulimits: BTreeMap::new(),
+            ulimits_hard: BTreeMap::new(),
             disabled_builtins: im::OrdSet::new(),
             hashed: im::HashMap::new(),
             history: im::Vector::new(),
@@ -511,6 +515,13 @@ impl Fds {
             self.slots.insert(to, slot);
         }
         true
+    }
+
+    /// The lowest free descriptor, where a file opened for a redirection lands first.
+    pub fn lowest_free(&self) -> u32 {
+        (0..=MAX_FD)
+            .find(|n| !self.slots.contains_key(n))
+            .unwrap_or(MAX_FD + 1)
     }
 
     /// The lowest free descriptor from 10 up, as bash gives `{name}>file`.

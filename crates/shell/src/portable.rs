@@ -32,6 +32,8 @@ struct Portable {
     #[serde(default)]
     ulimits: Vec<(char, Option<u64>)>,
     #[serde(default)]
+    ulimits_hard: Vec<(char, Option<u64>)>,
+    #[serde(default)]
     disabled_builtins: Vec<String>,
 }
 
@@ -111,6 +113,7 @@ impl ShellState {
             limits: self.limits.clone(),
             pid: self.pid,
             ulimits: self.ulimits.iter().map(|(k, v)| (*k, *v)).collect(),
+            ulimits_hard: self.ulimits_hard.iter().map(|(k, v)| (*k, *v)).collect(),
             disabled_builtins: self.disabled_builtins.iter().cloned().collect(),
         };
         serde_json::to_value(p).expect("plain data serializes")
@@ -167,6 +170,7 @@ impl ShellState {
             limits: p.limits,
             pid: p.pid,
             ulimits: p.ulimits.into_iter().collect(),
+            ulimits_hard: p.ulimits_hard.into_iter().collect(),
             // A state from a build with other builtins keeps the names this one has.
             disabled_builtins: p
                 .disabled_builtins

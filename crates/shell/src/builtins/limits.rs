@@ -6,11 +6,13 @@ use crate::error::ShellError;
 use crate::interp::Interp;
 
 impl Interp {
-    /// `ulimit`: values are recorded per session and shown back; the sandbox's own limits
-    /// (memory, time, processes) are what actually bound a run.
+    /// `ulimit`: soft and hard limits per session, checked as the kernel checks them (a soft
+    /// limit above the hard one is refused, a hard limit cannot be raised). Only `-n` bounds
+    /// anything (the shell's redirections); the sandbox's own limits bound a run.
     pub(super) fn b_ulimit(&mut self, args: &[String]) -> i32 {
         let mut ops: Vec<(char, Option<String>)> = Vec::new();
         let mut all = false;
+        let (mut soft, mut hard) = (false, false);
         let mut i = 0;
         while let Some(a) = args.get(i) {
             i += 1;
@@ -26,7 +28,8 @@ impl Interp {
             if let Some(flags) = a.strip_prefix('-').filter(|f| !f.is_empty()) {
                 for c in flags.chars() {
                     match c {
-                        'S' | 'H' => {}
+                        'S' => soft = true,
+                        'H' => hard = true,
                         'a' => all = true,
                         c if ULIMITS.iter().any(|u| u.0 == c) => ops.push((c, None)),
                         c => {
@@ -45,47 +48,105 @@ impl Interp {
                 _ => ops.push(('f', Some(a.clone()))),
             }
         }
+        // Shown: the soft limit unless only -H is given. Set: both unless one is named.
+        let show_hard = hard && !soft;
+        let (set_soft, set_hard) = if soft || hard {
+            (soft, hard)
+        } else {
+            (true, true)
+        };
         let mut text = String::new();
         if all {
             for (c, ..) in ULIMITS {
-                text.push_str(&self.ulimit_line(*c, true));
+                text.push_str(&self.ulimit_line(*c, true, show_hard));
             }
         }
         if ops.is_empty() && !all {
             ops.push(('f', None));
         }
         let labelled = ops.len() > 1;
+        let mut status = 0;
         for (c, v) in ops {
-            match v {
-                None => text.push_str(&self.ulimit_line(c, labelled)),
-                Some(v) => {
-                    let value = match v.as_str() {
-                        "unlimited" => None,
-                        "hard" | "soft" => self.ulimit_value(c),
-                        _ => match v.parse::<u64>() {
-                            Ok(n) => Some(n),
-                            Err(_) => {
-                                self.err(&format!("ulimit: {v}: invalid number"));
-                                return 1;
-                            }
-                        },
-                    };
-                    self.st.ulimits.insert(c, value);
-                }
+            let Some(v) = v else {
+                text.push_str(&self.ulimit_line(c, labelled, show_hard));
+                continue;
+            };
+            let value = match v.as_str() {
+                "unlimited" => None,
+                "hard" => self.ulimit_value(c, true),
+                "soft" => self.ulimit_value(c, false),
+                _ => match v.parse::<u64>() {
+                    // The number is in the option's units; its bytes must fit a limit.
+                    Ok(n) if n.checked_mul(unit_bytes(c)).is_some() => Some(n),
+                    Ok(_) => {
+                        self.err(&format!("ulimit: {v}: limit out of range"));
+                        status = 1;
+                        continue;
+                    }
+                    Err(_) => {
+                        self.err(&format!("ulimit: {v}: invalid number"));
+                        return 1;
+                    }
+                },
+            };
+            let new_hard = if set_hard {
+                value
+            } else {
+                self.ulimit_value(c, true)
+            };
+            let new_soft = if set_soft {
+                value
+            } else {
+                self.ulimit_value(c, false)
+            };
+            let above = |a: Option<u64>, b: Option<u64>| match (a, b) {
+                (None, None) => false,
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+                (Some(x), Some(y)) => x > y,
+            };
+            let why = if set_hard && above(new_hard, self.ulimit_value(c, true)) {
+                Some("Operation not permitted")
+            } else if above(new_soft, new_hard) {
+                Some("Invalid argument")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                let desc = ULIMITS.iter().find(|u| u.0 == c).map_or("", |u| u.1);
+                self.err(&format!("ulimit: {desc}: cannot modify limit: {why}"));
+                status = 1;
+                continue;
+            }
+            if set_soft {
+                self.st.ulimits.insert(c, new_soft);
+            }
+            if set_hard {
+                self.st.ulimits_hard.insert(c, new_hard);
             }
         }
-        self.out_str(&text)
+        let printed = self.out_str(&text);
+        if status != 0 { status } else { printed }
     }
 
-    fn ulimit_value(&self, c: char) -> Option<u64> {
-        match self.st.ulimits.get(&c) {
+    /// A soft or hard limit now (`None`: unlimited).
+    pub(crate) fn ulimit_value(&self, c: char, hard: bool) -> Option<u64> {
+        let set = if hard {
+            self.st.ulimits_hard.get(&c)
+        } else {
+            self.st.ulimits.get(&c)
+        };
+        match set {
             Some(v) => *v,
+            // Linux's usual hard limits: a million files; no bound on core files or stack.
+            None if hard && c == 'n' => Some(1_048_576),
+            None if hard && matches!(c, 'c' | 's') => None,
             None => ULIMITS.iter().find(|u| u.0 == c).and_then(|u| u.3),
         }
     }
 
-    fn ulimit_line(&self, c: char, labelled: bool) -> String {
-        let value = match self.ulimit_value(c) {
+    fn ulimit_line(&self, c: char, labelled: bool, hard: bool) -> String {
+        let value = match self.ulimit_value(c, hard) {
             Some(n) => n.to_string(),
             None => "unlimited".into(),
         };
@@ -199,6 +260,15 @@ impl Interp {
 
 /// `ulimit`'s resources as bash lists them: option, description, units, default (the values
 /// of a typical Linux host; `None` is unlimited).
+/// Bytes (or the unit) per unit of each limit's number, as bash multiplies them.
+fn unit_bytes(c: char) -> u64 {
+    match c {
+        'c' | 'd' | 'f' | 'l' | 'm' | 's' | 'v' => 1024,
+        'p' => 512,
+        _ => 1,
+    }
+}
+
 const ULIMITS: &[(char, &str, &str, Option<u64>)] = &[
     ('R', "real-time non-blocking time", "microseconds", None),
     ('c', "core file size", "blocks", Some(0)),
