@@ -1310,7 +1310,9 @@ class Runner:
             elif kind == "symlink":
                 setup.append(f"rm -rf {sh_quote(p)}; ln -s {sh_quote(data.decode())} {sh_quote(p)}")
         if setup:
-            params = {"command": "\n".join(setup), "timeoutMs": 60000}
+            # The session's shell then forgets the programs it ran: each case's bash starts
+            # with an empty `hash` table, as the recording's did.
+            params = {"command": "\n".join(setup + ["hash -r"]), "timeoutMs": 60000}
             if sid is not None:
                 params["sandboxId"] = sid
             r = self.sb.call("run", params)

@@ -273,8 +273,15 @@ fn template() -> &'static Vfs {
         vfs.layout(|v| -> std::result::Result<(), VfsError> {
             v.standard_layout()?;
             v.mkdir_p("/usr/local/share")?;
+            // The shell's builtins that stand in for programs win over a guest of the same
+            // name: they are builtins because a WASI program cannot do their work (start a
+            // program, change permission bits), so `/usr/bin/env` and `/bin/chmod` must be
+            // the builtin too.
+            let stand_ins: Vec<&str> = wasmsand_shell::builtin_programs()
+                .filter(|n| !matches!(*n, "bash" | "sh"))
+                .collect();
             for name in wasmsand_guests::command_names() {
-                if TEST_GUESTS.contains(&name) {
+                if TEST_GUESTS.contains(&name) || stand_ins.contains(&name) {
                     continue;
                 }
                 let Some(wasm) = wasmsand_guests::wasm_for_command(name) else {
@@ -293,16 +300,10 @@ fn template() -> &'static Vfs {
                     0o755,
                 )?;
             }
-            for name in wasmsand_shell::builtin_programs() {
+            for name in stand_ins {
+                let file = Bytes::from(wasmsand_shell::program_file(name));
                 for dir in ["/usr/bin", "/bin"] {
-                    let path = format!("{dir}/{name}");
-                    if !v.exists(&path) {
-                        v.write_shared(
-                            &path,
-                            Bytes::from(wasmsand_shell::program_file(name)),
-                            0o755,
-                        )?;
-                    }
+                    v.write_shared(&format!("{dir}/{name}"), file.clone(), 0o755)?;
                 }
             }
             // CPython: mapped from the build's artifact cache, shared by every sandbox. Without

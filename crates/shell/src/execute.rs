@@ -1416,6 +1416,14 @@ impl Interp {
         for (k, v) in [("IFS", " \t\n"), ("PS4", "+ "), ("OPTIND", "1")] {
             child.st.vars.put(k, Var::scalar(v));
         }
+        // A bash started without PATH in its environment sets its built-in default (not
+        // exported).
+        if child.st.vars.get("PATH").is_none() {
+            child.st.vars.put(
+                "PATH",
+                Var::scalar("/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin:."),
+            );
+        }
         crate::interp::bash_variables(&mut child.st.vars);
         if from_dash_c {
             child

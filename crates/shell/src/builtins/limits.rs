@@ -43,9 +43,11 @@ impl Interp {
                 }
                 continue;
             }
+            // One limit per option; bash ignores words beyond (`ulimit 1 2` sets -f to 1).
             match ops.last_mut() {
                 Some((_, slot @ None)) => *slot = Some(a.clone()),
-                _ => ops.push(('f', Some(a.clone()))),
+                Some(_) => {}
+                None => ops.push(('f', Some(a.clone()))),
             }
         }
         // Shown: the soft limit unless only -H is given. Set: both unless one is named.
