@@ -134,6 +134,18 @@ impl Interp {
 
     fn elem_num(&mut self, name: &str, idx: &ArithExpr, depth: u32, src: &str) -> AR {
         let name = &self.resolve_ref(name).0;
+        // Under `set -u` an element of a variable that does not exist is unbound (a missing
+        // element of an existing array still reads as 0, as in bash).
+        if self.st.opts.nounset
+            && self
+                .st
+                .vars
+                .get(name)
+                .is_none_or(|v| matches!(v.value, Value::Unset) || v.has(crate::vars::ATTR_NOVALUE))
+        {
+            self.err(&format!("{name}: unbound variable"));
+            return Err(AErr::Flow(Flow::Unbound));
+        }
         let key = self.elem_key(name, idx, depth, src)?;
         let text = match (self.st.vars.get(name).map(|v| &v.value), key) {
             (Some(Value::Indexed(m)), AssignKey::Index(i)) => {

@@ -286,6 +286,9 @@ pub(crate) fn bash_variables(vars: &mut Vars) {
         ("MACHTYPE", "x86_64-pc-linux-gnu"),
         ("OSTYPE", "linux-gnu"),
         ("OPTERR", "1"),
+        // bash sets the machine's name when its environment has none; the sandbox's machine
+        // is `sandbox` unless the embedder names it (in the environment).
+        ("HOSTNAME", "sandbox"),
     ] {
         if vars.get(k).is_none() {
             vars.put(k, Var::scalar(v));
