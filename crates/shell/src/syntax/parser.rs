@@ -1226,7 +1226,7 @@ impl<'a> Parser<'a> {
                         .is_some_and(|name| super::DECLARATION_COMMANDS.contains(&name)),
                     Some(Arg::Assignment(_)) => false,
                 };
-                if decl && let Some(a) = self.try_assignment()? {
+                if decl && let Some(a) = self.try_assignment(words.is_empty())? {
                     if words.is_empty() {
                         assignments.push(a);
                     } else {
@@ -1449,7 +1449,7 @@ impl<'a> Parser<'a> {
     }
 
     /// The index of the `]` closing the `[` at `open`, if it closes before a blank.
-    fn scan_subscript(&self, open: usize) -> Option<usize> {
+    fn scan_subscript(&self, open: usize, blanks: bool) -> Option<usize> {
         let mut depth = 0usize;
         let mut j = open;
         while j < self.src.len() {
@@ -1488,6 +1488,7 @@ impl<'a> Parser<'a> {
                     }
                 }
                 b'(' => j = self.skip_balanced(j, b'(', b')')?,
+                b' ' | b'\t' if !blanks => return None,
                 b' ' | b'\t' | b'<' | b'>' | b'|' | b'&' => {}
                 c if is_meta(c) => return None,
                 _ => {}
@@ -1530,7 +1531,10 @@ impl<'a> Parser<'a> {
 
     /// `name=`, `name+=`, `name[sub]=` at the current position, with its value.
     #[inline(never)]
-    fn try_assignment(&mut self) -> ParseResult<Option<Assignment>> {
+    /// `prefix`: before the command word, where bash reads a subscript across blanks
+    /// (`a[1 + 1]=v`) and up to the end of the text; a declaration builtin's arguments are
+    /// plain words (`declare a[ b ]=x` is three).
+    fn try_assignment(&mut self, prefix: bool) -> ParseResult<Option<Assignment>> {
         let start = self.pos;
         if !self.at(0).is_some_and(is_name_start) {
             return Ok(None);
@@ -1542,7 +1546,10 @@ impl<'a> Parser<'a> {
         let name_end = start + i;
         let mut sub = None;
         if self.at(i) == Some(b'[') {
-            let Some(close) = self.scan_subscript(start + i) else {
+            let Some(close) = self.scan_subscript(start + i, prefix) else {
+                if prefix && !self.src[start + i..].contains(&b']') {
+                    return Err(self.unclosed(start + i, "]"));
+                }
                 return Ok(None);
             };
             sub = Some(start + i + 1);
@@ -1599,7 +1606,7 @@ impl<'a> Parser<'a> {
                 _ => {}
             }
             if self.at(0) == Some(b'[')
-                && let Some(close) = self.scan_subscript(self.pos)
+                && let Some(close) = self.scan_subscript(self.pos, true)
                 && (self.src.get(close + 1) == Some(&b'=')
                     || (self.src.get(close + 1) == Some(&b'+')
                         && self.src.get(close + 2) == Some(&b'=')))
