@@ -217,7 +217,7 @@ fn not_assignments() {
     assert!(s.assignments.is_empty());
     // Before the command word bash reads a subscript to its `]`, across blanks: without one
     // the text ends too soon (`bash -c 'a[1 =2'`: unexpected EOF ... matching `]').
-    let e = wasmsand_shell::parse("a[1 =2").unwrap_err();
+    let e = parse("a[1 =2").unwrap_err();
     assert!(e.message.contains("matching `]'"), "{}", e.message);
     assert_eq!(words_of(&simple("echo a[1 =2")), ["echo", "a[1", "=2"]);
 }
