@@ -1181,7 +1181,7 @@ impl Interp {
             // POSIX finds special builtins before functions (`eval() {...}` then runs only
             // outside posix mode).
             let special_first = self.st.opts.extra.contains("posix")
-                && crate::builtins::lookup(&name).is_some_and(|b| b.special)
+                && self.is_special_builtin(&name)
                 && self.builtin_enabled(&name);
             if let Some(f) = self
                 .st
@@ -1195,7 +1195,7 @@ impl Interp {
                 });
             }
             if self.builtin_enabled(&name) {
-                if crate::builtins::lookup(&name).is_some_and(|b| b.program) {
+                if self.is_program_builtin(&name) {
                     self.count_hash_hit(&name);
                 }
                 return self.with_builtin_bindings(&name, &cmd.assignments, |me| {

@@ -31,7 +31,6 @@ mod meta;
 mod options;
 mod programs;
 mod signals;
-pub(crate) use signals::signal_description;
 pub(crate) mod system;
 mod test;
 mod vars;
@@ -361,6 +360,11 @@ impl Interp {
     /// above it.
     pub(crate) fn is_special_builtin(&self, name: &str) -> bool {
         lookup(name).is_some_and(|b| b.special)
+    }
+
+    /// A builtin here for what is a program in bash ([`Builtin::program`]).
+    pub(crate) fn is_program_builtin(&self, name: &str) -> bool {
+        lookup(name).is_some_and(|b| b.program)
     }
 
     /// Whether `name` is a declaration builtin (see [`Builtin::declaration`]).

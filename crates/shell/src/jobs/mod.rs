@@ -115,7 +115,7 @@ impl Interp {
         if matches!(sig, 2 | 13 | 15) {
             return;
         }
-        let Some(desc) = crate::builtins::signal_description(sig) else {
+        let Some(desc) = signal_description(sig) else {
             return;
         };
         let text = j.text.strip_suffix(" &").unwrap_or(&j.text);
@@ -460,4 +460,44 @@ impl Interp {
         }
         self.run_plain_argv(args.to_vec())
     }
+}
+
+/// What glibc's `strsignal` calls signal `n`, which bash prints for a job a signal ended.
+fn signal_description(n: i32) -> Option<&'static str> {
+    const DESCRIPTIONS: [&str; 31] = [
+        "Hangup",
+        "Interrupt",
+        "Quit",
+        "Illegal instruction",
+        "Trace/breakpoint trap",
+        "Aborted",
+        "Bus error",
+        "Floating point exception",
+        "Killed",
+        "User defined signal 1",
+        "Segmentation fault",
+        "User defined signal 2",
+        "Broken pipe",
+        "Alarm clock",
+        "Terminated",
+        "Stack fault",
+        "Child exited",
+        "Continued",
+        "Stopped (signal)",
+        "Stopped",
+        "Stopped (tty input)",
+        "Stopped (tty output)",
+        "Urgent I/O condition",
+        "CPU time limit exceeded",
+        "File size limit exceeded",
+        "Virtual timer expired",
+        "Profiling timer expired",
+        "Window changed",
+        "I/O possible",
+        "Power failure",
+        "Bad system call",
+    ];
+    DESCRIPTIONS
+        .get(usize::try_from(n).ok()?.checked_sub(1)?)
+        .copied()
 }
