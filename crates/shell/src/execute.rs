@@ -1404,6 +1404,8 @@ impl Interp {
         let text = &text.replace('\0', "");
         let mut child = self.fork();
         child.st.vars = crate::vars::Vars::default();
+        // A new bash process remembers no program paths yet.
+        child.st.hashed = im::HashMap::new();
         for (k, v) in env {
             child.st.vars.put(
                 &k,
