@@ -51,8 +51,8 @@ pub const SHELL_MARKER: &[u8] = b"#!/bin/bash\n# wasmsand: the shell is built in
 /// Commands that are programs on a Debian system but are built into this shell: the shell's
 /// stand-ins for programs (`hostname`, `whoami`, ...) and the builtins coreutils also ships as
 /// files (`echo`, `printf`, `test`, `[`, `kill`). A sandbox puts [`program_file`] at
-/// `/usr/bin/NAME` and `/bin/NAME` for each that no guest provides, so that `/bin/echo`,
-/// `env echo`, `ls /usr/bin` and `hash` find them where scripts expect them.
+/// `/usr/bin/NAME` and `/bin/NAME` for each, in place of any guest of that name, so that
+/// `/bin/echo`, `env echo`, `ls /usr/bin` and `hash` find them where scripts expect them.
 pub fn builtin_programs() -> impl Iterator<Item = &'static str> {
     builtins::program_names().chain(["echo", "printf", "test", "[", "kill"])
 }

@@ -101,12 +101,9 @@ impl Interp {
             } else {
                 self.ulimit_value(c, false)
             };
-            let above = |a: Option<u64>, b: Option<u64>| match (a, b) {
-                (None, None) => false,
-                (None, Some(_)) => true,
-                (Some(_), None) => false,
-                (Some(x), Some(y)) => x > y,
-            };
+            // `None` is unlimited, above every number.
+            let above =
+                |a: Option<u64>, b: Option<u64>| a.unwrap_or(u64::MAX) > b.unwrap_or(u64::MAX);
             let why = if set_hard && above(new_hard, self.ulimit_value(c, true)) {
                 Some("Operation not permitted")
             } else if above(new_soft, new_hard) {

@@ -191,7 +191,7 @@ impl Interp {
             // Builtins and functions are not looked up; a name with a slash is not hashed.
             if n.contains('/')
                 || self.st.functions.contains_key(n)
-                || (self.builtin_enabled(n) && !stands_in_for_program(n))
+                || (self.builtin_enabled(n) && !self.is_program_builtin(n))
             {
                 continue;
             }
@@ -465,7 +465,7 @@ impl Interp {
         if self.st.functions.contains_key(name) {
             return Some(("function", String::new()));
         }
-        if self.builtin_enabled(name) && !stands_in_for_program(name) {
+        if self.builtin_enabled(name) && !self.is_program_builtin(name) {
             return Some(("builtin", String::new()));
         }
         let remembered = self
@@ -512,7 +512,7 @@ impl Interp {
             v.push(("function", String::new()));
         }
         let files = self.path_files(name);
-        if self.builtin_enabled(name) && (files.is_empty() || !stands_in_for_program(name)) {
+        if self.builtin_enabled(name) && (files.is_empty() || !self.is_program_builtin(name)) {
             v.push(("builtin", String::new()));
         }
         v.extend(files.into_iter().map(|p| ("file", p)));
@@ -777,12 +777,6 @@ impl Interp {
         }
         status
     }
-}
-
-/// A builtin here for a command that is a program in bash ([`super::Builtin::program`]):
-/// `type` and `command -v` show the file bash would run when `$PATH` has one.
-fn stands_in_for_program(name: &str) -> bool {
-    lookup(name).is_some_and(|b| b.program)
 }
 
 /// Where `command -p` looks for programs: bash's standard utilities path.

@@ -331,12 +331,12 @@ fn declaration_args(i: &mut Interp, name: &str, args: &[String]) -> FlowResult {
     i.run_declaration(name, dargs)
 }
 
-/// The builtin called `name`, if the shell has one.
 /// The builtins that stand in for programs ([`Builtin::program`]).
 pub(crate) fn program_names() -> impl Iterator<Item = &'static str> {
     BUILTINS.iter().filter(|b| b.program).map(|b| b.name)
 }
 
+/// The builtin called `name`, if the shell has one.
 pub(crate) fn lookup(name: &str) -> Option<&'static Builtin> {
     BUILTINS
         .binary_search_by(|b| b.name.cmp(name))
@@ -362,7 +362,8 @@ impl Interp {
         lookup(name).is_some_and(|b| b.special)
     }
 
-    /// A builtin here for what is a program in bash ([`Builtin::program`]).
+    /// A builtin here for what is a program in bash ([`Builtin::program`]): `type` and
+    /// `command -v` show the file bash would run when `$PATH` has one.
     pub(crate) fn is_program_builtin(&self, name: &str) -> bool {
         lookup(name).is_some_and(|b| b.program)
     }

@@ -1530,10 +1530,10 @@ impl<'a> Parser<'a> {
     }
 
     /// `name=`, `name+=`, `name[sub]=` at the current position, with its value.
-    #[inline(never)]
     /// `prefix`: before the command word, where bash reads a subscript across blanks
     /// (`a[1 + 1]=v`) and up to the end of the text; a declaration builtin's arguments are
     /// plain words (`declare a[ b ]=x` is three).
+    #[inline(never)]
     fn try_assignment(&mut self, prefix: bool) -> ParseResult<Option<Assignment>> {
         let start = self.pos;
         if !self.at(0).is_some_and(is_name_start) {
