@@ -97,7 +97,7 @@ fn change_of(node: &Node) -> Change {
     let a = attrs(&node.meta);
     match &node.kind {
         Kind::File(c) => Change::File(a, c.to_bytes()),
-        Kind::Dir(_) => Change::Dir(a),
+        Kind::Dir(_) | Kind::HostDir(_) => Change::Dir(a),
         Kind::Symlink(t) => Change::Symlink(a, t.to_string()),
         Kind::Device(d) => Change::Device(a, *d),
     }
@@ -109,6 +109,8 @@ pub(crate) fn same_content(a: &Content, b: &Content) -> bool {
         (Content::Shared(x), Content::Shared(y)) => {
             (x.as_ptr() == y.as_ptr() && x.len() == y.len()) || x == y
         }
+        // The same host file, read or not, is the same content: comparing never reads it.
+        (Content::Host(x), Content::Host(y)) if x.same_file(y) => true,
         _ => a.as_slice() == b.as_slice(),
     }
 }
@@ -126,9 +128,9 @@ fn join(dir: &str, name: &str) -> String {
 }
 
 /// Every node of a subtree as entries (the node first).
-fn whole(path: &str, node: &Node, out: &mut Vec<(String, Change)>) {
+pub(crate) fn whole(path: &str, node: &Node, out: &mut Vec<(String, Change)>) {
     out.push((path.to_string(), change_of(node)));
-    if let Kind::Dir(children) = &node.kind {
+    if let Some(children) = node.children() {
         for (name, child) in children.iter() {
             whole(&join(path, name), child, out);
         }
@@ -172,13 +174,24 @@ fn diff_dir(path: &str, old: &Children, new: &Children, out: &mut Vec<(String, C
     }
 }
 
-fn diff_node(path: &str, old: &Node, new: &Node, out: &mut Vec<(String, Change)>) {
+pub(crate) fn diff_node(path: &str, old: &Node, new: &Node, out: &mut Vec<(String, Change)>) {
     match (&old.kind, &new.kind) {
-        (Kind::Dir(oc), Kind::Dir(nc)) => {
+        (Kind::HostDir(x), Kind::HostDir(y)) if Arc::ptr_eq(x, y) => {
             if !same_meta(&old.meta, &new.meta) {
                 out.push((path.to_string(), Change::Dir(attrs(&new.meta))));
             }
-            diff_dir(path, oc, nc, out);
+        }
+        (Kind::Dir(_) | Kind::HostDir(_), Kind::Dir(_) | Kind::HostDir(_)) => {
+            if !same_meta(&old.meta, &new.meta) {
+                out.push((path.to_string(), Change::Dir(attrs(&new.meta))));
+            }
+            let (oc, nc) = (old.children(), new.children());
+            diff_dir(
+                path,
+                oc.expect("a directory"),
+                nc.expect("a directory"),
+                out,
+            );
         }
         (Kind::File(x), Kind::File(y)) => {
             if !same_meta(&old.meta, &new.meta) || !same_content(x, y) {
@@ -197,7 +210,7 @@ fn diff_node(path: &str, old: &Node, new: &Node, out: &mut Vec<(String, Change)>
         }
         // A different kind: what was there goes, with all it held.
         _ => {
-            if matches!(old.kind, Kind::Dir(_)) {
+            if old.is_dir() {
                 out.push((path.to_string(), Change::Removed));
             }
             whole(path, new, out);
@@ -270,7 +283,7 @@ impl Vfs {
                 }
             }
             Change::Dir(a) => match children.get_mut(&name) {
-                Some(node) if matches!(node.kind, Kind::Dir(_)) => set_attrs(&mut node.meta, a),
+                Some(node) if node.is_dir() => set_attrs(&mut node.meta, a),
                 _ => {
                     if let Some(old) = children.remove(&name) {
                         (gone_nodes, gone_bytes) = old.census();
@@ -292,8 +305,7 @@ impl Vfs {
                     Some(old) => {
                         (gone_nodes, gone_bytes) = old.census();
                         // A hard-linked node's number stays with its other names.
-                        (!matches!(old.kind, Kind::Dir(_)) && old.meta.link == 0)
-                            .then_some(old.meta.ino)
+                        (!old.is_dir() && old.meta.link == 0).then_some(old.meta.ino)
                     }
                     None => None,
                 };

@@ -34,6 +34,9 @@ pub enum Errno {
     EPERM,
     /// A hard link would join a node outside the writable paths to a name inside them.
     EXDEV,
+    /// A mounted host folder could not be read (it changed under the mount, or its read cap
+    /// is spent).
+    EIO,
 }
 
 impl Errno {
@@ -54,6 +57,7 @@ impl Errno {
             Errno::EFBIG => "EFBIG",
             Errno::EPERM => "EPERM",
             Errno::EXDEV => "EXDEV",
+            Errno::EIO => "EIO",
         }
     }
 
@@ -75,6 +79,7 @@ impl Errno {
             Errno::EFBIG => "file too large",
             Errno::EPERM => "operation not permitted",
             Errno::EXDEV => "invalid cross-device link",
+            Errno::EIO => "input/output error",
         }
     }
 
@@ -95,6 +100,7 @@ impl Errno {
             Errno::EFBIG => 27,
             Errno::EPERM => 1,
             Errno::EXDEV => 18,
+            Errno::EIO => 5,
         }
     }
 }

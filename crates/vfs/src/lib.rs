@@ -14,8 +14,10 @@
 mod delta;
 pub mod det;
 mod error;
+mod host;
 mod links;
 mod merge;
+mod mounts;
 mod node;
 /// Path arithmetic without a tree: joining onto a cwd, lexical normalization, Linux's length
 /// limits.
@@ -32,6 +34,7 @@ use bytes::Bytes;
 pub use delta::{Attrs, Change, Delta};
 pub use det::{DetState, Determinism, SharedDet};
 pub use error::{Errno, VfsError, VfsResult};
+pub use host::{MountInfo, MountOptions, SECRET_DENYLIST};
 pub use merge::{MergeConflict, MergeError, MergeReport, MergedPath, SideChange};
 use node::{Children, Content, Kind, Name, Node};
 pub use node::{Device, DirEntry, FileType, Metadata};
@@ -177,6 +180,9 @@ struct Tree {
     /// Hard-link groups (see `links.rs`).
     groups: links::Groups,
     next_group: u64,
+    /// Host folders mounted in this tree, with the node each was mounted as: what
+    /// [`Vfs::mount_changes`] compares with.
+    mounts: Arc<Vec<(Arc<host::Mount>, Node)>>,
 }
 
 #[derive(Debug)]
@@ -260,6 +266,7 @@ impl Vfs {
                 bytes: 0,
                 groups: links::Groups::new(),
                 next_group: 0,
+                mounts: Arc::default(),
             },
             baseline_nodes: 0,
             policy: Arc::new(Policy {
@@ -358,9 +365,10 @@ impl Vfs {
                 if w.trailing_slash {
                     return Err(VfsError::plain(Errno::ENOTDIR, path));
                 }
+                c.load(path)?;
                 Ok(c.to_bytes())
             }
-            Kind::Dir(_) => Err(VfsError::plain(Errno::EISDIR, path)),
+            Kind::Dir(_) | Kind::HostDir(_) => Err(VfsError::plain(Errno::EISDIR, path)),
             Kind::Device(Device::Zero | Device::Urandom) => Err(VfsError::new(
                 Errno::EINVAL,
                 path,
@@ -410,7 +418,7 @@ impl Vfs {
                 return Err(VfsError::plain(Errno::EEXIST, path));
             }
             return match node.kind {
-                Kind::Dir(_) => Err(VfsError::plain(Errno::EISDIR, path)),
+                Kind::Dir(_) | Kind::HostDir(_) => Err(VfsError::plain(Errno::EISDIR, path)),
                 _ if w.trailing_slash => Err(VfsError::plain(Errno::ENOTDIR, path)),
                 _ => Ok(false),
             };
@@ -436,6 +444,7 @@ impl Vfs {
         check_mode(node, 0o400, path)?;
         match &node.kind {
             Kind::File(c) => {
+                c.load(path)?;
                 let data = c.as_slice();
                 let start = usize::try_from(offset)
                     .unwrap_or(usize::MAX)
@@ -446,9 +455,10 @@ impl Vfs {
                     // writer's next write copy the whole file.
                     Content::Owned(_) => Bytes::copy_from_slice(&data[start..end]),
                     Content::Shared(b) => b.slice(start..end),
+                    Content::Host(h) => h.loaded().slice(start..end),
                 })
             }
-            Kind::Dir(_) => Err(VfsError::plain(Errno::EISDIR, path)),
+            Kind::Dir(_) | Kind::HostDir(_) => Err(VfsError::plain(Errno::EISDIR, path)),
             Kind::Device(Device::Zero) => Ok(Bytes::from(vec![0u8; len])),
             Kind::Device(Device::Urandom) => {
                 let mut buf = vec![0u8; len];
@@ -615,6 +625,11 @@ impl Vfs {
             .children()
             .ok_or_else(|| VfsError::plain(Errno::ENOTDIR, path))?;
         check_mode(node, 0o400, path)?;
+        if let Kind::HostDir(h) = &node.kind
+            && let Some(e) = h.error(path)
+        {
+            return Err(e);
+        }
         Ok(children)
     }
 
@@ -1053,7 +1068,7 @@ impl Vfs {
                     pending.extend(components(target).map(|c| Cow::Owned(c.to_owned())));
                     pending[at..].reverse();
                 }
-                Kind::Dir(_) => {
+                Kind::Dir(_) | Kind::HostDir(_) => {
                     if is_last {
                         return Ok(Walk {
                             dir: names,
@@ -1113,7 +1128,11 @@ impl Vfs {
     // Checked changes
 
     fn check_writable_at(&self, dir: &[Name], name: Option<&Name>) -> VfsResult<()> {
-        if self.in_layout || self.policy.writable_paths.is_none() {
+        if self.in_layout {
+            return Ok(());
+        }
+        let read_only = self.in_read_only_mount(dir, name);
+        if self.policy.writable_paths.is_none() && !read_only {
             return Ok(());
         }
         let mut full = String::new();
@@ -1123,6 +1142,13 @@ impl Vfs {
         }
         if full.is_empty() {
             full.push('/');
+        }
+        if read_only {
+            return Err(VfsError::new(
+                Errno::EROFS,
+                full,
+                "read-only file system (a read-only mount)",
+            ));
         }
         if self.is_writable(&full) {
             Ok(())
@@ -1212,7 +1238,9 @@ impl Vfs {
             }
             Some(node) => {
                 let old = match &node.kind {
-                    Kind::Dir(_) => return Err(VfsError::plain(Errno::EISDIR, path)),
+                    Kind::Dir(_) | Kind::HostDir(_) => {
+                        return Err(VfsError::plain(Errno::EISDIR, path));
+                    }
                     Kind::Device(_) => return Ok(()),
                     Kind::File(_) if w.trailing_slash => {
                         return Err(VfsError::plain(Errno::ENOTDIR, path));
@@ -1336,8 +1364,12 @@ fn existing<'a>(w: &Walk<'a>, path: &str) -> VfsResult<&'a Node> {
 /// The length of a regular file; other kinds are errors.
 fn file_len(node: &Node, path: &str) -> VfsResult<u64> {
     match &node.kind {
-        Kind::File(c) => Ok(c.len()),
-        Kind::Dir(_) => Err(VfsError::plain(Errno::EISDIR, path)),
+        Kind::File(c) => {
+            // Changing a host file starts from its bytes: they must be readable.
+            c.load(path)?;
+            Ok(c.len())
+        }
+        Kind::Dir(_) | Kind::HostDir(_) => Err(VfsError::plain(Errno::EISDIR, path)),
         _ => Err(VfsError::new(Errno::EINVAL, path, "not a regular file")),
     }
 }

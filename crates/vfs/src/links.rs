@@ -62,6 +62,13 @@ impl Vfs {
                 format!("cannot give {old_full} a name: it is outside the writable paths"),
             ));
         }
+        if !self.in_layout && self.in_read_only_mount(&odir, Some(&oname)) {
+            return Err(VfsError::new(
+                Errno::EXDEV,
+                new,
+                format!("cannot give {old_full} a name: it is in a read-only mount"),
+            ));
+        }
         self.check_writable_at(&ndir, Some(&nname))?;
         self.check_dir_writable(&ndir, new)?;
         self.check_new_node(new)?;
@@ -82,6 +89,9 @@ impl Vfs {
         let node = self.node_mut(&odir, &oname, old)?;
         node.meta.link = group;
         node.meta.ctime = now;
+        // Names of one group are copies of one node: a mounted file linked becomes the
+        // sandbox's own, and counts from now on.
+        let was_host = std::mem::replace(&mut node.meta.host, false);
         let copy = node.clone();
         let parent = self.dir_mut(&ndir, new)?;
         parent.meta.mtime = now;
@@ -93,7 +103,7 @@ impl Vfs {
         let mut names: Vec<Arc<str>> = self.tree.groups[&group].to_vec();
         names.push(Arc::from(new_full.as_str()));
         self.tree.groups.insert(group, names.into());
-        self.tree.nodes += 1;
+        self.tree.nodes += 1 + u64::from(was_host);
         self.tree.bytes += counted;
         if !self.in_layout {
             self.counters.add(&self.counters.created, 1);

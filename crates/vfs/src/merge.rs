@@ -113,7 +113,9 @@ fn same_node(a: &Node, b: &Node) -> bool {
         (Kind::File(x), Kind::File(y)) => same_content(x, y),
         (Kind::Symlink(x), Kind::Symlink(y)) => x == y,
         (Kind::Device(x), Kind::Device(y)) => x == y,
-        (Kind::Dir(x), Kind::Dir(y)) => {
+        (Kind::HostDir(x), Kind::HostDir(y)) if std::sync::Arc::ptr_eq(x, y) => true,
+        (Kind::Dir(_) | Kind::HostDir(_), Kind::Dir(_) | Kind::HostDir(_)) => {
+            let (x, y) = (a.children().expect("a dir"), b.children().expect("a dir"));
             x.ptr_eq(y)
                 || (x.len() == y.len()
                     && x.iter()
@@ -157,6 +159,14 @@ impl Merger<'_> {
         o: Option<&Node>,
         t: Option<&Node>,
     ) {
+        // A mounted directory the fork left alone, without listing it.
+        if let (Some(bn), Some(tn)) = (b, t)
+            && let (Kind::HostDir(x), Kind::HostDir(y)) = (&bn.kind, &tn.kind)
+            && std::sync::Arc::ptr_eq(x, y)
+            && bn.meta.mode == tn.meta.mode
+        {
+            return;
+        }
         if let (Some(on), Some(tn)) = (o, t)
             && let (Some(_), Some(tc)) = (on.children(), tn.children())
         {
@@ -228,7 +238,10 @@ impl Merger<'_> {
             if let (Some(bn), Some(tn)) = (bn, tn)
                 && match (&bn.kind, &tn.kind) {
                     (Kind::Dir(x), Kind::Dir(y)) => x.ptr_eq(y) && bn.meta.mode == tn.meta.mode,
-                    (Kind::Dir(_), _) | (_, Kind::Dir(_)) => false,
+                    (Kind::HostDir(x), Kind::HostDir(y)) => {
+                        std::sync::Arc::ptr_eq(x, y) && bn.meta.mode == tn.meta.mode
+                    }
+                    _ if bn.is_dir() || tn.is_dir() => false,
                     _ => same_node(bn, tn),
                 }
             {
@@ -290,14 +303,14 @@ impl Merger<'_> {
         if let Some(old) = &old {
             (gone_nodes, gone_bytes) = old.census();
             // A hard-linked node's number stays with its other names.
-            if !matches!(old.kind, Kind::Dir(_)) && old.meta.link == 0 {
+            if !old.is_dir() && old.meta.link == 0 {
                 keep_ino = Some(old.meta.ino);
             }
         }
         let (mut new_nodes, mut new_bytes) = (0, 0);
         if let Some(t) = t {
             let mut node = renumber(t, &mut next_ino);
-            if let Some(ino) = keep_ino.filter(|_| !matches!(t.kind, Kind::Dir(_))) {
+            if let Some(ino) = keep_ino.filter(|_| !t.is_dir()) {
                 node.meta.ino = ino;
             }
             (new_nodes, new_bytes) = node.census();

@@ -3,6 +3,8 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
+use crate::host::{HostDir, HostFile};
+
 /// A name inside a directory. Shared so that copying a B-tree chunk on write costs reference
 /// count bumps, not string allocations.
 pub(crate) type Name = Arc<str>;
@@ -50,6 +52,9 @@ pub(crate) enum Content {
     /// sandbox and not counted against the sandbox's byte limit; a write replaces them with an
     /// owned copy.
     Shared(Bytes),
+    /// A file of a mounted host folder, read on first use and then kept (see `host.rs`).
+    /// Counted as `Shared` is.
+    Host(Arc<HostFile>),
 }
 
 impl Content {
@@ -61,18 +66,31 @@ impl Content {
         match self {
             Content::Owned(v) => v,
             Content::Shared(b) => b,
+            Content::Host(h) => h.loaded(),
         }
     }
 
     pub(crate) fn len(&self) -> u64 {
-        self.as_slice().len() as u64
+        match self {
+            // A host file is not read to learn its size.
+            Content::Host(h) => h.len(),
+            _ => self.as_slice().len() as u64,
+        }
+    }
+
+    /// Reads a host file's bytes if they are not read yet; an error says why they cannot be.
+    pub(crate) fn load(&self, path: &str) -> crate::VfsResult<()> {
+        match self {
+            Content::Host(h) => h.load(path),
+            _ => Ok(()),
+        }
     }
 
     /// Bytes this content counts against the filesystem's byte limit.
     pub(crate) fn counted_len(&self) -> u64 {
         match self {
             Content::Owned(v) => v.len() as u64,
-            Content::Shared(_) => 0,
+            Content::Shared(_) | Content::Host(_) => 0,
         }
     }
 
@@ -81,18 +99,21 @@ impl Content {
         match self {
             Content::Owned(v) => Bytes::from_owner(OwnedBytes(Arc::clone(v))),
             Content::Shared(b) => b.clone(),
+            Content::Host(h) => h.loaded().clone(),
         }
     }
 
     /// A mutable buffer, copying only when the content is shared with a clone, a snapshot, a
     /// reader still holding its bytes, or the host.
     pub(crate) fn make_mut(&mut self) -> &mut Vec<u8> {
-        if let Content::Shared(b) = self {
-            *self = Content::Owned(Arc::new(b.to_vec()));
+        match self {
+            Content::Shared(b) => *self = Content::Owned(Arc::new(b.to_vec())),
+            Content::Host(h) => *self = Content::Owned(Arc::new(h.loaded().to_vec())),
+            Content::Owned(_) => {}
         }
         match self {
             Content::Owned(v) => Arc::make_mut(v),
-            Content::Shared(_) => unreachable!("replaced by an owned copy above"),
+            _ => unreachable!("replaced by an owned copy above"),
         }
     }
 }
@@ -109,6 +130,9 @@ impl AsRef<[u8]> for OwnedBytes {
 pub(crate) enum Kind {
     File(Content),
     Dir(Children),
+    /// A directory of a mounted host folder, listed on first use (see `host.rs`); a change
+    /// below it turns it into a `Dir` holding the same entries.
+    HostDir(Arc<HostDir>),
     Symlink(Arc<str>),
     Device(Device),
 }
@@ -122,6 +146,9 @@ pub(crate) struct Meta {
     pub(crate) ctime: SystemTime,
     /// The hard-link group this node belongs to (see `links.rs`); 0: none, the only name.
     pub(crate) link: u64,
+    /// The node came from a mounted host folder: it was not made by the sandbox, so it does
+    /// not count against the file-count limit (its content may, once the sandbox writes it).
+    pub(crate) host: bool,
 }
 
 /// One node of the tree. Cloning is O(1) whatever it holds.
@@ -142,6 +169,7 @@ impl Node {
                 mtime: now,
                 ctime: now,
                 link: 0,
+                host: false,
             },
         }
     }
@@ -149,7 +177,7 @@ impl Node {
     pub(crate) fn file_type(&self) -> FileType {
         match self.kind {
             Kind::File(_) => FileType::File,
-            Kind::Dir(_) => FileType::Dir,
+            Kind::Dir(_) | Kind::HostDir(_) => FileType::Dir,
             Kind::Symlink(_) => FileType::Symlink,
             Kind::Device(_) => FileType::CharDevice,
         }
@@ -158,15 +186,25 @@ impl Node {
     pub(crate) fn children(&self) -> Option<&Children> {
         match &self.kind {
             Kind::Dir(c) => Some(c),
+            Kind::HostDir(h) => Some(h.children()),
             _ => None,
         }
     }
 
+    /// The entries to change; a host directory becomes the sandbox's own first (its
+    /// entries are the host's listing, shared, so this costs O(1) once listed).
     pub(crate) fn children_mut(&mut self) -> Option<&mut Children> {
+        if let Kind::HostDir(h) = &self.kind {
+            self.kind = Kind::Dir(h.children().clone());
+        }
         match &mut self.kind {
             Kind::Dir(c) => Some(c),
             _ => None,
         }
+    }
+
+    pub(crate) fn is_dir(&self) -> bool {
+        matches!(self.kind, Kind::Dir(_) | Kind::HostDir(_))
     }
 
     pub(crate) fn size(&self) -> u64 {
@@ -174,19 +212,17 @@ impl Node {
             Kind::File(c) => c.len(),
             Kind::Symlink(t) => t.len() as u64,
             // Linux reports a directory's size as one block whatever it holds.
-            Kind::Dir(_) => 4096,
+            Kind::Dir(_) | Kind::HostDir(_) => 4096,
             Kind::Device(_) => 0,
         }
     }
 
     pub(crate) fn metadata(&self) -> Metadata {
         let nlink = match &self.kind {
-            Kind::Dir(c) => {
-                2 + c
-                    .values()
-                    .filter(|n| matches!(n.kind, Kind::Dir(_)))
-                    .count() as u64
-            }
+            Kind::Dir(c) => 2 + c.values().filter(|n| n.is_dir()).count() as u64,
+            // The host's count: listing a directory to count its subdirectories would make
+            // every `stat` of a mounted directory read the host.
+            Kind::HostDir(h) => h.nlink(),
             _ => 1,
         };
         Metadata {
@@ -202,19 +238,22 @@ impl Node {
                 Kind::Device(d) => Some(d),
                 _ => None,
             },
-            shared: matches!(self.kind, Kind::File(Content::Shared(_))),
+            shared: matches!(self.kind, Kind::File(Content::Shared(_) | Content::Host(_))),
         }
     }
 
-    /// How many nodes this subtree holds (itself included) and how many counted file bytes.
+    /// How many counted nodes this subtree holds (itself included) and how many counted
+    /// file bytes. Nodes of a mounted folder are not counted, and a host directory the
+    /// sandbox has not changed holds nothing counted (so it is never listed for this).
     pub(crate) fn census(&self) -> (u64, u64) {
+        let me = u64::from(!self.meta.host);
         match &self.kind {
-            Kind::File(c) => (1, c.counted_len()),
-            Kind::Dir(children) => children.values().fold((1, 0), |(n, b), child| {
+            Kind::File(c) => (me, c.counted_len()),
+            Kind::Dir(children) => children.values().fold((me, 0), |(n, b), child| {
                 let (cn, cb) = child.census();
                 (n + cn, b + cb)
             }),
-            _ => (1, 0),
+            _ => (me, 0),
         }
     }
 }

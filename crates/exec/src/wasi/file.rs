@@ -205,6 +205,7 @@ pub(crate) fn wasi_errno(e: Errno) -> WasiErrno {
         Errno::EFBIG => WasiErrno::Fbig,
         Errno::EPERM => WasiErrno::Perm,
         Errno::EXDEV => WasiErrno::Xdev,
+        Errno::EIO => WasiErrno::Io,
     }
 }
 
@@ -220,6 +221,7 @@ pub(crate) fn fs_error(e: Errno) -> FsError {
         Errno::EROFS | Errno::EACCES | Errno::EPERM => FsError::PermissionDenied,
         Errno::EISDIR | Errno::EINVAL => FsError::InvalidInput,
         Errno::ELOOP | Errno::ENAMETOOLONG | Errno::EFBIG | Errno::EXDEV => FsError::InvalidInput,
+        Errno::EIO => FsError::IOError,
     }
 }
 

@@ -7,5 +7,6 @@ mod delta;
 mod links;
 mod merge;
 mod model;
+mod mounts;
 mod ops;
 mod seed_limits;
