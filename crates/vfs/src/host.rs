@@ -573,8 +573,8 @@ pub(crate) fn scrub_git_config(data: &[u8]) -> Vec<u8> {
     let mut in_credential = false;
     for line in text.split_inclusive('\n') {
         let t = line.trim_start();
-        if t.starts_with('[') {
-            let section = t[1..]
+        if let Some(header) = t.strip_prefix('[') {
+            let section = header
                 .split([']', ' ', '"', '.'])
                 .next()
                 .unwrap_or("")
