@@ -27,6 +27,7 @@ use wasmsand_exec::{CancelToken, ChunkCallback, Exec, ExecOptions, Input, Output
 use wasmsand_shell::{Abort, DetachedJob, ShellState};
 use wasmsand_vfs::{Delta, FileType, Vfs, VfsOptions};
 
+mod changes;
 mod det;
 mod files;
 mod net;
@@ -43,6 +44,7 @@ pub use state::{DEFAULT_MAX_STATE_BYTES, STATE_VERSION};
 pub use tools::{Tool, ToolHandler, ToolSetError};
 pub use warm::{PrecompileError, Precompiled, precompile};
 
+pub use changes::{ChangeStatus, Changes, ChangesOptions, ChangesSince, ExportReport, FileChange};
 pub use det::DETERMINISTIC_PID;
 pub use net::{EgressEvent, EgressSink, Gate, GateRefusal, NetLimits, Network, Resolver};
 pub use wasmsand_exec::{on_slow_compile, release_free_memory};
@@ -54,7 +56,7 @@ pub use wasmsand_model::{
 /// A snapshot handle (`snapshot()` / `restore(id)`): the VFS's own, whose snapshot holds the
 /// files; the sandbox keeps the shell state under the same id.
 pub use wasmsand_vfs::SnapshotId;
-pub use wasmsand_vfs::{Determinism, Errno, VfsError};
+pub use wasmsand_vfs::{Determinism, Errno, MountInfo, MountOptions, SECRET_DENYLIST, VfsError};
 pub use wasmsand_vfs::{MergeConflict, MergedPath, SideChange};
 
 /// Where a sandbox starts and what its user can change.
@@ -327,6 +329,19 @@ fn template() -> &'static Vfs {
 fn template_checkpoint() -> &'static wasmsand_vfs::Checkpoint {
     static T: OnceLock<wasmsand_vfs::Checkpoint> = OnceLock::new();
     T.get_or_init(|| template().checkpoint())
+}
+
+/// The files as portable state carries them. A mounted host folder does not travel: its
+/// files are the host's, and reading them all to export them is not what a mount is for.
+fn portable_delta(vfs: &Vfs) -> Result<Delta> {
+    if let Some(m) = vfs.mounts().first() {
+        return Err(SandboxError::Invalid(format!(
+            "a sandbox with a host folder mounted ({} at {}) cannot be exported: its files are the host's; take what it changed with changes()",
+            m.host.display(),
+            m.path
+        )));
+    }
+    Ok(vfs.delta_since(template_checkpoint()))
 }
 
 fn exec_for(cache_dir: &Option<PathBuf>) -> &'static Exec {
@@ -1066,7 +1081,7 @@ impl Sandbox {
     /// it. [`Self::import_state`] opens it in any process running the same wasmsand.
     pub fn export_state(&self, key: Option<&[u8]>) -> Result<Vec<u8>> {
         self.with_inner(|i| {
-            let delta = i.vfs.lock().delta_since(template_checkpoint());
+            let delta = portable_delta(&i.vfs.lock())?;
             let header = state::Header {
                 limits: self.limits,
                 shell: i.shell.to_portable(),
@@ -1095,7 +1110,7 @@ impl Sandbox {
     /// changes the bytes of those files only.
     pub fn export_payload(&self) -> Result<Vec<u8>> {
         self.with_inner(|i| {
-            let delta = i.vfs.lock().delta_since(template_checkpoint());
+            let delta = portable_delta(&i.vfs.lock())?;
             let header = state::Header {
                 limits: self.limits,
                 shell: i.shell.to_portable(),

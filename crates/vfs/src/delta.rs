@@ -128,7 +128,7 @@ fn join(dir: &str, name: &str) -> String {
 }
 
 /// Every node of a subtree as entries (the node first).
-pub(crate) fn whole(path: &str, node: &Node, out: &mut Vec<(String, Change)>) {
+fn whole(path: &str, node: &Node, out: &mut Vec<(String, Change)>) {
     out.push((path.to_string(), change_of(node)));
     if let Some(children) = node.children() {
         for (name, child) in children.iter() {
@@ -174,7 +174,7 @@ fn diff_dir(path: &str, old: &Children, new: &Children, out: &mut Vec<(String, C
     }
 }
 
-pub(crate) fn diff_node(path: &str, old: &Node, new: &Node, out: &mut Vec<(String, Change)>) {
+fn diff_node(path: &str, old: &Node, new: &Node, out: &mut Vec<(String, Change)>) {
     match (&old.kind, &new.kind) {
         (Kind::HostDir(x), Kind::HostDir(y)) if Arc::ptr_eq(x, y) => {
             if !same_meta(&old.meta, &new.meta) {

@@ -11,6 +11,7 @@
 
 #![forbid(unsafe_code)]
 
+mod changes;
 mod delta;
 pub mod det;
 mod error;
@@ -31,6 +32,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
+pub use changes::{Entry, PathChange};
 pub use delta::{Attrs, Change, Delta};
 pub use det::{DetState, Determinism, SharedDet};
 pub use error::{Errno, VfsError, VfsResult};
@@ -931,12 +933,14 @@ impl Vfs {
 
     /// Puts the tree back as it was when `id` was taken, in O(1). The snapshot stays usable.
     pub fn restore(&mut self, id: SnapshotId) -> VfsResult<()> {
-        let tree = self
-            .snapshots
-            .get(&id.0)
-            .ok_or_else(|| unknown_snapshot(id))?;
-        self.tree = tree.clone();
+        self.tree = self.tree_at_snapshot(id)?.clone();
         Ok(())
+    }
+
+    fn tree_at_snapshot(&self, id: SnapshotId) -> VfsResult<&Tree> {
+        self.snapshots
+            .get(&id.0)
+            .ok_or_else(|| unknown_snapshot(id))
     }
 
     /// The tree as it is now, in O(1), to put back with [`Vfs::rollback`]: a snapshot the

@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::delta::{diff_node, whole};
+use crate::changes::{PathChange, compare};
 use crate::host::{self, MountInfo, MountOptions};
 use crate::node::{Kind, Name, Node};
-use crate::{Change, Checkpoint, Delta, Errno, Vfs, VfsError, VfsResult, path};
+use crate::{Checkpoint, Errno, Vfs, VfsError, VfsResult, path};
 
 impl Vfs {
     /// Mounts the host folder `host` at `at` (absolute, or taken from `/`): the folder's
@@ -80,10 +80,10 @@ impl Vfs {
         self.tree.mounts.iter().map(|(m, _)| m.info()).collect()
     }
 
-    /// What changed below the mount at `at` since it was mounted (absolute paths, parents
-    /// first). Unchanged directories are not listed, so this costs what changed, and host
-    /// files nothing changed are never read.
-    pub fn mount_changes(&self, at: &str) -> VfsResult<Delta> {
+    /// What changed below the mount at `at` since it was mounted, path by path (see
+    /// [`PathChange`]). Unchanged directories are skipped without being walked, so this
+    /// costs what changed, and host files are read only where the sandbox changed them.
+    pub fn mount_changes(&self, at: &str) -> VfsResult<Vec<PathChange>> {
         let at = path::normalize(&path::join("/", at));
         let Some((_, base)) = self.tree.mounts.iter().find(|(m, _)| m.point() == at) else {
             return Err(VfsError::new(
@@ -92,32 +92,28 @@ impl Vfs {
                 "no host folder is mounted here",
             ));
         };
-        Ok(self.subtree_delta(base, &at))
-    }
-
-    /// What changed below `at` (a directory, or anything) since `base` (a checkpoint of this
-    /// tree or of the tree it was cloned from): absolute paths, parents first.
-    pub fn delta_under(&self, base: &Checkpoint, at: &str) -> Delta {
-        let at = path::normalize(&path::join("/", at));
-        match node_at(&base.0.root, &at) {
-            Some(old) => self.subtree_delta(old, &at),
-            None => {
-                let mut d = Delta::default();
-                if let Some(new) = node_at(&self.tree.root, &at) {
-                    whole(&at, new, &mut d.entries);
-                }
-                d
-            }
-        }
-    }
-
-    fn subtree_delta(&self, old: &Node, at: &str) -> Delta {
         let mut out = Vec::new();
-        match node_at(&self.tree.root, at) {
-            Some(new) => diff_node(at, old, new, &mut out),
-            None => out.push((at.to_string(), Change::Removed)),
-        }
-        Delta { entries: out }
+        compare(&at, Some(base), node_at(&self.tree.root, &at), &mut out);
+        Ok(out)
+    }
+
+    /// What changed below `at` since `base` (a checkpoint of this tree or of the tree it was
+    /// cloned from), path by path.
+    pub fn changes_since(&self, base: &Checkpoint, at: &str) -> Vec<PathChange> {
+        let at = path::normalize(&path::join("/", at));
+        let mut out = Vec::new();
+        compare(
+            &at,
+            node_at(&base.0.root, &at),
+            node_at(&self.tree.root, &at),
+            &mut out,
+        );
+        out
+    }
+
+    /// The tree as it was at snapshot `id`, as a checkpoint to compare with.
+    pub fn snapshot_checkpoint(&self, id: crate::SnapshotId) -> VfsResult<Checkpoint> {
+        self.tree_at_snapshot(id).map(|t| Checkpoint(t.clone()))
     }
 
     /// Whether `dir`/`name` lies in a read-only mount (only asked when one exists).
@@ -149,7 +145,7 @@ fn components(p: &str) -> impl Iterator<Item = &str> {
 }
 
 /// The node at a canonical absolute path, symlinks not followed.
-fn node_at<'a>(root: &'a Node, at: &str) -> Option<&'a Node> {
+pub(crate) fn node_at<'a>(root: &'a Node, at: &str) -> Option<&'a Node> {
     let mut cur = root;
     for c in components(at) {
         cur = cur.children()?.get(c)?;

@@ -10,6 +10,7 @@ mod guests_hostile;
 #[path = "../../../../tests/support/host_tools.rs"]
 mod host_tools;
 mod merge;
+mod mounts;
 mod mutations;
 mod network;
 mod node_git;

@@ -6,7 +6,7 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 
-use wasmsand_vfs::{Change, Errno, MountOptions, Vfs, VfsOptions};
+use wasmsand_vfs::{Entry, Errno, MountOptions, Vfs, VfsOptions};
 
 fn errno<T: std::fmt::Debug>(r: Result<T, wasmsand_vfs::VfsError>) -> Errno {
     r.expect_err("should fail").errno
@@ -337,37 +337,53 @@ fn mount_changes_list_what_the_sandbox_did() {
     let mut v = Vfs::with_standard_layout(VfsOptions::default());
     v.mount_host("/r", host.path(), &MountOptions::default())
         .unwrap();
-    assert!(v.mount_changes("/r").unwrap().entries.is_empty());
+    assert!(v.mount_changes("/r").unwrap().is_empty());
     v.write("/r/src/main.rs", "fn main() { changed() }\n")
         .unwrap();
     v.write("/r/src/added.rs", "new\n").unwrap();
     v.unlink("/r/build.log").unwrap();
-    let d = v.mount_changes("/r").unwrap();
-    let got: Vec<(&str, &str)> = d
-        .entries
+    v.chmod("/r/keep.log", 0o755).unwrap();
+    // Written again with the same bytes: not a change.
+    v.write("/r/sub/real.rs", "// real\n").unwrap();
+    v.remove_recursive("/r/src/lib").unwrap();
+    let got = v.mount_changes("/r").unwrap();
+    let brief: Vec<(&str, Option<&str>, Option<&str>)> = got
         .iter()
-        .map(|(p, c)| (p.as_str(), c.kind()))
+        .map(|c| {
+            (
+                c.path.as_str(),
+                c.old.as_ref().map(Entry::kind),
+                c.new.as_ref().map(Entry::kind),
+            )
+        })
         .collect();
-    assert!(got.contains(&("/r/src/main.rs", "file")), "{got:?}");
-    assert!(got.contains(&("/r/src/added.rs", "file")), "{got:?}");
-    assert!(got.contains(&("/r/build.log", "removed")), "{got:?}");
-    assert!(
-        !got.iter().any(|(p, _)| p.starts_with("/r/README")),
-        "untouched files are not listed: {got:?}"
+    assert_eq!(
+        brief,
+        [
+            ("/r/build.log", Some("file"), None),
+            ("/r/keep.log", Some("file"), Some("file")),
+            ("/r/src/added.rs", None, Some("file")),
+            ("/r/src/lib", Some("dir"), None),
+            ("/r/src/lib/util.rs", Some("file"), None),
+            ("/r/src/main.rs", Some("file"), Some("file")),
+        ]
     );
-    // No host file was read to find that out.
-    assert_eq!(v.mounts()[0].files_read, 0, "{:?}", v.mounts());
-    let Change::File(_, data) = &d
-        .entries
-        .iter()
-        .find(|(p, _)| p == "/r/src/added.rs")
-        .unwrap()
-        .1
-    else {
-        panic!()
-    };
-    assert_eq!(&data[..], b"new\n");
+    let main = &got[5];
+    assert_eq!(
+        main.old,
+        Some(Entry::File {
+            mode: 0o644,
+            data: "fn main() {}\n".into()
+        })
+    );
+    assert_eq!(got[1].new.as_ref().unwrap().mode(), 0o755);
     assert_eq!(errno(v.mount_changes("/nowhere")), Errno::EINVAL);
+    // Against a snapshot: only what came after it.
+    let snap = v.snapshot();
+    v.write("/r/README.md", "# changed\n").unwrap();
+    let since = v.changes_since(&v.snapshot_checkpoint(snap).unwrap(), "/r");
+    assert_eq!(since.len(), 1);
+    assert_eq!(since[0].path, "/r/README.md");
 }
 
 #[test]
