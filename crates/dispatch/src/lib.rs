@@ -23,6 +23,7 @@
 
 mod error;
 mod line_protocol;
+mod mounts;
 mod params;
 mod process;
 mod sdk;
@@ -68,6 +69,9 @@ pub struct DispatchConfig {
     pub env: Vec<(String, String)>,
     /// Where compiled guest modules are cached on disk (`None`: the default cache).
     pub cache_dir: Option<PathBuf>,
+    /// Host folders mounted in the root sandbox (the server's `--mount` flags); `create`
+    /// may add more.
+    pub mounts: Vec<wasmsand::HostMount>,
 }
 
 /// One parsed JSON-RPC request.
@@ -295,6 +299,9 @@ impl Dispatcher {
             "sandbox.merge" => self.merge(p),
             "sandbox.destroy" => self.destroy_fork(p),
             "sandbox.list" => Ok(self.list()),
+            "sandbox.mount" | "sandbox.mounts" | "sandbox.diff" | "sandbox.exportChanges" => {
+                self.mounts_call(req.method.as_str(), p)
+            }
             m if m.starts_with("process.") => self.process_call(m, p, notify),
             "kill" => {
                 self.kill();
@@ -340,23 +347,29 @@ impl Dispatcher {
         }
         let mut state = self.state.lock();
         if state.root.is_none() {
-            state.root = Some(self.make_root(self.config.limits));
+            state.root = Some(self.make_root(self.config.limits, &[])?);
         }
         Ok(state.root.as_ref().expect("just set").live.clone())
     }
 
-    fn make_root(&self, limits: Limits) -> Root {
+    /// The root sandbox with the configured mounts and then `more`; its pristine copy (for
+    /// `reset`) is taken after them, so a reset keeps the host folders.
+    fn make_root(&self, limits: Limits, more: &[wasmsand::HostMount]) -> Result<Root, RpcError> {
         let live = Sandbox::new(SandboxOptions {
             limits,
             env: self.config.env.clone(),
             cache_dir: self.config.cache_dir.clone(),
             ..SandboxOptions::default()
         });
+        for mounts in [&self.config.mounts[..], more] {
+            live.mount_all(mounts)
+                .map_err(|e| RpcError::from_sandbox(e, None))?;
+        }
         let pristine = live.fork().expect("a new sandbox forks");
-        Root {
+        Ok(Root {
             live: Arc::new(live),
             pristine,
-        }
+        })
     }
 
     fn create(&self, p: Params) -> Result<Value, RpcError> {
@@ -368,6 +381,15 @@ impl Dispatcher {
                 "create must be the first request"
             }));
         }
+        let made = self.create_root(p);
+        if made.is_err() && self.state.lock().root.is_none() {
+            // Nothing was made: the client may correct the request and send `create` again.
+            self.seen.store(false, Ordering::SeqCst);
+        }
+        made
+    }
+
+    fn create_root(&self, p: Params) -> Result<Value, RpcError> {
         let mut limits = self.config.limits;
         if let Some(t) = p.opt_u64("timeoutMs")? {
             limits.timeout_ms = t;
@@ -384,7 +406,7 @@ impl Dispatcher {
         let network = p.network()?;
         let rpc = limits.rpc_bytes.clamp(MIN_RPC_BYTES, MAX_RPC_BYTES);
         self.rpc_bytes.store(rpc, Ordering::Relaxed);
-        let root = self.make_root(limits);
+        let root = self.make_root(limits, &mounts::mounts_param(p)?)?;
         if network.is_some() {
             // The pristine copy too, so `reset` keeps the network.
             for sb in [&*root.live, &root.pristine] {

@@ -131,6 +131,52 @@ pub struct ExportReport {
     pub dirs: Vec<String>,
 }
 
+/// A host folder to mount, as a command line names it (`HOST:SANDBOX[:ro]`) or a request
+/// carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostMount {
+    /// The host directory.
+    pub host: PathBuf,
+    /// Where it appears in the sandbox (relative: from the home directory).
+    pub at: String,
+    /// How.
+    pub options: MountOptions,
+}
+
+impl HostMount {
+    /// `HOST:SANDBOX`, `HOST:SANDBOX:ro` or `HOST:SANDBOX:rw`; without `:SANDBOX`, the folder
+    /// appears under its own name in the home directory.
+    pub fn parse(spec: &str) -> std::result::Result<HostMount, String> {
+        let (rest, read_only) = match spec.rsplit_once(':') {
+            Some((rest, "ro")) => (rest, true),
+            Some((rest, "rw")) => (rest, false),
+            _ => (spec, false),
+        };
+        let (host, at) = match rest.rsplit_once(':') {
+            Some((h, a)) if !h.is_empty() && !a.is_empty() => (h.to_string(), a.to_string()),
+            Some(_) => return Err(format!("mount {spec:?}: expected HOST:SANDBOX[:ro]")),
+            None => {
+                let name = Path::new(rest)
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .ok_or_else(|| format!("mount {spec:?}: name where it goes: HOST:SANDBOX"))?;
+                (rest.to_string(), name.to_string())
+            }
+        };
+        if host.is_empty() {
+            return Err(format!("mount {spec:?}: the host folder is empty"));
+        }
+        Ok(HostMount {
+            host: PathBuf::from(host),
+            at,
+            options: MountOptions {
+                read_only,
+                ..MountOptions::default()
+            },
+        })
+    }
+}
+
 impl Sandbox {
     /// Mounts the host directory `host` at `at` (relative: from the home directory) under
     /// the sandbox's copy-on-write layer: the sandbox sees the folder, reads it lazily and
@@ -143,6 +189,26 @@ impl Sandbox {
             let at = wasmsand_vfs::path::join(HOME, at);
             Ok(i.vfs.lock().mount_host(&at, host, opts)?)
         })
+    }
+
+    /// [`Self::mount_host`] for each of `mounts`, in order; the first that fails stops and
+    /// says which.
+    pub fn mount_all(&self, mounts: &[HostMount]) -> Result<Vec<MountInfo>> {
+        mounts
+            .iter()
+            .map(|m| {
+                self.mount_host(&m.host, &m.at, &m.options)
+                    .map_err(|e| match e {
+                        SandboxError::Fs(f) => SandboxError::Invalid(format!(
+                            "mounting {} at {}: {}",
+                            m.host.display(),
+                            m.at,
+                            f.message
+                        )),
+                        e => e,
+                    })
+            })
+            .collect()
     }
 
     /// The host folders mounted in this sandbox.
@@ -557,6 +623,24 @@ fn quote(p: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mount_specs_parse() {
+        let m = HostMount::parse("/src/repo:work/repo:ro").unwrap();
+        assert_eq!(
+            (m.host.to_str().unwrap(), m.at.as_str(), m.options.read_only),
+            ("/src/repo", "work/repo", true)
+        );
+        let m = HostMount::parse("./repo:/home/user/r").unwrap();
+        assert_eq!(
+            (m.at.as_str(), m.options.read_only),
+            ("/home/user/r", false)
+        );
+        let m = HostMount::parse("/data/set").unwrap();
+        assert_eq!(m.at, "set");
+        assert!(HostMount::parse(":x").is_err());
+        assert!(HostMount::parse("/a:").is_err());
+    }
 
     #[test]
     fn base85_matches_gits_alphabet() {

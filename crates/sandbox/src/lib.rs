@@ -44,7 +44,9 @@ pub use state::{DEFAULT_MAX_STATE_BYTES, STATE_VERSION};
 pub use tools::{Tool, ToolHandler, ToolSetError};
 pub use warm::{PrecompileError, Precompiled, precompile};
 
-pub use changes::{ChangeStatus, Changes, ChangesOptions, ChangesSince, ExportReport, FileChange};
+pub use changes::{
+    ChangeStatus, Changes, ChangesOptions, ChangesSince, ExportReport, FileChange, HostMount,
+};
 pub use det::DETERMINISTIC_PID;
 pub use net::{EgressEvent, EgressSink, Gate, GateRefusal, NetLimits, Network, Resolver};
 pub use wasmsand_exec::{on_slow_compile, release_free_memory};
