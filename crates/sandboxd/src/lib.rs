@@ -63,6 +63,26 @@ struct Cli {
     /// Where compiled modules are cached (default: $WASMSAND_CACHE_DIR, else the user cache)
     #[arg(long, value_name = "DIR", global = true)]
     cache_dir: Option<PathBuf>,
+    /// Mount a host folder into the sandbox: HOST:SANDBOX[:ro] (SANDBOX relative: from
+    /// /home/user). Read lazily under the sandbox's own copy-on-write layer: the host is never
+    /// written. Secrets (.env*, *.pem, id_*, .aws/, .ssh/, .netrc, .git-credentials, and
+    /// .git/config's credentials) stay invisible unless named with --mount-allow-secret.
+    /// Repeatable; applies to the stdio server's root sandbox and to exec.
+    #[arg(long = "mount", value_name = "HOST:SANDBOX[:ro]", global = true, value_parser = parse_mount)]
+    mounts: Vec<wasmsand::HostMount>,
+    /// Hide what the mounted folders' .gitignore files ignore
+    #[arg(long, global = true)]
+    mount_gitignore: bool,
+    /// Hide more of the mounted folders: a gitignore pattern, repeatable
+    #[arg(long = "mount-exclude", value_name = "PATTERN", global = true)]
+    mount_exclude: Vec<String>,
+    /// Show an entry of the secret denylist anyway, named as the denylist spells it (".env*");
+    /// repeatable
+    #[arg(long = "mount-allow-secret", value_name = "PATTERN", global = true)]
+    mount_allow_secret: Vec<String>,
+    /// Bytes of host files each mount may read in all
+    #[arg(long, value_name = "BYTES", global = true)]
+    mount_max_host_bytes: Option<u64>,
     /// Sandbox mode; only `simple` exists in this build
     #[arg(long, value_enum, default_value_t = Mode::Simple, global = true)]
     mode: Mode,
@@ -87,6 +107,14 @@ enum Command {
     Exec {
         /// The command line, e.g. 'echo hi | wc -c'
         command: String,
+        /// After the command, write what it changed in the mounted folder (--mount) as a patch
+        /// `git apply` takes to FILE ('-': standard error)
+        #[arg(long, value_name = "FILE")]
+        changes: Option<PathBuf>,
+        /// After the command, write what it changed in the mounted folder into DIR (often the
+        /// mounted folder itself, to keep the changes)
+        #[arg(long, value_name = "DIR")]
+        export_changes: Option<PathBuf>,
     },
     /// Serve wasmsand's tools over MCP (Model Context Protocol) on stdio, or over streamable
     /// HTTP with --http; see docs/mcp.md
@@ -102,6 +130,21 @@ enum Command {
 }
 
 impl Cli {
+    /// The --mount folders with the --mount-* options applied to each.
+    fn mounts(&self) -> Vec<wasmsand::HostMount> {
+        self.mounts
+            .iter()
+            .cloned()
+            .map(|mut m| {
+                m.options.gitignore = self.mount_gitignore;
+                m.options.exclude = self.mount_exclude.clone();
+                m.options.allow_secrets = self.mount_allow_secret.clone();
+                m.options.max_host_bytes = self.mount_max_host_bytes;
+                m
+            })
+            .collect()
+    }
+
     fn limits(&self) -> Limits {
         let mut l = Limits::default();
         if let Some(mb) = self.memory_limit {
@@ -124,6 +167,14 @@ impl Cli {
         }
         l
     }
+}
+
+fn parse_mount(arg: &str) -> Result<wasmsand::HostMount, String> {
+    let m = wasmsand::HostMount::parse(arg)?;
+    if !m.host.is_dir() {
+        return Err(format!("{}: not a directory", m.host.display()));
+    }
+    Ok(m)
 }
 
 /// `NAME=VALUE` of `--limit`: a limit of [`Limits::SPECS`] and a non-negative integer.
@@ -177,8 +228,34 @@ where
     // never in a run's output.
     wasmsand::on_slow_compile(|line| eprintln!("sandboxd: {line}"));
     let limits = cli.limits();
+    let mounts = cli.mounts();
+    if !mounts.is_empty() && !matches!(cli.command, None | Some(Command::Exec { .. })) {
+        eprintln!("sandboxd: --mount applies to exec and to the stdio server only");
+        return 2;
+    }
+    // A bad mount option (an unknown secret name, a pattern that does not parse) stops the
+    // server before it answers anything.
+    if !mounts.is_empty()
+        && let Err(e) = Sandbox::new(SandboxOptions::default()).mount_all(&mounts)
+    {
+        eprintln!("sandboxd: {e}");
+        return 2;
+    }
     match cli.command {
-        Some(Command::Exec { command }) => exec(&command, limits, cli.cache_dir),
+        Some(Command::Exec {
+            command,
+            changes,
+            export_changes,
+        }) => exec(
+            &command,
+            Exec {
+                limits,
+                cache_dir: cli.cache_dir,
+                mounts,
+                changes,
+                export_changes,
+            },
+        ),
         Some(Command::Mcp(args)) => mcp::serve(args, limits, cli.cache_dir),
         Some(Command::Serve(args)) => service::serve(args, cli.cache_dir),
         Some(Command::Precompile) => precompile(cli.cache_dir),
@@ -187,6 +264,7 @@ where
             limits,
             env: Vec::new(),
             cache_dir: cli.cache_dir,
+            mounts,
         }),
     }
 }
@@ -210,14 +288,26 @@ fn precompile(cache_dir: Option<PathBuf>) -> u8 {
     }
 }
 
-fn exec(command: &str, limits: Limits, cache_dir: Option<PathBuf>) -> u8 {
+struct Exec {
+    limits: Limits,
+    cache_dir: Option<PathBuf>,
+    mounts: Vec<wasmsand::HostMount>,
+    changes: Option<PathBuf>,
+    export_changes: Option<PathBuf>,
+}
+
+fn exec(command: &str, x: Exec) -> u8 {
     let sb = Sandbox::new(SandboxOptions {
-        limits,
+        limits: x.limits,
         env: Vec::new(),
-        cache_dir,
+        cache_dir: x.cache_dir,
         ..SandboxOptions::default()
     });
-    match sb.run(command) {
+    if let Err(e) = sb.mount_all(&x.mounts) {
+        eprintln!("sandboxd: {e}");
+        return 2;
+    }
+    let code = match sb.run(command) {
         Ok(r) => {
             let _ = std::io::stdout().write_all(r.stdout.as_bytes());
             let _ = std::io::stdout().flush();
@@ -226,9 +316,37 @@ fn exec(command: &str, limits: Limits, cache_dir: Option<PathBuf>) -> u8 {
         }
         Err(e) => {
             eprintln!("sandboxd: {e}");
-            1
+            return 1;
+        }
+    };
+    if x.changes.is_none() && x.export_changes.is_none() {
+        return code;
+    }
+    let changes = match sb.changes(&wasmsand::ChangesOptions::default()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sandboxd: --changes/--export-changes: {e}");
+            return 2;
+        }
+    };
+    if let Some(path) = &x.changes {
+        let written = if path.as_os_str() == "-" {
+            std::io::stderr().write_all(changes.patch.as_bytes())
+        } else {
+            std::fs::write(path, &changes.patch)
+        };
+        if let Err(e) = written {
+            eprintln!("sandboxd: --changes {}: {e}", path.display());
+            return 2;
         }
     }
+    if let Some(dir) = &x.export_changes
+        && let Err(e) = sb.export_changes(&changes, dir)
+    {
+        eprintln!("sandboxd: --export-changes: {e}");
+        return 2;
+    }
+    code
 }
 
 fn serve(config: DispatchConfig) -> u8 {

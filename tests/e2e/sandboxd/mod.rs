@@ -5,5 +5,6 @@ mod cluster;
 mod common;
 mod line_protocol;
 mod mcp;
+mod mounts;
 mod processes;
 mod rpc;
