@@ -128,7 +128,7 @@ def test_the_examples_in_docs_runs_md_run() -> None:
 
     doc = pathlib.Path(__file__).resolve().parents[2] / "docs" / "runs.md"
     blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)
-    assert len(blocks) == 6
+    assert len(blocks) == 7
     for code in blocks:
         exec(compile(code, str(doc), "exec"), {})
 

@@ -25,6 +25,7 @@ mod error;
 mod line_protocol;
 mod mounts;
 mod params;
+mod preview;
 mod process;
 mod sdk;
 mod server;
@@ -302,6 +303,9 @@ impl Dispatcher {
             "sandbox.mount" | "sandbox.mounts" | "sandbox.diff" | "sandbox.exportChanges" => {
                 self.mounts_call(req.method.as_str(), p)
             }
+            "sandbox.commit" => self.commit_preview(p),
+            "sandbox.discard" => self.discard_preview(p),
+            "sandbox.bestOf" => self.best_of(p),
             m if m.starts_with("process.") => self.process_call(m, p, notify),
             "kill" => {
                 self.kill();
@@ -454,6 +458,15 @@ impl Dispatcher {
             }
             _ => None,
         };
+        if p.opt_bool("preview")?.unwrap_or(false) {
+            let made = sb.preview(&command, opts);
+            if let Some((out, err)) = streams {
+                out.finish();
+                err.finish();
+            }
+            let made = made.map_err(|e| RpcError::from_sandbox(e, fork.as_deref()))?;
+            return self.preview_answer(made, fork);
+        }
         let result = sb.run_with(&command, opts);
         if let Some((out, err)) = streams {
             out.finish();
@@ -509,6 +522,12 @@ impl Dispatcher {
         let child = parent
             .fork()
             .map_err(|e| RpcError::from_sandbox(e, parent_id.as_deref()))?;
+        let id = self.register_fork(child, parent_id)?;
+        Ok(json!({"sandboxId": id}))
+    }
+
+    /// Names a fork of `parent` (None: the root) with a new `sandboxId`.
+    fn register_fork(&self, child: Sandbox, parent: Option<String>) -> Result<String, RpcError> {
         let mut state = self.state.lock();
         if self.is_killed() {
             child.destroy();
@@ -520,10 +539,10 @@ impl Dispatcher {
             id.clone(),
             Fork {
                 sandbox: Arc::new(child),
-                parent: parent_id,
+                parent,
             },
         );
-        Ok(json!({"sandboxId": id}))
+        Ok(id)
     }
 
     /// `sandbox.merge {sandboxId?, from, env?, cwd?}`: the files fork `from` changed since it

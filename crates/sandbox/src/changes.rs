@@ -298,6 +298,15 @@ impl Sandbox {
             SandboxError::Invalid(format!("export: {what} {}: {e}", p.display()))
         };
         for (rel, target, c) in targets {
+            // A changed file whose unchanged parents the directory does not have yet.
+            if c.new.is_some()
+                && let Some(parent) = target.parent()
+                && !parent.exists()
+            {
+                std::fs::create_dir_all(parent).map_err(|e| fail("mkdir", parent, e))?;
+                let made = relative(&dir.to_string_lossy(), &parent.to_string_lossy()).to_string();
+                report.dirs.push(made);
+            }
             let existing = std::fs::symlink_metadata(&target).ok();
             let keep_dir = matches!(c.new, Some(Entry::Dir { .. }))
                 && existing.as_ref().is_some_and(|m| m.is_dir());

@@ -31,6 +31,7 @@ mod changes;
 mod det;
 mod files;
 mod net;
+mod preview;
 mod process;
 mod spill;
 mod state;
@@ -49,6 +50,7 @@ pub use changes::{
 };
 pub use det::DETERMINISTIC_PID;
 pub use net::{EgressEvent, EgressSink, Gate, GateRefusal, NetLimits, Network, Resolver};
+pub use preview::{Attempt, BestOfOptions, Preview};
 pub use wasmsand_exec::{on_slow_compile, release_free_memory};
 /// The egress allowlist (network policy `allowlist`): its wire form and checked form.
 pub use wasmsand_model::egress;

@@ -25,7 +25,18 @@ from typing import (
 )
 
 from ._errors import WaitTimeoutError
-from ._types import CommandResult, FileInfo, Limits, MergeResult, ProcessInfo, WriteEntry
+from ._types import (
+    Changes,
+    CommandResult,
+    ExportReport,
+    FileInfo,
+    Limits,
+    MergeResult,
+    Mount,
+    MountInfo,
+    ProcessInfo,
+    WriteEntry,
+)
 from .sandbox import CommandHandle, Sandbox, _timeout_ms
 
 __all__ = ["AsyncSandbox", "AsyncCommands", "AsyncCommandHandle", "AsyncFiles", "AsyncTools"]
@@ -430,6 +441,7 @@ class AsyncSandbox:
         image: str | None = None,
         ttl_sec: int | None = None,
         env: Mapping[str, str] | None = None,
+        mounts: Iterable[Mount | str | Mapping[str, Any]] | None = None,
     ) -> "AsyncSandbox":
         """A new sandbox; the arguments are ``Sandbox``'s."""
         return await cls._open(
@@ -450,6 +462,7 @@ class AsyncSandbox:
                 image=image,
                 ttl_sec=ttl_sec,
                 env=env,
+                mounts=mounts,
             )
         )
 
@@ -503,6 +516,35 @@ class AsyncSandbox:
     async def merge(self, fork: "AsyncSandbox", *, env: bool = False, cwd: bool = False) -> MergeResult:
         """As ``Sandbox.merge``: applies here what ``fork`` changed since it was forked."""
         return await self._run(self._sync.merge, fork._sync, env=env, cwd=cwd)
+
+    async def mount(self, host: str | os.PathLike[str], path: str, **options: Any) -> MountInfo:
+        """As ``Sandbox.mount``: mounts a host folder at ``path``."""
+        return await self._run(functools.partial(self._sync.mount, host, path, **options))
+
+    async def mounts(self) -> list[MountInfo]:
+        """The host folders mounted in this sandbox."""
+        return await self._run(self._sync.mounts)
+
+    async def changes(
+        self, since: str = "mount", *, snapshot_id: str | None = None, path: str | None = None
+    ) -> Changes:
+        """As ``Sandbox.changes``: what the sandbox changed, as paths and a git patch."""
+        return await self._run(
+            functools.partial(self._sync.changes, since, snapshot_id=snapshot_id, path=path)
+        )
+
+    async def export_changes(
+        self,
+        dir: str | os.PathLike[str],
+        since: str = "mount",
+        *,
+        snapshot_id: str | None = None,
+        path: str | None = None,
+    ) -> ExportReport:
+        """As ``Sandbox.export_changes``: writes the changes into a host directory."""
+        return await self._run(
+            functools.partial(self._sync.export_changes, dir, since, snapshot_id=snapshot_id, path=path)
+        )
 
     async def destroy(self) -> None:
         """Destroys this fork; a root sandbox is ended with ``kill()``."""

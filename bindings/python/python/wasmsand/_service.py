@@ -437,6 +437,8 @@ class ServiceTransport(Transport):
             return handler(params, on_notify)
         if method.startswith("tools."):
             raise not_supported("host tools (tools=, sb.tools)")
+        if method in ("sandbox.mount", "sandbox.mounts", "sandbox.diff", "sandbox.exportChanges"):
+            raise not_supported("host folders and changes() (mount, mounts, changes, export_changes)")
         if method == "sandbox.export":
             raise not_supported("export_state()")
         if method == "sandbox.import":

@@ -6,11 +6,16 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 __all__ = [
+    "Changes",
     "CommandResult",
+    "ExportReport",
+    "FileChange",
     "FileInfo",
     "Limits",
     "MergeConflict",
     "MergeResult",
+    "Mount",
+    "MountInfo",
     "ProcessInfo",
     "Usage",
     "WriteEntry",
@@ -233,4 +238,158 @@ class MergeResult:
             applied={str(a["path"]): str(a["change"]) for a in w.get("applied", [])},
             env=[str(x) for x in w.get("env", [])],
             cwd=None if cwd is None else str(cwd),
+        )
+
+
+@dataclass
+class Mount:
+    """A host folder to mount into a sandbox (``Sandbox(mounts=[...])``, ``sb.mount(...)``):
+    ``host`` is the host directory, ``path`` where it appears (relative: from
+    ``/home/user``). The sandbox reads it lazily under its own copy-on-write layer and never
+    writes it. ``read_only`` refuses every change there; ``gitignore`` hides what the
+    folder's ``.gitignore`` files ignore; ``exclude`` hides more (gitignore patterns);
+    ``allow_secrets`` shows entries of the secret denylist (``.env*``, ``*.pem``, ``id_*``,
+    ``.aws/``, ``.ssh/``, ``.netrc``, ``.git-credentials``, ``.git/config``'s credentials),
+    each named as the list spells it; ``max_host_bytes`` caps the bytes read from the host.
+    A string ``"HOST:PATH[:ro]"`` is accepted where a ``Mount`` is."""
+
+    host: str
+    path: str
+    read_only: bool = False
+    gitignore: bool = False
+    exclude: tuple[str, ...] = ()
+    allow_secrets: tuple[str, ...] = ()
+    max_host_bytes: int | None = None
+
+    @classmethod
+    def coerce(cls, m: "Mount | str | Mapping[str, Any]") -> "Mount":
+        if isinstance(m, Mount):
+            return m
+        if isinstance(m, str):
+            spec, read_only = m, False
+            for suffix, ro in ((":ro", True), (":rw", False)):
+                if spec.endswith(suffix):
+                    spec, read_only = spec[: -len(suffix)], ro
+                    break
+            host, sep, path = spec.rpartition(":")
+            if not sep or not host or not path:
+                raise ValueError(f"mount {m!r}: expected 'HOST:PATH[:ro]'")
+            return cls(host=host, path=path, read_only=read_only)
+        if isinstance(m, Mapping):
+            return cls(**dict(m))
+        raise TypeError(f"a mount is a Mount, a 'HOST:PATH[:ro]' string or a dict, not {type(m).__name__}")
+
+    def to_wire(self) -> dict[str, Any]:
+        import os
+
+        w: dict[str, Any] = {"host": os.fspath(self.host), "path": self.path}
+        if self.read_only:
+            w["readOnly"] = True
+        if self.gitignore:
+            w["gitignore"] = True
+        if self.exclude:
+            w["exclude"] = list(self.exclude)
+        if self.allow_secrets:
+            w["allowSecrets"] = list(self.allow_secrets)
+        if self.max_host_bytes is not None:
+            w["maxHostBytes"] = int(self.max_host_bytes)
+        return w
+
+
+@dataclass
+class MountInfo:
+    """A mounted host folder: where it is (``path``), the canonical ``host`` directory,
+    ``read_only``, and what has been read from the host so far (``host_bytes_read``,
+    ``files_read``, ``dirs_listed``; a folder is read only where the sandbox looks)."""
+
+    path: str
+    host: str
+    read_only: bool
+    host_bytes_read: int = 0
+    max_host_bytes: int | None = None
+    dirs_listed: int = 0
+    files_read: int = 0
+
+    @classmethod
+    def from_wire(cls, w: Mapping[str, Any]) -> "MountInfo":
+        cap = w.get("maxHostBytes")
+        return cls(
+            path=str(w["path"]),
+            host=str(w["host"]),
+            read_only=bool(w.get("readOnly", False)),
+            host_bytes_read=int(w.get("hostBytesRead", 0)),
+            max_host_bytes=None if cap is None else int(cap),
+            dirs_listed=int(w.get("dirsListed", 0)),
+            files_read=int(w.get("filesRead", 0)),
+        )
+
+
+@dataclass
+class FileChange:
+    """One changed path of ``Changes``: ``path`` (relative to ``Changes.root``), ``status``
+    (``"added"``, ``"modified"``, ``"deleted"``), ``kind`` (``"file"``, ``"symlink"``,
+    ``"dir"``, ``"device"``), ``old_mode``/``new_mode`` (permission bits, ``None`` on the side
+    where the path does not exist) and ``binary`` (the patch carries it as a git binary
+    patch)."""
+
+    path: str
+    status: str
+    kind: str
+    old_mode: int | None = None
+    new_mode: int | None = None
+    binary: bool = False
+
+    @classmethod
+    def from_wire(cls, w: Mapping[str, Any]) -> "FileChange":
+        def mode(v: Any) -> int | None:
+            return None if v is None else int(str(v), 8)
+
+        return cls(
+            path=str(w["path"]),
+            status=str(w["status"]),
+            kind=str(w["kind"]),
+            old_mode=mode(w.get("oldMode")),
+            new_mode=mode(w.get("newMode")),
+            binary=bool(w.get("binary", False)),
+        )
+
+
+@dataclass
+class Changes:
+    """What ``Sandbox.changes`` found: ``root`` (the sandbox directory the paths are relative
+    to), ``files`` (every changed path, parents first) and ``patch`` (the changes to files and
+    symlinks in ``git diff --binary`` format: ``git apply`` in a copy of the original folder
+    reproduces the sandbox's). Empty when nothing changed."""
+
+    root: str
+    files: list[FileChange] = field(default_factory=list)
+    patch: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.files)
+
+    @classmethod
+    def from_wire(cls, w: Mapping[str, Any]) -> "Changes":
+        return cls(
+            root=str(w["root"]),
+            files=[FileChange.from_wire(f) for f in w.get("files", [])],
+            patch=str(w.get("patch", "")),
+        )
+
+
+@dataclass
+class ExportReport:
+    """What ``Sandbox.export_changes`` did to the host directory: files and symlinks
+    ``written``, paths ``removed``, directories made (``dirs``), relative paths."""
+
+    written: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    dirs: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_wire(cls, w: Mapping[str, Any]) -> "ExportReport":
+        return cls(
+            written=[str(x) for x in w.get("written", [])],
+            removed=[str(x) for x in w.get("removed", [])],
+            dirs=[str(x) for x in w.get("dirs", [])],
         )

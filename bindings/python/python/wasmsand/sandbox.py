@@ -13,7 +13,18 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, Literal, Mapping
 from ._errors import CommandExitError, InvalidParamsError, SandboxDestroyedError, SandboxError
 from ._service import ServiceTransport, not_supported
 from ._transport import InProcessTransport, RpcTransport, Transport
-from ._types import CommandResult, FileInfo, Limits, MergeResult, ProcessInfo, WriteEntry
+from ._types import (
+    Changes,
+    CommandResult,
+    ExportReport,
+    FileInfo,
+    Limits,
+    MergeResult,
+    Mount,
+    MountInfo,
+    ProcessInfo,
+    WriteEntry,
+)
 
 __all__ = ["Sandbox", "Commands", "CommandHandle", "Files", "Tools"]
 
@@ -247,6 +258,23 @@ class CommandHandle:
 
     def __repr__(self) -> str:
         return f"CommandHandle(pid={self.pid})"
+
+
+def _changes_params(since: str, snapshot_id: str | None, path: str | None) -> dict[str, Any]:
+    if snapshot_id is not None:
+        if since not in ("mount", "snapshot"):
+            raise ValueError("snapshot_id= compares with a snapshot; leave since= out")
+        since = "snapshot"
+    if since not in ("mount", "parent", "snapshot"):
+        raise ValueError(f"since must be 'mount', 'parent' or a snapshot_id=, not {since!r}")
+    if since == "snapshot" and snapshot_id is None:
+        raise ValueError("since='snapshot' needs snapshot_id=")
+    params: dict[str, Any] = {"since": since}
+    if snapshot_id is not None:
+        params["snapshotId"] = str(snapshot_id)
+    if path is not None:
+        params["path"] = path
+    return params
 
 
 def _deterministic_params(d: bool | Mapping[str, int]) -> bool | dict[str, int]:
@@ -696,7 +724,9 @@ class Sandbox:
     each run's timeout when the run names none (30 s). ``network={"hosts": [...], "cidrs":
     [...], "ips": [...]}`` lets ``curl`` and ``wget`` in the sandbox reach what that egress
     allowlist allows (with ``"resolve": {host: [ip]}`` and ``"ca_pem": [pem]`` optional;
-    docs/network.md); without it the sandbox has no network.
+    docs/network.md); without it the sandbox has no network. ``mounts=[Mount(host, path),
+    "HOST:PATH:ro", ...]`` puts host folders in the sandbox (read lazily, never written,
+    secrets hidden: see ``Mount``); ``changes()`` then says what the sandbox did to them.
 
     Use it as a context manager: leaving the block destroys a fork and kills a root.
     """
@@ -723,6 +753,7 @@ class Sandbox:
         image: str | None = None,
         ttl_sec: int | None = None,
         env: Mapping[str, str] | None = None,
+        mounts: Iterable[Mount | str | Mapping[str, Any]] | None = None,
         _handle: _Handle | None = None,
     ) -> None:
         if _handle is not None:
@@ -741,6 +772,8 @@ class Sandbox:
                 params["deterministic"] = _deterministic_params(deterministic)
             if network is not None:
                 params["network"] = _network_params(network)
+            if mounts:
+                params["mounts"] = [Mount.coerce(m).to_wire() for m in mounts]
             if ttl_sec is not None and (isinstance(ttl_sec, bool) or not isinstance(ttl_sec, int) or ttl_sec < 1):
                 raise ValueError(f"ttl_sec must be a positive integer, not {ttl_sec!r}")
             service = {"runtime": runtime, "baseImage": image, "ttlSec": ttl_sec, "env": _env_param(env)}
@@ -753,6 +786,8 @@ class Sandbox:
             )
             try:
                 if isinstance(t, ServiceTransport):
+                    if mounts:
+                        raise not_supported("host folders (mounts=): the service's sandboxes see no host files")
                     if tools:
                         # Refused before a session exists: none is left behind.
                         raise not_supported("host tools (tools=, sb.tools)")
@@ -851,6 +886,64 @@ class Sandbox:
             raise SandboxDestroyedError("sandbox has been destroyed", None, {"kind": "sandbox_destroyed"})
         r = self._h.call("sandbox.merge", {"from": fork._h.sandbox_id, "env": bool(env), "cwd": bool(cwd)})
         return MergeResult.from_wire(r)
+
+    def mount(
+        self,
+        host: str | os.PathLike[str],
+        path: str,
+        *,
+        read_only: bool = False,
+        gitignore: bool = False,
+        exclude: Iterable[str] = (),
+        allow_secrets: Iterable[str] = (),
+        max_host_bytes: int | None = None,
+    ) -> MountInfo:
+        """Mounts the host directory ``host`` at ``path`` (see ``Mount`` for the options):
+        read lazily under the sandbox's copy-on-write layer, never written. Forks made later
+        share it."""
+        m = Mount(
+            host=os.fspath(host),
+            path=path,
+            read_only=read_only,
+            gitignore=gitignore,
+            exclude=tuple(exclude),
+            allow_secrets=tuple(allow_secrets),
+            max_host_bytes=max_host_bytes,
+        )
+        return MountInfo.from_wire(self._h.call("sandbox.mount", m.to_wire()))
+
+    def mounts(self) -> list[MountInfo]:
+        """The host folders mounted in this sandbox."""
+        return [MountInfo.from_wire(m) for m in self._h.call("sandbox.mounts", {})["mounts"]]
+
+    def changes(
+        self,
+        since: str = "mount",
+        *,
+        snapshot_id: str | None = None,
+        path: str | None = None,
+    ) -> Changes:
+        """What the sandbox changed, as paths and as a patch ``git apply`` takes: against the
+        mounted folder (``since="mount"``, the default), a snapshot (``snapshot_id=``) or the
+        sandbox this one was forked from (``since="parent"``: what a merge would bring).
+        ``path`` names the directory (default: the mount point when one folder is mounted,
+        else the home directory); the paths are relative to it."""
+        return Changes.from_wire(self._h.call("sandbox.diff", _changes_params(since, snapshot_id, path)))
+
+    def export_changes(
+        self,
+        dir: str | os.PathLike[str],
+        since: str = "mount",
+        *,
+        snapshot_id: str | None = None,
+        path: str | None = None,
+    ) -> ExportReport:
+        """Writes what ``changes()`` finds into the host directory ``dir`` (which must
+        exist): files written, deleted paths removed, directories made; nothing outside
+        ``dir`` is touched."""
+        params = _changes_params(since, snapshot_id, path)
+        params["dir"] = os.fspath(dir)
+        return ExportReport.from_wire(self._h.call("sandbox.exportChanges", params))
 
     def destroy(self) -> None:
         """Destroys this fork; a root sandbox is ended with ``kill()``."""

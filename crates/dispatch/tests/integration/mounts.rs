@@ -197,3 +197,95 @@ fn bad_mount_requests_are_clear_errors_and_create_can_be_sent_again() {
         "one\ntwo\n"
     );
 }
+
+#[test]
+fn run_with_preview_then_commit_or_discard() {
+    let host = folder();
+    let d = Dispatcher::new(DispatchConfig::default());
+    ok(
+        &d,
+        "create",
+        json!({"mounts": [{"host": host.path(), "path": "repo"}]}),
+    );
+    let r = ok(
+        &d,
+        "run",
+        json!({"command": "sed -i s/one/ONE/ repo/a.txt && cat repo/a.txt", "preview": true}),
+    );
+    assert_eq!(r["stdout"], "ONE\ntwo\n");
+    let id = r["preview"]["sandboxId"].as_str().unwrap().to_string();
+    assert_eq!(r["preview"]["changes"]["files"][0]["path"], "a.txt", "{r}");
+    // The preview is a fork: it can be looked at before choosing.
+    let seen = ok(
+        &d,
+        "run",
+        json!({"command": "cat repo/a.txt", "sandboxId": id}),
+    );
+    assert_eq!(seen["stdout"], "ONE\ntwo\n");
+    assert_eq!(
+        ok(&d, "run", json!({"command": "cat repo/a.txt"}))["stdout"],
+        "one\ntwo\n"
+    );
+    let c = ok(&d, "sandbox.commit", json!({"preview": id}));
+    assert_eq!(c["applied"][0]["path"], "/home/user/repo/a.txt", "{c}");
+    assert_eq!(
+        ok(&d, "run", json!({"command": "cat repo/a.txt"}))["stdout"],
+        "ONE\ntwo\n"
+    );
+    let gone = err(&d, "sandbox.commit", json!({"preview": id}));
+    assert_eq!(gone["code"], -32602, "a committed preview is gone: {gone}");
+
+    let r = ok(
+        &d,
+        "run",
+        json!({"command": "rm repo/a.txt", "preview": true}),
+    );
+    let id = r["preview"]["sandboxId"].as_str().unwrap().to_string();
+    ok(&d, "sandbox.discard", json!({"preview": id}));
+    assert_eq!(
+        ok(&d, "run", json!({"command": "cat repo/a.txt"}))["stdout"],
+        "ONE\ntwo\n"
+    );
+
+    // A conflict applies nothing and keeps the preview.
+    let r = ok(
+        &d,
+        "run",
+        json!({"command": "echo theirs > repo/a.txt", "preview": true}),
+    );
+    let id = r["preview"]["sandboxId"].as_str().unwrap().to_string();
+    ok(&d, "run", json!({"command": "echo ours > repo/a.txt"}));
+    let e = err(&d, "sandbox.commit", json!({"preview": id}));
+    assert_eq!(e["data"]["kind"], "merge_conflict", "{e}");
+    ok(&d, "sandbox.discard", json!({"preview": id}));
+}
+
+#[test]
+fn best_of_answers_every_attempt_as_a_preview() {
+    let d = Dispatcher::new(DispatchConfig::default());
+    ok(&d, "run", json!({"command": "echo 0 > n"}));
+    let r = ok(
+        &d,
+        "sandbox.bestOf",
+        json!({"attempts": [
+            {"command": "echo $V > n; test $V -gt 1", "env": {"V": "1"}},
+            {"command": "echo $V > n; test $V -gt 1", "env": {"V": "2"}},
+            {"command": "echo $V > n; test $V -gt 1", "env": {"V": "3"}}
+        ], "concurrency": 2}),
+    );
+    let a = r["attempts"].as_array().unwrap();
+    let codes: Vec<i64> = a.iter().map(|x| x["exitCode"].as_i64().unwrap()).collect();
+    assert_eq!(codes, [1, 0, 0]);
+    let pick = a[2]["preview"]["sandboxId"].as_str().unwrap();
+    ok(&d, "sandbox.commit", json!({"preview": pick}));
+    assert_eq!(ok(&d, "run", json!({"command": "cat n"}))["stdout"], "3\n");
+    for bad in [
+        json!({"attempts": []}),
+        json!({"attempts": [{"env": {}}]}),
+        json!({"attempts": [{"command": "true", "env": {"X": 1}}]}),
+        json!({}),
+    ] {
+        let e = err(&d, "sandbox.bestOf", bad.clone());
+        assert_eq!(e["code"], -32602, "{bad}: {e}");
+    }
+}

@@ -8,8 +8,8 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 
 use wasmsand::{
-    ChangeStatus, ChangesOptions, ChangesSince, FileKind, Limits, MountOptions, Sandbox,
-    SandboxError, SandboxOptions,
+    Attempt, BestOfOptions, ChangeStatus, ChangesOptions, ChangesSince, FileKind, Limits,
+    MergeOptions, MountOptions, RunOptions, Sandbox, SandboxError, SandboxOptions,
 };
 
 use crate::host_tools::host_tool;
@@ -210,6 +210,18 @@ fn programs_work_on_a_mounted_folder_and_git_apply_reproduces_the_result() {
     copy_tree(host.path(), exported.path());
     let report = sb.export_changes(&ch, exported.path()).unwrap();
     assert!(report.removed.contains(&"run.sh".to_string()), "{report:?}");
+    // Into an empty directory: the changed files with the parents they need.
+    let empty = tempfile::tempdir().unwrap();
+    let r = sb.export_changes(&ch, empty.path()).unwrap();
+    assert!(r.dirs.contains(&"src".to_string()), "{r:?}");
+    assert_eq!(
+        fs::read_to_string(empty.path().join("src/app.py")).unwrap(),
+        "def add(a, b):\n    return a + b\n\nprint(add(2, 3))\n"
+    );
+    assert_eq!(
+        fs::read_to_string(empty.path().join("new/deep/f.txt")).unwrap(),
+        "x\n"
+    );
     let mut got = host_tree(exported.path());
     got.remove(".env");
     let mut want_all = sandbox_tree(&sb, "/home/user/proj");
@@ -380,5 +392,106 @@ fn a_folder_of_50000_files_mounts_without_reading_it() {
         sb.mounts().unwrap()[0].dirs_listed,
         2,
         "pkg42 was listed already"
+    );
+}
+
+#[test]
+fn a_preview_is_committed_or_discarded_and_conflicts_are_reported() {
+    let host = project();
+    let sb = Sandbox::new(SandboxOptions::default());
+    sb.mount_host(host.path(), "proj", &MountOptions::default())
+        .unwrap();
+    let p = sb
+        .preview(
+            "sed -i 's/a - b/a + b/' proj/src/app.py && python3 proj/src/app.py",
+            RunOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(p.result.stdout, "5\n");
+    let paths: Vec<&str> = p.changes.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["src/app.py"]);
+    assert!(p.changes.patch.contains("+    return a + b"));
+    // Nothing here yet.
+    assert_eq!(run(&sb, "python3 proj/src/app.py"), "-1\n");
+    let merged = sb.commit(&p, MergeOptions::default()).unwrap();
+    assert_eq!(merged.applied.len(), 1);
+    assert_eq!(run(&sb, "python3 proj/src/app.py"), "5\n");
+
+    let q = sb
+        .preview("echo throwaway > proj/junk", RunOptions::default())
+        .unwrap();
+    assert_eq!(q.changes.files.len(), 1);
+    sb.discard(q);
+    assert!(!run(&sb, "ls proj").contains("junk"));
+
+    // A preview whose path this sandbox changed since is a conflict; nothing is applied.
+    let r = sb
+        .preview(
+            "echo theirs > proj/README.md && echo extra > proj/extra",
+            RunOptions::default(),
+        )
+        .unwrap();
+    run(&sb, "echo ours > proj/README.md");
+    match sb.commit(&r, MergeOptions::default()) {
+        Err(SandboxError::MergeConflict(c)) => {
+            assert_eq!(c[0].path, "/home/user/proj/README.md");
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(run(&sb, "cat proj/README.md"), "ours\n");
+    assert!(
+        !run(&sb, "ls proj").contains("extra"),
+        "nothing of the preview was applied"
+    );
+}
+
+#[test]
+fn best_of_runs_attempts_in_forks_and_the_pick_is_committed() {
+    let host = project();
+    let sb = Sandbox::new(SandboxOptions::default());
+    sb.mount_host(host.path(), "proj", &MountOptions::default())
+        .unwrap();
+    let attempts: Vec<Attempt> = ["a - b", "a + b", "b + a", "a * b"]
+        .iter()
+        .map(|expr| Attempt {
+            command: "sed -i \"s/a - b/$EXPR/\" proj/src/app.py && python3 proj/src/app.py \
+                      && test \"$(python3 proj/src/app.py)\" = 5"
+                .into(),
+            env: vec![("EXPR".into(), (*expr).into())],
+        })
+        .collect();
+    let results = sb.best_of(
+        &attempts,
+        BestOfOptions {
+            concurrency: 3,
+            ..BestOfOptions::default()
+        },
+    );
+    let codes: Vec<i32> = results
+        .iter()
+        .map(|r| r.as_ref().unwrap().result.exit_code)
+        .collect();
+    assert_eq!(codes, [1, 0, 0, 1]);
+    let outs: Vec<&str> = results
+        .iter()
+        .map(|r| r.as_ref().unwrap().result.stdout.as_str())
+        .collect();
+    assert_eq!(outs, ["-1\n", "5\n", "5\n", "6\n"]);
+    // The first attempt changed nothing (the expression was already there).
+    assert!(results[0].as_ref().unwrap().changes.is_empty());
+    assert!(!results[3].as_ref().unwrap().changes.is_empty());
+    // Nothing changed here until the pick is committed.
+    assert_eq!(run(&sb, "python3 proj/src/app.py"), "-1\n");
+    let pick = results[2].as_ref().unwrap();
+    sb.commit(pick, MergeOptions::default()).unwrap();
+    assert_eq!(
+        run(&sb, "grep return proj/src/app.py"),
+        "    return b + a\n"
+    );
+    // The host folder never changed.
+    assert!(
+        fs::read_to_string(host.path().join("src/app.py"))
+            .unwrap()
+            .contains("a - b")
     );
 }

@@ -1,0 +1,118 @@
+"""Host folders in, changes out, from Python: ``Sandbox(mounts=...)``, ``sb.mount``,
+``sb.changes`` (whose patch real ``git apply`` takes) and ``sb.export_changes``, in-process
+and over RPC, sync and async; the service transport refuses host folders by name."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from wasmsand import AsyncSandbox, Changes, InvalidParamsError, Mount, NotSupportedError, Sandbox
+
+LOCAL = ["inprocess", "rpc"]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    r = tmp_path / "repo"
+    (r / "src").mkdir(parents=True)
+    (r / "src" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (r / "README.md").write_text("# calc\n")
+    (r / ".env").write_text("TOKEN=hunter2\n")
+    (r / "notes.log").write_text("noise\n")
+    (r / ".gitignore").write_text("*.log\n")
+    return r
+
+
+def snapshot_of(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("transport", LOCAL)
+def test_a_mounted_repo_is_edited_and_the_patch_applies(transport: str, repo: Path, tmp_path: Path) -> None:
+    before = snapshot_of(repo)
+    with Sandbox(transport=transport, mounts=[Mount(str(repo), "repo", gitignore=True)]) as sb:
+        listing = sb.commands.run("ls -A repo").stdout.split()
+        assert listing == [".gitignore", "README.md", "src"]
+        sb.commands.run("sed -i 's/a - b/a + b/' repo/src/calc.py && echo 'x = 1' > repo/src/new.py", check=True)
+        out = sb.commands.run("cd repo && python3 -c 'from src.calc import add; print(add(2, 3))'")
+        assert out.stdout == "5\n"
+        ch = sb.changes()
+        assert isinstance(ch, Changes) and ch
+        assert ch.root == "/home/user/repo"
+        assert [(f.path, f.status) for f in ch.files] == [("src/calc.py", "modified"), ("src/new.py", "added")]
+        assert ch.files[1].new_mode == 0o644 and ch.files[1].old_mode is None
+        assert "-    return a - b\n+    return a + b\n" in ch.patch
+        info = sb.mounts()[0]
+        assert info.path == "/home/user/repo" and not info.read_only and info.files_read >= 1
+
+        copy = tmp_path / "copy"
+        shutil.copytree(repo, copy)
+        subprocess.run(["git", "apply", "-"], input=ch.patch.encode(), cwd=copy, check=True)
+        assert (copy / "src" / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+        assert (copy / "src" / "new.py").read_text() == "x = 1\n"
+
+        out_dir = tmp_path / "out"
+        out_dir.mkdir()
+        report = sb.export_changes(out_dir)
+        assert sorted(report.written) == ["src/calc.py", "src/new.py"]
+        assert (out_dir / "src" / "new.py").read_text() == "x = 1\n"
+    assert snapshot_of(repo) == before, "the host folder changed"
+
+
+@pytest.mark.parametrize("transport", LOCAL)
+def test_mount_later_read_only_forks_and_snapshots(transport: str, repo: Path) -> None:
+    with Sandbox(transport=transport) as sb:
+        info = sb.mount(repo, "/home/user/ro", read_only=True, allow_secrets=[".env*"])
+        assert info.read_only
+        assert sb.files.read("/home/user/ro/.env") == "TOKEN=hunter2\n"
+        r = sb.commands.run("echo x > ro/README.md")
+        assert r.exit_code != 0 and "Read-only" in r.stderr
+        with pytest.raises(OSError):
+            sb.files.write("/home/user/ro/new", "x")
+        snap = sb.snapshot()
+        sb.files.write("/home/user/after.txt", "later")
+        assert [f.path for f in sb.changes(snapshot_id=snap, path="/home/user").files] == ["after.txt"]
+        with sb.fork() as fork:
+            fork.files.write("/home/user/in-fork.txt", "f")
+            assert [f.path for f in fork.changes("parent", path="/home/user").files] == ["in-fork.txt"]
+            assert fork.mounts()[0].path == "/home/user/ro"
+        with pytest.raises(InvalidParamsError, match="not a fork"):
+            sb.changes("parent")
+        with pytest.raises(ValueError, match="since"):
+            sb.changes("yesterday")
+        with pytest.raises(InvalidParamsError, match="unknown secret pattern"):
+            sb.mount(repo, "again", allow_secrets=["*.key"])
+        with pytest.raises(InvalidParamsError, match="host folder"):
+            sb.export_state()
+
+
+def test_mount_strings_and_bad_specs() -> None:
+    assert Mount.coerce("/a/b:work:ro") == Mount("/a/b", "work", read_only=True)
+    assert Mount.coerce({"host": "/x", "path": "y", "gitignore": True}).gitignore
+    with pytest.raises(ValueError, match="HOST:PATH"):
+        Mount.coerce("nowhere")
+    with pytest.raises(InvalidParamsError, match="/no/such/dir"):
+        Sandbox(mounts=["/no/such/dir:x"])
+
+
+def test_async_mounts_and_changes(repo: Path) -> None:
+    async def main() -> None:
+        async with await AsyncSandbox.create(transport="rpc", mounts=[f"{repo}:r"]) as sb:
+            await sb.commands.run("rm r/README.md")
+            ch = await sb.changes()
+            assert [(f.path, f.status) for f in ch.files] == [("README.md", "deleted")]
+            assert "deleted file mode 100644" in ch.patch
+            assert (await sb.mounts())[0].path == "/home/user/r"
+
+    asyncio.run(main())
+    assert (repo / "README.md").exists()
+
+
+def test_the_service_refuses_host_folders(service_url: str, repo: Path) -> None:
+    with pytest.raises(NotSupportedError, match="host folders"):
+        Sandbox(url=service_url, mounts=[f"{repo}:r"])
