@@ -78,6 +78,23 @@ def test_parallel_attempts(transport: str) -> None:
     )
 
 
+@pytest.mark.parametrize("transport", ["inprocess", "rpc"])
+def test_repo_agent(transport: str, tmp_path: Path) -> None:
+    mod = load("repo_agent")
+    repo = mod.make_repo(tmp_path / "repo")
+    assert mod.main(repo, transport) == (
+        "secret visible: False\n"
+        "tests before: exit 1\n"
+        "attempt 'return b - a': exit 1\n"
+        "attempt 'return a + b': exit 0\n"
+        "attempt 'return a * b': exit 1\n"
+        "tests after commit: tests pass\n"
+        "changed: calc.py (modified)\n"
+        "repository now: return a - b\n"
+    )
+    assert mod.main(repo, transport, apply=True).endswith("applied to the repository\nrepository now: return a + b\n")
+
+
 def test_service_session_with_curl(tmp_path: Path) -> None:
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed")

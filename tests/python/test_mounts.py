@@ -116,3 +116,54 @@ def test_async_mounts_and_changes(repo: Path) -> None:
 def test_the_service_refuses_host_folders(service_url: str, repo: Path) -> None:
     with pytest.raises(NotSupportedError, match="host folders"):
         Sandbox(url=service_url, mounts=[f"{repo}:r"])
+
+
+@pytest.mark.parametrize("transport", LOCAL)
+def test_preview_commit_discard_and_best_of(transport: str, repo: Path) -> None:
+    with Sandbox(transport=transport, mounts=[Mount(str(repo), "repo")]) as sb:
+        r = sb.commands.run("sed -i 's/a - b/a + b/' repo/src/calc.py", preview=True)
+        assert r.exit_code == 0 and r.preview is not None
+        assert [f.path for f in r.preview.changes.files] == ["src/calc.py"]
+        assert "a - b" in sb.files.read("repo/src/calc.py")
+        merged = sb.commit(r)
+        assert merged.applied == {"/home/user/repo/src/calc.py": "changed"}
+        assert "a + b" in sb.files.read("repo/src/calc.py")
+
+        junk = sb.commands.run("echo junk > repo/junk", preview=True)
+        sb.discard(junk)
+        assert not sb.files.exists("repo/junk")
+        with pytest.raises(ValueError, match="not a preview"):
+            sb.commit(sb.commands.run("true"))
+
+        tries = sb.best_of(
+            [("echo $N > repo/n; test $N = 2", {"N": str(n)}) for n in (1, 2, 3)],
+            concurrency=2,
+        )
+        assert [t.exit_code for t in tries] == [1, 0, 1]
+        sb.commit(tries[1])
+        for t in (tries[0], tries[2]):
+            sb.discard(t)
+        assert sb.files.read("repo/n") == "2\n"
+    assert "a - b" in (repo / "src" / "calc.py").read_text(), "the host folder changed"
+
+
+def test_async_previews(repo: Path) -> None:
+    async def main() -> None:
+        async with await AsyncSandbox.create(transport="inprocess") as sb:
+            r = await sb.commands.run("echo hi > f", preview=True)
+            assert not await sb.files.exists("f")
+            await sb.commit(r)
+            assert await sb.files.read("f") == "hi\n"
+            tries = await sb.best_of(["echo a > g", "echo b > g"])
+            await sb.commit(tries[1])
+            assert await sb.files.read("g") == "b\n"
+
+    asyncio.run(main())
+
+
+def test_the_service_refuses_previews(service_url: str) -> None:
+    with Sandbox(url=service_url) as sb:
+        with pytest.raises(NotSupportedError, match="preview"):
+            sb.commands.run("true", preview=True)
+        with pytest.raises(NotSupportedError, match="previews"):
+            sb.best_of(["true"])

@@ -12,7 +12,10 @@
 #![allow(missing_docs)]
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use wasmsand::{ImportOptions, Limits, MergeOptions, RunOptions, Sandbox, SandboxOptions};
+use wasmsand::{
+    Attempt, BestOfOptions, ImportOptions, Limits, MergeOptions, RunOptions, Sandbox,
+    SandboxOptions,
+};
 
 fn pipeline(c: &mut Criterion) {
     let sb = Sandbox::new(SandboxOptions::default());
@@ -187,8 +190,42 @@ fn parse(c: &mut Criterion) {
     }
 }
 
+/// Best-of-N (docs/runs.md): 8 attempts of a 100-file edit-and-test script on a sandbox
+/// holding 10 000 files, in forks on threads (`best_of`, as many at once as there are cores)
+/// against the same attempts one at a time.
+fn best_of(c: &mut Criterion) {
+    let sb = ten_thousand_files(|d, f| format!("file {f} of directory {d}\n"));
+    let script = "for f in /home/user/d$K/f*.txt; do echo edited >> \"$f\"; done; \
+                  test \"$(cat /home/user/d$K/*.txt | grep -c edited)\" = 100";
+    let attempts: Vec<Attempt> = (0..8)
+        .map(|k| Attempt {
+            command: script.into(),
+            env: vec![("K".into(), k.to_string())],
+        })
+        .collect();
+    for r in sb.best_of(&attempts, BestOfOptions::default()) {
+        let p = r.unwrap();
+        assert_eq!(p.result.exit_code, 0, "{}", p.result.stderr);
+        assert_eq!(p.changes.files.len(), 100);
+    }
+    let mut g = c.benchmark_group("best_of");
+    g.sample_size(10);
+    g.bench_function("8 attempts in forks, concurrently", |b| {
+        b.iter(|| sb.best_of(&attempts, BestOfOptions::default()))
+    });
+    g.bench_function("8 attempts one after another", |b| {
+        let one_at_a_time = || BestOfOptions {
+            concurrency: 1,
+            ..BestOfOptions::default()
+        };
+        b.iter(|| sb.best_of(&attempts, one_at_a_time()))
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
+    best_of,
     pipeline,
     shell_loop,
     create,

@@ -608,7 +608,7 @@ fn base85(out: &mut String, data: &[u8]) {
 fn quote(p: &str) -> String {
     if !p
         .bytes()
-        .any(|b| b == b'"' || b == b'\\' || b < 0x20 || b >= 0x7f)
+        .any(|b| b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b))
     {
         return p.to_string();
     }

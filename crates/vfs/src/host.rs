@@ -26,7 +26,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
-use crate::node::{Children, Content, Kind, Meta, Name, Node};
+use crate::node::{Children, Content, Kind, LazyDir, LazyFile, Meta, Name, Node};
 use crate::{Errno, VfsError, VfsResult};
 
 /// The secret denylist: entries hidden from every mount unless the caller names them in
@@ -280,17 +280,8 @@ pub(crate) struct HostDir {
     listing: OnceLock<Result<Children, (Errno, String)>>,
 }
 
-impl HostDir {
-    pub(crate) fn mount(&self) -> &Arc<Mount> {
-        &self.mount
-    }
-
-    pub(crate) fn nlink(&self) -> u64 {
-        self.nlink
-    }
-
-    /// The entries, listed from the host the first time.
-    pub(crate) fn children(&self) -> &Children {
+impl LazyDir for HostDir {
+    fn children(&self) -> &Children {
         static EMPTY: OnceLock<Children> = OnceLock::new();
         match self.listing.get_or_init(|| self.list()) {
             Ok(c) => c,
@@ -298,8 +289,7 @@ impl HostDir {
         }
     }
 
-    /// Why the listing failed, if it did.
-    pub(crate) fn error(&self, path: &str) -> Option<VfsError> {
+    fn error(&self, path: &str) -> Option<VfsError> {
         let _ = self.children();
         match self.listing.get() {
             Some(Err((errno, msg))) => Some(VfsError::new(*errno, path, msg.clone())),
@@ -307,6 +297,16 @@ impl HostDir {
         }
     }
 
+    fn nlink(&self) -> u64 {
+        self.nlink
+    }
+
+    fn read_only(&self) -> bool {
+        self.mount.read_only
+    }
+}
+
+impl HostDir {
     fn list(&self) -> Result<Children, (Errno, String)> {
         self.mount.dirs_listed.fetch_add(1, Ordering::Relaxed);
         let dir = self.mount.root.join(&self.rel);
@@ -452,8 +452,8 @@ pub(crate) struct HostFile {
     bytes: OnceLock<Result<Bytes, (Errno, String)>>,
 }
 
-impl HostFile {
-    pub(crate) fn len(&self) -> u64 {
+impl LazyFile for HostFile {
+    fn len(&self) -> u64 {
         match self.bytes.get() {
             Some(Ok(b)) => b.len() as u64,
             _ if self.scrub => self.loaded().len() as u64,
@@ -461,8 +461,7 @@ impl HostFile {
         }
     }
 
-    /// The content; empty when it could not be read (see [`HostFile::load`]).
-    pub(crate) fn loaded(&self) -> &Bytes {
+    fn loaded(&self) -> &Bytes {
         static EMPTY: Bytes = Bytes::new();
         match self.bytes.get_or_init(|| self.read()) {
             Ok(b) => b,
@@ -470,18 +469,19 @@ impl HostFile {
         }
     }
 
-    /// Reads the file once, or says why it cannot be read.
-    pub(crate) fn load(&self, path: &str) -> VfsResult<()> {
+    fn load(&self, path: &str) -> VfsResult<()> {
         match self.bytes.get_or_init(|| self.read()) {
             Ok(_) => Ok(()),
             Err((errno, msg)) => Err(VfsError::new(*errno, path, msg.clone())),
         }
     }
 
-    pub(crate) fn same_file(&self, other: &HostFile) -> bool {
-        Arc::ptr_eq(&self.mount, &other.mount) && self.rel == other.rel
+    fn key(&self) -> (usize, &Path) {
+        (Arc::as_ptr(&self.mount) as usize, &self.rel)
     }
+}
 
+impl HostFile {
     fn read(&self) -> Result<Bytes, (Errno, String)> {
         self.mount.files_read.fetch_add(1, Ordering::Relaxed);
         let path = self.mount.root.join(&self.rel);

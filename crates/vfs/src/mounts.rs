@@ -122,7 +122,7 @@ impl Vfs {
             return false;
         }
         let read_only = |n: &Node| match &n.kind {
-            Kind::HostDir(h) => h.mount().read_only,
+            Kind::HostDir(h) => h.read_only(),
             _ => false,
         };
         let mut cur = &self.tree.root;

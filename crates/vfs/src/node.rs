@@ -3,7 +3,32 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
-use crate::host::{HostDir, HostFile};
+use crate::{VfsError, VfsResult};
+
+/// A directory whose entries come from outside the tree and are listed on first use (a
+/// mounted host folder, `host.rs`). Shared by every clone of the tree that holds it.
+pub(crate) trait LazyDir: Send + Sync {
+    /// The entries (empty when they could not be listed: see `error`).
+    fn children(&self) -> &Children;
+    /// Why the entries could not be listed, if they could not.
+    fn error(&self, path: &str) -> Option<VfsError>;
+    /// The link count to report without listing.
+    fn nlink(&self) -> u64;
+    /// Nothing below it may change.
+    fn read_only(&self) -> bool;
+}
+
+/// A file whose bytes come from outside the tree and are read on first use.
+pub(crate) trait LazyFile: Send + Sync {
+    /// The length, without reading the bytes when they are not read yet.
+    fn len(&self) -> u64;
+    /// The bytes (empty when they could not be read: see `load`).
+    fn loaded(&self) -> &Bytes;
+    /// Reads the bytes if needed, or says why they cannot be read.
+    fn load(&self, path: &str) -> VfsResult<()>;
+    /// Which file this is: two with the same key have the same bytes.
+    fn key(&self) -> (usize, &std::path::Path);
+}
 
 /// A name inside a directory. Shared so that copying a B-tree chunk on write costs reference
 /// count bumps, not string allocations.
@@ -54,7 +79,7 @@ pub(crate) enum Content {
     Shared(Bytes),
     /// A file of a mounted host folder, read on first use and then kept (see `host.rs`).
     /// Counted as `Shared` is.
-    Host(Arc<HostFile>),
+    Host(Arc<dyn LazyFile>),
 }
 
 impl Content {
@@ -79,7 +104,7 @@ impl Content {
     }
 
     /// Reads a host file's bytes if they are not read yet; an error says why they cannot be.
-    pub(crate) fn load(&self, path: &str) -> crate::VfsResult<()> {
+    pub(crate) fn load(&self, path: &str) -> VfsResult<()> {
         match self {
             Content::Host(h) => h.load(path),
             _ => Ok(()),
@@ -132,7 +157,7 @@ pub(crate) enum Kind {
     Dir(Children),
     /// A directory of a mounted host folder, listed on first use (see `host.rs`); a change
     /// below it turns it into a `Dir` holding the same entries.
-    HostDir(Arc<HostDir>),
+    HostDir(Arc<dyn LazyDir>),
     Symlink(Arc<str>),
     Device(Device),
 }

@@ -34,6 +34,7 @@ from ._types import (
     MergeResult,
     Mount,
     MountInfo,
+    Preview,
     ProcessInfo,
     WriteEntry,
 )
@@ -190,6 +191,7 @@ class AsyncCommands:
         atomic: bool = False,
         check: bool = False,
         truncation: str | None = None,
+        preview: bool = False,
     ) -> CommandResult: ...
 
     @overload
@@ -208,6 +210,7 @@ class AsyncCommands:
         atomic: bool = False,
         check: bool = False,
         truncation: str | None = None,
+        preview: Literal[False] = False,
     ) -> AsyncCommandHandle: ...
 
     async def run(
@@ -225,6 +228,7 @@ class AsyncCommands:
         atomic: bool = False,
         check: bool = False,
         truncation: str | None = None,
+        preview: bool = False,
     ) -> CommandResult | AsyncCommandHandle:
         """As ``Commands.run``; callbacks run on the event loop and may be coroutines."""
         kw: dict[str, Any] = dict(
@@ -236,8 +240,11 @@ class AsyncCommands:
             atomic=atomic,
             check=check,
             truncation=truncation,
+            preview=preview,
         )
         if background:
+            if preview:
+                raise ValueError("preview=True applies to foreground runs only")
 
             def start() -> CommandHandle:
                 return self._sb.commands.run(
@@ -544,6 +551,33 @@ class AsyncSandbox:
         """As ``Sandbox.export_changes``: writes the changes into a host directory."""
         return await self._run(
             functools.partial(self._sync.export_changes, dir, since, snapshot_id=snapshot_id, path=path)
+        )
+
+    async def commit(self, preview: Preview | CommandResult, *, env: bool = False, cwd: bool = False) -> MergeResult:
+        """As ``Sandbox.commit``: brings a preview's changes into this sandbox."""
+        return await self._run(functools.partial(self._sync.commit, preview, env=env, cwd=cwd))
+
+    async def discard(self, preview: Preview | CommandResult) -> None:
+        """As ``Sandbox.discard``: drops a preview."""
+        await self._run(self._sync.discard, preview)
+
+    async def best_of(
+        self,
+        attempts: Iterable[str | tuple[str, Mapping[str, str]] | Mapping[str, Any]],
+        *,
+        concurrency: int | None = None,
+        timeout: float | None = None,
+        timeout_ms: int | None = None,
+    ) -> list[CommandResult]:
+        """As ``Sandbox.best_of``: every attempt in a fork of its own, results in order."""
+        return await self._run(
+            functools.partial(
+                self._sync.best_of,
+                list(attempts),
+                concurrency=concurrency,
+                timeout=timeout,
+                timeout_ms=timeout_ms,
+            )
         )
 
     async def destroy(self) -> None:

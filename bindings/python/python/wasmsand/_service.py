@@ -439,6 +439,8 @@ class ServiceTransport(Transport):
             raise not_supported("host tools (tools=, sb.tools)")
         if method in ("sandbox.mount", "sandbox.mounts", "sandbox.diff", "sandbox.exportChanges"):
             raise not_supported("host folders and changes() (mount, mounts, changes, export_changes)")
+        if method in ("sandbox.commit", "sandbox.discard", "sandbox.bestOf"):
+            raise not_supported("previews (commit, discard, best_of)")
         if method == "sandbox.export":
             raise not_supported("export_state()")
         if method == "sandbox.import":
@@ -621,6 +623,8 @@ class ServiceTransport(Transport):
     def _run(self, params: dict[str, Any], on_notify: Notify | None) -> Any:
         if params.get("atomic"):
             raise not_supported("atomic=True")
+        if params.get("preview"):
+            raise not_supported("preview=True")
         if params.get("truncation") is not None:
             raise not_supported("truncation=")
         body: dict[str, Any] = {

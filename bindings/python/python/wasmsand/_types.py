@@ -16,6 +16,7 @@ __all__ = [
     "MergeResult",
     "Mount",
     "MountInfo",
+    "Preview",
     "ProcessInfo",
     "Usage",
     "WriteEntry",
@@ -81,7 +82,9 @@ class CommandResult:
     ``usage`` is the run's resource receipt; ``rolled_back`` is ``True`` when an atomic run
     failed and the sandbox was put back as it was before it. ``spilled`` is ``None`` unless
     a stream passed its cap in head + tail mode, then ``{"stdout": path}`` and/or
-    ``{"stderr": path}``: the sandbox file holding the whole stream.
+    ``{"stderr": path}``: the sandbox file holding the whole stream. ``preview`` is set on
+    a run made with ``preview=True``: the fork it ran in and what it changed, for
+    ``Sandbox.commit`` or ``Sandbox.discard``.
     """
 
     stdout: str
@@ -93,9 +96,11 @@ class CommandResult:
     usage: Usage = field(default_factory=Usage)
     rolled_back: bool = False
     spilled: dict[str, str] | None = None
+    preview: Preview | None = None
 
     @classmethod
     def from_wire(cls, r: Mapping[str, Any]) -> "CommandResult":
+        pv = r.get("preview")
         return cls(
             stdout=str(r["stdout"]),
             stderr=str(r["stderr"]),
@@ -106,6 +111,7 @@ class CommandResult:
             usage=Usage.from_wire(r.get("usage")),
             rolled_back=bool(r.get("rolledBack", False)),
             spilled=r.get("spilled"),
+            preview=None if pv is None else Preview.from_wire(pv),
         )
 
 
@@ -393,3 +399,17 @@ class ExportReport:
             removed=[str(x) for x in w.get("removed", [])],
             dirs=[str(x) for x in w.get("dirs", [])],
         )
+
+
+@dataclass
+class Preview:
+    """A run made in a fork (``commands.run(..., preview=True)``, ``Sandbox.best_of``): the
+    fork's ``sandbox_id`` and what the run ``changes``d against the sandbox at its start.
+    ``Sandbox.commit`` brings it in, ``Sandbox.discard`` drops it."""
+
+    sandbox_id: str
+    changes: Changes
+
+    @classmethod
+    def from_wire(cls, w: Mapping[str, Any]) -> "Preview":
+        return cls(sandbox_id=str(w["sandboxId"]), changes=Changes.from_wire(w["changes"]))

@@ -10,7 +10,7 @@ import secrets
 import threading
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Literal, Mapping, overload
 
-from ._errors import CommandExitError, InvalidParamsError, SandboxDestroyedError, SandboxError
+from ._errors import CommandExitError, InvalidParamsError, SandboxDestroyedError, SandboxError, raise_for_error
 from ._service import ServiceTransport, not_supported
 from ._transport import InProcessTransport, RpcTransport, Transport
 from ._types import (
@@ -22,6 +22,7 @@ from ._types import (
     MergeResult,
     Mount,
     MountInfo,
+    Preview,
     ProcessInfo,
     WriteEntry,
 )
@@ -260,6 +261,14 @@ class CommandHandle:
         return f"CommandHandle(pid={self.pid})"
 
 
+def _preview_id(p: Preview | CommandResult) -> str:
+    if isinstance(p, CommandResult):
+        if p.preview is None:
+            raise ValueError("this result is not a preview: run it with preview=True")
+        p = p.preview
+    return p.sandbox_id
+
+
 def _changes_params(since: str, snapshot_id: str | None, path: str | None) -> dict[str, Any]:
     if snapshot_id is not None:
         if since not in ("mount", "snapshot"):
@@ -332,6 +341,7 @@ class Commands:
         atomic: bool = False,
         check: bool = False,
         truncation: str | None = None,
+        preview: bool = False,
     ) -> CommandResult: ...
 
     @overload
@@ -350,6 +360,7 @@ class Commands:
         atomic: bool = False,
         check: bool = False,
         truncation: str | None = None,
+        preview: Literal[False] = False,
     ) -> CommandHandle: ...
 
     def run(
@@ -367,6 +378,7 @@ class Commands:
         atomic: bool = False,
         check: bool = False,
         truncation: str | None = None,
+        preview: bool = False,
     ) -> CommandResult | CommandHandle:
         """Runs ``cmd`` (bash syntax) and returns its ``CommandResult``; a non-zero exit is
         a result, not an exception, unless ``check=True`` (then ``CommandExitError``).
@@ -384,16 +396,23 @@ class Commands:
         - ``background=True`` returns a ``CommandHandle`` at once: the process runs next to
           later runs on the same files, with a copy of the session's state, under its own
           timeout (default the sandbox's); its stdin stays open until ``close_stdin()``.
+        - ``preview=True`` runs it in a fork and leaves this sandbox as it is: the result's
+          ``preview`` holds the fork and what the run changed, for ``Sandbox.commit`` or
+          ``Sandbox.discard``.
         """
         params = _run_params(cmd, envs, cwd, timeout, timeout_ms)
         if background:
             if atomic:
                 raise ValueError("atomic=True applies to foreground runs only")
+            if preview:
+                raise ValueError("preview=True applies to foreground runs only")
             pid = self._start(params, stdin)
             return CommandHandle(self._h, pid, on_stdout=on_stdout, on_stderr=on_stderr, check=check)
         params.update(_stdin_params(stdin, "stdin", "stdinBase64"))
         if atomic:
             params["atomic"] = True
+        if preview:
+            params["preview"] = True
         if truncation is not None:
             params["truncation"] = truncation
         notify = None
@@ -944,6 +963,51 @@ class Sandbox:
         params = _changes_params(since, snapshot_id, path)
         params["dir"] = os.fspath(dir)
         return ExportReport.from_wire(self._h.call("sandbox.exportChanges", params))
+
+    def commit(self, preview: Preview | CommandResult, *, env: bool = False, cwd: bool = False) -> MergeResult:
+        """Brings a preview's changes into this sandbox (three-way, as ``merge``; a conflict
+        raises ``MergeConflictError``, applies nothing and keeps the preview). The preview is
+        gone afterwards."""
+        r = self._h.call("sandbox.commit", {"preview": _preview_id(preview), "env": bool(env), "cwd": bool(cwd)})
+        return MergeResult.from_wire(r)
+
+    def discard(self, preview: Preview | CommandResult) -> None:
+        """Drops a preview and what it changed."""
+        self._h.call("sandbox.discard", {"preview": _preview_id(preview)})
+
+    def best_of(
+        self,
+        attempts: Iterable[str | tuple[str, Mapping[str, str]] | Mapping[str, Any]],
+        *,
+        concurrency: int | None = None,
+        timeout: float | None = None,
+        timeout_ms: int | None = None,
+    ) -> list[CommandResult]:
+        """Runs each attempt (a command, ``(command, env)``, or ``{"command", "env"}``) in a
+        fork of its own, ``concurrency`` at a time, and returns their results in order, each
+        with its ``preview``; commit the one to keep (``commit``), the rest can be
+        discarded. A failed attempt raises its error."""
+        wire: list[dict[str, Any]] = []
+        for a in attempts:
+            if isinstance(a, str):
+                wire.append({"command": a})
+            elif isinstance(a, tuple):
+                cmd, env = a
+                wire.append({"command": cmd, "env": dict(env)})
+            else:
+                wire.append(dict(a))
+        params: dict[str, Any] = {"attempts": wire}
+        if concurrency is not None:
+            params["concurrency"] = int(concurrency)
+        t = _timeout_ms(timeout, timeout_ms)
+        if t is not None:
+            params["timeoutMs"] = t
+        out: list[CommandResult] = []
+        for r in self._h.call("sandbox.bestOf", params)["attempts"]:
+            if "error" in r:
+                raise_for_error(r["error"])
+            out.append(CommandResult.from_wire(r))
+        return out
 
     def destroy(self) -> None:
         """Destroys this fork; a root sandbox is ended with ``kill()``."""

@@ -122,6 +122,7 @@ fn project() -> tempfile::TempDir {
     t
 }
 
+// Threat: T-HOST-MOUNT (docs/security.md)
 #[test]
 fn programs_work_on_a_mounted_folder_and_git_apply_reproduces_the_result() {
     let host = project();

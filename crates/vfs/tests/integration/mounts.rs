@@ -98,6 +98,7 @@ fn names(v: &Vfs, path: &str) -> Vec<String> {
         .collect()
 }
 
+// Threat: T-HOST-MOUNT (docs/security.md)
 #[test]
 fn secrets_special_files_and_escaping_links_are_invisible() {
     let host = repo();
@@ -195,6 +196,7 @@ fn secrets_are_shown_only_when_named_and_gitignore_only_when_asked() {
     assert!(e.message.contains(".env*"), "{e}");
 }
 
+// Threat: T-HOST-MOUNT (docs/security.md)
 #[test]
 fn the_host_is_never_written_and_the_sandbox_keeps_its_changes() {
     let host = repo();
@@ -386,6 +388,7 @@ fn mount_changes_list_what_the_sandbox_did() {
     assert_eq!(since[0].path, "/r/README.md");
 }
 
+// Threat: T-HOST-MOUNT (docs/security.md)
 #[test]
 fn a_folder_swapped_for_a_link_after_listing_is_not_followed() {
     let host = tempfile::tempdir().unwrap();
