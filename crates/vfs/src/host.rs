@@ -228,7 +228,10 @@ pub(crate) fn mount(
     if opts.gitignore {
         // `.git/info/exclude` is the repository's own ignore file, rooted at the top.
         let mut b = GitignoreBuilder::new(&root);
-        let _ = b.add(root.join(".git/info/exclude"));
+        let exclude = root.join(".git/info/exclude");
+        if is_plain_file(&exclude) {
+            let _ = b.add(exclude);
+        }
         if let Ok(gi) = b.build()
             && !gi.is_empty()
         {
@@ -328,7 +331,7 @@ impl HostDir {
             ));
         }
         let mut ignores = Arc::clone(&self.ignores);
-        if self.mount.gitignore {
+        if self.mount.gitignore && is_plain_file(&dir.join(".gitignore")) {
             let (gi, err) = Gitignore::new(dir.join(".gitignore"));
             if err.is_none() && !gi.is_empty() {
                 let mut more = (*self.ignores).clone();
@@ -434,6 +437,12 @@ impl HostDir {
     }
 }
 
+/// A regular file, not a symlink (which could lead outside the folder) nor a FIFO (which
+/// would hang the reader): the only kind of ignore file that is read.
+fn is_plain_file(p: &Path) -> bool {
+    fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file())
+}
+
 fn is_git_config(rel: &Path) -> bool {
     rel.file_name().is_some_and(|n| n == "config")
         && rel
@@ -524,38 +533,50 @@ impl HostFile {
                 ),
             ));
         }
-        let want = md.len();
-        self.mount
-            .reserve(want)
-            .map_err(|m| (Errno::EIO, format!("{m}: {}", path.display())))?;
-        let mut buf = Vec::with_capacity(want as usize);
-        // One byte past the size seen: a file that grew is read up to the cap, no further.
-        let read = (&mut file).take(want + 1).read_to_end(&mut buf);
-        if let Err(e) = read {
-            self.mount.bytes_read.fetch_sub(want, Ordering::Relaxed);
-            return Err(io(e));
+        if md.len() > crate::MAX_FILE_SIZE {
+            return Err((
+                Errno::EFBIG,
+                format!(
+                    "host file {} is {} bytes, more than a sandbox file may hold",
+                    path.display(),
+                    md.len()
+                ),
+            ));
         }
-        if buf.len() as u64 > want {
-            let extra = buf.len() as u64 - want;
-            if let Err(m) = self.mount.reserve(extra) {
+        // The cap is taken as the bytes come, so a file that grew since it was listed is
+        // read up to the cap and no further; a read that fails gives its share back.
+        let mut buf = Vec::with_capacity(md.len() as usize);
+        let mut chunk = vec![0u8; 64 * 1024];
+        let mut taken = 0u64;
+        let give_back = |n: u64| {
+            self.mount.bytes_read.fetch_sub(n, Ordering::Relaxed);
+        };
+        loop {
+            let n = match file.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    give_back(taken);
+                    return Err(io(e));
+                }
+            };
+            if let Err(m) = self.mount.reserve(n as u64) {
+                give_back(taken);
                 return Err((Errno::EIO, format!("{m}: {}", path.display())));
             }
-            let mut rest = Vec::new();
-            let room = self
-                .mount
-                .max_bytes
-                .map_or(u64::MAX, |max| max.saturating_sub(want + extra));
-            file.take(room.saturating_add(1))
-                .read_to_end(&mut rest)
-                .map_err(io)?;
-            if rest.len() as u64 > room {
+            taken += n as u64;
+            if taken > crate::MAX_FILE_SIZE {
+                give_back(taken);
                 return Err((
-                    Errno::EIO,
-                    format!("host read limit reached while reading {}", path.display()),
+                    Errno::EFBIG,
+                    format!(
+                        "host file {} grew past what a sandbox file may hold",
+                        path.display()
+                    ),
                 ));
             }
-            self.mount.reserve(rest.len() as u64).ok();
-            buf.extend_from_slice(&rest);
+            buf.extend_from_slice(&chunk[..n]);
         }
         if self.scrub {
             buf = scrub_git_config(&buf);

@@ -89,7 +89,8 @@ pub struct Usage {
     pub bytes_used: u64,
     /// Nodes created since the initial layout, less those removed (never below zero).
     pub files_used: u64,
-    /// Every node in the tree but the root.
+    /// Every node in the tree but the root, except those of mounted host folders (which the
+    /// sandbox did not make).
     pub nodes: u64,
     /// The limit `files_used` counts against (`None`: unlimited).
     pub max_file_count: Option<u64>,

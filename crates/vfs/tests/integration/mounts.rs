@@ -443,3 +443,36 @@ fn bad_mounts_are_clear_errors() {
     assert_eq!(errno(v.mount_host("/y", host.path(), &bad)), Errno::EINVAL);
     assert!(v.mounts().is_empty());
 }
+
+#[test]
+fn ignore_files_that_are_links_or_fifos_are_not_read() {
+    let host = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("patterns"), "*.txt\n").unwrap();
+    fs::create_dir(host.path().join("a")).unwrap();
+    fs::write(host.path().join("a/keep.txt"), "x").unwrap();
+    symlink(
+        outside.path().join("patterns"),
+        host.path().join("a/.gitignore"),
+    )
+    .unwrap();
+    fs::create_dir(host.path().join("b")).unwrap();
+    fs::write(host.path().join("b/keep.txt"), "y").unwrap();
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(host.path().join("b/.gitignore"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut v = Vfs::with_standard_layout(VfsOptions::default());
+    let opts = MountOptions {
+        gitignore: true,
+        ..MountOptions::default()
+    };
+    v.mount_host("/m", host.path(), &opts).unwrap();
+    // The link's target is outside the folder: neither followed nor listed.
+    assert_eq!(names(&v, "/m/a"), ["keep.txt"]);
+    // A FIFO would hang a reader: not read, not listed.
+    assert_eq!(names(&v, "/m/b"), ["keep.txt"]);
+}
