@@ -1,5 +1,6 @@
-//! Cost of forking a filesystem (expected flat in the number of files) and of writing a large
-//! file in small chunks (expected linear in the total).
+//! Cost of forking a filesystem (expected flat in the number of files), of writing a large
+//! file in small chunks (expected linear in the total), and of mounting a host folder (expected
+//! flat in what it holds: nothing is listed until looked at).
 
 // `criterion_group!` defines an undocumented `pub fn`; a benchmark has no API to document.
 #![allow(missing_docs)]
@@ -92,5 +93,43 @@ fn chunked_write(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, clone_and_snapshot, chunked_write);
+/// A host folder of 50 000 files (100 directories of 500): mounting it, the first listing of
+/// one of its directories (500 entries, each `lstat`ed once), and reading one file.
+fn mount_host(c: &mut Criterion) {
+    let host = tempfile::tempdir().unwrap();
+    for d in 0..100 {
+        let dir = host.path().join(format!("pkg{d}"));
+        std::fs::create_dir(&dir).unwrap();
+        for f in 0..500 {
+            std::fs::write(dir.join(format!("m{f}.py")), "print('x')\n").unwrap();
+        }
+    }
+    let base = Vfs::with_standard_layout(VfsOptions::default());
+    let opts = wasmsand_vfs::MountOptions::default();
+    let mut group = c.benchmark_group("mount_host");
+    group.bench_function("mount a 50 000-file folder", |b| {
+        b.iter(|| {
+            let mut v = base.cow_clone();
+            v.mount_host("/repo", host.path(), &opts).unwrap();
+            v
+        })
+    });
+    group.bench_function("mount, then list one 500-entry directory", |b| {
+        b.iter(|| {
+            let mut v = base.cow_clone();
+            v.mount_host("/repo", host.path(), &opts).unwrap();
+            black_box(v.readdir("/repo/pkg42").unwrap().len())
+        })
+    });
+    group.bench_function("mount, then read one file", |b| {
+        b.iter(|| {
+            let mut v = base.cow_clone();
+            v.mount_host("/repo", host.path(), &opts).unwrap();
+            black_box(v.read("/repo/pkg42/m7.py").unwrap())
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, clone_and_snapshot, chunked_write, mount_host);
 criterion_main!(benches);

@@ -524,9 +524,30 @@ class AsyncSandbox:
         """As ``Sandbox.merge``: applies here what ``fork`` changed since it was forked."""
         return await self._run(self._sync.merge, fork._sync, env=env, cwd=cwd)
 
-    async def mount(self, host: str | os.PathLike[str], path: str, **options: Any) -> MountInfo:
+    async def mount(
+        self,
+        host: str | os.PathLike[str],
+        path: str,
+        *,
+        read_only: bool = False,
+        gitignore: bool = False,
+        exclude: Iterable[str] = (),
+        allow_secrets: Iterable[str] = (),
+        max_host_bytes: int | None = None,
+    ) -> MountInfo:
         """As ``Sandbox.mount``: mounts a host folder at ``path``."""
-        return await self._run(functools.partial(self._sync.mount, host, path, **options))
+        return await self._run(
+            functools.partial(
+                self._sync.mount,
+                host,
+                path,
+                read_only=read_only,
+                gitignore=gitignore,
+                exclude=tuple(exclude),
+                allow_secrets=tuple(allow_secrets),
+                max_host_bytes=max_host_bytes,
+            )
+        )
 
     async def mounts(self) -> list[MountInfo]:
         """The host folders mounted in this sandbox."""
