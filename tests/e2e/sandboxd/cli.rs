@@ -1,19 +1,9 @@
 //! The command line of `sandboxd`: help, version, modes, limit flags and the one-shot `exec`.
 
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-fn sandboxd(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_e2e-sandboxd"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("sandboxd runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use super::common::{sandboxd, text};
 
 #[test]
 fn help_lists_every_flag() {

@@ -3,23 +3,11 @@
 //! errors of a bad mount.
 
 use std::fs;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::json;
 
-use super::common::Daemon;
-
-fn sandboxd(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_e2e-sandboxd"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("sandboxd runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use super::common::{Daemon, sandboxd, text};
 
 fn project() -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();

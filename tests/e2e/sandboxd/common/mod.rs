@@ -13,6 +13,20 @@ use serde_json::{Value, json};
 /// milliseconds.
 pub const PATIENCE: Duration = Duration::from_secs(120);
 
+/// `sandboxd ARGS` run to its end with no input: its status and output.
+pub fn sandboxd(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_e2e-sandboxd"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("sandboxd runs")
+}
+
+/// Output bytes as text (invalid UTF-8 replaced).
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
 pub struct Daemon {
     child: Child,
     stdin: Option<ChildStdin>,
