@@ -332,15 +332,20 @@ impl Dispatcher {
     /// The sandbox a request addresses, and its fork id (None for the root).
     fn resolve(&self, p: Params) -> Result<(Arc<Sandbox>, Option<String>), RpcError> {
         match p.0.get("sandboxId") {
-            None | Some(Value::Null) => Ok((self.root()?, None)),
-            Some(Value::String(id)) => {
-                let state = self.state.lock();
-                match state.forks.get(id) {
-                    Some(f) => Ok((f.sandbox.clone(), Some(id.clone()))),
-                    None => Err(RpcError::unknown_sandbox(id)),
-                }
-            }
+            None | Some(Value::Null) => self.sandbox(None),
+            Some(Value::String(id)) => self.sandbox(Some(id)),
             Some(_) => Err(RpcError::invalid_params("sandboxId must be a string")),
+        }
+    }
+
+    /// The sandbox named by a fork id (`None`: the root), and that id.
+    fn sandbox(&self, id: Option<&str>) -> Result<(Arc<Sandbox>, Option<String>), RpcError> {
+        let Some(id) = id else {
+            return Ok((self.root()?, None));
+        };
+        match self.state.lock().forks.get(id) {
+            Some(f) => Ok((f.sandbox.clone(), Some(id.to_string()))),
+            None => Err(RpcError::unknown_sandbox(id)),
         }
     }
 

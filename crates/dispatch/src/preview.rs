@@ -45,11 +45,7 @@ impl Dispatcher {
                 .ok_or_else(|| RpcError::unknown_sandbox(id))?;
             (f.sandbox.clone(), f.parent.clone())
         };
-        let mut target = serde_json::Map::new();
-        if let Some(pid) = &parent_id {
-            target.insert("sandboxId".into(), json!(pid));
-        }
-        let (parent, _) = self.resolve(Params(&target))?;
+        let (parent, _) = self.sandbox(parent_id.as_deref())?;
         let merged = parent
             .merge(&fork, opts)
             .map_err(|e| RpcError::from_sandbox(e, parent_id.as_deref()))?;
