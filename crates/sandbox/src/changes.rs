@@ -270,6 +270,27 @@ impl Sandbox {
         })
     }
 
+    /// What this sandbox changed against another sandbox's tree: for a caller that keeps a
+    /// fork point or a snapshot itself (a service stores them, and a fork woken from its
+    /// store no longer knows its parent), loaded back as a sandbox. `path` as in
+    /// [`ChangesOptions::path`].
+    pub fn changes_against(&self, base: &Sandbox, path: Option<&str>) -> Result<Changes> {
+        if std::ptr::eq(self, base) {
+            return Ok(render(HOME.to_string(), Vec::new()));
+        }
+        // Each sandbox is locked on its own, never both at once (as in merges).
+        let base = base.with_inner(|b| Ok(b.vfs.lock().checkpoint()))?;
+        self.with_inner(|i| {
+            let vfs = i.vfs.lock();
+            let root = match path {
+                Some(p) => wasmsand_vfs::path::normalize(&wasmsand_vfs::path::join(HOME, p)),
+                None => default_root(&vfs.mounts()),
+            };
+            let raw = vfs.changes_since(&base, &root);
+            Ok(render(root, raw))
+        })
+    }
+
     /// Writes `changes` (from [`Self::changes`]) into the host directory `dir`, which must
     /// exist: files and symlinks written, deleted paths removed, directories made. `dir` is
     /// what the caller names, and nothing outside it is touched: a path that would lead
