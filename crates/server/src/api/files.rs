@@ -93,7 +93,7 @@ pub(crate) struct MkdirReply {
     created: bool,
 }
 
-fn check_path(name: &str, p: &str) -> ApiResult<()> {
+pub(crate) fn check_path(name: &str, p: &str) -> ApiResult<()> {
     if p.is_empty() {
         return Err(ApiError::invalid(format!("{name} must not be empty")));
     }

@@ -3,7 +3,8 @@
 //! `POST|GET /sessions/{id}/snapshots`, `POST /sessions/{id}/snapshots/{sid}/restore`,
 //! `DELETE /sessions/{id}/snapshots/{sid}`, and `POST /sessions/{id}/merge` (what a fork
 //! changed since it was forked, or last merged, applied here three-way; a conflict applies
-//! nothing).
+//! nothing), and `GET /sessions/{id}/changes` (what a session changed since its fork point or
+//! a snapshot, path by path and as a patch `git apply` takes).
 //!
 //! Everything is kept in the store beside the session's checkpoints, so that forks,
 //! snapshots and merges survive hibernation, restarts and replicas: a snapshot is a saved
@@ -15,7 +16,7 @@ use std::sync::Arc;
 
 use axum::Extension;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
@@ -494,56 +495,13 @@ pub(crate) async fn merge_session(
         Some(owner) if owner == parent.owner => wasm_session(&app, &req.fork_session_id).await?,
         _ => return Err(ApiError::not_found("session", &req.fork_session_id)),
     };
-    if fork.forked_from.as_deref() != Some(parent.id.as_str()) {
-        return Err(ApiError::invalid(format!(
-            "session '{}' is not a fork of session '{}'",
-            fork.id, parent.id
-        ))
-        .with_details(json!({ "fork_session_id": fork.id, "forked_from": fork.forked_from })));
-    }
-    // Two locks, always in id order: merges both ways cannot deadlock.
-    let (parent, fork, _g1, _g2) = if parent.id < fork.id {
-        let (p, g1) = app.lock_session(parent).await?;
-        let (f, g2) = app.lock_session(fork).await?;
-        (p, f, g1, g2)
-    } else {
-        let (f, g2) = app.lock_session(fork).await?;
-        let (p, g1) = app.lock_session(parent).await?;
-        (p, f, g1, g2)
-    };
-    let Some(base) = load_state(&app, &fork, &fork_point_id(&fork.id)).await? else {
-        return Err(ApiError::internal(format!(
-            "the fork point of session '{}' is missing from the store",
-            fork.id
-        )));
-    };
-    let (psb, fsb) = (
-        parent.boxed.sandbox().cloned().expect("a wasm box"),
-        fork.boxed.sandbox().cloned().expect("a wasm box"),
-    );
-    let limits = *psb.limits();
     let opts = wasmsand::MergeOptions {
         env: req.env,
         cwd: req.cwd,
     };
-    let (psb2, fsb2) = (psb.clone(), fsb.clone());
-    let merged = tokio::task::spawn_blocking(move || {
-        let base = wasmsand::Sandbox::from_payload(
-            &base,
-            wasmsand::SandboxOptions {
-                limits,
-                ..Default::default()
-            },
-        )?;
-        let r = psb2.merge_from(&base, &fsb2, opts);
-        base.destroy();
-        r
-    })
-    .await
-    .map_err(|e| ApiError::internal(e.to_string()))?;
-    let r = match merged {
+    let r = match merge(&app, parent, fork, opts).await? {
         Ok(r) => r,
-        Err(wasmsand::SandboxError::MergeConflict(conflicts)) => {
+        Err(conflicts) => {
             let list: Vec<_> = conflicts
                 .iter()
                 .map(|c| json!({ "path": c.path, "ours": c.ours.as_str(), "theirs": c.theirs.as_str() }))
@@ -558,20 +516,7 @@ pub(crate) async fn merge_session(
             )
             .with_details(json!({ "reason": "merge_conflict", "conflicts": list })));
         }
-        Err(wasmsand::SandboxError::Fs(e)) => {
-            let path = e.path.clone();
-            return Err(crate::api::files::errno_error(
-                e.errno.name(),
-                e.to_string(),
-                &path,
-            ));
-        }
-        Err(e) => return Err(ApiError::invalid(e.to_string())),
     };
-    // What was merged is now in both: the next merge starts from it.
-    let meta = json!({ "kind": "fork_point", "session_id": fork.id, "parent": parent.id });
-    save_state(&app, &fork, fork_point_id(&fork.id), meta, fsb).await?;
-    app.checkpoint(&parent).await;
     let count = |c: wasmsand::SideChange| r.applied.iter().filter(|a| a.change == c).count();
     Ok(views::json(
         StatusCode::OK,
@@ -589,6 +534,232 @@ pub(crate) async fn merge_session(
                 .collect(),
             env: r.env,
             cwd: r.cwd,
+        },
+    ))
+}
+
+/// Brings what `fork` changed since it was forked (or last merged) into `parent`, three-way
+/// against the fork point kept in the store (so it works after either slept or the service
+/// restarted); `Ok(Err(conflicts))` when both changed paths differently, and then nothing is
+/// applied. The fork point moves to the fork's state and the parent is checkpointed.
+pub(crate) async fn merge(
+    app: &Arc<App>,
+    parent: Arc<Session>,
+    fork: Arc<Session>,
+    opts: wasmsand::MergeOptions,
+) -> ApiResult<Result<wasmsand::MergeResult, Vec<wasmsand::MergeConflict>>> {
+    if fork.forked_from.as_deref() != Some(parent.id.as_str()) {
+        return Err(ApiError::invalid(format!(
+            "session '{}' is not a fork of session '{}'",
+            fork.id, parent.id
+        ))
+        .with_details(json!({ "fork_session_id": fork.id, "forked_from": fork.forked_from })));
+    }
+    // Two locks, always in id order: merges both ways cannot deadlock.
+    let (parent, fork, _g1, _g2) = if parent.id < fork.id {
+        let (p, g1) = app.lock_session(parent).await?;
+        let (f, g2) = app.lock_session(fork).await?;
+        (p, f, g1, g2)
+    } else {
+        let (f, g2) = app.lock_session(fork).await?;
+        let (p, g1) = app.lock_session(parent).await?;
+        (p, f, g1, g2)
+    };
+    let Some(base) = load_state(app, &fork, &fork_point_id(&fork.id)).await? else {
+        return Err(ApiError::internal(format!(
+            "the fork point of session '{}' is missing from the store",
+            fork.id
+        )));
+    };
+    let (psb, fsb) = (
+        parent.boxed.sandbox().cloned().expect("a wasm box"),
+        fork.boxed.sandbox().cloned().expect("a wasm box"),
+    );
+    let limits = *psb.limits();
+    let (psb2, fsb2) = (psb.clone(), fsb.clone());
+    let merged = tokio::task::spawn_blocking(move || {
+        let base = wasmsand::Sandbox::from_payload(
+            &base,
+            wasmsand::SandboxOptions {
+                limits,
+                ..Default::default()
+            },
+        )?;
+        let r = psb2.merge_from(&base, &fsb2, opts);
+        base.destroy();
+        r
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))?;
+    let r = match merged {
+        Ok(r) => r,
+        Err(wasmsand::SandboxError::MergeConflict(conflicts)) => return Ok(Err(conflicts)),
+        Err(wasmsand::SandboxError::Fs(e)) => {
+            let path = e.path.clone();
+            return Err(crate::api::files::errno_error(
+                e.errno.name(),
+                e.to_string(),
+                &path,
+            ));
+        }
+        Err(e) => return Err(ApiError::invalid(e.to_string())),
+    };
+    // What was merged is now in both: the next merge starts from it.
+    let meta = json!({ "kind": "fork_point", "session_id": fork.id, "parent": parent.id });
+    save_state(app, &fork, fork_point_id(&fork.id), meta, fsb).await?;
+    app.checkpoint(&parent).await;
+    Ok(Ok(r))
+}
+
+/// What session `s` changed against one of its saved states (its fork point, or a snapshot:
+/// `key`); `None` when the store has no such state. The saved state is read back as a
+/// sandbox, so this works whether `s` slept or the service restarted since.
+pub(crate) async fn changes_since_saved(
+    app: &Arc<App>,
+    s: Arc<Session>,
+    key: &str,
+    path: Option<String>,
+) -> ApiResult<Option<wasmsand::Changes>> {
+    let Some(payload) = load_state(app, &s, key).await? else {
+        return Ok(None);
+    };
+    let sb = s.boxed.sandbox().cloned().expect("a wasm box");
+    let limits = *sb.limits();
+    let changes = tokio::task::spawn_blocking(move || {
+        let base = wasmsand::Sandbox::from_payload(
+            &payload,
+            wasmsand::SandboxOptions {
+                limits,
+                ..Default::default()
+            },
+        )?;
+        let r = sb.changes_against(&base, path.as_deref());
+        base.destroy();
+        r
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))?;
+    changes
+        .map(Some)
+        .map_err(|e| ApiError::invalid(e.to_string()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ChangesQuery {
+    since: Option<String>,
+    snapshot_id: Option<String>,
+    path: Option<String>,
+}
+
+/// One changed path.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct FileChangeView {
+    /// Relative to `root`.
+    path: String,
+    /// `added`, `modified` or `deleted`.
+    status: String,
+    /// `file`, `symlink`, `dir` or `device`: what it is now (was, when deleted).
+    kind: String,
+    /// Permission bits before, in octal (null when added).
+    old_mode: Option<String>,
+    /// Permission bits after, in octal (null when deleted).
+    new_mode: Option<String>,
+    /// Not text: the patch carries it as a git binary patch.
+    binary: bool,
+}
+
+/// What a session changed.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct ChangesView {
+    session_id: String,
+    /// `parent` or `snapshot`.
+    since: String,
+    /// The directory the paths are relative to.
+    root: String,
+    /// Every changed path (directories included), parents first.
+    files: Vec<FileChangeView>,
+    /// The changes in `git diff --binary` format; empty when nothing changed.
+    patch: String,
+}
+
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/changes",
+    tag = "sessions",
+    params(
+        ("id" = String, Path, description = "session id"),
+        ("since" = Option<String>, Query, description = "`parent`: what a fork changed since it was forked (or last merged), what a merge would bring; `snapshot`: since one of its snapshots (`snapshot_id`). Default: `snapshot` with a `snapshot_id`, else `parent`"),
+        ("snapshot_id" = Option<String>, Query, description = "with `since=snapshot`"),
+        ("path" = Option<String>, Query, description = "only this directory (relative: under the workspace); paths are relative to it"),
+    ),
+    responses(
+        (status = 200, description = "the changed paths and a patch `git apply` takes", body = ChangesView),
+        (status = 400, description = "a bad `since`, a `snapshot_id` without `since=snapshot` (or the reverse), `parent` of a session that is not a fork, or a session of a runtime that cannot fork", body = ErrorEnvelope),
+        (status = 404, description = "no such session or snapshot", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn session_changes(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    Query(q): Query<ChangesQuery>,
+) -> ApiResult<Response> {
+    let since = match (q.since.as_deref(), &q.snapshot_id) {
+        (Some("snapshot") | None, Some(_)) => "snapshot",
+        (Some("parent") | None, None) => "parent",
+        (Some("snapshot"), None) => {
+            return Err(ApiError::invalid("since=snapshot needs snapshot_id"));
+        }
+        (Some("parent"), Some(_)) => {
+            return Err(ApiError::invalid("snapshot_id goes with since=snapshot"));
+        }
+        (Some(other), _) => {
+            return Err(ApiError::invalid(format!(
+                "since must be parent or snapshot, not {other:?}"
+            )));
+        }
+    };
+    if let Some(p) = &q.path {
+        crate::api::files::check_path("path", p)?;
+    }
+    let s = wasm_session(&app, &id).await?;
+    let key = match &q.snapshot_id {
+        Some(sid) => snapshot_key(&s.id, sid),
+        None if s.forked_from.is_none() => {
+            return Err(ApiError::invalid(format!(
+                "session '{id}' is not a fork: it has no parent to compare with (since=snapshot)"
+            )));
+        }
+        None => fork_point_id(&s.id),
+    };
+    let Some(c) = changes_since_saved(&app, s, &key, q.path).await? else {
+        return Err(match q.snapshot_id {
+            Some(sid) => ApiError::not_found("snapshot", &sid),
+            None => ApiError::internal(format!(
+                "the fork point of session '{id}' is missing from the store"
+            )),
+        });
+    };
+    let mode = |m: Option<u32>| m.map(|m| format!("{m:o}"));
+    Ok(views::json(
+        StatusCode::OK,
+        &ChangesView {
+            session_id: id,
+            since: since.into(),
+            root: c.root.clone(),
+            files: c
+                .files
+                .iter()
+                .map(|f| FileChangeView {
+                    path: f.path.clone(),
+                    status: f.status.as_str().into(),
+                    kind: f.kind.into(),
+                    old_mode: mode(f.old_mode),
+                    new_mode: mode(f.new_mode),
+                    binary: f.binary,
+                })
+                .collect(),
+            patch: c.patch,
         },
     ))
 }

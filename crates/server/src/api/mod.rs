@@ -47,6 +47,7 @@ pub(crate) fn api_routes(upload_limit: usize) -> OpenApiRouter<Arc<App>> {
         .routes(routes!(forks::restore_snapshot))
         .routes(routes!(forks::delete_snapshot))
         .routes(routes!(forks::merge_session))
+        .routes(routes!(forks::session_changes))
         .routes(routes!(runs::create_run))
         .routes(routes!(runs::get_run))
         .routes(routes!(runs::stream_run))
