@@ -119,8 +119,11 @@ unsafe extern "C" fn collect_segments(
             let headers = std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum));
             for h in headers {
                 if h.p_type == libc::PT_LOAD && h.p_flags & libc::PF_X != 0 {
-                    let start = info.dlpi_addr as usize + h.p_vaddr as usize;
-                    ranges.push((start, start + h.p_memsz as usize));
+                    // Address arithmetic modulo 2^64, as the loader's own: an object linked
+                    // above where it was loaded has a "negative" bias (gVisor's vDSO does),
+                    // and a checked add would panic here, where a panic aborts the process.
+                    let start = (info.dlpi_addr as usize).wrapping_add(h.p_vaddr as usize);
+                    ranges.push((start, start.wrapping_add(h.p_memsz as usize)));
                 }
             }
         }
