@@ -261,11 +261,11 @@ stage_docker() {
         WASMSAND_TEST_DOCKER=1 WASMSAND_TEST_DOCKERD_CTL="$ROOT/scripts/dockerd.sh" \
             cargo nextest run --workspace --locked --profile "$profile" \
             -E 'test(/^docker::/) | package(wasmsand-docker)' "${EXTRA[@]}" &&
-        # The languages, sessions, hostile programs, MCP runs and the egress refusal again under
-        # gVisor (runsc).
+        # The languages, sessions, hostile programs, MCP runs, the egress refusal and sandboxd
+        # nested in a container again under gVisor (runsc).
         WASMSAND_TEST_DOCKER=1 WASMSAND_TEST_DOCKER_RUNTIME=runsc \
             cargo nextest run --workspace --locked --profile "$profile" \
-            -E 'test(/^docker::(languages|sessions|hostile|mcp|egress)::/) - test(/engine_restart|gvisor/)' "${EXTRA[@]}"
+            -E 'test(/^docker::(languages|sessions|hostile|mcp|egress|nested)::/) - test(/engine_restart|gvisor/)' "${EXTRA[@]}"
 }
 
 stage_wasm_tools() {

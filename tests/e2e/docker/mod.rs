@@ -1,6 +1,7 @@
 //! The service's docker runtime against a real Docker engine, through the real HTTP and
 //! WebSocket API on loopback: the languages of its images, sessions and uploads, hostile
-//! programs, and the orphan reaper.
+//! programs, and the orphan reaper; and `sandboxd` itself inside an unprivileged container
+//! (`nested`).
 //!
 //! Without `WASMSAND_TEST_DOCKER` every test prints "skipped" and passes: the cargo stage has
 //! no engine. The `docker` stage of scripts/test.sh sets it after starting an engine and
@@ -10,6 +11,7 @@ mod egress;
 mod hostile;
 mod languages;
 mod mcp;
+mod nested;
 mod reaper;
 mod sessions;
 

@@ -6,5 +6,6 @@ mod common;
 mod line_protocol;
 mod mcp;
 mod mounts;
+pub(crate) mod nested;
 mod processes;
 mod rpc;
