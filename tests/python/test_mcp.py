@@ -30,6 +30,10 @@ TOOLS = {
     "files_list",
     "snapshot_create",
     "snapshot_restore",
+    "sandbox_diff",
+    "sandbox_commit",
+    "sandbox_discard",
+    "sandbox_best_of",
 }
 # A cold module compile on a busy 2-core machine; a healthy answer takes milliseconds.
 PATIENCE = 180
@@ -101,6 +105,7 @@ async def test_tools_have_valid_input_and_output_schemas(client: Client) -> None
         "stdin",
         "runtime",
         "base_image",
+        "preview",
     }
     assert run.input_schema["required"] == ["command"]
     assert "python3" in run.description and "no network" in run.description
@@ -193,6 +198,29 @@ async def test_cancelling_a_call_stops_the_run(client: Client) -> None:
     # The session is usable, and its last status is the cancelled run's (130).
     s = await call(client, "sandbox_run", {"session_id": sid, "command": "echo $?; echo ok"})
     assert s["stdout"] == "130\nok\n"
+
+
+async def test_a_preview_and_best_of_through_the_python_mcp_client(client: Client) -> None:
+    sid = (await call(client, "session_create", {"files": [{"path": "v.txt", "content": "1\n"}]}))["session_id"]
+    r = await call(client, "sandbox_run", {"session_id": sid, "preview": True, "command": "echo 2 > v.txt"})
+    preview = r["preview"]
+    assert [(f["path"], f["status"]) for f in preview["changes"]["files"]] == [("v.txt", "modified")]
+    assert "-1\n+2\n" in preview["changes"]["patch"]
+    assert (await call(client, "files_read", {"session_id": sid, "path": "v.txt"}))["content"] == "1\n"
+    await call(client, "sandbox_commit", {"preview_id": preview["preview_id"]})
+    assert (await call(client, "files_read", {"session_id": sid, "path": "v.txt"}))["content"] == "2\n"
+
+    best = await call(
+        client,
+        "sandbox_best_of",
+        {"session_id": sid, "attempts": [{"command": "echo $X >> v.txt", "env": {"X": x}} for x in "ab"]},
+    )
+    ids = [a["preview_id"] for a in best["attempts"]]
+    assert ["+a\n" in a["changes"]["patch"] for a in best["attempts"]] == [True, False]
+    await call(client, "sandbox_commit", {"preview_id": ids[1]})
+    await call(client, "sandbox_discard", {"preview_ids": [ids[0]]})
+    assert (await call(client, "files_read", {"session_id": sid, "path": "v.txt"}))["content"] == "2\nb\n"
+    await call(client, "session_destroy", {"session_id": sid})
 
 
 async def test_sessions_files_forks_and_snapshots(client: Client) -> None:

@@ -13,7 +13,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmsand::{Limits, Sandbox, SnapshotId};
+use wasmsand::{
+    Changes, ChangesOptions, ChangesSince, Limits, MergeConflict, MergeOptions, MergeResult,
+    Sandbox, SandboxError, SnapshotId,
+};
 
 use crate::store::Store;
 
@@ -61,6 +64,49 @@ pub struct SessionSummary {
     pub age_ms: u64,
     /// Since it was last used.
     pub idle_ms: u64,
+}
+
+/// What `sandbox_diff` compares a session with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiffBase {
+    /// The host folder mounted in it, as it was mounted.
+    Mount,
+    /// The session it was forked from, as it was at the fork (or at the last commit).
+    Parent,
+    /// One of its snapshots (an id [`SessionHost::snapshot`] returned).
+    Snapshot(String),
+}
+
+/// A fork merged into the session it was forked from.
+#[derive(Debug, Clone)]
+pub struct Merged {
+    /// The session merged into.
+    pub parent_session_id: String,
+    /// What was applied there.
+    pub result: MergeResult,
+}
+
+/// The answer to a commit both sides changed differently: every path, with what each did.
+pub fn merge_conflict(preview: &str, parent: &str, conflicts: &[MergeConflict]) -> String {
+    let list: Vec<String> = conflicts
+        .iter()
+        .map(|c| {
+            format!(
+                "{} (session: {}, preview: {})",
+                c.path,
+                c.ours.as_str(),
+                c.theirs.as_str()
+            )
+        })
+        .collect();
+    format!(
+        "conflict: session {parent} and preview {preview} both changed {} path(s) since the \
+         preview began, differently; nothing was committed: {}. Discard the preview \
+         (sandbox_discard) and redo it from the session as it is now, or change the session \
+         so the paths agree and commit again.",
+        conflicts.len(),
+        list.join(", ")
+    )
 }
 
 /// What a host tells `session_list` of its caps.
@@ -118,12 +164,30 @@ pub trait SessionHost: Send + Sync + std::fmt::Debug {
         id: &'a str,
         snapshot_id: &'a str,
     ) -> HostFuture<'a, Result<(), String>>;
+    /// What session `id` changed against `base`; `path` narrows it to a directory (relative:
+    /// under the home directory).
+    fn changes<'a>(
+        &'a self,
+        caller: &'a Caller,
+        id: &'a str,
+        base: &'a DiffBase,
+        path: Option<&'a str>,
+    ) -> HostFuture<'a, Result<Changes, String>>;
+    /// Brings what fork `id` changed since it was forked (or last merged) into the session it
+    /// was forked from, three-way; a conflict applies nothing. The fork stays.
+    fn merge<'a>(
+        &'a self,
+        caller: &'a Caller,
+        id: &'a str,
+        opts: MergeOptions,
+    ) -> HostFuture<'a, Result<Merged, String>>;
     /// What `session_list` reports of the caps.
     fn caps(&self) -> HostCaps;
 }
 
-/// Makes an MCP sandbox with given limits (the server's env, cache and network around them).
-pub(crate) type SandboxFactory = Arc<dyn Fn(Limits) -> Sandbox + Send + Sync>;
+/// Makes an MCP sandbox with given limits (the server's env, cache, network and mounted
+/// folders around them).
+pub(crate) type SandboxFactory = Arc<dyn Fn(Limits) -> Result<Sandbox, String> + Send + Sync>;
 
 /// An MCP server's own sessions: in memory, ended by an idle TTL.
 pub(crate) struct LocalHost {
@@ -154,7 +218,7 @@ impl SessionHost for LocalHost {
     ) -> HostFuture<'a, Result<SessionLease, String>> {
         Box::pin(async move {
             let factory = self.factory.clone();
-            let sb = blocking(move || factory(limits)).await?;
+            let sb = blocking(move || factory(limits)).await??;
             let lease = self.store.insert(&caller.owner, None, sb)?;
             let run_lock = lease.run_lock.clone().lock_owned().await;
             Ok(SessionLease::new(
@@ -263,9 +327,82 @@ impl SessionHost for LocalHost {
             blocking(move || sb.restore(sid))
                 .await?
                 .map_err(|e| match e {
-                    wasmsand::SandboxError::UnknownSnapshot(_) => unknown(),
+                    SandboxError::UnknownSnapshot(_) => unknown(),
                     other => other.to_string(),
                 })
+        })
+    }
+
+    fn changes<'a>(
+        &'a self,
+        caller: &'a Caller,
+        id: &'a str,
+        base: &'a DiffBase,
+        path: Option<&'a str>,
+    ) -> HostFuture<'a, Result<Changes, String>> {
+        Box::pin(async move {
+            let lease = self.store.get(&caller.owner, id)?;
+            let since = match base {
+                DiffBase::Mount => ChangesSince::Mount,
+                DiffBase::Parent => ChangesSince::Parent,
+                DiffBase::Snapshot(s) => {
+                    ChangesSince::Snapshot(s.parse().map_err(|_| unknown_snapshot(s, id))?)
+                }
+            };
+            let opts = ChangesOptions {
+                since,
+                path: path.map(str::to_string),
+            };
+            let sb = lease.sandbox.clone();
+            blocking(move || sb.changes(&opts))
+                .await?
+                .map_err(|e| match (e, base) {
+                    (SandboxError::UnknownSnapshot(_), DiffBase::Snapshot(s)) => {
+                        unknown_snapshot(s, id)
+                    }
+                    (SandboxError::Invalid(m), DiffBase::Parent) if m.contains("not a fork") => {
+                        no_parent(id, "mount or snapshot")
+                    }
+                    (e, _) => e.to_string(),
+                })
+        })
+    }
+
+    fn merge<'a>(
+        &'a self,
+        caller: &'a Caller,
+        id: &'a str,
+        opts: MergeOptions,
+    ) -> HostFuture<'a, Result<Merged, String>> {
+        Box::pin(async move {
+            let fork = self.store.get(&caller.owner, id)?;
+            let Some(parent_id) = fork.parent.clone() else {
+                return Err(not_a_fork(id));
+            };
+            let parent = self
+                .store
+                .get(&caller.owner, &parent_id)
+                .map_err(|_| parent_gone(id, &parent_id))?;
+            // Neither runs while the merge reads one and writes the other; the locks are taken
+            // in id order so that merges both ways cannot deadlock.
+            let (first, second) = if parent.id < fork.id {
+                (&parent, &fork)
+            } else {
+                (&fork, &parent)
+            };
+            let _g1 = first.run_lock.clone().lock_owned().await;
+            let _g2 = second.run_lock.clone().lock_owned().await;
+            let (psb, fsb) = (parent.sandbox.clone(), fork.sandbox.clone());
+            let result = blocking(move || psb.merge(&fsb, opts))
+                .await?
+                .map_err(|e| match e {
+                    SandboxError::MergeConflict(c) => merge_conflict(id, &parent_id, &c),
+                    e => e.to_string(),
+                })?;
+            Ok(Merged {
+                parent_session_id: parent_id.clone(),
+                result,
+            })
         })
     }
 
@@ -275,6 +412,32 @@ impl SessionHost for LocalHost {
             idle_ttl: self.store.caps.idle_ttl,
         }
     }
+}
+
+/// The answer to committing a session that was not forked from another.
+pub fn not_a_fork(id: &str) -> String {
+    format!(
+        "session {id} was made by session_create, not forked: only a preview (sandbox_run with \
+         preview, sandbox_best_of) or a session_fork can be committed into the session it came \
+         from"
+    )
+}
+
+/// The answer to a diff against the parent of a session that has none; `since` names what it
+/// can be compared with instead.
+pub fn no_parent(id: &str, since: &str) -> String {
+    format!(
+        "session {id} was made by session_create, not forked: it has no parent to compare with \
+         (since: {since})"
+    )
+}
+
+/// The answer to committing a fork whose parent session has ended.
+pub fn parent_gone(id: &str, parent_id: &str) -> String {
+    format!(
+        "session {parent_id}, which {id} was forked from, no longer exists: there is nothing to \
+         commit into"
+    )
 }
 
 /// The answer to a snapshot id this session does not have.

@@ -52,7 +52,8 @@ use wasmsand::Limits;
 
 pub use bridge::{BridgeOptions, serve_stdio_bridge};
 pub use host::{
-    Caller, HostCaps, HostFuture, SessionHost, SessionLease, SessionSummary, unknown_snapshot,
+    Caller, DiffBase, HostCaps, HostFuture, Merged, SessionHost, SessionLease, SessionSummary,
+    merge_conflict, no_parent, not_a_fork, parent_gone, unknown_snapshot,
 };
 pub use server::McpHandler;
 use server::{ClientKind, Shared};
@@ -94,6 +95,12 @@ pub struct McpConfig {
     /// Keeps the sessions (an embedding server's own); none: this server's table, capped by
     /// `max_sessions`, `max_sessions_per_client` and `session_idle_ttl`.
     pub sessions: Option<Arc<dyn SessionHost>>,
+    /// Host folders the operator mounts in every sandbox of this server (read lazily, never
+    /// written; `sandbox_diff` shows what a session changed in them). Clients cannot mount
+    /// folders of their own.
+    pub mounts: Vec<wasmsand::HostMount>,
+    /// The most attempts one `sandbox_best_of` call may make.
+    pub max_best_of: usize,
 }
 
 /// What [`RunGate::begin`] answers: an admitted run's ticket, or why it is refused.
@@ -244,6 +251,8 @@ impl McpConfig {
     pub const DEFAULT_SESSION_IDLE_TTL: Duration = Duration::from_secs(30 * 60);
     /// Default of [`McpConfig::max_read_bytes`]: 4 MiB.
     pub const DEFAULT_MAX_READ_BYTES: u64 = 4 * 1024 * 1024;
+    /// Default of [`McpConfig::max_best_of`].
+    pub const DEFAULT_MAX_BEST_OF: usize = 8;
 }
 
 impl Default for McpConfig {
@@ -262,6 +271,8 @@ impl Default for McpConfig {
             host: None,
             sandbox_dot_run: false,
             sessions: None,
+            mounts: Vec::new(),
+            max_best_of: Self::DEFAULT_MAX_BEST_OF,
         }
     }
 }

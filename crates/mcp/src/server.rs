@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use wasmsand::{FileKind, Limits, Sandbox, SandboxOptions};
 
-use crate::host::{Caller, SessionHost};
+use crate::host::{Caller, DiffBase, SessionHost};
 use crate::run::{self, Prepare, Progress, RunSpec};
 use crate::tools::{ToolName, instructions, tool_names, tool_table};
 use crate::types::*;
@@ -98,7 +98,7 @@ impl McpHandler {
         }
     }
 
-    fn new_sandbox(&self, limits: Limits) -> Sandbox {
+    fn new_sandbox(&self, limits: Limits) -> Result<Sandbox, String> {
         new_sandbox(&self.shared.config, limits)
     }
 
@@ -148,7 +148,12 @@ impl McpHandler {
         let out = match tool {
             ToolName::SandboxRun => {
                 async {
-                    let (out, _) = self.sandbox_run(parse(args)?, c, ctx).await?;
+                    let a: RunArgs = parse(args)?;
+                    let (out, _) = if a.preview {
+                        self.preview_run(a, c, ctx).await?
+                    } else {
+                        self.sandbox_run(a, c, ctx, true).await?
+                    };
                     let text = run_text(&out);
                     Ok(structured(&out, text))
                 }
@@ -171,6 +176,12 @@ impl McpHandler {
             ToolName::SnapshotCreate => async { self.snapshot_create(parse(args)?, c).await }.await,
             ToolName::SnapshotRestore => {
                 async { self.snapshot_restore(parse(args)?, c).await }.await
+            }
+            ToolName::SandboxDiff => async { self.sandbox_diff(parse(args)?, c).await }.await,
+            ToolName::SandboxCommit => async { self.sandbox_commit(parse(args)?, c).await }.await,
+            ToolName::SandboxDiscard => async { self.sandbox_discard(parse(args)?, c).await }.await,
+            ToolName::SandboxBestOf => {
+                async { self.sandbox_best_of(parse(args)?, c, ctx).await }.await
             }
         };
         Ok(out.unwrap_or_else(|message| CallToolResult::error(vec![ContentBlock::text(message)])))
@@ -230,8 +241,9 @@ impl McpHandler {
             stdin: None,
             runtime: a.runtime,
             base_image: a.base_image,
+            preview: false,
         };
-        let (output, facts) = self.sandbox_run(run, caller, ctx).await?;
+        let (output, facts) = self.sandbox_run(run, caller, ctx, true).await?;
         let out = PrdRunOutput {
             log_stream_url: facts.log_stream_path.map(|p| match &host {
                 Some(h) => format!("ws://{h}{p}"),
@@ -245,17 +257,69 @@ impl McpHandler {
         Ok(structured(&out, text))
     }
 
+    /// `sandbox_run` with `preview`: the run goes to a fork of the session, which the answer
+    /// names with what the run changed there.
+    async fn preview_run(
+        &self,
+        mut a: RunArgs,
+        caller: &Caller,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(RunOutput, RunFacts), String> {
+        let Some(parent) = a.session_id.clone() else {
+            return Err(
+                "invalid_request: preview needs session_id: a preview is a fork of a \
+                        session, committed into it later (a one-off sandbox has nothing to \
+                        commit into)"
+                    .into(),
+            );
+        };
+        if !in_process(a.runtime.as_deref(), a.base_image.as_deref()) {
+            return Err(
+                "invalid_request: a preview runs in a session, in this server's wasm \
+                        sandbox; runtime and base_image do not apply"
+                    .into(),
+            );
+        }
+        let preview_id = self.shared.sessions.fork(caller, &parent).await?;
+        a.session_id = Some(preview_id.clone());
+        let ran = async {
+            let (mut out, facts) = self.sandbox_run(a, caller, ctx, true).await?;
+            let changes = self
+                .shared
+                .sessions
+                .changes(caller, &preview_id, &DiffBase::Parent, None)
+                .await?;
+            out.preview = Some(PreviewOut {
+                preview_id: preview_id.clone(),
+                parent_session_id: parent,
+                changes: ChangesOut::from(&changes),
+            });
+            Ok((out, facts))
+        }
+        .await;
+        if ran.is_err() {
+            // A preview that did not run is not left behind.
+            let _ = self.shared.sessions.destroy(caller, &preview_id).await;
+        }
+        ran
+    }
+
     async fn sandbox_run(
         &self,
         a: RunArgs,
         caller: &Caller,
         ctx: RequestContext<RoleServer>,
+        stream: bool,
     ) -> Result<(RunOutput, RunFacts), String> {
         let max = self.shared.config.max_timeout_ms.max(1);
-        let progress = ctx.meta.get_progress_token().map(|token| Progress {
-            peer: ctx.peer.clone(),
-            token,
-        });
+        let progress = ctx
+            .meta
+            .get_progress_token()
+            .filter(|_| stream)
+            .map(|token| Progress {
+                peer: ctx.peer.clone(),
+                token,
+            });
         let principal = caller.principal.clone();
         if !in_process(a.runtime.as_deref(), a.base_image.as_deref()) {
             if a.session_id.is_some() {
@@ -340,7 +404,10 @@ impl McpHandler {
                 let ticket = self.admit(principal.as_deref(), &a.command, None).await?;
                 let limits = self.shared.config.limits;
                 let shared = self.clone();
-                let sb = match blocking(move || shared.new_sandbox(limits)).await {
+                let sb = match blocking(move || shared.new_sandbox(limits))
+                    .await
+                    .and_then(|r| r)
+                {
                     Ok(sb) => Arc::new(sb),
                     Err(e) => {
                         finish(ticket, &Err(String::new())).await;
@@ -373,8 +440,267 @@ impl McpHandler {
             runtime: "wasm".into(),
             base_image: WASM_IMAGE.into(),
             run_id: run_id.0,
+            preview: None,
         };
         Ok((out, run_id.1))
+    }
+
+    async fn sandbox_diff(&self, a: DiffArgs, caller: &Caller) -> Result<CallToolResult, String> {
+        let base = match (a.since, a.snapshot_id) {
+            (Some(SinceArg::Snapshot) | None, Some(s)) => DiffBase::Snapshot(s),
+            (Some(SinceArg::Snapshot), None) => {
+                return Err("invalid_request: since snapshot needs snapshot_id".into());
+            }
+            (Some(_), Some(_)) => {
+                return Err("invalid_request: snapshot_id goes with since: snapshot".into());
+            }
+            (Some(SinceArg::Mount), None) => DiffBase::Mount,
+            (Some(SinceArg::Parent), None) => DiffBase::Parent,
+            (None, None) => {
+                let forked = self
+                    .shared
+                    .sessions
+                    .list(caller)
+                    .await?
+                    .iter()
+                    .any(|s| s.session_id == a.session_id && s.parent_session_id.is_some());
+                if forked {
+                    DiffBase::Parent
+                } else {
+                    DiffBase::Mount
+                }
+            }
+        };
+        let changes = self
+            .shared
+            .sessions
+            .changes(caller, &a.session_id, &base, a.path.as_deref())
+            .await?;
+        let out = DiffOutput {
+            session_id: a.session_id,
+            since: match base {
+                DiffBase::Mount => "mount",
+                DiffBase::Parent => "parent",
+                DiffBase::Snapshot(_) => "snapshot",
+            }
+            .into(),
+            changes: ChangesOut::from(&changes),
+        };
+        let text = changes_text(&out.changes, usize::MAX);
+        Ok(structured(&out, text))
+    }
+
+    async fn sandbox_commit(
+        &self,
+        a: CommitArgs,
+        caller: &Caller,
+    ) -> Result<CallToolResult, String> {
+        let opts = wasmsand::MergeOptions {
+            env: a.env,
+            cwd: a.cwd,
+        };
+        let merged = self
+            .shared
+            .sessions
+            .merge(caller, &a.preview_id, opts)
+            .await?;
+        // Committed is committed: a preview that could not be dropped now only waits for
+        // its TTL.
+        let _ = self.shared.sessions.destroy(caller, &a.preview_id).await;
+        let out = Committed {
+            session_id: merged.parent_session_id,
+            preview_id: a.preview_id,
+            applied: merged
+                .result
+                .applied
+                .iter()
+                .map(|p| CommittedPath {
+                    path: p.path.clone(),
+                    change: p.change.as_str().into(),
+                })
+                .collect(),
+            env: merged.result.env,
+            cwd: merged.result.cwd,
+        };
+        let mut text = format!(
+            "Committed preview {} into session {}: {} path(s) set",
+            out.preview_id,
+            out.session_id,
+            out.applied.len()
+        );
+        for p in &out.applied {
+            text.push_str(&format!("\n{} {}", p.change, p.path));
+        }
+        Ok(structured(&out, text))
+    }
+
+    async fn sandbox_discard(
+        &self,
+        a: DiscardArgs,
+        caller: &Caller,
+    ) -> Result<CallToolResult, String> {
+        if a.preview_ids.is_empty() {
+            return Err("invalid_request: preview_ids is empty".into());
+        }
+        // Every id is checked before any is dropped: a typo discards nothing.
+        let sessions = self.shared.sessions.list(caller).await?;
+        for id in &a.preview_ids {
+            match sessions.iter().find(|s| &s.session_id == id) {
+                Some(s) if s.parent_session_id.is_some() => {}
+                Some(_) => {
+                    return Err(format!(
+                        "{id} is a session made by session_create, not a preview; nothing was \
+                         discarded (session_destroy ends a session)"
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "unknown preview_id {id:?}: it was never made, or was committed, \
+                         discarded or expired; nothing was discarded"
+                    ));
+                }
+            }
+        }
+        let mut discarded = Vec::new();
+        for id in a.preview_ids {
+            if !discarded.contains(&id) {
+                self.shared.sessions.destroy(caller, &id).await?;
+                discarded.push(id);
+            }
+        }
+        let text = format!("Discarded {}.", discarded.join(", "));
+        Ok(structured(&Discarded { discarded }, text))
+    }
+
+    async fn sandbox_best_of(
+        &self,
+        a: BestOfArgs,
+        caller: &Caller,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, String> {
+        let max = self.shared.config.max_best_of.max(1);
+        let n = a.attempts.len();
+        if n == 0 || n > max {
+            return Err(format!(
+                "invalid_request: attempts must hold 1 to {max} attempts, not {n}"
+            ));
+        }
+        let mut ids = Vec::with_capacity(n);
+        for _ in 0..n {
+            match self.shared.sessions.fork(caller, &a.session_id).await {
+                Ok(id) => ids.push(id),
+                Err(e) => {
+                    self.discard_all(caller, &ids).await;
+                    return Err(format!(
+                        "{e} (sandbox_best_of makes a preview, a session, per attempt: {n} here)"
+                    ));
+                }
+            }
+        }
+        let limit = Arc::new(tokio::sync::Semaphore::new(
+            a.concurrency.unwrap_or(max).clamp(1, max),
+        ));
+        let mut set = tokio::task::JoinSet::new();
+        for (i, (attempt, id)) in a.attempts.iter().zip(&ids).enumerate() {
+            let run = RunArgs {
+                command: attempt.command.clone(),
+                session_id: Some(id.clone()),
+                files: Vec::new(),
+                timeout_ms: a.timeout_ms,
+                env: attempt.env.clone(),
+                cwd: None,
+                stdin: None,
+                runtime: None,
+                base_image: None,
+                preview: false,
+            };
+            let (me, caller, ctx, limit, id) = (
+                self.clone(),
+                caller.clone(),
+                ctx.clone(),
+                limit.clone(),
+                id.clone(),
+            );
+            set.spawn(async move {
+                let _turn = limit.acquire_owned().await;
+                let r = async {
+                    let (out, _) = me.sandbox_run(run, &caller, ctx, false).await?;
+                    let changes = me
+                        .shared
+                        .sessions
+                        .changes(&caller, &id, &DiffBase::Parent, None)
+                        .await?;
+                    Ok::<_, String>((out, changes))
+                }
+                .await;
+                (i, r)
+            });
+        }
+        let mut done: Vec<Option<(RunOutput, wasmsand::Changes)>> = vec![None; n];
+        let mut failed = None;
+        while let Some(joined) = set.join_next().await {
+            match joined {
+                Ok((i, Ok(r))) => done[i] = Some(r),
+                Ok((i, Err(e))) => failed = Some(format!("attempt {}: {e}", i + 1)),
+                Err(e) => failed = Some(format!("the call failed inside the server: {e}")),
+            }
+        }
+        if let Some(e) = failed {
+            self.discard_all(caller, &ids).await;
+            return Err(format!("{e}; no preview was kept"));
+        }
+        let attempts: Vec<AttemptOut> = done
+            .into_iter()
+            .zip(ids)
+            .zip(&a.attempts)
+            .map(|((r, preview_id), attempt)| {
+                let (o, changes) = r.expect("every attempt ended");
+                AttemptOut {
+                    preview_id,
+                    command: attempt.command.clone(),
+                    exit_code: o.exit_code,
+                    stdout: o.stdout,
+                    stderr: o.stderr,
+                    truncated: o.truncated,
+                    error_class: o.error_class,
+                    timed_out: o.timed_out,
+                    duration_ms: o.duration_ms,
+                    run_id: o.run_id,
+                    changes: ChangesOut::from(&changes),
+                }
+            })
+            .collect();
+        let mut text = format!(
+            "{} attempt(s) from session {}, each in a preview; sandbox_commit the one to keep \
+             and sandbox_discard the rest.",
+            attempts.len(),
+            a.session_id
+        );
+        for (i, t) in attempts.iter().enumerate() {
+            text.push_str(&format!(
+                "\n\n[attempt {}: preview {}, exit code {}{}, {} path(s) changed]\n$ {}\n{}",
+                i + 1,
+                t.preview_id,
+                t.exit_code,
+                t.error_class
+                    .map(|c| format!(", {}", c.as_str()))
+                    .unwrap_or_default(),
+                t.changes.files.len(),
+                t.command,
+                tail(&format!("{}{}", t.stdout, t.stderr), 2000)
+            ));
+        }
+        let out = BestOfOutput {
+            session_id: a.session_id,
+            attempts,
+        };
+        Ok(structured(&out, text))
+    }
+
+    async fn discard_all(&self, caller: &Caller, ids: &[String]) {
+        for id in ids {
+            let _ = self.shared.sessions.destroy(caller, id).await;
+        }
     }
 
     async fn session_create(
@@ -643,15 +969,20 @@ impl McpHandler {
     }
 }
 
-/// An MCP sandbox of `config` with `limits`.
-pub(crate) fn new_sandbox(config: &McpConfig, limits: Limits) -> Sandbox {
-    Sandbox::new(SandboxOptions {
+/// An MCP sandbox of `config` with `limits`, the operator's folders mounted in it.
+pub(crate) fn new_sandbox(config: &McpConfig, limits: Limits) -> Result<Sandbox, String> {
+    let sb = Sandbox::new(SandboxOptions {
         limits,
         env: config.env.clone(),
         cache_dir: config.cache_dir.clone(),
         network: config.network.clone(),
         ..SandboxOptions::default()
-    })
+    });
+    if let Err(e) = sb.mount_all(&config.mounts) {
+        sb.destroy();
+        return Err(format!("unavailable: the server's project folder: {e}"));
+    }
+    Ok(sb)
 }
 
 impl ServerHandler for McpHandler {
@@ -750,6 +1081,7 @@ fn hosted_output(end: HostedEnd, mut o: run::Collected) -> RunOutput {
         runtime: end.runtime,
         base_image: end.base_image,
         run_id: Some(end.run_id),
+        preview: None,
     }
 }
 
@@ -799,10 +1131,55 @@ fn run_text(o: &RunOutput) -> String {
     if o.runtime != "wasm" {
         t.push_str(&format!(", {} {}", o.runtime, o.base_image));
     }
-    if let Some(s) = &o.session_id {
-        t.push_str(&format!(", session {s}"));
+    match (&o.preview, &o.session_id) {
+        (Some(p), _) => t.push_str(&format!(
+            ", preview {} of session {}",
+            p.preview_id, p.parent_session_id
+        )),
+        (None, Some(s)) => t.push_str(&format!(", session {s}")),
+        (None, None) => {}
     }
     t.push(']');
+    if let Some(p) = &o.preview {
+        t.push_str(&format!(
+            "\n{}\nsandbox_commit brings this preview into the session; sandbox_discard drops it.",
+            changes_text(&p.changes, 16 * 1024)
+        ));
+    }
+    t
+}
+
+/// At most the last `max` bytes of `s` (on a character boundary), marked when cut.
+fn tail(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut at = s.len() - max;
+    while !s.is_char_boundary(at) {
+        at += 1;
+    }
+    format!("[... {at} bytes before]\n{}", &s[at..])
+}
+
+/// The text block of some changes: a line per path, then the patch up to `max_patch` bytes.
+fn changes_text(c: &ChangesOut, max_patch: usize) -> String {
+    if c.files.is_empty() {
+        return format!("No changes under {}.", c.root);
+    }
+    let mut t = format!("{} path(s) changed under {}:", c.files.len(), c.root);
+    for f in &c.files {
+        t.push_str(&format!("\n{} {}", f.status, f.path));
+    }
+    if !c.patch.is_empty() {
+        if c.patch.len() <= max_patch {
+            t.push_str(&format!("\n\n{}", c.patch));
+        } else {
+            t.push_str(&format!(
+                "\n\n(the patch is {} bytes: sandbox_diff's structured result has it whole)",
+                c.patch.len()
+            ));
+        }
+    }
     t
 }
 
@@ -879,6 +1256,7 @@ mod tests {
             runtime: "wasm".into(),
             base_image: WASM_IMAGE.into(),
             run_id: None,
+            preview: None,
         };
         assert_eq!(
             run_text(&o),

@@ -54,6 +54,10 @@ tool_names! {
     FilesList = "files_list",
     SnapshotCreate = "snapshot_create",
     SnapshotRestore = "snapshot_restore",
+    SandboxDiff = "sandbox_diff",
+    SandboxCommit = "sandbox_commit",
+    SandboxDiscard = "sandbox_discard",
+    SandboxBestOf = "sandbox_best_of",
 }
 
 /// Every tool's definition, in `tools/list` order.
@@ -98,8 +102,11 @@ pub(crate) fn instructions(c: &McpConfig) -> String {
         "wasmsand runs shell commands in isolated WebAssembly sandboxes. {} Use sandbox_run for \
          one-off commands; create a session (session_create) to keep files, variables and the \
          working directory between calls, fork it (session_fork) to try alternatives in \
-         parallel, and snapshot it (snapshot_create/snapshot_restore) to roll back. Sessions \
-         unused for {} are destroyed.",
+         parallel, and snapshot it (snapshot_create/snapshot_restore) to roll back. To see a \
+         change before it lands, run with preview: true (or several attempts at once with \
+         sandbox_best_of), look at its changes, then sandbox_commit or sandbox_discard it; \
+         sandbox_diff shows what a session changed as a git patch. Sessions unused for {} are \
+         destroyed.",
         environment(c),
         secs(c.session_idle_ttl.as_millis() as u64)
     )
@@ -130,6 +137,35 @@ fn network(c: &McpConfig) -> String {
     )
 }
 
+/// The host folders mounted in every sandbox, in a sentence (empty when none).
+fn mounted(c: &McpConfig) -> String {
+    if c.mounts.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = c
+        .mounts
+        .iter()
+        .map(|m| {
+            let at = if m.at.starts_with('/') {
+                m.at.clone()
+            } else {
+                format!("{}/{}", wasmsand::HOME, m.at.trim_start_matches("./"))
+            };
+            if m.options.read_only {
+                format!("{at} (read-only)")
+            } else {
+                at
+            }
+        })
+        .collect();
+    format!(
+        " Every sandbox has the operator's project folder(s) at {}: changes to them stay in the \
+         sandbox (the real folder is never written), and sandbox_diff gives them as a git patch \
+         for the user to apply.",
+        list.join(", ")
+    )
+}
+
 fn environment(c: &McpConfig) -> String {
     let l = &c.limits;
     format!(
@@ -145,7 +181,8 @@ fn environment(c: &McpConfig) -> String {
          {max_timeout}), {memory} of memory per program, {out} each of stdout and stderr kept \
          per run (the rest is cut off and `truncated` says so), commands up to {cmd}, and per \
          sandbox {fs} of files and {files} files. The very first python3 on a machine can take \
-         a minute (it is compiled once, then cached); later ones start quickly.",
+         a minute (it is compiled once, then cached); later ones start quickly.{mounted}",
+        mounted = mounted(c),
         home = wasmsand::HOME,
         network = network(c),
         timeout = secs(l.timeout_ms),
@@ -308,6 +345,45 @@ impl ToolName {
                     .to_string(),
                 closed(false, true, true),
             ),
+            ToolName::SandboxDiff => tool::<DiffArgs, DiffOutput>(
+                self.as_str(),
+                "Show what a session changed",
+                "What a session (or a preview) changed: added, modified and deleted paths with \
+                 their modes, and a patch in `git diff --binary` format that `git apply` takes. \
+                 Compared with the mounted project folder as it was mounted, the session a \
+                 preview or fork came from, or a snapshot."
+                    .to_string(),
+                closed(true, false, true),
+            ),
+            ToolName::SandboxCommit => tool::<CommitArgs, Committed>(
+                self.as_str(),
+                "Commit a preview",
+                "Bring what a preview changed into the session it came from, then drop the \
+                 preview. A three-way merge: paths the session changed since are kept; a path \
+                 both changed differently is a conflict, reported path by path, and then \
+                 nothing is applied and the preview stays."
+                    .to_string(),
+                closed(false, true, false),
+            ),
+            ToolName::SandboxDiscard => tool::<DiscardArgs, Discarded>(
+                self.as_str(),
+                "Discard previews",
+                "Drop previews and what they changed; their session is untouched.".to_string(),
+                closed(false, true, true),
+            ),
+            ToolName::SandboxBestOf => tool::<BestOfArgs, BestOfOutput>(
+                self.as_str(),
+                "Try several attempts at once",
+                format!(
+                    "Run up to {} attempts (different commands, or one command with different \
+                     env), each in its own preview of a session, concurrently, and return each \
+                     one's output and changes. The session is untouched: sandbox_commit the \
+                     attempt you pick and sandbox_discard the rest. Each preview counts as a \
+                     session while it lives.",
+                    c.max_best_of
+                ),
+                closed(false, false, false),
+            ),
         }
     }
 }
@@ -418,7 +494,8 @@ mod tests {
         assert_eq!(
             tool_names(&tools),
             "sandbox_run, session_create, session_fork, session_list, session_destroy, \
-             files_read, files_write, files_list, snapshot_create, snapshot_restore"
+             files_read, files_write, files_list, snapshot_create, snapshot_restore, \
+             sandbox_diff, sandbox_commit, sandbox_discard, sandbox_best_of"
         );
         let with_seed_tool = McpConfig {
             sandbox_dot_run: true,

@@ -63,6 +63,11 @@ pub struct RunArgs {
     /// it runs the command); default: this server's wasm sandbox.
     #[serde(default)]
     pub base_image: Option<String>,
+    /// Run in a preview of the session (needs session_id): a fork of it, which the answer's
+    /// `preview` names with what the run changed. The session itself is untouched until
+    /// sandbox_commit brings the preview in; sandbox_discard drops it.
+    #[serde(default)]
+    pub preview: bool,
 }
 
 /// A command as an argument vector or as one shell line.
@@ -191,6 +196,214 @@ pub struct RunOutput {
     /// The serving host's record of the run, when it keeps one (the HTTP service's
     /// `/v1/runs/{run_id}`).
     pub run_id: Option<String>,
+    /// With `preview`: the preview the command ran in and what it changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preview: Option<PreviewOut>,
+}
+
+/// A run's preview: a fork of the session, kept until it is committed or discarded.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PreviewOut {
+    /// The preview (a session forked from `parent_session_id`): sandbox_commit and
+    /// sandbox_discard take it; sandbox_run, files_* and sandbox_diff can look into it first.
+    pub preview_id: String,
+    /// The session it previews a change of.
+    pub parent_session_id: String,
+    /// What the run changed against the session.
+    pub changes: ChangesOut,
+}
+
+/// One changed path.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FileChangeOut {
+    /// Relative to `root`.
+    pub path: String,
+    /// `added`, `modified` or `deleted`.
+    pub status: String,
+    /// `file`, `symlink`, `dir` or `device`: what it is now (was, when deleted).
+    pub kind: String,
+    /// Permission bits before, in octal (null when added).
+    pub old_mode: Option<String>,
+    /// Permission bits after, in octal (null when deleted).
+    pub new_mode: Option<String>,
+    /// Not text: the patch carries it as a git binary patch.
+    pub binary: bool,
+}
+
+/// What differs, path by path, and as a patch.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ChangesOut {
+    /// The sandbox directory the paths are relative to (the mounted folder, or the home
+    /// directory).
+    pub root: String,
+    /// Every changed path (directories included), parents first.
+    pub files: Vec<FileChangeOut>,
+    /// The changes in `git diff --binary` format: `git apply` in a copy of the folder
+    /// reproduces them. Empty when nothing changed.
+    pub patch: String,
+}
+
+impl From<&wasmsand::Changes> for ChangesOut {
+    fn from(c: &wasmsand::Changes) -> ChangesOut {
+        let mode = |m: Option<u32>| m.map(|m| format!("{m:o}"));
+        ChangesOut {
+            root: c.root.clone(),
+            files: c
+                .files
+                .iter()
+                .map(|f| FileChangeOut {
+                    path: f.path.clone(),
+                    status: f.status.as_str().into(),
+                    kind: f.kind.into(),
+                    old_mode: mode(f.old_mode),
+                    new_mode: mode(f.new_mode),
+                    binary: f.binary,
+                })
+                .collect(),
+            patch: c.patch.clone(),
+        }
+    }
+}
+
+/// What sandbox_diff compares with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SinceArg {
+    /// The host folder mounted in the session, as it was mounted.
+    Mount,
+    /// The session it was forked from (a preview's session), as it was at the fork.
+    Parent,
+    /// A snapshot of the session (give snapshot_id).
+    Snapshot,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiffArgs {
+    /// A session (or a preview_id).
+    pub session_id: String,
+    /// What to compare with: `mount`, `parent` or `snapshot`. Default: `snapshot` when
+    /// snapshot_id is given, else `parent` for a preview or fork, else `mount`.
+    #[serde(default)]
+    pub since: Option<SinceArg>,
+    /// With since `snapshot`: an id from snapshot_create on this session.
+    #[serde(default)]
+    pub snapshot_id: Option<String>,
+    /// Only this directory (relative: under /home/user); paths are relative to it. Default:
+    /// the mounted folder when one is, else /home/user.
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DiffOutput {
+    pub session_id: String,
+    /// `mount`, `parent` or `snapshot`.
+    pub since: String,
+    #[serde(flatten)]
+    pub changes: ChangesOut,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommitArgs {
+    /// A preview_id from sandbox_run (preview) or sandbox_best_of, or a session from
+    /// session_fork: what it changed is brought into the session it came from.
+    pub preview_id: String,
+    /// The preview's exported variables replace the session's too.
+    #[serde(default)]
+    pub env: bool,
+    /// The session moves to the preview's working directory too.
+    #[serde(default)]
+    pub cwd: bool,
+}
+
+/// A path the commit set to the preview's state.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct CommittedPath {
+    pub path: String,
+    /// `added`, `changed` or `deleted` in the session.
+    pub change: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Committed {
+    /// The session the preview was brought into.
+    pub session_id: String,
+    /// The preview, discarded now.
+    pub preview_id: String,
+    /// Each path set to the preview's state (a tree added or deleted whole is one entry).
+    pub applied: Vec<CommittedPath>,
+    /// Variables set, changed or unset (with `env`).
+    pub env: Vec<String>,
+    /// The session's new working directory (with `cwd`).
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiscardArgs {
+    /// Previews (preview_id of sandbox_run or sandbox_best_of) to drop with their changes.
+    pub preview_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Discarded {
+    pub discarded: Vec<String>,
+}
+
+/// One attempt of sandbox_best_of.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AttemptArg {
+    /// The bash command line of this attempt.
+    pub command: String,
+    /// Variables exported in this attempt's preview before it runs.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BestOfArgs {
+    /// The session every attempt starts from (it is not changed).
+    pub session_id: String,
+    /// The attempts: different commands, or one command with different env.
+    pub attempts: Vec<AttemptArg>,
+    /// Attempts running at once (default and most: the server's cap).
+    #[serde(default)]
+    pub concurrency: Option<usize>,
+    /// Wall-clock limit of each attempt in milliseconds (clamped to the server's maximum).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// How one attempt went.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AttemptOut {
+    /// Its preview: commit it (sandbox_commit) or discard it (sandbox_discard).
+    pub preview_id: String,
+    pub command: String,
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub truncated: TruncatedOut,
+    /// Set when the attempt ended abnormally.
+    pub error_class: Option<ErrorClassOut>,
+    pub timed_out: bool,
+    pub duration_ms: u64,
+    /// The serving host's record of the run, when it keeps one.
+    pub run_id: Option<String>,
+    /// What it changed against the session.
+    pub changes: ChangesOut,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct BestOfOutput {
+    /// The session the attempts started from (unchanged).
+    pub session_id: String,
+    /// In the order of the request.
+    pub attempts: Vec<AttemptOut>,
 }
 
 /// Limits of a new session; absent fields take the server's values, and no field can exceed

@@ -67,7 +67,8 @@ struct Cli {
     /// /home/user). Read lazily under the sandbox's own copy-on-write layer: the host is never
     /// written. Secrets (.env*, *.pem, id_*, .aws/, .ssh/, .netrc, .git-credentials, and
     /// .git/config's credentials) stay invisible unless named with --mount-allow-secret.
-    /// Repeatable; applies to the stdio server's root sandbox and to exec.
+    /// Repeatable; applies to exec, to the stdio server's root sandbox and to every sandbox of
+    /// `sandboxd mcp` (not with --service).
     #[arg(long = "mount", value_name = "HOST:SANDBOX[:ro]", global = true, value_parser = parse_mount)]
     mounts: Vec<wasmsand::HostMount>,
     /// Hide what the mounted folders' .gitignore files ignore
@@ -229,8 +230,13 @@ where
     wasmsand::on_slow_compile(|line| eprintln!("sandboxd: {line}"));
     let limits = cli.limits();
     let mounts = cli.mounts();
-    if !mounts.is_empty() && !matches!(cli.command, None | Some(Command::Exec { .. })) {
-        eprintln!("sandboxd: --mount applies to exec and to the stdio server only");
+    if !mounts.is_empty()
+        && !matches!(
+            cli.command,
+            None | Some(Command::Exec { .. } | Command::Mcp(_))
+        )
+    {
+        eprintln!("sandboxd: --mount applies to exec, the stdio server and mcp only");
         return 2;
     }
     // A bad mount option (an unknown secret name, a pattern that does not parse) stops the
@@ -256,7 +262,7 @@ where
                 export_changes,
             },
         ),
-        Some(Command::Mcp(args)) => mcp::serve(args, limits, cli.cache_dir),
+        Some(Command::Mcp(args)) => mcp::serve(args, limits, cli.cache_dir, mounts),
         Some(Command::Serve(args)) => service::serve(args, cli.cache_dir),
         Some(Command::Precompile) => precompile(cli.cache_dir),
         Some(Command::Images(args)) => images::run(args),

@@ -22,6 +22,9 @@ pub(crate) struct McpArgs {
     /// '*' accepts any [default: http://localhost:*, http://127.0.0.1:*, http://[::1]:*]
     #[arg(long = "allowed-origin", value_name = "ORIGIN")]
     allowed_origins: Vec<String>,
+    /// The most attempts one sandbox_best_of call may make
+    #[arg(long, value_name = "N", default_value_t = McpConfig::DEFAULT_MAX_BEST_OF)]
+    max_best_of: usize,
     /// The longest timeout_ms a run may ask for; longer ones are clamped (and so is --timeout-ms,
     /// the default)
     #[arg(long, value_name = "MS", default_value_t = McpConfig::DEFAULT_MAX_TIMEOUT_MS)]
@@ -52,8 +55,20 @@ pub(crate) struct McpArgs {
     api_key: Option<String>,
 }
 
-pub(crate) fn serve(args: McpArgs, mut limits: Limits, cache_dir: Option<PathBuf>) -> u8 {
+pub(crate) fn serve(
+    args: McpArgs,
+    mut limits: Limits,
+    cache_dir: Option<PathBuf>,
+    mounts: Vec<wasmsand::HostMount>,
+) -> u8 {
     if let Some(url) = args.service {
+        if !mounts.is_empty() {
+            eprintln!(
+                "sandboxd mcp: --mount does not apply with --service (the service's sandboxes \
+                 run there)"
+            );
+            return 2;
+        }
         let key = args.api_key.or_else(|| {
             std::env::var("WASMSAND_API_KEY")
                 .ok()
@@ -89,6 +104,8 @@ pub(crate) fn serve(args: McpArgs, mut limits: Limits, cache_dir: Option<PathBuf
         sandbox_dot_run: args.sandbox_run_tool
             || std::env::var("MCP_ENABLE_SANDBOX_MODULE")
                 .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on")),
+        mounts,
+        max_best_of: args.max_best_of.max(1),
     };
     let listen = match args.http {
         None if !args.allowed_hosts.is_empty() || !args.allowed_origins.is_empty() => {

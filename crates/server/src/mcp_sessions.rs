@@ -14,7 +14,8 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use wasmsand_mcp::{
-    Caller, HostCaps, HostFuture, SessionHost, SessionLease, SessionSummary, unknown_snapshot,
+    Caller, DiffBase, HostCaps, HostFuture, Merged, SessionHost, SessionLease, SessionSummary,
+    merge_conflict, no_parent, not_a_fork, parent_gone, unknown_snapshot,
 };
 
 use crate::App;
@@ -278,6 +279,84 @@ impl SessionHost for McpSessions {
                     Err(unknown_snapshot(snapshot_id, id))
                 }
                 Err(e) => Err(text(e)),
+            }
+        })
+    }
+
+    fn changes<'a>(
+        &'a self,
+        caller: &'a Caller,
+        id: &'a str,
+        base: &'a DiffBase,
+        path: Option<&'a str>,
+    ) -> HostFuture<'a, Result<wasmsand::Changes, String>> {
+        Box::pin(async move {
+            let app = self.app()?;
+            let s = session_of(&app, caller, id).await?;
+            let path = path.map(str::to_string);
+            // A fork point and a snapshot are kept in the store (they outlive sleep and
+            // restarts), so the comparison is with what the store holds.
+            let key = match base {
+                DiffBase::Mount => {
+                    let sb = s
+                        .boxed
+                        .sandbox()
+                        .cloned()
+                        .ok_or_else(|| format!("session {id} has no wasm sandbox"))?;
+                    let opts = wasmsand::ChangesOptions {
+                        since: wasmsand::ChangesSince::Mount,
+                        path,
+                    };
+                    return tokio::task::spawn_blocking(move || sb.changes(&opts))
+                        .await
+                        .map_err(|e| format!("internal error: {e}"))?
+                        .map_err(|e| e.to_string());
+                }
+                DiffBase::Parent if s.forked_from.is_none() => {
+                    return Err(no_parent(id, "snapshot"));
+                }
+                DiffBase::Parent => crate::hibernate::fork_point_id(id),
+                DiffBase::Snapshot(sid) => crate::hibernate::snapshot_key(id, sid),
+            };
+            match crate::api::forks::changes_since_saved(&app, s, &key, path)
+                .await
+                .map_err(text)?
+            {
+                Some(c) => Ok(c),
+                None => match base {
+                    DiffBase::Snapshot(sid) => Err(unknown_snapshot(sid, id)),
+                    _ => Err(format!(
+                        "internal: the fork point of session {id} is missing from the store"
+                    )),
+                },
+            }
+        })
+    }
+
+    fn merge<'a>(
+        &'a self,
+        caller: &'a Caller,
+        id: &'a str,
+        opts: wasmsand::MergeOptions,
+    ) -> HostFuture<'a, Result<Merged, String>> {
+        Box::pin(async move {
+            let app = self.app()?;
+            let fork = session_of(&app, caller, id).await?;
+            let Some(parent_id) = fork.forked_from.clone() else {
+                return Err(not_a_fork(id));
+            };
+            let parent = session_of(&app, caller, &parent_id)
+                .await
+                .map_err(|_| parent_gone(id, &parent_id))?;
+            match crate::api::forks::merge(&app, parent, fork, opts)
+                .await
+                .map_err(text)?
+            {
+                Ok(result) => Ok(Merged {
+                    parent_session_id: parent_id,
+                    result,
+                }),
+                Err(conflicts) => Err(merge_conflict(id, &parent_id, &conflicts)),
             }
         })
     }

@@ -196,6 +196,10 @@ async fn tools_are_listed_with_input_and_output_schemas() {
         "files_list",
         "snapshot_create",
         "snapshot_restore",
+        "sandbox_diff",
+        "sandbox_commit",
+        "sandbox_discard",
+        "sandbox_best_of",
     ]
     .into();
     assert_eq!(names, expected);
@@ -226,7 +230,8 @@ async fn tools_are_listed_with_input_and_output_schemas() {
             "cwd",
             "stdin",
             "runtime",
-            "base_image"
+            "base_image",
+            "preview"
         ]
         .into()
     );
@@ -616,7 +621,7 @@ async fn session_caps_and_idle_expiry() {
 async fn streamable_http_end_to_end() {
     let mut c = http(&[]).await;
     let tools = within(c.service.list_all_tools()).await.unwrap();
-    assert_eq!(tools.len(), 10);
+    assert_eq!(tools.len(), 14);
 
     let s = c.run(json!({"command": "echo hi"})).await;
     assert_eq!(s["stdout"], "hi\n");
@@ -736,6 +741,105 @@ fn http_accepts_only_allowed_hosts_and_origins() {
     );
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// The operator's `--mount`: every session sees the folder (secrets hidden), a preview is
+/// committed, best-of-N keeps one attempt, and the diff is a patch real `git apply` takes;
+/// the folder itself is never written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_mount_with_previews_best_of_and_a_diff() {
+    let host = tempfile::tempdir().unwrap();
+    std::fs::write(host.path().join("app.sh"), "echo v1\n").unwrap();
+    std::fs::write(host.path().join(".env"), "TOKEN=x\n").unwrap();
+    let spec = format!("{}:proj", host.path().display());
+    let c = stdio(&["--mount", &spec, "--max-best-of", "3"]).await;
+    let info = c.service.peer_info().expect("server info");
+    let instructions = info.instructions.as_deref().unwrap_or("");
+    assert!(instructions.contains("/home/user/proj"), "{instructions}");
+
+    let sid = c.new_session().await;
+    let ls = c
+        .run(json!({"session_id": sid, "command": "ls -A proj"}))
+        .await;
+    assert_eq!(ls["stdout"], "app.sh\n");
+    let preview = c
+        .run(json!({"session_id": sid, "preview": true, "command": "echo 'echo v2' > proj/app.sh"}))
+        .await;
+    let pid = preview["preview"]["preview_id"].as_str().unwrap();
+    c.call("sandbox_commit", json!({"preview_id": pid})).await;
+
+    let best = c
+        .call(
+            "sandbox_best_of",
+            json!({"session_id": sid, "attempts": [
+                {"command": "echo \"echo $V\" > proj/app.sh && bash proj/app.sh", "env": {"V": "v3"}},
+                {"command": "echo \"echo $V\" > proj/app.sh && bash proj/app.sh", "env": {"V": "v4"}},
+            ]}),
+        )
+        .await;
+    let attempts = best["attempts"].as_array().unwrap();
+    assert_eq!(attempts[0]["stdout"], "v3\n");
+    assert_eq!(attempts[1]["stdout"], "v4\n");
+    let keep = attempts[1]["preview_id"].as_str().unwrap();
+    let drop = attempts[0]["preview_id"].as_str().unwrap();
+    c.call("sandbox_commit", json!({"preview_id": keep})).await;
+    c.call("sandbox_discard", json!({"preview_ids": [drop]}))
+        .await;
+
+    let diff = c.call("sandbox_diff", json!({"session_id": sid})).await;
+    let patch = diff["patch"].as_str().unwrap();
+    assert!(patch.contains("-echo v1\n+echo v4\n"), "{patch}");
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::copy(host.path().join("app.sh"), copy.path().join("app.sh")).unwrap();
+    let mut git = Command::new("git")
+        .args(["apply", "-"])
+        .current_dir(copy.path())
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    git.stdin
+        .take()
+        .unwrap()
+        .write_all(patch.as_bytes())
+        .unwrap();
+    assert!(git.wait().unwrap().success());
+    assert_eq!(
+        std::fs::read_to_string(copy.path().join("app.sh")).unwrap(),
+        "echo v4\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(host.path().join("app.sh")).unwrap(),
+        "echo v1\n"
+    );
+}
+
+#[test]
+fn mounts_are_refused_with_a_service_and_a_missing_folder_stops_the_server() {
+    for (args, expect) in [
+        (
+            vec![
+                "mcp",
+                "--mount",
+                "/tmp:x",
+                "--service",
+                "http://127.0.0.1:9/mcp",
+            ],
+            "does not apply with --service",
+        ),
+        (
+            vec!["mcp", "--mount", "/nonexistent-wasmsand-folder:x"],
+            "/nonexistent-wasmsand-folder",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_e2e-sandboxd"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expect), "{args:?}: {stderr}");
+    }
 }
 
 #[test]

@@ -125,7 +125,7 @@ fn a_bad_mount_stops_sandboxd_with_a_clear_message() {
         ),
         (
             vec!["--mount", host.path().to_str().unwrap(), "serve"],
-            "exec and to the stdio server only",
+            "exec, the stdio server and mcp only",
         ),
     ] {
         let out = sandboxd(&args);

@@ -567,3 +567,132 @@ async fn seed_003s_sandbox_run_answers_with_the_services_record() {
     client.cancel().await.unwrap();
     server.stop().await;
 }
+
+/// A preview made over `/mcp` is the service's fork: after the service restarts (both woken
+/// from the SQLite store, no longer knowing each other in memory), its diff and its commit
+/// come from the fork point the store kept; best-of-N works there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn previews_and_best_of_over_mcp_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let config = |p: &std::path::Path| wasmsand_server::Config {
+        store: wasmsand_server::StoreConfig::Sqlite(p.join("meta").join("store.db")),
+        ..super::common::test_config(p)
+    };
+    let call = |tool: &str, args: Value| {
+        CallToolRequestParams::new(tool.to_string())
+            .with_arguments(args.as_object().unwrap().clone())
+    };
+    let connect = |addr: std::net::SocketAddr| async move {
+        tokio::time::timeout(
+            PATIENCE,
+            ().serve(StreamableHttpClientTransport::from_uri(format!(
+                "http://{addr}/mcp"
+            ))),
+        )
+        .await
+        .expect("handshake in time")
+        .expect("handshake")
+    };
+    let server = TestServer::start_in(dir, config(&path)).await;
+    let client = connect(server.addr).await;
+    let ok = |r: rmcp::model::CallToolResult| {
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+        r.structured_content.expect("structured result")
+    };
+    let sid = ok(client
+        .call_tool(call("session_create", json!({})))
+        .await
+        .unwrap())["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ok(client
+        .call_tool(call(
+            "sandbox_run",
+            json!({"session_id": sid, "command": "printf 'a\\nb\\n' > list.txt"}),
+        ))
+        .await
+        .unwrap());
+    let preview = ok(client
+        .call_tool(call(
+            "sandbox_run",
+            json!({"session_id": sid, "preview": true, "command": "echo c >> list.txt; echo x > extra.txt"}),
+        ))
+        .await
+        .unwrap());
+    let pid = preview["preview"]["preview_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let patch = preview["preview"]["changes"]["patch"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(patch.contains(" a\n b\n+c\n"), "{patch}");
+    // The REST API sees the preview as a fork of the session.
+    let (_, fork) = server.get(&format!("/sessions/{pid}")).await;
+    assert_eq!(fork["forked_from"], sid.as_str(), "{fork}");
+    drop(client);
+
+    let dir = server.stop().await;
+    let server = TestServer::start_in(dir, config(&path)).await;
+    let client = connect(server.addr).await;
+    let diff = ok(client
+        .call_tool(call("sandbox_diff", json!({"session_id": pid})))
+        .await
+        .unwrap());
+    assert_eq!(diff["since"], "parent");
+    assert_eq!(diff["patch"], patch.as_str());
+    let committed = ok(client
+        .call_tool(call("sandbox_commit", json!({"preview_id": pid})))
+        .await
+        .unwrap());
+    assert_eq!(committed["session_id"], sid.as_str());
+    let (status, _) = server.get(&format!("/sessions/{pid}")).await;
+    assert_eq!(status, reqwest::StatusCode::NOT_FOUND);
+
+    let best = ok(client
+        .call_tool(call(
+            "sandbox_best_of",
+            json!({"session_id": sid, "attempts": [
+                {"command": "echo $N >> list.txt; wc -l < list.txt", "env": {"N": "1"}},
+                {"command": "echo $N >> list.txt; wc -l < list.txt", "env": {"N": "2"}},
+            ]}),
+        ))
+        .await
+        .unwrap());
+    let attempts = best["attempts"].as_array().unwrap();
+    assert_eq!(attempts[0]["stdout"], "4\n");
+    assert!(
+        attempts[1]["changes"]["patch"]
+            .as_str()
+            .unwrap()
+            .contains(" c\n+2\n"),
+        "{best}"
+    );
+    ok(client
+        .call_tool(call(
+            "sandbox_commit",
+            json!({"preview_id": attempts[1]["preview_id"]}),
+        ))
+        .await
+        .unwrap());
+    ok(client
+        .call_tool(call(
+            "sandbox_discard",
+            json!({"preview_ids": [attempts[0]["preview_id"]]}),
+        ))
+        .await
+        .unwrap());
+    let out = ok(client
+        .call_tool(call(
+            "sandbox_run",
+            json!({"session_id": sid, "command": "cat list.txt extra.txt"}),
+        ))
+        .await
+        .unwrap());
+    assert_eq!(out["stdout"], "a\nb\nc\n2\nx\n");
+    drop(client);
+    server.stop().await;
+}

@@ -34,7 +34,7 @@ async fn authenticate(mut req: Request, next: Next) -> Response {
     }
 }
 
-async fn serve(mcp: &Mcp) -> String {
+pub(crate) async fn serve(mcp: &Mcp) -> String {
     let app = mcp
         .http_router(&HttpOptions::default())
         .layer(axum::middleware::from_fn(authenticate));
@@ -44,7 +44,7 @@ async fn serve(mcp: &Mcp) -> String {
     url
 }
 
-async fn client(url: &str, user: &str) -> RunningService<RoleClient, ()> {
+pub(crate) async fn client(url: &str, user: &str) -> RunningService<RoleClient, ()> {
     let headers = HashMap::from([(
         HeaderName::from_static("x-user"),
         HeaderValue::from_str(user).unwrap(),
@@ -58,7 +58,11 @@ async fn client(url: &str, user: &str) -> RunningService<RoleClient, ()> {
         .expect("handshake")
 }
 
-async fn call(c: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> CallToolResult {
+pub(crate) async fn call(
+    c: &RunningService<RoleClient, ()>,
+    tool: &str,
+    args: Value,
+) -> CallToolResult {
     let params = CallToolRequestParams::new(tool.to_string())
         .with_arguments(args.as_object().unwrap().clone());
     tokio::time::timeout(PATIENCE, c.call_tool(params))

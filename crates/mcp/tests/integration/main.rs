@@ -4,3 +4,4 @@
 //! once per file (most of them pull in wasmer).
 
 mod http;
+mod preview;
