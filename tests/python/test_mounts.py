@@ -1,6 +1,7 @@
 """Host folders in, changes out, from Python: ``Sandbox(mounts=...)``, ``sb.mount``,
 ``sb.changes`` (whose patch real ``git apply`` takes) and ``sb.export_changes``, in-process
-and over RPC, sync and async; the service transport refuses host folders by name."""
+and over RPC, sync and async; the service transport refuses host folders by name, and runs
+previews, commits, discards and best-of-N on the service's forks."""
 
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from wasmsand import AsyncSandbox, Changes, InvalidParamsError, Mount, NotSupportedError, Sandbox
+from wasmsand import (
+    AsyncSandbox,
+    Changes,
+    InvalidParamsError,
+    MergeConflictError,
+    Mount,
+    NotSupportedError,
+    Sandbox,
+    SandboxDestroyedError,
+)
 
 LOCAL = ["inprocess", "rpc"]
 
@@ -161,9 +171,48 @@ def test_async_previews(repo: Path) -> None:
     asyncio.run(main())
 
 
-def test_the_service_refuses_previews(service_url: str) -> None:
+def test_previews_and_best_of_on_the_service(service_url: str, tmp_path: Path) -> None:
     with Sandbox(url=service_url) as sb:
-        with pytest.raises(NotSupportedError, match="preview"):
-            sb.commands.run("true", preview=True)
-        with pytest.raises(NotSupportedError, match="previews"):
-            sb.best_of(["true"])
+        sb.files.write("calc.py", "def add(a, b):\n    return a - b\n")
+        r = sb.commands.run("sed -i 's/a - b/a + b/' calc.py; echo new > added.txt", preview=True)
+        assert r.exit_code == 0 and r.preview is not None
+        assert [(f.path, f.status) for f in r.preview.changes.files] == [
+            ("added.txt", "added"),
+            ("calc.py", "modified"),
+        ]
+        assert "-    return a - b\n+    return a + b\n" in r.preview.changes.patch
+        assert "a - b" in sb.files.read("calc.py")
+        merged = sb.commit(r)
+        assert merged.applied == {"/home/user/added.txt": "added", "/home/user/calc.py": "changed"}
+        assert "a + b" in sb.files.read("calc.py")
+        with pytest.raises(SandboxDestroyedError):
+            sb.commit(r)
+
+        junk = sb.commands.run("echo junk > junk", preview=True)
+        sb.discard(junk)
+        assert not sb.files.exists("junk")
+
+        # A conflicting commit applies nothing and keeps the preview.
+        theirs = sb.commands.run("echo theirs > added.txt", preview=True)
+        sb.files.write("added.txt", "ours\n")
+        with pytest.raises(MergeConflictError):
+            sb.commit(theirs)
+        assert sb.files.read("added.txt") == "ours\n"
+        sb.discard(theirs)
+
+        tries = sb.best_of([("echo $N > n; test $N = 2", {"N": str(n)}) for n in (1, 2, 3)], concurrency=2)
+        assert [t.exit_code for t in tries] == [1, 0, 1]
+        assert [t.preview.changes.files[0].path for t in tries if t.preview] == ["n", "n", "n"]
+        sb.commit(tries[1], env=True)
+        for t in (tries[0], tries[2]):
+            sb.discard(t)
+        assert sb.files.read("n") == "2\n"
+        assert sb.commands.run("echo $N").stdout == "2\n"
+
+        # What the session changed since a snapshot; a mount diff is not the service's.
+        snap = sb.snapshot()
+        sb.commands.run("rm n")
+        c = sb.changes(since="snapshot", snapshot_id=snap)
+        assert [(f.path, f.status) for f in c.files] == [("n", "deleted")]
+        with pytest.raises(NotSupportedError, match="host folders"):
+            sb.changes()

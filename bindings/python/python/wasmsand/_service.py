@@ -22,16 +22,26 @@ import base64
 import codecs
 import json
 import math
+import os
 import random
+import shlex
 import socket
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Mapping, NoReturn
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from ._errors import NotSupportedError, SandboxDestroyedError, SandboxError, WaitTimeoutError, raise_for_error
+from ._errors import (
+    InvalidParamsError,
+    NotSupportedError,
+    SandboxDestroyedError,
+    SandboxError,
+    WaitTimeoutError,
+    raise_for_error,
+)
 from ._transport import Notify, Transport
 
 if TYPE_CHECKING:
@@ -56,6 +66,8 @@ _RETRY_AFTER_CAP_S = 10.0
 # The service sends a heartbeat frame every `SANDBOX_WS_HEARTBEAT_SEC` (10 s by default)
 # while a run goes on: a stream silent this long is a dead connection, resumed like a drop.
 _STREAM_IDLE_S = 45.0
+# Attempts one best_of may make: the other transports' cap.
+_MAX_ATTEMPTS = 64
 # The longest one `.../wait` request holds (the service's own cap is 30 s); a longer wait is
 # several requests.
 _WAIT_SLICE_MS = 30_000
@@ -392,6 +404,8 @@ class ServiceTransport(Transport):
         self._root: str | None = None
         # Every fork this client made and has not destroyed: `kill` ends them with the root.
         self._forks: set[str] = set()
+        # The previews this client made and has not committed or discarded, with their parents.
+        self._parents: dict[str, str] = {}
         self._runtime: str | None = None
         self._ttl_sec: int | None = None
         self._runtimes: dict[str, Any] | None = None
@@ -418,6 +432,10 @@ class ServiceTransport(Transport):
             "snapshot.restore": self._snapshot_restore,
             "sandbox.fork": self._fork,
             "sandbox.merge": self._merge,
+            "sandbox.diff": self._diff,
+            "sandbox.commit": self._commit,
+            "sandbox.discard": self._discard,
+            "sandbox.bestOf": self._best_of,
             "sandbox.destroy": self._destroy,
             "kill": self._kill,
         }
@@ -437,10 +455,8 @@ class ServiceTransport(Transport):
             return handler(params, on_notify)
         if method.startswith("tools."):
             raise not_supported("host tools (tools=, sb.tools)")
-        if method in ("sandbox.mount", "sandbox.mounts", "sandbox.diff", "sandbox.exportChanges"):
-            raise not_supported("host folders and changes() (mount, mounts, changes, export_changes)")
-        if method in ("sandbox.commit", "sandbox.discard", "sandbox.bestOf"):
-            raise not_supported("previews (commit, discard, best_of)")
+        if method in ("sandbox.mount", "sandbox.mounts", "sandbox.exportChanges"):
+            raise not_supported("host folders (mount, mounts, export_changes)")
         if method == "sandbox.export":
             raise not_supported("export_state()")
         if method == "sandbox.import":
@@ -580,6 +596,113 @@ class ServiceTransport(Transport):
             self._forks.add(fork)
         return {"sandboxId": fork}
 
+    # ---- changes, previews and best-of-N (forks of the service, diffed by the service) ----
+
+    def _diff(self, params: dict[str, Any], _notify: Notify | None) -> Any:
+        since = params.get("since") or "mount"
+        if since == "mount":
+            raise not_supported("changes(since='mount') (the service mounts no host folders)")
+        self._forkable("changes()")
+        query: dict[str, str] = {"since": str(since)}
+        if since == "snapshot":
+            query["snapshot_id"] = str(params.get("snapshotId", ""))
+        if params.get("path") is not None:
+            query["path"] = str(params["path"])
+        path = f"/sessions/{_seg(self._session(params))}/changes"
+        c = self._json(self._request("GET", path, params=query, idempotent=True), 200)
+        return {
+            "root": c.get("root"),
+            "files": [
+                {
+                    "path": f.get("path"),
+                    "status": f.get("status"),
+                    "kind": f.get("kind"),
+                    "oldMode": f.get("old_mode"),
+                    "newMode": f.get("new_mode"),
+                    "binary": bool(f.get("binary")),
+                }
+                for f in c.get("files", [])
+            ],
+            "patch": c.get("patch", ""),
+        }
+
+    def _preview_run(self, params: dict[str, Any], on_notify: Notify | None) -> Any:
+        """A run in a fresh fork, answered with the fork as its preview and what it changed
+        there; a preview that did not run is not left behind."""
+        parent = self._session(params)
+        fork = self._fork({"sandboxId": parent}, None)["sandboxId"]
+        try:
+            result = self._run({**params, "preview": False, "sandboxId": fork}, on_notify)
+            changes = self._diff({"sandboxId": fork, "since": "parent"}, None)
+        except BaseException:
+            self._drop_fork(fork)
+            raise
+        with self._lock:
+            self._parents[fork] = parent
+        result["preview"] = {"sandboxId": fork, "changes": changes}
+        return result
+
+    def _drop_fork(self, fork: str) -> None:
+        try:
+            self._destroy({"sandboxId": fork}, None)
+        except SandboxError:
+            pass  # `kill` deletes it again, or its TTL ends it
+
+    def _preview_of(self, params: Mapping[str, Any]) -> tuple[str, str]:
+        pid = str(params.get("preview", ""))
+        with self._lock:
+            parent = self._parents.get(pid)
+        if parent is None:
+            raise SandboxDestroyedError(
+                f"no preview {pid!r}: it was committed, discarded, or never made by this client",
+                None,
+                {"kind": "unknown_sandbox"},
+            )
+        return pid, parent
+
+    def _commit(self, params: dict[str, Any], _notify: Notify | None) -> Any:
+        pid, parent = self._preview_of(params)
+        merged = self._merge({"sandboxId": parent, "from": pid, "env": params.get("env"), "cwd": params.get("cwd")}, None)
+        with self._lock:
+            self._parents.pop(pid, None)
+        self._drop_fork(pid)
+        return {"applied": merged.get("applied", []), "env": merged.get("env", []), "cwd": merged.get("cwd")}
+
+    def _discard(self, params: dict[str, Any], _notify: Notify | None) -> Any:
+        pid, _parent = self._preview_of(params)
+        self._destroy({"sandboxId": pid}, None)
+        with self._lock:
+            self._parents.pop(pid, None)
+        return {"ok": True}
+
+    def _best_of(self, params: dict[str, Any], _notify: Notify | None) -> Any:
+        attempts = params.get("attempts")
+        if not isinstance(attempts, list) or not 1 <= len(attempts) <= _MAX_ATTEMPTS:
+            raise InvalidParamsError(
+                f"Invalid param: attempts must hold 1 to {_MAX_ATTEMPTS} attempts",
+                -32602,
+                {"kind": "invalid_params"},
+            )
+        parent = self._session(params)
+        workers = int(params.get("concurrency") or 0) or (os.cpu_count() or 1)
+
+        def one(a: Mapping[str, Any]) -> dict[str, Any]:
+            # The attempt's variables are exported in its fork, as on the other transports
+            # (a run's own `env` would hold for that run only).
+            exports = "".join(
+                f"export {k}={shlex.quote(str(v))}; " for k, v in dict(a.get("env") or {}).items()
+            )
+            run = {"sandboxId": parent, "command": exports + str(a["command"]), "preview": True}
+            if params.get("timeoutMs") is not None:
+                run["timeoutMs"] = params["timeoutMs"]
+            try:
+                return dict(self._preview_run(run, None))
+            except SandboxError as e:
+                return {"error": {"code": e.code, "message": str(e), "data": e.data}}
+
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(attempts)))) as pool:
+            return {"attempts": list(pool.map(one, attempts))}
+
     def _merge(self, params: dict[str, Any], _notify: Notify | None) -> Any:
         self._forkable("merge()")
         body = {"fork_session_id": str(params["from"]), "env": bool(params.get("env")), "cwd": bool(params.get("cwd"))}
@@ -624,7 +747,7 @@ class ServiceTransport(Transport):
         if params.get("atomic"):
             raise not_supported("atomic=True")
         if params.get("preview"):
-            raise not_supported("preview=True")
+            return self._preview_run(params, on_notify)
         if params.get("truncation") is not None:
             raise not_supported("truncation=")
         body: dict[str, Any] = {
