@@ -370,6 +370,20 @@ class WasmsandSandboxClient(BaseSandboxClient[WasmsandSandboxClientOptions]):  #
         return self._deserialize_session_state_payload(payload, WasmsandSandboxSessionState)
 
 
+def _in_root(name: str, args: dict[str, Any], root: str) -> dict[str, Any]:
+    """The model's arguments with paths relative to the workspace root, as the SDK's own
+    tools take them (the sandbox's shell would take them from its own directory)."""
+    args = dict(args)
+    path = args.get("path")
+    if isinstance(path, str) and path and not path.startswith("/"):
+        args["path"] = posixpath.join(root, path)
+    elif path is None and name == "list_directory":
+        args["path"] = root
+    if name == "run_python":
+        args.setdefault("cwd", root)
+    return args
+
+
 class WasmsandTools(Capability):  # type: ignore[misc, unused-ignore]
     """A capability for a ``SandboxAgent`` on a wasmsand session: ``run_python``,
     ``read_file``, ``write_file`` and ``list_directory`` (the SDK's ``Shell`` capability
@@ -395,7 +409,7 @@ class WasmsandTools(Capability):  # type: ignore[misc, unused-ignore]
                     return f"Invalid arguments: not JSON ({e.msg}). Send a JSON object."
                 if not isinstance(args, dict):
                     return "Invalid arguments: send a JSON object."
-                return await adrive(live.sandbox, operation(name, args, settings))
+                return await adrive(live.sandbox, operation(name, _in_root(name, args, live.state.manifest.root), settings))
 
             return invoke
 

@@ -51,7 +51,8 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+# Not frozen: the Agents SDK copies a capability's values attribute by attribute.
+@dataclass
 class ToolSettings:
     """How much of a result the model is shown, and how long a command may run.
 
@@ -204,7 +205,8 @@ def _shell(args: Mapping[str, Any], settings: ToolSettings) -> Op:
 
 def _python(args: Mapping[str, Any], settings: ToolSettings) -> Op:
     code = _text_arg(args, "code")
-    kwargs, notes = _run_kwargs(None, args.get("timeout"), settings)
+    # `cwd` is not offered to the model; a provider may set it (the workspace's root).
+    kwargs, notes = _run_kwargs(_text_arg(args, "cwd", required=False), args.get("timeout"), settings)
     # The program goes on stdin, not in the command line: no quoting to get wrong, and no
     # command-length limit for a long program.
     result = yield Call("commands.run", ("python3 -",), {**kwargs, "stdin": code})
@@ -503,14 +505,14 @@ def present_listing(path: str, entries: list[FileInfo], settings: ToolSettings |
     return "\n".join(lines)
 
 
-# What an SDK exception means for the model, most specific first: `{path}` is the path an
-# OSError names, `{message}` the exception's message, `{kind}` a SandboxError's kind.
+# What an SDK exception means for the model, most specific first: `{path}` is ": PATH" when
+# the OSError names a path, `{message}` the exception's message, `{kind}` a SandboxError's kind.
 _MESSAGES: tuple[tuple[type[Exception], str], ...] = (
-    (FileNotFoundError, "No such file or directory:{path}. Check the path; list_directory shows what exists."),
-    (IsADirectoryError, "It is a directory:{path}. Use list_directory for a directory."),
-    (NotADirectoryError, "Not a directory:{path}. A part of the path is a file."),
-    (FileExistsError, "Already exists:{path}. Choose another path or remove it first."),
-    (PermissionError, "Read-only:{path}. Only /home/user and /tmp are writable in this sandbox; write there instead."),
+    (FileNotFoundError, "No such file or directory{path}. Check the path; list_directory shows what exists."),
+    (IsADirectoryError, "It is a directory{path}. Use list_directory for a directory."),
+    (NotADirectoryError, "Not a directory{path}. A part of the path is a file."),
+    (FileExistsError, "Already exists{path}. Choose another path or remove it first."),
+    (PermissionError, "Read-only{path}. Only /home/user and /tmp are writable in this sandbox; write there instead."),
     (SandboxDestroyedError, "The sandbox has been shut down; nothing more can run in it. Finish with what you have."),
     (NotSupportedError, "This sandbox cannot do that: {message}. Do it another way."),
     (LimitExceededError, "A sandbox limit was reached: {message}. Wait for or end running work, then retry."),
@@ -524,11 +526,11 @@ def describe_error(e: BaseException) -> str:
     """What a failed call means for the model: what happened, and what it can do next."""
     if isinstance(e, OSError) and e.errno == errno.ENOSPC:
         return "The sandbox's disk is full (its size or file-count limit): delete files you no longer need, then retry."
-    path = f" {e.filename}" if isinstance(e, OSError) and e.filename else ""
+    path = f": {e.filename}" if isinstance(e, OSError) and e.filename else ""
     kind = f" ({e.kind})" if isinstance(e, SandboxError) and e.kind else ""
     for cls, template in _MESSAGES:
         if isinstance(e, cls):
             return template.format(path=path, message=e, kind=kind)
     if isinstance(e, OSError):
-        return f"The sandbox refused it: {e.strerror or e}{path}."
+        return f"The sandbox refused it ({e.strerror or e}){path}."
     return f"The tool failed: {type(e).__name__}: {e}."
