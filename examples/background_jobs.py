@@ -56,7 +56,7 @@ def main(transport: str) -> str:
         spinner.kill()
         r = spinner.wait()
         out.append(f"spinner: exit {r.exit_code}, {r.error_class}")
-        out.append(f"results: {sb.files.read('/tmp/results.txt').count('squared')} lines")
+        out.append(f"results: {sb.files.read('/tmp/results.txt', format='text').count('squared')} lines")
     return "\n".join(out) + "\n"
 
 

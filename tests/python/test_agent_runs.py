@@ -68,11 +68,11 @@ def test_a_failed_atomic_run_rolls_back(sb: Sandbox, transport: str) -> None:
     sb.commands.run("echo keep > f; X=1; cd /tmp")
     r = sb.commands.run("echo lost > /home/user/f; touch g; X=2; cd /; exit 3", atomic=True)
     assert (r.exit_code, r.rolled_back) == (3, True)
-    assert sb.files.read("/home/user/f") == "keep\n"
+    assert sb.files.read("/home/user/f") == b"keep\n"
     assert sb.commands.run("pwd; echo $X; ls /home/user").stdout == "/tmp\n1\nf\n"
     ok = sb.commands.run("echo kept > /home/user/f", atomic=True)
     assert (ok.exit_code, ok.rolled_back) == (0, False)
-    assert sb.files.read("/home/user/f") == "kept\n"
+    assert sb.files.read("/home/user/f") == b"kept\n"
 
 
 def test_state_moves_between_transports(transport: str) -> None:

@@ -79,7 +79,7 @@ def test_mount_later_read_only_forks_and_snapshots(transport: str, repo: Path) -
     with Sandbox(transport=transport) as sb:
         info = sb.mount(repo, "/home/user/ro", read_only=True, allow_secrets=[".env*"])
         assert info.read_only
-        assert sb.files.read("/home/user/ro/.env") == "TOKEN=hunter2\n"
+        assert sb.files.read("/home/user/ro/.env") == b"TOKEN=hunter2\n"
         r = sb.commands.run("echo x > ro/README.md")
         assert r.exit_code != 0 and "Read-only" in r.stderr
         with pytest.raises(OSError):
@@ -134,10 +134,10 @@ def test_preview_commit_discard_and_best_of(transport: str, repo: Path) -> None:
         r = sb.commands.run("sed -i 's/a - b/a + b/' repo/src/calc.py", preview=True)
         assert r.exit_code == 0 and r.preview is not None
         assert [f.path for f in r.preview.changes.files] == ["src/calc.py"]
-        assert "a - b" in sb.files.read("repo/src/calc.py")
+        assert b"a - b" in sb.files.read("repo/src/calc.py")
         merged = sb.commit(r)
         assert merged.applied == {"/home/user/repo/src/calc.py": "changed"}
-        assert "a + b" in sb.files.read("repo/src/calc.py")
+        assert b"a + b" in sb.files.read("repo/src/calc.py")
 
         junk = sb.commands.run("echo junk > repo/junk", preview=True)
         sb.discard(junk)
@@ -153,7 +153,7 @@ def test_preview_commit_discard_and_best_of(transport: str, repo: Path) -> None:
         sb.commit(tries[1])
         for t in (tries[0], tries[2]):
             sb.discard(t)
-        assert sb.files.read("repo/n") == "2\n"
+        assert sb.files.read("repo/n") == b"2\n"
     assert "a - b" in (repo / "src" / "calc.py").read_text(), "the host folder changed"
 
 
@@ -163,10 +163,10 @@ def test_async_previews(repo: Path) -> None:
             r = await sb.commands.run("echo hi > f", preview=True)
             assert not await sb.files.exists("f")
             await sb.commit(r)
-            assert await sb.files.read("f") == "hi\n"
+            assert await sb.files.read("f") == b"hi\n"
             tries = await sb.best_of(["echo a > g", "echo b > g"])
             await sb.commit(tries[1])
-            assert await sb.files.read("g") == "b\n"
+            assert await sb.files.read("g") == b"b\n"
 
     asyncio.run(main())
 
@@ -181,10 +181,10 @@ def test_previews_and_best_of_on_the_service(service_url: str, tmp_path: Path) -
             ("calc.py", "modified"),
         ]
         assert "-    return a - b\n+    return a + b\n" in r.preview.changes.patch
-        assert "a - b" in sb.files.read("calc.py")
+        assert b"a - b" in sb.files.read("calc.py")
         merged = sb.commit(r)
         assert merged.applied == {"/home/user/added.txt": "added", "/home/user/calc.py": "changed"}
-        assert "a + b" in sb.files.read("calc.py")
+        assert b"a + b" in sb.files.read("calc.py")
         with pytest.raises(SandboxDestroyedError):
             sb.commit(r)
 
@@ -197,7 +197,7 @@ def test_previews_and_best_of_on_the_service(service_url: str, tmp_path: Path) -
         sb.files.write("added.txt", "ours\n")
         with pytest.raises(MergeConflictError):
             sb.commit(theirs)
-        assert sb.files.read("added.txt") == "ours\n"
+        assert sb.files.read("added.txt") == b"ours\n"
         sb.discard(theirs)
 
         tries = sb.best_of([("echo $N > n; test $N = 2", {"N": str(n)}) for n in (1, 2, 3)], concurrency=2)
@@ -206,7 +206,7 @@ def test_previews_and_best_of_on_the_service(service_url: str, tmp_path: Path) -
         sb.commit(tries[1], env=True)
         for t in (tries[0], tries[2]):
             sb.discard(t)
-        assert sb.files.read("n") == "2\n"
+        assert sb.files.read("n") == b"2\n"
         assert sb.commands.run("echo $N").stdout == "2\n"
 
         # What the session changed since a snapshot; a mount diff is not the service's.

@@ -187,7 +187,7 @@ def test_forks_are_isolated_and_nest(sb: Sandbox) -> None:
     assert child.sandbox_id is not None
     assert child.commands.run("cat f; echo $R").stdout == "root\n1\n"
     child.commands.run("echo child > f")
-    assert sb.files.read("f") == "root\n"
+    assert sb.files.read("f") == b"root\n"
     grandchild = child.fork()
     grandchild.files.write("/home/user/g", b"g")
     with pytest.raises(FileNotFoundError):

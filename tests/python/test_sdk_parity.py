@@ -189,6 +189,8 @@ def test_each_method_has_the_same_parameters_and_kind(pair: tuple[type, type]) -
 def test_create_takes_the_constructors_parameters() -> None:
     sync = _params(Sandbox.__init__)
     assert _params(_function(AsyncSandbox, ASYNC_CONSTRUCTOR)) == sync
+    # `async with AsyncSandbox(...)` takes them too, as `Sandbox(...)` does.
+    assert _params(AsyncSandbox.__init__) == sync
     assert [p[1] for p in sync] == ["KEYWORD_ONLY"] * len(sync)
 
 
@@ -330,17 +332,17 @@ def test_async_import_state(transport: str) -> None:
             assert r.stdout == "/home/user/p\nhi\nv\n"
             # It is a root with a pool of its own: it forks, and the fork shares the pool.
             f = await b.fork()
-            assert (await f.files.read("/home/user/p/x")) == "hi\n"
+            assert (await f.files.read("/home/user/p/x")) == b"hi\n"
         # A blob from the sync face opens on the async one and the other way round.
         with Sandbox(transport=transport) as s:
             s.files.write("/tmp/from-sync", "s")
             sync_blob = s.export_state()
         c = await AsyncSandbox.import_state(sync_blob, transport=transport)
         async with c:
-            assert await c.files.read("/tmp/from-sync") == "s"
+            assert await c.files.read("/tmp/from-sync") == b"s"
             back = Sandbox.import_state(await c.export_state(), transport=other)
             try:
-                assert back.files.read("/tmp/from-sync") == "s"
+                assert back.files.read("/tmp/from-sync") == b"s"
             finally:
                 back.kill()
         with pytest.raises(ValueError, match="give the key"):

@@ -108,7 +108,7 @@ def test_background_process_outlives_three_later_runs(sb: Sandbox) -> None:
     result = h.wait(timeout=20)
     assert result.exit_code == 0
     assert result.stdout.endswith("tick 6\ndone\n")
-    assert sb.files.read("/tmp/ticks").count("tick") == 6
+    assert sb.files.read("/tmp/ticks", format="text").count("tick") == 6
     info = [p for p in sb.commands.list() if p.pid == h.pid]
     assert info and not info[0].running and info[0].exit_code == 0 and "tick" in info[0].command
 
@@ -250,16 +250,17 @@ def test_background_is_not_atomic(sb: Sandbox) -> None:
 
 def test_files_sdk_shape(sb: Sandbox) -> None:
     sb.files.write("/home/user/t.txt", "text ✓\n")
-    assert sb.files.read("/home/user/t.txt") == "text ✓\n"
+    assert sb.files.read("/home/user/t.txt", format="text") == "text ✓\n"
+    assert sb.files.read("/home/user/t.txt") == "text ✓\n".encode()
     assert sb.files.read("/home/user/t.txt", format="bytes") == "text ✓\n".encode()
     sb.files.write("rel/b.bin", b"\x00\x01")
     assert b"".join(sb.files.read("/home/user/rel/b.bin", format="stream")) == b"\x00\x01"
     sb.files.write("/home/user/f.bin", io.BytesIO(b"from a file object"))
-    assert sb.files.read("f.bin") == "from a file object"
+    assert sb.files.read("f.bin") == b"from a file object"
     sb.files.write("/home/user/empty1", b"")
     sb.files.write("/home/user/empty2", io.BytesIO(b""))
     assert [sb.files.stat(f"empty{i}").size for i in (1, 2)] == [0, 0]
-    assert sb.files.read("empty2") == "" and list(sb.files.read("empty1", format="stream")) == []
+    assert sb.files.read("empty2") == b"" and list(sb.files.read("empty1", format="stream")) == []
     sb.files.write_files(
         [WriteEntry("/tmp/w/1", "one"), {"path": "/tmp/w/2", "data": b"two"}, ("/tmp/w/3", io.BytesIO(b"3"))]
     )
@@ -271,7 +272,7 @@ def test_files_sdk_shape(sb: Sandbox) -> None:
     with pytest.raises(FileExistsError):
         sb.files.make_dir("/tmp/w/1")
     sb.files.rename("/tmp/w/1", "/tmp/d/e/uno")
-    assert sb.files.read("/tmp/d/e/uno") == "one" and not sb.files.exists("/tmp/w/1")
+    assert sb.files.read("/tmp/d/e/uno") == b"one" and not sb.files.exists("/tmp/w/1")
     with pytest.raises(FileNotFoundError):
         sb.files.rename("/tmp/w/nope", "/tmp/x")
     sb.files.remove("/tmp/d")  # a whole tree
@@ -318,7 +319,7 @@ def test_failed_upload_leaves_no_partial_file(transport: str) -> None:
             s.files.write("/tmp/keep.bin", _Failing(size))
         with pytest.raises(OSError, match="connection reset"):
             s.files.write("/tmp/new.bin", _Failing(size))
-        assert s.files.read("/tmp/keep.bin") == "old content"
+        assert s.files.read("/tmp/keep.bin") == b"old content"
         assert not s.files.exists("/tmp/new.bin")
         assert sorted(f.name for f in s.files.list("/tmp")) == ["keep.bin"]  # no temp left
 
@@ -476,7 +477,7 @@ def test_async_api(transport: str) -> None:
             assert "".join(got) == "cb1\ncb2\n"
             # Files.
             await sb.files.write("/tmp/a/b.txt", "hé")
-            assert await sb.files.read("/tmp/a/b.txt") == "hé"
+            assert await sb.files.read("/tmp/a/b.txt", format="text") == "hé"
             assert await sb.files.read("/tmp/a/b.txt", format="bytes") == "hé".encode()
             await sb.files.write("/tmp/big", os.urandom(3 * 2**20 + 5))
             parts = [c async for c in sb.files.read_stream("/tmp/big")]
@@ -491,7 +492,7 @@ def test_async_api(transport: str) -> None:
             snap = await sb.snapshot()
             await sb.files.write("/tmp/c2", "changed")
             await sb.restore(snap)
-            assert await sb.files.read("/tmp/c2") == "2"
+            assert await sb.files.read("/tmp/c2") == b"2"
 
     asyncio.run(main())
     # No thread outlives the sandbox: the pool, the pumps and the RPC reader have ended.

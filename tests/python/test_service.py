@@ -238,7 +238,7 @@ def test_a_503_with_retry_after_is_tried_again(service_url: str, relay: Relay) -
         started = relay.sent(b"POST /api/v1/sandbox/runs ")
         assert len(started) == 2 and _key(started[0]) == _key(started[1])
         sb.files.write("/tmp/f", "x")
-        assert sb.files.read("/tmp/f") == "x"  # its GET was refused once, then answered
+        assert sb.files.read("/tmp/f") == b"x"  # its GET was refused once, then answered
         assert len(relay.sent(b"GET /api/v1/sandbox/sessions/")) == 2
 
 
@@ -549,7 +549,7 @@ def test_the_api_key_is_the_bearer_credential(keyed_service: tuple[Server, str],
         chunks: list[str] = []
         assert sb.commands.run("echo hi", on_stdout=chunks.append).stdout == "hi\n" and chunks == ["hi\n"]
         sb.files.write("/tmp/k", "k")
-        assert sb.files.read("/tmp/k") == "k"
+        assert sb.files.read("/tmp/k") == b"k"
         listed = httpx.get(f"{server.url}/sessions", headers={"Authorization": f"Bearer {key}"}).json()["items"]
         assert [(s["session_id"], s["user_id"]) for s in listed] == [(_session_of(sb), "alice")]
     monkeypatch.setenv("WASMSAND_API_KEY", key)

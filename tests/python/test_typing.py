@@ -43,7 +43,7 @@ def test_mypy_strict_sees_wrong_use(tmp_path: Path) -> None:
     bad.write_text(
         "from wasmsand import Sandbox\n"
         "sb = Sandbox()\n"
-        "n: int = sb.files.read('/x')\n"  # a str
+        "n: int = sb.files.read('/x')\n"  # bytes
         "sb.commands.run('true', background=True).stdout\n"  # a handle has no stdout
         "sb.commands.run('true', timeout='5')\n"
     )

@@ -67,8 +67,8 @@ def sync_program(transport: str) -> list[str]:
         sb.files.write("/tmp/b.bin", b"\x00")
         sb.files.write("/tmp/c.bin", io.BytesIO(b"stream"))
         sb.files.write_files([WriteEntry("/tmp/d", "d"), ("/tmp/e", b"e"), {"path": "/tmp/f", "data": "f"}])
-        text: str = sb.files.read("/tmp/a.txt")
-        raw: bytes = sb.files.read("/tmp/b.bin", format="bytes")
+        text: str = sb.files.read("/tmp/a.txt", format="text")
+        raw: bytes = sb.files.read("/tmp/b.bin")
         streamed: bytes = b"".join(sb.files.read("/tmp/c.bin", format="stream"))
         notes.append(f"{text} {raw!r} {streamed!r}")
         made: bool = sb.files.make_dir("/tmp/dir")
@@ -81,8 +81,7 @@ def sync_program(transport: str) -> list[str]:
 
 async def async_program(transport: str) -> list[str]:
     notes: list[str] = []
-    sb = await AsyncSandbox.create(transport=transport)
-    async with sb:
+    async with AsyncSandbox(transport=transport) as sb:
         r: CommandResult = await sb.commands.run("echo async")
         notes.append(r.stdout.strip())
         h: AsyncCommandHandle = await sb.commands.run("echo bg", background=True)
@@ -90,8 +89,8 @@ async def async_program(transport: str) -> list[str]:
             notes.append(out.strip())
         notes.append(str((await h.wait()).exit_code))
         await sb.files.write("/tmp/x", "x")
-        x: str = await sb.files.read("/tmp/x")
-        xb: bytes = await sb.files.read("/tmp/x", format="bytes")
+        x: str = await sb.files.read("/tmp/x", format="text")
+        xb: bytes = await sb.files.read("/tmp/x")
         notes.append(x + xb.decode())
         fork = await sb.fork()
         await fork.files.write("/tmp/y", "y")

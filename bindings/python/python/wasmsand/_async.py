@@ -12,11 +12,13 @@ import inspect
 import os
 import time
 from typing import (
+    TYPE_CHECKING,
     Any,
     AsyncIterator,
     Awaitable,
     BinaryIO,
     Callable,
+    Generator,
     Iterable,
     Literal,
     Mapping,
@@ -329,15 +331,15 @@ class AsyncFiles:
         self._run = run
 
     @overload
-    async def read(self, path: str, format: Literal["text"] = "text") -> str: ...
+    async def read(self, path: str, format: Literal["bytes"] = "bytes") -> bytes: ...
     @overload
-    async def read(self, path: str, format: Literal["bytes"]) -> bytes: ...
+    async def read(self, path: str, format: Literal["text"]) -> str: ...
     @overload
     async def read(self, path: str, format: Literal["stream"]) -> AsyncIterator[bytes]: ...
 
-    async def read(self, path: str, format: str = "text") -> str | bytes | AsyncIterator[bytes]:
-        """As ``Files.read``: ``"text"``, ``"bytes"``, or ``"stream"`` (an async iterator of
-        chunks, as ``read_stream``)."""
+    async def read(self, path: str, format: str = "bytes") -> str | bytes | AsyncIterator[bytes]:
+        """As ``Files.read``: ``"bytes"`` (the default), ``"text"``, or ``"stream"`` (an async
+        iterator of chunks, as ``read_stream``)."""
         if format == "stream":
             return self.read_stream(path)
         if format not in ("text", "bytes"):
@@ -413,21 +415,107 @@ class AsyncTools:
         return await self._run(self._sb.tools.list)
 
 
+# What `_attach` sets: the attributes an unstarted `AsyncSandbox(...)` lacks.
+_STARTED_ATTRS = frozenset({"commands", "files", "tools", "_sync", "_run"})
+
+
 class AsyncSandbox:
-    """``Sandbox`` for asyncio: ``sb = await AsyncSandbox.create(...)`` takes the same
-    arguments as ``Sandbox(...)``; every method is a coroutine. Use ``async with sb:`` (or
-    ``await sb.kill()``) so the sandbox and its thread pool end."""
+    """``Sandbox`` for asyncio: every method is a coroutine. ``async with AsyncSandbox(...) as
+    sb:`` starts a sandbox with ``Sandbox(...)``'s arguments and ends it (and its thread pool)
+    on leaving; ``sb = await AsyncSandbox.create(...)`` (or ``await AsyncSandbox(...)``) starts
+    one to end with ``await sb.kill()``."""
 
     commands: AsyncCommands
     files: AsyncFiles
     tools: AsyncTools
 
-    def __init__(self, sync: Sandbox, run: _Runner) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float | None = None,
+        timeout_ms: int | None = None,
+        fs_limit_bytes: int = 256 * 1024 * 1024,
+        limits: Limits | Mapping[str, Any] | None = None,
+        transport: str | None = None,
+        sandboxd_path: str | os.PathLike[str] | None = None,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
+        deterministic: bool | Mapping[str, int] | None = None,
+        network: Mapping[str, Any] | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+        runtime: str | None = None,
+        image: str | None = None,
+        ttl_sec: int | None = None,
+        env: Mapping[str, str] | None = None,
+        mounts: Iterable[Mount | str | Mapping[str, Any]] | None = None,
+    ) -> None:
+        # Starting a sandbox blocks (a process to spawn, a service to call), which a
+        # constructor cannot await: it happens in `__aenter__` or `__await__`.
+        self._pending: Callable[[], Sandbox] | None = functools.partial(
+            Sandbox,
+            timeout=timeout,
+            timeout_ms=timeout_ms,
+            fs_limit_bytes=fs_limit_bytes,
+            limits=limits,
+            transport=transport,
+            sandboxd_path=sandboxd_path,
+            tools=tools,
+            deterministic=deterministic,
+            network=network,
+            url=url,
+            api_key=api_key,
+            runtime=runtime,
+            image=image,
+            ttl_sec=ttl_sec,
+            env=env,
+            mounts=mounts,
+        )
+
+    def _attach(self, sync: Sandbox, run: _Runner) -> None:
+        self._pending = None
         self._sync = sync
         self._run = run
         self.commands = AsyncCommands(sync, run)
         self.files = AsyncFiles(sync, run)
         self.tools = AsyncTools(sync, run)
+
+    @classmethod
+    def _wrap(cls, sync: Sandbox, run: _Runner) -> "AsyncSandbox":
+        sb = cls.__new__(cls)
+        sb._attach(sync, run)
+        return sb
+
+    if not TYPE_CHECKING:
+        # Only for what an unstarted sandbox lacks; hidden from type checkers so a misspelt
+        # name stays an error there.
+        def __getattr__(self, name: str) -> Any:
+            if name in _STARTED_ATTRS and self.__dict__.get("_pending") is not None:
+                raise RuntimeError(
+                    "this AsyncSandbox is not started: use `async with AsyncSandbox(...) as sb:` "
+                    "or `sb = await AsyncSandbox.create(...)`"
+                )
+            raise AttributeError(f"'AsyncSandbox' object has no attribute {name!r}")
+
+    async def _start(self) -> "AsyncSandbox":
+        make = self.__dict__.get("_pending")
+        if make is None:
+            if "_sync" not in self.__dict__:
+                raise RuntimeError("this AsyncSandbox is already starting: await it once")
+            return self
+        self._pending = None
+        # The new root's requests run on a pool of its own, which its forks share.
+        run = _Runner()
+        try:
+            sync = await run(make)
+        except BaseException:
+            run.pool.shutdown(wait=False)
+            self._pending = make
+            raise
+        self._attach(sync, run)
+        return self
+
+    def __await__(self) -> Generator[Any, None, "AsyncSandbox"]:
+        return self._start().__await__()
 
     @classmethod
     async def create(
@@ -450,28 +538,10 @@ class AsyncSandbox:
         env: Mapping[str, str] | None = None,
         mounts: Iterable[Mount | str | Mapping[str, Any]] | None = None,
     ) -> "AsyncSandbox":
-        """A new sandbox; the arguments are ``Sandbox``'s."""
-        return await cls._open(
-            functools.partial(
-                Sandbox,
-                timeout=timeout,
-                timeout_ms=timeout_ms,
-                fs_limit_bytes=fs_limit_bytes,
-                limits=limits,
-                transport=transport,
-                sandboxd_path=sandboxd_path,
-                tools=tools,
-                deterministic=deterministic,
-                network=network,
-                url=url,
-                api_key=api_key,
-                runtime=runtime,
-                image=image,
-                ttl_sec=ttl_sec,
-                env=env,
-                mounts=mounts,
-            )
-        )
+        """A new sandbox, started; the arguments are ``Sandbox``'s."""
+        # Every parameter goes on to the constructor by name, as it came.
+        kw = {k: v for k, v in locals().items() if k not in ("cls", "__class__")}
+        return await cls(**kw)
 
     @classmethod
     async def import_state(
@@ -490,14 +560,9 @@ class AsyncSandbox:
 
     @classmethod
     async def _open(cls, make: Callable[[], Sandbox]) -> "AsyncSandbox":
-        # The new root's requests run on a pool of its own, which its forks share.
-        run = _Runner()
-        try:
-            sync = await run(make)
-        except BaseException:
-            run.pool.shutdown(wait=False)
-            raise
-        return cls(sync, run)
+        sb = cls.__new__(cls)
+        sb._pending = make
+        return await sb._start()
 
     @property
     def sandbox_id(self) -> str | None:
@@ -518,7 +583,7 @@ class AsyncSandbox:
 
     async def fork(self) -> "AsyncSandbox":
         """A fork sharing this sandbox's server and thread pool."""
-        return AsyncSandbox(await self._run(self._sync.fork), self._run)
+        return AsyncSandbox._wrap(await self._run(self._sync.fork), self._run)
 
     async def merge(self, fork: "AsyncSandbox", *, env: bool = False, cwd: bool = False) -> MergeResult:
         """As ``Sandbox.merge``: applies here what ``fork`` changed since it was forked."""
@@ -616,7 +681,7 @@ class AsyncSandbox:
             self._run.pool.shutdown(wait=False, cancel_futures=True)
 
     async def __aenter__(self) -> "AsyncSandbox":
-        return self
+        return await self._start()
 
     async def __aexit__(self, *exc: object) -> None:
         if self._sync.sandbox_id is not None:

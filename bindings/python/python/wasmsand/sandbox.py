@@ -505,16 +505,16 @@ class Files:
         self._h = handle
 
     @overload
-    def read(self, path: str, format: Literal["text"] = "text") -> str: ...
+    def read(self, path: str, format: Literal["bytes"] = "bytes") -> bytes: ...
     @overload
-    def read(self, path: str, format: Literal["bytes"]) -> bytes: ...
+    def read(self, path: str, format: Literal["text"]) -> str: ...
     @overload
     def read(self, path: str, format: Literal["stream"]) -> Iterator[bytes]: ...
 
-    def read(self, path: str, format: str = "text") -> str | bytes | Iterator[bytes]:
-        """The content of a file: ``format="text"`` (UTF-8, the default), ``"bytes"``, or
-        ``"stream"``: an iterator of ``bytes`` chunks, so a large file never sits whole in
-        this process."""
+    def read(self, path: str, format: str = "bytes") -> str | bytes | Iterator[bytes]:
+        """The content of a file: ``bytes`` (the default, as seed 001's SDK returns),
+        ``format="text"`` (decoded as UTF-8), or ``"stream"``: an iterator of ``bytes``
+        chunks, so a large file never sits whole in this process."""
         if format == "stream":
             return self._stream(path)
         if format not in ("text", "bytes"):
@@ -700,11 +700,13 @@ def _open_transport(
     api_key: str | None,
     service_params: dict[str, Any],
 ) -> Transport:
-    """The transport ``Sandbox(...)``'s arguments ask for; ``url`` (or ``transport="service"``
-    with ``$WASMSAND_URL``) selects the service, and the service's own arguments are refused
-    elsewhere rather than ignored."""
+    """The transport ``Sandbox(...)``'s arguments ask for (none: ``$WASMSAND_TRANSPORT``, else
+    in-process); ``url`` (or ``transport="service"`` with ``$WASMSAND_URL``) selects the
+    service, and the service's own arguments are refused elsewhere rather than ignored."""
     if transport is None:
-        transport = "service" if url is not None else "inprocess"
+        # `$WASMSAND_TRANSPORT` moves a program that names none (`Sandbox()`, as seed 001's
+        # SDK is used) to another transport without a change to its code.
+        transport = "service" if url is not None else os.environ.get("WASMSAND_TRANSPORT") or "inprocess"
     if transport == "service":
         if sandboxd_path is not None:
             raise ValueError("sandboxd_path is only used with transport='rpc'")
