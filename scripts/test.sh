@@ -277,17 +277,41 @@ stage_wasm_tools() {
 }
 
 stage_python() {
-    # Built by pip through its PEP 517 backend (maturin, from PyPI) into a fresh venv, reusing
-    # the target dir (the wheel builds in the same dev profile), then the pytest suite against
-    # every transport: the service transport's tests start `$SANDBOXD serve` (built by
-    # `precompile`), which they find by WASMSAND_SANDBOXD_BIN (tests/python/conftest.py).
+    # Built by pip through its PEP 517 backend (maturin, from PyPI) into a wheel, once, reusing
+    # the target dir (the wheel builds in the same dev profile); installed into a fresh venv
+    # with the test tools, then the pytest suite against every transport: the service
+    # transport's tests start `$SANDBOXD serve` (built by `precompile`), which they find by
+    # WASMSAND_SANDBOXD_BIN (tests/python/conftest.py).
     local venv="${WASMSAND_TEST_VENV:-target/py-test-venv}"
-    rm -rf "$venv"
+    local wheels=target/py-wheels
+    rm -rf "$venv" "$wheels"
     python3 -m venv "$venv" &&
         "$venv/bin/python" -m pip install --quiet --upgrade pip &&
-        "$venv/bin/python" -m pip install --quiet "./bindings/python[test]" &&
-        precompile &&
-        WASMSAND_SANDBOXD_BIN="$SANDBOXD" "$venv/bin/python" -m pytest -q tests/python "${EXTRA[@]}"
+        "$venv/bin/python" -m pip wheel --quiet --no-deps --wheel-dir "$wheels" ./bindings/python &&
+        "$venv/bin/python" -m pip install --quiet "$(ls "$wheels"/wasmsand-*.whl)[test]" &&
+        precompile || return 1
+    local rc=0
+    WASMSAND_SANDBOXD_BIN="$SANDBOXD" "$venv/bin/python" -m pytest -q tests/python "${EXTRA[@]}" || rc=1
+    python_integrations "$(ls "$wheels"/wasmsand-*.whl)" || rc=1
+    return $rc
+}
+
+# The agent-framework providers against the pinned frameworks (the `integrations-test` extra),
+# in a venv of their own so that no framework is in the main one (`import wasmsand` must work
+# without any). The same wheel; only tests/python/test_integrations.py, where a missing
+# framework fails instead of skipping. Arguments that select no test of that file (pytest's
+# exit 5) are not a failure here: they were meant for the main run.
+python_integrations() {
+    local venv="${WASMSAND_TEST_INTEGRATIONS_VENV:-target/py-integrations-venv}"
+    local t rc
+    t=$(date +%s)
+    rm -rf "$venv"
+    python3 -m venv "$venv" &&
+        "$venv/bin/python" -m pip install --quiet "$1[integrations-test]" || return 1
+    WASMSAND_TEST_INTEGRATIONS=1 "$venv/bin/python" -m pytest -q tests/python/test_integrations.py "${EXTRA[@]}"
+    rc=$?
+    echo "python integrations: $(($(date +%s) - t)) s"
+    [ $rc = 0 ] || [ $rc = 5 ]
 }
 
 stage_api() {
