@@ -1,0 +1,51 @@
+'use strict';
+// How a sandbox lives with Node's event loop: an awaited command keeps the program alive, an
+// idle sandbox does not, and the typed declarations agree with the code.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { spawnSync } = require('node:child_process');
+const path = require('node:path');
+const { TRANSPORTS, serveForThisFile, skipFor, optionsFor } = require('./helpers');
+
+serveForThisFile();
+const wasmsand = require('..');
+
+const pkg = path.join(__dirname, '..');
+
+function runNode(source) {
+  return spawnSync(process.execPath, ['-e', source], { cwd: pkg, encoding: 'utf8', timeout: 60_000 });
+}
+
+for (const transport of TRANSPORTS) {
+  test(`${transport}: a program awaiting a command lives until it ends, then exits on its own`, { skip: skipFor(transport) }, () => {
+    // Nothing but the awaited run holds the loop: without the client's hold, Node would exit
+    // before the answer came and print nothing. The sandbox is never killed: an idle one must
+    // not keep the program running either (the spawnSync timeout would end it).
+    const opts = JSON.stringify(optionsFor(transport));
+    const r = runNode(
+      `const { Sandbox } = require('.');
+       (async () => {
+         const sb = await Sandbox.create(${opts});
+         const r = await sb.commands.run('sleep 0.3; echo done');
+         console.log(r.stdout.trim());
+       })();`,
+    );
+    assert.equal(r.error, undefined, `node did not exit: ${r.error}`);
+    assert.equal(r.stderr, '');
+    assert.equal(r.status, 0);
+    assert.equal(r.stdout, 'done\n');
+  });
+}
+
+test('the limit names are the engine registry', () => {
+  assert.deepEqual(
+    [...wasmsand.LIMIT_NAMES].sort(),
+    wasmsand.limitSpecs().map((l) => l.wire).sort(),
+  );
+});
+
+test('the error classes form one hierarchy with Node-style codes', () => {
+  const e = new wasmsand.FileSystemError('x', 1, { kind: 'filesystem', errno: 'ENOENT', path: '/a' });
+  assert.ok(e instanceof wasmsand.SandboxError && e instanceof Error);
+  assert.deepEqual([e.name, e.code, e.kind, e.path, e.rpcCode], ['FileSystemError', 'ENOENT', 'filesystem', '/a', 1]);
+});
