@@ -280,6 +280,21 @@ def test_langchain_toolkit_leaves_a_given_sandbox_running() -> None:
         assert sb.commands.run("cat /tmp/n").stdout == "42\n"
 
 
+def test_langchain_sync_call_on_a_given_async_sandbox() -> None:
+    need("langchain_core")
+    from wasmsand.integrations.langchain import WasmsandToolkit
+
+    async def make() -> AsyncSandbox:
+        return await AsyncSandbox.create()
+
+    asb = asyncio.run(make())
+    try:
+        shell = WasmsandToolkit(sandbox=asb).get_tools()[0]
+        assert shell.invoke({"command": "echo hi"}) == "exit code 0\n--- stdout ---\nhi"
+    finally:
+        asyncio.run(asb.kill())
+
+
 def test_langchain_example_fixes_the_bug() -> None:
     need("langgraph")
     out = load_example("langchain_agent").main()
