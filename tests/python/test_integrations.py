@@ -179,8 +179,9 @@ def test_operations_on_a_sandbox() -> None:
         sb.files.write("/home/user/blob", bytes(range(256)))
         assert tool("read_file", path="blob").startswith("blob is a binary file (256 bytes)")
         assert tool("read_file", path="d").startswith("d is a directory")
-        assert tool("read_file", path="nope").startswith("No such file or directory: nope.")
-        assert tool("write_file", path="/etc/x", content="x").startswith("Read-only: /etc/x.")
+        missing = tool("read_file", path="nope")
+        assert missing.startswith("No such file or directory: ") and "nope. Check the path" in missing
+        assert tool("write_file", path="/etc/x", content="x").startswith("Read-only: /etc")
         assert tool("run_shell", command="") == "Invalid arguments: argument 'command' must be a non-empty string. Correct them and retry."
         assert tool("run_shell", command="true", timeout=-1).startswith("Invalid arguments: timeout must be a positive")
 
@@ -258,11 +259,10 @@ def test_langgraph_tool_loop_runs_the_toolkit(face: str) -> None:
     replies = tool_messages(state["messages"])
     assert replies["call_1"] == "wrote 25 bytes to /home/user/s.py"
     assert replies["call_2"].startswith("exit code 2\n--- stdout ---\nfrom the sandbox\n--- stderr ---\nls: ")
-    assert replies["call_3"] == (
-        "No such file or directory: /home/user/missing.txt. Check the path; list_directory shows what exists."
-    )
+    assert replies["call_3"].startswith("No such file or directory: ")
+    assert replies["call_3"].endswith("missing.txt. Check the path; list_directory shows what exists.")
     assert replies["call_4"].startswith("exit code 124\n") and "time limit of 0.5 s" in replies["call_4"]
-    assert replies["call_5"].startswith("Read-only: /usr/bin/x.")
+    assert replies["call_5"].startswith("Read-only: /usr/bin") and "/tmp are writable" in replies["call_5"]
     assert state["messages"][-1].content == "done"
     assert toolkit._owned is None  # the block ended the toolkit's sandbox
 
@@ -347,7 +347,7 @@ def test_openai_agents_exec_reports_limits_and_refusals() -> None:
     assert len(outputs) == 4
     assert "Process exited with code 124" in outputs[0] and "stopped at its time limit of 0.3 s" in outputs[0]
     assert "Process exited with code 0" in outputs[1] and "stdout was longer than the sandbox keeps" in outputs[1]
-    assert outputs[2].startswith("No such file or directory: /nope.")
+    assert outputs[2].startswith("No such file or directory: ") and "nope" in outputs[2]
     assert outputs[3].startswith("Invalid arguments: not JSON")
 
 
@@ -463,7 +463,7 @@ def test_pydantic_ai_gives_each_run_a_sandbox_of_its_own() -> None:
     first = pai.Agent(scripted_pydantic_model(write), toolsets=[toolset]).run_sync("go")
     assert tool_returns(first) == {"p0": "wrote 3 bytes to /tmp/run.txt", "p1": "one"}
     second = pai.Agent(scripted_pydantic_model([("read_file", {"path": "/tmp/run.txt"})]), toolsets=[toolset]).run_sync("go")
-    assert tool_returns(second)["p0"].startswith("No such file or directory: /tmp/run.txt")
+    assert tool_returns(second)["p0"].startswith("No such file or directory: ") and "run.txt" in tool_returns(second)["p0"]
     assert toolset._owned is None  # the toolset itself never made one: each run's copy did
 
 
