@@ -56,7 +56,7 @@ function serveForThisFile() {
     // SIGTERM: the clean shutdown, as a deployment stops it.
     const exited = new Promise((r) => proc.once('exit', r));
     proc.kill('SIGTERM');
-    const timer = setTimeout(() => proc.kill('SIGKILL'), 30_000);
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 10_000);
     await exited;
     clearTimeout(timer);
     fs.rmSync(dir, { recursive: true, force: true });
