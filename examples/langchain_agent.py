@@ -87,7 +87,7 @@ def transcript(messages: list[BaseMessage]) -> str:
     return "\n".join(out) + "\n"
 
 
-def main(transport: str = "inprocess") -> str:
+def main(transport: str | None = None) -> str:
     model = real_model() if os.environ.get("OPENAI_API_KEY") else scripted_model()
     with Sandbox(transport=transport) as sb:
         sb.files.write("/home/user/calc.py", CALC)
@@ -100,5 +100,5 @@ def main(transport: str = "inprocess") -> str:
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--transport", choices=["inprocess", "rpc"], default="inprocess")
+    p.add_argument("--transport", choices=["inprocess", "rpc"], default=None)
     print(main(p.parse_args().transport), end="")

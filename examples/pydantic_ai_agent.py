@@ -42,7 +42,7 @@ def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart("It logs app and worker events with a few errors; archive.gz is the biggest.")])
 
 
-def main(transport: str = "inprocess") -> str:
+def main(transport: str | None = None) -> str:
     model: Any = FunctionModel(scripted)
     if os.environ.get("OPENAI_API_KEY"):
         model = f"openai:{os.environ.get('OPENAI_MODEL', 'gpt-5')}"
