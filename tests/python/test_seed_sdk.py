@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from wasmsand import AsyncSandbox, FileInfo, Sandbox
+from wasmsand import AsyncSandbox, FileInfo, Sandbox, SandboxDestroyedError
 
 
 def seed_program() -> None:
@@ -111,13 +111,18 @@ def test_async_sandbox_is_constructed_like_sandbox(transport: str) -> None:
             assert await sb2 is sb2  # awaiting a started sandbox gives it back
         finally:
             await sb2.kill()
+        # After `kill()`, as on `Sandbox`: the sandbox is gone, not the thread pool.
+        with pytest.raises(SandboxDestroyedError):
+            await sb2.commands.run("true")
+        with pytest.raises(SandboxDestroyedError):
+            await sb2.files.read("/tmp/a")
 
     asyncio.run(main())
 
 
 def test_an_unstarted_async_sandbox_says_how_to_start_it() -> None:
     sb = AsyncSandbox()
-    for use in (lambda: sb.commands, lambda: sb.files, lambda: sb.sandbox_id, lambda: sb.snapshot()):
+    for use in (lambda: sb.commands, lambda: sb.files, lambda: sb.sandbox_id, lambda: asyncio.run(sb.snapshot())):
         with pytest.raises(RuntimeError, match=r"async with AsyncSandbox\(\.\.\.\) as sb:.*AsyncSandbox\.create"):
             use()
     with pytest.raises(AttributeError):

@@ -26,7 +26,7 @@ from typing import (
     overload,
 )
 
-from ._errors import WaitTimeoutError
+from ._errors import SandboxDestroyedError, WaitTimeoutError
 from ._types import (
     Changes,
     CommandResult,
@@ -62,7 +62,15 @@ class _Runner:
 
     async def __call__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
+        try:
+            fut = loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
+        except RuntimeError:
+            # Submitting fails only once the pool has ended, which `kill()` does: a call after
+            # it is one to a destroyed sandbox, as on `Sandbox`, not an executor's internals.
+            raise SandboxDestroyedError(
+                "the sandbox has been destroyed (killed)", data={"kind": "sandbox_destroyed"}
+            ) from None
+        return await fut
 
 
 def _bridge(
