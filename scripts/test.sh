@@ -28,6 +28,7 @@ STAGES=(
     "python|pytest|the Python module built by pip into a fresh venv, then tests/python"
     "api|schemathesis run|the OpenAPI document fuzzed against a live sandboxd serve"
     "panel|-|the web panel in headless Chromium (node)"
+    "node|node --test|the npm package (bindings/node): its addon built by npm ci (cargo, dev profile), tsc --strict on its sample, node --test on every transport"
 )
 
 usage() {
@@ -323,6 +324,17 @@ stage_panel() {
     # fails the test instead of skipping it.
     need_sandboxd && (cd crates/server/tests/panel && npm ci --no-audit --no-fund --loglevel=error &&
         node panel.test.mjs)
+}
+
+stage_node() {
+    # `npm ci` runs the package's install script, which builds the addon with cargo in this
+    # target dir and profile (one build of each shared crate: its Cargo.toml states the
+    # workspace's features) and copies it next to package.json. The rpc and service tests
+    # start $SANDBOXD (found by WASMSAND_SANDBOXD_BIN); under CI=true a missing one fails.
+    precompile &&
+        (cd bindings/node && npm ci --no-audit --no-fund --loglevel=error &&
+            npx --no-install tsc -p examples/tsconfig.json &&
+            WASMSAND_SANDBOXD_BIN="$SANDBOXD" node --test "${EXTRA[@]}" test/*.test.js)
 }
 
 # ---- run them --------------------------------------------------------------------------------
