@@ -49,3 +49,13 @@ test('the error classes form one hierarchy with Node-style codes', () => {
   assert.ok(e instanceof wasmsand.SandboxError && e instanceof Error);
   assert.deepEqual([e.name, e.code, e.kind, e.path, e.rpcCode], ['FileSystemError', 'ENOENT', 'filesystem', '/a', 1]);
 });
+
+test('rpc: a sandboxd child that dies rejects the calls waiting on it and every later one', { skip: skipFor('rpc') }, async () => {
+  const sb = await wasmsand.Sandbox.create(optionsFor('rpc'));
+  const running = sb.commands.run('sleep 30');
+  // The child is the transport's own; ending it from outside is what a crash looks like.
+  sb.h.t.client.wire.child.kill('SIGKILL');
+  await assert.rejects(running, (e) => e instanceof wasmsand.SandboxError && e.kind === 'transport_closed');
+  await assert.rejects(sb.commands.run('true'), (e) => e instanceof wasmsand.SandboxError && e.kind === 'transport_closed');
+  await sb.kill();
+});
