@@ -4,6 +4,9 @@
 // forks and state, limits and receipts, host tools.
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
 const {
   CommandExitError,
   FileSystemError,
@@ -280,6 +283,34 @@ for (const transport of TRANSPORTS) {
         await sb.discard(results[0]);
         assert.equal(await sb.files.read('/tmp/q', { format: 'text' }), '2\n');
       });
+    });
+
+    test('host folders in, changes out', { skip: rpcOnly }, async () => {
+      const host = fs.mkdtempSync(path.join(os.tmpdir(), 'wasmsand-node-mount-'));
+      const out = fs.mkdtempSync(path.join(os.tmpdir(), 'wasmsand-node-out-'));
+      try {
+        fs.writeFileSync(path.join(host, 'a.txt'), 'host\n');
+        await withSandbox(transport, { mounts: [`${host}:proj`] }, async (sb) => {
+          const [m] = await sb.mounts();
+          assert.equal(m.path, '/home/user/proj');
+          assert.equal(await sb.files.read('/home/user/proj/a.txt', { format: 'text' }), 'host\n');
+          await sb.commands.run('cd proj && echo sandbox > a.txt && echo new > b.txt');
+          const changes = await sb.changes();
+          assert.deepEqual(changes.files.map((f) => [f.path, f.status]).sort(), [
+            ['a.txt', 'modified'],
+            ['b.txt', 'added'],
+          ]);
+          assert.match(changes.patch, /^\+sandbox$/m);
+          // The host folder is never written; the changes go where they are asked to.
+          assert.equal(fs.readFileSync(path.join(host, 'a.txt'), 'utf8'), 'host\n');
+          const report = await sb.exportChanges(out);
+          assert.deepEqual(report.written.sort(), ['a.txt', 'b.txt']);
+          assert.equal(fs.readFileSync(path.join(out, 'b.txt'), 'utf8'), 'new\n');
+        });
+      } finally {
+        fs.rmSync(host, { recursive: true, force: true });
+        fs.rmSync(out, { recursive: true, force: true });
+      }
     });
 
     test('a killed sandbox refuses every call', async () => {
