@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Checks that building the Python module alone compiles no shared crate a second time.
+"""Checks that building a binding alone compiles no shared crate a second time.
 
-pip (through maturin) builds `bindings/python` as a package of its own, and cargo resolves
-features for that package's graph only. The workspace's test build resolves them for every
+pip (through maturin) builds `bindings/python`, and `npm install` builds `bindings/node`, as a
+package of its own, and cargo resolves features for that package's graph only. The workspace's test build resolves them for every
 member and its dev-dependencies. A crate whose features differ between the two compiles twice,
 and so does everything above it. This script compares the two resolutions with `cargo tree`
-and exits 1 naming each crate and the features `bindings/python/Cargo.toml` must state.
+and exits 1 naming each crate and the features the binding's Cargo.toml must state.
 
 Stdlib only (Python 3.11). Usage: python3 scripts/check-features.py
 """
@@ -17,7 +17,8 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGE = "wasmsand-python"
+# Package name -> the manifest whose feature-unification block lists the features.
+PACKAGES = {"wasmsand-python": "bindings/python/Cargo.toml", "wasmsand-node": "bindings/node/Cargo.toml"}
 
 
 def features(*selection: str) -> dict[str, set[str]]:
@@ -39,24 +40,27 @@ def features(*selection: str) -> dict[str, set[str]]:
 
 
 def main() -> int:
-    alone = features("-p", PACKAGE, "-e", "normal,build")
     workspace = features("--workspace", "-e", "normal,build,dev")
-    problems = []
-    for package, feats in sorted(alone.items()):
-        missing = workspace.get(package, set()) - feats
-        if missing:
-            problems.append(f"  {package}: {', '.join(sorted(missing))}")
-    if problems:
-        print(
-            f"check-features: {PACKAGE} built alone (as pip builds it) resolves fewer features "
-            "than the workspace's test build, so these crates and all above them compile twice; "
-            "add the features to the feature-unification block of bindings/python/Cargo.toml:",
-            *problems,
-            sep="\n",
-        )
-        return 1
-    print(f"check-features: {PACKAGE} alone shares every crate with the workspace build")
-    return 0
+    failed = False
+    for package, manifest in PACKAGES.items():
+        alone = features("-p", package, "-e", "normal,build")
+        problems = []
+        for dep, feats in sorted(alone.items()):
+            missing = workspace.get(dep, set()) - feats
+            if missing:
+                problems.append(f"  {dep}: {', '.join(sorted(missing))}")
+        if problems:
+            failed = True
+            print(
+                f"check-features: {package} built alone (as its package manager builds it) resolves "
+                "fewer features than the workspace's test build, so these crates and all above them "
+                f"compile twice; add the features to the feature-unification block of {manifest}:",
+                *problems,
+                sep="\n",
+            )
+        else:
+            print(f"check-features: {package} alone shares every crate with the workspace build")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
