@@ -206,18 +206,87 @@ fn other_runtimes(c: &McpConfig) -> String {
     }
 }
 
+/// The `format`s JSON Schema defines (draft 2020-12, "Defined Formats"). schemars also
+/// writes the width of Rust's numbers as a format (`uint64`, `int32`, `double`, ...), which
+/// is no format of the standard and which strict validators warn about or reject; the
+/// `minimum: 0` it writes for unsigned types says what matters to a client.
+pub(crate) const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// Drops every `format` outside [`STANDARD_FORMATS`], in a schema and all its subschemas.
+#[derive(Clone, Copy)]
+struct StandardFormats;
+
+impl schemars::transform::Transform for StandardFormats {
+    fn transform(&mut self, schema: &mut schemars::Schema) {
+        if let Some(obj) = schema.as_object_mut()
+            && obj
+                .get("format")
+                .and_then(|f| f.as_str())
+                .is_some_and(|f| !STANDARD_FORMATS.contains(&f))
+        {
+            obj.remove("format");
+        }
+        schemars::transform::transform_subschemas(self, schema);
+    }
+}
+
+/// The JSON Schema of `T` as a tool's input (what it accepts) or output (what it writes), as
+/// rmcp's own helpers make it (draft 2020-12, without the root's `title` and `description`,
+/// which only name the Rust type) but with standard formats only.
+fn schema_of<T: JsonSchema>(output: bool) -> std::sync::Arc<rmcp::model::JsonObject> {
+    let settings =
+        schemars::generate::SchemaSettings::draft2020_12().with_transform(StandardFormats);
+    let settings = if output {
+        settings.for_serialize()
+    } else {
+        settings
+    };
+    let schema = settings.into_generator().into_root_schema_for::<T>();
+    let serde_json::Value::Object(mut object) = schema.to_value() else {
+        unreachable!("a root schema is an object")
+    };
+    object.remove("title");
+    object.remove("description");
+    std::sync::Arc::new(object)
+}
+
 fn tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
     name: &'static str,
     title: &'static str,
     description: String,
     annotations: ToolAnnotations,
 ) -> Tool {
-    let input = rmcp::handler::server::tool::schema_for_input::<A>()
-        .unwrap_or_else(|e| panic!("input schema of {name}: {e}"));
-    Tool::new(name, Cow::Owned(description), input)
+    let input = schema_of::<A>(false);
+    assert_eq!(
+        input.get("type").and_then(|t| t.as_str()),
+        Some("object"),
+        "MCP wants an object as the input schema of {name}"
+    );
+    let mut tool = Tool::new(name, Cow::Owned(description), input)
         .with_title(title)
-        .with_output_schema::<O>()
-        .with_annotations(annotations)
+        .with_annotations(annotations);
+    tool.output_schema = Some(schema_of::<O>(true));
+    tool
 }
 
 impl ToolName {
@@ -529,6 +598,177 @@ mod tests {
         ] {
             assert!(props.iter().any(|p| p == key), "{key} in {props:?}");
         }
+    }
+
+    /// Every keyword of JSON Schema draft 2020-12's vocabularies (core, applicator,
+    /// unevaluated, validation, meta-data, format-annotation, content).
+    const KEYWORDS: &[&str] = &[
+        "$schema",
+        "$id",
+        "$ref",
+        "$anchor",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "$vocabulary",
+        "$comment",
+        "$defs",
+        "prefixItems",
+        "items",
+        "contains",
+        "additionalProperties",
+        "properties",
+        "patternProperties",
+        "dependentSchemas",
+        "propertyNames",
+        "if",
+        "then",
+        "else",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "type",
+        "const",
+        "enum",
+        "multipleOf",
+        "maximum",
+        "exclusiveMaximum",
+        "minimum",
+        "exclusiveMinimum",
+        "maxLength",
+        "minLength",
+        "pattern",
+        "maxItems",
+        "minItems",
+        "uniqueItems",
+        "maxContains",
+        "minContains",
+        "maxProperties",
+        "minProperties",
+        "required",
+        "dependentRequired",
+        "title",
+        "description",
+        "default",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "examples",
+        "format",
+        "contentEncoding",
+        "contentMediaType",
+        "contentSchema",
+    ];
+
+    /// What is not standard JSON Schema in `schema` (at `at`) and its subschemas.
+    fn nonstandard(schema: &serde_json::Value, at: &str, found: &mut Vec<String>) {
+        use serde_json::Value;
+        let obj = match schema {
+            Value::Bool(_) => return,
+            Value::Object(o) => o,
+            other => {
+                found.push(format!("{at}: a schema that is {other}"));
+                return;
+            }
+        };
+        for (k, v) in obj {
+            let here = format!("{at}/{k}");
+            if !KEYWORDS.contains(&k.as_str()) {
+                found.push(format!("{here}: unknown keyword"));
+                continue;
+            }
+            match k.as_str() {
+                "format" => match v.as_str() {
+                    Some(f) if STANDARD_FORMATS.contains(&f) => {}
+                    _ => found.push(format!("{here}: format {v}")),
+                },
+                "$defs" | "properties" | "patternProperties" | "dependentSchemas" => {
+                    for (name, sub) in v.as_object().into_iter().flatten() {
+                        nonstandard(sub, &format!("{here}/{name}"), found);
+                    }
+                }
+                "allOf" | "anyOf" | "oneOf" | "prefixItems" => {
+                    for (i, sub) in v.as_array().into_iter().flatten().enumerate() {
+                        nonstandard(sub, &format!("{here}/{i}"), found);
+                    }
+                }
+                "items"
+                | "contains"
+                | "additionalProperties"
+                | "propertyNames"
+                | "if"
+                | "then"
+                | "else"
+                | "not"
+                | "unevaluatedItems"
+                | "unevaluatedProperties"
+                | "contentSchema" => nonstandard(v, &here, found),
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn schemas_use_standard_keywords_and_formats_only() {
+        let every = McpConfig {
+            sandbox_dot_run: true,
+            ..McpConfig::default()
+        };
+        let mut found = Vec::new();
+        let mut unsigned = 0;
+        for t in ToolName::ALL {
+            let def = t.definition(&every);
+            let input = serde_json::Value::Object((*def.input_schema).clone());
+            let output = serde_json::Value::Object(
+                (**def.output_schema.as_ref().expect("an output schema")).clone(),
+            );
+            nonstandard(&input, &format!("{}:input", t.as_str()), &mut found);
+            nonstandard(&output, &format!("{}:output", t.as_str()), &mut found);
+            unsigned += [input, output]
+                .iter()
+                .map(|s| s.to_string().matches("\"minimum\":0").count())
+                .sum::<usize>();
+        }
+        assert!(
+            found.is_empty(),
+            "not standard JSON Schema:\n{}",
+            found.join("\n")
+        );
+        // Unsigned fields still say they cannot be negative.
+        assert!(unsigned > 0);
+        let run = ToolName::SandboxRun.definition(&every);
+        assert_eq!(
+            run.input_schema["properties"]["timeout_ms"]["minimum"],
+            serde_json::json!(0),
+            "{:?}",
+            run.input_schema["properties"]["timeout_ms"]
+        );
+    }
+
+    #[test]
+    fn the_walk_finds_what_is_not_standard() {
+        let mut found = Vec::new();
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "n": {"type": "integer", "format": "uint64", "minimum": 0},
+                "when": {"type": "string", "format": "date-time"},
+                "x": {"anyOf": [{"type": "null"}, {"type": "number", "nullable": true}]},
+            },
+            "$defs": {"D": {"type": "array", "items": {"format": "int32"}}},
+        });
+        nonstandard(&schema, "s", &mut found);
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                "s/$defs/D/items/format: format \"int32\"",
+                "s/properties/n/format: format \"uint64\"",
+                "s/properties/x/anyOf/1/nullable: unknown keyword",
+            ]
+        );
     }
 
     #[test]
