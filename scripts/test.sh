@@ -196,13 +196,16 @@ stage_checks() {
         # arithmetic, syntax errors) imports nothing above it.
         python3 scripts/check-modules.py --leaf crates/shell/src/syntax crates/model crates/vfs \
             crates/exec crates/guests crates/cpython crates/shell crates/sandbox crates/dispatch \
-            crates/mcp crates/docker crates/server crates/sandboxd bindings/python &&
+            crates/mcp crates/docker crates/server crates/sandboxd bindings/python bindings/node &&
         # docs/security.md's threats and the tests that cover them name each other.
         python3 scripts/check-security.py &&
-        # pip's build of the Python module reuses the workspace build's crates.
+        # pip's build of the Python module and npm's of the Node addon reuse the workspace
+        # build's crates.
         python3 scripts/check-features.py &&
         # The guest workspace states the root's lint policy, and every crate opts into it.
-        python3 scripts/check-lints.py
+        python3 scripts/check-lints.py &&
+        # One version for the crates, the wheel and the npm package.
+        python3 scripts/check-versions.py
 }
 
 stage_lint() {
