@@ -283,6 +283,14 @@ impl Default for McpConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal(pub String);
 
+/// Where clients reach the server that mounts [`Mcp::http_router`], as `ws://host` or
+/// `wss://host`: the start of the stream URLs answers carry (`sandbox.run`'s
+/// `log_stream_url`). A server behind a TLS-terminating proxy knows this better than the
+/// request's `Host` does, and inserts one into the request's extensions; without it the
+/// URL is `ws://` and the `Host`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamBase(pub String);
+
 /// The streamable HTTP endpoint's checks against DNS rebinding and cross-site requests.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {

@@ -217,12 +217,20 @@ impl McpHandler {
             CommandArg::Argv(v) if !v.is_empty() && !v[0].is_empty() => run::command_line(&v),
             _ => return Err("invalid_request: command is empty".into()),
         };
-        let host = ctx
+        let base = ctx
             .extensions
             .get::<axum::http::request::Parts>()
-            .and_then(|p| p.headers.get(axum::http::header::HOST))
-            .and_then(|h| h.to_str().ok())
-            .map(str::to_string);
+            .and_then(|p| {
+                p.extensions
+                    .get::<crate::StreamBase>()
+                    .map(|b| b.0.clone())
+                    .or_else(|| {
+                        p.headers
+                            .get(axum::http::header::HOST)
+                            .and_then(|h| h.to_str().ok())
+                            .map(|h| format!("ws://{h}"))
+                    })
+            });
         let run = RunArgs {
             command,
             session_id: a.session_id,
@@ -245,8 +253,8 @@ impl McpHandler {
         };
         let (output, facts) = self.sandbox_run(run, caller, ctx, true).await?;
         let out = PrdRunOutput {
-            log_stream_url: facts.log_stream_path.map(|p| match &host {
-                Some(h) => format!("ws://{h}{p}"),
+            log_stream_url: facts.log_stream_path.map(|p| match &base {
+                Some(b) => format!("{b}{p}"),
                 None => p,
             }),
             policy_hash: facts.policy_hash,

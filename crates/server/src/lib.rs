@@ -306,10 +306,17 @@ impl Server {
             ))
             .layer(axum::middleware::from_fn(error::negotiate));
         if app.config.mcp_enabled {
-            router = router.merge(mcp_router(&app).layer(axum::middleware::from_fn_with_state(
-                app.clone(),
-                auth::authenticate_mcp,
-            )));
+            router = router.merge(
+                mcp_router(&app)
+                    .layer(axum::middleware::from_fn_with_state(
+                        app.clone(),
+                        auth::authenticate_mcp,
+                    ))
+                    .layer(axum::middleware::from_fn_with_state(
+                        app.clone(),
+                        http::mcp_stream_base,
+                    )),
+            );
         }
         router = router.merge(
             axum::Router::new()

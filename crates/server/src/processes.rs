@@ -29,7 +29,7 @@ use wasmsand::{ErrorClass, Process, ProcessError, RunResult, SandboxError, Spawn
 
 use crate::App;
 use crate::error::{ApiError, ApiResult, ErrorCode};
-use crate::http::BASE;
+use crate::http::{BASE, PublicOrigin};
 use crate::logs::{RunLog, Stream};
 use crate::observe::TraceId;
 use crate::process_table::{Ending, Tracked, stream_scope};
@@ -293,7 +293,7 @@ fn result_view(r: RunResult) -> ProcessResult {
     }
 }
 
-fn stream_url(app: &App, host: Option<&str>, session_id: &str, pid: u32) -> String {
+fn stream_url(app: &App, origin: &PublicOrigin, session_id: &str, pid: u32) -> String {
     let mut path = format!("{BASE}/sessions/{session_id}/processes/{pid}/stream");
     if app.config.ws_signed_urls {
         path.push_str(&crate::auth::signed_query(
@@ -301,13 +301,10 @@ fn stream_url(app: &App, host: Option<&str>, session_id: &str, pid: u32) -> Stri
             &stream_scope(session_id, &pid.to_string()),
         ));
     }
-    match host {
-        Some(h) => format!("ws://{h}{path}"),
-        None => path,
-    }
+    origin.ws_url(&path)
 }
 
-fn view(app: &App, host: Option<&str>, session_id: &str, p: &Process) -> ProcessView {
+fn view(app: &App, origin: &PublicOrigin, session_id: &str, p: &Process) -> ProcessView {
     let info = p.info();
     let status = if info.running {
         "running".to_string()
@@ -324,12 +321,8 @@ fn view(app: &App, host: Option<&str>, session_id: &str, p: &Process) -> Process
         running: info.running,
         exit_code: info.exit_code,
         started_at: iso(info.started_at_ms as i64),
-        stream_url: stream_url(app, host, session_id, info.pid),
+        stream_url: stream_url(app, origin, session_id, info.pid),
     }
-}
-
-fn host(headers: &HeaderMap) -> Option<String> {
-    crate::http::host_of(headers)
 }
 
 /// Bytes of one stream as text when they are UTF-8. While more may come, an incomplete
@@ -454,6 +447,7 @@ pub(crate) async fn start_process(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
     trace: Option<Extension<TraceId>>,
+    origin: PublicOrigin,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
@@ -576,7 +570,7 @@ pub(crate) async fn start_process(
         }
     }
     crate::runs::spawn_heartbeat(&app, log);
-    let body = view(&app, host(&headers).as_deref(), &session.id, &proc);
+    let body = view(&app, &origin, &session.id, &proc);
     let mut resp = views::json(StatusCode::CREATED, &body);
     if let Ok(v) = format!("{BASE}/sessions/{}/processes/{pid}", session.id).parse() {
         resp.headers_mut().insert(header::LOCATION, v);
@@ -597,16 +591,15 @@ pub(crate) async fn start_process(
 pub(crate) async fn list_processes(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    origin: PublicOrigin,
 ) -> ApiResult<Response> {
     let session = session_of(&app, &id).await?;
     let sb = session.wasm_sandbox()?;
     let infos = sb.processes().map_err(|e| engine_error(e, &id))?;
-    let host = host(&headers);
     let processes = infos
         .iter()
         .filter_map(|i| sb.process(i.pid).ok())
-        .map(|p| view(&app, host.as_deref(), &id, &p))
+        .map(|p| view(&app, &origin, &id, &p))
         .collect();
     Ok(views::json(
         StatusCode::OK,
@@ -635,15 +628,12 @@ pub(crate) async fn list_processes(
 pub(crate) async fn get_process(
     State(app): State<Arc<App>>,
     Path((id, pid)): Path<(String, String)>,
-    headers: HeaderMap,
+    origin: PublicOrigin,
 ) -> ApiResult<Response> {
     let pid = parse_pid(&pid)?;
     let session = session_of(&app, &id).await?;
     let p = find(&session, pid)?;
-    Ok(views::json(
-        StatusCode::OK,
-        &view(&app, host(&headers).as_deref(), &id, &p),
-    ))
+    Ok(views::json(StatusCode::OK, &view(&app, &origin, &id, &p)))
 }
 
 #[utoipa::path(

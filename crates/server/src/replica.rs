@@ -527,11 +527,15 @@ async fn proxy(app: &Arc<App>, addr: &str, req: Request) -> Response {
         return proxy_ws(addr, &pq, &me, req).await;
     }
     let (parts, body) = req.into_parts();
+    // The owner builds the answer's stream URLs; it cannot see the client's peer address,
+    // so this replica, which can, says what it made of the forwarding headers.
+    let mut headers = parts.headers.clone();
+    crate::http::PublicOrigin::of_request(app, &parts).forward_in(&mut headers);
     let mut rb = app
         .replica
         .client
         .request(parts.method.clone(), format!("{addr}{pq}"));
-    for (k, v) in parts.headers.iter() {
+    for (k, v) in headers.iter() {
         if !hop_by_hop(k) {
             rb = rb.header(k, v);
         }

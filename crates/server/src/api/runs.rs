@@ -20,7 +20,7 @@ use crate::artifacts;
 use crate::audit;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult, ErrorCode};
-use crate::http::{BASE, host_of, read_json, shutting_down, typed};
+use crate::http::{BASE, PublicOrigin, read_json, shutting_down, typed};
 use crate::idempotency::{Created, idempotent};
 use crate::logs::RunLog;
 use crate::observe::TraceId;
@@ -109,6 +109,7 @@ pub(crate) async fn create_run(
     State(app): State<Arc<App>>,
     principal: Principal,
     trace: Option<Extension<TraceId>>,
+    origin: PublicOrigin,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -118,7 +119,6 @@ pub(crate) async fn create_run(
     };
     let app2 = app.clone();
     let v2 = value.clone();
-    let host = host_of(&headers);
     let ctx = audit::RunContext {
         source: audit::source_of(&headers),
         trace_id: trace.map(|t| t.0.0),
@@ -130,7 +130,7 @@ pub(crate) async fn create_run(
         "runs",
         &headers,
         &value,
-        move || async move { start_run(app2, v2, host, user, ctx).await },
+        move || async move { start_run(app2, v2, origin, user, ctx).await },
     )
     .await
 }
@@ -166,7 +166,7 @@ pub(crate) struct Launched {
 async fn start_run(
     app: Arc<App>,
     v: Value,
-    host: Option<String>,
+    origin: PublicOrigin,
     user: String,
     ctx: audit::RunContext,
 ) -> ApiResult<Created> {
@@ -192,7 +192,7 @@ async fn start_run(
         run_id: id.clone(),
         session_id: rec.session_id,
         phase: admitted,
-        log_stream_url: stream_url(&app, host, &id),
+        log_stream_url: stream_url(&app, &origin, &id),
         policy_hash: app.policy_hash.clone(),
         spec_version,
         runtime: rec.runtime,
@@ -630,17 +630,14 @@ async fn submit(
     }
 }
 
-/// The run's WebSocket URL: absolute when the request's `Host` is known, signed when the
-/// server requires signed stream URLs.
-fn stream_url(app: &App, host: Option<String>, id: &str) -> String {
+/// The run's WebSocket URL: absolute (`ws://`, or `wss://` behind a trusted TLS proxy) when
+/// the request's host is known, signed when the server requires signed stream URLs.
+fn stream_url(app: &App, origin: &PublicOrigin, id: &str) -> String {
     let mut stream_path = format!("{BASE}/runs/{id}/stream");
     if app.config.ws_signed_urls {
         stream_path.push_str(&crate::auth::signed_query(app, id));
     }
-    match host {
-        Some(h) => format!("ws://{h}{stream_path}"),
-        None => stream_path,
-    }
+    origin.ws_url(&stream_path)
 }
 
 fn run_view(r: &RunRecord, live: Option<&LiveRun>) -> RunView {

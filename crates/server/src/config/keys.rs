@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use super::{Config, StoreConfig, parse_aliases, parse_bool, parse_list};
+use super::{Config, StoreConfig, parse_aliases, parse_bool, parse_list, parse_nets};
 
 /// A key's value as read so far: the configuration, and the store keys, which only mean
 /// something together and are resolved after every key is read.
@@ -459,6 +459,15 @@ pub static KEYS: &[Key] = &[
         allow_anonymous,
         "serve without credentials on a non-loopback address"
     ),
+    Key {
+        name: "SANDBOX_TRUSTED_PROXIES",
+        apply: |r, v| {
+            r.config.trusted_proxies = parse_nets(v)?;
+            Ok(())
+        },
+        default: Shown::Text("empty (trust none)"),
+        doc: "addresses or CIDR blocks, comma-separated (`10.0.0.5,10.1.0.0/16,::1`): when the direct peer is one of them, its `Forwarded` (`proto=`, `host=`) or `X-Forwarded-Proto` / `X-Forwarded-Host` decide the scheme (`wss://` for `https`) and host of `log_stream_url` and `stream_url`; from any other peer they are ignored (with replicas, list the replicas too: they forward requests to each other)",
+    },
     boolean!(
         "SANDBOX_WS_SIGNED_URLS",
         ws_signed_urls,

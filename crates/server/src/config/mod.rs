@@ -194,6 +194,10 @@ pub struct Config {
     pub jwt_role_claim: String,
     /// Serve without authentication on a non-loopback address (`SANDBOX_ALLOW_ANONYMOUS`).
     pub allow_anonymous: bool,
+    /// `SANDBOX_TRUSTED_PROXIES` (none): the direct peers whose `Forwarded` /
+    /// `X-Forwarded-Proto` / `X-Forwarded-Host` say how clients reached the service. Anyone
+    /// else could write those headers, so by default nobody is believed.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Pre-signed `log_stream_url`s (`SANDBOX_WS_SIGNED_URLS`).
     pub ws_signed_urls: bool,
     /// `SANDBOX_WS_SIGNED_URL_TTL_SEC` (60): how long a signed stream URL stays valid.
@@ -342,6 +346,7 @@ impl Default for Config {
             jwt_secret: None,
             jwt_role_claim: "role".into(),
             allow_anonymous: false,
+            trusted_proxies: Vec::new(),
             ws_signed_urls: false,
             ws_signed_url_ttl_sec: 60,
             ws_signing_secret: None,
@@ -376,6 +381,23 @@ fn parse_list(s: &str) -> Option<Vec<String>> {
         .filter(|x| !x.is_empty())
         .collect();
     (!v.is_empty()).then_some(v)
+}
+
+/// `10.0.0.1, 10.1.0.0/16, ::1` (or a JSON array): addresses and CIDR blocks; empty is none.
+fn parse_nets(s: &str) -> Result<Vec<ipnet::IpNet>, String> {
+    if s.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let items = parse_list(s).ok_or_else(|| format!("not a list of addresses: {s:?}"))?;
+    items
+        .iter()
+        .map(|item| {
+            item.parse::<ipnet::IpNet>()
+                .or_else(|_| item.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                .map(|n| n.trunc())
+                .map_err(|_| format!("not an IP address or CIDR block: {item:?}"))
+        })
+        .collect()
 }
 
 /// `alias=template,alias2=template` or a JSON object.
@@ -631,6 +653,33 @@ mod tests {
         ] {
             let e = Config::from_lookup(lookup(&[(key, value)])).unwrap_err();
             assert!(e.contains(key) && e.contains(want), "{key}={value}: {e}");
+        }
+    }
+
+    #[test]
+    fn trusted_proxies_are_addresses_and_blocks() {
+        assert!(Config::default().trusted_proxies.is_empty());
+        let c = Config::from_lookup(lookup(&[(
+            "SANDBOX_TRUSTED_PROXIES",
+            " 10.0.0.5, 127.0.0.0/8 ,::1,10.1.2.3/16",
+        )]))
+        .unwrap();
+        let shown: Vec<String> = c.trusted_proxies.iter().map(|n| n.to_string()).collect();
+        // A bare address is its own block; a block is cut to its network.
+        assert_eq!(
+            shown,
+            ["10.0.0.5/32", "127.0.0.0/8", "::1/128", "10.1.0.0/16"]
+        );
+        let c = Config::from_lookup(lookup(&[("SANDBOX_TRUSTED_PROXIES", r#"["::/0"]"#)])).unwrap();
+        assert_eq!(c.trusted_proxies.len(), 1);
+        let c = Config::from_lookup(lookup(&[("SANDBOX_TRUSTED_PROXIES", " ")])).unwrap();
+        assert!(c.trusted_proxies.is_empty());
+        for bad in ["proxy.local", "10.0.0.0/33", "10.0.0.5;10.0.0.6"] {
+            let e = Config::from_lookup(lookup(&[("SANDBOX_TRUSTED_PROXIES", bad)])).unwrap_err();
+            assert!(
+                e.contains("SANDBOX_TRUSTED_PROXIES") && e.contains("not an IP address"),
+                "{bad}: {e}"
+            );
         }
     }
 }

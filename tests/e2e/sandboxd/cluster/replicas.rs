@@ -373,6 +373,62 @@ async fn two_replicas_are_one_service() {
     );
 }
 
+/// The replica that forwards a run to the session's owner says what it made of the client's
+/// `X-Forwarded-*`: the owner, trusting it, builds the `wss://` URL a TLS proxy asked for,
+/// and a client the forwarding replica does not trust cannot smuggle its headers through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_run_gets_the_stream_url_its_proxy_asked_for() {
+    let pg = crate::pg_or_skip!();
+    let url = pg.fresh_db("proxied");
+    // Replicas reach each other from 127.0.0.1; 127.0.0.2 is a client nobody trusts.
+    let trust = [("SANDBOX_TRUSTED_PROXIES", "127.0.0.1")];
+    let a = Replica::start(&url, &trust);
+    let b = Replica::start(&url, &trust);
+    let c = reqwest::Client::new();
+    let (s, sess, _) = post(
+        &c,
+        &a.api("/sessions"),
+        &json!({ "spec_version": "1.0", "base_image": "wasmsand/default" }),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{sess}");
+    let sid = sess["session_id"].as_str().unwrap().to_string();
+    let run = json!({ "spec_version": "1.0", "session_id": sid, "command": ["true"] });
+    let stream_url = |client: reqwest::Client| {
+        let (url, run) = (b.api("/runs"), run.clone());
+        async move {
+            let r = client
+                .post(url)
+                .header("x-forwarded-proto", "https")
+                .header("x-forwarded-host", "sandbox.example.com")
+                .json(&run)
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success(), "{}", r.status());
+            let v: Value = r.json().await.unwrap();
+            v["log_stream_url"].as_str().unwrap().to_string()
+        }
+    };
+    // Through B (trusted by A, itself trusting this client) to A, which runs it.
+    let proxied = stream_url(c.clone()).await;
+    assert!(
+        proxied.starts_with(&format!("wss://sandbox.example.com{BASE}/runs/")),
+        "{proxied}"
+    );
+    let untrusted = reqwest::Client::builder()
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap();
+    let direct = stream_url(untrusted).await;
+    let b_host = b.url.trim_start_matches("http://");
+    assert!(
+        direct.starts_with(&format!("ws://{b_host}{BASE}/runs/")),
+        "B ignores the headers of a client it does not trust, and says so to A: {direct}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_limit_holds_across_replicas() {
     let pg = crate::pg_or_skip!();
