@@ -169,27 +169,44 @@ pub struct UploadReply {
     pub session_id: String,
     /// `multipart`, `tar`, `tar.gz` or `zip`.
     pub kind: String,
+    /// Files written into the workspace.
+    pub file_count: usize,
+    /// Bytes of the files written (an archive's, once expanded).
+    pub bytes_received: u64,
+    /// Deprecated alias of `file_count`, kept for one release.
+    #[schema(deprecated)]
     pub files: usize,
+    /// Deprecated alias of `bytes_received`, kept for one release.
+    #[schema(deprecated)]
     pub bytes: u64,
     /// Paths written, relative to the workspace.
     pub paths: Vec<String>,
 }
 
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Clone)]
 pub struct ArtifactItem {
+    /// Relative to the workspace.
     pub path: String,
     pub size: u64,
+    /// Where to GET it (a path on this server, with the same credentials).
+    pub download_url: String,
     #[serde(rename = "type")]
     pub content_type: String,
     /// `file` or `symlink` (listed, never followed).
     pub kind: String,
+    /// Deprecated alias of `download_url`, kept for one release.
+    #[schema(deprecated)]
     pub url: String,
 }
 
 #[derive(Serialize, ToSchema)]
 pub struct ArtifactList {
+    /// The run's artifacts (empty until it finished, and once they expired).
+    pub items: Vec<ArtifactItem>,
     pub run_id: String,
     pub phase: Phase,
+    /// Deprecated alias of `items`, kept for one release.
+    #[schema(deprecated)]
     pub artifacts: Vec<ArtifactItem>,
     pub artifact_bytes: u64,
     pub expired: bool,

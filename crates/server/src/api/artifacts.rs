@@ -21,7 +21,7 @@ use crate::views::{self, ArchiveBytes, ArtifactItem, ArtifactList, ErrorEnvelope
     tag = "artifacts",
     params(("id" = String, Path, description = "run id")),
     responses(
-        (status = 200, description = "the artifacts captured after the run (empty until it finished)", body = ArtifactList),
+        (status = 200, description = "the artifacts captured after the run (empty until it finished): `items` of `{path, size, download_url}` (`artifacts` and `url` are deprecated aliases)", body = ArtifactList),
         (status = 404, description = "no such run", body = ErrorEnvelope),
     )
 )]
@@ -35,12 +35,16 @@ pub(crate) async fn list_artifacts(
     } else {
         rec.artifacts
             .iter()
-            .map(|a| ArtifactItem {
-                path: a.path.clone(),
-                size: a.size,
-                content_type: a.content_type.clone(),
-                kind: a.kind.clone(),
-                url: format!("{BASE}/runs/{id}/artifacts/{}", a.path),
+            .map(|a| {
+                let download_url = format!("{BASE}/runs/{id}/artifacts/{}", a.path);
+                ArtifactItem {
+                    path: a.path.clone(),
+                    size: a.size,
+                    url: download_url.clone(),
+                    download_url,
+                    content_type: a.content_type.clone(),
+                    kind: a.kind.clone(),
+                }
             })
             .collect()
     };
@@ -54,7 +58,8 @@ pub(crate) async fn list_artifacts(
             },
             run_id: id,
             phase: rec.phase,
-            artifacts: items,
+            artifacts: items.clone(),
+            items,
             expired: rec.artifacts_expired,
             capped: rec.artifacts_capped,
         },

@@ -30,7 +30,7 @@ use crate::views::{self, ArchiveBytes, ErrorEnvelope, UploadForm, UploadReply};
         )
     ),
     responses(
-        (status = 201, description = "written into the workspace, all or nothing", body = UploadReply),
+        (status = 201, description = "written into the workspace, all or nothing: `file_count` and `bytes_received` (`files` and `bytes` are deprecated aliases)", body = UploadReply),
         (status = 400, description = "malformed body, refused path or member (`details.reason`)", body = ErrorEnvelope),
         (status = 404, description = "no such session", body = ErrorEnvelope),
         (status = 410, description = "the session's sandbox is gone", body = ErrorEnvelope),
@@ -161,6 +161,8 @@ async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Respo
         &UploadReply {
             session_id: session.id.clone(),
             kind: kind.into(),
+            file_count: files,
+            bytes_received: bytes,
             files,
             bytes,
             paths,

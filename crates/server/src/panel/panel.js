@@ -207,7 +207,7 @@ async function upload() {
   note.textContent = "uploading…";
   try {
     const r = await api("POST", `/sessions/${encodeURIComponent(state.session.session_id)}/files`, form);
-    note.textContent = `uploaded ${r.files} file(s), ${fmtBytes(r.bytes)}: ${r.paths.join(", ")}`;
+    note.textContent = `uploaded ${r.file_count} file(s), ${fmtBytes(r.bytes_received)}: ${r.paths.join(", ")}`;
     note.dataset.paths = r.paths.join(",");
   } catch (e) {
     note.className = "note error";
@@ -327,14 +327,14 @@ async function loadArtifacts() {
   try {
     const a = await api("GET", `/runs/${encodeURIComponent(r.id)}/artifacts`);
     body.replaceChildren();
-    if (!a.artifacts.length) {
+    if (!a.items.length) {
       const tr = document.createElement("tr");
       tr.innerHTML = '<td colspan="4" class="muted"></td>';
       tr.firstChild.textContent = a.expired ? "expired" : "none captured";
       body.append(tr);
       return;
     }
-    for (const item of a.artifacts) {
+    for (const item of a.items) {
       const tr = document.createElement("tr");
       for (const t of [item.path, fmtBytes(item.size), item.type]) {
         const td = document.createElement("td");
@@ -359,7 +359,7 @@ async function loadArtifacts() {
 async function download(item) {
   // Fetched rather than linked, so that the Authorization header goes with it.
   try {
-    const resp = await fetch(item.url, { headers: authHeaders() });
+    const resp = await fetch(item.download_url, { headers: authHeaders() });
     if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
     const blob = await resp.blob();
     const a = document.createElement("a");
