@@ -19,6 +19,62 @@ pub const MAX_FRAME_BYTES: usize = 64 * 1024;
 const ENVELOPE_BYTES: usize = 128;
 const DATA_BUDGET: usize = MAX_FRAME_BYTES - ENVELOPE_BYTES;
 
+/// Length of the text of an `event` frame with `data`, counting the longest seq.
+fn event_frame_len(event: &str, data: &Value) -> usize {
+    json!({ "type": "event", "event": event, "data": data, "seq": u64::MAX })
+        .to_string()
+        .len()
+}
+
+/// The `start` event's data: the run, when its command started, and the command's argv.
+/// An argv that would take the frame past [`MAX_FRAME_BYTES`] (one within the command cap
+/// can, once JSON escapes its quotes and control characters) is cut: whole words while
+/// they fit, then the first that does not, cut on a character boundary and ending in `…`;
+/// `command_truncated: true` and `command_bytes` (the whole argv's bytes) then say so.
+pub fn start_event_data(run_id: &str, started_at: &str, argv: &[String]) -> Value {
+    let whole = json!({ "run_id": run_id, "started_at": started_at, "command": argv });
+    if event_frame_len("start", &whole) <= MAX_FRAME_BYTES {
+        return whole;
+    }
+    let total: usize = argv.iter().map(String::len).sum();
+    let mut data = json!({
+        "run_id": run_id,
+        "started_at": started_at,
+        "command": [],
+        "command_truncated": true,
+        "command_bytes": total,
+    });
+    let mut room = MAX_FRAME_BYTES.saturating_sub(event_frame_len("start", &data));
+    let mut kept: Vec<String> = Vec::new();
+    for word in argv {
+        // Its quotes, and the comma before every word but the first.
+        let frame = 2 + usize::from(!kept.is_empty());
+        let escaped: usize = word.chars().map(escaped_len).sum();
+        if frame + escaped <= room {
+            room -= frame + escaped;
+            kept.push(word.clone());
+            continue;
+        }
+        let marker = '…'.len_utf8();
+        if frame + marker <= room {
+            let mut budget = room - frame - marker;
+            let mut end = 0;
+            for (i, c) in word.char_indices() {
+                let n = escaped_len(c);
+                if n > budget {
+                    break;
+                }
+                budget -= n;
+                end = i + c.len_utf8();
+            }
+            kept.push(format!("{}…", &word[..end]));
+        }
+        break;
+    }
+    data["command"] = json!(kept);
+    data
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stream {
     Stdout,
@@ -406,6 +462,42 @@ mod tests {
             json!({"type": "truncated", "reason": "log_cap", "seq": 3})
         );
         assert_eq!(log.log_bytes(), 10);
+    }
+
+    #[test]
+    fn the_start_event_fits_a_frame_whatever_the_argv() {
+        let short = vec!["echo".to_string(), "hi".to_string()];
+        let d = start_event_data("r", "t", &short);
+        assert_eq!(d["command"], json!(short));
+        assert!(d.get("command_truncated").is_none());
+        // Quotes and control characters escape to 2 and 6 bytes: 60 KiB of them would be
+        // far past the frame cap.
+        for word in [
+            "\"".repeat(60 * 1024),
+            "\u{1}".repeat(60 * 1024),
+            "é".repeat(40 * 1024),
+        ] {
+            let argv = vec![
+                "bash".to_string(),
+                "-c".to_string(),
+                word.clone(),
+                "x".into(),
+            ];
+            let d = start_event_data("run-1", "2026-01-01T00:00:00.000Z", &argv);
+            let log = RunLog::new(usize::MAX, u64::MAX);
+            log.event("start", d.clone());
+            let f = &log.read_from(1).frames[0];
+            assert!(f.text.len() <= MAX_FRAME_BYTES, "{}", f.text.len());
+            // Within a few bytes of the cap: as much of the command as fits is kept.
+            assert!(f.text.len() > MAX_FRAME_BYTES - 64, "{}", f.text.len());
+            assert_eq!(d["command_truncated"], true);
+            assert_eq!(d["command_bytes"], 4 + 2 + word.len() + 1);
+            let cmd = d["command"].as_array().unwrap();
+            assert_eq!(cmd.len(), 3, "the words after the cut one are left out");
+            assert_eq!(cmd[0], "bash");
+            let cut = cmd[2].as_str().unwrap();
+            assert!(cut.ends_with('…') && word.starts_with(cut.trim_end_matches('…')));
+        }
     }
 
     #[test]

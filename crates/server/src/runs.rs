@@ -289,17 +289,41 @@ struct Ending {
     artifacts: Option<(Vec<store::ArtifactEntry>, u64, bool)>,
 }
 
+/// Longest `message` a run records: it goes into the `phase`, `error` and `end` frames, which
+/// must stay under the 64 KiB frame cap whatever a request put into it (a long `cwd`).
+const MAX_MESSAGE_BYTES: usize = 4096;
+
+/// Reason codes of runs that failed because the runtime could not prepare or keep the
+/// sandbox (not because of the program or the caller): those get an `error` frame.
+const RUNTIME_FAILURES: &[&str] = &["provision_failed", "image_pull_failed", "exec_failed"];
+
 impl Ending {
     fn new(phase: Phase, reason: &str, message: &str) -> Ending {
         Ending {
             phase,
             reason_code: Some(reason.to_string()),
-            message: Some(message.to_string()),
+            message: Some(crate::util::cut_utf8(message, MAX_MESSAGE_BYTES)),
             exit_code: None,
             wall_ms: None,
             usage: None,
             artifacts: None,
         }
+    }
+
+    /// The `error` event's data when the run failed for a runtime reason: the error
+    /// envelope's `code` and `message` (so a client showing API errors shows this one too),
+    /// the `reason_code` as the record has it and the phase the run was in.
+    fn runtime_error(&self, during: Phase, now: i64) -> Option<serde_json::Value> {
+        let reason = self.reason_code.as_deref()?;
+        RUNTIME_FAILURES.contains(&reason).then(|| {
+            json!({
+                "code": reason,
+                "message": self.message,
+                "reason_code": reason,
+                "phase": during.as_str(),
+                "ts": iso(now),
+            })
+        })
     }
 
     /// Writes the ending into a run's record, with what its log says of the output.
@@ -331,6 +355,10 @@ impl Ending {
 
 async fn finish(app: &Arc<App>, run: &Arc<LiveRun>, e: Ending) {
     let now = app.clock.now_ms();
+    // Before the seal: the log takes no other frame after it but the final two.
+    if let Some(error) = e.runtime_error(run.phase(), now) {
+        run.log.event("error", error);
+    }
     // The final record is stored before anyone can see the run end: a client that saw it
     // end (its status or its stream) and starts another finds its quota place given back,
     // and any replica answers the same.
@@ -472,7 +500,7 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
     let started_at = run.record.lock().started_at.unwrap_or_else(now_ms);
     run.log.event(
         "start",
-        json!({ "run_id": run.id, "started_at": iso(started_at), "command": spec.command }),
+        crate::logs::start_event_data(&run.id, &iso(started_at), &spec.command),
     );
     let t0 = Instant::now();
     let log = run.log.clone();

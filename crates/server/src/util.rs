@@ -35,6 +35,18 @@ pub fn parse_iso(s: &str) -> Option<i64> {
     Some((t.unix_timestamp_nanos() / 1_000_000) as i64)
 }
 
+/// `s` in at most `max` bytes: cut on a character boundary, with `…` in place of the rest.
+pub fn cut_utf8(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
 pub fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }

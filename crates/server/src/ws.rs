@@ -58,8 +58,9 @@ async fn stream(mut socket: WebSocket, log: Arc<RunLog>, from: u64, conn: &mut D
             let delivered = slice.first_retained;
             let lost = delivered - cursor;
             crate::observe::ws_dropped(metrics, lost);
-            // The note takes the seq of the last lost frame: never a seq the client has
-            // seen, never one it will see.
+            // Seed 003 gives the note the seq of the first frame delivered (`m`): the one
+            // frame that shares its seq with another, so a client deduplicating by seq must
+            // not count a `resume` note as that frame (docs/service.md says so).
             let note = json!({
                 "type": "event",
                 "event": "resume",
@@ -68,7 +69,7 @@ async fn stream(mut socket: WebSocket, log: Arc<RunLog>, from: u64, conn: &mut D
                     "delivered_from_seq": delivered,
                     "lost_count": lost,
                 },
-                "seq": delivered - 1,
+                "seq": delivered,
             });
             if socket
                 .send(Message::Text(note.to_string().into()))

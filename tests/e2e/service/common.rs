@@ -277,11 +277,19 @@ pub fn stdout(frames: &[Value]) -> String {
     String::from_utf8(output(frames, "stdout")).unwrap()
 }
 
-/// The frames obey the stream rules: seq strictly increasing, exactly one `end`, last.
+/// The frames obey the stream rules: seq strictly increasing, exactly one `end`, last; a
+/// `resume` note has the seq of the frame after it (seed 003: `seq: delivered_from_seq`).
 pub fn check_stream_rules(frames: &[Value]) {
     let mut last = 0;
-    for f in frames {
+    for (i, f) in frames.iter().enumerate() {
         let seq = f["seq"].as_u64().expect("every frame has a seq");
+        if f["event"] == "resume" {
+            assert_eq!(f["data"]["delivered_from_seq"], seq, "{f}");
+            let next = frames.get(i + 1).expect("a frame after a resume note");
+            assert_eq!(next["seq"], seq, "{frames:?}");
+            assert!(seq > last, "resume note {seq} after {last}: {frames:?}");
+            continue;
+        }
         assert!(seq > last, "seq {seq} after {last}: {frames:?}");
         last = seq;
     }

@@ -395,6 +395,7 @@ pub(crate) async fn check_run(app: &Arc<App>, v: &Value, user: &str) -> ApiResul
         }
         other => other,
     };
+    check_command_size(&env, cwd.as_deref(), &req.command)?;
     let files = inline_files(app, req.files.unwrap_or_default())?;
     let stdin = match req.stdin {
         None => None,
@@ -508,6 +509,24 @@ fn check_command(req: &RunRequest) -> ApiResult<()> {
     }
     if req.resume_from_seq == Some(0) {
         return Err(ApiError::invalid("resume_from_seq starts at 1"));
+    }
+    Ok(())
+}
+
+/// Refuses a command the sandbox's shell would refuse to run (`commandBytes`): the run would
+/// only fail after admission, having taken a place in the queue and the user's quotas.
+fn check_command_size(
+    env: &BTreeMap<String, String>,
+    cwd: Option<&str>,
+    argv: &[String],
+) -> ApiResult<()> {
+    let size = crate::runtime::wasm::run_line(env, cwd, argv).len() as u64;
+    let limit = crate::runtime::wasm::max_command_bytes();
+    if size > limit {
+        return Err(ApiError::invalid(format!(
+            "the command is {size} bytes as a shell line (with its env and cwd); at most {limit}"
+        ))
+        .with_details(json!({ "field": "command", "reason": "command_too_large", "size": size, "limit": limit })));
     }
     Ok(())
 }

@@ -412,6 +412,12 @@ function connect(r) {
   ws.onmessage = (ev) => {
     let f;
     try { f = JSON.parse(ev.data); } catch { return; }
+    // A `resume` note has the seq of the first frame delivered after it (seed 003's rule):
+    // counting it as seen would drop that frame as a duplicate.
+    if (f.type === "event" && f.event === "resume") {
+      onFrame(r, f);
+      return;
+    }
     // Every frame has a seq; one at or below the last seen was delivered before a reconnect.
     if (typeof f.seq === "number") {
       if (f.seq <= r.lastSeq) return;

@@ -1,6 +1,7 @@
 //! The `wasm` runtime: a box is one `wasmsand::Sandbox` in this process (a bash session on an
 //! in-memory filesystem, every program WebAssembly).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -506,14 +507,29 @@ async fn command_script(sb: &Arc<Sandbox>, req: &ExecRequest) -> (String, Vec<St
             });
         }
     }
-    for (k, v) in &req.env {
+    line.push_str(&run_line(&req.env, req.cwd.as_deref(), &req.command));
+    (line, restore)
+}
+
+/// What the sandbox's shell is given to run: the run's `env` exported, its `cwd` entered,
+/// then its command.
+pub fn run_line(env: &BTreeMap<String, String>, cwd: Option<&str>, argv: &[String]) -> String {
+    let mut line = String::new();
+    for (k, v) in env {
         line.push_str(&format!("export {k}={}\n", shell_quote(v)));
     }
-    if let Some(cwd) = &req.cwd {
+    if let Some(cwd) = cwd {
         line.push_str(&format!("cd {} || exit 1\n", shell_quote(&absolute(cwd))));
     }
-    line.push_str(&command_line(&req.command));
-    (line, restore)
+    line.push_str(&command_line(argv));
+    line
+}
+
+/// Largest shell line a run may give the sandbox: the engine's `command_bytes`, which the
+/// service's sandboxes keep at its default. A longer one would fail the run after admission,
+/// so requests are held to it up front.
+pub fn max_command_bytes() -> u64 {
+    wasmsand::Limits::default().command_bytes
 }
 
 /// Files and symlinks under the workspace that `set` matches; true when the walk was cut.
