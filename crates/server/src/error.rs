@@ -54,7 +54,7 @@ macro_rules! error_codes {
 
 error_codes! {
     InvalidRequest = "invalid_request", [400, 405, 413, 415, 416, 426],
-        "malformed JSON, wrong types, unknown fields, bad values; bodies over their cap (JSON bodies 2 MiB); not JSON; bad ranges; a path or query the framework cannot decode; a WebSocket route asked without the upgrade";
+        "malformed JSON, wrong types, unknown fields, bad values (a run's `command` over the sandbox shell's 64 KiB: `details.reason: command_too_large`); bodies over their cap (JSON bodies 2 MiB); not JSON; bad ranges; a path or query the framework cannot decode; a WebSocket route asked without the upgrade";
     InvalidSpecVersion = "invalid_spec_version", [400],
         "a `spec_version` this server does not speak: `details.supported`, `details.provided`";
     Unauthorized = "unauthorized", [401],
@@ -66,7 +66,7 @@ error_codes! {
     SessionLost = "session_lost", [410],
         "the session cannot be brought back: on replicas, the replica that held a session without a checkpoint (a docker session) is gone and the sandbox with it; or its checkpoint in the store is corrupt (`details.reason: corrupt_checkpoint`) or asks for a network policy the server no longer allows (`policy_changed`)";
     IdempotencyConflict = "idempotency_conflict", [409],
-        "an `Idempotency-Key` reused with a different body: `details.prior_id`, `key`, `prior_created_at`";
+        "an `Idempotency-Key` reused with a different body: `details.prior_id`, `key`, `prior_created_at`, and for audit `idempotency_key_echo` (the key) and `idempotency_status` (`conflict`, or `in_progress` while the key's first request is still being answered)";
     Conflict = "conflict", [409],
         "a background process's stdin is closed, or it has ended (`details.reason`); a session and its fork changed some path differently, so a merge applied nothing (`details.reason: merge_conflict`, `details.conflicts`: `path`, `ours`, `theirs`); a file operation meets the wrong kind of entry (`details.reason: filesystem`, `errno`: `EEXIST`, `EISDIR`, `ENOTDIR`, `ENOTEMPTY`, ...; `path`)";
     RateLimited = "rate_limited", [429],

@@ -95,8 +95,8 @@ pub(crate) struct RunRequest {
     responses(
         (status = 200, description = "admitted: the run starts now (`phase: starting`)", body = RunCreated),
         (status = 202, description = "queued (`phase: queued`, `estimated_start_time`)", body = RunCreated),
-        (status = 400, description = "invalid body or values (`invalid_request`, `invalid_spec_version`)", body = ErrorEnvelope),
-        (status = 409, description = "an `Idempotency-Key` replayed with a different body (`idempotency_conflict`)", body = ErrorEnvelope),
+        (status = 400, description = "invalid body or values (`invalid_request`, `invalid_spec_version`), a command longer than the sandbox shell's 64 KiB (`details.reason: command_too_large`)", body = ErrorEnvelope),
+        (status = 409, description = "an `Idempotency-Key` replayed with a different body (`idempotency_conflict`; `details`: `prior_id`, `key`, `prior_created_at`, `idempotency_key_echo`, `idempotency_status`)", body = ErrorEnvelope),
         (status = 413, description = "body over 2 MiB, or inline files or stdin over 1 MiB", body = ErrorEnvelope),
         (status = 415, description = "a body that is not `application/json`", body = ErrorEnvelope),
         (status = 403, description = "execution is disabled on this server (`forbidden`)", body = ErrorEnvelope),

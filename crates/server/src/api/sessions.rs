@@ -63,7 +63,7 @@ pub(crate) struct SessionRequest {
     responses(
         (status = 201, description = "the session (also the replay of an idempotent request)", body = SessionView),
         (status = 400, description = "invalid body or values (`invalid_request`, `invalid_spec_version`)", body = ErrorEnvelope),
-        (status = 409, description = "an `Idempotency-Key` replayed with a different body (`idempotency_conflict`)", body = ErrorEnvelope),
+        (status = 409, description = "an `Idempotency-Key` replayed with a different body (`idempotency_conflict`; `details`: `prior_id`, `key`, `prior_created_at`, `idempotency_key_echo`, `idempotency_status`)", body = ErrorEnvelope),
         (status = 413, description = "body over 2 MiB, or inline files over 1 MiB", body = ErrorEnvelope),
         (status = 415, description = "a body that is not `application/json`", body = ErrorEnvelope),
         (status = 429, description = "the server holds its maximum of sessions (`quota_exceeded`)", body = ErrorEnvelope),
