@@ -18,5 +18,6 @@ mod processes;
 mod quotas;
 mod restart;
 mod runs;
+mod shapes;
 mod uploads;
 mod ws;
