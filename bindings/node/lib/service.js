@@ -507,7 +507,9 @@ class ServiceTransport {
             return;
           }
           if (!frame || typeof frame !== 'object') return;
-          if (Number.isInteger(frame.seq)) {
+          // A resume note carries the seq of the frame after it (seed 003's `seq: m`): it is
+          // no frame of the run, so it neither moves nor is judged by the last seq seen.
+          if (Number.isInteger(frame.seq) && frame.event !== 'resume') {
             if (frame.seq <= last) return;
             last = frame.seq;
           }

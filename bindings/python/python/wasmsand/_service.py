@@ -832,7 +832,10 @@ class ServiceTransport(Transport):
                         if not isinstance(frame, dict):
                             continue
                         seq = frame.get("seq")
-                        if isinstance(seq, int):
+                        # A resume note carries the seq of the frame after it (seed 003's
+                        # `seq: m`): it is no frame of the run, so it neither moves nor is
+                        # judged by the last seq seen.
+                        if isinstance(seq, int) and frame.get("event") != "resume":
                             if seq <= last:
                                 continue
                             last = seq
