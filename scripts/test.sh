@@ -20,7 +20,7 @@ ROOT="$PWD"
 
 # name|runner the extra arguments reach|what it runs
 STAGES=(
-    "checks|-|crate layers, module cycles, threat ids, shared features (python3 scripts/check-*.py)"
+    "checks|-|crate layers, module cycles, threat ids, shared features, one version (python3 scripts/check-*.py)"
     "lint|cargo clippy|cargo fmt --check and clippy -D warnings, on the workspace and on wasm-tools/ (for wasm32-wasip1)"
     "cargo|cargo nextest run|every Rust test of the workspace (one build of each test binary)"
     "docker|cargo nextest run|the docker runtime against a real engine (dockerd started here when none runs; images built from Debian's packages, cached under target/docker-images)"
