@@ -208,6 +208,13 @@ def test_a_killed_sandbox_is_a_message_not_an_exception() -> None:
     sb.kill()
     assert drive(sb, operation("run_shell", {"command": "true"})).startswith("The sandbox has been shut down")
 
+    async def killed_async() -> str:
+        asb = await AsyncSandbox.create()
+        await asb.kill()
+        return await adrive(asb, operation("run_shell", {"command": "true"}))
+
+    assert asyncio.run(killed_async()).startswith("The sandbox has been shut down")
+
 
 # ---- LangChain / LangGraph ---------------------------------------------------------------------
 
