@@ -88,19 +88,7 @@ pub fn sandboxd_main(argv: Vec<String>) -> u32 {
 /// The limits registry as JSON: `[{name, wire, default, unit, doc}]`, in the crate's order.
 #[napi]
 pub fn limit_specs() -> String {
-    let specs: Vec<Value> = wasmsand_model::Limits::SPECS
-        .iter()
-        .map(|l| {
-            serde_json::json!({
-                "name": l.name,
-                "wire": l.wire,
-                "default": l.default,
-                "unit": format!("{:?}", l.unit).to_lowercase(),
-                "doc": l.doc,
-            })
-        })
-        .collect();
-    Value::Array(specs).to_string()
+    wasmsand_dispatch::limit_specs_json()
 }
 
 /// The version of the native part (the workspace's).

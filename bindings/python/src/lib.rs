@@ -114,19 +114,7 @@ fn sandboxd_main(py: Python<'_>, argv: Vec<String>) -> u8 {
 /// the order the crate declares them. The SDK's `Limits` takes its wire names from it.
 #[pyfunction]
 fn limit_specs() -> String {
-    let specs: Vec<Value> = wasmsand_model::Limits::SPECS
-        .iter()
-        .map(|l| {
-            serde_json::json!({
-                "name": l.name,
-                "wire": l.wire,
-                "default": l.default,
-                "unit": format!("{:?}", l.unit).to_lowercase(),
-                "doc": l.doc,
-            })
-        })
-        .collect();
-    Value::Array(specs).to_string()
+    wasmsand_dispatch::limit_specs_json()
 }
 
 #[pymodule]

@@ -45,6 +45,24 @@ use wasmsand::{ErrorClass, Limits, LimitsPatch, RunOptions, Sandbox, SandboxOpti
 pub use error::{RpcError, code, kind};
 pub use server::{CallError, Outbox, Server};
 
+/// The limits registry as JSON, `[{name, wire, default, unit, doc}]` in the crate's order: what
+/// the language bindings hand their SDKs, which take the limits' wire names from it.
+pub fn limit_specs_json() -> String {
+    let specs: Vec<Value> = Limits::SPECS
+        .iter()
+        .map(|l| {
+            serde_json::json!({
+                "name": l.name,
+                "wire": l.wire,
+                "default": l.default,
+                "unit": format!("{:?}", l.unit).to_lowercase(),
+                "doc": l.doc,
+            })
+        })
+        .collect();
+    Value::Array(specs).to_string()
+}
+
 use params::Params;
 
 /// Receives the notifications (`output` chunks) a request sends while it runs.
