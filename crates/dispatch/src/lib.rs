@@ -196,6 +196,10 @@ pub struct Dispatcher {
     /// Where background processes' notifications go when the transport has a place that
     /// outlives a request (sandboxd's stdout, the Python module's handler).
     notifier: Mutex<Option<Notify>>,
+    /// The cancel token of each `run` queued or running, by its request id as JSON text (so
+    /// `1` and `"1"` stay apart): `run.cancel` finds a run here even before its lane starts
+    /// it.
+    runs: Mutex<HashMap<String, wasmsand::CancelToken>>,
 }
 
 impl Dispatcher {
@@ -224,7 +228,36 @@ impl Dispatcher {
             started: Instant::now(),
             client: Mutex::new(None),
             notifier: Mutex::new(None),
+            runs: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Makes a `run` request cancellable from its arrival: a transport that queues requests
+    /// calls this when it queues one, so a `run.cancel` that overtakes it still stops it.
+    pub fn note_run(&self, id: &Value) {
+        self.runs
+            .lock()
+            .entry(id.to_string())
+            .or_insert_with(wasmsand::CancelToken::new);
+    }
+
+    /// `run.cancel {requestId}`: stops the `run` request with that id, running or queued
+    /// (it answers its own request with `errorClass: "CANCELLED"`, exit 130). `cancelled` is
+    /// false when no such run is pending, which includes one that has already answered.
+    fn cancel_run(&self, p: Params) -> Result<Value, RpcError> {
+        let id = match p.0.get("requestId") {
+            Some(v @ (Value::String(_) | Value::Number(_))) => v,
+            _ => {
+                return Err(RpcError::invalid_params(
+                    "requestId must be the id (a string or a number) of a run request",
+                ));
+            }
+        };
+        let token = self.runs.lock().get(&id.to_string()).cloned();
+        if let Some(token) = &token {
+            token.cancel();
+        }
+        Ok(json!({"cancelled": token.is_some()}))
     }
 
     /// The longest request line a transport should accept now (`create` may change it).
@@ -273,6 +306,7 @@ impl Dispatcher {
         self.note_arrival();
         match req.method.as_str() {
             "run" => self.run(p, req.id.as_ref(), notify),
+            "run.cancel" => self.cancel_run(p),
             "files.write" => self.files_write(p),
             "files.read" => self.files_read(p),
             "files.rename" => self.files_rename(p),
@@ -452,6 +486,26 @@ impl Dispatcher {
     }
 
     fn run(&self, p: Params, id: Option<&Value>, notify: &Notify) -> Result<Value, RpcError> {
+        let registered = id.map(|id| {
+            let key = id.to_string();
+            let token = self.runs.lock().entry(key.clone()).or_default().clone();
+            RunEntry {
+                runs: &self.runs,
+                key,
+                token,
+            }
+        });
+        let cancel = registered.as_ref().map(|r| r.token.clone());
+        self.run_as(p, id, notify, cancel)
+    }
+
+    fn run_as(
+        &self,
+        p: Params,
+        id: Option<&Value>,
+        notify: &Notify,
+        cancel: Option<wasmsand::CancelToken>,
+    ) -> Result<Value, RpcError> {
         let command = sdk::scoped_command(p)?;
         let stream = p.opt_bool("stream")?.unwrap_or(false);
         let (sb, fork) = self.resolve(p)?;
@@ -467,6 +521,7 @@ impl Dispatcher {
             truncation: p.truncation()?,
             // `usage: false`: no receipt (only `wallMs`), for callers that never read it.
             skip_usage: !p.opt_bool("usage")?.unwrap_or(true),
+            cancel,
             ..RunOptions::default()
         };
         // Chunks are decoded as UTF-8 across chunk boundaries, so a character split between
@@ -745,6 +800,20 @@ impl IntoResult for () {
 impl IntoResult for Value {
     fn into_result(self) -> Value {
         self
+    }
+}
+
+/// A run's place in [`Dispatcher::runs`], left when the run answers however it ends (an
+/// invalid parameter included), so a later `run.cancel` of that id finds nothing.
+struct RunEntry<'a> {
+    runs: &'a Mutex<HashMap<String, wasmsand::CancelToken>>,
+    key: String,
+    token: wasmsand::CancelToken,
+}
+
+impl Drop for RunEntry<'_> {
+    fn drop(&mut self) {
+        self.runs.lock().remove(&self.key);
     }
 }
 

@@ -158,12 +158,16 @@ impl Server {
             }
         };
         // These act on the whole server, so they take effect at arrival instead of waiting
-        // behind a lane: `kill` must stop running commands, `create` must be first.
+        // behind a lane: `kill` must stop running commands, `create` must be first, and
+        // `run.cancel` must reach a run its lane is busy with (or has not started).
         if req.method == "kill" {
             self.kill(&req);
             return;
         }
-        if matches!(req.method.as_str(), "create" | "sandbox.list") {
+        if matches!(
+            req.method.as_str(),
+            "create" | "sandbox.list" | "run.cancel"
+        ) {
             if let Some(answer) = d.execute(&req, &self.inner.sink) {
                 (self.inner.sink)(answer);
             }
@@ -186,6 +190,11 @@ impl Server {
                 return;
             }
         };
+        if req.method == "run"
+            && let Some(id) = &req.id
+        {
+            d.note_run(id);
+        }
         self.enqueue(lane, Job::Rpc(req));
     }
 

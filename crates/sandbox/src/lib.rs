@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use wasmsand_exec::{CancelToken, ChunkCallback, Exec, ExecOptions, Input, Output, OutputBuffer};
+use wasmsand_exec::{ChunkCallback, Exec, ExecOptions, Input, Output, OutputBuffer};
 use wasmsand_shell::{Abort, DetachedJob, ShellState};
 use wasmsand_vfs::{Delta, FileType, Vfs, VfsOptions};
 
@@ -51,7 +51,7 @@ pub use changes::{
 pub use det::DETERMINISTIC_PID;
 pub use net::{EgressEvent, EgressSink, Gate, GateRefusal, NetLimits, Network, Resolver};
 pub use preview::{Attempt, BestOfOptions, Preview};
-pub use wasmsand_exec::{on_slow_compile, release_free_memory};
+pub use wasmsand_exec::{CancelToken, on_slow_compile, release_free_memory};
 /// The egress allowlist (network policy `allowlist`): its wire form and checked form.
 pub use wasmsand_model::egress;
 pub use wasmsand_model::{
@@ -206,6 +206,10 @@ pub struct RunOptions {
     /// not read and the receipt is not assembled. What the receipt costs is measured by the
     /// `receipt` group of the `sandbox` bench (docs/runs.md).
     pub skip_usage: bool,
+    /// Stops this run when cancelled, from any thread. Unlike [`Sandbox::cancel`] it names
+    /// one run, so it can be cancelled before it starts (a run queued behind another ends at
+    /// once with `CANCELLED`) and never stops a later run of the same sandbox.
+    pub cancel: Option<CancelToken>,
 }
 
 /// What [`Sandbox::merge`] carries besides the files.
@@ -489,7 +493,7 @@ impl Sandbox {
         let timeout = opts.timeout_ms.unwrap_or(self.limits.timeout_ms);
         self.with_inner(|inner| {
             let started = Instant::now();
-            let cancel = CancelToken::new();
+            let cancel = opts.cancel.unwrap_or_default();
             self.term.store(false, Ordering::SeqCst);
             *self.running.lock() = Some(cancel.clone());
             let (out_cap, err_cap) = (self.limits.stdout_bytes, self.limits.stderr_bytes);

@@ -5,4 +5,5 @@
 
 mod mounts;
 mod processes;
+mod run_cancel;
 mod sdk_methods;
