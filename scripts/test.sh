@@ -28,7 +28,7 @@ STAGES=(
     "python|pytest|the Python module built by pip into a fresh venv, then tests/python"
     "api|schemathesis run|the OpenAPI document fuzzed against a live sandboxd serve"
     "panel|-|the web panel in headless Chromium (node)"
-    "node|node --test|the npm package (bindings/node): its addon built by npm ci (cargo, dev profile), tsc --strict on its sample, node --test on every transport"
+    "node|node --test|the npm package (bindings/node): its addon built by npm ci (cargo, dev profile), tsc --strict on its samples, node --test on every transport, then wasmsand/ai against the AI SDK pinned in test/ai-sdk (its own npm ci)"
 )
 
 usage() {
@@ -336,8 +336,27 @@ stage_node() {
     # start $SANDBOXD (found by WASMSAND_SANDBOXD_BIN); under CI=true a missing one fails.
     precompile &&
         (cd bindings/node && npm ci --no-audit --no-fund --loglevel=error &&
-            npx --no-install tsc -p examples/tsconfig.json &&
-            WASMSAND_SANDBOXD_BIN="$SANDBOXD" node --test "${EXTRA[@]}" test/*.test.js)
+            npx --no-install tsc -p examples/tsconfig.json) || return 1
+    local rc=0
+    (cd bindings/node && WASMSAND_SANDBOXD_BIN="$SANDBOXD" node --test "${EXTRA[@]}" test/*.test.js) || rc=1
+    node_ai_sdk || rc=1
+    return $rc
+}
+
+# The Vercel AI SDK provider (`wasmsand/ai`) against the SDK pinned in test/ai-sdk's own
+# package-lock.json, installed there and never among bindings/node's dependencies
+# (`require('wasmsand')` must work without it). Its postinstall links `wasmsand` into that
+# node_modules, and Node keeps the link's path (--preserve-symlinks), so lib/ai.mjs finds `ai`
+# there as in a project that has both. A missing SDK fails the stage.
+node_ai_sdk() {
+    local t rc
+    t=$(date +%s)
+    (cd bindings/node/test/ai-sdk && npm ci --no-audit --no-fund --loglevel=error) &&
+        (cd bindings/node && npx --no-install tsc -p test/ai-sdk/tsconfig.json) &&
+        (cd bindings/node/test/ai-sdk && node --preserve-symlinks --test "${EXTRA[@]}" ai-sdk.test.mjs)
+    rc=$?
+    echo "node ai-sdk: $(($(date +%s) - t)) s"
+    return $rc
 }
 
 # ---- run them --------------------------------------------------------------------------------
