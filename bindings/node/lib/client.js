@@ -23,12 +23,24 @@ class RpcClient {
     wire.onClose = (reason) => this.fail(reason);
   }
 
-  /** Sends a request; resolves with its result, rejects with the mapped error. */
-  request(method, params = {}, { onNotify = null } = {}) {
+  /**
+   * Sends a request; resolves with its result, rejects with the mapped error. A `run` given a
+   * `signal` is cancelled by the server (`run.cancel`) when the signal aborts: the run still
+   * answers (`CANCELLED`), so the caller decides what the abort means.
+   */
+  request(method, params = {}, { onNotify = null, signal = null } = {}) {
     if (this.closed) return Promise.reject(destroyedError('sandbox has been killed'));
     if (this.dead) return Promise.reject(new SandboxError(this.dead, null, { kind: 'transport_closed' }));
     const id = this.nextId++;
-    return new Promise((resolve, reject) => {
+    let onAbort = null;
+    if (signal && method === 'run') {
+      onAbort = () => {
+        // An answer already on its way makes this a no-op (`cancelled: false`).
+        this.request('run.cancel', { requestId: id }).catch(() => {});
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+    const settled = new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject, onNotify });
       this.hold();
       try {
@@ -39,6 +51,18 @@ class RpcClient {
         reject(e);
       }
     });
+    if (!onAbort) return settled;
+    const off = () => signal.removeEventListener('abort', onAbort);
+    return settled.then(
+      (v) => {
+        off();
+        return v;
+      },
+      (e) => {
+        off();
+        throw e;
+      },
+    );
   }
 
   // A timer holds Node's event loop open while an answer is awaited: the addon's callback

@@ -292,25 +292,6 @@ class Commands {
       return new CommandHandle(this.h, pid, { onStdout, onStderr, check: opts.check });
     }
     signal?.throwIfAborted();
-    if (signal && !this.h.t.cancelsRuns) {
-      // The JSON-RPC server has no way to cancel one `run`; a background process it has
-      // (process.kill), so a run that may be aborted is one (docs/node.md says what differs).
-      if (opts.atomic || opts.preview || opts.truncation) {
-        throw invalidParams('signal cannot be combined with atomic, preview or truncation on this transport');
-      }
-      const handle = await this.run(cmd, { ...opts, signal: undefined, background: true, check: false });
-      const onAbort = () => handle.kill().catch(() => {});
-      signal.addEventListener('abort', onAbort, { once: true });
-      let result;
-      try {
-        result = await handle.wait();
-      } finally {
-        signal.removeEventListener('abort', onAbort);
-      }
-      if (signal.aborted) throw signal.reason;
-      if (opts.check && result.exitCode !== 0) throw new CommandExitError(result);
-      return result;
-    }
     Object.assign(params, stdinParams(opts.stdin, 'stdin', 'stdinBase64'));
     if (opts.atomic) params.atomic = true;
     if (opts.preview) params.preview = true;

@@ -277,8 +277,6 @@ function shellQuote(s) {
 class ServiceTransport {
   constructor(url, apiKey = null) {
     this.name = 'service';
-    // Runs are records the service cancels (`POST /runs/{id}/cancel`).
-    this.cancelsRuns = true;
     this.url = baseUrl(url);
     const u = new URL(this.url);
     this.wsBase = `${u.protocol === 'https:' ? 'wss:' : 'ws:'}//${u.host}${u.pathname}`;

@@ -9,14 +9,11 @@ const { invalidParams } = require('./errors');
 class RpcTransport {
   constructor(name, wire) {
     this.name = name;
-    // The JSON-RPC server cannot cancel one `run` (commands.run with a signal runs as a
-    // background process there).
-    this.cancelsRuns = false;
     this.client = new RpcClient(wire);
   }
 
-  call(method, params, { onNotify } = {}) {
-    return this.client.request(method, params, { onNotify });
+  call(method, params, { onNotify, signal } = {}) {
+    return this.client.request(method, params, { onNotify, signal });
   }
 
   subscribe(sandboxId, pid, fn) {

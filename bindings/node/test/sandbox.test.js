@@ -86,6 +86,28 @@ for (const transport of TRANSPORTS) {
         await assert.rejects(sb.commands.run('touch /tmp/never', { signal: AbortSignal.abort(reason) }), (e) => e === reason);
         assert.equal(await sb.files.exists('/tmp/never'), false);
 
+        // An aborted run is an ordinary run up to the abort: what it changed in the session
+        // stays, and an atomic one is rolled back.
+        const ac = new AbortController();
+        const changing = sb.commands.run('cd /tmp; export K=kept; echo x > /tmp/f; echo go; sleep 20', {
+          signal: ac.signal,
+          onStdout: () => ac.abort(),
+        });
+        await assert.rejects(changing, (e) => e.name === 'AbortError');
+        assert.equal((await sb.commands.run('pwd; echo $K')).stdout, '/tmp\nkept\n');
+        if (transport !== 'service') {
+          // (The service has no atomic runs.)
+          const ac2 = new AbortController();
+          const atomic = sb.commands.run('echo y > /tmp/g; echo go; sleep 20', {
+            signal: ac2.signal,
+            atomic: true,
+            onStdout: () => ac2.abort(),
+          });
+          await assert.rejects(atomic, (e) => e.name === 'AbortError');
+          assert.equal(await sb.files.exists('/tmp/g'), false);
+          assert.equal(await sb.files.exists('/tmp/f'), true);
+        }
+
         // A signal that never fires changes nothing: output and result as usual.
         const seen = [];
         const r = await sb.commands.run('echo a; exit 4', { signal: new AbortController().signal, onStdout: (c) => seen.push(c) });
