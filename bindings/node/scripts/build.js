@@ -38,5 +38,14 @@ const built = path.join(outDir, `${process.platform === 'win32' ? '' : 'lib'}was
 // Copied to a temporary name and renamed, so a running process never sees half a file.
 const tmp = `${dest}.tmp-${process.pid}`;
 fs.copyFileSync(built, tmp);
+// The workspace's crates keep line tables for readable backtraces, which more than doubles
+// the addon (232 MB to 108 MB); what ships next to package.json leaves them out. Without
+// binutils' strip the addon works the same, only larger.
+try {
+  execFileSync('strip', ['--strip-unneeded', tmp], { stdio: 'ignore' });
+} catch (e) {
+  if (e.code !== 'ENOENT') throw e;
+  console.error('wasmsand: strip not found; the addon keeps its debug sections');
+}
 fs.renameSync(tmp, dest);
 console.log(`wasmsand: built ${path.relative(here, dest)}`);
