@@ -235,10 +235,7 @@ impl Dispatcher {
     /// Makes a `run` request cancellable from its arrival: a transport that queues requests
     /// calls this when it queues one, so a `run.cancel` that overtakes it still stops it.
     pub fn note_run(&self, id: &Value) {
-        self.runs
-            .lock()
-            .entry(id.to_string())
-            .or_insert_with(wasmsand::CancelToken::new);
+        self.runs.lock().entry(id.to_string()).or_default();
     }
 
     /// `run.cancel {requestId}`: stops the `run` request with that id, running or queued
