@@ -59,3 +59,40 @@ test('rpc: a sandboxd child that dies rejects the calls waiting on it and every 
   await assert.rejects(sb.commands.run('true'), (e) => e instanceof wasmsand.SandboxError && e.kind === 'transport_closed');
   await sb.kill();
 });
+
+for (const sig of ['SIGTERM', 'SIGINT']) {
+  test(`the carried sandboxd serve shuts down cleanly on ${sig}`, async () => {
+    // It once spun for ever instead (Node's signal handler and the server's chained into a
+    // loop), so a supervisor's stop never ended it.
+    const fs = require('node:fs');
+    const os = require('node:os');
+    const { spawn } = require('node:child_process');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wasmsand-serve-'));
+    const proc = spawn(
+      process.execPath,
+      [path.join(pkg, 'bin', 'sandboxd.js'), 'serve', '--listen', '127.0.0.1:0', '--store', 'memory', '--data-dir', dir],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    try {
+      let out = '';
+      await new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`serve did not start: ${out}`)), 120_000);
+        proc.stdout.on('data', (d) => {
+          out += d;
+          if (out.includes('listening on http://')) {
+            clearTimeout(timer);
+            resolve();
+          }
+        });
+        proc.once('exit', (code) => reject(new Error(`serve exited (${code}) before listening: ${out}`)));
+      });
+      const exited = new Promise((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal })));
+      proc.kill(sig);
+      const ended = await Promise.race([exited, new Promise((r) => setTimeout(() => r(null), 30_000))]);
+      assert.deepEqual(ended, { code: 0, signal: null }, 'serve did not exit on its own after the signal');
+    } finally {
+      proc.kill('SIGKILL');
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}

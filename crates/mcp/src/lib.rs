@@ -456,13 +456,14 @@ pub fn serve_blocking(config: McpConfig, listen: Listen) -> std::io::Result<()> 
             Listen::Http(addr, options) => {
                 let listener = tokio::net::TcpListener::bind(addr).await?;
                 let bound = listener.local_addr()?;
+                let stop = shutdown_signal();
                 {
                     use std::io::Write as _;
                     let mut out = std::io::stdout().lock();
                     writeln!(out, "http://{bound}/mcp")?;
                     out.flush()?;
                 }
-                mcp.serve_http(listener, &options, shutdown_signal()).await
+                mcp.serve_http(listener, &options, stop).await
             }
         }
     });
@@ -473,21 +474,38 @@ pub fn serve_blocking(config: McpConfig, listen: Listen) -> std::io::Result<()> 
 }
 
 /// Completes on SIGINT or SIGTERM: how a served process is asked to stop (the HTTP service
-/// uses it too).
-pub async fn shutdown_signal() {
+/// uses it too). The handlers are installed when this is called (inside a runtime), not when
+/// the future is first polled: a server calls it before it prints its address, so a stop
+/// sent as soon as the address is read is never lost (an embedder such as Node may have
+/// its own handler in place that would otherwise swallow it).
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+    let (term, int) = {
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::terminate()).ok(),
+            signal(SignalKind::interrupt()).ok(),
+        )
     };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
+    async move {
+        #[cfg(unix)]
+        {
+            async fn recv(s: Option<tokio::signal::unix::Signal>) {
+                match s {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            }
+            tokio::select! {
+                _ = recv(term) => {}
+                _ = recv(int) => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

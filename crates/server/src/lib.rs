@@ -399,6 +399,7 @@ pub fn run_blocking(config: Config, listen: &str) -> Result<(), StartError> {
     observe::init_logging(&config.log_format);
     rt.block_on(async {
         let server = Server::bind(config, listen).await?;
+        let stop = shutdown_signal();
         let addr = server.local_addr();
         println!(
             "wasmsand service listening on http://{addr}{} (store: {})",
@@ -407,7 +408,7 @@ pub fn run_blocking(config: Config, listen: &str) -> Result<(), StartError> {
         );
         use std::io::Write;
         let _ = std::io::stdout().flush();
-        server.serve(shutdown_signal()).await?;
+        server.serve(stop).await?;
         Ok(())
     })
 }
