@@ -181,6 +181,11 @@ pub struct UploadReply {
     pub bytes: u64,
     /// Paths written, relative to the workspace.
     pub paths: Vec<String>,
+    /// Members the exclude rules left out (files and folders; what is in a left-out folder
+    /// counts too).
+    pub excluded_count: u64,
+    /// The first 100 of them, relative to the workspace.
+    pub excluded: Vec<String>,
 }
 
 #[derive(Serialize, ToSchema, Clone)]

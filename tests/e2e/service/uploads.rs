@@ -324,3 +324,182 @@ async fn an_upload_past_the_workspace_cap_is_rolled_back() {
     assert_eq!(s, StatusCode::CREATED);
     assert_eq!(workspace(&srv, &sid).await, "./a\n");
 }
+
+async fn upload_to(
+    srv: &TestServer,
+    path_and_query: &str,
+    ct: &str,
+    body: Vec<u8>,
+) -> (StatusCode, Value) {
+    let resp = srv
+        .client
+        .post(srv.url(path_and_query))
+        .header("content-type", ct)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let s = resp.status();
+    (s, resp.json().await.unwrap())
+}
+
+// Threat: T-UPLOAD (docs/security.md)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gzip_of_millions_of_directory_headers_is_refused_while_streaming() {
+    let srv = TestServer::start().await;
+    let sid = srv.session(json!({})).await;
+    // Two million headers of one directory: a gigabyte of tar in about a megabyte of gzip.
+    // Directories count as entries, so the default cap stops it after the first thousand.
+    let mut h = tar::Header::new_gnu();
+    h.set_size(0);
+    h.set_mode(0o755);
+    h.set_entry_type(tar::EntryType::Directory);
+    h.set_path("d/").unwrap();
+    h.set_cksum();
+    let block: Vec<u8> = h.as_bytes().repeat(2048);
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    for _ in 0..1000 {
+        e.write_all(&block).unwrap();
+    }
+    let body = e.finish().unwrap();
+    assert!(body.len() < 8 << 20, "{}", body.len());
+    let (s, v) = upload(&srv, &sid, "application/gzip", body).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+    assert_eq!(v["error"]["details"]["reason"], "too_many_files", "{v}");
+    // Nothing was made, and the session takes the next upload.
+    let (_, frames, st) = srv
+        .run(json!({ "spec_version": "1.0", "session_id": sid, "command": ["bash", "-c", "find . | sort"] }))
+        .await;
+    assert_eq!(st["phase"], "completed", "{st}");
+    assert_eq!(stdout(&frames), ".\n");
+    let (s, v) = upload(
+        &srv,
+        &sid,
+        "application/x-tar",
+        tar_of(&[("ok.txt", b"ok\n")]),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_leave_out_vcs_caches_and_binaries_unless_asked() {
+    let srv = TestServer::start().await;
+    let members: &[(&str, &[u8])] = &[
+        (".git/HEAD", b"ref: refs/heads/main\n"),
+        (".git/objects/ab/cdef", b"blob"),
+        ("src/main.py", b"print('hi')\n"),
+        ("src/__pycache__/main.cpython-311.pyc", b"\x00pyc"),
+        ("node_modules/left/index.js", b"module.exports = 1;\n"),
+        ("img/chart.png", b"\x89PNG\r\n"),
+        ("build/out.txt", b"built\n"),
+        ("notes.log", b"log\n"),
+    ];
+    let archive = tar_of(members);
+
+    // The defaults: version control, caches, binaries by extension.
+    let sid = srv.session(json!({})).await;
+    let (s, v) = upload_to(
+        &srv,
+        &format!("/sessions/{sid}/files"),
+        "application/x-tar",
+        archive.clone(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["file_count"], 3, "{v}");
+    assert_eq!(v["excluded_count"], 5, "{v}");
+    let mut excluded: Vec<&str> = v["excluded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    excluded.sort();
+    assert_eq!(
+        excluded,
+        [
+            ".git/HEAD",
+            ".git/objects/ab/cdef",
+            "img/chart.png",
+            "node_modules/left/index.js",
+            "src/__pycache__/main.cpython-311.pyc"
+        ]
+    );
+    assert_eq!(
+        workspace(&srv, &sid).await,
+        "./build/out.txt\n./notes.log\n./src/main.py\n"
+    );
+
+    // The request's own rules come after the defaults: one more left out, one kept.
+    let sid = srv.session(json!({})).await;
+    let (s, v) = upload_to(
+        &srv,
+        &format!("/sessions/{sid}/files?exclude=build/&exclude=*.log&exclude=%21*.png"),
+        "application/gzip",
+        gz(&archive),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(
+        workspace(&srv, &sid).await,
+        "./img/chart.png\n./src/main.py\n"
+    );
+
+    // Without the defaults everything lands; a zip and multipart parts are filtered alike.
+    let sid = srv.session(json!({})).await;
+    let (s, v) = upload_to(
+        &srv,
+        &format!("/sessions/{sid}/files?default_excludes=false"),
+        "application/zip",
+        zip_of(members, None),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["file_count"], 8, "{v}");
+    assert_eq!(v["excluded_count"], 0, "{v}");
+    let sid = srv.session(json!({})).await;
+    let form = reqwest::multipart::Form::new()
+        .part(
+            "files[]",
+            reqwest::multipart::Part::bytes(b"\x89PNG".to_vec()).file_name("a.png"),
+        )
+        .part(
+            "files[]",
+            reqwest::multipart::Part::bytes(b"x\n".to_vec()).file_name("a.txt"),
+        );
+    let resp = srv
+        .client
+        .post(srv.url(&format!("/sessions/{sid}/files")))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(
+        (v["file_count"].clone(), v["excluded"].clone()),
+        (json!(1), json!(["a.png"])),
+        "{v}"
+    );
+
+    // A rule that does not parse is a 400 that writes nothing.
+    let (s, v) = upload_to(
+        &srv,
+        &format!("/sessions/{sid}/files?exclude=x%5Bz-a%5D"),
+        "application/x-tar",
+        archive.clone(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["details"]["reason"], "invalid_exclude", "{v}");
+    let (s, v) = upload_to(
+        &srv,
+        &format!("/sessions/{sid}/files?default_excludes=maybe"),
+        "application/x-tar",
+        archive,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(workspace(&srv, &sid).await, "./a.txt\n");
+}

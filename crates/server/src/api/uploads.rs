@@ -19,7 +19,11 @@ use crate::views::{self, ArchiveBytes, ErrorEnvelope, UploadForm, UploadReply};
     post,
     path = "/sessions/{id}/files",
     tag = "sessions",
-    params(("id" = String, Path, description = "session id")),
+    params(
+        ("id" = String, Path, description = "session id"),
+        ("exclude" = Option<Vec<String>>, Query, explode = true, description = "`.gitignore` rules of paths to leave out, after the defaults (a later rule wins; `!rule` keeps what an earlier one left out, e.g. `!*.png`)"),
+        ("default_excludes" = Option<bool>, Query, description = "false: drop the default rules (version-control folders, dependency caches, binaries by extension); default true"),
+    ),
     request_body(
         description = "files as `files[]` parts (their filenames are the paths), or one tar, gzip'd tar or zip archive",
         content(
@@ -30,7 +34,7 @@ use crate::views::{self, ArchiveBytes, ErrorEnvelope, UploadForm, UploadReply};
         )
     ),
     responses(
-        (status = 201, description = "written into the workspace, all or nothing: `file_count` and `bytes_received` (`files` and `bytes` are deprecated aliases)", body = UploadReply),
+        (status = 201, description = "written into the workspace, all or nothing: `file_count` and `bytes_received` (`files` and `bytes` are deprecated aliases); what the rules left out in `excluded_count` and `excluded`", body = UploadReply),
         (status = 400, description = "malformed body, refused path or member (`details.reason`)", body = ErrorEnvelope),
         (status = 404, description = "no such session", body = ErrorEnvelope),
         (status = 410, description = "the session's sandbox is gone", body = ErrorEnvelope),
@@ -69,6 +73,7 @@ async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Respo
         .unwrap_or("")
         .to_ascii_lowercase();
     let mime = ct.split(';').next().unwrap_or("").trim().to_string();
+    let filter = upload_filter(req.uri().query())?;
     let (staged, kind) = match mime.as_str() {
         "multipart/form-data" => {
             let mut mp = Multipart::from_request(req, &())
@@ -98,7 +103,7 @@ async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Respo
                     .bytes()
                     .await
                     .map_err(|e| multipart_error(e, caps.max_bytes))?;
-                upload::add_part(&mut staged, &caps, &filename, data.to_vec())?;
+                upload::add_part(&mut staged, &caps, &filter, &filename, data.to_vec())?;
             }
             (staged, "multipart")
         }
@@ -130,9 +135,9 @@ async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Respo
             };
             let staged = tokio::task::spawn_blocking(move || {
                 if zip {
-                    upload::expand_zip(&data, &caps)
+                    upload::expand_zip(&data, &caps, &filter)
                 } else {
-                    upload::expand_tar(&data, gzip, &caps)
+                    upload::expand_tar(&data, gzip, &caps, &filter)
                 }
             })
             .await
@@ -150,9 +155,12 @@ async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Respo
         }
     };
     let (session, _guard) = app.lock_session(session).await?;
+    let mut staged = staged;
     let files = staged.files.len();
     let bytes = staged.bytes;
     let paths: Vec<String> = staged.files.iter().map(|(p, _)| p.clone()).collect();
+    let excluded = std::mem::take(&mut staged.excluded);
+    let excluded_count = staged.excluded_count;
     commit(session.boxed.as_ref(), staged).await?;
     app.checkpoint(&session).await;
     crate::observe::upload(&app, kind, bytes, files as u64);
@@ -166,8 +174,36 @@ async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Respo
             files,
             bytes,
             paths,
+            excluded_count,
+            excluded,
         },
     ))
+}
+
+/// The request's filter: `exclude` (repeatable, `.gitignore` rules after the defaults) and
+/// `default_excludes=false` to drop the defaults (`upload::DEFAULT_EXCLUDES`).
+fn upload_filter(query: Option<&str>) -> ApiResult<upload::Filter> {
+    let mut rules = Vec::new();
+    let mut defaults = true;
+    for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        match k.as_ref() {
+            "exclude" => rules.push(v.into_owned()),
+            "default_excludes" => {
+                defaults = match v.as_ref() {
+                    "true" | "1" => true,
+                    "false" | "0" => false,
+                    other => {
+                        return Err(upload::refused(
+                            "invalid_exclude",
+                            format!("default_excludes must be true or false, not {other:?}"),
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    upload::Filter::new(defaults, &rules)
 }
 
 fn multipart_error(e: axum::extract::multipart::MultipartError, limit: u64) -> ApiError {

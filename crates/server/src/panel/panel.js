@@ -208,6 +208,10 @@ async function upload() {
   try {
     const r = await api("POST", `/sessions/${encodeURIComponent(state.session.session_id)}/files`, form);
     note.textContent = `uploaded ${r.file_count} file(s), ${fmtBytes(r.bytes_received)}: ${r.paths.join(", ")}`;
+    if (r.excluded_count) {
+      // The server's default rules leave out binaries and VCS folders (docs/service.md).
+      note.textContent += `; left out by the upload rules: ${r.excluded.join(", ")}`;
+    }
     note.dataset.paths = r.paths.join(",");
   } catch (e) {
     note.className = "note error";
