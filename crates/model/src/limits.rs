@@ -134,6 +134,15 @@ limits! {
     background_processes = "backgroundProcesses", 8, Count,
         "Background processes (`Sandbox::spawn`, `process.start`, `nohup cmd &`) alive at once in one sandbox.",
         "refused with a `LimitExceeded` error (the process table, sandbox)";
+    open_files = "openFiles", 1024, Count,
+        "Descriptors one program may have open at once, its standard streams and root directories included (`ulimit -n`).",
+        "`EMFILE` in the program, which goes on running (the WASI layer, exec)";
+    session_open_files = "sessionOpenFiles", 4096, Count,
+        "Descriptors the programs running at once in one sandbox (pipeline stages, jobs, background processes) may have opened together, beyond the standard streams each starts with.",
+        "`EMFILE` in the program that opens past it, which goes on running (the WASI layer, exec)";
+    pids = "pids", 256, Count,
+        "Processes alive at once in one sandbox: pipeline stages, subshells and jobs on threads of their own, coprocesses, and background processes (`process.start`, `nohup cmd &`). The shell of a run and the program it runs in the foreground do not count.",
+        "the run stops as bash's does when `fork` fails (`fork: Resource temporarily unavailable`), exit 126, `LIMIT_EXCEEDED`; a background process is refused (the shell's job slots and the process table, sandbox)";
 }
 
 impl Limits {
@@ -217,6 +226,9 @@ mod tests {
         assert_eq!(l.tool_calls, 500);
         assert_eq!(l.spill_bytes, 16 << 20);
         assert_eq!(l.background_processes, 8);
+        assert_eq!(l.open_files, 1024);
+        assert_eq!(l.session_open_files, 4096);
+        assert_eq!(l.pids, 256);
     }
 
     #[test]
