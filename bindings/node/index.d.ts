@@ -17,6 +17,9 @@ export interface Limits {
   timeoutMs?: number;
   spillBytes?: number;
   backgroundProcesses?: number;
+  openFiles?: number;
+  sessionOpenFiles?: number;
+  pids?: number;
 }
 
 /** The names of `Limits`, in the order the engine declares them. */

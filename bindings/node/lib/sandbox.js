@@ -46,6 +46,9 @@ const LIMIT_NAMES = [
   'timeoutMs',
   'spillBytes',
   'backgroundProcesses',
+  'openFiles',
+  'sessionOpenFiles',
+  'pids',
 ];
 
 const PRIVATE = Symbol('wasmsand.private');

@@ -198,6 +198,10 @@ impl RpcError {
                 data["limit"] = json!("backgroundProcesses");
                 data["value"] = json!(n);
             }
+            wasmsand::ProcessError::PidsExhausted(n) => {
+                data["limit"] = json!("pids");
+                data["value"] = json!(n);
+            }
             wasmsand::ProcessError::NoSuchProcess(pid)
             | wasmsand::ProcessError::WaitTimeout(pid)
             | wasmsand::ProcessError::StdinClosed(pid)

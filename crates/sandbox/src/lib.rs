@@ -272,6 +272,8 @@ pub struct Sandbox {
     /// Background processes; never taken while `inner` is held by a run that waits on them.
     /// Shared with the runs' shells, which hand `nohup cmd &` jobs over to it.
     procs: Arc<Mutex<process::ProcTable>>,
+    /// The process slots and descriptor pool its runs and processes share.
+    shared: process::Shared,
 }
 
 /// The prepared filesystem every sandbox starts as: the standard layout with every guest in
@@ -429,6 +431,7 @@ impl Sandbox {
             tools: Mutex::default(),
             network: Mutex::new(options.network),
             procs: Arc::default(),
+            shared: process::Shared::new(&limits),
         }
     }
 
@@ -539,6 +542,9 @@ impl Sandbox {
                     stderr.write(b"command cancelled\n");
                     (130, Some(ErrorClass::Cancelled))
                 }
+                // bash's status for a refused fork, whichever subshell was refused (the
+                // top level may have gone on and ended 0 before a job's fork failed).
+                Some(Abort::Fork(_)) => (126, Some(ErrorClass::LimitExceeded)),
                 Some(Abort::Limit(_)) => (
                     if outcome.status == 0 {
                         1
@@ -601,6 +607,7 @@ impl Sandbox {
             if matches!(outcome.abort, Some(Abort::Limit(_))) {
                 hit.push("shell");
             }
+            hit.extend(process::Shared::hits(&stats));
             result.usage = Usage {
                 wall_ms: elapsed,
                 cpu_us: stats.cpu_time.as_micros() as u64,
@@ -663,6 +670,8 @@ impl Sandbox {
             stdout: Output::Buffer(stdout.clone()),
             stderr: Output::Buffer(stderr.clone()),
             detach: Some(self.detach_jobs(inner)),
+            pids: self.shared.pids.clone(),
+            open_files: Some(self.shared.open_files.clone()),
         }
     }
 
@@ -673,6 +682,7 @@ impl Sandbox {
         let procs = self.procs.clone();
         let vfs = inner.vfs.clone();
         let (exec, limits, channel) = (self.exec, self.limits, self.tool_channel());
+        let shared = self.shared.clone();
         Arc::new(move |command: &str, shell: ShellState| {
             let launch = process::Launch {
                 command: command.to_string(),
@@ -684,6 +694,7 @@ impl Sandbox {
                 timeout_ms: limits.timeout_ms,
                 ring_bytes: [limits.stdout_bytes, limits.stderr_bytes],
                 max_live: limits.background_processes,
+                shared: shared.clone(),
             };
             let opts = SpawnOptions {
                 close_stdin: true,
@@ -936,6 +947,7 @@ impl Sandbox {
                 network: Mutex::new(self.network.lock().clone()),
                 // A fork starts with no processes: they belong to the sandbox that ran them.
                 procs: Arc::default(),
+                shared: process::Shared::new(&self.limits),
             })
         })
     }
@@ -1182,8 +1194,9 @@ impl Sandbox {
     /// now (plus `opts.env` and `opts.cwd`), its own deadline (`opts.timeout_ms`, default
     /// the sandbox's `timeout_ms`), the per-program memory cap, and its output in two rings
     /// of `stdout_bytes` / `stderr_bytes`. At most `background_processes` are alive at once
-    /// ([`ProcessError::LimitExceeded`] past it); `destroy` (or dropping the sandbox) kills
-    /// them and a fork does not inherit them.
+    /// ([`ProcessError::LimitExceeded`] past it), and each holds one of the sandbox's
+    /// `pids` slots ([`ProcessError::PidsExhausted`] when none is free); `destroy` (or
+    /// dropping the sandbox) kills them and a fork does not inherit them.
     pub fn spawn(&self, command: &str, opts: SpawnOptions) -> Result<Process> {
         if self.destroyed.load(Ordering::SeqCst) {
             return Err(SandboxError::Destroyed);
@@ -1242,6 +1255,7 @@ impl Sandbox {
             timeout_ms: timeout_ms.unwrap_or(self.limits.timeout_ms),
             ring_bytes: [self.limits.stdout_bytes, self.limits.stderr_bytes],
             max_live: self.limits.background_processes,
+            shared: self.shared.clone(),
         }
     }
 

@@ -14,9 +14,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
-use wasmsand_exec::{CancelToken, ChunkCallback, Input, Output, PIPE_CAPACITY, PipeWriter, pipe};
-use wasmsand_model::{CappedBuffer, ErrorClass, RunResult, Usage};
-use wasmsand_shell::{Abort, ShellState};
+use wasmsand_exec::{
+    CancelToken, ChunkCallback, FdPool, Input, OpenFiles, Output, PIPE_CAPACITY, PipeWriter, pipe,
+};
+use wasmsand_model::{CappedBuffer, ErrorClass, Limits, RunResult, Usage};
+use wasmsand_shell::{Abort, Pids, ShellState};
 
 /// Ended processes kept (with their result and output rings) for `wait`, `output` and
 /// `list`; older ended ones are forgotten first.
@@ -108,6 +110,12 @@ pub enum ProcessError {
     /// `background_processes` processes are already running; nothing was started.
     #[error("too many background processes (limit: {0} alive at once)")]
     LimitExceeded(u64),
+    /// Every slot of the sandbox's `pids` limit is held (by runs' subshells and jobs and by
+    /// other processes); nothing was started.
+    #[error(
+        "fork: Resource temporarily unavailable (pids limit: {0} processes at once in this sandbox)"
+    )]
+    PidsExhausted(u64),
     /// [`Process::wait`] gave up; the process goes on.
     #[error("process {0} did not end within the wait timeout")]
     WaitTimeout(u32),
@@ -124,7 +132,7 @@ impl ProcessError {
     pub fn kind(&self) -> &'static str {
         match self {
             ProcessError::NoSuchProcess(_) => "no_such_process",
-            ProcessError::LimitExceeded(_) => "limit_exceeded",
+            ProcessError::LimitExceeded(_) | ProcessError::PidsExhausted(_) => "limit_exceeded",
             ProcessError::WaitTimeout(_) => "wait_timeout",
             ProcessError::StdinClosed(_) => "stdin_closed",
             ProcessError::NotRunning(_) => "not_running",
@@ -360,6 +368,38 @@ impl ProcTable {
     }
 }
 
+/// What the runs and processes of one sandbox share and its limits bound together: its
+/// process slots (`pids`) and its pool of descriptors (`session_open_files`). A fork gets
+/// its own.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub pids: Arc<Pids>,
+    pub open_files: OpenFiles,
+}
+
+impl Shared {
+    pub fn new(limits: &Limits) -> Shared {
+        Shared {
+            pids: Arc::new(Pids::new(limits.pids)),
+            open_files: OpenFiles {
+                per_program: limits.open_files,
+                pool: FdPool::new(limits.session_open_files),
+            },
+        }
+    }
+
+    /// The names of the limits of these a run's programs ran into, for its receipt.
+    pub fn hits(stats: &wasmsand_shell::RunStats) -> impl Iterator<Item = &'static str> {
+        [
+            (stats.open_files_capped, "openFiles"),
+            (stats.session_open_files_capped, "sessionOpenFiles"),
+            (stats.pids_exhausted, "pids"),
+        ]
+        .into_iter()
+        .filter_map(|(hit, name)| hit.then_some(name))
+    }
+}
+
 /// Everything a process needs from its sandbox, taken when it starts.
 pub(crate) struct Launch {
     pub command: String,
@@ -371,6 +411,7 @@ pub(crate) struct Launch {
     pub timeout_ms: u64,
     pub ring_bytes: [u64; 2],
     pub max_live: u64,
+    pub shared: Shared,
 }
 
 pub(crate) fn start(
@@ -391,6 +432,10 @@ pub(crate) fn start(
         let live = t.procs.values().filter(|p| p.is_running()).count() as u64;
         if live >= launch.max_live {
             return Err(ProcessError::LimitExceeded(launch.max_live).into());
+        }
+        // Its shell is a process of the sandbox; the slot goes back when it ends (`run`).
+        if !launch.shared.pids.acquire() {
+            return Err(ProcessError::PidsExhausted(launch.shared.pids.max()).into());
         }
         t.forget_old();
         t.next_pid += 1;
@@ -424,6 +469,7 @@ pub(crate) fn start(
         proc.0.stdin.lock().take();
     }
     let p = proc.clone();
+    let pids = launch.shared.pids.clone();
     let spawned = std::thread::Builder::new()
         .name(format!("wasmsand-process-{}", proc.pid()))
         .spawn(move || {
@@ -434,6 +480,7 @@ pub(crate) fn start(
             run(p, launch, cancel, Input::Pipe(stdin_r), opts)
         });
     if let Err(e) = spawned {
+        pids.release();
         let mut r = RunResult::refused(
             format!("cannot start a thread for the process: {e}"),
             ErrorClass::LimitExceeded,
@@ -491,8 +538,11 @@ fn run(proc: Process, launch: Launch, cancel: CancelToken, stdin: Input, opts: S
         stderr: Output::from(err_w),
         // `nohup cmd &` inside a process stays one of its jobs.
         detach: None,
+        pids: launch.shared.pids.clone(),
+        open_files: Some(launch.shared.open_files.clone()),
     };
     let outcome = wasmsand_shell::run(&mut shell, &launch.command, cfg);
+    launch.shared.pids.release();
     drop(shell);
     for p in pumps {
         let _ = p.join();
@@ -508,6 +558,8 @@ fn run(proc: Process, launch: Launch, cancel: CancelToken, stdin: Input, opts: S
             (124, Some(ErrorClass::Timeout))
         }
         Some(Abort::Cancelled) => (KILLED_STATUS, Some(ErrorClass::Cancelled)),
+        // bash's status for a refused fork, as for a run (`Sandbox::run_with`).
+        Some(Abort::Fork(_)) => (126, Some(ErrorClass::LimitExceeded)),
         Some(Abort::Limit(_)) => (
             if outcome.status == 0 {
                 1
@@ -547,6 +599,7 @@ fn run(proc: Process, launch: Launch, cancel: CancelToken, stdin: Input, opts: S
     if matches!(outcome.abort, Some(Abort::Limit(_))) {
         hit.push("shell".into());
     }
+    hit.extend(Shared::hits(&stats).map(String::from));
     result.usage = Usage {
         wall_ms: elapsed,
         cpu_us: stats.cpu_time.as_micros() as u64,

@@ -56,8 +56,8 @@ struct Cli {
     rpc_bytes: Option<u64>,
     /// Any limit by its registry name, repeatable: `--limit stdout_bytes=4096`. The names:
     /// stdout_bytes, stderr_bytes, command_bytes, rpc_bytes, file_count, fs_bytes, timeout_ms,
-    /// memory_bytes, tool_calls, spill_bytes, background_processes. Applied after the flags
-    /// above.
+    /// memory_bytes, tool_calls, spill_bytes, background_processes, open_files,
+    /// session_open_files, pids. Applied after the flags above.
     #[arg(long = "limit", value_name = "NAME=VALUE", global = true, value_parser = parse_limit)]
     limit: Vec<(&'static str, u64)>,
     /// Where compiled modules are cached (default: $WASMSAND_CACHE_DIR, else the user cache)

@@ -348,13 +348,13 @@ impl Interp {
                     .spawn(move || {
                         let s = child.run_as_subshell(|c| c.run_command(&cmd));
                         drop(child);
-                        rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
+                        rt.pids.release();
                         s
                     });
                 match h {
                     Ok(h) => handles.push(h),
                     Err(e) => {
-                        self.rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
+                        self.rt.pids.release();
                         spawn_error = Some(self.limit(format!("fork: {e}")));
                         break;
                     }
@@ -390,18 +390,20 @@ impl Interp {
         Ok((status, statuses))
     }
 
-    /// Counts one more live subshell thread, failing the run past the limit.
+    /// Takes one of the sandbox's process slots for a subshell thread. With none free the
+    /// run stops as a non-interactive bash stops when `fork` fails: no retry (the slots may
+    /// be held by background processes that live on), the rest of the script abandoned,
+    /// status 126.
     pub(crate) fn reserve_job(&mut self) -> FlowResult<()> {
-        let live = self.rt.live_jobs.fetch_add(1, Ordering::SeqCst) + 1;
-        if live > self.st.limits.max_live_jobs {
-            self.rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
-            return Err(self.limit(format!(
-                "fork: retry: Resource temporarily unavailable (more than {} subshells at once)",
-                self.st.limits.max_live_jobs
-            )));
+        if !self.rt.pids.acquire() {
+            self.usage.pids_exhausted.store(true, Ordering::Relaxed);
+            let msg = self.rt.pids.refusal();
+            self.err(&msg);
+            self.rt.set_abort(crate::Abort::Fork(msg.clone()));
+            return Err(Flow::Abort(crate::Abort::Fork(msg)));
         }
         if let Err(e) = self.count_process() {
-            self.rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
+            self.rt.pids.release();
             return Err(e);
         }
         Ok(())
@@ -522,7 +524,7 @@ impl Interp {
                 // finds it no longer running (a coprocess is then reaped at once).
                 alive2.store(false, Ordering::SeqCst);
                 drop(child);
-                rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
+                rt.pids.release();
                 s
             });
         match h {
@@ -544,7 +546,7 @@ impl Interp {
                 Ok(pid)
             }
             Err(e) => {
-                self.rt.live_jobs.fetch_sub(1, Ordering::SeqCst);
+                self.rt.pids.release();
                 Err(self.limit(format!("fork: {e}")))
             }
         }

@@ -39,8 +39,6 @@ pub struct ShellLimits {
     pub max_brace_words: usize,
     /// Paths one glob may produce.
     pub max_glob_results: usize,
-    /// Subshells, pipeline stages and background jobs alive at once.
-    pub max_live_jobs: usize,
     /// Subshells, pipeline stages, background jobs and programs started by one run.
     pub max_processes: usize,
 }
@@ -52,7 +50,6 @@ impl Default for ShellLimits {
             max_word_bytes: 32 << 20,
             max_brace_words: 200_000,
             max_glob_results: 100_000,
-            max_live_jobs: 64,
             max_processes: 20_000,
         }
     }
@@ -319,8 +316,13 @@ pub enum Abort {
     Timeout,
     /// The run's cancel token was triggered (or the host terminated it).
     Cancelled,
-    /// A shell limit (recursion, expansion size, jobs): the message was already printed.
+    /// A shell limit (recursion, expansion size, programs started): the message was already
+    /// printed.
     Limit(String),
+    /// A process could not be started because every slot of the sandbox's `pids` limit was
+    /// held: the run stops as bash's `-c` does when `fork` fails (status 126); the message was
+    /// already printed.
+    Fork(String),
 }
 
 /// Non-local control flow through the interpreter.
@@ -356,7 +358,10 @@ pub(crate) struct Runtime {
     pub cancel: CancelToken,
     pub memory_limit: Option<u64>,
     pub tool_channel: Option<ToolChannel>,
-    pub live_jobs: AtomicUsize,
+    /// The sandbox's process slots, which every subshell thread of the run holds one of.
+    pub pids: Arc<crate::Pids>,
+    /// The descriptor caps every program of the run is started with.
+    pub open_files: Option<wasmsand_exec::OpenFiles>,
     pub processes: AtomicUsize,
     pub next_pid: AtomicU32,
     /// Hands a job to the host to keep after the run (`nohup cmd &`, `cmd & disown`).
@@ -377,6 +382,9 @@ pub(crate) struct UsageCounters {
     pub programs: AtomicU64,
     pub processes: AtomicU64,
     pub out_of_memory: AtomicBool,
+    pub open_files_capped: AtomicBool,
+    pub pool_open_files_capped: AtomicBool,
+    pub pids_exhausted: AtomicBool,
 }
 
 impl UsageCounters {
@@ -389,6 +397,12 @@ impl UsageCounters {
         if o.memory_capped {
             self.out_of_memory.store(true, Ordering::Relaxed);
         }
+        if o.open_files_capped {
+            self.open_files_capped.store(true, Ordering::Relaxed);
+        }
+        if o.pool_open_files_capped {
+            self.pool_open_files_capped.store(true, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn stats(&self) -> crate::RunStats {
@@ -399,6 +413,9 @@ impl UsageCounters {
             programs: self.programs.load(Ordering::Relaxed),
             tool_calls: self.tool_calls.load(Ordering::Relaxed),
             out_of_memory: self.out_of_memory.load(Ordering::Relaxed),
+            open_files_capped: self.open_files_capped.load(Ordering::Relaxed),
+            session_open_files_capped: self.pool_open_files_capped.load(Ordering::Relaxed),
+            pids_exhausted: self.pids_exhausted.load(Ordering::Relaxed),
         }
     }
 }
@@ -1317,6 +1334,7 @@ impl Interp {
             tool_channel,
             entry: entry.function,
             entry_input: entry.input,
+            open_files: self.rt.open_files.clone(),
         };
         let ran = self.rt.exec.run(program, spec);
         if let Ok(outcome) = &ran {

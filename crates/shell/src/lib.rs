@@ -17,6 +17,7 @@ mod interp;
 mod jobs;
 mod options;
 pub mod pattern;
+mod pids;
 mod portable;
 mod printer;
 pub mod printf;
@@ -38,6 +39,7 @@ pub use builtins::{Builtin, builtin_table};
 pub use error::{ParseError, ParseErrorKind, ShellError, SourceKind, StateError};
 pub use interp::{Abort, Options, ShellLimits, ShellState};
 pub use jobs::{DetachFn, DetachedJob};
+pub use pids::Pids;
 pub use syntax::parser::{
     MAX_DEPTH, ParseOptions, parse, parse_arith, parse_chunk, parse_opts, parse_with,
 };
@@ -92,6 +94,12 @@ pub struct RunConfig {
     /// Keeps jobs after the run (`nohup cmd &`, `cmd & disown`); without it they are jobs
     /// of the run like any other.
     pub detach: Option<DetachFn>,
+    /// The process slots of the sandbox the run belongs to (shared with its other runs and
+    /// background processes): a subshell, stage or job that finds none free stops the run
+    /// with [`Abort::Fork`].
+    pub pids: Arc<Pids>,
+    /// The descriptor caps of every program of the run (`EMFILE` past them).
+    pub open_files: Option<wasmsand_exec::OpenFiles>,
 }
 
 /// How a run ended.
@@ -120,6 +128,12 @@ pub struct RunStats {
     pub tool_calls: u64,
     /// Whether a program was stopped at its memory cap.
     pub out_of_memory: bool,
+    /// Whether a program was refused a descriptor at its own cap (it got `EMFILE`).
+    pub open_files_capped: bool,
+    /// Whether a program was refused a descriptor because the sandbox's pool was all held.
+    pub session_open_files_capped: bool,
+    /// Whether a process could not be started for want of a `pids` slot.
+    pub pids_exhausted: bool,
 }
 
 impl RunStats {
@@ -132,6 +146,10 @@ impl RunStats {
             programs: self.programs + next.programs,
             tool_calls: self.tool_calls + next.tool_calls,
             out_of_memory: self.out_of_memory || next.out_of_memory,
+            open_files_capped: self.open_files_capped || next.open_files_capped,
+            session_open_files_capped: self.session_open_files_capped
+                || next.session_open_files_capped,
+            pids_exhausted: self.pids_exhausted || next.pids_exhausted,
         }
     }
 }
@@ -158,7 +176,8 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
         cancel: cfg.cancel,
         memory_limit: cfg.memory_limit,
         tool_channel: cfg.tool_channel,
-        live_jobs: AtomicUsize::new(0),
+        pids: cfg.pids,
+        open_files: cfg.open_files,
         processes: AtomicUsize::new(0),
         next_pid: AtomicU32::new(state.pid + 1),
         detach: cfg.detach,
@@ -336,6 +355,8 @@ fn flow_status(it: &mut Interp, f: Flow) -> i32 {
             Abort::Timeout => 124,
             Abort::Cancelled => 130,
             Abort::Limit(_) => 1,
+            // bash's status when fork fails (EX_NOEXEC).
+            Abort::Fork(_) => 126,
         },
     }
 }

@@ -279,8 +279,10 @@ impl Interp {
             cancel: CancelToken::new(),
             memory_limit: parent.memory_limit,
             tool_channel: parent.tool_channel.clone(),
-            // The run's limits on subshells and programs go on counting inside.
-            live_jobs: AtomicUsize::new(parent.live_jobs.load(Ordering::SeqCst)),
+            // The sandbox's process slots are the same inside; the run's count of programs
+            // goes on inside.
+            pids: parent.pids.clone(),
+            open_files: parent.open_files.clone(),
             processes: AtomicUsize::new(parent.processes.load(Ordering::SeqCst)),
             next_pid: AtomicU32::new(parent.next_pid.load(Ordering::SeqCst)),
             detach: parent.detach.clone(),
@@ -300,7 +302,7 @@ impl Interp {
                 let _ = tx.send(s);
             });
         if let Err(e) = spawned {
-            parent.live_jobs.fetch_sub(1, Ordering::SeqCst);
+            parent.pids.release();
             return Err(self.limit(format!("fork: {e}")));
         }
         // The run's own deadline and cancellation reach the command through its token; the
@@ -321,7 +323,7 @@ impl Interp {
                 inner.cancel.cancel();
             }
         };
-        parent.live_jobs.fetch_sub(1, Ordering::SeqCst);
+        parent.pids.release();
         parent.compile_nanos.fetch_add(
             inner.compile_nanos.load(Ordering::Relaxed),
             Ordering::Relaxed,
@@ -354,9 +356,12 @@ impl Interp {
             }
             // Only the outer run cancels the inner one, and that was reported above.
             Some(Abort::Cancelled) => Err(Flow::Abort(Abort::Cancelled)),
-            Some(Abort::Limit(msg)) => {
-                self.rt.set_abort(Abort::Limit(msg.clone()));
-                Err(Flow::Abort(Abort::Limit(msg)))
+            Some(a @ (Abort::Limit(_) | Abort::Fork(_))) => {
+                if matches!(a, Abort::Fork(_)) {
+                    self.usage.pids_exhausted.store(true, Ordering::Relaxed);
+                }
+                self.rt.set_abort(a.clone());
+                Err(Flow::Abort(a))
             }
         }
     }

@@ -83,6 +83,9 @@ _LIMIT_NAMES = {
     "fsBytes": "fs_bytes",
     "spillBytes": "spill_bytes",
     "backgroundProcesses": "background_processes",
+    "openFiles": "open_files",
+    "sessionOpenFiles": "session_open_files",
+    "pids": "pids",
 }
 
 Handler = Callable[[dict[str, Any], "Notify | None"], Any]

@@ -169,7 +169,8 @@ def _wire(name: str) -> str:
 class Limits:
     """Resource limits; a field left ``None`` keeps its default (stdout/stderr 1 MiB each,
     command 64 KiB, 10 000 files, 512 MiB per program, 500 tool calls per run, 8 live
-    background processes)."""
+    background processes, 1024 open descriptors per program and 4096 for a sandbox's programs
+    together, 256 processes alive at once)."""
 
     stdout_bytes: int | None = None
     stderr_bytes: int | None = None
@@ -182,6 +183,9 @@ class Limits:
     timeout_ms: int | None = None
     spill_bytes: int | None = None
     background_processes: int | None = None
+    open_files: int | None = None
+    session_open_files: int | None = None
+    pids: int | None = None
 
     @classmethod
     def coerce(cls, value: "Limits | Mapping[str, Any] | None") -> "Limits":

@@ -9,13 +9,16 @@
 //!   timeout), `modes` (`wasmsand.path_meta` and `path_filestat_set_times`): imports defined or
 //!   patched by the runner (`run.rs`); `links` (`path_link` through the tree, and the link
 //!   counts and shared inode numbers of hard links in `path_filestat_get`); `paths`
-//!   (`path_remove_directory` and `path_rename` where wasix's inode cache gets them wrong).
+//!   (`path_remove_directory` and `path_rename` where wasix's inode cache gets them wrong);
+//!   `fds` (the caps on open descriptors, counted from `path_open`, `fd_close` and
+//!   `fd_renumber`).
 //!
 //! Of the runner these modules know only `guard` (the instance's memory once it exists, when
 //! a host function may call back into the guest); not the watchdog, the module cache or the
 //! tool-call channel.
 
 pub(crate) mod clock;
+pub mod fds;
 pub(crate) mod file;
 pub(crate) mod fs;
 pub(crate) mod links;

@@ -14,6 +14,7 @@ mod mounts;
 mod mutations;
 mod network;
 mod node_git;
+mod os_limits;
 mod processes;
 mod python;
 mod python_net;
