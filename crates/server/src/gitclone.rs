@@ -235,6 +235,7 @@ async fn pin(app: &App, policy: &EgressPolicy, remote: &Remote) -> ApiResult<(Ip
     )
     .with_details(json!({
         "host": remote.host, "ip": ip, "matched_rule": matched_rule, "reason": reason.as_str(),
+        "reason_code": "policy_denied",
     })))
 }
 

@@ -230,6 +230,12 @@ fn engine_error(e: SandboxError, session_id: &str) -> ApiError {
             ),
         )
         .with_details(json!({ "max_running": max, "reason": "processes" })),
+        SandboxError::Process(e @ ProcessError::PidsExhausted(max)) => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::QuotaExceeded,
+            format!("{e}; wait for or kill a process or job of the session"),
+        )
+        .with_details(json!({ "max_running": max, "reason": "pids_limit_exceeded" })),
         SandboxError::Process(ProcessError::StdinClosed(pid)) => conflict(
             "stdin_closed",
             format!("the stdin of process {pid} is closed"),

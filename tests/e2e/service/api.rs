@@ -472,4 +472,5 @@ async fn server_caps_and_switches_answer_with_their_codes() {
     let (s, _, v) = srv.post("/runs", TestServer::one_shot(&["true"])).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
     assert_error(&v, "forbidden");
+    assert_eq!(v["error"]["details"]["reason_code"], "policy_denied", "{v}");
 }

@@ -407,6 +407,7 @@ async fn clones_outside_the_servers_egress_policy_are_refused() {
         .await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
     assert_eq!(v["error"]["details"]["reason"], "no_match", "{v}");
+    assert_eq!(v["error"]["details"]["reason_code"], "policy_denied", "{v}");
     // A remote that accepts and never answers.
     let (s, _, v) = srv
         .post(

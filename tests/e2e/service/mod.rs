@@ -14,6 +14,7 @@ mod metrics;
 mod network;
 mod openapi;
 mod operator;
+mod os_limits;
 mod processes;
 mod quotas;
 mod restart;

@@ -328,7 +328,8 @@ pub(crate) async fn check_run(app: &Arc<App>, v: &Value, user: &str) -> ApiResul
             StatusCode::FORBIDDEN,
             ErrorCode::Forbidden,
             "execution is disabled on this server (SANDBOX_ENABLE_EXECUTION=false)",
-        ));
+        )
+        .with_details(json!({ "reason": "execution_disabled", "reason_code": "policy_denied" })));
     }
     let (session, runtime, image) = session_or_image(app, &req, user).await?;
     let base_image = match &session {

@@ -346,17 +346,17 @@ pub static KEYS: &[Key] = &[
     num!(
         "SANDBOX_PIDS_LIMIT",
         pids_limit,
-        "reported in `limits` and the policy hash"
+        "processes and jobs alive at once in a session (pipeline stages, subshells, `&` jobs, background processes); past it the run fails as a refused fork, `pids_limit_exceeded` (wasm: the sandbox's `pids`, the smaller of this and `SANDBOX_ULIMIT_NPROC`; Docker: `--pids-limit`)"
     ),
     num!(
         "SANDBOX_ULIMIT_NOFILE",
         ulimit_nofile,
-        "reported in `limits` and the policy hash"
+        "open descriptors per program, `EMFILE` past it (wasm: the sandbox's `openFiles`, and 4 times it for a session's programs together, `sessionOpenFiles`; Docker: `--ulimit nofile`)"
     ),
     num!(
         "SANDBOX_ULIMIT_NPROC",
         ulimit_nproc,
-        "reported in `limits` and the policy hash"
+        "wasm: bounds the same processes as `SANDBOX_PIDS_LIMIT` (one user, no host processes), the smaller wins; Docker: `--ulimit nproc`"
     ),
     boolean!(
         "SANDBOX_ENABLE_EXECUTION",

@@ -159,11 +159,14 @@ pub struct Config {
     pub hibernate_after_sec: u64,
     /// `SANDBOX_SWEEP_INTERVAL_SEC` (900): how often expired artifacts are deleted and old audit events purged.
     pub sweep_interval_sec: u64,
-    /// `SANDBOX_PIDS_LIMIT` (256): reported in `limits` and the policy hash only (a wasm sandbox has no host processes).
+    /// `SANDBOX_PIDS_LIMIT` (256): processes and jobs alive at once in a session; a wasm
+    /// sandbox's `pids` limit (with `ulimit_nproc`, the smaller), Docker's `--pids-limit`.
     pub pids_limit: u64,
-    /// `SANDBOX_ULIMIT_NOFILE` (1024): reported in `limits` and the policy hash only.
+    /// `SANDBOX_ULIMIT_NOFILE` (1024): open descriptors per program; a wasm sandbox's
+    /// `open_files`, and 4 times it its `session_open_files`; Docker's `--ulimit nofile`.
     pub ulimit_nofile: u64,
-    /// `SANDBOX_ULIMIT_NPROC` (512): reported in the policy hash only.
+    /// `SANDBOX_ULIMIT_NPROC` (512): in a wasm sandbox the same processes as `pids_limit`
+    /// (one user, no host processes: the smaller wins); Docker's `--ulimit nproc`.
     pub ulimit_nproc: u64,
     /// `SANDBOX_ENABLE_EXECUTION` (true): false makes every run 403 `forbidden`.
     pub enable_execution: bool,

@@ -99,6 +99,11 @@ impl WasmRuntime {
     }
 }
 
+/// The descriptors a session's programs may hold together, in programs' worth
+/// (`SANDBOX_ULIMIT_NOFILE` each): a pipeline of a few programs at their cap, not every
+/// process the `pids` limit allows.
+pub(crate) const SESSION_OPEN_FILES_FACTOR: u64 = 4;
+
 /// The options of a service sandbox (a session's, a one-shot run's, an MCP session's).
 pub(crate) fn sandbox_options(
     c: &Config,
@@ -117,6 +122,11 @@ pub(crate) fn sandbox_options(
             stdout_bytes: c.max_log_bytes.saturating_add(1),
             stderr_bytes: c.max_log_bytes.saturating_add(1),
             background_processes: c.max_processes_per_session,
+            // A wasm sandbox has one user and no host processes: the pids cgroup and
+            // RLIMIT_NPROC bound the same thing there, the processes of the session.
+            pids: c.pids_limit.min(c.ulimit_nproc),
+            open_files: c.ulimit_nofile,
+            session_open_files: c.ulimit_nofile.saturating_mul(SESSION_OPEN_FILES_FACTOR),
             ..Default::default()
         },
         env,
@@ -370,6 +380,11 @@ impl SandboxBox for WasmBox {
             let end = match r.error_class {
                 _ if stopped => EndHint::Stopped,
                 Some(ErrorClass::Timeout) => EndHint::Timeout,
+                Some(ErrorClass::LimitExceeded)
+                    if r.usage.limits_hit.iter().any(|h| h == "pids") =>
+                {
+                    EndHint::PidsLimit
+                }
                 Some(ErrorClass::LimitExceeded) => EndHint::LimitExceeded(
                     r.stderr
                         .lines()
