@@ -50,7 +50,7 @@ WORK_DIR = "/run/wasmsand"
 # Memory kept out of the runs' reach, so that a command that eats all it can does not take the
 # agent (or the kernel) with it.
 RESERVED_BYTES = 24 * 1024 * 1024
-PIDS_MAX = 1024
+PIDS_MAX = 256
 CHUNK = 64 * 1024
 # After a run's processes are killed, how long its pipes may stay open (a process that left
 # the run's cgroup or session can hold them) before the answer is sent anyway.
@@ -165,8 +165,11 @@ class Failure(Exception):
 
 
 def os_failure(e, what):
+    """An OSError as the simple mode words one: `ENOENT: no such file or directory: PATH`."""
     name = errno_mod.errorcode.get(e.errno, "EIO") if e.errno else None
-    return Failure(f"{what}: {e.strerror or e}", name)
+    text = e.strerror or str(e)
+    text = text[:1].lower() + text[1:]
+    return Failure(f"{name}: {text}: {what}" if name else f"{text}: {what}", name)
 
 
 def b64(data):
@@ -233,6 +236,13 @@ class Cgroups:
             write_text(RUNS_CGROUP + "/pids.max", str(PIDS_MAX))
             write_text(RUNS_CGROUP + "/cgroup.subtree_control", "+memory +pids")
             self.ok = True
+            # The agent (outside the runs' cgroup) before any run when the CPU is short: a
+            # fork bomb or a busy loop must not delay the answers, or a deadline's kill.
+            try:
+                write_text(CGROUP_ROOT + "/cgroup.subtree_control", "+cpu")
+                write_text(RUNS_CGROUP + "/cpu.weight", "10")
+            except OSError:
+                pass
         except OSError:
             self.ok = False
 
@@ -293,6 +303,9 @@ class Shell:
         shell = shell_path()
         if env is None:
             env = default_env(shell)
+        if not os.path.isdir(cwd):
+            # The shell starts in /, and the command's own `cd` says what is wrong.
+            cwd = "/"
         self.bash = shell.endswith("bash")
         script = SPARE_BASH if self.bash else SPARE_SH
         argv = [shell, "-c", script]
@@ -324,10 +337,7 @@ class Shell:
                 os.dup2(err_w, 2)
                 os.dup2(go_r, 3)
                 os.closerange(4, 65536)
-                try:
-                    os.chdir(cwd)
-                except OSError:
-                    os.chdir("/")
+                os.chdir(cwd)
                 # What the agent ignores would stay ignored across exec.
                 for s in IGNORED_SIGNALS:
                     signal.signal(s, signal.SIG_DFL)
@@ -514,8 +524,15 @@ class Run:
                 which = open_fds.get(fd)
                 if which is None:
                     continue
+                room = caps[which] - sent[which]
                 try:
-                    data = os.read(fd, CHUNK)
+                    if room <= 0:
+                        # Past the cap: drained in the kernel, in big steps, so that a
+                        # program printing gigabytes costs the agent little.
+                        n = self.agent.discard(fd)
+                        data = b"-" if n else b""
+                    else:
+                        data = os.read(fd, CHUNK)
                 except OSError:
                     data = b""
                 if not data:
@@ -523,7 +540,6 @@ class Run:
                     del open_fds[fd]
                     os.close(fd)
                     continue
-                room = caps[which] - sent[which]
                 if room <= 0:
                     truncated[which] = True
                     continue
@@ -541,9 +557,7 @@ class Run:
                 _, status = os.waitpid(sh.pid, 0)
             except ChildProcessError:
                 status = 0
-        # What the cgroup saw matters only for a run that failed (reading it costs time).
-        failed = status is None or status != 0 or timed_out or self.killed
-        events = self.agent.cgroups.events(sh.cgroup) if sh.cgroup and failed else {}
+        events = self.agent.cgroups.events(sh.cgroup) if sh.cgroup else {}
         if sh.cgroup and (timed_out or self.killed):
             # What a deadline or a cancel leaves alive in the run's cgroup dies with it; a run
             # that ended by itself keeps the processes it left behind (a server started with
@@ -581,10 +595,20 @@ class Agent:
         self.cgroups = Cgroups()
         self.runs = {}
         self.runs_lock = threading.Lock()
+        self.devnull = None
         self.spare = None
         self.spare_pending = False
         self.spare_lock = threading.Lock()
         self.spare_ready = threading.Event()
+
+    def discard(self, fd):
+        """Drops what the pipe `fd` holds (up to 1 MiB); the number of bytes, 0 at its end."""
+        if self.devnull is None:
+            self.devnull = os.open("/dev/null", os.O_WRONLY)
+        try:
+            return os.splice(fd, self.devnull, 1 << 20)
+        except (AttributeError, OSError):
+            return len(os.read(fd, 1 << 20))
 
     def make_spare(self):
         """Starts the next spare shell, unless one is there or on its way."""
@@ -768,9 +792,9 @@ class Agent:
             try:
                 st = os.fstat(fd)
                 if st.st_mode & 0o170000 == 0o040000:
-                    raise Failure(f"{path}: Is a directory", "EISDIR")
+                    raise Failure(f"EISDIR: is a directory: {path}", "EISDIR")
                 if st.st_mode & 0o170000 != 0o100000:
-                    raise Failure(f"{path}: not a regular file", "EINVAL")
+                    raise Failure(f"EINVAL: not a regular file: {path}", "EINVAL")
                 data = os.pread(fd, length, offset)
             finally:
                 os.close(fd)

@@ -89,6 +89,12 @@ impl Recipe {
         hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
     }
 
+    /// What the user chose (beside the image, so that a later build of the same choice
+    /// knows which images it replaces).
+    fn describe(&self) -> serde_json::Value {
+        serde_json::json!({ "packages": self.packages(), "free_mb": self.free_mb() })
+    }
+
     /// The image's file in `cache_dir`.
     pub fn image_path(&self, cache_dir: &Path) -> PathBuf {
         cache_dir.join(format!("vm-{}.img", &self.hash()[..16]))
@@ -228,8 +234,46 @@ fn build_in(
         .arg(&partial)
         .arg(format!("{size_mb}M")))?;
     std::fs::rename(&partial, out).map_err(|e| err(format!("{}: {e}", out.display())))?;
+    let recipe_file = out.with_extension("recipe.json");
+    std::fs::write(&recipe_file, recipe.describe().to_string())
+        .map_err(|e| err(format!("{}: {e}", recipe_file.display())))?;
+    forget_older(cache_dir, recipe, out);
     progress(&format!("vm: built {}", out.display()));
     Ok(())
+}
+
+/// Removes the images of earlier builds of the same packages (the project's own files, the
+/// kernel's modules or the format changed since): several hundred MB each, never booted
+/// again. Images of other package sets stay.
+fn forget_older(cache_dir: &Path, recipe: &Recipe, current: &Path) {
+    let Ok(entries) = std::fs::read_dir(cache_dir) else {
+        return;
+    };
+    let wanted = recipe.describe();
+    for e in entries.flatten() {
+        let path = e.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let Some(hash) = name
+            .strip_prefix("vm-")
+            .and_then(|n| n.strip_suffix(".recipe.json"))
+        else {
+            continue;
+        };
+        let image = cache_dir.join(format!("vm-{hash}.img"));
+        if image == current || hash.len() != 16 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        let same = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|v| v == wanted);
+        if same {
+            let _ = std::fs::remove_file(&image);
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }
 
 fn write_mode(path: &Path, data: &[u8], mode: u32) -> Result<(), BuildError> {
@@ -474,6 +518,39 @@ mod tests {
         let p = base.image_path(Path::new("/c"));
         assert!(p.starts_with("/c"));
         assert!(p.to_string_lossy().ends_with(".img"));
+    }
+
+    #[test]
+    fn a_new_build_removes_older_images_of_the_same_packages_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = Recipe::default();
+        let more = Recipe {
+            packages: vec!["git".into()],
+            ..Recipe::default()
+        };
+        let put = |hash: &str, r: &Recipe| {
+            std::fs::write(dir.path().join(format!("vm-{hash}.img")), b"x").unwrap();
+            std::fs::write(
+                dir.path().join(format!("vm-{hash}.recipe.json")),
+                r.describe().to_string(),
+            )
+            .unwrap();
+        };
+        put("00000000000000aa", &base);
+        put("00000000000000bb", &more);
+        put("00000000000000cc", &base);
+        forget_older(
+            dir.path(),
+            &base,
+            &dir.path().join("vm-00000000000000cc.img"),
+        );
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".img"))
+            .collect();
+        left.sort();
+        assert_eq!(left, ["vm-00000000000000bb.img", "vm-00000000000000cc.img"]);
     }
 
     #[test]

@@ -24,7 +24,7 @@ const MIB: u64 = 1024 * 1024;
 /// How long after a command's time limit the host waits for the agent's answer before it
 /// restores the machine: the agent kills at the limit and answers within a fraction of a
 /// second, even under emulation; a guest silent this long is wedged.
-const HOST_GRACE: Duration = Duration::from_secs(5);
+const HOST_GRACE: Duration = Duration::from_secs(10);
 /// A restore (QEMU's start, the device state, the agent's thaw) that takes longer failed.
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(30);
 /// One file chunk or status request.
@@ -267,7 +267,8 @@ struct Instance {
 impl Instance {
     /// What ended a guest that is gone.
     fn why_gone(&self, said: &str) -> String {
-        if self.qemu.alive() {
+        // The port closes a moment before QEMU has exited.
+        if !self.qemu.wait_exit(Duration::from_secs(2)) {
             said.to_string()
         } else {
             "the machine stopped (it powered off, rebooted or crashed)".to_string()
@@ -405,7 +406,7 @@ impl Machine {
                         }),
                     });
                 }
-                Err(e) if accel == Accel::Kvm && cfg.accel == AccelChoice::Auto => {
+                Err(e) if e.hung && accel == Accel::Kvm && cfg.accel == AccelChoice::Auto => {
                     // The probe passed but a real machine failed: TCG, for this host boot.
                     let why = format!("a KVM machine failed after the probe passed: {e}");
                     accel::forget_kvm(state, &why);
@@ -414,7 +415,7 @@ impl Machine {
                 }
                 Err(e) => {
                     spawner.close();
-                    return Err(VmError::Start(e));
+                    return Err(VmError::Start(e.message));
                 }
             }
         }
@@ -451,7 +452,7 @@ impl Machine {
                 &self.inner.saved,
                 generation,
             )
-            .map_err(VmError::Start)?,
+            .map_err(|f| VmError::Start(f.message))?,
         );
         cur.generation = generation;
         cur.instance = Some(i.clone());
@@ -748,7 +749,7 @@ impl Machine {
             &self.inner.saved,
             generation,
         )
-        .map_err(VmError::Start)?;
+        .map_err(|f| VmError::Start(f.message))?;
         cur.generation = generation;
         cur.instance = Some(Arc::new(i));
         Ok(())
@@ -806,6 +807,28 @@ impl Drop for Inner {
     }
 }
 
+/// Why a boot or a restore failed; `hung` when the guest went silent instead of failing (on
+/// a host whose KVM does not work, that is how a KVM guest fails).
+struct Failure {
+    message: String,
+    hung: bool,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure {
+            message,
+            hung: false,
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 fn b64(data: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(data)
 }
@@ -840,7 +863,7 @@ fn boot_and_save(
     saved: &Saved,
     image_id: &str,
     cfg: &MachineConfig,
-) -> Result<Option<Duration>, String> {
+) -> Result<Option<Duration>, Failure> {
     if saved.complete() {
         return Ok(None);
     }
@@ -874,23 +897,23 @@ fn boot_and_save(
             }
             Err(AgentError::Timeout) => {
                 if !q.alive() {
-                    return Err(fail(&q, "the machine stopped while booting".into()));
+                    return Err(fail(&q, "the machine stopped while booting".into()).into());
                 }
                 if Instant::now() >= deadline {
-                    return Err(fail(
-                        &q,
-                        format!(
-                            "the agent did not answer within {} s of the boot",
-                            cfg.boot_timeout.as_secs()
+                    return Err(Failure {
+                        message: fail(
+                            &q,
+                            format!(
+                                "the agent did not answer within {} s of the boot",
+                                cfg.boot_timeout.as_secs()
+                            ),
                         ),
-                    ));
+                        hung: true,
+                    });
                 }
             }
             Err(e) => {
-                return Err(fail(
-                    &q,
-                    format!("the machine stopped while booting: {e:?}"),
-                ));
+                return Err(fail(&q, format!("the machine stopped while booting: {e:?}")).into());
             }
         }
     }
@@ -942,7 +965,7 @@ fn restore(
     hw: &Hardware,
     saved: &Saved,
     generation: u64,
-) -> Result<Instance, String> {
+) -> Result<Instance, Failure> {
     let started = Instant::now();
     let deadline = started + RESTORE_TIMEOUT;
     let ram = saved.ram();
@@ -983,7 +1006,10 @@ fn restore(
             f,
             deadline.saturating_duration_since(Instant::now()),
         )
-        .map_err(|e| fail(&q, format!("the agent did not wake: {e:?}")))?;
+        .map_err(|e| Failure {
+            hung: e == AgentError::Timeout,
+            message: fail(&q, format!("the agent did not wake: {e:?}")),
+        })?;
     Ok(Instance {
         qemu: q,
         qmp: Mutex::new(qmp),

@@ -119,9 +119,9 @@ impl Saved {
     }
 }
 
-/// Removes the saved machines and boot files of earlier versions of this image file (each
-/// saved machine holds up to its RAM size on disk); machines of the current version with
-/// other hardware stay.
+/// Removes the saved machines and boot files of earlier versions of this image file, and of
+/// image files that are gone (each saved machine holds up to its RAM size on disk); machines
+/// of the current version with other hardware stay.
 pub(crate) fn forget_older(state_dir: &Path, image: &Path, image_id: &str) {
     let canonical = std::fs::canonicalize(image).unwrap_or_else(|_| image.to_path_buf());
     let canonical = canonical.display().to_string();
@@ -141,13 +141,14 @@ pub(crate) fn forget_older(state_dir: &Path, image: &Path, image_id: &str) {
                 .and_then(serde_json::Value::as_str)
                 .map(String::from)
         };
-        if field("image").as_deref() != Some(canonical.as_str()) {
-            continue;
-        }
-        let Some(old_id) = field("image_id") else {
+        let (Some(old_image), Some(old_id)) = (field("image"), field("image_id")) else {
             continue;
         };
-        if old_id == image_id || old_id.contains(['/', '.']) {
+        if old_id.contains(['/', '.']) {
+            continue;
+        }
+        let gone = !Path::new(&old_image).exists();
+        if !gone && (old_image != canonical || old_id == image_id) {
             continue;
         }
         let _ = std::fs::remove_dir_all(&dir);
