@@ -43,6 +43,10 @@ use serde_json::{Map, Value, json};
 use wasmsand::{ErrorClass, Limits, LimitsPatch, RunOptions, Sandbox, SandboxOptions, SnapshotId};
 
 pub use error::{RpcError, code, kind};
+pub use line_protocol::{
+    LineStatus, LineTarget, ShellAnswer, answer_line_request, answer_too_large,
+    answer_unparsed_line,
+};
 pub use server::{CallError, Outbox, Server};
 
 /// The limits registry as JSON, `[{name, wire, default, unit, doc}]` in the crate's order: what

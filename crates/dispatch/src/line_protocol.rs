@@ -1,7 +1,9 @@
 //! The line protocol (docs/protocol.md, "The line protocol"): objects with a `type` member
-//! (`shell`, `write_file`, `read_file`, `reset`, `status`), answered against the root sandbox
-//! in that protocol's own shapes: snake_case fields, errors as an `error` string, and the
-//! request's `id` echoed on every answer.
+//! (`shell`, `write_file`, `read_file`, `reset`, `status`), answered in that protocol's own
+//! shapes: snake_case fields, errors as an `error` string, and the request's `id` echoed on
+//! every answer. The requests are read and the answers shaped here, once, for every
+//! [`LineTarget`]: the root sandbox (the dispatcher, simple mode) or a virtual machine
+//! (`sandboxd --mode v86`).
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
@@ -12,92 +14,224 @@ use crate::{Dispatcher, RpcError};
 /// `time_limit_ms` when a `shell` request gives none.
 pub const DEFAULT_TIME_LIMIT_MS: u64 = 5000;
 /// `mode` when a `write_file` request gives none; also what the filesystem gives a new file.
-const DEFAULT_MODE: u32 = 0o644;
+pub const DEFAULT_MODE: u32 = 0o644;
 
 type Fields = Map<String, Value>;
 
-impl Dispatcher {
-    /// Answers one request object of the line protocol.
-    pub fn handle_line_request(&self, req: &Fields) -> Value {
-        let id = req.get("id").cloned().unwrap_or(Value::Null);
-        let ty = req.get("type").cloned().unwrap_or(Value::Null);
-        let mut answer = Map::new();
-        answer.insert("type".into(), ty.clone());
-        answer.insert("id".into(), id.clone());
-        let outcome = match (&ty, &id) {
-            (Value::String(_), Value::String(_) | Value::Number(_)) => {
-                match ty.as_str().unwrap_or_default() {
-                    "shell" => self.line_shell(req, &mut answer),
-                    "write_file" => self.line_write_file(req, &mut answer),
-                    "read_file" => self.line_read_file(req, &mut answer),
-                    "reset" => self.line_reset(&mut answer),
-                    "status" => self.line_status(&mut answer),
-                    other => Err(format!("unknown request type: {other}")),
-                }
-            }
-            (Value::String(_), Value::Null) => Err("missing required field: id".into()),
-            (Value::String(_), _) => Err("id must be a string".into()),
-            _ => Err("type must be a string".into()),
-        };
-        if let Err(message) = outcome {
-            fill_failure(ty.as_str().unwrap_or_default(), &mut answer);
-            answer.insert("error".into(), Value::String(message));
-        }
-        Value::Object(answer)
-    }
+/// What a `shell` request did.
+#[derive(Debug, Clone, Default)]
+pub struct ShellAnswer {
+    /// Its standard output (invalid UTF-8 replaced).
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+    /// Its exit status; `None` when it did not end by itself.
+    pub exit_code: Option<i64>,
+    /// Whether it ran past `time_limit_ms`.
+    pub timed_out: bool,
+    /// What went wrong besides a timeout (the timeout's own text is added here).
+    pub error: Option<String>,
+}
 
-    fn line_shell(&self, req: &Fields, answer: &mut Fields) -> Result<(), String> {
-        let command = field_str(req, "command")?;
-        let limit = match req.get("time_limit_ms") {
-            None | Some(Value::Null) => DEFAULT_TIME_LIMIT_MS,
-            Some(v) => v
-                .as_u64()
-                .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
-                .ok_or("time_limit_ms must be a non-negative number")?,
-        };
+/// What a `status` request answers.
+#[derive(Debug, Clone, Default)]
+pub struct LineStatus {
+    /// Since the server started.
+    pub uptime_ms: u64,
+    /// Memory in use.
+    pub memory_used_bytes: u64,
+    /// The memory limit.
+    pub memory_limit_bytes: u64,
+    /// Whether requests can be served.
+    pub ready: bool,
+    /// Members a target adds (the machine's `accel`).
+    pub extra: Map<String, Value>,
+}
+
+/// What the line protocol's requests run against.
+pub trait LineTarget {
+    /// Runs `command` with a time limit.
+    fn shell(&self, command: &str, time_limit_ms: u64) -> Result<ShellAnswer, String>;
+    /// Writes a file with permission bits `mode` ([`DEFAULT_MODE`] when the request gave none).
+    fn write_file(&self, path: &str, data: &[u8], mode: u32) -> Result<(), String>;
+    /// Reads a file.
+    fn read_file(&self, path: &str) -> Result<Vec<u8>, String>;
+    /// Back to the initial state.
+    fn reset(&self) -> Result<(), String>;
+    /// Uptime, memory and readiness.
+    fn status(&self) -> LineStatus;
+}
+
+/// Answers one request object of the line protocol against `target`.
+pub fn answer_line_request(target: &dyn LineTarget, req: &Fields) -> Value {
+    let id = req.get("id").cloned().unwrap_or(Value::Null);
+    let ty = req.get("type").cloned().unwrap_or(Value::Null);
+    let mut answer = Map::new();
+    answer.insert("type".into(), ty.clone());
+    answer.insert("id".into(), id.clone());
+    let outcome = match (&ty, &id) {
+        (Value::String(_), Value::String(_) | Value::Number(_)) => {
+            match ty.as_str().unwrap_or_default() {
+                "shell" => line_shell(target, req, &mut answer),
+                "write_file" => line_write_file(target, req, &mut answer),
+                "read_file" => line_read_file(target, req, &mut answer),
+                "reset" => line_reset(target, &mut answer),
+                "status" => {
+                    line_status(target, &mut answer);
+                    Ok(())
+                }
+                other => Err(format!("unknown request type: {other}")),
+            }
+        }
+        (Value::String(_), Value::Null) => Err("missing required field: id".into()),
+        (Value::String(_), _) => Err("id must be a string".into()),
+        _ => Err("type must be a string".into()),
+    };
+    if let Err(message) = outcome {
+        fill_failure(ty.as_str().unwrap_or_default(), &mut answer);
+        answer.insert("error".into(), Value::String(message));
+    }
+    Value::Object(answer)
+}
+
+/// The answer to a line that is not JSON: the line protocol's shape when it looks like one
+/// of its requests, else JSON-RPC's parse error.
+pub fn answer_unparsed_line(line: &[u8], error: &str) -> Value {
+    if looks_like_line_request(line) {
+        malformed_line(line, error)
+    } else {
+        RpcError::parse_error().response(None)
+    }
+}
+
+/// The answer to a line the transport did not read whole (over the line cap).
+pub fn answer_too_large() -> Value {
+    RpcError::too_large().response(None)
+}
+
+fn line_shell(target: &dyn LineTarget, req: &Fields, answer: &mut Fields) -> Result<(), String> {
+    let command = field_str(req, "command")?;
+    let limit = match req.get("time_limit_ms") {
+        None | Some(Value::Null) => DEFAULT_TIME_LIMIT_MS,
+        Some(v) => v
+            .as_u64()
+            .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+            .ok_or("time_limit_ms must be a non-negative number")?,
+    };
+    let r = target.shell(command, limit)?;
+    answer.insert("stdout".into(), r.stdout.into());
+    answer.insert("stderr".into(), r.stderr.into());
+    answer.insert(
+        "exit_code".into(),
+        r.exit_code.map_or(Value::Null, Value::from),
+    );
+    answer.insert("timed_out".into(), r.timed_out.into());
+    if r.timed_out {
+        // The protocol's documented answer to a run past its limit: no exit code, an
+        // error, and whatever output was produced before the deadline.
+        answer.insert("exit_code".into(), Value::Null);
+        let mut error = "Command execution failed: timeout exceeded".to_string();
+        if let Some(more) = r.error {
+            error = format!("{error} ({more})");
+        }
+        answer.insert("error".into(), error.into());
+    } else if let Some(error) = r.error {
+        answer.insert("error".into(), error.into());
+    }
+    Ok(())
+}
+
+fn line_write_file(
+    target: &dyn LineTarget,
+    req: &Fields,
+    answer: &mut Fields,
+) -> Result<(), String> {
+    let path = field_str(req, "path")?;
+    let content = field_str(req, "content")?;
+    let data = match encoding(req)? {
+        Encoding::Text => content.as_bytes().to_vec(),
+        Encoding::Base64 => base64::engine::general_purpose::STANDARD
+            .decode(content)
+            .map_err(|e| format!("content is not valid base64: {e}"))?,
+    };
+    let mode = match req.get("mode") {
+        None | Some(Value::Null) => DEFAULT_MODE,
+        Some(Value::String(s)) => parse_mode(s)?,
+        Some(_) => return Err("mode must be an octal string such as \"0644\"".into()),
+    };
+    target.write_file(path, &data, mode)?;
+    answer.insert("success".into(), true.into());
+    answer.insert("error".into(), Value::Null);
+    Ok(())
+}
+
+fn line_read_file(
+    target: &dyn LineTarget,
+    req: &Fields,
+    answer: &mut Fields,
+) -> Result<(), String> {
+    let path = field_str(req, "path")?;
+    let enc = encoding(req)?;
+    let data = target.read_file(path)?;
+    let content = match enc {
+        Encoding::Base64 => base64::engine::general_purpose::STANDARD.encode(&data),
+        Encoding::Text => String::from_utf8(data)
+            .map_err(|_| "file is not valid UTF-8 text; read it with encoding base64")?,
+    };
+    answer.insert("content".into(), content.into());
+    answer.insert("success".into(), true.into());
+    answer.insert("error".into(), Value::Null);
+    Ok(())
+}
+
+fn line_reset(target: &dyn LineTarget, answer: &mut Fields) -> Result<(), String> {
+    target.reset()?;
+    answer.insert("success".into(), true.into());
+    Ok(())
+}
+
+fn line_status(target: &dyn LineTarget, answer: &mut Fields) {
+    let st = target.status();
+    answer.insert("uptime_ms".into(), st.uptime_ms.into());
+    answer.insert("memory_used_bytes".into(), st.memory_used_bytes.into());
+    answer.insert("memory_limit_bytes".into(), st.memory_limit_bytes.into());
+    answer.insert("ready".into(), st.ready.into());
+    for (k, v) in st.extra {
+        answer.entry(k).or_insert(v);
+    }
+}
+
+impl Dispatcher {
+    /// Answers one request object of the line protocol against the root sandbox.
+    pub fn handle_line_request(&self, req: &Fields) -> Value {
+        answer_line_request(self, req)
+    }
+}
+
+impl LineTarget for Dispatcher {
+    fn shell(&self, command: &str, time_limit_ms: u64) -> Result<ShellAnswer, String> {
         let sb = self.root().map_err(|e| e.message)?;
         let r = sb
             .run_with(
                 command,
                 RunOptions {
-                    timeout_ms: Some(limit),
+                    timeout_ms: Some(time_limit_ms),
                     ..Default::default()
                 },
             )
             .map_err(|e| e.to_string())?;
-        let timed_out = crate::is_timeout(&r);
-        answer.insert("stdout".into(), r.stdout.into());
-        answer.insert("stderr".into(), r.stderr.into());
-        answer.insert("exit_code".into(), r.exit_code.into());
-        answer.insert("timed_out".into(), timed_out.into());
-        if timed_out {
-            // The protocol's documented answer to a run past its limit: no exit code, an
-            // error, and whatever output was produced before the deadline.
-            answer.insert("exit_code".into(), Value::Null);
-            answer.insert(
-                "error".into(),
-                "Command execution failed: timeout exceeded".into(),
-            );
-        }
-        Ok(())
+        Ok(ShellAnswer {
+            timed_out: crate::is_timeout(&r),
+            exit_code: Some(r.exit_code.into()),
+            stdout: r.stdout,
+            stderr: r.stderr,
+            error: None,
+        })
     }
 
-    fn line_write_file(&self, req: &Fields, answer: &mut Fields) -> Result<(), String> {
-        let path = field_str(req, "path")?;
-        let content = field_str(req, "content")?;
-        let data = match encoding(req)? {
-            Encoding::Text => content.as_bytes().to_vec(),
-            Encoding::Base64 => base64::engine::general_purpose::STANDARD
-                .decode(content)
-                .map_err(|e| format!("content is not valid base64: {e}"))?,
-        };
-        let mode = match req.get("mode") {
-            None | Some(Value::Null) => DEFAULT_MODE,
-            Some(Value::String(s)) => parse_mode(s)?,
-            Some(_) => return Err("mode must be an octal string such as \"0644\"".into()),
-        };
+    fn write_file(&self, path: &str, data: &[u8], mode: u32) -> Result<(), String> {
         let sb = self.root().map_err(|e| e.message)?;
-        sb.write_file(path, &data).map_err(|e| e.to_string())?;
+        sb.write_file(path, data).map_err(|e| e.to_string())?;
         if mode != DEFAULT_MODE {
             // The sandbox API has no chmod yet; the sandbox's own chmod applies the mode.
             let r = sb
@@ -107,34 +241,21 @@ impl Dispatcher {
                 return Err(format!("chmod failed: {}", r.stderr.trim_end()));
             }
         }
-        answer.insert("success".into(), true.into());
-        answer.insert("error".into(), Value::Null);
         Ok(())
     }
 
-    fn line_read_file(&self, req: &Fields, answer: &mut Fields) -> Result<(), String> {
-        let path = field_str(req, "path")?;
-        let enc = encoding(req)?;
+    fn read_file(&self, path: &str) -> Result<Vec<u8>, String> {
         let sb = self.root().map_err(|e| e.message)?;
-        let data = sb.read_file(path).map_err(|e| e.to_string())?;
-        let content = match enc {
-            Encoding::Base64 => base64::engine::general_purpose::STANDARD.encode(&data),
-            Encoding::Text => String::from_utf8(data.to_vec())
-                .map_err(|_| "file is not valid UTF-8 text; read it with encoding base64")?,
-        };
-        answer.insert("content".into(), content.into());
-        answer.insert("success".into(), true.into());
-        answer.insert("error".into(), Value::Null);
-        Ok(())
+        sb.read_file(path)
+            .map(|d| d.to_vec())
+            .map_err(|e| e.to_string())
     }
 
-    fn line_reset(&self, answer: &mut Fields) -> Result<(), String> {
-        self.reset_root().map_err(|e: RpcError| e.message)?;
-        answer.insert("success".into(), true.into());
-        Ok(())
+    fn reset(&self) -> Result<(), String> {
+        self.reset_root().map_err(|e: RpcError| e.message)
     }
 
-    fn line_status(&self, answer: &mut Fields) -> Result<(), String> {
+    fn status(&self) -> LineStatus {
         let mut limit = self.config.limits.memory_bytes;
         let (used, ready) = match self.root() {
             Ok(sb) => {
@@ -146,11 +267,13 @@ impl Dispatcher {
             }
             Err(_) => (0, false),
         };
-        answer.insert("uptime_ms".into(), self.uptime_ms().into());
-        answer.insert("memory_used_bytes".into(), used.into());
-        answer.insert("memory_limit_bytes".into(), limit.into());
-        answer.insert("ready".into(), ready.into());
-        Ok(())
+        LineStatus {
+            uptime_ms: self.uptime_ms(),
+            memory_used_bytes: used,
+            memory_limit_bytes: limit,
+            ready,
+            extra: Map::new(),
+        }
     }
 }
 

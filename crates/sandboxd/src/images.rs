@@ -1,5 +1,6 @@
 //! `sandboxd images build|list`: the Docker runtime's images, built here from Debian's
-//! packages (see wasmsand-docker's `images`).
+//! packages (see wasmsand-docker's `images`), and the VM runtime's disk image (`build vm`,
+//! see wasmsand-vm's `images`), which needs no Docker engine.
 
 use std::path::PathBuf;
 
@@ -19,25 +20,73 @@ pub struct ImagesArgs {
 
 #[derive(Debug, Subcommand)]
 enum ImagesCommand {
-    /// Build images from Debian's packages (all when none is named): python, node, go, java,
-    /// generic. An image whose recipe is unchanged is not built again; a root filesystem kept
-    /// in the cache is only imported
+    /// Build images from Debian's packages (all Docker images when none is named): python,
+    /// node, go, java, generic; and `vm`, the VM runtime's disk image (never built unless
+    /// named; needs root, no Docker engine), whose path is the last line printed on stdout. An
+    /// image whose recipe is unchanged is not built again; a root filesystem kept in the cache
+    /// is only imported
     Build {
         /// Images to build
         names: Vec<String>,
-        /// Where root filesystems and downloaded packages are kept (default:
+        /// Where root filesystems, VM images and downloaded packages are kept (default:
         /// $XDG_CACHE_HOME/wasmsand/images)
         #[arg(long, value_name = "DIR")]
         cache_dir: Option<PathBuf>,
         /// Build even when an image of the same recipe exists
         #[arg(long)]
         rebuild: bool,
+        /// `vm` only: a Debian package to add to the image (repeatable; besides bash,
+        /// coreutils, python3, procps and busybox-static)
+        #[arg(long = "package", value_name = "NAME")]
+        packages: Vec<String>,
+        /// `vm` only: free space in the guest's file system, in MiB (default 512)
+        #[arg(long, value_name = "MB")]
+        free_mb: Option<u64>,
     },
     /// List the images and whether the engine has them
     List,
 }
 
 pub fn run(args: ImagesArgs) -> u8 {
+    let args = match args.command {
+        ImagesCommand::Build {
+            mut names,
+            cache_dir,
+            rebuild,
+            packages,
+            free_mb,
+        } if names.iter().any(|n| n == "vm") => {
+            names.retain(|n| n != "vm");
+            let cache = cache_dir.clone().unwrap_or_else(images::default_cache_dir);
+            let recipe = wasmsand_vm::images::Recipe {
+                packages,
+                free_mb: free_mb.unwrap_or(0),
+            };
+            let code = build_vm(&recipe, &cache, rebuild);
+            if code != 0 || names.is_empty() {
+                return code;
+            }
+            ImagesArgs {
+                docker_host: args.docker_host,
+                command: ImagesCommand::Build {
+                    names,
+                    cache_dir,
+                    rebuild,
+                    packages: Vec::new(),
+                    free_mb: None,
+                },
+            }
+        }
+        ImagesCommand::Build {
+            ref packages,
+            free_mb,
+            ..
+        } if !packages.is_empty() || free_mb.is_some() => {
+            eprintln!("sandboxd images: --package and --free-mb apply to the vm image only");
+            return 2;
+        }
+        _ => args,
+    };
     let host = args
         .docker_host
         .or_else(|| std::env::var("SANDBOX_DOCKER_HOST").ok())
@@ -69,9 +118,27 @@ pub fn run(args: ImagesArgs) -> u8 {
                 names,
                 cache_dir,
                 rebuild,
+                ..
             } => build(&engine, names, cache_dir, rebuild).await,
         }
     })
+}
+
+/// The VM image: progress on stderr, its path as the last line of stdout.
+fn build_vm(recipe: &wasmsand_vm::images::Recipe, cache: &std::path::Path, rebuild: bool) -> u8 {
+    let started = std::time::Instant::now();
+    let mut progress = |line: &str| eprintln!("{line}");
+    match wasmsand_vm::images::build(recipe, cache, rebuild, &mut progress) {
+        Ok(path) => {
+            eprintln!("vm: done in {:.1} s", started.elapsed().as_secs_f64());
+            println!("{}", path.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("sandboxd images: vm: {e}");
+            1
+        }
+    }
 }
 
 async fn list(engine: &Engine) -> u8 {

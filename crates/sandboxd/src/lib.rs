@@ -16,6 +16,7 @@ mod lines;
 mod mcp;
 mod output;
 mod service;
+mod vm;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -84,12 +85,20 @@ struct Cli {
     /// Bytes of host files each mount may read in all
     #[arg(long, value_name = "BYTES", global = true)]
     mount_max_host_bytes: Option<u64>,
-    /// Sandbox mode; only `simple` exists in this build
+    /// Sandbox mode: `simple` (WebAssembly in this process) or `v86` (alias `vm`: a whole
+    /// Linux machine under QEMU, booted from --disk-image; the line protocol only; see
+    /// docs/vm.md)
     #[arg(long, value_enum, default_value_t = Mode::Simple, global = true)]
     mode: Mode,
-    /// Disk image of the v86 mode (accepted only with --mode v86)
+    /// Disk image of the v86 mode (`sandboxd images build vm` makes one)
     #[arg(long, value_name = "PATH", global = true)]
     disk_image: Option<PathBuf>,
+    /// The v86 mode's acceleration: `kvm`, `tcg`, or `auto` (KVM when a probe boot works)
+    #[arg(long, value_enum, default_value_t = VmAccel::Auto, global = true)]
+    vm_accel: VmAccel,
+    /// Where the v86 mode keeps its saved machines (default: $XDG_CACHE_HOME/wasmsand/vm)
+    #[arg(long, value_name = "DIR", global = true)]
+    vm_state_dir: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -98,8 +107,19 @@ struct Cli {
 enum Mode {
     /// Commands run as WebAssembly in this process
     Simple,
-    /// An x86 emulator with a disk image (not in this build)
+    /// A whole x86 Linux machine booted from a disk image (QEMU)
+    #[value(alias = "vm")]
     V86,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum VmAccel {
+    /// KVM when a probe boot works, else TCG
+    Auto,
+    /// KVM, or fail
+    Kvm,
+    /// QEMU's software emulation
+    Tcg,
 }
 
 #[derive(Debug, Subcommand)]
@@ -216,13 +236,10 @@ where
         }
     };
     if cli.mode == Mode::V86 {
-        eprintln!(
-            "sandboxd: this build has no v86 mode; only --mode simple (WebAssembly) is available"
-        );
-        return 2;
+        return v86(cli);
     }
-    if cli.disk_image.is_some() {
-        eprintln!("sandboxd: --disk-image is accepted only with --mode v86");
+    if cli.disk_image.is_some() || cli.vm_state_dir.is_some() {
+        eprintln!("sandboxd: --disk-image and --vm-state-dir are accepted only with --mode v86");
         return 2;
     }
     // A first python3 on a machine compiles for about a minute: the operator hears why here,
@@ -273,6 +290,40 @@ where
             mounts,
         }),
     }
+}
+
+/// `--mode v86`: the line protocol against a machine booted from `--disk-image`.
+fn v86(cli: Cli) -> u8 {
+    if cli.command.is_some() {
+        eprintln!("sandboxd: --mode v86 serves the line protocol on stdio; it takes no subcommand");
+        return 2;
+    }
+    if !cli.mounts.is_empty() {
+        eprintln!("sandboxd: --mount applies to the simple mode only");
+        return 2;
+    }
+    let Some(image) = cli.disk_image.clone() else {
+        eprintln!(
+            "sandboxd: --mode v86 needs --disk-image PATH (`sandboxd images build vm` makes one)"
+        );
+        return 2;
+    };
+    let limits = cli.limits();
+    let cap = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    vm::serve(vm::VmArgs {
+        image,
+        // The machine's memory; Debian's cloud kernel needs more than the simple mode's 64.
+        memory_mb: cli.memory_limit,
+        accel: match cli.vm_accel {
+            VmAccel::Auto => wasmsand_vm::AccelChoice::Auto,
+            VmAccel::Kvm => wasmsand_vm::AccelChoice::Kvm,
+            VmAccel::Tcg => wasmsand_vm::AccelChoice::Tcg,
+        },
+        state_dir: cli.vm_state_dir,
+        stdout_cap: cap(limits.stdout_bytes),
+        stderr_cap: cap(limits.stderr_bytes),
+        line_cap: cap(limits.rpc_bytes),
+    })
 }
 
 fn precompile(cache_dir: Option<PathBuf>) -> u8 {

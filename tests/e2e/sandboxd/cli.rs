@@ -37,16 +37,50 @@ fn version_prints_the_crate_version() {
 }
 
 #[test]
-fn v86_mode_exits_2_with_a_clear_message() {
-    for args in [
-        &["--mode", "v86"][..],
-        &["--mode", "v86", "--disk-image", "/x.img"][..],
+fn v86_mode_refuses_what_it_cannot_boot_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.img");
+    std::fs::write(&garbage, vec![0x42u8; 1 << 20]).unwrap();
+    let truncated = dir.path().join("truncated.img");
+    // An ext4 superblock promising 64 MiB, in a file of 4 KiB.
+    let mut sb = vec![0u8; 4096];
+    sb[1024 + 4..1024 + 8].copy_from_slice(&16384u32.to_le_bytes());
+    sb[1024 + 24..1024 + 28].copy_from_slice(&2u32.to_le_bytes());
+    sb[1024 + 56..1024 + 58].copy_from_slice(&0xEF53u16.to_le_bytes());
+    std::fs::write(&truncated, sb).unwrap();
+    let garbage = garbage.to_str().unwrap();
+    let truncated = truncated.to_str().unwrap();
+    for (args, says) in [
+        (&["--mode", "v86"][..], "needs --disk-image"),
+        (
+            &["--mode", "v86", "--disk-image", "/x.img"][..],
+            "/x.img: No such file",
+        ),
+        (
+            &["--mode", "vm", "--disk-image", garbage][..],
+            "not a disk image",
+        ),
+        (
+            &["--mode", "v86", "--disk-image", truncated][..],
+            "truncated disk image",
+        ),
+        (
+            &[
+                "--mode",
+                "v86",
+                "--disk-image",
+                garbage,
+                "--memory-limit",
+                "64",
+            ][..],
+            "too little memory",
+        ),
     ] {
         let out = sandboxd(args);
-        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(
-            text(&out.stderr).contains("no v86 mode"),
-            "{}",
+            text(&out.stderr).contains(says),
+            "{args:?}: {}",
             text(&out.stderr)
         );
         assert!(out.stdout.is_empty());

@@ -9,3 +9,4 @@ mod mounts;
 pub(crate) mod nested;
 mod processes;
 mod rpc;
+mod vm;
