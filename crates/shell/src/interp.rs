@@ -1334,7 +1334,14 @@ impl Interp {
             tool_channel,
             entry: entry.function,
             entry_input: entry.input,
-            open_files: self.rt.open_files.clone(),
+            // `ulimit -n` lowers the sandbox's cap for the programs this shell starts, as
+            // RLIMIT_NOFILE is inherited; it never raises it.
+            open_files: self.rt.open_files.clone().map(|mut o| {
+                if let Some(n) = self.ulimit_value('n', false) {
+                    o.per_program = o.per_program.min(n);
+                }
+                o
+            }),
         };
         let ran = self.rt.exec.run(program, spec);
         if let Ok(outcome) = &ran {

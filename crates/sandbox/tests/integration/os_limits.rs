@@ -200,3 +200,29 @@ fn background_processes_hold_slots_of_the_same_limit() {
     let r = sb.run("echo ok | cat | cat | cat").unwrap();
     assert_eq!((r.exit_code, r.stdout.as_str()), (0, "ok\n"), "{r:?}");
 }
+
+#[test]
+fn ulimit_reports_the_sandboxs_limits_and_lowers_the_programs_cap() {
+    let sb = with_limits(|l| {
+        l.open_files = 64;
+        l.pids = 40;
+    });
+    let r = sb.run("ulimit -n; ulimit -u").unwrap();
+    assert_eq!(r.stdout, "64\n40\n", "{r:?}");
+    // As RLIMIT_NOFILE, inherited by the programs; raising it again cannot pass the sandbox's.
+    let r = sb
+        .run(&format!("(ulimit -n 16; {})", open_until_refused("/tmp/u")))
+        .unwrap();
+    let (errno, count) = errno_and_count(&r.stdout);
+    assert_eq!(errno, "EMFILE", "{r:?}");
+    assert!(count < 16, "{r:?}");
+    let r = sb
+        .run(&format!(
+            "ulimit -Sn 4096; {}",
+            open_until_refused("/tmp/v")
+        ))
+        .unwrap();
+    let (_, count) = errno_and_count(&r.stdout);
+    assert!((16..64).contains(&count), "{r:?}");
+    assert_eq!(r.stderr, "", "{r:?}");
+}

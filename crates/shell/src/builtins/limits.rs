@@ -7,8 +7,10 @@ use crate::interp::Interp;
 
 impl Interp {
     /// `ulimit`: soft and hard limits per session, checked as the kernel checks them (a soft
-    /// limit above the hard one is refused, a hard limit cannot be raised). Only `-n` bounds
-    /// anything (the shell's redirections); the sandbox's own limits bound a run.
+    /// limit above the hard one is refused, a hard limit cannot be raised). `-n` bounds the
+    /// shell's redirections and, under the sandbox's `open_files`, the descriptors of the
+    /// programs it starts; `-n` and `-u` start as the sandbox's `open_files` and `pids`; the
+    /// others only report.
     pub(super) fn b_ulimit(&mut self, args: &[String]) -> i32 {
         let mut ops: Vec<(char, Option<String>)> = Vec::new();
         let mut all = false;
@@ -139,6 +141,12 @@ impl Interp {
             Some(v) => *v,
             // Linux's usual hard limits: a million files; no bound on core files or stack.
             None if hard && c == 'n' => Some(1_048_576),
+            // The soft limits the sandbox enforces: its programs' descriptors and its
+            // processes.
+            None if c == 'n' && self.rt.open_files.is_some() => {
+                self.rt.open_files.as_ref().map(|o| o.per_program)
+            }
+            None if c == 'u' => Some(self.rt.pids.max()),
             None if hard && matches!(c, 'c' | 's') => None,
             None => ULIMITS.iter().find(|u| u.0 == c).and_then(|u| u.3),
         }
