@@ -2,6 +2,7 @@
 //! flood stops at `SANDBOX_PIDS_LIMIT` with `pids_limit_exceeded`, a program opening files
 //! gets `EMFILE` at `SANDBOX_ULIMIT_NOFILE`, and the session works afterwards.
 
+use reqwest::StatusCode;
 use serde_json::json;
 
 use super::common::{TestServer, stdout};
@@ -67,5 +68,51 @@ except OSError as e:
         .await;
     assert_eq!(st["phase"], "completed", "{st}");
     assert_eq!(stdout(&frames), "ok\n");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_processes_hold_the_sessions_pids() {
+    let server = TestServer::with(|c| c.pids_limit = 2).await;
+    let sid = server.session(json!({})).await;
+    let procs = format!("/sessions/{sid}/processes");
+    let long = json!({ "command": "sleep 600", "timeout_ms": 600000 });
+    for _ in 0..2 {
+        let (s, _, v) = server.post(&procs, long.clone()).await;
+        assert!(s.is_success(), "{s}: {v}");
+    }
+    let (s, _, v) = server.post(&procs, long.clone()).await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{v}");
+    assert_eq!(
+        v["error"]["details"]["reason"], "pids_limit_exceeded",
+        "{v}"
+    );
+    // A run needing a process of its own finds none either.
+    let (_, _, st) = server
+        .run(json!({ "spec_version": "1.0", "session_id": sid, "command": ["bash", "-c", "echo a | cat"] }))
+        .await;
+    assert_eq!(st["reason_code"], "pids_limit_exceeded", "{st}");
+    // Once one is killed its slot is free again.
+    let resp = server
+        .client
+        .post(server.url(&format!("{procs}/1/kill")))
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{resp:?}");
+    loop {
+        let (s, _, v) = server
+            .post(&format!("{procs}/1/wait"), serde_json::Value::Null)
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        if v["running"] == false {
+            break;
+        }
+    }
+    let (_, frames, st) = server
+        .run(json!({ "spec_version": "1.0", "session_id": sid, "command": ["bash", "-c", "echo a | cat"] }))
+        .await;
+    assert_eq!(st["phase"], "completed", "{st}");
+    assert_eq!(stdout(&frames), "a\n");
     server.stop().await;
 }
