@@ -195,6 +195,8 @@ pub struct RunOptions {
     pub on_stderr: Option<ChunkCallback>,
     /// Bytes given to the command as its standard input.
     pub stdin: Option<Bytes>,
+    /// A standard input fed while the command runs ([`stdin_stream`]); wins over `stdin`.
+    pub stdin_stream: Option<StdinStream>,
     /// All or nothing: when the run exits non-zero, times out, is cancelled or hits a limit,
     /// the sandbox is put back exactly as it was before it (files, modes, variables, cwd,
     /// functions, options) and the result says `rolled_back`. O(1) whatever the sandbox holds.
@@ -210,6 +212,47 @@ pub struct RunOptions {
     /// one run, so it can be cancelled before it starts (a run queued behind another ends at
     /// once with `CANCELLED`) and never stops a later run of the same sandbox.
     pub cancel: Option<CancelToken>,
+}
+
+/// A run's standard input that its caller feeds while the run goes on (an interactive run:
+/// a client typing into a program): the reading end of a pipe, for
+/// [`RunOptions::stdin_stream`].
+#[derive(Clone)]
+pub struct StdinStream {
+    reader: wasmsand_exec::PipeReader,
+    /// The token the pipe wakes its waiters on: the run's, so a cancel or a timeout reaches
+    /// a program blocked reading it.
+    cancel: CancelToken,
+}
+
+/// The writing end of a [`StdinStream`]. Dropping it (every clone) closes the stream: the
+/// run's programs read end of file once they drained what was written.
+#[derive(Clone)]
+pub struct StdinWriter(wasmsand_exec::PipeWriter);
+
+impl StdinWriter {
+    /// Writes all of `data`, blocking while the pipe ([`wasmsand_exec::PIPE_CAPACITY`]
+    /// bytes) is full and no program reads it. Fails with `BrokenPipe` once the run ended
+    /// (nothing reads it any more) and with `Interrupted` once it was cancelled or timed out,
+    /// so a writer never blocks past its run.
+    pub fn write_all(&self, data: &[u8]) -> std::io::Result<()> {
+        self.0.write_all(data)
+    }
+}
+
+/// A pipe to feed a run's standard input while it runs. The run must be given `cancel` as
+/// its [`RunOptions::cancel`] (a run without one takes it from the stream): the pipe's
+/// blocked reads and writes wake when that token is cancelled, which is how a cancel or a
+/// timeout reaches a program waiting for input that may never come.
+pub fn stdin_stream(cancel: &CancelToken) -> (StdinWriter, StdinStream) {
+    let (w, r) = wasmsand_exec::pipe(wasmsand_exec::PIPE_CAPACITY, cancel);
+    (
+        StdinWriter(w),
+        StdinStream {
+            reader: r,
+            cancel: cancel.clone(),
+        },
+    )
 }
 
 /// What [`Sandbox::merge`] carries besides the files.
@@ -496,7 +539,10 @@ impl Sandbox {
         let timeout = opts.timeout_ms.unwrap_or(self.limits.timeout_ms);
         self.with_inner(|inner| {
             let started = Instant::now();
-            let cancel = opts.cancel.unwrap_or_default();
+            let cancel = opts
+                .cancel
+                .or_else(|| opts.stdin_stream.as_ref().map(|s| s.cancel.clone()))
+                .unwrap_or_default();
             self.term.store(false, Ordering::SeqCst);
             *self.running.lock() = Some(cancel.clone());
             let (out_cap, err_cap) = (self.limits.stdout_bytes, self.limits.stderr_bytes);
@@ -511,7 +557,10 @@ impl Sandbox {
                 stderr = stderr.with_callback(cb);
             }
             let deadline = started + Duration::from_millis(timeout);
-            let stdin = opts.stdin.map_or(Input::Empty, Input::Bytes);
+            let stdin = match opts.stdin_stream {
+                Some(s) => Input::Pipe(s.reader),
+                None => opts.stdin.map_or(Input::Empty, Input::Bytes),
+            };
             let (activity_before, checkpoint) = {
                 let vfs = inner.vfs.lock();
                 let saved = opts.atomic.then(|| (vfs.checkpoint(), inner.shell.clone()));
