@@ -320,6 +320,20 @@ impl Container {
         sink: Sink,
         stop: impl Future<Output = ()>,
     ) -> Result<RunOutcome, EngineError> {
+        self.run_fed(req, None, sink, stop).await
+    }
+
+    /// [`Container::run`] with the program's stdin fed from `input` while it runs, instead of
+    /// `req.stdin`: each chunk in order, then end of file once every sender is gone (an
+    /// interactive run). A chunk waits while the program does not read; the feeding stops
+    /// with the run.
+    pub async fn run_fed(
+        &self,
+        req: RunRequest,
+        input: Option<tokio::sync::mpsc::UnboundedReceiver<bytes::Bytes>>,
+        sink: Sink,
+        stop: impl Future<Output = ()>,
+    ) -> Result<RunOutcome, EngineError> {
         let argv = req.argv.clone();
         let env = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let cwd = absolute(req.cwd.as_deref().unwrap_or(WORKSPACE));
@@ -328,23 +342,41 @@ impl Container {
         let before = cgroup.as_ref().map(|c| c.sample());
         let t0 = Instant::now();
         let (exec_id, started) = self
-            .start(argv, env, Some(cwd), req.stdin.is_some())
+            .start(
+                argv,
+                env,
+                Some(cwd),
+                req.stdin.is_some() || input.is_some(),
+            )
             .await?;
-        let StartExecResults::Attached { mut output, input } = started else {
+        let StartExecResults::Attached {
+            mut output,
+            input: mut stdin,
+        } = started
+        else {
             return Err(EngineError::Api(
                 "the engine detached an attached exec".into(),
             ));
         };
         // Fed beside the output loop: a program that writes before it reads its input
         // (or never reads it) must not stall the run.
-        let feeder = req.stdin.map(|data| {
-            let mut input = input;
-            tokio::spawn(async move {
+        let feeder = match (input, req.stdin) {
+            (Some(mut rx), _) => Some(tokio::spawn(async move {
+                while let Some(chunk) = rx.recv().await {
+                    // Flushed chunk by chunk: the program is waiting for this line.
+                    if stdin.write_all(&chunk).await.is_err() || stdin.flush().await.is_err() {
+                        return;
+                    }
+                }
+                let _ = stdin.shutdown().await;
+            })),
+            (None, Some(data)) => Some(tokio::spawn(async move {
                 // A write error means the program stopped reading; its status says why.
-                let _ = input.write_all(&data).await;
-                let _ = input.shutdown().await;
-            })
-        });
+                let _ = stdin.write_all(&data).await;
+                let _ = stdin.shutdown().await;
+            })),
+            (None, None) => None,
+        };
         let _feeder = feeder.map(AbortOnDrop);
 
         let mut end = RunEnd::Exited;
