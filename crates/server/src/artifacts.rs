@@ -199,13 +199,14 @@ pub fn content_type(path: &str, data: &[u8]) -> &'static str {
     }
 }
 
-/// Deletes artifacts whose TTL passed and marks their runs.
-pub async fn sweep(app: &Arc<App>) {
+/// Deletes artifacts whose TTL passed and marks their runs; returns how many runs' went.
+pub async fn sweep(app: &Arc<App>) -> u64 {
     let cutoff = app.clock.now_ms() - app.config.artifact_ttl().as_millis() as i64;
     let Ok(runs) = store::call(&app.store, move |s| s.runs_with_artifacts_before(cutoff)).await
     else {
-        return;
+        return 0;
     };
+    let mut swept = 0;
     for mut r in runs {
         let dir = artifacts_dir(&app.config.data_dir, &r.user_id, &r.id);
         let removed = tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&dir) {
@@ -222,7 +223,9 @@ pub async fn sweep(app: &Arc<App>) {
             live.record.lock().artifacts_expired = true;
         }
         let _ = store::call(&app.store, move |s| s.put_run(&r)).await;
+        swept += 1;
     }
+    swept
 }
 
 #[cfg(test)]

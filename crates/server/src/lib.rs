@@ -38,6 +38,7 @@ mod process_table;
 mod processes;
 mod quotas;
 mod replica;
+mod retention;
 mod runs;
 mod runtime;
 mod sessions;

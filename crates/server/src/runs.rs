@@ -729,6 +729,7 @@ pub fn spawn_sweeper(app: &Arc<App>) {
                     tracing::warn!(%e, "cannot purge old audit events");
                 }
                 crate::artifacts::sweep(&app).await;
+                crate::retention::purge_runs(&app).await;
                 for rt in app.runtimes.all() {
                     rt.reap().await;
                 }

@@ -119,3 +119,99 @@ async fn runs_record_their_node_and_worker_and_the_list_filters_on_them() {
     assert_eq!(one["node_id"], "rack7-node3");
     assert_eq!(one["worker_id"], worker.as_str());
 }
+
+/// Run retention and the admin sweeps: `POST /admin/gc` deletes run records past
+/// `SANDBOX_RUN_RETENTION_DAYS` with their artifacts, and idempotency entries past their TTL;
+/// `DELETE /admin/idempotency` prunes entries by age, so a retried key runs again. (The
+/// sweeper's interval is an hour here, so only the admin calls act.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_deletes_runs_past_their_retention_and_idempotency_can_be_pruned() {
+    let srv = TestServer::with(|c| {
+        c.run_retention_days = 1;
+        c.artifact_ttl_sec = Some(30 * 86_400);
+        c.idempotency_ttl_sec = 86_400;
+        c.sweep_interval_sec = 3600;
+    })
+    .await;
+    let mut body = TestServer::script("echo kept > out.txt");
+    body["capture_patterns"] = json!(["out.txt"]);
+    let (s, _, v) = srv
+        .post_with("/runs", body.clone(), &[("Idempotency-Key", "old-run")])
+        .await;
+    assert!(s.is_success(), "{v}");
+    let old = v["run_id"].as_str().unwrap().to_string();
+    srv.wait_done(&old).await;
+    let dir = srv.dir.path().join(format!("default/runs/{old}"));
+    assert!(dir.join("artifacts/out.txt").exists());
+
+    let (s, _, gc) = srv.post("/admin/gc", json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{gc}");
+    assert_eq!(gc["runs_deleted"], 0, "{gc}");
+    assert_eq!(gc["idempotency_deleted"], 0, "{gc}");
+
+    srv.app
+        .clock
+        .advance(std::time::Duration::from_secs(2 * 86_400));
+    let (s, _, v) = srv.post("/runs", TestServer::script("true")).await;
+    assert!(s.is_success(), "{v}");
+    let new = v["run_id"].as_str().unwrap().to_string();
+    srv.wait_done(&new).await;
+    let (s, _, gc) = srv.post("/admin/gc", json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{gc}");
+    assert_eq!(gc["runs_deleted"], 1, "{gc}");
+    assert_eq!(gc["idempotency_deleted"], 1, "{gc}");
+    let (s, v) = srv.get(&format!("/runs/{old}")).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
+    assert!(!dir.exists(), "the purged run's directory is still there");
+    let (s, v) = srv.get(&format!("/runs/{new}")).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    // The audit writer is a task of its own: the event is there soon, not at once.
+    let started = std::time::Instant::now();
+    loop {
+        let (_, audit) = srv.get("/admin/audit?event=sandbox.admin.gc").await;
+        if audit["items"].as_array().is_some_and(|a| a.len() == 2) {
+            break;
+        }
+        assert!(
+            started.elapsed() < GUARD,
+            "no sandbox.admin.gc events: {audit}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    // Pruning by age: an hour keeps a fresh entry, no age takes it; the key then runs anew.
+    let (s, _, v) = srv
+        .post_with("/runs", body.clone(), &[("Idempotency-Key", "again")])
+        .await;
+    assert!(s.is_success(), "{v}");
+    let first = v["run_id"].as_str().unwrap().to_string();
+    srv.wait_done(&first).await;
+    let pruned = |q: &'static str| {
+        let srv = &srv;
+        async move {
+            let resp = srv
+                .client
+                .delete(srv.url(&format!("/admin/idempotency{q}")))
+                .send()
+                .await
+                .unwrap();
+            let s = resp.status();
+            (s, resp.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    let (s, v) = pruned("?older_than_sec=3600").await;
+    assert_eq!((s, v["deleted"].clone()), (StatusCode::OK, json!(0)), "{v}");
+    let (s, v) = pruned("").await;
+    assert_eq!((s, v["deleted"].clone()), (StatusCode::OK, json!(1)), "{v}");
+    let (s, v) = pruned("?older_than_sec=soon").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let (s, _, v) = srv
+        .post_with("/runs", body, &[("Idempotency-Key", "again")])
+        .await;
+    assert!(s.is_success(), "{v}");
+    assert_ne!(
+        v["run_id"].as_str().unwrap(),
+        first,
+        "the pruned key was replayed"
+    );
+}

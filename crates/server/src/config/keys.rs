@@ -508,6 +508,11 @@ pub static KEYS: &[Key] = &[
         doc: "audit events as JSON lines",
     },
     num!("SANDBOX_AUDIT_RETENTION_DAYS", audit_retention_days, ""),
+    num!(
+        "SANDBOX_RUN_RETENTION_DAYS",
+        run_retention_days,
+        "finished runs older than this leave the store with their artifacts (swept every `SANDBOX_SWEEP_INTERVAL_SEC` and by `POST /admin/gc`); 0 keeps them"
+    ),
     text!("SANDBOX_LOG_FORMAT", log_format, "or `text`"),
     Key {
         name: "SANDBOX_DOCKER_ENABLED",

@@ -219,6 +219,9 @@ pub struct Config {
     pub audit_log_path: Option<PathBuf>,
     /// `SANDBOX_AUDIT_RETENTION_DAYS` (30): how long audit events stay in the store.
     pub audit_retention_days: u64,
+    /// `SANDBOX_RUN_RETENTION_DAYS` (30): how long a finished run's record stays in the
+    /// store, with its artifacts and directory; 0 keeps runs for ever.
+    pub run_retention_days: u64,
     /// `json` (default) or `text` (`SANDBOX_LOG_FORMAT`).
     pub log_format: String,
     /// The Docker runtime (`SANDBOX_DOCKER_*`).
@@ -358,6 +361,7 @@ impl Default for Config {
             user_exec_seconds_per_day: 0,
             audit_log_path: None,
             audit_retention_days: 30,
+            run_retention_days: 30,
             log_format: "json".into(),
             docker: DockerConfig::default(),
         }

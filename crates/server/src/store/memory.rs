@@ -80,6 +80,21 @@ impl Store for MemoryStore {
             .collect())
     }
 
+    fn runs_purge(&self, cutoff: i64, limit: usize) -> StoreResult<Vec<RunRecord>> {
+        let mut runs = self.runs.lock();
+        let mut old: Vec<(i64, String)> = runs
+            .values()
+            .filter(|r| r.phase.is_terminal())
+            .filter_map(|r| r.finished_at.filter(|&f| f < cutoff).map(|f| (f, r.id.clone())))
+            .collect();
+        old.sort();
+        Ok(old
+            .into_iter()
+            .take(limit)
+            .filter_map(|(_, id)| runs.remove(&id))
+            .collect())
+    }
+
     fn user_artifact_bytes(&self, user_id: &str) -> StoreResult<u64> {
         Ok(self
             .runs
@@ -339,5 +354,6 @@ mod tests {
         super::super::tests::exercise(&super::MemoryStore::new());
         super::super::testsuite::exercise_queries(&super::MemoryStore::new());
         super::super::testsuite::exercise_saved_sessions(&super::MemoryStore::new());
+        super::super::testsuite::exercise_retention(&super::MemoryStore::new());
     }
 }

@@ -570,6 +570,10 @@ pub trait Store: Send + Sync + 'static {
     fn fail_unfinished(&self, reason_code: &str, message: &str, now: i64) -> StoreResult<usize>;
     /// Finished runs, finished before `cutoff`, that still have artifacts.
     fn runs_with_artifacts_before(&self, cutoff: i64) -> StoreResult<Vec<RunRecord>>;
+    /// Deletes the records of finished runs that finished before `cutoff`, the oldest first
+    /// and at most `limit` of them (so one sweep never holds the store long), and returns
+    /// them: their artifacts on disk go with them (`SANDBOX_RUN_RETENTION_DAYS`).
+    fn runs_purge(&self, cutoff: i64, limit: usize) -> StoreResult<Vec<RunRecord>>;
     /// Bytes of unexpired artifacts a user holds.
     fn user_artifact_bytes(&self, user_id: &str) -> StoreResult<u64>;
     /// The entry of this key, if any (expired or not).

@@ -576,6 +576,27 @@ impl Store for PostgresStore {
         })
     }
 
+    fn runs_purge(&self, cutoff: i64, limit: usize) -> StoreResult<Vec<RunRecord>> {
+        let limit = limit as i64;
+        self.exec(move |c| async move {
+            // SKIP LOCKED: replicas sweeping at once each take rows the other has not.
+            let rows = c
+                .query(
+                    "DELETE FROM sandbox_runs WHERE id IN (
+                         SELECT id FROM sandbox_runs
+                         WHERE finished_at IS NOT NULL AND finished_at < $1
+                           AND phase IN ('completed', 'failed', 'timed_out', 'killed')
+                         ORDER BY finished_at LIMIT $2
+                         FOR UPDATE SKIP LOCKED)
+                     RETURNING body::text",
+                    &[&cutoff, &limit],
+                )
+                .await
+                .map_err(err)?;
+            decode_runs(rows)
+        })
+    }
+
     fn user_artifact_bytes(&self, user_id: &str) -> StoreResult<u64> {
         let user = user_id.to_string();
         self.exec(move |c| async move {

@@ -464,6 +464,31 @@ impl Store for SqliteStore {
         bodies.into_iter().map(decode_run).collect()
     }
 
+    fn runs_purge(&self, cutoff: i64, limit: usize) -> StoreResult<Vec<RunRecord>> {
+        let mut conn = self.conn.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let bodies: Vec<String> = {
+            let mut st = tx
+                .prepare(
+                    "DELETE FROM runs WHERE id IN (
+                         SELECT id FROM runs
+                         WHERE finished_at IS NOT NULL AND finished_at < ?1
+                           AND phase IN ('completed', 'failed', 'timed_out', 'killed')
+                         ORDER BY finished_at LIMIT ?2)
+                     RETURNING body",
+                )
+                .map_err(err)?;
+            st.query_map(rusqlite::params![cutoff, limit as i64], |r| r.get(0))
+                .map_err(err)?
+                .collect::<Result<_, _>>()
+                .map_err(err)?
+        };
+        tx.commit().map_err(err)?;
+        bodies.into_iter().map(decode_run).collect()
+    }
+
     fn user_artifact_bytes(&self, user_id: &str) -> StoreResult<u64> {
         let n: i64 = self
             .conn
@@ -1003,6 +1028,7 @@ mod tests {
         let path = dir.join("meta").join("s.db");
         super::super::tests::exercise(&SqliteStore::open(&path).unwrap());
         super::super::testsuite::exercise_saved_sessions(&SqliteStore::open(&path).unwrap());
+        super::super::testsuite::exercise_retention(&SqliteStore::open(&dir.join("r.db")).unwrap());
         let mut r = super::super::tests::sample_run("kept", Phase::Completed);
         r.finished_at = Some(9);
         SqliteStore::open(&path).unwrap().put_run(&r).unwrap();

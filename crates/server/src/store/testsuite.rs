@@ -538,3 +538,35 @@ pub fn exercise_saved_sessions(store: &dyn Store) {
     assert_eq!(store.chunk_totals().unwrap(), (0, 0));
     assert!(store.saved_sessions(None).unwrap().is_empty());
 }
+
+/// Run retention: finished runs older than the cutoff go, oldest first and at most `limit` a
+/// call; unfinished runs and newer ones stay whatever their age.
+pub fn exercise_retention(store: &dyn Store) {
+    for (id, phase, finished) in [
+        ("old1", Phase::Completed, Some(100)),
+        ("old2", Phase::Failed, Some(200)),
+        ("old3", Phase::Killed, Some(300)),
+        ("new", Phase::Completed, Some(5000)),
+        ("running", Phase::Running, None),
+        ("queued", Phase::Queued, None),
+    ] {
+        let mut r = sample_run(id, phase);
+        r.created_at = 50;
+        r.finished_at = finished;
+        store.put_run(&r).unwrap();
+    }
+    let first = store.runs_purge(1000, 2).unwrap();
+    let ids: Vec<&str> = first.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["old1", "old2"]);
+    assert!(store.get_run("old1").unwrap().is_none());
+    let rest = store.runs_purge(1000, 100).unwrap();
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].id, "old3");
+    assert!(store.runs_purge(1000, 100).unwrap().is_empty());
+    for id in ["new", "running", "queued"] {
+        assert!(store.get_run(id).unwrap().is_some(), "{id}");
+    }
+    let mut left: Vec<String> = store.list_runs().unwrap().into_iter().map(|r| r.id).collect();
+    left.sort();
+    assert_eq!(left, ["new", "queued", "running"]);
+}

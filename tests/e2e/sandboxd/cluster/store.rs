@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use wasmsand_server::store::testsuite::{
-    exercise, exercise_queries, exercise_saved_sessions, sample_run,
+    exercise, exercise_queries, exercise_retention, exercise_saved_sessions, sample_run,
 };
 use wasmsand_server::store::{Cluster, MemoryStore, Phase, PostgresStore, SqliteStore, Store};
 
@@ -33,6 +33,7 @@ fn suite_on_postgres() {
     exercise(&postgres(&pg.fresh_db("suite"), "r1"));
     exercise_queries(&postgres(&pg.fresh_db("queries"), "r1"));
     exercise_saved_sessions(&postgres(&pg.fresh_db("saved"), "r1"));
+    exercise_retention(&postgres(&pg.fresh_db("retention"), "r1"));
 }
 
 #[test]
