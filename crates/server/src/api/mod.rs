@@ -57,7 +57,10 @@ pub(crate) fn api_routes(upload_limit: usize) -> OpenApiRouter<Arc<App>> {
         .routes(routes!(crate::admin::list_sessions))
         .routes(routes!(crate::admin::list_runs))
         .routes(routes!(crate::admin::get_run))
-        .routes(routes!(crate::admin::list_idempotency, crate::retention::prune_idempotency))
+        .routes(routes!(
+            crate::admin::list_idempotency,
+            crate::retention::prune_idempotency
+        ))
         .routes(routes!(crate::retention::gc))
         .routes(routes!(crate::admin::usage))
         .routes(routes!(crate::admin_ops::usage_summary))

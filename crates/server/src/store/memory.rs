@@ -85,7 +85,11 @@ impl Store for MemoryStore {
         let mut old: Vec<(i64, String)> = runs
             .values()
             .filter(|r| r.phase.is_terminal())
-            .filter_map(|r| r.finished_at.filter(|&f| f < cutoff).map(|f| (f, r.id.clone())))
+            .filter_map(|r| {
+                r.finished_at
+                    .filter(|&f| f < cutoff)
+                    .map(|f| (f, r.id.clone()))
+            })
             .collect();
         old.sort();
         Ok(old

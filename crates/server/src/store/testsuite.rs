@@ -566,7 +566,12 @@ pub fn exercise_retention(store: &dyn Store) {
     for id in ["new", "running", "queued"] {
         assert!(store.get_run(id).unwrap().is_some(), "{id}");
     }
-    let mut left: Vec<String> = store.list_runs().unwrap().into_iter().map(|r| r.id).collect();
+    let mut left: Vec<String> = store
+        .list_runs()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
     left.sort();
     assert_eq!(left, ["new", "queued", "running"]);
 }
