@@ -2,7 +2,9 @@
 //! `.queued`, `.starting`, `.running`, `.completed`, `.failed`, `.timed_out`, `.killed`, each
 //! with the user, the run or session, `source`, `runtime`, `base_image`, `image_digest`,
 //! `policy_hash`, `spec_version` and a time stamp; and a session's background processes'
-//! `sandbox.process.started`, `.killed` and `.ended`.
+//! `sandbox.process.started`, `.killed` and `.ended`; and an interactive run's
+//! `sandbox.run.stdin_closed` (its input's SHA-256 and size, not the input unless
+//! `SANDBOX_AUDIT_STDIN_CONTENT` asks).
 //!
 //! One writer task takes them in order and writes each to the store, to the log (target
 //! `sandbox.audit`) and, when configured, to a JSON-lines file. They never carry the
@@ -260,10 +262,13 @@ pub fn run_body(app: &App, r: &RunRecord, ctx: &RunContext) -> Value {
     })
 }
 
-/// `sandbox.run.created`.
+/// `sandbox.run.created`; an interactive run's carries its stdin limits as `interactive`.
 pub fn run_created(app: &App, r: &RunRecord) {
     let mut body = run_body(app, r, &app.audit.context(&r.id));
     body["limits"] = json!(r.resource_usage.limits);
+    if let Some(i) = &r.interactive {
+        body["interactive"] = json!(i);
+    }
     app.audit.emit(
         "sandbox.run.created",
         &r.user_id,
@@ -303,6 +308,21 @@ pub fn run_phase(app: &App, r: &RunRecord, phase: Phase) {
     }
     app.audit.emit(
         event_name(phase),
+        &r.user_id,
+        Some(&r.id),
+        r.session_id.as_deref(),
+        body,
+    );
+}
+
+/// `sandbox.run.stdin_closed`: an interactive run's stdin closed, with why and what came
+/// through it (`extra`: `reason`, `stdin_bytes`, `stdin_frames`, `stdin_sha256`, and
+/// `stdin_base64` only under `SANDBOX_AUDIT_STDIN_CONTENT`).
+pub fn run_stdin_closed(app: &App, r: &RunRecord, extra: Value) {
+    let mut body = run_body(app, r, &app.audit.context(&r.id));
+    merge(&mut body, &extra);
+    app.audit.emit(
+        "sandbox.run.stdin_closed",
         &r.user_id,
         Some(&r.id),
         r.session_id.as_deref(),

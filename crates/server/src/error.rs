@@ -60,7 +60,7 @@ error_codes! {
     Unauthorized = "unauthorized", [401],
         "with authentication on: no credentials, or credentials that are not valid (`details.reason`: `missing_credentials`, `unsupported_scheme`, `invalid_api_key`, `invalid_credentials`, `invalid_token`, `token_expired`; `WWW-Authenticate: Bearer`)";
     Forbidden = "forbidden", [403],
-        "execution is off (`SANDBOX_ENABLE_EXECUTION=false`), or a key without the admin role asks for an admin route; the sandbox refuses a file operation (`details.reason: filesystem`, `errno`: `EACCES`, `EPERM`, `EROFS`; `path`)";
+        "execution is off (`SANDBOX_ENABLE_EXECUTION=false`), or a key without the admin role asks for an admin route; an interactive run the policy refuses (`details.reason`: `interactive_disabled`, `interactive_shell`); the sandbox refuses a file operation (`details.reason: filesystem`, `errno`: `EACCES`, `EPERM`, `EROFS`; `path`)";
     NotFound = "not_found", [404, 410],
         "unknown session, run, process, artifact or route; a file operation's path that does not exist (`details.reason: filesystem`, `errno: ENOENT`, `path`); 410 for an expired artifact or a session that expired meanwhile";
     SessionLost = "session_lost", [410],

@@ -27,6 +27,7 @@ pub mod hibernate;
 mod http;
 mod idempotency;
 mod images;
+mod interactive;
 mod logs;
 mod mcp_gate;
 mod mcp_sessions;

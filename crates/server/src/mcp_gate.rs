@@ -99,6 +99,7 @@ impl RunGate for McpGate {
                 frames_dropped: 0,
                 node_id: Some(app.node_id.clone()),
                 worker_id: Some(app.worker_id.clone()),
+                interactive: None,
             };
             record.resource_usage.limits.cpu = 1.0;
             // Recorded before the admission is released: the user's next request counts it.

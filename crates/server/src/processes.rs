@@ -915,5 +915,13 @@ pub(crate) async fn stream_process(
         )
         .with_header(header::UPGRADE, "websocket")
     })?;
-    Ok(ws.on_upgrade(move |socket| crate::ws::serve(socket, log, from, app.metrics.clone())))
+    Ok(ws.on_upgrade(move |socket| {
+        crate::ws::serve(
+            socket,
+            log,
+            from,
+            app.metrics.clone(),
+            crate::ws::ClientInput::Ignored,
+        )
+    }))
 }

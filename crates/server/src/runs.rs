@@ -40,6 +40,8 @@ pub struct RunSpec {
     pub memory_mb: u64,
     /// The command's standard input (the run request's or MCP's `stdin`).
     pub stdin: Option<Vec<u8>>,
+    /// An interactive run's stdin, fed from its stream's `stdin` frames.
+    pub stdin_feed: Option<crate::runtime::StdinFeed>,
 }
 
 /// A run this process knows in memory: queued, going, or recently finished (its frames
@@ -50,6 +52,8 @@ pub struct LiveRun {
     pub log: Arc<RunLog>,
     /// `resume_from_seq` of the request: where a stream without `from_seq` starts.
     pub resume_from_seq: Option<u64>,
+    /// An interactive run's stdin, which its stream's connections write to.
+    pub stdin: Option<Arc<crate::interactive::Interactive>>,
     stop: watch::Sender<StopCause>,
     spec: Mutex<Option<RunSpec>>,
     /// Gets the run's output besides its log (an MCP call waiting for the run), until the
@@ -65,6 +69,7 @@ impl LiveRun {
         spec: RunSpec,
         log: Arc<RunLog>,
         resume: Option<u64>,
+        stdin: Option<Arc<crate::interactive::Interactive>>,
         clock: crate::clock::Clock,
     ) -> Arc<Self> {
         Arc::new(LiveRun {
@@ -72,6 +77,7 @@ impl LiveRun {
             record: Mutex::new(record),
             log,
             resume_from_seq: resume,
+            stdin,
             stop: watch::channel(StopCause::None).0,
             spec: Mutex::new(Some(spec)),
             tap: Mutex::new(None),
@@ -354,6 +360,11 @@ impl Ending {
 }
 
 async fn finish(app: &Arc<App>, run: &Arc<LiveRun>, e: Ending) {
+    // A run that never got to its command (cancelled or timed out first) closes its stdin
+    // here; one that did closed it when the command ended.
+    if let Some(input) = &run.stdin {
+        input.close(crate::interactive::RUN_ENDED);
+    }
     let now = app.clock.now_ms();
     // Before the seal: the log takes no other frame after it but the final two.
     if let Some(error) = e.runtime_error(run.phase(), now) {
@@ -488,7 +499,7 @@ async fn provision(
 /// Runs an admitted run to its end: sandbox, command, artifacts, then its record. The
 /// permit is its place among the concurrent runs, given back when this returns.
 async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit) {
-    let Some(spec) = run.spec.lock().take() else {
+    let Some(mut spec) = run.spec.lock().take() else {
         return;
     };
     let Some((boxed, session)) = start_sandbox(&app, &run, &spec).await else {
@@ -497,6 +508,11 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
 
     run.transition(Phase::Running);
     crate::audit::run_phase(&app, &run.snapshot(), Phase::Running);
+    // The idle timeout counts from here: a run that waited in the queue or for its session
+    // longer than it must not find its stdin closed before its command could read it.
+    if let Some(input) = &run.stdin {
+        input.arm_idle();
+    }
     let started_at = run.record.lock().started_at.unwrap_or_else(now_ms);
     run.log.event(
         "start",
@@ -512,6 +528,7 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
         grace: app.config.grace(),
         in_session: spec.session.is_some(),
         stdin: spec.stdin.clone(),
+        stdin_feed: spec.stdin_feed.take(),
     };
     let tap = run.tap.lock().clone();
     let result = boxed
@@ -528,6 +545,10 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
         .await;
     let wall_ms = t0.elapsed().as_millis() as u64;
     run.log.flush();
+    // Nothing reads it any more: frames from now on are refused, not dropped unseen.
+    if let Some(input) = &run.stdin {
+        input.close(crate::interactive::RUN_ENDED);
+    }
     let egress = boxed.take_egress();
     if !egress.is_empty() {
         let rec = run.snapshot();

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::store::{Phase, ResourceUsage};
+use crate::store::{Phase, ResourceUsage, StdinLimits};
 
 /// `status` with `body` as JSON.
 pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
@@ -116,6 +116,11 @@ pub struct RunCreated {
     pub resources: ResourcesView,
     pub startup_timeout_sec: u64,
     pub timeout_sec: u64,
+    /// Whether the command reads its stdin from `stdin` frames on the run's stream.
+    pub interactive: bool,
+    /// An interactive run's effective stdin limits (absent for other runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdin_limits: Option<StdinLimits>,
     /// When a queued run is expected to start.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub estimated_start_time: Option<String>,
@@ -150,6 +155,11 @@ pub struct RunView {
     pub artifacts_capped: bool,
     /// Seq of the run's last WebSocket frame so far.
     pub last_seq: u64,
+    /// Whether the command reads its stdin from `stdin` frames on the run's stream.
+    pub interactive: bool,
+    /// An interactive run's stdin limits (absent for other runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdin_limits: Option<StdinLimits>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -240,7 +250,12 @@ pub struct RuntimeInfo {
     pub workspace_cap_mb: u64,
     pub artifact_ttl_hours: u64,
     pub supported_spec_versions: Vec<String>,
+    /// Runs may be `interactive: true` (spec 1.1; `SANDBOX_INTERACTIVE_ENABLED`).
     pub interactive_supported: bool,
+    /// Where `interactive_supported`: the server's stdin limits, each the default of a run
+    /// that gives none and the most one may ask for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interactive_limits: Option<StdinLimits>,
     pub egress_allowlist_supported: bool,
     /// Whether its sessions survive a restart or a replica's loss: they hibernate to the
     /// store when idle and at shutdown, are checkpointed after each run, and wake on any

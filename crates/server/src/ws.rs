@@ -1,6 +1,12 @@
 //! `WS /runs/{id}/stream`: the run's frames from a cursor, then live ones until `end`.
 //! Each connection reads the run's ring at its own pace, so a slow client only delays
 //! itself; one that falls out of the ring is told how many frames it lost.
+//!
+//! The client's messages on a run's stream are its stdin (`crate::interactive`): `stdin`
+//! and `stdin_close` frames go to an interactive run's stdin, in the order each connection
+//! sends them. A connection whose stdin frame finds stdin closed (or the run not
+//! interactive) is told so once, by a `stdin_closed` event of its own: not one of the run's
+//! frames, it carries the run's latest seq, as the `resume` note shares its seq.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +14,23 @@ use std::time::Duration;
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use serde_json::json;
 
+use crate::interactive::{
+    CLIENT_CLOSED, ClientFrame, INVALID_FRAME, Interactive, Refused, parse_client_frame,
+};
 use crate::logs::RunLog;
+
+/// What a connection does with its client's messages.
+pub enum ClientInput {
+    /// Nothing: a background process's stream (its stdin is `POST .../stdin`).
+    Ignored,
+    /// A run's stream: an interactive run's stdin while it is in memory; else why stdin
+    /// frames go nowhere (`not_interactive`, or `run_ended` for an interactive run that
+    /// finished).
+    Run {
+        stdin: Option<Arc<Interactive>>,
+        otherwise: &'static str,
+    },
+}
 
 /// Streams `log` from seq `from` until its end, then closes; counted in `metrics`.
 pub async fn serve(
@@ -16,13 +38,61 @@ pub async fn serve(
     log: Arc<RunLog>,
     from: u64,
     metrics: Arc<crate::observe::Metrics>,
+    input: ClientInput,
 ) {
     crate::observe::ws_opened(&metrics);
     let mut counted = Disconnect {
         metrics: &metrics,
         counted: false,
     };
-    stream(socket, log, from, &mut counted).await;
+    let mut client = Client { input, told: false };
+    stream(socket, log, from, &mut counted, &mut client).await;
+}
+
+/// One connection's side of the run's stdin.
+struct Client {
+    input: ClientInput,
+    /// Whether it was told that stdin is closed (once is enough).
+    told: bool,
+}
+
+impl Client {
+    /// Takes a client message; returns the reason to tell this connection stdin is closed,
+    /// when it should be told.
+    fn take(&mut self, msg: &Message) -> Option<&'static str> {
+        let ClientInput::Run { stdin, otherwise } = &self.input else {
+            return None;
+        };
+        let frame = match msg {
+            Message::Text(t) => parse_client_frame(t.as_str()),
+            // Seed 003: text frames only.
+            Message::Binary(_) => ClientFrame::Invalid(INVALID_FRAME),
+            // Pings are answered by the library; pongs and closes are not input.
+            _ => return None,
+        };
+        let closed = match (stdin, frame) {
+            // A run that is not interactive reads nothing else, as before stdin frames.
+            (None, ClientFrame::Invalid(_)) => return None,
+            (None, _) => *otherwise,
+            (Some(input), ClientFrame::Stdin(data)) => match input.write(&data) {
+                Ok(()) | Err(Refused::Broke(_)) => return None,
+                Err(Refused::Closed(reason)) => reason,
+            },
+            (Some(input), ClientFrame::Close) => {
+                if input.close(CLIENT_CLOSED) {
+                    return None;
+                }
+                input.closed_reason().unwrap_or(CLIENT_CLOSED)
+            }
+            (Some(input), ClientFrame::Invalid(why)) => {
+                if input.close(why) {
+                    return None;
+                }
+                input.closed_reason().unwrap_or(why)
+            }
+        };
+        (!std::mem::replace(&mut self.told, true)).then_some(closed)
+    }
 }
 
 /// Counts a connection's end once: before the server's close frame goes out (a client that
@@ -47,7 +117,13 @@ impl Drop for Disconnect<'_> {
     }
 }
 
-async fn stream(mut socket: WebSocket, log: Arc<RunLog>, from: u64, conn: &mut Disconnect<'_>) {
+async fn stream(
+    mut socket: WebSocket,
+    log: Arc<RunLog>,
+    from: u64,
+    conn: &mut Disconnect<'_>,
+    client: &mut Client,
+) {
     let metrics = conn.metrics;
     let mut rx = log.subscribe();
     let mut cursor = from.max(1);
@@ -124,9 +200,23 @@ async fn stream(mut socket: WebSocket, log: Arc<RunLog>, from: u64, conn: &mut D
             }
             msg = socket.recv() => match msg {
                 None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
-                // Client frames (pings are answered by the library) carry nothing this
-                // server reads: runs are not interactive.
-                Some(Ok(_)) => {}
+                Some(Ok(m)) => {
+                    if let Some(reason) = client.take(&m) {
+                        let note = json!({
+                            "type": "event",
+                            "event": "stdin_closed",
+                            "data": { "reason": reason },
+                            "seq": *rx.borrow(),
+                        });
+                        if socket
+                            .send(Message::Text(note.to_string().into()))
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
             },
         }
     }

@@ -61,15 +61,24 @@ async fn the_document_matches_real_responses() {
     body["capture_patterns"] = json!(["out/**"]);
     let created = t.start_run(body).await;
     let schema = response_schema(&doc, &p("/runs"), "post", 200);
-    // `estimated_start_time` is there for queued runs only.
+    // `estimated_start_time` is there for queued runs only, `stdin_limits` for interactive
+    // ones.
     let mut want = properties(&doc, &schema);
     want.remove("estimated_start_time");
+    want.remove("stdin_limits");
     assert_eq!(keys(&created), want);
     let id = created["run_id"].as_str().unwrap();
     let status = t.wait_done(id).await;
+    let mut want = properties(&doc, &response_schema(&doc, &p("/runs/{id}"), "get", 200));
+    want.remove("stdin_limits");
+    assert_eq!(keys(&status), want);
+    let mut body = TestServer::one_shot(&["cat"]);
+    body["interactive"] = json!(true);
+    body["stdin_idle_timeout_sec"] = json!(1);
+    let created = t.start_run(body).await;
     assert_eq!(
-        keys(&status),
-        properties(&doc, &response_schema(&doc, &p("/runs/{id}"), "get", 200))
+        keys(&created["stdin_limits"]),
+        properties(&doc, "StdinLimits")
     );
     assert_eq!(
         keys(&status["resource_usage"]),

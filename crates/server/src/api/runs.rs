@@ -22,6 +22,7 @@ use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::http::{BASE, PublicOrigin, read_json, shutting_down, typed};
 use crate::idempotency::{Created, idempotent};
+use crate::interactive::Interactive;
 use crate::logs::RunLog;
 use crate::observe::TraceId;
 use crate::runs::{self, Admission, LiveRun, RunSpec, StopCause};
@@ -34,6 +35,7 @@ use crate::validate::{
     Resources, check_env, check_network, check_spec_version, check_timeout, normalize_resources,
 };
 use crate::views::{self, CancelReply, ErrorEnvelope, ResourcesView, RunCreated, RunView};
+use crate::ws::ClientInput;
 
 const MAX_INLINE_FILES_BYTES: u64 = 1024 * 1024;
 
@@ -72,13 +74,29 @@ pub(crate) struct RunRequest {
     /// `SANDBOX_EGRESS_ALLOWLIST` (docs/network.md); a session's run keeps the session's.
     #[schema(value_type = Option<Object>)]
     egress_allowlist: Option<wasmsand::egress::EgressAllowlist>,
+    /// Spec 1.1: the command reads its stdin from `stdin` frames sent on the run's stream
+    /// (`{"type":"stdin","encoding":"utf8"|"base64","data":...}`, then `{"type":"stdin_close"}`),
+    /// within the four `stdin_*` limits; see `/runtimes` `interactive_supported`.
     interactive: Option<bool>,
     /// Base64 of what the command reads on its standard input (at most 1 MiB; without it,
-    /// stdin is empty). Not a stream: the whole input is there when the command starts.
+    /// stdin is empty). Not a stream: the whole input is there when the command starts. Not
+    /// with `interactive`.
     stdin: Option<String>,
+    /// Interactive runs: stdin bytes the run may receive in all (default and maximum
+    /// `SANDBOX_INTERACTIVE_MAX_BYTES`).
+    #[schema(minimum = 1)]
     stdin_max_bytes: Option<u64>,
+    /// Interactive runs: largest payload of one `stdin` frame, decoded (default and maximum
+    /// `SANDBOX_INTERACTIVE_MAX_FRAME_BYTES`).
+    #[schema(minimum = 1)]
     stdin_max_frame_bytes: Option<u64>,
+    /// Interactive runs: stdin bytes per second over all connections (default and maximum
+    /// `SANDBOX_INTERACTIVE_INPUT_BPS`).
+    #[schema(minimum = 1)]
     stdin_bps: Option<u64>,
+    /// Interactive runs: stdin closes after this long without input (default and maximum
+    /// `SANDBOX_INTERACTIVE_IDLE_TIMEOUT_SEC`).
+    #[schema(minimum = 1)]
     stdin_idle_timeout_sec: Option<u64>,
     resume_from_seq: Option<u64>,
     /// A repository to fetch into the workspace before the run (server-side; docs/service.md,
@@ -95,11 +113,11 @@ pub(crate) struct RunRequest {
     responses(
         (status = 200, description = "admitted: the run starts now (`phase: starting`)", body = RunCreated),
         (status = 202, description = "queued (`phase: queued`, `estimated_start_time`)", body = RunCreated),
-        (status = 400, description = "invalid body or values (`invalid_request`, `invalid_spec_version`), a command longer than the sandbox shell's 64 KiB (`details.reason: command_too_large`)", body = ErrorEnvelope),
+        (status = 400, description = "invalid body or values (`invalid_request`, `invalid_spec_version`), a command longer than the sandbox shell's 64 KiB (`details.reason: command_too_large`); `interactive` on a runtime without it, a `stdin_*` limit out of `[1, server's]` (`details.field`, `max`) or without `interactive`", body = ErrorEnvelope),
         (status = 409, description = "an `Idempotency-Key` replayed with a different body (`idempotency_conflict`; `details`: `prior_id`, `key`, `prior_created_at`, `idempotency_key_echo`, `idempotency_status`)", body = ErrorEnvelope),
         (status = 413, description = "body over 2 MiB, or inline files or stdin over 1 MiB", body = ErrorEnvelope),
         (status = 415, description = "a body that is not `application/json`", body = ErrorEnvelope),
-        (status = 403, description = "execution is disabled on this server (`forbidden`)", body = ErrorEnvelope),
+        (status = 403, description = "execution is disabled on this server (`forbidden`); `interactive: true` when interactive runs are disabled (`details.reason: interactive_disabled`) or for a shell reading its commands from stdin without `SANDBOX_INTERACTIVE_SHELLS` (`details.reason: interactive_shell`)", body = ErrorEnvelope),
         (status = 404, description = "no such session", body = ErrorEnvelope),
         (status = 429, description = "the run queue is full (`rate_limited`, `Retry-After`)", body = ErrorEnvelope),
         (status = 503, description = "runtime unavailable, or the server is shutting down", body = ErrorEnvelope),
@@ -147,6 +165,8 @@ pub(crate) struct Checked {
     git_request: Option<crate::gitclone::GitRequest>,
     /// What it fetched: the run's log and audit say so once it has an id.
     git: Option<Value>,
+    /// An interactive run's stdin limits.
+    interactive: Option<store::StdinLimits>,
     pub(crate) spec: RunSpec,
 }
 
@@ -203,6 +223,8 @@ async fn start_run(
         resources: ResourcesView { cpu, memory_mb },
         startup_timeout_sec,
         timeout_sec,
+        interactive: rec.interactive.is_some(),
+        stdin_limits: rec.interactive,
         estimated_start_time,
     };
     Ok(Created {
@@ -234,16 +256,23 @@ pub(crate) async fn launch(
         base_image,
         cpu,
         resume_from_seq,
-        spec,
+        mut spec,
         git,
+        interactive,
         ..
     } = checked;
     let log = RunLog::new(app.config.ws_ring_bytes, app.config.max_log_bytes);
+    let stdin = interactive.map(|limits| {
+        let (input, feed) = Interactive::new(app, &id, limits, log.clone());
+        spec.stdin_feed = Some(feed);
+        input
+    });
     let run = LiveRun::new(
         record.clone(),
         spec,
         log.clone(),
         resume_from_seq,
+        stdin,
         app.clock.clone(),
     );
     if let Some(t) = tap {
@@ -365,6 +394,19 @@ pub(crate) async fn check_run(app: &Arc<App>, v: &Value, user: &str) -> ApiResul
         }
     };
     check_command(&req)?;
+    let interactive = crate::interactive::check(
+        &app.config,
+        runtime.as_ref(),
+        &crate::interactive::Asked {
+            interactive: req.interactive,
+            stdin_max_bytes: req.stdin_max_bytes,
+            stdin_max_frame_bytes: req.stdin_max_frame_bytes,
+            stdin_bps: req.stdin_bps,
+            stdin_idle_timeout_sec: req.stdin_idle_timeout_sec,
+            inline_stdin: req.stdin.is_some(),
+            command: &req.command,
+        },
+    )?;
     let env = req.env.unwrap_or_default();
     check_env(&env)?;
     let (cpu, memory_mb) = match &session {
@@ -424,6 +466,7 @@ pub(crate) async fn check_run(app: &Arc<App>, v: &Value, user: &str) -> ApiResul
         resume_from_seq: req.resume_from_seq,
         git_request: req.git,
         git: None,
+        interactive,
         spec: RunSpec {
             session,
             runtime,
@@ -440,6 +483,7 @@ pub(crate) async fn check_run(app: &Arc<App>, v: &Value, user: &str) -> ApiResul
             timeout_sec,
             memory_mb,
             stdin,
+            stdin_feed: None,
         },
     })
 }
@@ -501,12 +545,6 @@ fn check_command(req: &RunRequest) -> ApiResult<()> {
     }
     if req.command.iter().any(|a| a.contains('\0')) {
         return Err(ApiError::invalid("command arguments must not contain NUL"));
-    }
-    if req.interactive == Some(true) {
-        return Err(
-            ApiError::invalid("interactive runs are not supported by this server")
-                .with_details(json!({ "interactive_supported": false })),
-        );
     }
     if req.resume_from_seq == Some(0) {
         return Err(ApiError::invalid("resume_from_seq starts at 1"));
@@ -602,6 +640,7 @@ async fn new_record(app: &App, id: &str, user: &str, c: &Checked) -> RunRecord {
         last_seq: 0,
         log_truncated: false,
         frames_dropped: 0,
+        interactive: c.interactive,
     }
 }
 
@@ -700,6 +739,8 @@ fn run_view(r: &RunRecord, live: Option<&LiveRun>) -> RunView {
         artifacts_expired: r.artifacts_expired,
         artifacts_capped: r.artifacts_capped,
         last_seq: r.last_seq,
+        interactive: r.interactive.is_some(),
+        stdin_limits: r.interactive,
     }
 }
 
@@ -794,6 +835,9 @@ pub(crate) async fn cancel_run(
 /// The run's frames over a WebSocket: an HTTP GET with `Upgrade: websocket` (RFC 6455),
 /// answered 101; then text frames, one JSON envelope each (`stdout`, `stderr`, `event`,
 /// `heartbeat`, `truncated`), numbered by `seq`, until the `end` event and a close (1000).
+/// An interactive run's owner sends its stdin on it: `{"type":"stdin","encoding":"utf8"|"base64","data":...}`
+/// and `{"type":"stdin_close"}`; stdin closing (the client, a limit, the run's end) is one
+/// `stdin_closed` event with `data.reason`.
 #[utoipa::path(
     get,
     path = "/runs/{id}/stream",
@@ -811,6 +855,7 @@ pub(crate) async fn cancel_run(
 )]
 pub(crate) async fn stream_run(
     State(app): State<Arc<App>>,
+    principal: Principal,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
     ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
@@ -826,10 +871,31 @@ pub(crate) async fn stream_run(
             }
         },
     };
-    let (log, default_from) = match app.live_run(&id) {
-        Some(run) => (run.log.clone(), run.resume_from_seq.unwrap_or(1)),
+    let (log, default_from, input) = match app.live_run(&id) {
+        Some(run) => {
+            let owner = run.record.lock().user_id.clone();
+            // Every connection the stream accepts is the owner's today (another user's is
+            // 404, a signed URL acts as the owner); checked again here so that stdin never
+            // follows if the readers allowed ever widen (admins watching runs).
+            let stdin = run.stdin.clone().filter(|_| principal.user_id == owner);
+            let otherwise = if run.stdin.is_some() {
+                "not_owner"
+            } else {
+                crate::interactive::NOT_INTERACTIVE
+            };
+            (
+                run.log.clone(),
+                run.resume_from_seq.unwrap_or(1),
+                ClientInput::Run { stdin, otherwise },
+            )
+        }
         None => {
             let rec = load_run(&app, &id).await?;
+            let otherwise = if rec.interactive.is_some() {
+                crate::interactive::RUN_ENDED
+            } else {
+                crate::interactive::NOT_INTERACTIVE
+            };
             let log = RunLog::starting_at(app.config.ws_ring_bytes, 0, rec.last_seq.max(1));
             log.end(json!({
                 "phase": rec.phase.as_str(),
@@ -837,7 +903,14 @@ pub(crate) async fn stream_run(
                 "reason_code": rec.reason_code,
                 "message": rec.message,
             }));
-            (log, 1)
+            (
+                log,
+                1,
+                ClientInput::Run {
+                    stdin: None,
+                    otherwise,
+                },
+            )
         }
     };
     let ws = ws.map_err(|e| {
@@ -849,5 +922,12 @@ pub(crate) async fn stream_run(
         .with_header(header::UPGRADE, "websocket")
     })?;
     let from = from.unwrap_or(default_from);
-    Ok(ws.on_upgrade(move |socket| crate::ws::serve(socket, log, from, app.metrics.clone())))
+    let ws = ws
+        .max_message_size(crate::interactive::ws_message_limit(&app.config))
+        .max_frame_size(crate::interactive::ws_message_limit(&app.config));
+    Ok(
+        ws.on_upgrade(move |socket| {
+            crate::ws::serve(socket, log, from, app.metrics.clone(), input)
+        }),
+    )
 }

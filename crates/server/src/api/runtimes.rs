@@ -32,6 +32,7 @@ pub(crate) async fn runtimes(State(app): State<Arc<App>>) -> Response {
         artifact_ttl_hours: c.artifact_ttl_hours,
         supported_spec_versions: c.supported_spec_versions.clone(),
         interactive_supported: false,
+        interactive_limits: None,
         egress_allowlist_supported: false,
         sessions_hibernate: rt.is_some_and(|r| r.hibernates()),
         hibernate_after_sec: rt.filter(|r| r.hibernates()).map(|_| c.hibernate_after_sec),
@@ -46,7 +47,14 @@ pub(crate) async fn runtimes(State(app): State<Arc<App>>) -> Response {
     };
     let mut runtimes = Vec::new();
     for rt in app.runtimes.all() {
-        runtimes.push(rt.describe(base(Some(rt), rt.name())).await);
+        let mut info = rt.describe(base(Some(rt), rt.name())).await;
+        // What `POST /runs` checks: the server allows it and the runtime can feed stdin
+        // (and serves at all now).
+        if c.interactive_enabled && rt.interactive_supported() && info.available {
+            info.interactive_supported = true;
+            info.interactive_limits = Some(crate::interactive::server_limits(c));
+        }
+        runtimes.push(info);
     }
     runtimes.push(RuntimeInfo {
         notes: "not available in this build; use wasm or docker".into(),

@@ -308,6 +308,36 @@ pub static KEYS: &[Key] = &[
         "background processes running at once in a session (0: none)"
     ),
     num!("SANDBOX_WS_RING_BYTES", ws_ring_bytes, "per run"),
+    boolean!(
+        "SANDBOX_INTERACTIVE_ENABLED",
+        interactive_enabled,
+        "runs may be `interactive: true` (stdin frames on their stream); false: 403 and `interactive_supported: false`; in the policy hash"
+    ),
+    boolean!(
+        "SANDBOX_INTERACTIVE_SHELLS",
+        interactive_shells,
+        "an interactive run may be a shell reading its commands from stdin (`bash`, `sh -i`); false: 403 `forbidden`; in the policy hash"
+    ),
+    num!(
+        "SANDBOX_INTERACTIVE_MAX_BYTES",
+        interactive_max_bytes,
+        "stdin bytes an interactive run may receive (`stdin_max_bytes` may only lower it); in the policy hash"
+    ),
+    num!(
+        "SANDBOX_INTERACTIVE_MAX_FRAME_BYTES",
+        interactive_max_frame_bytes,
+        "largest decoded payload of one `stdin` frame (`stdin_max_frame_bytes`), at most 1 MiB; in the policy hash"
+    ),
+    num!(
+        "SANDBOX_INTERACTIVE_INPUT_BPS",
+        interactive_input_bps,
+        "stdin bytes per second of an interactive run (`stdin_bps`); in the policy hash"
+    ),
+    num!(
+        "SANDBOX_INTERACTIVE_IDLE_TIMEOUT_SEC",
+        interactive_idle_timeout_sec,
+        "stdin is closed after this long without input (`stdin_idle_timeout_sec`); in the policy hash"
+    ),
     num!(
         "SANDBOX_LOG_RETENTION_SEC",
         log_retention_sec,
@@ -512,6 +542,11 @@ pub static KEYS: &[Key] = &[
         "SANDBOX_RUN_RETENTION_DAYS",
         run_retention_days,
         "finished runs older than this leave the store with their artifacts (swept every `SANDBOX_SWEEP_INTERVAL_SEC` and by `POST /admin/gc`); 0 keeps them"
+    ),
+    boolean!(
+        "SANDBOX_AUDIT_STDIN_CONTENT",
+        audit_stdin_content,
+        "an interactive run's `sandbox.run.stdin_closed` event carries the input itself (base64); by default only its SHA-256 and size"
     ),
     text!("SANDBOX_LOG_FORMAT", log_format, "or `text`"),
     Key {

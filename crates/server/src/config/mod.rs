@@ -222,6 +222,23 @@ pub struct Config {
     /// `SANDBOX_RUN_RETENTION_DAYS` (30): how long a finished run's record stays in the
     /// store, with its artifacts and directory; 0 keeps runs for ever.
     pub run_retention_days: u64,
+    /// `SANDBOX_AUDIT_STDIN_CONTENT` (false): the `sandbox.run.stdin_closed` audit event of
+    /// an interactive run carries the input itself (base64), not only its SHA-256 and size.
+    pub audit_stdin_content: bool,
+    /// `SANDBOX_INTERACTIVE_ENABLED` (true): runs may ask for `interactive: true` (stdin
+    /// frames on their stream); false: 403 and `interactive_supported: false`.
+    pub interactive_enabled: bool,
+    /// `SANDBOX_INTERACTIVE_SHELLS` (false): an interactive run may be a shell reading its
+    /// commands from stdin (`bash`, `sh -i`); seed 003 permits none unless policy says so.
+    pub interactive_shells: bool,
+    /// `SANDBOX_INTERACTIVE_MAX_BYTES` (1 MiB): stdin bytes an interactive run may receive.
+    pub interactive_max_bytes: u64,
+    /// `SANDBOX_INTERACTIVE_MAX_FRAME_BYTES` (64 KiB): largest decoded payload of a `stdin` frame.
+    pub interactive_max_frame_bytes: u64,
+    /// `SANDBOX_INTERACTIVE_INPUT_BPS` (64 KiB): stdin bytes per second of an interactive run.
+    pub interactive_input_bps: u64,
+    /// `SANDBOX_INTERACTIVE_IDLE_TIMEOUT_SEC` (30): stdin is closed after this long without input.
+    pub interactive_idle_timeout_sec: u64,
     /// `json` (default) or `text` (`SANDBOX_LOG_FORMAT`).
     pub log_format: String,
     /// The Docker runtime (`SANDBOX_DOCKER_*`).
@@ -288,6 +305,9 @@ impl Default for DockerConfig {
 }
 
 pub(crate) const MIB: u64 = 1024 * 1024;
+
+/// Largest `SANDBOX_INTERACTIVE_MAX_FRAME_BYTES`.
+pub const MAX_INTERACTIVE_FRAME_BYTES: u64 = MIB;
 
 impl Default for Config {
     fn default() -> Self {
@@ -362,6 +382,13 @@ impl Default for Config {
             audit_log_path: None,
             audit_retention_days: 30,
             run_retention_days: 30,
+            audit_stdin_content: false,
+            interactive_enabled: true,
+            interactive_shells: false,
+            interactive_max_bytes: MIB,
+            interactive_max_frame_bytes: 64 * 1024,
+            interactive_input_bps: 64 * 1024,
+            interactive_idle_timeout_sec: 30,
             log_format: "json".into(),
             docker: DockerConfig::default(),
         }
@@ -438,6 +465,25 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         if self.max_concurrent_runs == 0 {
             return Err("SANDBOX_MAX_CONCURRENT_RUNS must be at least 1".into());
+        }
+        for (name, v) in [
+            ("SANDBOX_INTERACTIVE_MAX_BYTES", self.interactive_max_bytes),
+            ("SANDBOX_INTERACTIVE_INPUT_BPS", self.interactive_input_bps),
+            (
+                "SANDBOX_INTERACTIVE_IDLE_TIMEOUT_SEC",
+                self.interactive_idle_timeout_sec,
+            ),
+        ] {
+            if v == 0 {
+                return Err(format!("{name} must be at least 1"));
+            }
+        }
+        // The stream's message cap is derived from it (`crate::interactive`): bounded so that
+        // one client message cannot make the server buffer more than a few MiB.
+        if !(1..=MAX_INTERACTIVE_FRAME_BYTES).contains(&self.interactive_max_frame_bytes) {
+            return Err(format!(
+                "SANDBOX_INTERACTIVE_MAX_FRAME_BYTES must be in [1, {MAX_INTERACTIVE_FRAME_BYTES}]"
+            ));
         }
         if self.supported_spec_versions.is_empty() {
             return Err("SANDBOX_SUPPORTED_SPEC_VERSIONS must name at least one version".into());

@@ -415,6 +415,11 @@ impl Runtime for DockerRuntime {
         Ok((cpu.unwrap_or(1.0_f64.min(max_cpu)), mem))
     }
 
+    fn interactive_supported(&self) -> bool {
+        // The exec's stdin is attached (no TTY) and fed from the run's stdin frames.
+        true
+    }
+
     fn egress_supported(&self) -> bool {
         // The runsc that runs the other containers has its network off (`--network=none`), and
         // Debian's runsc cannot start its own network stack on Linux 6.11 and later (it takes
@@ -947,7 +952,7 @@ impl SandboxBox for DockerBox {
             });
             let outcome = self
                 .container
-                .run(
+                .run_fed(
                     wasmsand_docker::RunRequest {
                         argv: req.command,
                         env: req.env,
@@ -956,6 +961,7 @@ impl SandboxBox for DockerBox {
                         grace,
                         stdin: req.stdin,
                     },
+                    req.stdin_feed,
                     sink,
                     stopped,
                 )

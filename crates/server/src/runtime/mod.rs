@@ -44,6 +44,11 @@ pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// Where a run's output goes as it comes (the run's log).
 pub(crate) type OutputSink = Arc<dyn Fn(Stream, &[u8]) + Send + Sync>;
 
+/// The input of an interactive run, as its stream's `stdin` frames bring it: chunks in
+/// order, then end of file when every sender is gone (`crate::interactive` holds the one
+/// sender and drops it to close stdin).
+pub(crate) type StdinFeed = tokio::sync::mpsc::UnboundedReceiver<bytes::Bytes>;
+
 /// An image a request named, resolved by its runtime.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ImageRef {
@@ -199,6 +204,9 @@ pub(crate) struct ExecRequest {
     pub in_session: bool,
     /// The command's standard input (none: empty).
     pub stdin: Option<Vec<u8>>,
+    /// An interactive run's standard input, fed while it runs (instead of `stdin`); only
+    /// given to runtimes whose [`Runtime::interactive_supported`] is true.
+    pub stdin_feed: Option<StdinFeed>,
 }
 
 /// Why a command ended, beyond its exit status; `runs` maps it to a phase and reason code.
@@ -299,6 +307,11 @@ pub(crate) trait Runtime: Send + Sync {
     fn check_available(&self) -> Fut<'_, Result<(), ApiError>>;
     /// Whether its boxes can have an egress allowlist (`network_policy: allowlist`).
     fn egress_supported(&self) -> bool {
+        false
+    }
+    /// Whether its runs can be interactive: stdin fed while they run
+    /// ([`ExecRequest::stdin_feed`]).
+    fn interactive_supported(&self) -> bool {
         false
     }
     fn create_box(&self, spec: BoxSpec) -> Fut<'_, Result<Arc<dyn SandboxBox>, ProvisionError>>;

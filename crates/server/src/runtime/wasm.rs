@@ -141,6 +141,10 @@ impl Runtime for WasmRuntime {
         true
     }
 
+    fn interactive_supported(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "wasm"
     }
@@ -353,7 +357,7 @@ impl SandboxBox for WasmBox {
                 done.clone(),
             ));
             let (o, e) = (out.clone(), out);
-            let opts = RunOptions {
+            let mut opts = RunOptions {
                 timeout_ms: Some(req.timeout.as_millis() as u64),
                 on_stdout: Some(Arc::new(move |b: &[u8]| o(Stream::Stdout, b))),
                 on_stderr: Some(Arc::new(move |b: &[u8]| e(Stream::Stderr, b))),
@@ -363,6 +367,9 @@ impl SandboxBox for WasmBox {
                 truncation: wasmsand::Truncation::Plain,
                 ..RunOptions::default()
             };
+            if let Some(feed) = req.stdin_feed {
+                opts.stdin_stream = Some(feed_stdin(feed));
+            }
             let sb2 = sb.clone();
             let result = tokio::task::spawn_blocking(move || sb2.run_with(&line, opts)).await;
             done.store(true, Ordering::SeqCst);
@@ -461,6 +468,23 @@ impl SandboxBox for WasmBox {
     fn sandbox(&self) -> Option<&Arc<Sandbox>> {
         Some(&self.sb)
     }
+}
+
+/// The run's stdin as a pipe fed from `feed` by a thread of its own (a write blocks while
+/// the program does not read). The thread ends when the feed closes (the client closed
+/// stdin, a limit did, or the run ended) or when nothing reads the pipe any more: the run
+/// ended, or was cancelled or timed out (the stream takes the run's token when the run has
+/// none of its own, so those wake a blocked write).
+fn feed_stdin(mut feed: super::StdinFeed) -> wasmsand::StdinStream {
+    let (writer, stream) = wasmsand::stdin_stream(&wasmsand::CancelToken::new());
+    tokio::task::spawn_blocking(move || {
+        while let Some(chunk) = feed.blocking_recv() {
+            if writer.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+    });
+    stream
 }
 
 /// TERM once the run is asked to stop (its trap runs), then cancel after the grace. The

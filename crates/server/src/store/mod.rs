@@ -91,6 +91,21 @@ pub struct Limits {
     pub timeout_sec: u64,
 }
 
+/// The stdin limits of an interactive run (`interactive: true`): the request's, or the
+/// server's `SANDBOX_INTERACTIVE_*` defaults, which a request may only lower.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct StdinLimits {
+    /// Bytes of stdin the run may receive in all.
+    pub stdin_max_bytes: u64,
+    /// Largest payload of one `stdin` frame, in bytes once decoded.
+    pub stdin_max_frame_bytes: u64,
+    /// Input bytes per second, over all the run's connections (a burst of one second's
+    /// worth at most).
+    pub stdin_bps: u64,
+    /// Stdin is closed after this long without input.
+    pub stdin_idle_timeout_sec: u64,
+}
+
 /// What a run used, filled in when it ends.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ResourceUsage {
@@ -195,6 +210,10 @@ pub struct RunRecord {
     /// See `node_id`.
     #[serde(default)]
     pub worker_id: Option<String>,
+    /// Set for an interactive run: the stdin limits it ran with. Absent in records older
+    /// than interactive runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interactive: Option<StdinLimits>,
 }
 
 /// A remembered answer to an idempotent POST.

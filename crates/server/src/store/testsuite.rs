@@ -36,6 +36,7 @@ pub fn sample_run(id: &str, phase: Phase) -> RunRecord {
         frames_dropped: 0,
         node_id: None,
         worker_id: None,
+        interactive: None,
     }
 }
 
