@@ -372,3 +372,78 @@ async fn the_file_api_works_in_a_container_as_its_run_user() {
     assert_eq!(lines[2], "from stdin");
     d.finish().await;
 }
+
+/// Interactive runs in a container: the exec's stdin (a pipe, no TTY) is fed from the
+/// socket's `stdin` frames, so a `read` loop and Python's own `-i` answer line by line, and
+/// `stdin_close` is their end of file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interactive_run_in_a_container_reads_its_stdin_from_the_socket() {
+    use futures::SinkExt;
+    use serde_json::Value;
+    use tokio_tungstenite::tungstenite::Message;
+
+    use crate::service::common::read_until;
+
+    let Some(d) = DockerServer::with("interactive", |c| {
+        c.interactive_idle_timeout_sec = crate::service::common::GUARD.as_secs();
+    })
+    .await
+    else {
+        return;
+    };
+    let entry = d.docker_entry().await;
+    assert_eq!(entry["interactive_supported"], true, "{entry}");
+    let sid = d.session("python:3.11-slim", json!({})).await;
+    let text = |f: &[Value]| {
+        String::from_utf8_lossy(&crate::service::common::output(f, "stdout")).into_owned()
+    };
+    let line = |t: &str| json!({ "type": "stdin", "encoding": "utf8", "data": t }).to_string();
+    for (argv, lines, answers, expected) in [
+        (
+            &[
+                "bash",
+                "-c",
+                "while read -r l; do echo \"got $l\"; done; echo bye",
+            ][..],
+            &["one\n", "two\n"][..],
+            &["got one\n", "got two\n"][..],
+            "got one\ngot two\nbye\n",
+        ),
+        (
+            &["python3", "-q", "-u", "-i"][..],
+            &["x = 6 * 7\n", "print(x + 1)\n"][..],
+            &["", "43\n"][..],
+            "43\n",
+        ),
+    ] {
+        let run = d
+            .srv
+            .start_run(in_session(&sid, argv, json!({ "interactive": true })))
+            .await;
+        let id = run["run_id"].as_str().unwrap();
+        let mut ws = d.srv.connect(id).await;
+        let mut frames = Vec::new();
+        for (l, a) in lines.iter().zip(answers) {
+            ws.send(Message::Text(line(l).into())).await.unwrap();
+            // Each answer comes while stdin is still open.
+            read_until(&mut ws, &mut frames, |f| text(f).ends_with(a)).await;
+        }
+        let close = json!({ "type": "stdin_close" }).to_string();
+        ws.send(Message::Text(close.into())).await.unwrap();
+        read_until(&mut ws, &mut frames, |f| {
+            f.iter().any(|x| x["event"] == "end")
+        })
+        .await;
+        check_stream_rules(&frames);
+        assert_eq!(stdout(&frames), expected, "{argv:?}: {frames:?}");
+        let closed: Vec<&Value> = frames
+            .iter()
+            .filter(|f| f["event"] == "stdin_closed")
+            .collect();
+        assert_eq!(closed.len(), 1, "{frames:?}");
+        assert_eq!(closed[0]["data"]["reason"], "client_closed");
+        let status = d.srv.wait_done(id).await;
+        assert_eq!(status["phase"], "completed", "{argv:?}: {status}");
+    }
+    d.finish().await;
+}

@@ -9,6 +9,7 @@ mod auth;
 pub(crate) mod common;
 pub(crate) mod files;
 pub(crate) mod git;
+mod interactive;
 pub(crate) mod mcp;
 mod metrics;
 mod network;
