@@ -24,6 +24,7 @@ STAGES=(
     "lint|cargo clippy|cargo fmt --check and clippy -D warnings, on the workspace and on wasm-tools/ (for wasm32-wasip1)"
     "cargo|cargo nextest run|every Rust test of the workspace (one build of each test binary)"
     "docker|cargo nextest run|the docker runtime against a real engine (dockerd started here when none runs; images built from Debian's packages, cached under target/docker-images)"
+    "vm|cargo nextest run|the VM runtime (crates/vm, sandboxd --mode v86) against real QEMU (TCG when KVM does not work), booting the disk image built from Debian's packages (cached under target/vm-images)"
     "wasm-tools|cargo test|the unit tests of the guest programs in wasm-tools/, built for the host"
     "python|pytest|the Python module built by pip into a fresh venv, then tests/python"
     "api|schemathesis run|the OpenAPI document fuzzed against a live sandboxd serve"
@@ -196,7 +197,7 @@ stage_checks() {
         # arithmetic, syntax errors) imports nothing above it.
         python3 scripts/check-modules.py --leaf crates/shell/src/syntax crates/model crates/vfs \
             crates/exec crates/guests crates/cpython crates/shell crates/sandbox crates/dispatch \
-            crates/mcp crates/docker crates/server crates/sandboxd bindings/python bindings/node &&
+            crates/mcp crates/docker crates/vm crates/server crates/sandboxd bindings/python bindings/node &&
         # docs/security.md's threats and the tests that cover them name each other.
         python3 scripts/check-security.py &&
         # pip's build of the Python module and npm's of the Node addon reuse the workspace
@@ -270,6 +271,31 @@ stage_docker() {
         WASMSAND_TEST_DOCKER=1 WASMSAND_TEST_DOCKER_RUNTIME=runsc \
             cargo nextest run --workspace --locked --profile "$profile" \
             -E 'test(/^docker::(languages|sessions|hostile|mcp|egress|nested)::/) - test(/engine_restart|gvisor/)' "${EXTRA[@]}"
+}
+
+# The VM runtime's tests (crates/vm's own, and sandboxd --mode v86 in tests/e2e/sandboxd/vm.rs)
+# against real QEMU, booting the image `sandboxd images build vm` makes from Debian's packages
+# (a no-op when target/vm-images has one of the same recipe). All of them restore one saved
+# machine under target/vm-state: the first boots and saves it. Building the image needs root;
+# not root, the stage is skipped, except under CI=true where it fails.
+stage_vm() {
+    local profile=default
+    in_ci && profile=ci
+    if [ "$(id -u)" != 0 ]; then
+        if in_ci; then
+            echo "test.sh: vm stage: building the VM image needs root" >&2
+            return 1
+        fi
+        echo "test.sh: vm stage skipped: building the VM image needs root"
+        return 0
+    fi
+    local image
+    need_sandboxd &&
+        image="$("$SANDBOXD" images build vm --cache-dir "$ROOT/target/vm-images" | tail -n 1)" &&
+        [ -f "$image" ] &&
+        WASMSAND_TEST_VM_IMAGE="$image" WASMSAND_TEST_VM_STATE="$ROOT/target/vm-state" \
+            cargo nextest run --workspace --locked --profile "$profile" \
+            -E 'package(wasmsand-vm) | test(/^sandboxd::vm::/)' "${EXTRA[@]}"
 }
 
 stage_wasm_tools() {

@@ -654,8 +654,9 @@ class Agent:
         while time.monotonic() < deadline:
             try:
                 with open(f"/proc/{sh.pid}/syscall") as f:
-                    # read(2) is system call 0 on x86-64; descriptor 3 is the go pipe.
-                    if f.read().startswith("0 0x3 "):
+                    # read(2) is system call 0 on x86-64 (the go pipe, which bash's `read`
+                    # has moved to its standard input).
+                    if f.read().split(" ", 1)[0] == "0":
                         return
             except OSError:
                 return
@@ -803,12 +804,27 @@ class Agent:
         return {"data": b64(data), "size": st.st_size, "eof": offset + len(data) >= st.st_size}
 
 
+def load_libc():
+    """libc for mount(2), loaded once at start (before the machine is saved): finding it at
+    a restore (`ctypes.util.find_library` runs ldconfig) would cost most of the restore under
+    emulation."""
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        try:
+            return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        except (OSError, TypeError):
+            return None
+
+
+LIBC = None
+
+
 def remount_rw():
     """The root file system read-write: with mount(2) directly (a `mount` process costs a
     noticeable part of a restore under emulation), else with mount(8)."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        if libc.mount(None, b"/", None, MS_REMOUNT, None) == 0:
+        if LIBC is not None and LIBC.mount(None, b"/", None, MS_REMOUNT, None) == 0:
             return
     except (OSError, AttributeError):
         pass
@@ -818,6 +834,8 @@ def remount_rw():
 
 
 def main():
+    global LIBC
+    LIBC = load_libc()
     path = find_port()
     if path is None:
         print("wasmsand-agent: no virtio-serial port named " + PORT_NAME, file=sys.stderr)

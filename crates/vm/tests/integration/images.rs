@@ -2,11 +2,11 @@
 //! boot, never a hang.
 
 use std::path::Path;
-use std::process::Command;
 
 use wasmsand_vm::{ImageError, Machine, VmError};
 
 use crate::common::{config, image};
+use crate::host_tools::host_tool;
 
 fn start(path: &Path) -> VmError {
     Machine::start(config(path.to_path_buf())).expect_err("the machine must not start")
@@ -72,7 +72,7 @@ fn an_image_without_the_agent_fails_to_boot_with_the_console_s_reason() {
     // The real kernel and initramfs, but no root file system to hand over to.
     for f in ["vmlinuz", "initrd.img"] {
         let out = root.join("boot/wasmsand").join(f);
-        let status = Command::new("debugfs")
+        let status = host_tool("debugfs")
             .arg("-R")
             .arg(format!("dump /boot/wasmsand/{f} {}", out.display()))
             .arg(&real)
@@ -93,7 +93,7 @@ fn an_image_without_the_agent_fails_to_boot_with_the_console_s_reason() {
 }
 
 fn mke2fs(root: &Path, out: &Path) {
-    let status = Command::new("mke2fs")
+    let status = host_tool("mke2fs")
         .args(["-q", "-F", "-t", "ext4", "-d"])
         .arg(root)
         .arg(out)

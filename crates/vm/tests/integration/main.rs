@@ -8,6 +8,8 @@
 
 mod common;
 mod files;
+#[path = "../../../../tests/support/host_tools.rs"]
+mod host_tools;
 mod hostile;
 mod images;
 mod runs;

@@ -60,7 +60,7 @@ fn stdin_cwd_and_environment() {
     req.stdin = &data;
     let want = {
         use std::io::Write;
-        let mut c = std::process::Command::new("sha256sum")
+        let mut c = crate::host_tools::host_tool("sha256sum")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
