@@ -27,6 +27,8 @@ const MIB: u64 = 1024 * 1024;
 const HOST_GRACE: Duration = Duration::from_secs(10);
 /// A restore (QEMU's start, the device state, the agent's thaw) that takes longer failed.
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest time limit a run keeps (a longer one is this).
+const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
 /// One file chunk or status request.
 const OP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Files move in chunks of this many bytes (one frame each).
@@ -529,7 +531,7 @@ impl Machine {
         fields.insert("cmd".into(), req.command.into());
         fields.insert(
             "timeout_ms".into(),
-            u64::try_from(req.timeout.as_millis())
+            u64::try_from(req.timeout.min(MAX_TIMEOUT).as_millis())
                 .unwrap_or(u64::MAX)
                 .into(),
         );
@@ -568,7 +570,8 @@ impl Machine {
             Err(AgentError::Gone(why)) => return reset(self, &why),
             Err(e) => return Err(self.agent_error(&inst, e, "the run")),
         };
-        let host_deadline = started + req.timeout + HOST_GRACE;
+        // A limit of years is no limit; it must not overflow the clock either.
+        let host_deadline = started + req.timeout.min(MAX_TIMEOUT) + HOST_GRACE;
         let mut cancel_deadline: Option<Instant> = None;
         let caps = [req.stdout_cap, req.stderr_cap];
         let mut kept = [0usize; 2];

@@ -122,7 +122,9 @@ fn timeouts_binary_files_modes_and_status() {
         (r["id"].clone(), r["exit_code"].clone()),
         (json!("broken"), json!(null))
     );
-    d.send(&json!({"type": "shell", "command": "echo still", "id": "last"}));
+    d.send(
+        &json!({"type": "shell", "command": "echo still", "id": "last", "time_limit_ms": u64::MAX}),
+    );
     assert_eq!(d.next_raw()["stdout"], "still\n");
 }
 
