@@ -342,12 +342,7 @@ impl Container {
         let before = cgroup.as_ref().map(|c| c.sample());
         let t0 = Instant::now();
         let (exec_id, started) = self
-            .start(
-                argv,
-                env,
-                Some(cwd),
-                req.stdin.is_some() || input.is_some(),
-            )
+            .start(argv, env, Some(cwd), req.stdin.is_some() || input.is_some())
             .await?;
         let StartExecResults::Attached {
             mut output,
