@@ -27,7 +27,7 @@ use crate::observe;
         (name = "processes", description = "background processes of a session: start, status, wait, kill, stdin, output and live output"),
         (name = "runs", description = "commands executed in the background, their live log and cancel"),
         (name = "artifacts", description = "files captured after a run"),
-        (name = "admin", description = "read-only operator views (admins only when authentication is on)"),
+        (name = "admin", description = "operator views and maintenance: runs, idempotency, usage, metrics, audit, garbage collection (admins only when authentication is on)"),
     )
 )]
 struct SandboxApi;
@@ -166,6 +166,7 @@ mod tests {
             "/api/v1/sandbox/admin/usage/summary",
             "/api/v1/sandbox/admin/metrics",
             "/api/v1/sandbox/admin/audit",
+            "/api/v1/sandbox/admin/gc",
             "/metrics",
         ] {
             assert!(paths.contains_key(p), "{p} missing from the document");
@@ -202,8 +203,15 @@ mod tests {
         }
         // The admin bodies are typed, not free-form objects.
         for (p, item) in paths.iter().filter(|(p, _)| p.contains("/admin/")) {
-            let ok = &item["get"]["responses"]["200"]["content"]["application/json"]["schema"];
-            assert!(ok["$ref"].is_string(), "{p}: 200 body is {ok}");
+            let ops = item.as_object().unwrap();
+            let mut methods = 0;
+            for m in ["get", "post", "put", "delete"] {
+                let Some(op) = ops.get(m) else { continue };
+                methods += 1;
+                let ok = &op["responses"]["200"]["content"]["application/json"]["schema"];
+                assert!(ok["$ref"].is_string(), "{m} {p}: 200 body is {ok}");
+            }
+            assert!(methods > 0, "{p} has no operation");
         }
         let metrics = &paths["/metrics"]["get"]["responses"]["200"]["content"];
         assert!(metrics["text/plain"].is_object(), "{metrics}");
