@@ -56,16 +56,7 @@ fn zip_of(entries: &[(&str, &[u8])], symlink: Option<(&str, &str)>) -> Vec<u8> {
 }
 
 async fn upload(srv: &TestServer, sid: &str, ct: &str, body: Vec<u8>) -> (StatusCode, Value) {
-    let resp = srv
-        .client
-        .post(srv.url(&format!("/sessions/{sid}/files")))
-        .header("content-type", ct)
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let s = resp.status();
-    (s, resp.json().await.unwrap())
+    upload_to(srv, &format!("/sessions/{sid}/files"), ct, body).await
 }
 
 async fn workspace(srv: &TestServer, sid: &str) -> String {
