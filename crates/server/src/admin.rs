@@ -193,22 +193,32 @@ pub async fn get_run(State(app): State<Arc<App>>, Path(id): Path<String>) -> Api
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?
         .ok_or_else(|| ApiError::not_found("run", &id))?;
+    // Under `SANDBOX_REDACT_PATHS` (as in force now) an admin sees digests of the paths.
+    let redact = app.policy().config.redact_paths;
     let artifacts = if r.artifacts_expired {
         Vec::new()
     } else {
         r.artifacts
             .iter()
             .map(|a| AdminArtifact {
-                path: a.path.clone(),
+                path: if redact {
+                    crate::redact::path(&a.path)
+                } else {
+                    a.path.clone()
+                },
                 size: a.size,
             })
             .collect()
+    };
+    let message = match &r.message {
+        Some(m) if redact => Some(crate::redact::text(m)),
+        m => m.clone(),
     };
     Ok(views::json(
         StatusCode::OK,
         &AdminRunDetail {
             summary: summary(&r),
-            message: r.message.clone(),
+            message,
             reason_code: r.reason_code.clone(),
             session_id: r.session_id.clone(),
             created_at: iso(r.created_at),

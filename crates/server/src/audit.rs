@@ -4,7 +4,8 @@
 //! `policy_hash`, `spec_version` and a time stamp; and a session's background processes'
 //! `sandbox.process.started`, `.killed` and `.ended`; and an interactive run's
 //! `sandbox.run.stdin_closed` (its input's SHA-256 and size, not the input unless
-//! `SANDBOX_AUDIT_STDIN_CONTENT` asks).
+//! `SANDBOX_AUDIT_STDIN_CONTENT` asks). A run's end lists its artifacts; under
+//! `SANDBOX_REDACT_PATHS` their paths and those in its message are digests ([`crate::redact`]).
 //!
 //! One writer task takes them in order and writes each to the store, to the log (target
 //! `sandbox.audit`) and, when configured, to a JSON-lines file. They never carry the
@@ -164,6 +165,8 @@ pub struct SessionFacts<'a> {
     pub spec_version: &'a str,
     pub source: &'a str,
     pub trace_id: Option<&'a str>,
+    /// The session's policy's (the one in force, before it exists).
+    pub policy_hash: &'a str,
 }
 
 impl<'a> SessionFacts<'a> {
@@ -178,10 +181,11 @@ impl<'a> SessionFacts<'a> {
             spec_version: &s.spec_version,
             source,
             trace_id,
+            policy_hash: &s.policy.hash,
         }
     }
 
-    pub fn common(&self, app: &App) -> Value {
+    pub fn common(&self) -> Value {
         json!({
             "session_id": self.session_id,
             "source": self.source,
@@ -189,7 +193,7 @@ impl<'a> SessionFacts<'a> {
             "runtime_version": self.runtime_version,
             "base_image": self.base_image,
             "image_digest": self.image_digest,
-            "policy_hash": app.policy_hash,
+            "policy_hash": self.policy_hash,
             "spec_version": self.spec_version,
             "trace_id": self.trace_id,
         })
@@ -202,7 +206,7 @@ pub fn session_created(app: &App, user_id: &str, facts: &SessionFacts<'_>) {
         user_id,
         None,
         Some(facts.session_id),
-        facts.common(app),
+        facts.common(),
     );
 }
 
@@ -224,7 +228,7 @@ pub fn session_corrupt(app: &App, saved: &SavedSession, why: &str) {
             "base_image": field("base_image"),
             "image_digest": field("image_digest"),
             "spec_version": field("spec_version"),
-            "policy_hash": app.policy_hash,
+            "policy_hash": m.get("policy_hash").and_then(Value::as_str).map_or_else(|| app.policy_hash(), str::to_string),
             "reason": "corrupt_checkpoint",
             "detail": why,
             "saved_at": iso(saved.saved_at),
@@ -255,7 +259,7 @@ pub fn run_body(app: &App, r: &RunRecord, ctx: &RunContext) -> Value {
         "runtime_version": r.runtime_version,
         "base_image": r.base_image,
         "image_digest": r.image_digest,
-        "policy_hash": if r.policy_hash.is_empty() { app.policy_hash.clone() } else { r.policy_hash.clone() },
+        "policy_hash": if r.policy_hash.is_empty() { app.policy_hash() } else { r.policy_hash.clone() },
         "spec_version": r.spec_version,
         "phase": r.phase.as_str(),
         "command_sha256": sha256_hex(canonical_json(&json!(r.command)).as_bytes()),
@@ -291,7 +295,27 @@ pub fn run_phase(app: &App, r: &RunRecord, phase: Phase) {
     if phase.is_terminal() {
         body["exit_code"] = json!(r.exit_code);
         body["reason_code"] = json!(r.reason_code);
-        body["message"] = json!(r.message);
+        // What left the sandbox is part of the outcome; under `SANDBOX_REDACT_PATHS` its
+        // paths (and any in the message) are digests.
+        let redact = app.policy().config.redact_paths;
+        let shown = |p: &str| {
+            if redact {
+                crate::redact::path(p)
+            } else {
+                p.to_string()
+            }
+        };
+        body["message"] = json!(r.message.as_deref().map(|m| if redact {
+            crate::redact::text(m)
+        } else {
+            m.to_string()
+        }));
+        body["artifacts"] = json!(
+            r.artifacts
+                .iter()
+                .map(|a| json!({ "path": shown(&a.path), "size": a.size }))
+                .collect::<Vec<_>>()
+        );
         let u = &r.resource_usage;
         body["resource_usage"] = json!({
             "cpu_time_sec": u.cpu_time_sec,

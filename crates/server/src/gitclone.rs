@@ -295,7 +295,9 @@ fn disk_bytes(dir: &Path) -> u64 {
 pub(crate) async fn checkout(app: &App, g: &GitRequest) -> ApiResult<Checkout> {
     check(app, g)?;
     let remote = check_url(&g.url)?;
-    let policy = &app.config.egress_allowlist;
+    // The server's own fetch follows the allowlist in force now (`/admin/policies`).
+    let current = app.policy();
+    let policy = &current.config.egress_allowlist;
     let (ip, matched_rule) = pin(app, policy, &remote).await?;
     let caps = Caps {
         max_bytes: app.config.max_upload_mb * (1024 * 1024),

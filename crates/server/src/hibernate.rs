@@ -112,9 +112,11 @@ fn assemble(saved: &SavedSession, chunks: Vec<(String, Vec<u8>)>) -> Result<Vec<
 
 /// A session's view from its checkpoint's record (a session asleep, or live on another
 /// replica).
-fn view_of_saved(saved: &SavedSession, policy_hash: &str) -> Option<crate::views::SessionView> {
+/// `current`: the hash reported for a checkpoint of a version that did not record its own.
+fn view_of_saved(saved: &SavedSession, current: &str) -> Option<crate::views::SessionView> {
     let m: Meta = serde_json::from_value(saved.meta.clone()).ok()?;
-    Some(m.into_view(saved.session_id.clone(), saved.expires_at, policy_hash))
+    let hash = m.policy_hash.clone().unwrap_or_else(|| current.to_string());
+    Some(m.into_view(saved.session_id.clone(), saved.expires_at, &hash))
 }
 
 /// The saved state that is a session's fork point: what the fork and its parent both held
@@ -331,7 +333,7 @@ impl App {
                 (
                     s.created_at,
                     crate::views::SessionListItem {
-                        session: s.view(&self.policy_hash),
+                        session: s.view(),
                         state: "active".into(),
                         user_id: s.owner.clone(),
                     },
@@ -368,11 +370,12 @@ impl App {
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
         let (saved, held) = saved;
+        let current_hash = self.policy_hash();
         for x in saved {
             if !is_session(&x) || x.expires_at <= now || live.contains(&x.session_id) {
                 continue;
             }
-            let Some(view) = view_of_saved(&x, &self.policy_hash) else {
+            let Some(view) = view_of_saved(&x, &current_hash) else {
                 continue;
             };
             let created = x.meta["created_at"].as_i64().unwrap_or(x.saved_at);
@@ -673,8 +676,11 @@ impl App {
         let Some(runtime) = self.runtimes.get(&meta.runtime).cloned() else {
             return Err(self.corrupt(&saved, &format!("unknown runtime {}", meta.runtime)));
         };
+        // The network is checked against the policy in force now, not the session's: a server
+        // restarted (or changed) to allow less must not wake a box that reaches more.
+        let current = self.policy();
         let network = crate::validate::check_network(
-            self,
+            &current.config,
             runtime.as_ref(),
             Some(&meta.network_policy),
             meta.egress_allowlist.as_ref(),
@@ -739,6 +745,20 @@ impl App {
             }),
             forked_from: meta.forked_from,
             limits: meta.limits,
+            // The policy it was made with, over what cannot change without a restart; one a
+            // checkpoint of an older version did not record, or that no longer validates,
+            // is the policy in force.
+            policy: meta
+                .policy
+                .as_ref()
+                .and_then(|v| {
+                    current
+                        .with(v, crate::policy::LIVE_POLICY_KEYS)
+                        .map_err(|e| tracing::warn!(session_id = %id, %e, "a woken session's policy is replaced by the current one"))
+                        .ok()
+                })
+                .map(Arc::new)
+                .unwrap_or(current),
         });
         if !self.insert_session(session.clone()) {
             session.boxed.destroy().await;

@@ -11,6 +11,7 @@
 
 mod admin;
 mod admin_ops;
+mod admin_policy;
 mod api;
 mod artifacts;
 mod audit;
@@ -38,6 +39,7 @@ mod policy;
 mod process_table;
 mod processes;
 mod quotas;
+mod redact;
 mod replica;
 mod retention;
 mod runs;
@@ -73,10 +75,13 @@ pub const REASON_SERVER_RESTART: &str = "server_restart";
 
 /// Shared state of one service instance.
 pub struct App {
+    /// The configuration as started; the keys `/admin/policies` and `/admin/quotas` change
+    /// are read from [`App::policy`] instead.
     pub(crate) config: Config,
-    /// `policy_hash`: SHA-256, in hex, of the effective policy of this
-    /// configuration, reported on sessions and runs; the same settings give the same hash.
-    pub policy_hash: String,
+    /// The policy new sessions and runs get, with its `policy_hash` (SHA-256, in hex, of its
+    /// effective policy; the same settings give the same hash). Replaced whole by the admin
+    /// endpoints; whoever took it keeps the one it took.
+    policy: parking_lot::RwLock<Arc<policy::Policy>>,
     pub(crate) store: Arc<dyn Store>,
     images: Arc<Images>,
     /// What executes sessions and runs (`crate::runtime`).
@@ -184,7 +189,7 @@ impl App {
         let audit_sink =
             audit::AuditSink::start(store.clone(), config.audit_log_path.clone(), clock.clone());
         let app = Arc::new(App {
-            policy_hash: policy::policy_hash(&config),
+            policy: parking_lot::RwLock::new(Arc::new(policy::Policy::new(config.clone()))),
             images,
             runtimes,
             destroys: tokio_util::task::TaskTracker::new(),
@@ -218,6 +223,28 @@ impl App {
         tokio::spawn(async move { docker.reap().await });
         runs::spawn_sweeper(&app);
         Ok(app)
+    }
+
+    /// The policy (and quotas) in force now: what a new session or run gets.
+    pub(crate) fn policy(&self) -> Arc<policy::Policy> {
+        self.policy.read().clone()
+    }
+
+    /// The `policy_hash` of the policy in force now.
+    pub fn policy_hash(&self) -> String {
+        self.policy.read().hash.clone()
+    }
+
+    /// Replaces the policy in force by what `change` makes of it, atomically (two admins
+    /// changing it at once each see the other's change); returns the old and the new one.
+    pub(crate) fn update_policy(
+        &self,
+        change: impl FnOnce(&policy::Policy) -> Result<policy::Policy, String>,
+    ) -> Result<(Arc<policy::Policy>, Arc<policy::Policy>), String> {
+        let mut current = self.policy.write();
+        let new = Arc::new(change(&current)?);
+        let old = std::mem::replace(&mut *current, new.clone());
+        Ok((old, new))
     }
 
     /// Whether [`App::shutdown`] has begun: new runs and processes are refused from then on.

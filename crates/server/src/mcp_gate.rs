@@ -79,7 +79,7 @@ impl RunGate for McpGate {
                 runtime_version: crate::RUNTIME_VERSION.into(),
                 base_image: "wasmsand/default".into(),
                 image_digest: app.images.digest().await,
-                policy_hash: app.policy_hash.clone(),
+                policy_hash: app.policy_hash(),
                 command: vec!["sh".into(), "-c".into(), command],
                 phase: Phase::Running,
                 reason_code: None,

@@ -97,8 +97,10 @@ impl SessionHost for McpSessions {
             let (runtime, image) = crate::runtime::pick(&app, Some("wasm"), None)
                 .await
                 .map_err(text)?;
+            let policy = app.policy();
             let network =
-                crate::validate::check_network(&app, runtime.as_ref(), None, None).map_err(text)?;
+                crate::validate::check_network(&policy.config, runtime.as_ref(), None, None)
+                    .map_err(text)?;
             let memory_mb = limits.memory_bytes.div_ceil(crate::config::MIB).max(1);
             let (cpu, memory_mb) = runtime.normalize(None, Some(memory_mb)).map_err(text)?;
             let user = user_of(&app, caller);
@@ -139,6 +141,7 @@ impl SessionHost for McpSessions {
                     egress: network.allowlist,
                     owner: user,
                     limits: Some(limits),
+                    policy,
                 },
                 app.clock.now_ms(),
             );
@@ -365,7 +368,12 @@ impl SessionHost for McpSessions {
         let (max, ttl) = self
             .app
             .upgrade()
-            .map(|a| (a.config.max_sessions, a.config.session_default_ttl_sec))
+            .map(|a| {
+                (
+                    a.policy().config.max_sessions,
+                    a.config.session_default_ttl_sec,
+                )
+            })
             .unwrap_or_default();
         HostCaps {
             max_sessions: max as u64,

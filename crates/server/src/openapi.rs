@@ -167,6 +167,8 @@ mod tests {
             "/api/v1/sandbox/admin/metrics",
             "/api/v1/sandbox/admin/audit",
             "/api/v1/sandbox/admin/gc",
+            "/api/v1/sandbox/admin/policies",
+            "/api/v1/sandbox/admin/quotas",
             "/metrics",
         ] {
             assert!(paths.contains_key(p), "{p} missing from the document");
@@ -198,6 +200,8 @@ mod tests {
             "UsageSummary",
             "AdminMetrics",
             "AuditPage",
+            "PolicyView",
+            "QuotasView",
         ] {
             assert!(schemas.contains_key(s), "schema {s} missing");
         }

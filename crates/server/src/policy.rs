@@ -27,6 +27,8 @@ pub fn effective_policy(c: &Config) -> Value {
         "SANDBOX_MAX_ARTIFACT_BYTES_PER_USER_MB": c.max_artifact_bytes_per_user_mb,
         "SANDBOX_MAX_CPU": c.max_cpu,
         "SANDBOX_MAX_MEM_MB": c.max_mem_mb,
+        "SANDBOX_MAX_TIMEOUT_SEC": c.max_timeout_sec,
+        "SANDBOX_REDACT_PATHS": c.redact_paths,
         "SANDBOX_PIDS_LIMIT": c.pids_limit,
         "SANDBOX_ULIMIT_NOFILE": c.ulimit_nofile,
         "SANDBOX_ULIMIT_NPROC": c.ulimit_nproc,
@@ -55,6 +57,115 @@ pub fn policy_hash(c: &Config) -> String {
     let mut input = String::from(POLICY_PREFIX);
     input.push_str(&canonical_json(&effective_policy(c)));
     sha256_hex(input.as_bytes())
+}
+
+/// The policy keys `PUT /admin/policies` may change while the server runs: those read when a
+/// session or run is made (not those the runtimes are built with at start-up, such as the
+/// Docker isolation or the CPU and memory maxima, which need a restart). Each is in
+/// [`effective_policy`], so changing one moves the hash.
+pub const LIVE_POLICY_KEYS: &[&str] = &[
+    "SANDBOX_NETWORK_DEFAULT",
+    "SANDBOX_EGRESS_ALLOWLIST",
+    "SANDBOX_ENABLE_EXECUTION",
+    "SANDBOX_DEFAULT_STARTUP_TIMEOUT_SEC",
+    "SANDBOX_DEFAULT_EXEC_TIMEOUT_SEC",
+    "SANDBOX_MAX_TIMEOUT_SEC",
+    "SANDBOX_MAX_LOG_BYTES",
+    "SANDBOX_INTERACTIVE_ENABLED",
+    "SANDBOX_INTERACTIVE_SHELLS",
+    "SANDBOX_REDACT_PATHS",
+];
+
+/// The quota keys `PUT /admin/quotas` may change: read at each admission. Not in the hash
+/// (who may run how much does not change what a run does).
+pub const LIVE_QUOTA_KEYS: &[&str] = &[
+    "SANDBOX_USER_MAX_CONCURRENT_RUNS",
+    "SANDBOX_USER_RUNS_PER_MINUTE",
+    "SANDBOX_USER_EXEC_SECONDS_PER_DAY",
+    "SANDBOX_MAX_SESSIONS",
+];
+
+/// The configuration new sessions and runs get: the start-up one with what the admin
+/// endpoints changed since. A session keeps the one it was made with (`Session::policy`).
+#[derive(Debug)]
+pub struct Policy {
+    pub config: Config,
+    /// [`policy_hash`] of `config`.
+    pub hash: String,
+}
+
+impl Policy {
+    pub fn new(config: Config) -> Policy {
+        Policy {
+            hash: policy_hash(&config),
+            config,
+        }
+    }
+
+    /// The live policy keys with their values, as `GET /admin/policies` shows them and a
+    /// session's checkpoint keeps them.
+    pub fn values(&self) -> serde_json::Map<String, Value> {
+        let all = effective_policy(&self.config);
+        LIVE_POLICY_KEYS
+            .iter()
+            .map(|k| (k.to_string(), all[*k].clone()))
+            .collect()
+    }
+
+    /// The live quota keys with their values.
+    pub fn quota_values(&self) -> serde_json::Map<String, Value> {
+        let c = &self.config;
+        LIVE_QUOTA_KEYS
+            .iter()
+            .map(|k| {
+                let v = match *k {
+                    "SANDBOX_USER_MAX_CONCURRENT_RUNS" => json!(c.user_max_concurrent_runs),
+                    "SANDBOX_USER_RUNS_PER_MINUTE" => json!(c.user_runs_per_minute),
+                    "SANDBOX_USER_EXEC_SECONDS_PER_DAY" => json!(c.user_exec_seconds_per_day),
+                    "SANDBOX_MAX_SESSIONS" => json!(c.max_sessions),
+                    other => unreachable!("{other} is not a quota key"),
+                };
+                (k.to_string(), v)
+            })
+            .collect()
+    }
+
+    /// This policy with `changes` (key → JSON value) applied, each read as the key is read at
+    /// start-up and the whole validated as at start-up; `allowed` are the keys that may
+    /// change. The error names the key and what is wrong; nothing is changed then.
+    pub fn with(
+        &self,
+        changes: &serde_json::Map<String, Value>,
+        allowed: &[&str],
+    ) -> Result<Policy, String> {
+        let mut config = self.config.clone();
+        for (k, v) in changes {
+            if !allowed.contains(&k.as_str()) {
+                return Err(if crate::config::KEYS.iter().any(|key| key.name == k) {
+                    format!(
+                        "{k} cannot be changed here (one of {} can; others need a restart)",
+                        allowed.join(", ")
+                    )
+                } else {
+                    format!(
+                        "{k} is not a key that can be changed here (one of {})",
+                        allowed.join(", ")
+                    )
+                });
+            }
+            let text = match v {
+                Value::String(s) => s.clone(),
+                Value::Bool(b) => b.to_string(),
+                Value::Number(n) => n.to_string(),
+                // The allowlist is JSON text in a configuration, an object here.
+                Value::Object(_) | Value::Array(_) => v.to_string(),
+                Value::Null => return Err(format!("{k}: a value is required, not null")),
+            };
+            crate::config::apply_key(&mut config, k, &text)?;
+        }
+        config.validate()?;
+        Ok(Policy::new(config))
+    }
 }
 
 #[cfg(test)]

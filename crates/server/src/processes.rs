@@ -389,7 +389,7 @@ impl Context {
 }
 
 /// What every audit event carries (`crate::audit`), for one of the session's processes.
-fn audit_base(app: &App, s: &Session, headers: &HeaderMap, trace: Option<String>) -> Value {
+fn audit_base(s: &Session, headers: &HeaderMap, trace: Option<String>) -> Value {
     json!({
         "session_id": s.id,
         "source": crate::audit::source_of(headers),
@@ -398,7 +398,7 @@ fn audit_base(app: &App, s: &Session, headers: &HeaderMap, trace: Option<String>
         "runtime_version": s.runtime_version,
         "base_image": s.base_image,
         "image_digest": s.image_digest,
-        "policy_hash": app.policy_hash,
+        "policy_hash": s.policy.hash,
         "spec_version": s.spec_version,
     })
 }
@@ -480,7 +480,7 @@ pub(crate) async fn start_process(
         Some(c) => Some(format!("{}/{c}", crate::runtime::wasm::WORKSPACE)),
         None => Some(crate::runtime::wasm::WORKSPACE.to_string()),
     };
-    let max_ms = app.config.max_timeout_sec.saturating_mul(1000);
+    let max_ms = session.policy.config.max_timeout_sec.saturating_mul(1000);
     let timeout_ms = match req.timeout_ms {
         Some(0) => return Err(ApiError::invalid("timeout_ms must be at least 1")),
         Some(t) => t.min(max_ms),
@@ -505,7 +505,7 @@ pub(crate) async fn start_process(
         ended: watch::channel(false).0,
         ending: ending.clone(),
     });
-    let mut base = audit_base(&app, &session, &headers, trace.map(|t| t.0.0));
+    let mut base = audit_base(&session, &headers, trace.map(|t| t.0.0));
     base["command_sha256"] = json!(sha256_hex(canonical_json(&json!(command)).as_bytes()));
     let ctx = Arc::new(Context {
         app: Arc::downgrade(&app),
@@ -731,7 +731,7 @@ pub(crate) async fn kill_process(
     let killed = p.kill();
     if killed {
         crate::audit::process_event(&app, "sandbox.process.killed", &session.owner, &id, {
-            let mut b = audit_base(&app, &session, &headers, trace.map(|t| t.0.0));
+            let mut b = audit_base(&session, &headers, trace.map(|t| t.0.0));
             b["pid"] = json!(pid);
             b
         });

@@ -111,11 +111,13 @@ pub async fn admit(app: &Arc<App>, user: &str, captures: bool) -> ApiResult<Admi
     Ok(guard)
 }
 
+/// The limits in force now: `PUT /admin/quotas` changes them for the next admission.
 fn limits(app: &App) -> store::UserLimits {
+    let c = &app.policy().config;
     store::UserLimits {
-        concurrent_runs: app.config.user_max_concurrent_runs,
-        runs_per_minute: app.config.user_runs_per_minute,
-        exec_seconds_per_day: app.config.user_exec_seconds_per_day,
+        concurrent_runs: c.user_max_concurrent_runs,
+        runs_per_minute: c.user_runs_per_minute,
+        exec_seconds_per_day: c.user_exec_seconds_per_day,
     }
 }
 

@@ -70,7 +70,7 @@ pub(crate) async fn purge_runs(app: &Arc<App>) -> u64 {
 
 /// An admin action's audit body: the fields every audit event has (the admin list reads them
 /// back), empty where no run or image is concerned, and what the action did.
-fn admin_event(
+pub(crate) fn admin_event(
     app: &App,
     headers: &axum::http::HeaderMap,
     what: serde_json::Value,
@@ -82,7 +82,7 @@ fn admin_event(
         "base_image": "",
         "image_digest": "",
         "spec_version": "",
-        "policy_hash": app.policy_hash,
+        "policy_hash": app.policy_hash(),
     });
     if let (Some(b), serde_json::Value::Object(w)) = (body.as_object_mut(), what) {
         b.extend(w);

@@ -53,6 +53,9 @@ pub struct Session {
     /// Its sandbox's own limits instead of the server's (an MCP session's, asked by
     /// `session_create`).
     pub limits: Option<wasmsand::Limits>,
+    /// The policy it was made with, kept when `/admin/policies` changes the server's: its runs
+    /// and processes follow it, and it reports its `policy_hash`.
+    pub policy: Arc<crate::policy::Policy>,
 }
 
 /// The service's record of a session besides its id, owner and TTL: what its view shows, and
@@ -76,6 +79,12 @@ pub(crate) struct Meta {
     pub forked_from: Option<String>,
     #[serde(default)]
     pub limits: Option<wasmsand::Limits>,
+    /// Its policy's `policy_hash` and live keys (`crate::policy::LIVE_POLICY_KEYS`), so that
+    /// it wakes with the policy it was made with; absent in checkpoints of older versions.
+    #[serde(default)]
+    pub policy_hash: Option<String>,
+    #[serde(default)]
+    pub policy: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Meta {
@@ -96,6 +105,8 @@ impl Meta {
             egress_allowlist: s.egress.as_ref().map(|e| e.to_allowlist()),
             forked_from: s.forked_from.clone(),
             limits: s.limits,
+            policy_hash: Some(s.policy.hash.clone()),
+            policy: Some(s.policy.values()),
         }
     }
 
@@ -151,6 +162,7 @@ pub(crate) struct NewSession {
     pub egress: Option<wasmsand::egress::EgressPolicy>,
     pub owner: String,
     pub limits: Option<wasmsand::Limits>,
+    pub policy: Arc<crate::policy::Policy>,
 }
 
 impl Session {
@@ -180,14 +192,15 @@ impl Session {
             saving: Default::default(),
             forked_from: None,
             limits: n.limits,
+            policy: n.policy,
         }
     }
 
-    pub fn view(&self, policy_hash: &str) -> SessionView {
+    pub fn view(&self) -> SessionView {
         Meta::of(self).into_view(
             self.id.clone(),
             self.expires_at.load(Ordering::SeqCst),
-            policy_hash,
+            &self.policy.hash,
         )
     }
 
@@ -226,6 +239,7 @@ impl Session {
             saving: Default::default(),
             forked_from,
             limits: self.limits,
+            policy: self.policy.clone(),
         }
     }
 
@@ -254,7 +268,7 @@ impl App {
 
     pub(crate) fn insert_session(&self, s: Arc<Session>) -> bool {
         let mut map = self.sessions.lock();
-        if map.len() >= self.config.max_sessions {
+        if map.len() >= self.policy().config.max_sessions {
             return false;
         }
         map.insert(s.id.clone(), s);

@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 use wasmsand::egress::{EgressAllowlist, EgressPolicy};
 
 use crate::App;
+use crate::config::Config;
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::runtime::Runtime;
 
@@ -58,9 +59,10 @@ impl NetworkChoice {
 
 /// `network_policy` and `egress_allowlist` of a session or a one-shot run on `runtime`. Without
 /// either, `SANDBOX_NETWORK_DEFAULT` decides (`allowlist` on a runtime without egress support
-/// is then `deny_all`; asked for explicitly, it is a 400).
+/// is then `deny_all`; asked for explicitly, it is a 400). `c`: the policy that applies (a
+/// session's own, or the one in force for a new session or one-shot run).
 pub(crate) fn check_network(
-    app: &App,
+    c: &Config,
     runtime: &dyn Runtime,
     policy: Option<&str>,
     list: Option<&EgressAllowlist>,
@@ -69,7 +71,7 @@ pub(crate) fn check_network(
     let policy = match (policy, list) {
         (Some(p), _) => p,
         (None, Some(_)) => "allowlist",
-        (None, None) => app.config.network_default.as_str(),
+        (None, None) => c.network_default.as_str(),
     };
     match policy {
         "deny_all" if list.is_some() => Err(ApiError::invalid(
@@ -93,7 +95,7 @@ pub(crate) fn check_network(
                     "egress_allowlist_supported": false,
                 })));
             }
-            let server = &app.config.egress_allowlist;
+            let server = &c.egress_allowlist;
             if server.is_empty() {
                 return Err(ApiError::invalid(
                     "this server allows no egress (SANDBOX_EGRESS_ALLOWLIST is empty), so \
@@ -174,11 +176,16 @@ pub(crate) fn normalize_resources(
     runtime.normalize(r.cpu, r.memory_mb)
 }
 
-/// A timeout in seconds: 0 is refused, a value over the server's maximum is lowered to it.
-pub(crate) fn check_timeout(app: &App, name: &str, v: Option<u64>, default: u64) -> ApiResult<u64> {
+/// A timeout in seconds: 0 is refused, a value over the policy's maximum is lowered to it.
+pub(crate) fn check_timeout(
+    c: &Config,
+    name: &str,
+    v: Option<u64>,
+    default: u64,
+) -> ApiResult<u64> {
     match v {
         Some(0) => Err(ApiError::invalid(format!("{name} must be at least 1"))),
-        Some(n) => Ok(n.min(app.config.max_timeout_sec)),
+        Some(n) => Ok(n.min(c.max_timeout_sec)),
         None => Ok(default),
     }
 }

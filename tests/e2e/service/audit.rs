@@ -54,7 +54,7 @@ async fn runs_and_sessions_leave_an_audit_trail_without_secrets() {
         c.store = wasmsand_server::StoreConfig::Sqlite(c.data_dir.join("s.db"));
     })
     .await;
-    let policy_hash = srv.app.policy_hash.clone();
+    let policy_hash = srv.app.policy_hash();
     let alice = [api_key(ALICE_KEY), ("x-sandbox-source", "ide".to_string())];
     let root = [api_key(ROOT_KEY)];
 

@@ -667,7 +667,7 @@ async fn interactive_requests_are_checked_against_the_servers_limits_and_policy(
     let (s, _, v) = off.post("/runs", interactive(&["cat"], json!({}))).await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
     assert_eq!(v["error"]["details"]["reason"], "interactive_disabled");
-    assert_ne!(off.app.policy_hash, srv.app.policy_hash);
+    assert_ne!(off.app.policy_hash(), srv.app.policy_hash());
 }
 
 /// `SANDBOX_INTERACTIVE_SHELLS=true` lets an interactive run be a shell reading its commands

@@ -173,10 +173,7 @@ pub(crate) async fn fork_session(
     let source = audit::source_of(&headers);
     let trace_id = trace.as_ref().map(|t| t.0.0.clone());
     let fork = fork(&app, parent, ttl, req.labels, &source, trace_id.as_deref()).await?;
-    Ok(views::json(
-        StatusCode::CREATED,
-        &fork.view(&app.policy_hash),
-    ))
+    Ok(views::json(StatusCode::CREATED, &fork.view()))
 }
 
 /// A new session holding what `parent` holds now, its fork point saved, checkpointed and
@@ -380,10 +377,7 @@ pub(crate) async fn restore_snapshot(
 ) -> ApiResult<Response> {
     let s = wasm_session(&app, &id).await?;
     let restored = restore(&app, s, &snapshot_id).await?;
-    Ok(views::json(
-        StatusCode::OK,
-        &restored.view(&app.policy_hash),
-    ))
+    Ok(views::json(StatusCode::OK, &restored.view()))
 }
 
 /// Puts session `s` back as its snapshot `snapshot_id` holds it; the session as it is now.

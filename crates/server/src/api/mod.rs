@@ -66,6 +66,14 @@ pub(crate) fn api_routes(upload_limit: usize) -> OpenApiRouter<Arc<App>> {
         .routes(routes!(crate::admin_ops::usage_summary))
         .routes(routes!(crate::admin_ops::metrics_json))
         .routes(routes!(crate::admin_ops::audit))
+        .routes(routes!(
+            crate::admin_policy::get_policies,
+            crate::admin_policy::put_policies
+        ))
+        .routes(routes!(
+            crate::admin_policy::get_quotas,
+            crate::admin_policy::put_quotas
+        ))
         .merge(crate::processes::routes())
 }
 

@@ -167,6 +167,8 @@ pub(crate) struct Checked {
     git: Option<Value>,
     /// An interactive run's stdin limits.
     interactive: Option<store::StdinLimits>,
+    /// The policy it runs under: its session's, or the one in force for a one-shot run.
+    policy: Arc<crate::policy::Policy>,
     pub(crate) spec: RunSpec,
 }
 
@@ -213,7 +215,7 @@ async fn start_run(
         session_id: rec.session_id,
         phase: admitted,
         log_stream_url: stream_url(&app, &origin, &id),
-        policy_hash: app.policy_hash.clone(),
+        policy_hash: rec.policy_hash,
         spec_version,
         runtime: rec.runtime,
         runtime_version: rec.runtime_version,
@@ -259,9 +261,10 @@ pub(crate) async fn launch(
         mut spec,
         git,
         interactive,
+        policy,
         ..
     } = checked;
-    let log = RunLog::new(app.config.ws_ring_bytes, app.config.max_log_bytes);
+    let log = RunLog::new(app.config.ws_ring_bytes, policy.config.max_log_bytes);
     let stdin = interactive.map(|limits| {
         let (input, feed) = Interactive::new(app, &id, limits, log.clone());
         spec.stdin_feed = Some(feed);
@@ -338,7 +341,7 @@ async fn fetch_inputs(
                     "runtime": c.spec.runtime.name(),
                     "base_image": c.base_image,
                     "image_digest": digest,
-                    "policy_hash": app.policy_hash,
+                    "policy_hash": c.policy.hash,
                     "spec_version": c.spec_version,
                 });
                 audit::egress_refused(app, user, session_id.as_deref(), common, &e.details);
@@ -348,19 +351,31 @@ async fn fetch_inputs(
     }
 }
 
+fn execution_disabled() -> ApiError {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        ErrorCode::Forbidden,
+        "execution is disabled on this server (SANDBOX_ENABLE_EXECUTION=false)",
+    )
+    .with_details(json!({ "reason": "execution_disabled", "reason_code": "policy_denied" }))
+}
+
 /// Every check of a run request, in the order clients see their errors.
 pub(crate) async fn check_run(app: &Arc<App>, v: &Value, user: &str) -> ApiResult<Checked> {
     let spec_version = check_spec_version(app, v)?;
     let req: RunRequest = typed(v)?;
-    if !app.config.enable_execution {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            ErrorCode::Forbidden,
-            "execution is disabled on this server (SANDBOX_ENABLE_EXECUTION=false)",
-        )
-        .with_details(json!({ "reason": "execution_disabled", "reason_code": "policy_denied" })));
+    // Refused before the session is looked up when no policy allows execution at all.
+    if !app.policy().config.enable_execution && req.session_id.is_none() {
+        return Err(execution_disabled());
     }
     let (session, runtime, image) = session_or_image(app, &req, user).await?;
+    let policy = session
+        .as_ref()
+        .map_or_else(|| app.policy(), |s| s.policy.clone());
+    if !policy.config.enable_execution {
+        return Err(execution_disabled());
+    }
+    let c = &policy.config;
     let base_image = match &session {
         Some(s) => s.base_image.clone(),
         None => image.requested.clone(),
@@ -369,7 +384,7 @@ pub(crate) async fn check_run(app: &Arc<App>, v: &Value, user: &str) -> ApiResul
         Some(s) => {
             if req.network_policy.is_some() || req.egress_allowlist.is_some() {
                 let asked = check_network(
-                    app,
+                    c,
                     runtime.as_ref(),
                     req.network_policy.as_deref(),
                     req.egress_allowlist.as_ref(),
@@ -385,7 +400,7 @@ pub(crate) async fn check_run(app: &Arc<App>, v: &Value, user: &str) -> ApiResul
         }
         None => {
             check_network(
-                app,
+                c,
                 runtime.as_ref(),
                 req.network_policy.as_deref(),
                 req.egress_allowlist.as_ref(),
@@ -395,7 +410,7 @@ pub(crate) async fn check_run(app: &Arc<App>, v: &Value, user: &str) -> ApiResul
     };
     check_command(&req)?;
     let interactive = crate::interactive::check(
-        &app.config,
+        c,
         runtime.as_ref(),
         &crate::interactive::Asked {
             interactive: req.interactive,
@@ -423,15 +438,15 @@ pub(crate) async fn check_run(app: &Arc<App>, v: &Value, user: &str) -> ApiResul
         None => normalize_resources(runtime.as_ref(), req.resources)?,
     };
     let startup_timeout_sec = check_timeout(
-        app,
+        c,
         "startup_timeout_sec",
         req.startup_timeout_sec,
-        app.config.default_startup_timeout_sec,
+        c.default_startup_timeout_sec,
     )?;
     let default_timeout = session
         .as_ref()
-        .map_or(app.config.default_exec_timeout_sec, |s| s.timeout_sec);
-    let timeout_sec = check_timeout(app, "timeout_sec", req.timeout_sec, default_timeout)?;
+        .map_or(c.default_exec_timeout_sec, |s| s.timeout_sec);
+    let timeout_sec = check_timeout(c, "timeout_sec", req.timeout_sec, default_timeout)?;
     let cwd = match req.cwd {
         Some(c) if c.is_empty() || c.contains('\0') => {
             return Err(ApiError::invalid("cwd must be a non-empty path"));
@@ -467,6 +482,7 @@ pub(crate) async fn check_run(app: &Arc<App>, v: &Value, user: &str) -> ApiResul
         git_request: req.git,
         git: None,
         interactive,
+        policy,
         spec: RunSpec {
             session,
             runtime,
@@ -610,7 +626,7 @@ async fn new_record(app: &App, id: &str, user: &str, c: &Checked) -> RunRecord {
             Some(s) => s.image_digest.clone(),
             None => c.spec.runtime.image_digest(&c.spec.image).await,
         },
-        policy_hash: app.policy_hash.clone(),
+        policy_hash: c.policy.hash.clone(),
         command: c.spec.command.clone(),
         phase: Phase::Queued,
         reason_code: None,

@@ -17,7 +17,9 @@ use crate::views::{self, RuntimeInfo, RuntimesReply};
     responses((status = 200, description = "runtimes and their caps", body = RuntimesReply))
 )]
 pub(crate) async fn runtimes(State(app): State<Arc<App>>) -> Response {
-    let c = &app.config;
+    // What a new session or run gets now (`/admin/policies` may have changed it).
+    let policy = app.policy();
+    let c = &policy.config;
     let base = |rt: Option<&Arc<dyn crate::runtime::Runtime>>, name: &str| RuntimeInfo {
         name: name.into(),
         available: false,

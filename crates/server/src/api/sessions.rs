@@ -98,8 +98,10 @@ pub(crate) async fn create_session(
             let (runtime, image) =
                 crate::runtime::pick(&app, req.runtime.as_deref(), req.base_image.as_deref())
                     .await?;
+            // The session keeps the policy in force now, whatever `/admin/policies` does next.
+            let policy = app.policy();
             let network = check_network(
-                &app,
+                &policy.config,
                 runtime.as_ref(),
                 req.network_policy.as_deref(),
                 req.egress_allowlist.as_ref(),
@@ -108,10 +110,10 @@ pub(crate) async fn create_session(
             let env = req.env.unwrap_or_default();
             check_env(&env)?;
             let timeout_sec = check_timeout(
-                &app,
+                &policy.config,
                 "timeout_sec",
                 req.timeout_sec,
-                app.config.default_exec_timeout_sec,
+                policy.config.default_exec_timeout_sec,
             )?;
             let ttl = match req.ttl_sec {
                 Some(0) => return Err(ApiError::invalid("ttl_sec must be at least 1")),
@@ -142,8 +144,9 @@ pub(crate) async fn create_session(
                                 spec_version: &spec_version,
                                 source: &source,
                                 trace_id: trace_id.as_deref(),
+                                policy_hash: &policy.hash,
                             };
-                            let common = facts.common(&app);
+                            let common = facts.common();
                             audit::egress_refused(&app, &user, Some(&id), common, &e.details);
                         }
                         return Err(e);
@@ -193,6 +196,7 @@ pub(crate) async fn create_session(
                     egress: network.allowlist,
                     owner: user.clone(),
                     limits: None,
+                    policy,
                 },
                 app.clock.now_ms(),
             );
@@ -200,12 +204,12 @@ pub(crate) async fn create_session(
             if let Some(mut summary) = git_summary {
                 let egress = summary["egress"].take();
                 let facts = audit::SessionFacts::of(&session, &source, trace_id.as_deref());
-                let common = facts.common(&app);
+                let common = facts.common();
                 audit::egress_allowed(&app, &user, None, Some(&session.id), common, egress);
             }
             Ok(Created {
                 status: StatusCode::CREATED,
-                body: serde_json::to_value(session.view(&app.policy_hash))
+                body: serde_json::to_value(session.view())
                     .map_err(|e| ApiError::internal(e.to_string()))?,
                 object_id: session.id.clone(),
                 headers: Vec::new(),
@@ -305,7 +309,7 @@ pub(crate) async fn get_session(
         .session(&id)
         .await?
         .ok_or_else(|| ApiError::not_found("session", &id))?;
-    Ok(views::json(StatusCode::OK, &s.view(&app.policy_hash)))
+    Ok(views::json(StatusCode::OK, &s.view()))
 }
 
 #[utoipa::path(
@@ -331,15 +335,13 @@ pub(crate) async fn delete_session(
 
 /// The answer when the server holds its maximum of live sessions.
 pub(crate) fn too_many_sessions(app: &App) -> ApiError {
+    let max = app.policy().config.max_sessions;
     ApiError::new(
         StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::QuotaExceeded,
-        format!(
-            "the server holds its maximum of {} sessions",
-            app.config.max_sessions
-        ),
+        format!("the server holds its maximum of {max} sessions"),
     )
-    .with_details(json!({ "max_sessions": app.config.max_sessions }))
+    .with_details(json!({ "max_sessions": max }))
 }
 
 /// A box that could not be made: 503 with what to do (build the image, wait for the engine).

@@ -548,6 +548,11 @@ pub static KEYS: &[Key] = &[
         audit_stdin_content,
         "an interactive run's `sandbox.run.stdin_closed` event carries the input itself (base64); by default only its SHA-256 and size"
     ),
+    boolean!(
+        "SANDBOX_REDACT_PATHS",
+        redact_paths,
+        "file paths in audit events (`artifacts`, `message`) and the admin run views become `redacted:` and a digest of the path; in the policy hash, changeable by `PUT /admin/policies`"
+    ),
     text!("SANDBOX_LOG_FORMAT", log_format, "or `text`"),
     Key {
         name: "SANDBOX_DOCKER_ENABLED",
@@ -708,6 +713,24 @@ impl Config {
         r.config.validate()?;
         Ok(r.config)
     }
+}
+
+/// Sets one key of an existing configuration as if it had been configured so, without
+/// validating the whole (the caller does, once every key is set): `PUT /admin/policies` and
+/// `/admin/quotas` read their values exactly as start-up does. Only for keys that are not the
+/// store's (those are resolved together, at start-up only).
+pub(crate) fn apply_key(config: &mut Config, name: &str, value: &str) -> Result<(), String> {
+    let key = KEYS
+        .iter()
+        .find(|k| k.name == name)
+        .ok_or_else(|| format!("{name}: no such key"))?;
+    let mut r = Reading {
+        config: std::mem::take(config),
+        ..Reading::default()
+    };
+    let applied = (key.apply)(&mut r, value).map_err(|e| format!("{name}: {e}"));
+    *config = r.config;
+    applied
 }
 
 impl Reading {

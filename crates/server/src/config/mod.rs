@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod keys;
+pub(crate) use keys::apply_key;
 pub use keys::{KEYS, Key, PROCESS_KEYS, Shown};
 
 /// Where runs, artifacts metadata and idempotency entries are kept.
@@ -225,6 +226,10 @@ pub struct Config {
     /// `SANDBOX_AUDIT_STDIN_CONTENT` (false): the `sandbox.run.stdin_closed` audit event of
     /// an interactive run carries the input itself (base64), not only its SHA-256 and size.
     pub audit_stdin_content: bool,
+    /// `SANDBOX_REDACT_PATHS` (false): file paths in audit events and the admin run views are
+    /// replaced by a digest of them (seed 003: "redact or hash file names/paths when policy
+    /// requires"); part of the policy, so `PUT /admin/policies` can turn it on.
+    pub redact_paths: bool,
     /// `SANDBOX_INTERACTIVE_ENABLED` (true): runs may ask for `interactive: true` (stdin
     /// frames on their stream); false: 403 and `interactive_supported: false`.
     pub interactive_enabled: bool,
@@ -383,6 +388,7 @@ impl Default for Config {
             audit_retention_days: 30,
             run_retention_days: 30,
             audit_stdin_content: false,
+            redact_paths: false,
             interactive_enabled: true,
             interactive_shells: false,
             interactive_max_bytes: MIB,
