@@ -34,6 +34,7 @@ mod mcp_gate;
 mod mcp_sessions;
 mod observe;
 mod openapi;
+mod otel;
 mod panel;
 mod policy;
 mod process_table;
@@ -99,6 +100,8 @@ pub struct App {
     pub(crate) auth: auth::Auth,
     /// This app's own metrics recorder.
     pub(crate) metrics: Arc<observe::Metrics>,
+    /// This app's OpenTelemetry traces, when `SANDBOX_OTLP_ENDPOINT` is set.
+    pub(crate) otel: Option<otel::Tracing>,
     pub(crate) audit: audit::AuditSink,
     pub(crate) quotas: quotas::Quotas,
     /// The MCP server of `/mcp`, once mounted: its sessions count against `max_sessions`.
@@ -202,6 +205,7 @@ impl App {
             shutting_down: AtomicBool::new(false),
             auth: auth::Auth::new(&config),
             metrics: Arc::new(observe::Metrics::new()),
+            otel: otel::Tracing::new(&config).map_err(StartError::Config)?,
             audit: audit_sink,
             quotas: quotas::Quotas::default(),
             mcp: std::sync::OnceLock::new(),
@@ -221,6 +225,7 @@ impl App {
         // is made.
         let docker = app.runtimes.docker.clone();
         tokio::spawn(async move { docker.reap().await });
+        observe::init_series(&app);
         runs::spawn_sweeper(&app);
         Ok(app)
     }
@@ -270,6 +275,10 @@ impl App {
         for rt in self.runtimes.all() {
             rt.shutdown().await;
             rt.reap().await;
+        }
+        // Last, so that the runs ended above have their spans sent.
+        if let Some(t) = &self.otel {
+            t.shutdown().await;
         }
     }
 }
@@ -356,7 +365,10 @@ impl Server {
                 ))
                 .with_state(app.clone()),
         );
-        let router = router.layer(axum::middleware::from_fn(observe::trace));
+        let router = router.layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            observe::trace,
+        ));
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let app2 = app.clone();
         tokio::spawn(async move {

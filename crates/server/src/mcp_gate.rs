@@ -116,7 +116,10 @@ impl RunGate for McpGate {
             );
             crate::audit::run_created(&app, &record);
             crate::audit::run_phase(&app, &record, Phase::Running);
-            crate::observe::run_started(&app, &record.runtime);
+            // It runs at once: no queue, and running from its creation.
+            crate::observe::run_started(&app, &record);
+            crate::observe::queue_wait(&app, &record, 0.0);
+            crate::observe::start_latency(&app, &record);
             Ok(Box::new(Ticket {
                 app,
                 record,

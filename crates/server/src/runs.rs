@@ -165,6 +165,7 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
     if let Ok(permit) = q.sem.clone().try_acquire_owned() {
         run.transition(Phase::Starting);
         admitted(app, &run, Phase::Starting);
+        crate::observe::queue_wait(app, &run.snapshot(), 0.0);
         let app = app.clone();
         tokio::spawn(execute(app, run, permit));
         return Admission::Started;
@@ -174,7 +175,7 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
         Ok(reserved) => reserved,
         Err(n) => {
             let ms = q.wait_estimate_ms(n);
-            crate::observe::queue_full(app);
+            crate::observe::queue_full(app, &run.snapshot().runtime);
             return Admission::Full {
                 retry_after_sec: ms.div_ceil(1000).max(1),
             };
@@ -188,7 +189,7 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
                 tracing::error!(%e, "cannot reserve a place in the shared queue");
             }
             drop(place);
-            crate::observe::queue_full(app);
+            crate::observe::queue_full(app, &run.snapshot().runtime);
             return Admission::Full {
                 retry_after_sec: q.wait_estimate_ms(max).div_ceil(1000).max(1),
             };
@@ -220,13 +221,16 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
                 let rec = run.snapshot();
                 let waited =
                     rec.starting_at.unwrap_or_else(|| app2.clock.now_ms()) - rec.created_at;
-                crate::observe::queue_wait(&app2, waited.max(0) as f64 / 1000.0);
+                crate::observe::queue_wait(&app2, &rec, waited.max(0) as f64 / 1000.0);
                 crate::audit::run_phase(&app2, &rec, Phase::Starting);
                 execute(app2, run, permit).await;
             }
             _ => {
+                let rec = run.snapshot();
+                let waited = app2.clock.now_ms() - rec.created_at;
+                crate::observe::queue_wait(&app2, &rec, waited.max(0) as f64 / 1000.0);
                 if run.stop_cause() == StopCause::None {
-                    crate::observe::queue_ttl_expired(&app2);
+                    crate::observe::queue_ttl_expired(&app2, &rec.runtime);
                 }
                 let (phase, reason, message) = match run.stop_cause() {
                     StopCause::User => (Phase::Killed, "canceled_by_user", "canceled_by_user"),
@@ -277,7 +281,7 @@ fn admitted(app: &App, run: &LiveRun, phase: Phase) {
     let rec = run.snapshot();
     crate::audit::run_created(app, &rec);
     crate::audit::run_phase(app, &rec, phase);
-    crate::observe::run_started(app, &rec.runtime);
+    crate::observe::run_started(app, &rec);
 }
 
 /// What a finished run's box measured: CPU seconds, peak memory in MiB, and the network
@@ -507,7 +511,9 @@ async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit
     };
 
     run.transition(Phase::Running);
-    crate::audit::run_phase(&app, &run.snapshot(), Phase::Running);
+    let rec = run.snapshot();
+    crate::audit::run_phase(&app, &rec, Phase::Running);
+    crate::observe::start_latency(&app, &rec);
     // The idle timeout counts from here: a run that waited in the queue or for its session
     // longer than it must not find its stdin closed before its command could read it.
     if let Some(input) = &run.stdin {

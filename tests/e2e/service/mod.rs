@@ -21,5 +21,6 @@ mod quotas;
 mod restart;
 mod runs;
 mod shapes;
+mod traces;
 mod uploads;
 mod ws;

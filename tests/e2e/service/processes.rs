@@ -276,7 +276,8 @@ async fn kill_stops_a_cpu_loop() {
         metrics
             .lines()
             .any(|l| l.starts_with("sandbox_processes_ended_total{")
-                && l.contains("status=\"killed\"")),
+                && l.contains("status=\"killed\"")
+                && l.ends_with(" 1")),
         "{metrics}"
     );
 }

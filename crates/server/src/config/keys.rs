@@ -555,6 +555,24 @@ pub static KEYS: &[Key] = &[
     ),
     text!("SANDBOX_LOG_FORMAT", log_format, "or `text`"),
     Key {
+        name: "SANDBOX_OTLP_ENDPOINT",
+        apply: |r, v| {
+            let v = v.trim();
+            if !v.is_empty() && !v.starts_with("http://") && !v.starts_with("https://") {
+                return Err(format!("not an http(s) URL: {v:?}"));
+            }
+            r.config.otlp_endpoint = v.to_string();
+            Ok(())
+        },
+        default: Shown::Text("empty"),
+        doc: "OpenTelemetry traces over OTLP/HTTP (protobuf) to this collector (`http://HOST:4318`; `/v1/traces` is added unless the URL ends with it): a span per request and per run; empty: no traces",
+    },
+    text!(
+        "SANDBOX_OTEL_SERVICE_NAME",
+        otel_service_name,
+        "the `service.name` of the traces"
+    ),
+    Key {
         name: "SANDBOX_DOCKER_ENABLED",
         apply: |r, v| {
             r.config.docker.enabled = flag(v)?;

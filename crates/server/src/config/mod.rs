@@ -246,6 +246,10 @@ pub struct Config {
     pub interactive_idle_timeout_sec: u64,
     /// `json` (default) or `text` (`SANDBOX_LOG_FORMAT`).
     pub log_format: String,
+    /// `SANDBOX_OTLP_ENDPOINT`: the OTLP/HTTP collector traces go to; empty: no traces.
+    pub otlp_endpoint: String,
+    /// `SANDBOX_OTEL_SERVICE_NAME`: the `service.name` of the traces.
+    pub otel_service_name: String,
     /// The Docker runtime (`SANDBOX_DOCKER_*`).
     pub docker: DockerConfig,
 }
@@ -396,6 +400,8 @@ impl Default for Config {
             interactive_input_bps: 64 * 1024,
             interactive_idle_timeout_sec: 30,
             log_format: "json".into(),
+            otlp_endpoint: String::new(),
+            otel_service_name: "wasmsand".into(),
             docker: DockerConfig::default(),
         }
     }
