@@ -2,6 +2,7 @@
 //! crates/server/tests/e2e).
 
 mod admin;
+mod admin_policy;
 mod api;
 mod artifacts;
 mod audit;
