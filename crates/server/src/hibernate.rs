@@ -572,6 +572,25 @@ impl App {
         n
     }
 
+    /// Hibernates the least recently used live session that is idle (no run, upload or
+    /// background process) other than `except`. Whether one went.
+    async fn make_room(self: &Arc<Self>, except: &str) -> bool {
+        let mut live: Vec<(i64, Arc<Session>)> = self
+            .sessions
+            .lock()
+            .values()
+            .filter(|s| s.id != except && s.runtime.hibernates())
+            .map(|s| (s.last_used.load(Ordering::SeqCst), s.clone()))
+            .collect();
+        live.sort_by_key(|(used, _)| *used);
+        for (used, s) in live {
+            if self.hibernate(&s, Some(used)).await {
+                return true;
+            }
+        }
+        false
+    }
+
     /// At a clean shutdown: every live session that can hibernates, so that none is lost.
     pub(crate) async fn hibernate_all(self: &Arc<Self>) -> usize {
         let all: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
@@ -760,7 +779,11 @@ impl App {
                 .map(Arc::new)
                 .unwrap_or(current),
         });
-        if !self.insert_session(session.clone()) {
+        // A session that exists stays usable when the server is full of others: the least
+        // recently used idle one goes to sleep to make room for it.
+        let inserted = self.insert_session(session.clone())
+            || self.make_room(id).await && self.insert_session(session.clone());
+        if !inserted {
             session.boxed.destroy().await;
             return Err(crate::api::sessions::too_many_sessions(self));
         }

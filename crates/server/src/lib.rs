@@ -23,6 +23,7 @@ pub mod config;
 mod doc_block;
 mod egress_proxy;
 mod error;
+mod fair;
 mod gitclone;
 pub mod hibernate;
 mod http;
@@ -40,6 +41,7 @@ mod policy;
 mod process_table;
 mod processes;
 mod quotas;
+mod ratelimit;
 mod redact;
 mod replica;
 mod retention;
@@ -104,6 +106,7 @@ pub struct App {
     pub(crate) otel: Option<otel::Tracing>,
     pub(crate) audit: audit::AuditSink,
     pub(crate) quotas: quotas::Quotas,
+    pub(crate) rate_limits: ratelimit::RateLimits,
     /// The MCP server of `/mcp`, once mounted: its sessions count against `max_sessions`.
     pub(crate) mcp: std::sync::OnceLock<wasmsand_mcp::Mcp>,
     /// Forwarding to the owner of a session or run when replicas share the store.
@@ -208,6 +211,7 @@ impl App {
             otel: otel::Tracing::new(&config).map_err(StartError::Config)?,
             audit: audit_sink,
             quotas: quotas::Quotas::default(),
+            rate_limits: ratelimit::RateLimits::new(&config, clock.clone()),
             mcp: std::sync::OnceLock::new(),
             replica: replica::Replica::default(),
             node_id,

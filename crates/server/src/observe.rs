@@ -396,8 +396,14 @@ pub(crate) const RUN_ENDINGS: &[(&str, &str)] = &[
 pub(crate) const QUOTAS: &[&str] = &[
     "concurrent_runs",
     "runs_per_minute",
-    "exec_seconds_per_day",
+    "cpu_seconds_per_day",
+    "artifact_bytes_per_day",
     "artifact_bytes_per_user",
+    // The request rate limits of crate::ratelimit.
+    "sessions_per_minute",
+    "uploads_per_minute",
+    "downloads_per_minute",
+    "admin_requests_per_minute",
 ];
 
 /// The `exit_code` label values of [`exit_code_label`] a run that ended with `reason` can
@@ -843,9 +849,16 @@ mod tests {
             .filter_map(|w| w[1].trim().strip_suffix(','))
             .filter_map(|q| q.strip_prefix('"')?.strip_suffix('"'))
             .collect();
-        assert!(named.len() >= QUOTAS.len(), "{named:?}");
-        for q in named {
-            assert!(QUOTAS.contains(&q), "quota {q} is missing from QUOTAS");
-        }
+        let mut named: Vec<&str> = named
+            .into_iter()
+            .chain(crate::ratelimit::Class::ALL.iter().map(|c| c.name()))
+            .collect();
+        named.sort();
+        let mut known = QUOTAS.to_vec();
+        known.sort();
+        assert_eq!(
+            named, known,
+            "QUOTAS is not the quotas and rate limits refused"
+        );
     }
 }

@@ -102,12 +102,68 @@ impl Modify for Credentials {
     }
 }
 
+/// Adds the 429s every operation can answer besides its own (paths as routed, before the
+/// base path is added): `crate::ratelimit`'s, from the classification the middleware uses,
+/// and a session's wake refused when the server is full.
+fn document_429s(paths: &mut utoipa::openapi::Paths) {
+    let limited = ResponseBuilder::new()
+        .description(
+            "the user's rate limit for this kind of request is used up (`rate_limited`, \
+             `Retry-After`)",
+        )
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorEnvelope")))
+                .build(),
+        )
+        .build();
+    // Any request on a session may have to wake it from the store, and when every live
+    // session is busy there is no room for it.
+    let full = ResponseBuilder::new()
+        .description(
+            "the session is asleep and the server holds its maximum of live sessions, none \
+             idle (`quota_exceeded`)",
+        )
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorEnvelope")))
+                .build(),
+        )
+        .build();
+    for (path, item) in paths.paths.iter_mut() {
+        for (method, op) in [
+            (axum::http::Method::GET, &mut item.get),
+            (axum::http::Method::POST, &mut item.post),
+            (axum::http::Method::PUT, &mut item.put),
+            (axum::http::Method::DELETE, &mut item.delete),
+            (axum::http::Method::PATCH, &mut item.patch),
+        ] {
+            let Some(op) = op else { continue };
+            if crate::ratelimit::Class::of(&method, path).is_some() {
+                op.responses
+                    .responses
+                    .entry("429".into())
+                    .or_insert_with(|| limited.clone().into());
+            }
+            if path.starts_with("/sessions/{id}") {
+                op.responses
+                    .responses
+                    .entry("429".into())
+                    .or_insert_with(|| full.clone().into());
+            }
+        }
+    }
+}
+
 /// The document, built once.
 pub fn document() -> &'static str {
     static DOC: OnceLock<String> = OnceLock::new();
     DOC.get_or_init(|| {
         let (_, mut api) = crate::api::api_routes(0).split_for_parts();
         api.merge(SandboxApi::openapi());
+        document_429s(&mut api.paths);
         // axum's catch-all `{*path}` is OpenAPI's `{path}`.
         let paths = std::mem::take(&mut api.paths.paths);
         api.paths.paths = paths
@@ -216,6 +272,19 @@ mod tests {
                 assert!(ok["$ref"].is_string(), "{m} {p}: 200 body is {ok}");
             }
             assert!(methods > 0, "{p} has no operation");
+        }
+        for (method, p) in [
+            ("post", "/api/v1/sandbox/sessions"),
+            ("post", "/api/v1/sandbox/sessions/{id}/files"),
+            ("put", "/api/v1/sandbox/sessions/{id}/files/content"),
+            ("get", "/api/v1/sandbox/sessions/{id}/files/content"),
+            ("get", "/api/v1/sandbox/runs/{id}/artifacts/{path}"),
+            ("post", "/api/v1/sandbox/admin/gc"),
+        ] {
+            assert!(
+                paths[p][method]["responses"]["429"].is_object(),
+                "{method} {p} does not document its rate limit"
+            );
         }
         let metrics = &paths["/metrics"]["get"]["responses"]["200"]["content"];
         assert!(metrics["text/plain"].is_object(), "{metrics}");

@@ -81,7 +81,8 @@ pub const LIVE_POLICY_KEYS: &[&str] = &[
 pub const LIVE_QUOTA_KEYS: &[&str] = &[
     "SANDBOX_USER_MAX_CONCURRENT_RUNS",
     "SANDBOX_USER_RUNS_PER_MINUTE",
-    "SANDBOX_USER_EXEC_SECONDS_PER_DAY",
+    "SANDBOX_USER_CPU_SECONDS_PER_DAY",
+    "SANDBOX_USER_ARTIFACT_MB_PER_DAY",
     "SANDBOX_MAX_SESSIONS",
 ];
 
@@ -121,7 +122,8 @@ impl Policy {
                 let v = match *k {
                     "SANDBOX_USER_MAX_CONCURRENT_RUNS" => json!(c.user_max_concurrent_runs),
                     "SANDBOX_USER_RUNS_PER_MINUTE" => json!(c.user_runs_per_minute),
-                    "SANDBOX_USER_EXEC_SECONDS_PER_DAY" => json!(c.user_exec_seconds_per_day),
+                    "SANDBOX_USER_CPU_SECONDS_PER_DAY" => json!(c.user_cpu_seconds_per_day),
+                    "SANDBOX_USER_ARTIFACT_MB_PER_DAY" => json!(c.user_artifact_mb_per_day),
                     "SANDBOX_MAX_SESSIONS" => json!(c.max_sessions),
                     other => unreachable!("{other} is not a quota key"),
                 };

@@ -31,7 +31,7 @@ pub struct Quotas {
 /// Held until the admitted run is recorded.
 pub type Admission = tokio::sync::OwnedMutexGuard<()>;
 
-fn refuse(
+pub(crate) fn refuse(
     app: &App,
     code: ErrorCode,
     quota: &'static str,
@@ -117,7 +117,8 @@ fn limits(app: &App) -> store::UserLimits {
     store::UserLimits {
         concurrent_runs: c.user_max_concurrent_runs,
         runs_per_minute: c.user_runs_per_minute,
-        exec_seconds_per_day: c.user_exec_seconds_per_day,
+        cpu_seconds_per_day: c.user_cpu_seconds_per_day,
+        artifact_bytes_per_day: c.user_artifact_mb_per_day.saturating_mul(MIB),
     }
 }
 
@@ -180,18 +181,34 @@ fn refusal(
             retry,
         );
     }
-    let used_sec = usage.exec_ms / 1000;
-    let retry = secs_until(app, usage.oldest_exec.unwrap_or(now) + DAY_MS);
+    let used_sec = usage.cpu_ms / 1000;
+    if l.cpu_seconds_per_day > 0 && used_sec >= l.cpu_seconds_per_day {
+        let retry = secs_until(app, usage.oldest_cpu.unwrap_or(now) + DAY_MS);
+        return refuse(
+            app,
+            ErrorCode::QuotaExceeded,
+            "cpu_seconds_per_day",
+            format!(
+                "user '{user}' used {used_sec} CPU seconds in the last 24 h (limit {})",
+                l.cpu_seconds_per_day
+            ),
+            l.cpu_seconds_per_day,
+            used_sec,
+            retry,
+        );
+    }
+    let retry = secs_until(app, usage.oldest_artifact.unwrap_or(now) + DAY_MS);
     refuse(
         app,
         ErrorCode::QuotaExceeded,
-        "exec_seconds_per_day",
+        "artifact_bytes_per_day",
         format!(
-            "user '{user}' used {used_sec} s of execution in the last 24 h (limit {})",
-            l.exec_seconds_per_day
+            "user '{user}' captured {} bytes of artifacts in the last 24 h (limit {}); runs \
+             that capture artifacts are refused until the day's first ones are older",
+            usage.artifact_bytes_day, l.artifact_bytes_per_day
         ),
-        l.exec_seconds_per_day,
-        used_sec,
+        l.artifact_bytes_per_day,
+        usage.artifact_bytes_day,
         retry,
     )
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde_json::json;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::watch;
 
 use crate::App;
 use crate::logs::RunLog;
@@ -120,7 +120,7 @@ impl LiveRun {
 
 /// The concurrency cap and the waiting line in front of it.
 pub struct Queue {
-    sem: Arc<Semaphore>,
+    slots: Arc<crate::fair::Slots>,
     waiting: AtomicUsize,
     concurrency: usize,
     /// Moving average of run durations, for `estimated_start_time` and `Retry-After`.
@@ -136,7 +136,7 @@ pub enum Admission {
 impl Queue {
     pub fn new(concurrency: usize) -> Queue {
         Queue {
-            sem: Arc::new(Semaphore::new(concurrency)),
+            slots: crate::fair::Slots::new(concurrency),
             waiting: AtomicUsize::new(0),
             concurrency,
             avg_ms: AtomicU64::new(100),
@@ -159,15 +159,37 @@ impl Queue {
     }
 }
 
+/// A session with its lock held: its runs go one at a time.
+type SessionHeld = (Arc<Session>, tokio::sync::OwnedMutexGuard<()>);
+
+/// The session's lock now, if nothing holds it. Its sandbox may have gone to the store:
+/// waking it is provisioning ([`provision`]), under the run's startup timeout.
+fn try_lock_session(s: &Arc<Session>) -> Option<SessionHeld> {
+    let guard = s.lock.clone().try_lock_owned().ok()?;
+    Some((s.clone(), guard))
+}
+
 /// Admits a run: it starts now, waits in line, or is refused because the line is full.
+///
+/// A run of a session whose previous run has not ended waits in line for its session
+/// first and only then for a run slot: it does not hold one of the server's slots while
+/// it cannot start. Slots go round robin between the users waiting for one
+/// ([`crate::fair`]).
 pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
     let q = &app.queue;
-    if let Ok(permit) = q.sem.clone().try_acquire_owned() {
+    let session = run.spec.lock().as_ref().and_then(|s| s.session.clone());
+    let held = match &session {
+        Some(s) => try_lock_session(s),
+        None => None,
+    };
+    if (session.is_none() || held.is_some())
+        && let Some(slot) = q.slots.try_acquire()
+    {
         run.transition(Phase::Starting);
         admitted(app, &run, Phase::Starting);
         crate::observe::queue_wait(app, &run.snapshot(), 0.0);
         let app = app.clone();
-        tokio::spawn(execute(app, run, permit));
+        tokio::spawn(execute(app, run, slot, held));
         return Admission::Started;
     }
     let max = app.config.queue_max_length;
@@ -206,24 +228,41 @@ pub fn submit(app: &Arc<App>, run: Arc<LiveRun>) -> Admission {
         .clock
         .sleep(Duration::from_secs(app.config.queue_ttl_sec));
     let app2 = app.clone();
+    let user = run.record.lock().user_id.clone();
+    // A run that needs no session, or holds it, takes its place in its user's line now, so
+    // runs are served in the order they were submitted; one waiting for its session takes
+    // it once the session is free.
+    let slot_place = (session.is_none() || held.is_some()).then(|| q.slots.enqueue(&user));
     tokio::spawn(async move {
         let mut stop = run.stop.subscribe();
+        let wait = async {
+            let held = match (held, session) {
+                (Some(h), _) => Some(h),
+                (None, Some(s)) => {
+                    let guard = s.lock.clone().lock_owned().await;
+                    Some((s, guard))
+                }
+                (None, None) => None,
+            };
+            let slot_place = slot_place.unwrap_or_else(|| app2.queue.slots.enqueue(&user));
+            (slot_place.slot().await, held)
+        };
         let acquired = tokio::select! {
-            p = app2.queue.sem.clone().acquire_owned() => p.ok(),
+            p = wait => Some(p),
             _ = expired => None,
             _ = stopped(&mut stop) => None,
         };
         drop(place);
         crate::replica::queue_leave(&app2, &run.id).await;
         match acquired {
-            Some(permit) if run.stop_cause() == StopCause::None => {
+            Some((slot, held)) if run.stop_cause() == StopCause::None => {
                 run.transition(Phase::Starting);
                 let rec = run.snapshot();
                 let waited =
                     rec.starting_at.unwrap_or_else(|| app2.clock.now_ms()) - rec.created_at;
                 crate::observe::queue_wait(&app2, &rec, waited.max(0) as f64 / 1000.0);
                 crate::audit::run_phase(&app2, &rec, Phase::Starting);
-                execute(app2, run, permit).await;
+                execute(app2, run, slot, held).await;
             }
             _ => {
                 let rec = run.snapshot();
@@ -429,26 +468,28 @@ async fn record_end(app: &Arc<App>, run: &LiveRun, rec: RunRecord) {
     }
 }
 
-/// A run's box, and for a session's run the session (woken again if it hibernated while the
-/// run waited) with its lock held.
-type Provisioned = (
-    Arc<dyn SandboxBox>,
-    Option<(Arc<Session>, tokio::sync::OwnedMutexGuard<()>)>,
-);
+/// A run's box, and for a session's run the session with its lock held.
+type Provisioned = (Arc<dyn SandboxBox>, Option<SessionHeld>);
 
-/// Sets up the run's box: the session's (waiting for its previous run) or a fresh one, with
-/// the inline files written and the cwd checked.
+/// Sets up the run's box: the session's (`held`, locked when the run was admitted) or a
+/// fresh one, with the inline files written and the cwd checked.
 async fn provision(
     app: &Arc<App>,
     run: &LiveRun,
     spec: &RunSpec,
+    held: Option<SessionHeld>,
 ) -> Result<Provisioned, ProvisionError> {
-    let (boxed, guard) = match &spec.session {
-        Some(s) => {
-            let (s, guard) = app
-                .lock_session(s.clone())
-                .await
-                .map_err(|e| ProvisionError::Failed(e.message))?;
+    let (boxed, guard) = match (&spec.session, held) {
+        (Some(_), Some((s, guard))) => {
+            let (s, guard) = if s.hibernated.load(Ordering::SeqCst) {
+                // It went to the store (or was replaced) while the run waited: wake it.
+                drop(guard);
+                app.lock_session(s)
+                    .await
+                    .map_err(|e| ProvisionError::Failed(e.message))?
+            } else {
+                (s, guard)
+            };
             if !s.boxed.is_alive() {
                 return Err(ProvisionError::Failed(
                     "the session was deleted, or its sandbox was lost".into(),
@@ -456,7 +497,13 @@ async fn provision(
             }
             (s.boxed.clone(), Some((s, guard)))
         }
-        None => {
+        // `submit` admits a session's run only with its session held.
+        (Some(_), None) => {
+            return Err(ProvisionError::Failed(
+                "the run was admitted without its session".into(),
+            ));
+        }
+        (None, _) => {
             let owner = run.record.lock().user_id.clone();
             let boxed = spec
                 .runtime
@@ -501,12 +548,18 @@ async fn provision(
 }
 
 /// Runs an admitted run to its end: sandbox, command, artifacts, then its record. The
-/// permit is its place among the concurrent runs, given back when this returns.
-async fn execute(app: Arc<App>, run: Arc<LiveRun>, _permit: OwnedSemaphorePermit) {
+/// slot is its place among the concurrent runs, given back when this returns; `held` is its
+/// session, locked.
+async fn execute(
+    app: Arc<App>,
+    run: Arc<LiveRun>,
+    _slot: crate::fair::Slot,
+    held: Option<SessionHeld>,
+) {
     let Some(mut spec) = run.spec.lock().take() else {
         return;
     };
-    let Some((boxed, session)) = start_sandbox(&app, &run, &spec).await else {
+    let Some((boxed, session)) = start_sandbox(&app, &run, &spec, held).await else {
         return;
     };
 
@@ -601,11 +654,16 @@ fn stop_ending(cause: StopCause) -> Ending {
 
 /// The run's sandbox within `startup_timeout_sec`, with the session's lock held; `None`
 /// when the run already ended (timed out, failed to provision, or stopped meanwhile).
-async fn start_sandbox(app: &Arc<App>, run: &Arc<LiveRun>, spec: &RunSpec) -> Option<Provisioned> {
+async fn start_sandbox(
+    app: &Arc<App>,
+    run: &Arc<LiveRun>,
+    spec: &RunSpec,
+    held: Option<SessionHeld>,
+) -> Option<Provisioned> {
     let mut stop = run.stop.subscribe();
     let startup = Duration::from_secs(spec.startup_timeout_sec);
     let provisioned = tokio::select! {
-        r = tokio::time::timeout(startup, provision(app, run, spec)) => r,
+        r = tokio::time::timeout(startup, provision(app, run, spec, held)) => r,
         _ = stopped(&mut stop) => {
             finish(app, run, stop_ending(run.stop_cause())).await;
             return None;
@@ -757,6 +815,7 @@ pub fn spawn_sweeper(app: &Arc<App>) {
                 }
                 crate::artifacts::sweep(&app).await;
                 crate::retention::purge_runs(&app).await;
+                app.rate_limits.shrink();
                 for rt in app.runtimes.all() {
                     rt.reap().await;
                 }

@@ -150,7 +150,9 @@ mod tests {
             "SANDBOX_WS_SIGNED_URLS",
             "SANDBOX_WS_SIGNING_SECRET",
             "SANDBOX_API_KEYS_FILE",
+            "SANDBOX_USER_CPU_SECONDS_PER_DAY",
             "SANDBOX_USER_EXEC_SECONDS_PER_DAY",
+            "SANDBOX_USER_ARTIFACT_MB_PER_DAY",
         ] {
             assert!(k.contains(key), "{key}");
         }

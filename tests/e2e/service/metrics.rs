@@ -341,8 +341,13 @@ async fn every_known_series_is_exported_at_zero_from_start_up() {
     for quota in [
         "concurrent_runs",
         "runs_per_minute",
-        "exec_seconds_per_day",
+        "cpu_seconds_per_day",
+        "artifact_bytes_per_day",
         "artifact_bytes_per_user",
+        "sessions_per_minute",
+        "uploads_per_minute",
+        "downloads_per_minute",
+        "admin_requests_per_minute",
     ] {
         zero("sandbox_quota_rejections_total", &[("quota", quota)]);
     }

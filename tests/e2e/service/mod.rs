@@ -8,6 +8,7 @@ mod artifacts;
 mod audit;
 mod auth;
 pub(crate) mod common;
+mod fairness;
 pub(crate) mod files;
 pub(crate) mod git;
 mod interactive;

@@ -118,17 +118,54 @@ async fn runs_per_minute_are_rate_limited() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn execution_seconds_per_day_are_capped() {
-    let srv = TestServer::with(|c| c.user_exec_seconds_per_day = 1).await;
-    let (_, _, status) = srv.run(TestServer::script("sleep 1.2")).await;
+async fn cpu_seconds_per_day_are_capped() {
+    let srv = TestServer::with(|c| c.user_cpu_seconds_per_day = 1).await;
+    // Sleeping costs no CPU: the quota is not touched however long it takes.
+    for _ in 0..2 {
+        let (_, _, status) = srv.run(TestServer::script("sleep 0.7")).await;
+        assert_eq!(status["phase"], "completed", "{status}");
+        assert!(status["resource_usage"]["cpu_time_sec"].as_f64().unwrap() < 0.5);
+    }
+    let burn = TestServer::one_shot(&[
+        "python3",
+        "-c",
+        "import time\nt = time.time()\nwhile time.time() - t < 1.5: pass",
+    ]);
+    let (_, _, status) = srv.run(burn).await;
     assert_eq!(status["phase"], "completed", "{status}");
-    assert!(status["resource_usage"]["wall_time_sec"].as_f64().unwrap() >= 1.0);
+    let cpu = status["resource_usage"]["cpu_time_sec"].as_f64().unwrap();
+    assert!(cpu >= 1.0, "{status}");
     let (s, h, v) = srv.post("/runs", TestServer::script("true")).await;
-    assert_refused(s, &v, "quota_exceeded", "exec_seconds_per_day");
+    assert_refused(s, &v, "quota_exceeded", "cpu_seconds_per_day");
     assert!(v["error"]["details"]["used"].as_u64().unwrap() >= 1);
     // Room comes back when the run leaves the rolling day.
     let wait = retry_after(&h);
     assert!((86_000..=86_400).contains(&wait), "{wait}");
+    srv.app.clock.advance(std::time::Duration::from_secs(wait));
+    let (s, _, v) = srv.post("/runs", TestServer::script("true")).await;
+    assert!(s.is_success(), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifact_bytes_per_day_are_capped() {
+    let srv = TestServer::with(|c| c.user_artifact_mb_per_day = 1).await;
+    let capture = |script: &str| {
+        let mut b = TestServer::script(script);
+        b["capture_patterns"] = json!(["*.bin"]);
+        b
+    };
+    let (_, _, st) = srv
+        .run(capture("head -c 1048576 /dev/zero > one.bin"))
+        .await;
+    assert_eq!(st["resource_usage"]["artifact_bytes"], 1_048_576, "{st}");
+    let (s, h, v) = srv.post("/runs", capture("true")).await;
+    assert_refused(s, &v, "quota_exceeded", "artifact_bytes_per_day");
+    assert_eq!(v["error"]["details"]["used"], 1_048_576);
+    assert_eq!(v["error"]["details"]["limit"], 1_048_576);
+    assert!((86_000..=86_400).contains(&retry_after(&h)));
+    // A run that captures nothing still runs.
+    let (s, _, v) = srv.post("/runs", TestServer::script("true")).await;
+    assert!(s.is_success(), "{v}");
 }
 
 // Threat: T-SERVICE-EXHAUST (docs/security.md)
@@ -197,4 +234,105 @@ async fn a_run_seen_to_end_has_given_its_place_back() {
             }
         }
     }
+}
+
+// Threat: T-SERVICE-EXHAUST (docs/security.md)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_upload_download_and_admin_requests_are_rate_limited_per_user() {
+    let srv = auth_server(|c| {
+        c.user_sessions_per_minute = 2;
+        c.user_uploads_per_minute = 1;
+        c.user_downloads_per_minute = 1;
+        c.admin_requests_per_minute = 1;
+    })
+    .await;
+    let alice = [api_key(ALICE_KEY)];
+    let root = [api_key(ROOT_KEY)];
+    let sessions = srv.url("/sessions");
+    let new_session = json!({ "spec_version": "1.0" });
+    let mut sids = Vec::new();
+    for _ in 0..2 {
+        let (s, _, v) = call(
+            &srv,
+            Method::POST,
+            &sessions,
+            &alice,
+            Some(new_session.clone()),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        sids.push(v["session_id"].as_str().unwrap().to_string());
+    }
+    let (s, h, v) = call(
+        &srv,
+        Method::POST,
+        &sessions,
+        &alice,
+        Some(new_session.clone()),
+    )
+    .await;
+    assert_refused(s, &v, "rate_limited", "sessions_per_minute");
+    assert_eq!(v["error"]["details"]["limit"], 2);
+    let wait = retry_after(&h);
+    assert!((1..=30).contains(&wait), "{wait}");
+    // Forking makes a session too.
+    let fork = srv.url(&format!("/sessions/{}/fork", sids[0]));
+    let (s, _, v) = call(&srv, Method::POST, &fork, &alice, Some(json!({}))).await;
+    assert_refused(s, &v, "rate_limited", "sessions_per_minute");
+    // Another user has a limit of their own; reading is not limited.
+    let (s, _, v) = call(
+        &srv,
+        Method::POST,
+        &sessions,
+        &root,
+        Some(new_session.clone()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let (s, _, v) = call(&srv, Method::GET, &sessions, &alice, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+
+    // Writes and uploads share one limit, reads and artifact downloads another.
+    let content = srv.url(&format!("/sessions/{}/files/content?path=a.txt", sids[0]));
+    let resp = srv
+        .client
+        .put(&content)
+        .header("x-api-key", ALICE_KEY)
+        .body("hello")
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    let tar = tar_of(&[("b.txt", b"b")]);
+    let resp = srv
+        .client
+        .post(srv.url(&format!("/sessions/{}/files", sids[0])))
+        .header("x-api-key", ALICE_KEY)
+        .header("content-type", "application/x-tar")
+        .body(tar)
+        .send()
+        .await
+        .unwrap();
+    let (s, h) = (resp.status(), resp.headers().clone());
+    let v: Value = resp.json().await.unwrap();
+    assert_refused(s, &v, "rate_limited", "uploads_per_minute");
+    assert!(retry_after(&h) >= 1);
+    let (s, _, v) = call(&srv, Method::GET, &content, &alice, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, _, v) = call(&srv, Method::GET, &content, &alice, None).await;
+    assert_refused(s, &v, "rate_limited", "downloads_per_minute");
+
+    // Admin endpoints, per admin.
+    let admin_runs = srv.url("/admin/runs");
+    let (s, _, v) = call(&srv, Method::GET, &admin_runs, &root, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, _, v) = call(&srv, Method::GET, &admin_runs, &root, None).await;
+    assert_refused(s, &v, "rate_limited", "admin_requests_per_minute");
+
+    // Room comes back with time (the app's clock: nothing sleeps).
+    srv.app.clock.advance(std::time::Duration::from_secs(60));
+    let (s, _, v) = call(&srv, Method::POST, &sessions, &alice, Some(new_session)).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let (s, _, v) = call(&srv, Method::GET, &admin_runs, &root, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
 }

@@ -258,18 +258,27 @@ async fn execution_and_startup_timeouts_have_their_reason_codes() {
         "execution_timeout"
     );
 
-    // A session busy with a long run: the next run cannot start within its startup timeout.
+    // A session busy with a long run: waiting for it is queueing, not provisioning, so the
+    // next run waits in the queue past its startup timeout and ends with the queue's TTL.
     let sid = srv.session(json!({})).await;
     let long = srv
         .start_run(json!({ "spec_version": "1.0", "session_id": sid, "command": ["bash", "-c", SPIN], "timeout_sec": 600 }))
         .await;
     let long_id = long["run_id"].as_str().unwrap().to_string();
     srv.wait_phase(&long_id, |p| p == "running").await;
-    let (_, _, st) = srv
-        .run(json!({ "spec_version": "1.0", "session_id": sid, "command": ["true"], "startup_timeout_sec": 1 }))
+    let next = srv
+        .start_run(json!({ "spec_version": "1.0", "session_id": sid, "command": ["true"], "startup_timeout_sec": 1 }))
         .await;
-    assert_eq!(st["phase"], "timed_out");
-    assert_eq!(st["reason_code"], "startup_timeout");
+    assert_eq!(next["phase"], "queued", "{next}");
+    let next_id = next["run_id"].as_str().unwrap().to_string();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let (_, st) = srv.get(&format!("/runs/{next_id}")).await;
+    assert_eq!(st["phase"], "queued", "{st}");
+    // Past the default queue_ttl_sec (120).
+    srv.app.clock.advance(std::time::Duration::from_secs(121));
+    let st = srv.wait_done(&next_id).await;
+    assert_eq!(st["phase"], "failed", "{st}");
+    assert_eq!(st["reason_code"], "queue_ttl_expired");
     srv.post(&format!("/runs/{long_id}/cancel"), json!({}))
         .await;
     let st = srv.wait_done(&long_id).await;

@@ -80,10 +80,16 @@ pub(crate) fn api_routes(upload_limit: usize) -> OpenApiRouter<Arc<App>> {
 pub fn router(app: Arc<App>) -> Router {
     let upload_limit = (app.config.max_upload_mb * MIB) as usize + 1024 * 1024;
     let (api, _) = api_routes(upload_limit).split_for_parts();
-    let api = api.route_layer(axum::middleware::from_fn_with_state(
-        app.clone(),
-        crate::auth::authenticate,
-    ));
+    // Layered inside authentication: the limits are per authenticated user.
+    let api = api
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            crate::ratelimit::limit,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            crate::auth::authenticate,
+        ));
     Router::new()
         .route("/openapi.json", get(crate::openapi::serve))
         .route(&format!("{BASE}/openapi.json"), get(crate::openapi::serve))

@@ -516,7 +516,7 @@ pub static KEYS: &[Key] = &[
     num!(
         "SANDBOX_USER_MAX_CONCURRENT_RUNS",
         user_max_concurrent_runs,
-        "per user (0: off)"
+        "runs of one user queued or running at once (0: off); over it a 429 `quota_exceeded`, so no user fills the queue (the slots themselves go round robin between waiting users)"
     ),
     num!(
         "SANDBOX_USER_RUNS_PER_MINUTE",
@@ -524,9 +524,43 @@ pub static KEYS: &[Key] = &[
         "per user (0: off)"
     ),
     num!(
-        "SANDBOX_USER_EXEC_SECONDS_PER_DAY",
-        user_exec_seconds_per_day,
-        "per user, rolling 24 h (0: off)"
+        "SANDBOX_USER_CPU_SECONDS_PER_DAY",
+        user_cpu_seconds_per_day,
+        "CPU seconds of one user's runs in a rolling 24 h, as measured when each ends (a run in flight counts its running time so far); 0: off"
+    ),
+    Key {
+        name: "SANDBOX_USER_EXEC_SECONDS_PER_DAY",
+        apply: |r, v| {
+            r.config.user_cpu_seconds_per_day = number(v)?;
+            Ok(())
+        },
+        default: Shown::Text("—"),
+        doc: "deprecated name of `SANDBOX_USER_CPU_SECONDS_PER_DAY` (kept for one release)",
+    },
+    num!(
+        "SANDBOX_USER_ARTIFACT_MB_PER_DAY",
+        user_artifact_mb_per_day,
+        "MiB of artifacts one user's runs may capture in a rolling 24 h; over it runs that capture artifacts get a 429 `quota_exceeded` (0: off)"
+    ),
+    num!(
+        "SANDBOX_USER_SESSIONS_PER_MINUTE",
+        user_sessions_per_minute,
+        "sessions one user may create or fork per minute, as a burst then evenly (0: off); over it a 429 `rate_limited` with `Retry-After`"
+    ),
+    num!(
+        "SANDBOX_USER_UPLOADS_PER_MINUTE",
+        user_uploads_per_minute,
+        "uploads and file writes per user per minute (0: off)"
+    ),
+    num!(
+        "SANDBOX_USER_DOWNLOADS_PER_MINUTE",
+        user_downloads_per_minute,
+        "file reads and artifact downloads per user per minute (0: off)"
+    ),
+    num!(
+        "SANDBOX_ADMIN_REQUESTS_PER_MINUTE",
+        admin_requests_per_minute,
+        "requests to `/admin/*` per admin per minute (0: off)"
     ),
     Key {
         name: "SANDBOX_AUDIT_LOG_PATH",

@@ -214,8 +214,21 @@ pub struct Config {
     pub user_max_concurrent_runs: u64,
     /// `SANDBOX_USER_RUNS_PER_MINUTE`: runs one user may create in any minute.
     pub user_runs_per_minute: u64,
-    /// `SANDBOX_USER_EXEC_SECONDS_PER_DAY`: execution seconds one user may use in a rolling 24 h.
-    pub user_exec_seconds_per_day: u64,
+    /// `SANDBOX_USER_CPU_SECONDS_PER_DAY`: CPU seconds one user's runs may use in a rolling
+    /// 24 h (`SANDBOX_USER_EXEC_SECONDS_PER_DAY` is its deprecated name).
+    pub user_cpu_seconds_per_day: u64,
+    /// `SANDBOX_USER_ARTIFACT_MB_PER_DAY`: MiB of artifacts one user's runs may capture in a
+    /// rolling 24 h.
+    pub user_artifact_mb_per_day: u64,
+    /// Requests one user may make in a minute (burst, then evenly); 0 turns one off.
+    /// `SANDBOX_USER_SESSIONS_PER_MINUTE`: new sessions (created or forked).
+    pub user_sessions_per_minute: u64,
+    /// `SANDBOX_USER_UPLOADS_PER_MINUTE`: uploads and file writes.
+    pub user_uploads_per_minute: u64,
+    /// `SANDBOX_USER_DOWNLOADS_PER_MINUTE`: file reads and artifact downloads.
+    pub user_downloads_per_minute: u64,
+    /// `SANDBOX_ADMIN_REQUESTS_PER_MINUTE`: requests to `/admin/*`, per admin.
+    pub admin_requests_per_minute: u64,
     /// Audit events also go, one JSON object a line, to this file (`SANDBOX_AUDIT_LOG_PATH`).
     pub audit_log_path: Option<PathBuf>,
     /// `SANDBOX_AUDIT_RETENTION_DAYS` (30): how long audit events stay in the store.
@@ -385,9 +398,14 @@ impl Default for Config {
             ws_signed_urls: false,
             ws_signed_url_ttl_sec: 60,
             ws_signing_secret: None,
-            user_max_concurrent_runs: 0,
+            user_max_concurrent_runs: 32,
             user_runs_per_minute: 0,
-            user_exec_seconds_per_day: 0,
+            user_cpu_seconds_per_day: 0,
+            user_artifact_mb_per_day: 0,
+            user_sessions_per_minute: 300,
+            user_uploads_per_minute: 300,
+            user_downloads_per_minute: 1200,
+            admin_requests_per_minute: 600,
             audit_log_path: None,
             audit_retention_days: 30,
             run_retention_days: 30,

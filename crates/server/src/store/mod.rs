@@ -296,11 +296,18 @@ pub struct UserUsage {
     pub recent_runs: u64,
     /// See `recent_runs`.
     pub oldest_recent: Option<i64>,
-    /// Execution milliseconds of runs created at or after the day window's start (a run in
-    /// flight counts from its creation to now), and the oldest of their creation times.
-    pub exec_ms: u64,
-    /// See `exec_ms`.
-    pub oldest_exec: Option<i64>,
+    /// CPU milliseconds of runs created at or after the day window's start, and the oldest
+    /// creation time of those that used any. A finished run counts the CPU time it was measured to use; a
+    /// run in flight, its running time so far (its CPU time is known when it ends), so that
+    /// runs started together cannot all pass a nearly used quota.
+    pub cpu_ms: u64,
+    /// See `cpu_ms`.
+    pub oldest_cpu: Option<i64>,
+    /// Bytes of artifacts captured by runs created in the day window, and the oldest of those
+    /// runs' creation times.
+    pub artifact_bytes_day: u64,
+    /// See `artifact_bytes_day`.
+    pub oldest_artifact: Option<i64>,
 }
 
 impl UserUsage {
@@ -318,15 +325,25 @@ impl UserUsage {
         }
         if r.created_at >= day_from {
             let ms = if r.phase.is_terminal() {
-                (r.resource_usage.wall_time_sec * 1000.0) as u64
+                (r.resource_usage.cpu_time_sec * 1000.0) as u64
             } else {
-                (now - r.created_at).max(0) as u64
+                r.started_at.map_or(0, |s| (now - s).max(0) as u64)
             };
-            self.exec_ms += ms;
-            self.oldest_exec = Some(
-                self.oldest_exec
-                    .map_or(r.created_at, |o| o.min(r.created_at)),
-            );
+            // Only runs that used some count for when room comes back.
+            if ms > 0 {
+                self.cpu_ms += ms;
+                self.oldest_cpu = Some(
+                    self.oldest_cpu
+                        .map_or(r.created_at, |o| o.min(r.created_at)),
+                );
+            }
+            if r.resource_usage.artifact_bytes > 0 {
+                self.artifact_bytes_day += r.resource_usage.artifact_bytes;
+                self.oldest_artifact = Some(
+                    self.oldest_artifact
+                        .map_or(r.created_at, |o| o.min(r.created_at)),
+                );
+            }
         }
     }
 }
@@ -338,21 +355,30 @@ pub struct UserLimits {
     pub concurrent_runs: u64,
     /// Runs the user created in the last minute (`SANDBOX_USER_RUNS_PER_MINUTE`).
     pub runs_per_minute: u64,
-    /// Execution seconds in the last 24 h (`SANDBOX_USER_EXEC_SECONDS_PER_DAY`).
-    pub exec_seconds_per_day: u64,
+    /// CPU seconds in the last 24 h (`SANDBOX_USER_CPU_SECONDS_PER_DAY`).
+    pub cpu_seconds_per_day: u64,
+    /// Artifact bytes captured in the last 24 h (`SANDBOX_USER_ARTIFACT_MB_PER_DAY`); only
+    /// runs that capture artifacts are refused by it.
+    pub artifact_bytes_per_day: u64,
 }
 
 impl UserLimits {
     /// Whether any limit is on (if none is, admitting a run needs no usage query).
     pub fn any(&self) -> bool {
-        self.concurrent_runs > 0 || self.runs_per_minute > 0 || self.exec_seconds_per_day > 0
+        self.concurrent_runs > 0
+            || self.runs_per_minute > 0
+            || self.cpu_seconds_per_day > 0
+            || self.artifact_bytes_per_day > 0
     }
 
-    /// Whether one more run fits beside `u`.
-    pub fn admit(&self, u: &UserUsage) -> bool {
+    /// Whether one more run (`captures`: one that asks for artifacts) fits beside `u`.
+    pub fn admit(&self, u: &UserUsage, captures: bool) -> bool {
         !(self.concurrent_runs > 0 && u.active_runs >= self.concurrent_runs
             || self.runs_per_minute > 0 && u.recent_runs >= self.runs_per_minute
-            || self.exec_seconds_per_day > 0 && u.exec_ms / 1000 >= self.exec_seconds_per_day)
+            || self.cpu_seconds_per_day > 0 && u.cpu_ms / 1000 >= self.cpu_seconds_per_day
+            || captures
+                && self.artifact_bytes_per_day > 0
+                && u.artifact_bytes_day >= self.artifact_bytes_per_day)
     }
 }
 
@@ -652,7 +678,7 @@ pub trait Store: Send + Sync + 'static {
         } else {
             UserUsage::default()
         };
-        let ok = limits.admit(&u);
+        let ok = limits.admit(&u, !run.capture_patterns.is_empty());
         if ok {
             self.put_run(run)?;
         }

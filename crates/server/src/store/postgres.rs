@@ -529,7 +529,7 @@ impl Store for PostgresStore {
             for run in decode_runs(tx.query(&st, &[&r.user_id, &from]).await.map_err(err)?)? {
                 u.add(&run, minute_from, day_from, now);
             }
-            let ok = limits.admit(&u);
+            let ok = limits.admit(&u, !r.capture_patterns.is_empty());
             if ok {
                 let st = tx.prepare_cached(PUT_RUN).await.map_err(err)?;
                 write_run(&*tx, &st, &r, &owner, &body).await?;

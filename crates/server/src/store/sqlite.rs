@@ -652,7 +652,7 @@ impl Store for SqliteStore {
         } else {
             UserUsage::default()
         };
-        let ok = limits.admit(&u);
+        let ok = limits.admit(&u, !run.capture_patterns.is_empty());
         if ok {
             put_run(&tx, run)?;
         }

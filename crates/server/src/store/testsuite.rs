@@ -116,12 +116,24 @@ pub fn exercise(store: &dyn Store) {
     store.put_run(&live).unwrap();
     let mut long = sample_run("r5", Phase::Completed);
     long.created_at = 8000;
-    long.resource_usage.wall_time_sec = 2.5;
+    long.resource_usage.wall_time_sec = 9.0;
+    long.resource_usage.cpu_time_sec = 2.5;
+    long.resource_usage.artifact_bytes = 300;
     store.put_run(&long).unwrap();
     let u = store.user_usage("u", 8500, 5000, 10_000).unwrap();
     assert_eq!(u.active_runs, 1);
     assert_eq!((u.recent_runs, u.oldest_recent), (1, Some(9000)));
-    assert_eq!((u.exec_ms, u.oldest_exec), (2500 + 1000, Some(8000)));
+    // The finished run counts its CPU time (not its wall time); the one in flight, nothing
+    // until it starts.
+    assert_eq!((u.cpu_ms, u.oldest_cpu), (2500, Some(8000)));
+    assert_eq!((u.artifact_bytes_day, u.oldest_artifact), (300, Some(8000)));
+    let mut started = live.clone();
+    started.started_at = Some(9400);
+    store.put_run(&started).unwrap();
+    let u = store.user_usage("u", 8500, 5000, 10_000).unwrap();
+    assert_eq!(u.cpu_ms, 2500 + 600);
+    store.put_run(&live).unwrap();
+    let u = store.user_usage("u", 8500, 5000, 10_000).unwrap();
     assert_eq!(
         store.user_usage("v", 0, 0, 10_000).unwrap(),
         UserUsage::default()
@@ -139,7 +151,8 @@ pub fn exercise(store: &dyn Store) {
     let two = UserLimits {
         concurrent_runs: 2,
         runs_per_minute: 2,
-        exec_seconds_per_day: 4,
+        cpu_seconds_per_day: 4,
+        artifact_bytes_per_day: 1000,
     };
     let (_, stored) = store
         .admit_run(&sample_run("r6", Phase::Queued), &two, 8500, 5000, 10_000)
@@ -167,6 +180,21 @@ pub fn exercise(store: &dyn Store) {
         )
         .unwrap();
     assert!(stored && store.get_run("r7").unwrap().is_some());
+    // The day's artifact bytes refuse only runs that capture artifacts.
+    let bytes = UserLimits {
+        artifact_bytes_per_day: 300,
+        ..Default::default()
+    };
+    let mut captures = sample_run("r8", Phase::Queued);
+    captures.capture_patterns = vec!["*.csv".into()];
+    let (seen, stored) = store
+        .admit_run(&captures, &bytes, 8500, 5000, 10_000)
+        .unwrap();
+    assert_eq!((seen.artifact_bytes_day, stored), (300, false));
+    let (_, stored) = store
+        .admit_run(&sample_run("r8", Phase::Queued), &bytes, 8500, 5000, 10_000)
+        .unwrap();
+    assert!(stored);
 
     for (i, (event, run)) in [
         ("sandbox.run.created", "r4"),
