@@ -330,6 +330,10 @@ async fn a_thousand_idle_sessions_leave_the_process_memory() {
         &[
             ("SANDBOX_HIBERNATE_AFTER_SEC", "2"),
             ("SANDBOX_MAX_SESSIONS", "1000"),
+            // A thousand sessions and uploads in well under a minute, from one user: past the
+            // default request rate limits, which this test is not about.
+            ("SANDBOX_USER_SESSIONS_PER_MINUTE", "0"),
+            ("SANDBOX_USER_UPLOADS_PER_MINUTE", "0"),
         ],
     );
     // Each session holds a 256 KiB file, uploaded (no run needed) so that a thousand fit in
