@@ -73,15 +73,9 @@ impl Modify for Credentials {
             SecurityRequirement::new("api_key", Vec::<String>::new()),
             SecurityRequirement::default(),
         ]);
-        let unauthorized = ResponseBuilder::new()
-            .description("authentication is on and the credentials are missing, invalid or expired")
-            .content(
-                "application/json",
-                ContentBuilder::new()
-                    .schema(Some(Ref::from_schema_name("ErrorEnvelope")))
-                    .build(),
-            )
-            .build();
+        let unauthorized = error_response(
+            "authentication is on and the credentials are missing, invalid or expired",
+        );
         for item in doc.paths.paths.values_mut() {
             for op in [
                 &mut item.get,
@@ -102,36 +96,33 @@ impl Modify for Credentials {
     }
 }
 
+/// A response added to operations besides their own: its body is the `ErrorEnvelope`.
+fn error_response(description: &str) -> utoipa::openapi::Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorEnvelope")))
+                .build(),
+        )
+        .build()
+}
+
 /// Adds the 429s every operation can answer besides its own (paths as routed, before the
 /// base path is added): `crate::ratelimit`'s, from the classification the middleware uses,
 /// and a session's wake refused when the server is full.
 fn document_429s(paths: &mut utoipa::openapi::Paths) {
-    let limited = ResponseBuilder::new()
-        .description(
-            "the user's rate limit for this kind of request is used up (`rate_limited`, \
-             `Retry-After`)",
-        )
-        .content(
-            "application/json",
-            ContentBuilder::new()
-                .schema(Some(Ref::from_schema_name("ErrorEnvelope")))
-                .build(),
-        )
-        .build();
+    let limited = error_response(
+        "the user's rate limit for this kind of request is used up (`rate_limited`, \
+         `Retry-After`)",
+    );
     // Any request on a session may have to wake it from the store, and when every live
     // session is busy there is no room for it.
-    let full = ResponseBuilder::new()
-        .description(
-            "the session is asleep and the server holds its maximum of live sessions, none \
-             idle (`quota_exceeded`)",
-        )
-        .content(
-            "application/json",
-            ContentBuilder::new()
-                .schema(Some(Ref::from_schema_name("ErrorEnvelope")))
-                .build(),
-        )
-        .build();
+    let full = error_response(
+        "the session is asleep and the server holds its maximum of live sessions, none idle \
+         (`quota_exceeded`)",
+    );
     for (path, item) in paths.paths.iter_mut() {
         for (method, op) in [
             (axum::http::Method::GET, &mut item.get),
