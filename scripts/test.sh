@@ -84,6 +84,23 @@ if [ ${#EXTRA[@]} -gt 0 ]; then
 fi
 in_ci() { [ "${CI:-}" = true ]; }
 
+# A CI run builds a fresh clone once and throws the tree away: incremental compilation only
+# writes a second copy of every workspace crate's codegen (tens of GB over the suite's test
+# binaries at opt-level 2) that no later build reads. A CI run of 2026-12-03 filled its disk
+# with it and failed every stage after the cargo build. Local runs keep cargo's default.
+if in_ci; then
+    export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+fi
+# The footprint of a cold run of every stage (measured on a cold CI run; the README gives the figure); a full disk shows up
+# as a cascade of unrelated stage failures, so say it before the first build.
+NEED_GB=40
+mkdir -p target
+free_gb="$(df -Pk target | awk 'NR == 2 { print int($4 / 1048576) }')"
+used_gb="$(du -sk target 2>/dev/null | awk '{ print int($1 / 1048576) }')"
+if [ "$((free_gb + used_gb))" -lt "$NEED_GB" ]; then
+    echo "test.sh: warning: ${free_gb} GB free beside the ${used_gb} GB of target/; a cold run of every stage needs about ${NEED_GB} GB" >&2
+fi
+
 # ---- set-up shared by the stages -------------------------------------------------------------
 
 # rustup installs the pinned toolchain on first use (a no-op when it is there). Its
