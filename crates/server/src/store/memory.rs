@@ -4,7 +4,7 @@ use parking_lot::Mutex;
 
 use super::{
     AuditEvent, AuditQuery, IdemEntry, Phase, RunRecord, SavedSession, Store, StoreResult,
-    UserUsage,
+    UserLimits, UserUsage, fold_usage,
 };
 
 /// Most audit events kept in memory; the oldest go first.
@@ -163,6 +163,56 @@ impl Store for MemoryStore {
         Ok(self.runs.lock().values().cloned().collect())
     }
 
+    fn user_usage(
+        &self,
+        user_id: &str,
+        minute_from: i64,
+        day_from: i64,
+        now: i64,
+    ) -> StoreResult<UserUsage> {
+        let from = minute_from.min(day_from);
+        let runs = self.runs.lock();
+        Ok(fold_usage(
+            runs.values(),
+            user_id,
+            from,
+            minute_from,
+            day_from,
+            now,
+        ))
+    }
+
+    // Counted and stored under one lock, without copying the runs out: every run started
+    // with a quota on passes here.
+    fn admit_run(
+        &self,
+        run: &RunRecord,
+        limits: &UserLimits,
+        minute_from: i64,
+        day_from: i64,
+        now: i64,
+    ) -> StoreResult<(UserUsage, bool)> {
+        let mut runs = self.runs.lock();
+        let u = if limits.any() {
+            let from = limits.counted_from(minute_from, day_from);
+            fold_usage(
+                runs.values(),
+                &run.user_id,
+                from,
+                minute_from,
+                day_from,
+                now,
+            )
+        } else {
+            UserUsage::default()
+        };
+        let ok = limits.admit(&u, !run.capture_patterns.is_empty());
+        if ok {
+            runs.insert(run.id.clone(), run.clone());
+        }
+        Ok((u, ok))
+    }
+
     fn list_idempotency(&self) -> StoreResult<Vec<IdemEntry>> {
         Ok(self.idem.lock().values().cloned().collect())
     }
@@ -172,20 +222,6 @@ impl Store for MemoryStore {
         let before = m.len();
         m.retain(|_, e| e.created_at >= cutoff);
         Ok(before - m.len())
-    }
-
-    fn user_usage(
-        &self,
-        user_id: &str,
-        minute_from: i64,
-        day_from: i64,
-        now: i64,
-    ) -> StoreResult<UserUsage> {
-        let mut u = UserUsage::default();
-        for r in self.runs.lock().values().filter(|r| r.user_id == user_id) {
-            u.add(r, minute_from, day_from, now);
-        }
-        Ok(u)
     }
 
     fn put_audit(&self, event: &AuditEvent) -> StoreResult<()> {

@@ -348,6 +348,25 @@ impl UserUsage {
     }
 }
 
+/// The usage of `user_id` among `runs`, counting its finished runs created at or after
+/// `from` and every run of it not finished yet.
+pub(crate) fn fold_usage<'a>(
+    runs: impl IntoIterator<Item = &'a RunRecord>,
+    user_id: &str,
+    from: i64,
+    minute_from: i64,
+    day_from: i64,
+    now: i64,
+) -> UserUsage {
+    let mut u = UserUsage::default();
+    for r in runs {
+        if r.user_id == user_id && (!r.phase.is_terminal() || r.created_at >= from) {
+            u.add(r, minute_from, day_from, now);
+        }
+    }
+    u
+}
+
 /// The per-user limits a new run must fit in (0: no limit).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UserLimits {
@@ -369,6 +388,21 @@ impl UserLimits {
             || self.runs_per_minute > 0
             || self.cpu_seconds_per_day > 0
             || self.artifact_bytes_per_day > 0
+    }
+
+    /// The earliest creation time of a finished run that can count against these limits:
+    /// a day back for the daily quotas, a minute for the rate, and none at all (only runs
+    /// not finished yet count) when only concurrency is capped, as by default. An admission
+    /// reads that much of the user's history and no more: a busy user's day of runs is not
+    /// read for every run it starts.
+    pub fn counted_from(&self, minute_from: i64, day_from: i64) -> i64 {
+        if self.cpu_seconds_per_day > 0 || self.artifact_bytes_per_day > 0 {
+            day_from.min(minute_from)
+        } else if self.runs_per_minute > 0 {
+            minute_from
+        } else {
+            i64::MAX
+        }
     }
 
     /// Whether one more run (`captures`: one that asks for artifacts) fits beside `u`.
@@ -654,11 +688,15 @@ pub trait Store: Send + Sync + 'static {
         day_from: i64,
         now: i64,
     ) -> StoreResult<UserUsage> {
-        let mut u = UserUsage::default();
-        for r in self.list_runs()?.iter().filter(|r| r.user_id == user_id) {
-            u.add(r, minute_from, day_from, now);
-        }
-        Ok(u)
+        let from = minute_from.min(day_from);
+        Ok(fold_usage(
+            &self.list_runs()?,
+            user_id,
+            from,
+            minute_from,
+            day_from,
+            now,
+        ))
     }
     /// Stores a new run unless its user's usage at `now` (without it) leaves no room under
     /// `limits`, as one step: replicas admitting the same user at the same instant are
@@ -674,7 +712,15 @@ pub trait Store: Send + Sync + 'static {
         now: i64,
     ) -> StoreResult<(UserUsage, bool)> {
         let u = if limits.any() {
-            self.user_usage(&run.user_id, minute_from, day_from, now)?
+            let from = limits.counted_from(minute_from, day_from);
+            fold_usage(
+                &self.list_runs()?,
+                &run.user_id,
+                from,
+                minute_from,
+                day_from,
+                now,
+            )
         } else {
             UserUsage::default()
         };

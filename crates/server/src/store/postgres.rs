@@ -437,8 +437,13 @@ const PUT_RUN: &str = "INSERT INTO sandbox_runs
 const USER_LOCK_SPACE: i32 = 0x5155_4f54;
 
 /// A user's unfinished runs and those created since `$2`: what the quotas count.
+// The user's unfinished runs, then its finished ones created since $2: two ranges of the
+// (user_id, phase) and (user_id, created_at) indexes.
 const USER_USAGE: &str = "SELECT body::text FROM sandbox_runs WHERE user_id = $1
-     AND (created_at >= $2 OR phase NOT IN ('completed','failed','timed_out','killed'))";
+         AND phase IN ('queued','starting','running')
+     UNION ALL
+     SELECT body::text FROM sandbox_runs WHERE user_id = $1 AND created_at >= $2
+         AND phase IN ('completed','failed','timed_out','killed')";
 
 async fn write_run(
     c: &impl tokio_postgres::GenericClient,
@@ -512,7 +517,7 @@ impl Store for PostgresStore {
         let r = run.clone();
         let owner = self.replica_id.clone();
         let limits = *limits;
-        let from = minute_from.min(day_from);
+        let from = limits.counted_from(minute_from, day_from);
         self.exec(move |mut c| async move {
             let tx = c.transaction().await.map_err(err)?;
             // The user's admissions on every replica queue on one lock (its name hashed),

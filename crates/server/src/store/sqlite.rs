@@ -122,6 +122,9 @@ fn migrate(conn: &mut Connection) -> StoreResult<()> {
     if version < 4 {
         tx.execute_batch(SAVED_SESSIONS).map_err(err)?;
     }
+    if version < 5 {
+        tx.execute_batch(USAGE_INDEXES).map_err(err)?;
+    }
     tx.commit().map_err(err)
 }
 
@@ -213,6 +216,13 @@ const SAVED_SESSIONS: &str = "
         data BLOB NOT NULL
     );
     PRAGMA user_version = 4;";
+
+/// Version 5: an admission finds a user's unfinished runs and the runs of its quota window
+/// from these, without reading the rest of the user's history (see `user_usage`).
+const USAGE_INDEXES: &str = "
+    CREATE INDEX runs_user_phase ON runs(user_id, phase);
+    CREATE INDEX runs_user_created ON runs(user_id, created_at);
+    PRAGMA user_version = 5;";
 
 /// Version 2: the admin list's `q` (a substring of `base_image` or `message`) answered from
 /// an FTS5 trigram index instead of reading every run. The index reads its text from
@@ -362,20 +372,24 @@ fn release(conn: &Connection, removed: &[String]) -> StoreResult<()> {
 fn user_usage(
     conn: &Connection,
     user_id: &str,
+    from: i64,
     minute_from: i64,
     day_from: i64,
     now: i64,
 ) -> StoreResult<UserUsage> {
-    // Only the user's unfinished or recent runs.
+    // The user's unfinished runs, then its finished ones created since `from`: two index
+    // ranges, so the cost follows what is counted, not how many runs the user ever made.
     let mut st = conn
         .prepare_cached(
-            "SELECT body FROM runs WHERE user_id = ?1 AND (
-                 phase NOT IN ('completed','failed','timed_out','killed')
-                 OR created_at >= ?2)",
+            "SELECT body FROM runs WHERE user_id = ?1
+                 AND phase IN ('queued','starting','running')
+             UNION ALL
+             SELECT body FROM runs WHERE user_id = ?1 AND created_at >= ?2
+                 AND phase IN ('completed','failed','timed_out','killed')",
         )
         .map_err(err)?;
     let bodies: Vec<String> = st
-        .query_map(params![user_id, minute_from.min(day_from)], |r| r.get(0))
+        .query_map(params![user_id, from], |r| r.get(0))
         .map_err(err)?
         .collect::<Result<_, _>>()
         .map_err(err)?;
@@ -629,7 +643,8 @@ impl Store for SqliteStore {
         day_from: i64,
         now: i64,
     ) -> StoreResult<UserUsage> {
-        user_usage(&self.conn.lock(), user_id, minute_from, day_from, now)
+        let from = minute_from.min(day_from);
+        user_usage(&self.conn.lock(), user_id, from, minute_from, day_from, now)
     }
 
     fn admit_run(
@@ -648,7 +663,8 @@ impl Store for SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err)?;
         let u = if limits.any() {
-            user_usage(&tx, &run.user_id, minute_from, day_from, now)?
+            let from = limits.counted_from(minute_from, day_from);
+            user_usage(&tx, &run.user_id, from, minute_from, day_from, now)?
         } else {
             UserUsage::default()
         };
@@ -1095,7 +1111,7 @@ mod tests {
         let version: i64 = c
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 4);
+        assert_eq!(version, 5);
         let _ = std::fs::remove_dir_all(dir);
     }
 

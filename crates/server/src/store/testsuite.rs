@@ -146,6 +146,32 @@ pub fn exercise(store: &dyn Store) {
     let (seen, stored) = store
         .admit_run(&sample_run("r6", Phase::Queued), &one, 8500, 5000, 10_000)
         .unwrap();
+    assert!(!stored);
+    assert!(store.get_run("r6").unwrap().is_none());
+    // With only concurrency capped, an admission reads the runs in flight and none of the
+    // finished ones (r5's CPU and artifacts are not looked at); with a rate, the minute's.
+    let in_flight = UserUsage {
+        active_runs: 1,
+        recent_runs: 1,
+        oldest_recent: Some(9000),
+        ..Default::default()
+    };
+    assert_eq!(seen, in_flight);
+    let rate = UserLimits {
+        runs_per_minute: 1,
+        ..Default::default()
+    };
+    let (seen, stored) = store
+        .admit_run(&sample_run("r6", Phase::Queued), &rate, 8500, 5000, 10_000)
+        .unwrap();
+    assert_eq!((seen, stored), (in_flight, false));
+    let day = UserLimits {
+        cpu_seconds_per_day: 2,
+        ..Default::default()
+    };
+    let (seen, stored) = store
+        .admit_run(&sample_run("r6", Phase::Queued), &day, 8500, 5000, 10_000)
+        .unwrap();
     assert_eq!((seen, stored), (u.clone(), false));
     assert!(store.get_run("r6").unwrap().is_none());
     let two = UserLimits {
