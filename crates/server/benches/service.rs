@@ -84,10 +84,18 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         let dir = std::env::temp_dir().join(format!("wasmsand-bench-{}", std::process::id()));
+        // The per-user cap stays on (every admission counts the user's runs, as by default)
+        // but at the highest concurrency measured, which its default of 32 would refuse.
+        // `WASMSAND_BENCH_STORE=sqlite` measures with `serve`'s default store instead of the
+        // library's (memory).
+        let store = std::env::var("WASMSAND_BENCH_STORE").unwrap_or_else(|_| "memory".into());
         let config = Config {
+            store: wasmsand_server::StoreConfig::parse(&store, &dir).unwrap(),
             data_dir: dir.clone(),
+            user_max_concurrent_runs: 64,
             ..Config::default()
         };
+        println!("store: {}", config.store.mode());
         let server = Server::bind(config, "127.0.0.1:0").await.unwrap();
         let addr = server.local_addr();
         tokio::spawn(server.serve(std::future::pending()));
