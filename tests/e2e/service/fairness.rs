@@ -8,6 +8,7 @@ use super::auth::{ALICE_KEY, ROOT_KEY, api_key, auth_server, call, wait_done_as}
 use super::common::*;
 
 const SPIN: &str = "while true; do :; done";
+const PAUSE: &str = "sleep 0.02";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_waiting_for_its_busy_session_holds_no_slot() {
@@ -56,10 +57,15 @@ async fn freed_slots_go_round_robin_between_users() {
     // Alice queues three runs, then root one: root's must not wait behind all of Alice's.
     let mut queued = Vec::new();
     for i in 0..3 {
-        let id = start_as(&srv, &alice, TestServer::script(&format!("echo a{i}"))).await;
+        let id = start_as(
+            &srv,
+            &alice,
+            TestServer::script(&format!("echo a{i}; {PAUSE}")),
+        )
+        .await;
         queued.push((format!("a{i}"), id, &alice));
     }
-    let id = start_as(&srv, &root, TestServer::script("echo r")).await;
+    let id = start_as(&srv, &root, TestServer::script(&format!("echo r; {PAUSE}"))).await;
     queued.push(("r".to_string(), id, &root));
     let cancel = srv.url(&format!("/runs/{blocker}/cancel"));
     let (s, _, _) = call(&srv, Method::POST, &cancel, &root, None).await;
@@ -73,8 +79,10 @@ async fn freed_slots_go_round_robin_between_users() {
             name.as_str(),
         ));
     }
-    // One slot: each run starts after the previous one ended, so the start times order them.
+    // One slot: each run starts after the previous one ended, and lasts long enough that two
+    // start times cannot fall in the same millisecond (an `echo` alone can start, end and hand
+    // its slot on within one, and a tie would sort by name).
     started.sort();
     let order: Vec<&str> = started.iter().map(|(_, n)| *n).collect();
-    assert_eq!(order, ["a0", "r", "a1", "a2"]);
+    assert_eq!(order, ["a0", "r", "a1", "a2"], "{started:?}");
 }
