@@ -804,10 +804,15 @@ pub fn spawn_sweeper(app: &Arc<App>) {
             let now = app.clock.now_ms();
             let retention = app.config.log_retention_sec as i64 * 1000;
             forget_finished(&app, now - retention);
-            let cutoff = now - app.config.idempotency_ttl_sec as i64 * 1000;
-            let _ = store::call(&app.store, move |s| s.idem_purge(cutoff)).await;
             if last_artifact_sweep.elapsed() >= artifact_every {
                 last_artifact_sweep = Instant::now();
+                // Housekeeping only: a claim already treats an expired key as absent. Every
+                // second, it was a DELETE on a shared PostgreSQL per replica, and it raced
+                // `POST /admin/gc`'s own count.
+                let cutoff = now - app.config.idempotency_ttl_sec as i64 * 1000;
+                if let Err(e) = store::call(&app.store, move |s| s.idem_purge(cutoff)).await {
+                    tracing::warn!(%e, "cannot purge expired idempotency entries");
+                }
                 let audit_cutoff = now - app.config.audit_retention_days as i64 * 86_400_000;
                 if let Err(e) = store::call(&app.store, move |s| s.audit_purge(audit_cutoff)).await
                 {

@@ -371,7 +371,7 @@ pub static KEYS: &[Key] = &[
     num!(
         "SANDBOX_SWEEP_INTERVAL_SEC",
         sweep_interval_sec,
-        "artifact sweeper"
+        "how often expired artifacts, audit events, run records and idempotency entries are deleted"
     ),
     num!(
         "SANDBOX_PIDS_LIMIT",
