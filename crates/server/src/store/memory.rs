@@ -193,20 +193,16 @@ impl Store for MemoryStore {
         now: i64,
     ) -> StoreResult<(UserUsage, bool)> {
         let mut runs = self.runs.lock();
-        let u = if limits.any() {
-            let from = limits.counted_from(minute_from, day_from);
-            fold_usage(
+        let (u, ok) = limits.check(run, minute_from, day_from, |from| {
+            Ok(fold_usage(
                 runs.values(),
                 &run.user_id,
                 from,
                 minute_from,
                 day_from,
                 now,
-            )
-        } else {
-            UserUsage::default()
-        };
-        let ok = limits.admit(&u, !run.capture_patterns.is_empty());
+            ))
+        })?;
         if ok {
             runs.insert(run.id.clone(), run.clone());
         }

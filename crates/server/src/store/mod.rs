@@ -405,6 +405,24 @@ impl UserLimits {
         }
     }
 
+    /// The usage `run`'s admission sees (read by `usage` from the creation time
+    /// [`Self::counted_from`] gives, and only when a limit is on) and whether `run` fits.
+    pub fn check(
+        &self,
+        run: &RunRecord,
+        minute_from: i64,
+        day_from: i64,
+        usage: impl FnOnce(i64) -> StoreResult<UserUsage>,
+    ) -> StoreResult<(UserUsage, bool)> {
+        let u = if self.any() {
+            usage(self.counted_from(minute_from, day_from))?
+        } else {
+            UserUsage::default()
+        };
+        let ok = self.admit(&u, !run.capture_patterns.is_empty());
+        Ok((u, ok))
+    }
+
     /// Whether one more run (`captures`: one that asks for artifacts) fits beside `u`.
     pub fn admit(&self, u: &UserUsage, captures: bool) -> bool {
         !(self.concurrent_runs > 0 && u.active_runs >= self.concurrent_runs
@@ -711,20 +729,17 @@ pub trait Store: Send + Sync + 'static {
         day_from: i64,
         now: i64,
     ) -> StoreResult<(UserUsage, bool)> {
-        let u = if limits.any() {
-            let from = limits.counted_from(minute_from, day_from);
-            fold_usage(
-                &self.list_runs()?,
+        let (u, ok) = limits.check(run, minute_from, day_from, |from| {
+            let runs = self.list_runs()?;
+            Ok(fold_usage(
+                &runs,
                 &run.user_id,
                 from,
                 minute_from,
                 day_from,
                 now,
-            )
-        } else {
-            UserUsage::default()
-        };
-        let ok = limits.admit(&u, !run.capture_patterns.is_empty());
+            ))
+        })?;
         if ok {
             self.put_run(run)?;
         }

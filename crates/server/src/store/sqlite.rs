@@ -662,13 +662,9 @@ impl Store for SqliteStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err)?;
-        let u = if limits.any() {
-            let from = limits.counted_from(minute_from, day_from);
-            user_usage(&tx, &run.user_id, from, minute_from, day_from, now)?
-        } else {
-            UserUsage::default()
-        };
-        let ok = limits.admit(&u, !run.capture_patterns.is_empty());
+        let (u, ok) = limits.check(run, minute_from, day_from, |from| {
+            user_usage(&tx, &run.user_id, from, minute_from, day_from, now)
+        })?;
         if ok {
             put_run(&tx, run)?;
         }
