@@ -15,9 +15,22 @@ wrote while no host was connected would be lost, so the agent never volunteers a
                                             timed_out, cancelled, truncated, oom_kill,
                                             pids_max, duration_ms}
   cancel {run}                           -> {ok, found}   ends run `run` as its deadline would
-  write  {path, data, mode, append}      -> {ok}   parents are created
+  signal {run, signal}                   -> {ok, found}   sends `signal` to every process of
+                                                   run `run` (a TERM before a cancel)
+  write  {path, data, mode, append}      -> {ok, size}   parents are created
   read   {path, offset, length}          -> {ok, data, size, eof}
   status                                 -> {ok, mem_total, mem_available, uptime_ms}
+  stat   {path}                          -> {ok, name, kind, size}   a final symlink is not
+                                                   followed; kind: file, dir, symlink, other
+  list   {path}                          -> {ok, entries: [{name, kind, size}]} by name
+  mkdir  {path}                          -> {ok, created}   with its parents
+  rename {from, to}                      -> {ok}   rename(2)'s rules
+  remove {path, recursive}               -> {ok}   a file, a symlink, an empty directory,
+                                                   or with `recursive` a tree
+  walk   {root, max}                     -> {ok, entries: [{path, kind, size}], cut}
+                                                   files and symlinks under root (relative
+                                                   paths; links not followed), at most `max`
+                                                   entries looked at
 
 Failures answer {ok: false, error, errno?}. Python's standard library only: any image with a
 python3 (3.7 or later) runs this file as it is.
@@ -36,13 +49,15 @@ import fcntl
 import json
 import os
 import select
+import shutil
 import signal
+import stat as stat_mod
 import struct
 import sys
 import threading
 import time
 
-PROTOCOL = 1
+PROTOCOL = 2
 PORT_NAME = "org.wasmsand.agent"
 CGROUP_ROOT = "/sys/fs/cgroup"
 RUNS_CGROUP = CGROUP_ROOT + "/wasmsand-runs"
@@ -428,6 +443,31 @@ class Run:
         self.killed = False
         self.shell = None
 
+    def signal(self, sig):
+        """Sends `sig` to every process of the run (its cgroup's, else its process group)."""
+        with self.lock:
+            sh = self.shell
+        if sh is None:
+            return
+        pids = []
+        if sh.cgroup:
+            try:
+                with open(sh.cgroup + "/cgroup.procs") as f:
+                    pids = [int(p) for p in f.read().split()]
+            except (OSError, ValueError):
+                pids = []
+        if not pids:
+            try:
+                os.killpg(sh.pid, sig)
+            except OSError:
+                pass
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+
     def kill(self):
         with self.lock:
             self.killed = True
@@ -678,7 +718,7 @@ class Agent:
                 with self.runs_lock:
                     self.runs[req["id"]] = run
                 threading.Thread(target=self.run_thread, args=(run,), daemon=True).start()
-            elif op in ("write", "read", "prepare"):
+            elif op in ("write", "read", "prepare", "list", "remove", "walk"):
                 # These may take long: off the reader, so a ping or a cancel still gets
                 # through.
                 threading.Thread(target=self.answer, args=(req,), daemon=True).start()
@@ -725,10 +765,18 @@ class Agent:
             if run:
                 run.kill()
             return {"found": run is not None}
+        if op == "signal":
+            with self.runs_lock:
+                run = self.runs.get(req.get("run"))
+            if run:
+                run.signal(int(req.get("signal", signal.SIGTERM)))
+            return {"found": run is not None}
         if op == "write":
             return self.write(req)
         if op == "read":
             return self.read(req)
+        if op in FS_OPS:
+            return FS_OPS[op](req)
         if op == "status":
             info = meminfo()
             return {
@@ -778,11 +826,12 @@ class Agent:
                 while view:
                     n = os.write(fd, view)
                     view = view[n:]
+                size = os.fstat(fd).st_size
             finally:
                 os.close(fd)
         except OSError as e:
             raise os_failure(e, path)
-        return {}
+        return {"size": size}
 
     def read(self, req):
         path = req["path"]
@@ -802,6 +851,126 @@ class Agent:
         except OSError as e:
             raise os_failure(e, path)
         return {"data": b64(data), "size": st.st_size, "eof": offset + len(data) >= st.st_size}
+
+
+def kind_of(mode):
+    if stat_mod.S_ISREG(mode):
+        return "file"
+    if stat_mod.S_ISDIR(mode):
+        return "dir"
+    if stat_mod.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+def entry_of(name, st):
+    kind = kind_of(st.st_mode)
+    return {"name": name, "kind": kind, "size": 0 if kind == "dir" else st.st_size}
+
+
+def fs_stat(req):
+    path = req["path"]
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        raise os_failure(e, path)
+    name = os.path.basename(path.rstrip("/")) or "/"
+    return entry_of(name, st)
+
+
+def fs_list(req):
+    path = req["path"]
+    entries = []
+    try:
+        # A symlink to a directory is listed as the directory (as `ls` does).
+        with os.scandir(path) as it:
+            for d in it:
+                try:
+                    entries.append(entry_of(d.name, d.stat(follow_symlinks=False)))
+                except OSError:
+                    continue
+    except OSError as e:
+        raise os_failure(e, path)
+    entries.sort(key=lambda e: e["name"])
+    return {"entries": entries}
+
+
+def fs_mkdir(req):
+    path = req["path"]
+    try:
+        if os.path.isdir(path):
+            return {"created": False}
+        os.makedirs(path)
+    except OSError as e:
+        raise os_failure(e, path)
+    return {"created": True}
+
+
+def fs_rename(req):
+    src, dst = req["from"], req["to"]
+    try:
+        os.rename(src, dst)
+    except OSError as e:
+        raise os_failure(e, src)
+    return {}
+
+
+def fs_remove(req):
+    path = req["path"]
+    try:
+        st = os.lstat(path)
+        if not stat_mod.S_ISDIR(st.st_mode):
+            os.unlink(path)
+        elif req.get("recursive"):
+            # Symlinks inside are removed, never followed.
+            shutil.rmtree(path)
+        else:
+            os.rmdir(path)
+    except OSError as e:
+        raise os_failure(e, e.filename or path)
+    return {}
+
+
+def fs_walk(req):
+    root = req["root"]
+    limit = int(req.get("max", 100000))
+    seen = 0
+    out = []
+    cut = False
+    stack = [""]
+    while stack and not cut:
+        rel = stack.pop()
+        try:
+            it = os.scandir(os.path.join(root, rel) if rel else root)
+        except OSError:
+            continue
+        with it:
+            for d in it:
+                seen += 1
+                if seen > limit:
+                    cut = True
+                    break
+                path = rel + "/" + d.name if rel else d.name
+                try:
+                    st = d.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                kind = kind_of(st.st_mode)
+                if kind == "dir":
+                    stack.append(path)
+                elif kind in ("file", "symlink"):
+                    out.append({"path": path, "kind": kind, "size": st.st_size if kind == "file" else 0})
+    return {"entries": out, "cut": cut}
+
+
+FS_OPS = {
+    "stat": fs_stat,
+    "list": fs_list,
+    "mkdir": fs_mkdir,
+    "rename": fs_rename,
+    "remove": fs_remove,
+    "walk": fs_walk,
+}
 
 
 def load_libc():

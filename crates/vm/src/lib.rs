@@ -5,7 +5,10 @@
 //! - [`Machine`]: one machine — [`Machine::run`] (a command with a time limit, its stdout and
 //!   stderr streamed), [`Machine::write_file`] / [`Machine::read_file`] (binary safe),
 //!   [`Machine::reset`] (back to the pristine image), [`Machine::status`] (uptime, guest
-//!   memory, limit, readiness, acceleration) and [`Machine::shutdown`]. Nothing above this
+//!   memory, limit, readiness, acceleration) and [`Machine::shutdown`]; single file-system
+//!   operations ([`Machine::stat`], [`Machine::list`], [`Machine::read_range`],
+//!   [`Machine::mkdir`], [`Machine::rename`], [`Machine::remove`], [`Machine::walk`]) for the
+//!   service's file API. Nothing above this
 //!   crate knows QEMU's command line.
 //! - [`images`]: the disk image, built from Debian's packages (`sandboxd images build vm`).
 //!
@@ -58,6 +61,7 @@
 mod accel;
 mod agent;
 mod cpio;
+mod fs;
 mod image;
 pub mod images;
 mod machine;
@@ -66,8 +70,14 @@ mod qmp;
 mod saved;
 
 pub use accel::{Accel, AccelChoice};
+pub use fs::{Entry, WalkEntry};
+
+/// The first line of `qemu --version` (an error naming the package when it cannot run).
+pub fn qemu_version(qemu: &std::path::Path) -> Result<String, String> {
+    qemu::version(qemu)
+}
 pub use image::{ImageError, check_image};
 pub use machine::{
-    Cancel, Machine, MachineConfig, RunEnd, RunOutcome, RunRequest, StartReport, Status, Stream,
-    VmError,
+    Cancel, DEFAULT_MEMORY_MB, MAX_STDIN, MIN_MEMORY_MB, Machine, MachineConfig, RunEnd,
+    RunOutcome, RunRequest, StartReport, Status, Stream, VmError,
 };

@@ -163,7 +163,10 @@ pub enum Stream {
 
 /// Cancels a run from another thread.
 #[derive(Debug, Clone, Default)]
-pub struct Cancel(Arc<AtomicBool>);
+pub struct Cancel {
+    cancelled: Arc<AtomicBool>,
+    terminate: Arc<AtomicBool>,
+}
 
 impl Cancel {
     /// A token not yet cancelled.
@@ -172,11 +175,19 @@ impl Cancel {
     }
     /// Ends the run it is given to, as its deadline would.
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.cancelled.store(true, Ordering::SeqCst);
     }
     /// Whether [`Cancel::cancel`] was called.
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.cancelled.load(Ordering::SeqCst)
+    }
+    /// Sends SIGTERM to every process of the run (once), so that its traps and handlers
+    /// run before a [`Cancel::cancel`] kills what is left.
+    pub fn terminate(&self) {
+        self.terminate.store(true, Ordering::SeqCst);
+    }
+    fn wants_term(&self) -> bool {
+        self.terminate.load(Ordering::SeqCst)
     }
 }
 
@@ -573,10 +584,20 @@ impl Machine {
         // A limit of years is no limit; it must not overflow the clock either.
         let host_deadline = started + req.timeout.min(MAX_TIMEOUT) + HOST_GRACE;
         let mut cancel_deadline: Option<Instant> = None;
+        let mut term_sent = false;
         let caps = [req.stdout_cap, req.stderr_cap];
         let mut kept = [0usize; 2];
         let mut truncated = [false; 2];
         loop {
+            if !term_sent && req.cancel.is_some_and(Cancel::wants_term) {
+                term_sent = true;
+                let mut f = Map::new();
+                f.insert("run".into(), call.id.into());
+                f.insert("signal".into(), 15.into());
+                if let Ok(c) = inst.agent.start("signal", f) {
+                    drop(c);
+                }
+            }
             if cancel_deadline.is_none() && req.cancel.is_some_and(Cancel::is_cancelled) {
                 let mut f = Map::new();
                 f.insert("run".into(), call.id.into());
@@ -674,22 +695,50 @@ impl Machine {
 
     /// Writes a file (parents created), with permission bits `mode`.
     pub fn write_file(&self, path: &str, data: &[u8], mode: u32) -> Result<(), VmError> {
+        self.put_file(path, data, mode, false).map(|_| ())
+    }
+
+    /// Writes a file, or with `append` adds to its end (parents created; `mode` for a new
+    /// file, and for a rewritten one); answers the file's new size.
+    pub fn put_file(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: u32,
+        append: bool,
+    ) -> Result<u64, VmError> {
         let inst = self.instance()?;
         let mut chunks: Vec<&[u8]> = data.chunks(FILE_CHUNK).collect();
         if chunks.is_empty() {
             chunks.push(&[]);
         }
+        let mut size = 0;
         for (i, chunk) in chunks.into_iter().enumerate() {
             let mut f = Map::new();
             f.insert("path".into(), path.into());
             f.insert("data".into(), b64(chunk).into());
             f.insert("mode".into(), mode.into());
-            f.insert("append".into(), (i > 0).into());
-            inst.agent
+            f.insert("append".into(), (append || i > 0).into());
+            let v = inst
+                .agent
                 .call("write", f, OP_TIMEOUT)
                 .map_err(|e| self.agent_error(&inst, e, "a file write"))?;
+            size = v.get("size").and_then(Value::as_u64).unwrap_or(0);
         }
-        Ok(())
+        Ok(size)
+    }
+
+    /// One request to the agent and its answer (`what` names it in errors).
+    pub(crate) fn call(
+        &self,
+        op: &str,
+        fields: Map<String, Value>,
+        what: &str,
+    ) -> Result<Value, VmError> {
+        let inst = self.instance()?;
+        inst.agent
+            .call(op, fields, OP_TIMEOUT)
+            .map_err(|e| self.agent_error(&inst, e, what))
     }
 
     /// Reads a regular file, refusing one over `max_bytes`.

@@ -86,3 +86,85 @@ fn reset_returns_to_the_pristine_image() {
     m.write_file("/root/again", b"x", 0o644).unwrap();
     assert_eq!(ok(&m, "cat /root/again"), "x");
 }
+
+#[test]
+fn single_file_operations_answer_as_system_calls_do() {
+    let Some(m) = machine() else { return };
+    assert!(m.mkdir("/work/a/b").unwrap());
+    assert!(!m.mkdir("/work/a/b").unwrap(), "made once");
+    assert_eq!(
+        m.put_file("/work/a/f.txt", b"hello", 0o644, false).unwrap(),
+        5
+    );
+    assert_eq!(
+        m.put_file("/work/a/f.txt", b" you", 0o644, true).unwrap(),
+        9
+    );
+    ok(&m, "ln -s f.txt /work/a/link");
+    let e = m.stat("/work/a/f.txt").unwrap();
+    assert_eq!((e.name.as_str(), e.kind, e.size), ("f.txt", "file", 9));
+    assert_eq!(m.stat("/work/a/link").unwrap().kind, "symlink");
+    assert_eq!(m.stat("/work/a/b").unwrap().kind, "dir");
+    assert_eq!(m.stat("/").unwrap().name, "/");
+    let names: Vec<(String, &str)> = m
+        .list("/work/a")
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.kind))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("b".to_string(), "dir"),
+            ("f.txt".to_string(), "file"),
+            ("link".to_string(), "symlink")
+        ]
+    );
+    // Ranges: cut at the end, the whole size always given.
+    assert_eq!(
+        m.read_range("/work/a/f.txt", 6, 100).unwrap(),
+        (b"you".to_vec(), 9)
+    );
+    assert_eq!(
+        m.read_range("/work/a/f.txt", 0, 2).unwrap(),
+        (b"he".to_vec(), 9)
+    );
+    // The walk finds files and symlinks, relative to its root, links not followed.
+    ok(&m, "ln -s /etc /work/a/b/etc && echo x > /work/a/b/deep");
+    let (mut found, cut) = m.walk("/work", 1000).unwrap();
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    let paths: Vec<(&str, bool)> = found.iter().map(|e| (e.path.as_str(), e.symlink)).collect();
+    assert_eq!(
+        paths,
+        [
+            ("a/b/deep", false),
+            ("a/b/etc", true),
+            ("a/f.txt", false),
+            ("a/link", true)
+        ]
+    );
+    assert!(!cut);
+    assert!(
+        m.walk("/work", 2).unwrap().1,
+        "a walk past its bound says so"
+    );
+
+    let errno = |r: Result<(), VmError>| match r {
+        Err(VmError::Guest { errno, .. }) => errno.unwrap_or_default(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(errno(m.remove("/work/a", false)), "ENOTEMPTY");
+    assert_eq!(errno(m.remove("/work/nothing", false)), "ENOENT");
+    assert_eq!(errno(m.stat("/work/nothing").map(|_| ())), "ENOENT");
+    assert_eq!(errno(m.list("/work/a/f.txt").map(|_| ())), "ENOTDIR");
+    assert_eq!(errno(m.read_range("/work/a", 0, 1).map(|_| ())), "EISDIR");
+    m.rename("/work/a/f.txt", "/work/g.txt").unwrap();
+    assert_eq!(ok(&m, "cat /work/g.txt"), "hello you");
+    assert_eq!(errno(m.rename("/work/g.txt", "/work/a/b")), "EISDIR");
+    // A recursive removal takes the tree and never follows its links.
+    m.remove("/work/a", true).unwrap();
+    assert_eq!(
+        ok(&m, "ls /work; test -f /etc/passwd && echo kept"),
+        "g.txt\nkept\n"
+    );
+}

@@ -187,3 +187,31 @@ fn status_reports_the_guest() {
         "before {before}, during {during}"
     );
 }
+
+#[test]
+fn a_terminate_reaches_the_run_s_traps_before_the_cancel() {
+    let Some(m) = machine() else { return };
+    let cancel = Cancel::new();
+    let mut req = RunRequest::new(
+        "trap 'echo got TERM; exit 7' TERM; echo ready; sleep 60 & wait",
+        Duration::from_secs(60),
+    );
+    req.cancel = Some(&cancel);
+    let c = cancel.clone();
+    let mut out = Vec::new();
+    let outcome = m
+        .run(&req, &mut |_, b| {
+            out.extend_from_slice(b);
+            if out.ends_with(b"ready\n") {
+                c.terminate();
+            }
+            // The trap ran; the kill after the grace ends what is left.
+            if out.ends_with(b"got TERM\n") {
+                c.cancel();
+            }
+        })
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out), "ready\ngot TERM\n");
+    assert_ne!(outcome.end, RunEnd::TimedOut, "{outcome:?}");
+    assert_eq!(ok(&m, "echo next"), "next\n");
+}
