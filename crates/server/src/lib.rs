@@ -191,6 +191,7 @@ impl App {
                 &config,
                 runtime::docker::instance_id(&config)?,
             )),
+            vm: Arc::new(runtime::vm::VmRuntime::new(&config)),
         };
         let audit_sink =
             audit::AuditSink::start(store.clone(), config.audit_log_path.clone(), clock.clone());
@@ -229,6 +230,8 @@ impl App {
         // is made.
         let docker = app.runtimes.docker.clone();
         tokio::spawn(async move { docker.reap().await });
+        let vm = app.runtimes.vm.clone();
+        tokio::spawn(async move { vm.prepare().await });
         observe::init_series(&app);
         runs::spawn_sweeper(&app);
         Ok(app)

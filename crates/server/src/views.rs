@@ -279,6 +279,9 @@ pub struct RuntimeInfo {
     /// The OCI runtime containers run under (`runc`, or gVisor's `runsc`): docker only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oci_runtime: Option<String>,
+    /// How the machines run (`kvm`, or `tcg`: software emulation), once known: vm only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acceleration: Option<String>,
 }
 
 #[derive(Serialize, ToSchema)]

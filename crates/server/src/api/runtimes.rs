@@ -46,6 +46,7 @@ pub(crate) async fn runtimes(State(app): State<Arc<App>>) -> Response {
         max_concurrent_runs: Some(c.max_concurrent_runs),
         queue_length: Some(app.queue.waiting()),
         oci_runtime: None,
+        acceleration: None,
     };
     let mut runtimes = Vec::new();
     for rt in app.runtimes.all() {
@@ -59,7 +60,7 @@ pub(crate) async fn runtimes(State(app): State<Arc<App>>) -> Response {
         runtimes.push(info);
     }
     runtimes.push(RuntimeInfo {
-        notes: "not available in this build; use wasm or docker".into(),
+        notes: crate::runtime::FIRECRACKER_WHY.into(),
         max_concurrent_runs: None,
         queue_length: None,
         ..base(None, "firecracker")

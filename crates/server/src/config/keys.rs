@@ -172,7 +172,7 @@ pub static KEYS: &[Key] = &[
     text!(
         "SANDBOX_DEFAULT_RUNTIME",
         default_runtime,
-        "`wasm` or `docker`: the runtime of a request that names neither a runtime nor an image of one"
+        "`wasm`, `docker` or `vm`: the runtime of a request that names neither a runtime nor an image of one"
     ),
     text!(
         "SANDBOX_NETWORK_DEFAULT",
@@ -733,6 +733,77 @@ pub static KEYS: &[Key] = &[
         },
         default: Shown::Text("none"),
         doc: "an AppArmor profile; refused at start on a kernel without AppArmor",
+    },
+    Key {
+        name: "SANDBOX_VM_ENABLED",
+        apply: |r, v| {
+            r.config.vm.enabled = flag(v)?;
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| c.vm.enabled.to_string()),
+        doc: "false: the vm runtime is reported unavailable",
+    },
+    Key {
+        name: "SANDBOX_VM_IMAGE",
+        apply: |r, v| {
+            let v = v.trim();
+            r.config.vm.image = (!v.is_empty()).then(|| PathBuf::from(v));
+            Ok(())
+        },
+        default: Shown::Text(
+            "the image `sandboxd images build vm` made in its default cache, if any",
+        ),
+        doc: "the vm runtime's disk image (see docs/vm.md); without one the runtime is unavailable",
+    },
+    Key {
+        name: "SANDBOX_VM_STATE_DIR",
+        apply: |r, v| {
+            let v = v.trim();
+            r.config.vm.state_dir = (!v.is_empty()).then(|| PathBuf::from(v));
+            Ok(())
+        },
+        default: Shown::Text("`$XDG_CACHE_HOME/wasmsand/vm` or `~/.cache/wasmsand/vm`"),
+        doc: "where saved machines are kept (one per image, memory size and acceleration; the first start of each boots and saves it)",
+    },
+    Key {
+        name: "SANDBOX_VM_ACCEL",
+        apply: |r, v| {
+            let v = v.trim().to_ascii_lowercase();
+            if !matches!(v.as_str(), "auto" | "kvm" | "tcg") {
+                return Err(format!("not one of auto, kvm, tcg: {v:?}"));
+            }
+            r.config.vm.accel = v;
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| format!("`{}`", c.vm.accel)),
+        doc: "`kvm`, `tcg` (software emulation), or `auto`: KVM when a short probe boot works",
+    },
+    Key {
+        name: "SANDBOX_VM_QEMU",
+        apply: |r, v| {
+            r.config.vm.qemu = v.trim().to_string();
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| format!("`{}`", c.vm.qemu)),
+        doc: "the QEMU binary of the vm runtime",
+    },
+    Key {
+        name: "SANDBOX_VM_DEFAULT_MEM_MB",
+        apply: |r, v| {
+            r.config.vm.default_mem_mb = number(v)?;
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| c.vm.default_mem_mb.to_string()),
+        doc: "`memory_mb` of a vm session or run that gives none: the guest's memory (each size is booted and saved once)",
+    },
+    Key {
+        name: "SANDBOX_VM_MAX_MACHINES",
+        apply: |r, v| {
+            r.config.vm.max_machines = number(v)?;
+            Ok(())
+        },
+        default: Shown::FromDefault(|c| c.vm.max_machines.to_string()),
+        doc: "machines at once (sessions and one-shot runs); then 503",
     },
 ];
 

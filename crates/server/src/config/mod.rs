@@ -265,6 +265,8 @@ pub struct Config {
     pub otel_service_name: String,
     /// The Docker runtime (`SANDBOX_DOCKER_*`).
     pub docker: DockerConfig,
+    /// The `vm` runtime's settings (`SANDBOX_VM_*`).
+    pub vm: VmConfig,
 }
 
 /// Settings of the Docker runtime.
@@ -322,6 +324,42 @@ impl Default for DockerConfig {
             seccomp_profile: None,
             apparmor_profile: None,
             pool_size: 1,
+        }
+    }
+}
+
+/// The `vm` runtime: whole Linux machines under QEMU (wasmsand-vm), restored from a saved
+/// machine of one disk image.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmConfig {
+    /// `SANDBOX_VM_ENABLED` (true): false reports the runtime unavailable.
+    pub enabled: bool,
+    /// `SANDBOX_VM_IMAGE`: the disk image; `None`: the one `sandboxd images build vm` made
+    /// in its default cache, when there is one.
+    pub image: Option<PathBuf>,
+    /// `SANDBOX_VM_STATE_DIR`: where saved machines are kept; `None`: wasmsand-vm's default
+    /// (`~/.cache/wasmsand/vm`).
+    pub state_dir: Option<PathBuf>,
+    /// `SANDBOX_VM_ACCEL` (`auto`): `kvm`, `tcg`, or KVM when its probe boot works.
+    pub accel: String,
+    /// `SANDBOX_VM_QEMU` (`qemu-system-x86_64`): the QEMU binary.
+    pub qemu: String,
+    /// `SANDBOX_VM_DEFAULT_MEM_MB` (128): `memory_mb` of a vm session or run that gives none.
+    pub default_mem_mb: u64,
+    /// `SANDBOX_VM_MAX_MACHINES` (8): machines at once (sessions and one-shot runs).
+    pub max_machines: usize,
+}
+
+impl Default for VmConfig {
+    fn default() -> Self {
+        VmConfig {
+            enabled: true,
+            image: None,
+            state_dir: None,
+            accel: "auto".into(),
+            qemu: "qemu-system-x86_64".into(),
+            default_mem_mb: wasmsand_vm::DEFAULT_MEMORY_MB,
+            max_machines: 8,
         }
     }
 }
@@ -421,6 +459,7 @@ impl Default for Config {
             otlp_endpoint: String::new(),
             otel_service_name: "wasmsand".into(),
             docker: DockerConfig::default(),
+            vm: VmConfig::default(),
         }
     }
 }
@@ -518,10 +557,16 @@ impl Config {
         if self.supported_spec_versions.is_empty() {
             return Err("SANDBOX_SUPPORTED_SPEC_VERSIONS must name at least one version".into());
         }
-        if !matches!(self.default_runtime.as_str(), "wasm" | "docker") {
+        if !matches!(self.default_runtime.as_str(), "wasm" | "docker" | "vm") {
             return Err(format!(
-                "SANDBOX_DEFAULT_RUNTIME: `wasm` or `docker`, not {:?}",
+                "SANDBOX_DEFAULT_RUNTIME: `wasm`, `docker` or `vm`, not {:?}",
                 self.default_runtime
+            ));
+        }
+        if self.vm.default_mem_mb < wasmsand_vm::MIN_MEMORY_MB {
+            return Err(format!(
+                "SANDBOX_VM_DEFAULT_MEM_MB must be at least {} (the least a guest kernel boots in)",
+                wasmsand_vm::MIN_MEMORY_MB
             ));
         }
         if !matches!(self.docker.oci_runtime.as_str(), "runc" | "runsc") {
