@@ -24,7 +24,7 @@ STAGES=(
     "lint|cargo clippy|cargo fmt --check and clippy -D warnings, on the workspace and on wasm-tools/ (for wasm32-wasip1)"
     "cargo|cargo nextest run|every Rust test of the workspace (one build of each test binary)"
     "docker|cargo nextest run|the docker runtime against a real engine (dockerd started here when none runs; images built from Debian's packages, cached under target/docker-images)"
-    "vm|cargo nextest run|the VM runtime (crates/vm, sandboxd --mode v86) against real QEMU (TCG when KVM does not work), booting the disk image built from Debian's packages (cached under target/vm-images)"
+    "vm|cargo nextest run|the VM runtime (crates/vm, sandboxd --mode v86, the service's vm runtime) against real QEMU (TCG when KVM does not work), booting the disk image built from Debian's packages (cached under target/vm-images)"
     "wasm-tools|cargo test|the unit tests of the guest programs in wasm-tools/, built for the host"
     "python|pytest|the Python module built by pip into a fresh venv, then tests/python"
     "api|schemathesis run|the OpenAPI document fuzzed against a live sandboxd serve"
@@ -290,8 +290,8 @@ stage_docker() {
             -E 'test(/^docker::(languages|sessions|hostile|mcp|egress|nested)::/) - test(/engine_restart|gvisor/)' "${EXTRA[@]}"
 }
 
-# The VM runtime's tests (crates/vm's own, and sandboxd --mode v86 in tests/e2e/sandboxd/vm.rs)
-# against real QEMU, booting the image `sandboxd images build vm` makes from Debian's packages
+# The VM runtime's tests (crates/vm's own, sandboxd --mode v86 in tests/e2e/sandboxd/vm.rs, and
+# the service's vm runtime in tests/e2e/service/vm.rs) against real QEMU, booting the image `sandboxd images build vm` makes from Debian's packages
 # (a no-op when target/vm-images has one of the same recipe). All of them restore one saved
 # machine under target/vm-state: the first boots and saves it. Building the image needs root;
 # not root, the stage is skipped, except under CI=true where it fails.
@@ -312,7 +312,7 @@ stage_vm() {
         [ -f "$image" ] &&
         WASMSAND_TEST_VM_IMAGE="$image" WASMSAND_TEST_VM_STATE="$ROOT/target/vm-state" \
             cargo nextest run --workspace --locked --profile "$profile" \
-            -E 'package(wasmsand-vm) | test(/^sandboxd::vm::/)' "${EXTRA[@]}"
+            -E 'package(wasmsand-vm) | test(/^sandboxd::vm::/) | test(/^service::vm::/)' "${EXTRA[@]}"
 }
 
 stage_wasm_tools() {

@@ -340,7 +340,7 @@ async fn the_file_api_works_in_a_container_as_its_run_user() {
     };
     let sid = d.session("python:3.11-slim", json!({})).await;
     let s2 = sid.clone();
-    crate::service::files::exercise_files(&d.srv, &sid, move |line| {
+    crate::service::files::exercise_files(&d.srv, &sid, false, move |line| {
         in_session(&s2, &["bash", "-c", line], json!({}))
     })
     .await;

@@ -25,7 +25,7 @@ async fn runtimes_lists_wasm_and_the_unavailable_runtimes() {
     assert_eq!(v["store_mode"], "memory");
     let rts = v["runtimes"].as_array().unwrap();
     let names: Vec<&str> = rts.iter().map(|r| r["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["wasm", "docker", "firecracker"]);
+    assert_eq!(names, ["wasm", "docker", "vm", "firecracker"]);
     let wasm = &rts[0];
     assert_eq!(wasm["available"], true);
     for key in [
@@ -59,6 +59,16 @@ async fn runtimes_lists_wasm_and_the_unavailable_runtimes() {
         assert_eq!(r["available"], false);
         assert_eq!(r["sessions_hibernate"], false, "{r}");
     }
+    let vm = &rts[2];
+    assert!(
+        vm["notes"]
+            .as_str()
+            .unwrap()
+            .contains("SANDBOX_VM_ENABLED=false"),
+        "{vm}"
+    );
+    let fc = &rts[3];
+    assert!(fc["notes"].as_str().unwrap().contains("vm runtime"), "{fc}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,7 +101,11 @@ async fn spec_version_is_required_and_validated() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unavailable_runtimes_are_503_with_a_suggestion() {
     let srv = TestServer::start().await;
-    for rt in ["docker", "firecracker"] {
+    for (rt, suggested) in [
+        ("docker", json!(["wasm"])),
+        ("vm", json!(["wasm", "docker"])),
+        ("firecracker", json!(["vm", "wasm"])),
+    ] {
         for (path, body) in [
             ("/sessions", json!({ "spec_version": "1.0", "runtime": rt })),
             (
@@ -108,7 +122,7 @@ async fn unavailable_runtimes_are_503_with_a_suggestion() {
             );
             assert_eq!(v["error"]["details"]["runtime"], rt);
             assert_eq!(v["error"]["details"]["available"], false);
-            assert_eq!(v["error"]["details"]["suggested"], json!(["wasm"]));
+            assert_eq!(v["error"]["details"]["suggested"], suggested, "{v}");
         }
     }
     let (s, _, v) = srv

@@ -43,14 +43,16 @@ pub struct TestServer {
     handle: Option<tokio::task::JoinHandle<()>>,
 }
 
-/// The service's defaults in `dir`, with the docker runtime off: whether an engine runs on
-/// the machine must not change what these tests see (the `docker` module turns it on).
+/// The service's defaults in `dir`, with the docker and vm runtimes off: whether an engine
+/// runs, or a disk image was built, on the machine must not change what these tests see (the
+/// `docker` and `service::vm` modules turn them on).
 pub fn test_config(dir: &std::path::Path) -> Config {
     let mut config = Config {
         data_dir: dir.to_path_buf(),
         ..Config::default()
     };
     config.docker.enabled = false;
+    config.vm.enabled = false;
     config
 }
 

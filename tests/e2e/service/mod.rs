@@ -25,4 +25,5 @@ mod runs;
 mod shapes;
 mod traces;
 mod uploads;
+mod vm;
 mod ws;
