@@ -2,10 +2,9 @@
 //! remove, and a walk for capture patterns), each one request to the agent: the guest's own
 //! system calls decide, so failures carry the real errno.
 
-use base64::Engine as _;
 use serde_json::{Map, Value};
 
-use crate::machine::{Machine, VmError};
+use crate::machine::{Machine, VmError, data_of};
 
 /// What a path is (a final symlink not followed).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,11 +107,7 @@ impl Machine {
                 "a file read",
             )?;
             let size = v.get("size").and_then(Value::as_u64).unwrap_or(0);
-            let data = v
-                .get("data")
-                .and_then(Value::as_str)
-                .and_then(|d| base64::engine::general_purpose::STANDARD.decode(d).ok())
-                .unwrap_or_default();
+            let data = data_of(&v);
             let eof = v.get("eof").and_then(Value::as_bool).unwrap_or(true);
             out.extend_from_slice(&data);
             if eof || data.is_empty() || out.len() as u64 >= length {

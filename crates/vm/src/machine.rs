@@ -630,11 +630,7 @@ impl Machine {
                     Some(2) => 1,
                     _ => 0,
                 };
-                let data = frame
-                    .get("data")
-                    .and_then(Value::as_str)
-                    .and_then(|d| base64::engine::general_purpose::STANDARD.decode(d).ok())
-                    .unwrap_or_default();
+                let data = data_of(&frame);
                 // The agent keeps to the caps; the host does not rely on it.
                 let room = caps[which].saturating_sub(kept[which]);
                 let take = data.len().min(room);
@@ -761,11 +757,7 @@ impl Machine {
                     errno: Some("EFBIG".into()),
                 });
             }
-            let data = v
-                .get("data")
-                .and_then(Value::as_str)
-                .and_then(|d| base64::engine::general_purpose::STANDARD.decode(d).ok())
-                .unwrap_or_default();
+            let data = data_of(&v);
             let eof = v.get("eof").and_then(Value::as_bool).unwrap_or(true);
             if data.is_empty() || out.len() as u64 + data.len() as u64 > max_bytes {
                 if !data.is_empty() {
@@ -879,6 +871,14 @@ impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
     }
+}
+
+/// The bytes of an agent frame's base64 `data` field (none when absent or not base64).
+pub(crate) fn data_of(v: &Value) -> Vec<u8> {
+    v.get("data")
+        .and_then(Value::as_str)
+        .and_then(|d| base64::engine::general_purpose::STANDARD.decode(d).ok())
+        .unwrap_or_default()
 }
 
 fn b64(data: &[u8]) -> String {
