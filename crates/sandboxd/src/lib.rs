@@ -145,6 +145,9 @@ enum Command {
     Serve(service::ServeArgs),
     /// The Docker runtime's images: build them from Debian's packages, or list them
     Images(images::ImagesArgs),
+    /// A Language Server on stdio: "Run in Sandbox" from an editor, against a sandbox service
+    /// this process starts on loopback, or the one at --server-url; see docs/ide.md
+    Lsp(LspArgs),
     /// Compile every guest program and CPython into the module cache now (CPython: about a
     /// minute, once per machine and version), so that no first run waits for it
     Precompile,
@@ -283,12 +286,46 @@ where
         Some(Command::Serve(args)) => service::serve(args, cli.cache_dir),
         Some(Command::Precompile) => precompile(cli.cache_dir),
         Some(Command::Images(args)) => images::run(args),
+        Some(Command::Lsp(args)) => lsp(args, cli.cache_dir),
         None => serve(DispatchConfig {
             limits,
             env: Vec::new(),
             cache_dir: cli.cache_dir,
             mounts,
         }),
+    }
+}
+
+#[derive(Debug, clap::Args)]
+struct LspArgs {
+    /// The sandbox service's URL (e.g. http://127.0.0.1:8787); without it, and without
+    /// $TLDW_SANDBOX_SERVER_URL, an embedded service serves the runs. The client's
+    /// initializationOptions.serverUrl wins over both
+    #[arg(long, value_name = "URL")]
+    server_url: Option<String>,
+    /// The service's API key, sent as X-API-KEY [default: $TLDW_SANDBOX_API_KEY]
+    #[arg(long, value_name = "KEY")]
+    api_key: Option<String>,
+    /// Speak LSP on stdin/stdout (the only transport; accepted because clients pass it)
+    #[arg(long)]
+    stdio: bool,
+}
+
+/// `sandboxd lsp`: stdout is the protocol's, so everything else goes to stderr.
+fn lsp(args: LspArgs, cache_dir: Option<PathBuf>) -> u8 {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let options = wasmsand_lsp::Options {
+        server_url: args.server_url.or_else(|| env("TLDW_SANDBOX_SERVER_URL")),
+        api_key: args.api_key.or_else(|| env("TLDW_SANDBOX_API_KEY")),
+        cache_dir,
+    };
+    let _ = args.stdio;
+    match wasmsand_lsp::run_stdio(options) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("sandboxd lsp: {e}");
+            1
+        }
     }
 }
 
