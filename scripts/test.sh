@@ -29,6 +29,7 @@ STAGES=(
     "python|pytest|the Python module built by pip into a fresh venv, then tests/python"
     "api|schemathesis run|the OpenAPI document fuzzed against a live sandboxd serve"
     "panel|-|the web panel in headless Chromium (node)"
+    "lsp|pytest|sandboxd lsp driven by real LSP clients (pygls over stdio, headless Neovim) against the embedded service, and on the Docker runtime's Node.js, Go and Java when an engine starts; the VS Code extension's node tests and its .vsix (vsce)"
     "node|node --test|the npm package (bindings/node): its addon built by npm ci (cargo, dev profile), tsc --strict on its samples, node --test on every transport, then wasmsand/ai against the AI SDK pinned in test/ai-sdk (its own npm ci)"
 )
 
@@ -214,7 +215,7 @@ stage_checks() {
         # arithmetic, syntax errors) imports nothing above it.
         python3 scripts/check-modules.py --leaf crates/shell/src/syntax crates/model crates/vfs \
             crates/exec crates/guests crates/cpython crates/shell crates/sandbox crates/dispatch \
-            crates/mcp crates/docker crates/vm crates/server crates/sandboxd bindings/python bindings/node &&
+            crates/mcp crates/docker crates/vm crates/lsp crates/server crates/sandboxd bindings/python bindings/node &&
         # docs/security.md's threats and the tests that cover them name each other.
         python3 scripts/check-security.py &&
         # pip's build of the Python module and npm's of the Node addon reuse the workspace
@@ -370,6 +371,31 @@ stage_panel() {
     # fails the test instead of skipping it.
     need_sandboxd && (cd crates/server/tests/panel && npm ci --no-audit --no-fund --loglevel=error &&
         node panel.test.mjs)
+}
+
+stage_lsp() {
+    # pygls from PyPI (tests/lsp/requirements.txt) in a venv of its own; Neovim from Debian
+    # (scripts/host-tools.txt). The Docker languages' tests need the engine and the images the
+    # docker stage builds (cached by recipe under target/docker-images: a no-op after it);
+    # without an engine they are skipped, except under CI=true.
+    local venv="${WASMSAND_TEST_LSP_VENV:-target/lsp-venv}"
+    rm -rf "$venv"
+    python3 -m venv "$venv" &&
+        "$venv/bin/python" -m pip install --quiet -r tests/lsp/requirements.txt &&
+        precompile || return 1
+    local rc=0 docker=0
+    if scripts/dockerd.sh start; then
+        "$SANDBOXD" images build --cache-dir "$ROOT/target/docker-images" >/dev/null && docker=1 || rc=1
+    elif in_ci; then
+        echo "test.sh: lsp stage: no Docker engine could be started" >&2
+        rc=1
+    fi
+    WASMSAND_SANDBOXD_BIN="$SANDBOXD" WASMSAND_TEST_DOCKER=$docker \
+        "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/lsp "${EXTRA[@]}" || rc=1
+    (cd editors/vscode && npm ci --no-audit --no-fund --loglevel=error && npm test &&
+        rm -rf dist && npm run package --silent &&
+        unzip -l dist/tldw-sandbox.vsix | grep -q 'extension/out/extension.js') || rc=1
+    return $rc
 }
 
 stage_node() {
