@@ -72,10 +72,13 @@ pub fn lenses(rel: &str, text: &str) -> Vec<Lens> {
             } else if text.lines().any(|l| l.trim() == "package main")
                 && let Some(line) = line_of(text, |l| l.starts_with("func main()"))
             {
+                // The package, not the file: a main split over several files still builds.
+                let pkg = format!("./{dir}");
+                let target = if dir == "." { "." } else { &pkg };
                 out.push(lens(
                     line,
                     "▶ Run in Sandbox",
-                    &["go", "run", rel],
+                    &["go", "run", target],
                     Some("golang"),
                 ));
             }
@@ -164,8 +167,10 @@ mod tests {
         let l = lenses("cmd/tool/main.go", "package main\n\nfunc main() {\n}\n");
         assert_eq!(
             (l[0].line, argv(&l[0])),
-            (2, vec!["go", "run", "cmd/tool/main.go"])
+            (2, vec!["go", "run", "./cmd/tool"])
         );
+        let l = lenses("main.go", "package main\n\nfunc main() {\n}\n");
+        assert_eq!(argv(&l[0]), ["go", "run", "."]);
         assert!(lenses("lib/util.go", "package lib\nfunc main() {}\n").is_empty());
         let l = lenses("pkg/x_test.go", "package pkg\n");
         assert_eq!(argv(&l[0]), ["go", "test", "-v", "./pkg"]);

@@ -55,28 +55,12 @@ class ArtifactsView implements vscode.TreeDataProvider<ArtifactNode> {
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
-  const config = vscode.workspace.getConfiguration('tldw.sandbox');
   const output = vscode.window.createOutputChannel('Sandbox Runs');
   const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 10);
   const artifacts = new ArtifactsView();
   status.text = statusOf(undefined).text;
   status.command = 'tldwSandbox.openArtifacts';
   status.show();
-
-  const serverOptions: ServerOptions = {
-    command: config.get<string>('sandboxdPath') || 'sandboxd',
-    args: ['lsp'],
-  };
-  const clientOptions: LanguageClientOptions = {
-    documentSelector: [{ scheme: 'file' }],
-    outputChannelName: 'Sandbox Language Server',
-    initializationOptions: {
-      serverUrl: config.get<string>('serverUrl') || undefined,
-      apiKey: config.get<string>('apiKey') || undefined,
-      tldwNotifications: true,
-    },
-  };
-  client = new LanguageClient('tldwSandbox', 'Sandbox', serverOptions, clientOptions);
 
   const execute = async (command: string, arg?: object): Promise<any> => {
     if (!client) throw new Error('the sandbox language server is not running');
@@ -156,12 +140,28 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('tldwSandbox.openArtifact', (url: string) => vscode.env.openExternal(vscode.Uri.parse(url))),
   );
 
-  await client.start();
-  context.subscriptions.push(
-    client.onNotification('tldw/sandbox/log', (p: { run_id: string; stream: string; text: string }) => {
+  // The client and its notifications; made again when a setting of the server changes.
+  const startClient = async () => {
+    const config = vscode.workspace.getConfiguration('tldw.sandbox');
+    const serverOptions: ServerOptions = {
+      command: config.get<string>('sandboxdPath') || 'sandboxd',
+      args: ['lsp'],
+    };
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: [{ scheme: 'file' }],
+      outputChannelName: 'Sandbox Language Server',
+      initializationOptions: {
+        serverUrl: config.get<string>('serverUrl') || undefined,
+        apiKey: config.get<string>('apiKey') || undefined,
+        tldwNotifications: true,
+      },
+    };
+    const c = new LanguageClient('tldwSandbox', 'Sandbox', serverOptions, clientOptions);
+    await c.start();
+    c.onNotification('tldw/sandbox/log', (p: { run_id: string; stream: string; text: string }) => {
       output.append(p.text);
-    }),
-    client.onNotification('tldw/sandbox/runFinished', async (f: RunFinished) => {
+    });
+    c.onNotification('tldw/sandbox/runFinished', async (f: RunFinished) => {
       output.appendLine('');
       output.appendLine(finishedLine(f));
       const s = statusOf(f.phase, f.exit_code);
@@ -171,6 +171,22 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         await showArtifacts(f.run_id);
       } catch {
         artifacts.set([]);
+      }
+    });
+    client = c;
+  };
+
+  await startClient();
+  context.subscriptions.push(
+    vscode.workspace.onDidChangeConfiguration(async (e) => {
+      if (!e.affectsConfiguration('tldw.sandbox')) return;
+      const old = client;
+      client = undefined;
+      await old?.stop();
+      try {
+        await startClient();
+      } catch (err: any) {
+        vscode.window.showErrorMessage(`Sandbox: the language server did not start: ${err?.message ?? err}`);
       }
     }),
   );

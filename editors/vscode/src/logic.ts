@@ -68,7 +68,10 @@ export function specForFile(
   if (!r) {
     return undefined;
   }
-  const spec: RunSpec = { command: [...r.argv, relPath.split('\\').join('/')] };
+  const rel = relPath.split('\\').join('/');
+  // Go runs the file's package, so a main split over several files still builds.
+  const dir = rel.includes('/') ? `./${rel.slice(0, rel.lastIndexOf('/'))}` : '.';
+  const spec: RunSpec = { command: [...r.argv, languageId === 'go' ? dir : rel] };
   if (r.image && !workspaceHasImage) {
     spec.base_image = r.image;
   }

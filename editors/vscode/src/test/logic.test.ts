@@ -6,7 +6,8 @@ test('the active file becomes its language runner on the relative path', () => {
   assert.deepEqual(specForFile('app/main.py', 'python', false), { command: ['python3', 'app/main.py'] });
   assert.deepEqual(specForFile('app.js', 'javascript', false), { command: ['node', 'app.js'], base_image: 'node' });
   assert.deepEqual(specForFile('app.js', 'javascript', true), { command: ['node', 'app.js'] });
-  assert.deepEqual(specForFile('cmd\\main.go', 'go', false), { command: ['go', 'run', 'cmd/main.go'], base_image: 'golang' });
+  assert.deepEqual(specForFile('cmd\\main.go', 'go', false), { command: ['go', 'run', './cmd'], base_image: 'golang' });
+  assert.deepEqual(specForFile('main.go', 'go', true), { command: ['go', 'run', '.'] });
   assert.equal(specForFile('../outside.py', 'python', false), undefined);
   assert.equal(specForFile(undefined, 'python', false), undefined);
   assert.equal(specForFile('notes.md', 'markdown', false), undefined);
