@@ -394,7 +394,7 @@ stage_lsp() {
         "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/lsp "${EXTRA[@]}" || rc=1
     (cd editors/vscode && npm ci --no-audit --no-fund --loglevel=error && npm test &&
         rm -rf dist && npm run package --silent &&
-        unzip -l dist/tldw-sandbox.vsix | grep -q 'extension/out/extension.js') || rc=1
+        unzip -l dist/tldw-sandbox.vsix extension/out/extension.js >/dev/null) || rc=1
     return $rc
 }
 

@@ -303,3 +303,19 @@ def test_clients_without_the_extension_get_the_log_as_log_messages(tmp_path):
             assert d.message.startswith("exited with code 3"), d.message
 
     run(go())
+
+
+def test_huge_output_is_cut_in_the_editor_with_a_link_to_the_whole_log(tmp_path):
+    write(tmp_path, {"noise.sh": "yes 'a line of output' | head -c 3000000\necho done >&2\n"})
+
+    async def go():
+        async with Session(tmp_path) as s:
+            started, done = await s.run({"command": ["bash", "noise.sh"]})
+            assert done["exit_code"] == 0, done
+            out = "".join(l["text"] for l in s.logs if l["stream"] == "stdout")
+            shown, _, notice = out.rpartition("\n[stdout shown up to 100 KB here; the full log: ")
+            assert len(shown.encode()) <= 100 * 1024 + 1, len(shown)
+            assert notice.startswith(f"http://127.0.0.1:") and started["run_id"] in notice, notice
+            assert "done" in "".join(l["text"] for l in s.logs if l["stream"] == "stderr")
+
+    run(go())

@@ -104,8 +104,8 @@ pub struct Entry {
     pub abs: PathBuf,
     /// SHA-256 of its content.
     pub digest: [u8; 32],
-    /// Its content.
-    pub data: Vec<u8>,
+    /// Its size when scanned.
+    pub size: u64,
     /// Whether any execute bit is set.
     pub executable: bool,
 }
@@ -160,14 +160,21 @@ pub fn scan(root: &Path, rules: &Rules, only: Option<&[String]>) -> Result<Scan,
         None => vec![root.to_path_buf()],
         Some(list) => {
             let mut v = Vec::new();
+            let canonical_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
             for p in list {
                 let rel = relative(p)?;
                 let abs = root.join(&rel);
-                if std::fs::symlink_metadata(&abs).is_err() {
-                    return Err(SyncError::Read {
-                        path: rel,
-                        source: std::io::Error::from(std::io::ErrorKind::NotFound),
-                    });
+                let meta = std::fs::symlink_metadata(&abs).map_err(|source| SyncError::Read {
+                    path: rel.clone(),
+                    source,
+                })?;
+                // A link, or a path through one, could lead out of the workspace: never sent.
+                let inside = abs
+                    .canonicalize()
+                    .is_ok_and(|c| c.starts_with(&canonical_root));
+                if meta.file_type().is_symlink() || !inside {
+                    out.skipped.push((rel, "symbolic link"));
+                    continue;
                 }
                 v.push(abs);
             }
@@ -229,30 +236,49 @@ pub fn scan(root: &Path, rules: &Rules, only: Option<&[String]>) -> Result<Scan,
                 out.skipped.push((rel, "over the size cap"));
                 continue;
             }
-            let mut data = Vec::with_capacity(meta.len() as usize);
-            if let Err(source) =
-                std::fs::File::open(e.path()).and_then(|mut f| f.read_to_end(&mut data))
-            {
-                return Err(SyncError::Read { path: rel, source });
-            }
-            if !included && data[..data.len().min(8192)].contains(&0) {
+            // Streamed: a scan holds no file's content, only its digest.
+            let (digest, binary) = match digest_of(e.path()) {
+                Ok(d) => d,
+                Err(source) => return Err(SyncError::Read { path: rel, source }),
+            };
+            if !included && binary {
                 out.skipped.push((rel, "binary content"));
                 continue;
             }
-            let digest: [u8; 32] = Sha256::digest(&data).into();
             out.files.insert(
                 rel.clone(),
                 Entry {
                     rel,
                     abs: e.path().to_path_buf(),
                     digest,
-                    data,
+                    size: meta.len(),
                     executable: executable(&meta),
                 },
             );
         }
     }
     Ok(out)
+}
+
+/// SHA-256 of a file, and whether its first 8 KB hold a NUL byte (what looks binary).
+fn digest_of(path: &Path) -> std::io::Result<([u8; 32], bool)> {
+    let mut f = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut first = true;
+    let mut binary = false;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if first {
+            binary = buf[..n.min(8192)].contains(&0);
+            first = false;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok((hasher.finalize().into(), binary))
 }
 
 #[cfg(unix)]
@@ -290,7 +316,7 @@ impl Mirror {
         let mut plan = Plan::default();
         for (rel, e) in &scan.files {
             if self.sent.get(rel) != Some(&e.digest) {
-                plan.bytes += e.data.len() as u64;
+                plan.bytes += e.size;
                 plan.upload.push(e.clone());
             }
         }
@@ -332,11 +358,14 @@ pub fn tar(entries: &[Entry]) -> std::io::Result<Vec<u8>> {
     let mut b = tar::Builder::new(Vec::new());
     for e in entries {
         let mut h = tar::Header::new_gnu();
-        h.set_size(e.data.len() as u64);
+        // Read now, not at scan time: a file that changed since is sent as it is now (and
+        // again by the next run, whose scan finds a digest other than the one recorded).
+        let data = std::fs::read(&e.abs)?;
+        h.set_size(data.len() as u64);
         h.set_mode(if e.executable { 0o755 } else { 0o644 });
         h.set_entry_type(tar::EntryType::Regular);
         h.set_mtime(0);
-        b.append_data(&mut h, &e.rel, e.data.as_slice())?;
+        b.append_data(&mut h, &e.rel, data.as_slice())?;
     }
     b.into_inner()
 }
@@ -418,6 +447,26 @@ mod tests {
         assert!(p.remove.is_empty());
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn symlinks_are_not_followed_out_of_the_workspace() {
+        let outside = tempfile::tempdir().unwrap();
+        write(outside.path(), "secret.txt", b"host secret");
+        write(outside.path(), "dir/key.txt", b"host key");
+        let d = tempfile::tempdir().unwrap();
+        write(d.path(), "ok.txt", b"fine");
+        std::os::unix::fs::symlink(outside.path().join("secret.txt"), d.path().join("link.txt"))
+            .unwrap();
+        std::os::unix::fs::symlink(outside.path().join("dir"), d.path().join("linkdir")).unwrap();
+        let s = scan(d.path(), &Rules::default(), None).unwrap();
+        assert_eq!(s.files.keys().collect::<Vec<_>>(), ["ok.txt"]);
+        for through in ["linkdir", "linkdir/key.txt", "link.txt"] {
+            let s = scan(d.path(), &Rules::default(), Some(&[through.into()])).unwrap();
+            assert!(s.files.is_empty(), "{through}");
+            assert_eq!(s.skipped[0].1, "symbolic link");
+        }
+    }
+
     #[test]
     fn requested_paths_stay_inside_the_workspace() {
         let d = tempfile::tempdir().unwrap();
@@ -435,12 +484,17 @@ mod tests {
 
     #[test]
     fn the_archive_keeps_relative_paths_and_execute_bits() {
-        let e = |rel: &str, x| Entry {
-            rel: rel.into(),
-            abs: PathBuf::new(),
-            digest: [0; 32],
-            data: b"hi".to_vec(),
-            executable: x,
+        let d = tempfile::tempdir().unwrap();
+        let e = |rel: &str, x| {
+            let abs = d.path().join(rel.replace('/', "_"));
+            std::fs::write(&abs, b"hi").unwrap();
+            Entry {
+                rel: rel.into(),
+                abs,
+                digest: [0; 32],
+                size: 2,
+                executable: x,
+            }
         };
         let bytes = tar(&[e("a/run.sh", true), e("b.txt", false)]).unwrap();
         let mut a = tar::Archive::new(bytes.as_slice());
