@@ -143,6 +143,11 @@ fn escaped_len(c: char) -> usize {
 }
 
 impl RunLog {
+    /// Bytes of the frames it holds (what keeping it in memory costs).
+    pub fn retained_bytes(&self) -> usize {
+        self.inner.lock().ring_bytes
+    }
+
     pub fn new(ring_cap: usize, log_cap: u64) -> Arc<RunLog> {
         Self::starting_at(ring_cap, log_cap, 1)
     }

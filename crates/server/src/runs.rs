@@ -830,29 +830,59 @@ pub fn spawn_sweeper(app: &Arc<App>) {
 }
 
 /// Drops finished runs from memory: those finished before `cutoff`, then the oldest past
-/// `max_retained_runs`. Their records stay in the store.
+/// `max_retained_runs` or past `max_retained_log_bytes` of frames. Their records stay in the
+/// store.
 fn forget_finished(app: &App, cutoff: i64) {
     let mut runs = app.runs.lock();
     runs.retain(|_, r| {
         let rec = r.record.lock();
         !(rec.phase.is_terminal() && rec.finished_at.is_some_and(|f| f < cutoff))
     });
-    let mut finished: Vec<(i64, String)> = runs
+    let finished: Vec<(i64, String, u64)> = runs
         .values()
         .filter_map(|r| {
             let rec = r.record.lock();
-            rec.phase
-                .is_terminal()
-                .then(|| (rec.finished_at.unwrap_or(0), rec.id.clone()))
+            rec.phase.is_terminal().then(|| {
+                (
+                    rec.finished_at.unwrap_or(0),
+                    rec.id.clone(),
+                    r.log.retained_bytes() as u64,
+                )
+            })
         })
         .collect();
-    if finished.len() > app.config.max_retained_runs {
-        finished.sort();
-        let excess = finished.len() - app.config.max_retained_runs;
-        for (_, id) in finished.into_iter().take(excess) {
-            runs.remove(&id);
-        }
+    for id in past_budget(
+        finished,
+        app.config.max_retained_runs,
+        app.config.max_retained_log_bytes,
+    ) {
+        runs.remove(&id);
     }
+}
+
+/// Which finished runs `(finished_at, id, bytes)` to forget so that the newest ones left
+/// are at most `max_runs` and hold at most `max_bytes` together.
+fn past_budget(
+    mut finished: Vec<(i64, String, u64)>,
+    max_runs: usize,
+    max_bytes: u64,
+) -> Vec<String> {
+    // Newest first; ids break ties so the choice does not depend on the map's order.
+    finished.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
+    let mut bytes = 0u64;
+    let mut keep = 0;
+    for (_, _, b) in &finished {
+        if keep == max_runs || bytes + b > max_bytes {
+            break;
+        }
+        bytes += b;
+        keep += 1;
+    }
+    finished
+        .split_off(keep)
+        .into_iter()
+        .map(|(_, id, _)| id)
+        .collect()
 }
 
 impl App {
@@ -884,4 +914,28 @@ impl App {
 /// Resolves once a stop was asked for (the watch's guard is not held across awaits).
 async fn stopped(rx: &mut watch::Receiver<StopCause>) {
     let _ = rx.wait_for(|c| *c != StopCause::None).await.map(|_| ());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::past_budget;
+
+    fn runs(list: &[(i64, &str, u64)]) -> Vec<(i64, String, u64)> {
+        list.iter()
+            .map(|(t, id, b)| (*t, id.to_string(), *b))
+            .collect()
+    }
+
+    #[test]
+    fn the_oldest_finished_runs_go_past_the_count_or_the_bytes() {
+        let finished = runs(&[(1, "a", 10), (4, "d", 10), (2, "b", 10), (3, "c", 10)]);
+        assert!(past_budget(finished.clone(), 10, 1000).is_empty());
+        assert_eq!(past_budget(finished.clone(), 2, 1000), ["b", "a"]);
+        assert_eq!(past_budget(finished.clone(), 10, 25), ["b", "a"]);
+        assert_eq!(past_budget(finished.clone(), 10, 30), ["a"]);
+        // A run bigger than the whole budget is not kept, nor anything older than it.
+        let big = runs(&[(3, "new", 5), (2, "huge", 500), (1, "old", 5)]);
+        assert_eq!(past_budget(big, 10, 100), ["huge", "old"]);
+        assert_eq!(past_budget(runs(&[(1, "x", 0)]), 0, 100), ["x"]);
+    }
 }

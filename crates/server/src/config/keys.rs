@@ -349,6 +349,11 @@ pub static KEYS: &[Key] = &[
         "finished runs whose frames stay in memory, newest kept"
     ),
     num!(
+        "SANDBOX_MAX_RETAINED_LOG_BYTES",
+        max_retained_log_bytes,
+        "bytes of frames all finished runs keep in memory together, newest runs kept"
+    ),
+    num!(
         "SANDBOX_SESSION_TTL_SEC",
         session_default_ttl_sec,
         "default `ttl_sec`"

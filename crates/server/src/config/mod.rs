@@ -149,6 +149,10 @@ pub struct Config {
     /// Most finished runs whose frames stay in memory (the oldest go first); older ones
     /// stream their `end` frame rebuilt from the store.
     pub max_retained_runs: usize,
+    /// Most bytes of frames the finished runs keep in memory together (the oldest runs go
+    /// first): without it, `max_retained_runs` runs of up to `ws_ring_bytes` each could hold
+    /// tens of GB.
+    pub max_retained_log_bytes: u64,
     /// `SANDBOX_SESSION_TTL_SEC` (3600): a session's `ttl_sec` when it gives none.
     pub session_default_ttl_sec: u64,
     /// `SANDBOX_SESSION_MAX_TTL_SEC` (86 400): larger `ttl_sec`s are clamped.
@@ -412,6 +416,7 @@ impl Default for Config {
             ws_ring_bytes: 4 * MIB as usize,
             log_retention_sec: 3600,
             max_retained_runs: 10_000,
+            max_retained_log_bytes: 256 * MIB,
             session_default_ttl_sec: 3600,
             session_max_ttl_sec: 24 * 3600,
             max_sessions: 1000,
