@@ -319,3 +319,21 @@ def test_huge_output_is_cut_in_the_editor_with_a_link_to_the_whole_log(tmp_path)
             assert "done" in "".join(l["text"] for l in s.logs if l["stream"] == "stderr")
 
     run(go())
+
+
+def test_broken_framing_ends_the_server_with_a_clear_error_and_eof_ends_it_cleanly(tmp_path):
+    def frame(obj):
+        body = json.dumps(obj).encode()
+        return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+    init = frame({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}})
+    for data, status, words in [
+        (b"Content-Length: 5\r\n\r\n{bad}", 1, "malformed LSP payload"),
+        (b"hello\r\n\r\n", 1, "malformed header"),
+        (init, 1, "the client left during the handshake"),
+        (init + frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}), 0, ""),
+    ]:
+        p = subprocess.run([SANDBOXD, "lsp"], input=data, capture_output=True, timeout=60)
+        assert p.returncode == status, (data, p.stderr)
+        assert words in p.stderr.decode(), p.stderr

@@ -44,8 +44,15 @@ const REQUEST_FAILED: i32 = -32803;
 /// Runs the server on stdin/stdout until the client's `exit`.
 pub fn run_stdio(options: Options) -> Result<(), LspError> {
     let (connection, io) = Connection::stdio();
-    run(connection, options)?;
-    io.join().map_err(|e| LspError::Protocol(e.to_string()))
+    let outcome = run(connection, options);
+    // When the client's bytes broke the protocol, the reader thread knows why; the loop
+    // only saw its channel close.
+    match (outcome, io.join()) {
+        (_, Err(e)) => Err(LspError::Protocol(format!(
+            "malformed message from the client: {e}"
+        ))),
+        (outcome, Ok(())) => outcome,
+    }
 }
 
 /// Runs the server on `connection` until the client's `shutdown`.
@@ -94,7 +101,7 @@ pub fn run(connection: Connection, options: Options) -> Result<(), LspError> {
     });
     connection
         .initialize_finish(id, result)
-        .map_err(|e| LspError::Protocol(e.to_string()))?;
+        .map_err(|e| LspError::Protocol(format!("the client left during the handshake ({e})")))?;
     let shared = Arc::new(Shared {
         out: connection.sender.clone(),
         root: root.clone(),
