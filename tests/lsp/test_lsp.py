@@ -337,3 +337,39 @@ def test_broken_framing_ends_the_server_with_a_clear_error_and_eof_ends_it_clean
         p = subprocess.run([SANDBOXD, "lsp"], input=data, capture_output=True, timeout=60)
         assert p.returncode == status, (data, p.stderr)
         assert words in p.stderr.decode(), p.stderr
+
+
+def test_an_https_service_with_an_untrusted_certificate_is_refused_by_tls(tmp_path):
+    """The https path is rustls with the system's roots: a self-signed service is refused with
+    the TLS reason, not hung and not trusted."""
+    import http.server
+    import shutil
+    import ssl
+    import threading
+
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl to make a certificate")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+         "-days", "1", "-subj", "/CN=127.0.0.1"],
+        check=True, capture_output=True,
+    )
+    srv = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    write(tmp_path / "ws", {"a.py": "print(1)\n"})
+
+    async def go():
+        async with Session(tmp_path / "ws", args=["--server-url", f"https://127.0.0.1:{srv.server_address[1]}"]) as s:
+            with pytest.raises(Exception) as e:
+                await s.command("tldw.sandbox.run", {"command": ["python3", "a.py"]})
+            assert "cannot reach the sandbox service at https://127.0.0.1" in str(e.value)
+            assert "certificate" in str(e.value).lower(), str(e.value)
+
+    try:
+        run(go())
+    finally:
+        srv.shutdown()
