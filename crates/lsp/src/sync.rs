@@ -119,6 +119,16 @@ pub struct Scan {
     pub skipped: Vec<(String, &'static str)>,
 }
 
+impl Rules {
+    /// Whether every `include` and `exclude` pattern is a glob (checked when the workspace's
+    /// defaults change, not at the next run).
+    pub fn check(&self) -> Result<(), SyncError> {
+        globs(&self.include)?;
+        globs(&self.exclude)?;
+        Ok(())
+    }
+}
+
 fn globs(patterns: &[String]) -> Result<GlobSet, SyncError> {
     let mut b = GlobSetBuilder::new();
     for p in patterns {
