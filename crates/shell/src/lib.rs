@@ -40,6 +40,7 @@ pub use error::{ParseError, ParseErrorKind, ShellError, SourceKind, StateError};
 pub use interp::{Abort, Options, ShellLimits, ShellState};
 pub use jobs::{DetachFn, DetachedJob};
 pub use pids::Pids;
+pub use printer::script_text;
 pub use syntax::parser::{
     MAX_DEPTH, ParseOptions, parse, parse_arith, parse_chunk, parse_opts, parse_with,
 };

@@ -35,9 +35,62 @@ pub(crate) fn command_text(c: &Command) -> String {
     p.out.trim_end_matches('\n').to_string()
 }
 
+/// A whole script in the layout of a function body at the outermost level: what `declare -f`
+/// prints for a body, except where bash's printing would not read back the same (an unnamed
+/// simple coprocess), so parsing it again must give the same tree (the fuzz target
+/// `shell_parse` holds the printer to that).
+pub fn script_text(s: &Script) -> String {
+    let mut p = Printer {
+        in_function: true,
+        reparsable: true,
+        ..Printer::default()
+    };
+    p.list(s, false);
+    p.flush_heredocs();
+    p.out
+}
+
 /// A word in source form.
 pub(crate) fn word_source(w: &Word) -> String {
     word_text(w, false)
+}
+
+/// Whether a `$` before `c` would start an expansion (or a `$'...'` / `$"..."` string):
+/// elsewhere a `$` is plain text, as bash reads it, and is shown as written.
+fn starts_expansion(c: char) -> bool {
+    c.is_ascii_alphanumeric()
+        || matches!(
+            c,
+            '_' | '{' | '(' | '[' | '\'' | '"' | '@' | '*' | '#' | '?' | '$' | '!' | '-'
+        )
+}
+
+/// Whether every `(` of an arithmetic text closes, and no `)` closes nothing.
+fn parens_balance(src: &str) -> bool {
+    let mut depth = 0i64;
+    for b in src.bytes() {
+        match b {
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth < 0 {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    depth == 0
+}
+
+/// Whether a dup's target is a literal descriptor number or `-`.
+fn dup_target_is_fd(t: &RedirTarget) -> bool {
+    match t {
+        RedirTarget::Word(w) => w
+            .as_literal()
+            .is_some_and(|l| l == "-" || (!l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))),
+        RedirTarget::HereDoc(_) => false,
+    }
 }
 
 #[derive(Default)]
@@ -49,6 +102,9 @@ struct Printer {
     in_function: bool,
     /// Here-document bodies to write after the current command's line.
     heredocs: Vec<HereDoc>,
+    /// Text that must parse back to the same tree, where bash's own printing would not
+    /// (`script_text`).
+    reparsable: bool,
 }
 
 impl Printer {
@@ -161,6 +217,10 @@ impl Printer {
         for h in std::mem::take(&mut self.heredocs) {
             self.out.push('\n');
             self.out.push_str(&word_text(&h.body, true));
+            // A body the script ended inside has no newline of its own before the delimiter.
+            if !self.out.ends_with('\n') {
+                self.out.push('\n');
+            }
             self.out.push_str(&h.delimiter);
         }
         self.out.push('\n');
@@ -226,9 +286,11 @@ impl Printer {
                     .out
                     .push_str(&format!("{{{}}}", r.fd_var.as_deref().unwrap_or(""))),
                 (Some(fd), _) => self.out.push_str(&fd.to_string()),
-                // bash spells out the descriptor of a bare `>&2` / `<&3`.
-                (None, RedirOp::DupWrite) => self.out.push('1'),
-                (None, RedirOp::DupRead) => self.out.push('0'),
+                // bash spells out the descriptor of a bare `>&2` / `<&3`; not of `>&file`
+                // or `>&$x`, where the bare form means stdout and stderr together when the
+                // word is not a descriptor, and `1>&` would mean stdout alone.
+                (None, RedirOp::DupWrite) if dup_target_is_fd(&r.target) => self.out.push('1'),
+                (None, RedirOp::DupRead) if dup_target_is_fd(&r.target) => self.out.push('0'),
                 _ => {}
             }
             let op = match r.op {
@@ -292,8 +354,12 @@ impl Printer {
             }
             CompoundCommand::Coproc { name, body } => {
                 self.out.push_str("coproc ");
-                self.out.push_str(name);
-                self.out.push(' ');
+                // bash names an unnamed simple coprocess too (`coproc COPROC cat`), which
+                // reads back as the command `COPROC`; `script_text` leaves the name out there.
+                if !self.reparsable || matches!(**body, Command::Compound(..)) {
+                    self.out.push_str(name);
+                    self.out.push(' ');
+                }
                 self.command(body);
             }
             CompoundCommand::Subshell(s) => {
@@ -494,11 +560,47 @@ fn word_text(w: &Word, raw: bool) -> String {
 fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
     for (i, p) in parts.iter().enumerate() {
         match p {
+            // A `$` that ends a literal would join the next part (`$$(`, `$'`, `$"`): it is
+            // written escaped.
+            WordPart::Literal(t) if t.ends_with('$') && i + 1 < parts.len() => {
+                s.push_str(&t[..t.len() - 1]);
+                s.push_str("\\$");
+            }
             WordPart::Literal(t) => s.push_str(t),
-            WordPart::Quoted(t) if raw => s.push_str(t),
+            // A here-document body: quotes are plain characters there, and a backslash
+            // escapes only `$`, `` ` ``, `\` and a newline, so those are escaped again and any
+            // other text shows as it was written.
+            WordPart::Quoted(t) if raw => {
+                let mut cs = t.chars().peekable();
+                while let Some(c) = cs.next() {
+                    let escape = match c {
+                        '`' => true,
+                        '$' => cs.peek().is_none_or(|&n| starts_expansion(n)),
+                        '\\' => cs
+                            .peek()
+                            .is_none_or(|n| matches!(n, '$' | '`' | '\\' | '\n')),
+                        _ => false,
+                    };
+                    if escape {
+                        s.push('\\');
+                    }
+                    s.push(c);
+                }
+            }
+            // Inside double quotes a backslash escapes only `$`, `` ` ``, `"`, `\` and a
+            // newline: `"%s\n"` shows as written, not as `"%s\\n"`.
             WordPart::Quoted(t) if in_dq => {
-                for c in t.chars() {
-                    if matches!(c, '"' | '\\' | '$' | '`') {
+                let mut cs = t.chars().peekable();
+                while let Some(c) = cs.next() {
+                    let escape = match c {
+                        '"' | '`' => true,
+                        '$' => cs.peek().is_none_or(|&n| starts_expansion(n)),
+                        '\\' => cs
+                            .peek()
+                            .is_none_or(|n| matches!(n, '$' | '`' | '"' | '\\' | '\n')),
+                        _ => false,
+                    };
+                    if escape {
                         s.push('\\');
                     }
                     s.push(c);
@@ -536,12 +638,17 @@ fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
                         .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '['),
                     _ => false,
                 };
-                s.push_str(&param_text(pe, next_is_name, in_dq));
+                // Inside a here-document an operand word reads as inside double quotes.
+                s.push_str(&param_text(pe, next_is_name, in_dq || raw));
             }
             WordPart::CommandSubst(script) => {
                 let mut p = Printer::default();
                 p.inline_list(script);
                 s.push_str("$(");
+                // `$( (a) )` is a subshell; `$((a) )` would read as arithmetic.
+                if p.out.starts_with('(') {
+                    s.push(' ');
+                }
                 s.push_str(&p.out);
                 s.push(')');
             }
@@ -552,6 +659,12 @@ fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
                 s.push('(');
                 s.push_str(&p.out);
                 s.push(')');
+            }
+            // `$[...]` (the old form) may hold parentheses that `$((...))` cannot.
+            WordPart::Arith(a) if !parens_balance(&a.source) => {
+                s.push_str("$[");
+                s.push_str(&a.source);
+                s.push(']');
             }
             WordPart::Arith(a) => {
                 s.push_str("$((");
