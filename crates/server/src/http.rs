@@ -339,7 +339,13 @@ pub(crate) fn parse_range(h: Option<&HeaderValue>, len: u64) -> Result<RangeReq,
     let Ok(s) = h.to_str() else {
         return Ok(RangeReq::Full);
     };
-    let Some(spec) = s.trim().strip_prefix("bytes=") else {
+    // Range units are case-insensitive (RFC 9110 section 14.1): `Bytes=0-9` is a range.
+    let s = s.trim();
+    let Some(spec) = s
+        .get(..6)
+        .filter(|unit| unit.eq_ignore_ascii_case("bytes="))
+        .map(|_| &s[6..])
+    else {
         return Ok(RangeReq::Full);
     };
     if spec.contains(',') {

@@ -24,6 +24,8 @@ mod doc_block;
 mod egress_proxy;
 mod error;
 mod fair;
+#[doc(hidden)]
+pub mod fuzzing;
 mod gitclone;
 pub mod hibernate;
 mod http;

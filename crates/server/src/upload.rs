@@ -10,11 +10,16 @@ use serde_json::json;
 
 use crate::error::{ApiError, ErrorCode};
 
+/// The bounds an upload is expanded under (`SANDBOX_MAX_UPLOAD_*`).
 #[derive(Debug, Clone, Copy)]
 pub struct Caps {
+    /// Bytes of file content, after decompression.
     pub max_bytes: u64,
+    /// Files and directories.
     pub max_files: u64,
+    /// Components of a path.
     pub max_depth: usize,
+    /// Expanded bytes per compressed byte, past the first MiB.
     pub max_ratio: u64,
 }
 

@@ -50,16 +50,16 @@ pub async fn serve(
 }
 
 /// One connection's side of the run's stdin.
-struct Client {
-    input: ClientInput,
+pub(crate) struct Client {
+    pub(crate) input: ClientInput,
     /// Whether it was told that stdin is closed (once is enough).
-    told: bool,
+    pub(crate) told: bool,
 }
 
 impl Client {
     /// Takes a client message; returns the reason to tell this connection stdin is closed,
     /// when it should be told.
-    fn take(&mut self, msg: &Message) -> Option<&'static str> {
+    pub(crate) fn take(&mut self, msg: &Message) -> Option<&'static str> {
         let ClientInput::Run { stdin, otherwise } = &self.input else {
             return None;
         };

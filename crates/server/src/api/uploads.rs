@@ -66,6 +66,42 @@ async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Respo
         max_depth: c.max_upload_depth,
         max_ratio: c.max_upload_ratio,
     };
+    let filter = upload_filter(req.uri().query())?;
+    let (staged, kind) = stage(req, caps, filter).await?;
+    let (session, _guard) = app.lock_session(session).await?;
+    let mut staged = staged;
+    let files = staged.files.len();
+    let bytes = staged.bytes;
+    let paths: Vec<String> = staged.files.iter().map(|(p, _)| p.clone()).collect();
+    let excluded = std::mem::take(&mut staged.excluded);
+    let excluded_count = staged.excluded_count;
+    commit(session.boxed.as_ref(), staged).await?;
+    app.checkpoint(&session).await;
+    crate::observe::upload(&app, kind, bytes, files as u64);
+    Ok(views::json(
+        StatusCode::CREATED,
+        &UploadReply {
+            session_id: session.id.clone(),
+            kind: kind.into(),
+            file_count: files,
+            bytes_received: bytes,
+            files,
+            bytes,
+            paths,
+            excluded_count,
+            excluded,
+        },
+    ))
+}
+
+/// Reads an upload's body by its content type into what would be written, checked against
+/// `caps` and filtered, with the kind it was (`multipart`, `tar`, `tar.gz`, `zip`). Nothing is
+/// written yet: a refused upload leaves the workspace as it was.
+pub(crate) async fn stage(
+    req: Request,
+    caps: Caps,
+    filter: upload::Filter,
+) -> ApiResult<(Staged, &'static str)> {
     let ct = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -73,8 +109,7 @@ async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Respo
         .unwrap_or("")
         .to_ascii_lowercase();
     let mime = ct.split(';').next().unwrap_or("").trim().to_string();
-    let filter = upload_filter(req.uri().query())?;
-    let (staged, kind) = match mime.as_str() {
+    Ok(match mime.as_str() {
         "multipart/form-data" => {
             let mut mp = Multipart::from_request(req, &())
                 .await
@@ -153,36 +188,12 @@ async fn upload_into(app: Arc<App>, id: String, req: Request) -> ApiResult<Respo
                 ),
             ));
         }
-    };
-    let (session, _guard) = app.lock_session(session).await?;
-    let mut staged = staged;
-    let files = staged.files.len();
-    let bytes = staged.bytes;
-    let paths: Vec<String> = staged.files.iter().map(|(p, _)| p.clone()).collect();
-    let excluded = std::mem::take(&mut staged.excluded);
-    let excluded_count = staged.excluded_count;
-    commit(session.boxed.as_ref(), staged).await?;
-    app.checkpoint(&session).await;
-    crate::observe::upload(&app, kind, bytes, files as u64);
-    Ok(views::json(
-        StatusCode::CREATED,
-        &UploadReply {
-            session_id: session.id.clone(),
-            kind: kind.into(),
-            file_count: files,
-            bytes_received: bytes,
-            files,
-            bytes,
-            paths,
-            excluded_count,
-            excluded,
-        },
-    ))
+    })
 }
 
 /// The request's filter: `exclude` (repeatable, `.gitignore` rules after the defaults) and
 /// `default_excludes=false` to drop the defaults (`upload::DEFAULT_EXCLUDES`).
-fn upload_filter(query: Option<&str>) -> ApiResult<upload::Filter> {
+pub(crate) fn upload_filter(query: Option<&str>) -> ApiResult<upload::Filter> {
     let mut rules = Vec::new();
     let mut defaults = true;
     for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
