@@ -31,6 +31,7 @@ STAGES=(
     "panel|-|the web panel in headless Chromium (node)"
     "lsp|pytest|sandboxd lsp driven by real LSP clients (pygls over stdio, headless Neovim) against the embedded service, and on the Docker runtime's Node.js, Go and Java when an engine starts; the VS Code extension's node tests and its .vsix (vsce)"
     "node|node --test|the npm package (bindings/node): its addon built by npm ci (cargo, dev profile), tsc --strict on its samples, node --test on every transport, then wasmsand/ai against the AI SDK pinned in test/ai-sdk (its own npm ci)"
+    "fuzz|-|each fuzz target (fuzz/, cargo-fuzz over libFuzzer) built with coverage instrumentation in target/fuzz, replaying its corpus and regressions, then fuzzing 20 s (scripts/fuzz.sh ci; WASMSAND_FUZZ_SECONDS)"
 )
 
 usage() {
@@ -215,7 +216,7 @@ stage_checks() {
         # arithmetic, syntax errors) imports nothing above it.
         python3 scripts/check-modules.py --leaf crates/shell/src/syntax crates/model crates/vfs \
             crates/exec crates/guests crates/cpython crates/shell crates/sandbox crates/dispatch \
-            crates/mcp crates/docker crates/vm crates/lsp crates/server crates/sandboxd bindings/python bindings/node &&
+            crates/mcp crates/docker crates/vm crates/lsp crates/server crates/sandboxd crates/fuzz bindings/python bindings/node &&
         # docs/security.md's threats and the tests that cover them name each other.
         python3 scripts/check-security.py &&
         # pip's build of the Python module and npm's of the Node addon reuse the workspace
@@ -230,6 +231,7 @@ stage_checks() {
 stage_lint() {
     cargo fmt --all --check &&
         cargo fmt --manifest-path wasm-tools/Cargo.toml --all --check &&
+        cargo fmt --manifest-path fuzz/Cargo.toml --all --check &&
         cargo clippy --workspace --all-targets --locked "${EXTRA[@]}" -- -D warnings &&
         # The guests for the target they ship for (their WASI-only code is compiled there and
         # nowhere else), beside their wasm build in one target dir. The C compiler settings are
@@ -426,6 +428,13 @@ node_ai_sdk() {
     rc=$?
     echo "node ai-sdk: $(($(date +%s) - t)) s"
     return $rc
+}
+
+# The short fuzz pass: a decoder that regressed is caught on the next landing. The inputs kept
+# for each target also run in the cargo stage (crates/fuzz/tests/replay.rs); this stage adds
+# libFuzzer's mutations around them.
+stage_fuzz() {
+    scripts/fuzz.sh ci "${WASMSAND_FUZZ_SECONDS:-20}"
 }
 
 # ---- run them --------------------------------------------------------------------------------

@@ -1,0 +1,166 @@
+//! The shell: `shell_parse` holds the parser and the printer to each other, `shell_run` runs
+//! whatever parses in a sandbox (expansions, builtins, redirections, guests) under tight
+//! limits.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+use wasmsand::{Limits, Sandbox, SandboxOptions};
+use wasmsand_shell::ast::Script;
+
+/// The tree without what the printer spells differently and means the same: positions (a
+/// reprinted script has its commands on other lines), `$x` against `${x}`, how a text is cut into parts (`"a\\n"`
+/// and `"a\n"` cut theirs differently), and the default descriptor of `>&2` and `<&3`, which
+/// bash's printer writes out (`1>&2`).
+fn shape(s: &Script) -> String {
+    const TEXT: &str = r#"\("((?:[^"\\]|\\.)*)"\)"#;
+    static RES: OnceLock<[Regex; 5]> = OnceLock::new();
+    let [lines, plain, quoted, literal, dup] = RES.get_or_init(|| {
+        let re = |p: &str| Regex::new(p).expect("a valid pattern");
+        [
+            // Positions, `$x` against `${x}`, and an arithmetic text's blanks (its parsed
+            // expression stays, and says what it means).
+            re(r#"\b(line: \d+|bare: (true|false)|Arith \{ source: "(?:[^"\\]|\\.)*")"#),
+            // Quoted text of characters no expansion or pattern reads is plain text (`\$`
+            // against `$` before a substitution).
+            re(r#"\bQuoted\("((?:[^"\\*?\[\]{}~!@+|()]|\\[^\\])*)"\)"#),
+            re(&format!(r"\bQuoted{TEXT}, Quoted{TEXT}")),
+            re(&format!(r"\bLiteral{TEXT}, Literal{TEXT}")),
+            re(
+                r#"Redirect \{ fd: None, fd_var: None, op: (DupWrite|DupRead), target: Word\(Word \{ parts: \[Literal\("(-|\d+)"\)\] \}\) \}"#,
+            ),
+        ]
+    });
+    let mut text = lines.replace_all(&format!("{s:?}"), "_").into_owned();
+    text = plain.replace_all(&text, r#"Literal("$1")"#).into_owned();
+    loop {
+        let merged = quoted.replace_all(&text, r#"Quoted("$1$2")"#);
+        let merged = literal
+            .replace_all(&merged, r#"Literal("$1$2")"#)
+            .into_owned();
+        if merged == text {
+            break;
+        }
+        text = merged;
+    }
+    dup.replace_all(&text, |c: &regex::Captures<'_>| {
+        let fd = if &c[1] == "DupWrite" { 1 } else { 0 };
+        format!(
+            r#"Redirect {{ fd: Some({fd}), fd_var: None, op: {}, target: Word(Word {{ parts: [Literal("{}")] }}) }}"#,
+            &c[1], &c[2]
+        )
+    })
+    .into_owned()
+}
+
+/// `shell_parse`: the parser never panics, on any bytes, nor does the printer on any tree it
+/// builds, nor the parser again on what the printer wrote. Arithmetic parses the same bytes.
+pub fn parse(data: &[u8]) {
+    let src = String::from_utf8_lossy(data);
+    let _ = wasmsand_shell::parse_arith(&src);
+    if let Ok(script) = wasmsand_shell::parse(&src) {
+        let _ = wasmsand_shell::parse(&wasmsand_shell::script_text(&script));
+    }
+}
+
+/// `shell_print`: a script the parser accepts prints (as `declare -f` prints a function's
+/// body) to text that parses to the same tree.
+pub fn print(data: &[u8]) {
+    let src = String::from_utf8_lossy(data);
+    let Ok((script, unterminated)) =
+        wasmsand_shell::parse_chunk(&src, &wasmsand_shell::ParseOptions::default())
+    else {
+        return;
+    };
+    let printed = wasmsand_shell::script_text(&script);
+    let again = match wasmsand_shell::parse(&printed) {
+        Ok(s) => s,
+        Err(e) => panic!(
+            "the printed script does not parse ({e:?})\n--- source\n{src}\n--- printed\n{printed}"
+        ),
+    };
+    // A here-document the text ended inside gets its delimiter when printed, and with it the
+    // newline its last line lacked: only that its print parses is asked of it.
+    if unterminated {
+        return;
+    }
+    let (a, b) = (shape(&script), shape(&again));
+    if a != b {
+        let at = a
+            .bytes()
+            .zip(b.bytes())
+            .position(|(x, y)| x != y)
+            .unwrap_or(a.len().min(b.len()));
+        let around = |t: &str| {
+            let lo = t.floor_char_boundary(at.saturating_sub(200));
+            let hi = t.ceil_char_boundary((at + 200).min(t.len()));
+            t[lo..hi].to_string()
+        };
+        panic!(
+            "printing changed the script\n--- source\n{src}\n--- printed\n{printed}\n--- tree, where they part\n{}\n--- tree of the printed text, there\n{}",
+            around(&a),
+            around(&b)
+        );
+    }
+}
+
+/// Tight bounds: a fuzzer's loop must end in a second, and its output, files and processes
+/// stay small.
+fn limits() -> Limits {
+    Limits {
+        timeout_ms: 1_000,
+        memory_bytes: 64 << 20,
+        stdout_bytes: 64 << 10,
+        stderr_bytes: 64 << 10,
+        file_count: 200,
+        fs_bytes: 4 << 20,
+        pids: 16,
+        background_processes: 2,
+        ..Limits::default()
+    }
+}
+
+fn root() -> &'static Sandbox {
+    static ROOT: OnceLock<Sandbox> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        let sb = Sandbox::new(SandboxOptions {
+            limits: limits(),
+            ..SandboxOptions::default()
+        });
+        sb.run("mkdir -p /tmp/work && cd /tmp/work && printf 'a b\\nc\\n' > f.txt && x=1")
+            .expect("the root sandbox runs its set-up");
+        sb
+    })
+}
+
+/// `shell_run`: any text runs in a fork of a prepared sandbox and ends, within its limits,
+/// with an exit status or a typed error; the fork still takes a command afterwards, and
+/// the sandbox it was forked from is untouched.
+pub fn run(data: &[u8]) {
+    let src = String::from_utf8_lossy(data);
+    let root = root();
+    let sb = root.fork().expect("a fork of a live sandbox");
+    let l = limits();
+    if let Ok(r) = sb.run(&src) {
+        assert!(
+            r.stdout.len() as u64 <= l.stdout_bytes + 4096,
+            "stdout past its limit: {} bytes",
+            r.stdout.len()
+        );
+        assert!(
+            r.stderr.len() as u64 <= l.stderr_bytes + 4096,
+            "stderr past its limit: {} bytes",
+            r.stderr.len()
+        );
+    }
+    // The script may have redefined any command, closed stdout or left the shell: whatever
+    // answers is fine, as long as the sandbox answers.
+    let _ = sb.run("true");
+    sb.destroy();
+    let probe = root
+        .fork()
+        .expect("a fork of the root")
+        .run("printf '%s' \"$x:$(cat /tmp/work/f.txt | wc -l)\"")
+        .expect("the root still runs");
+    assert_eq!(probe.stdout, "1:2", "a fork changed the root");
+}
