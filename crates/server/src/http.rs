@@ -500,4 +500,19 @@ mod tests {
         assert_eq!(h["x-forwarded-proto"], "https");
         assert_eq!(h["x-forwarded-host"], "api.example.com");
     }
+
+    #[test]
+    fn range_units_are_case_insensitive() {
+        let part = |h: &str, len| match parse_range(Some(&HeaderValue::from_str(h).unwrap()), len) {
+            Ok(RangeReq::Part(a, b)) => Some((a, b)),
+            Ok(RangeReq::Full) => None,
+            Err(e) => panic!("{h}: {}", e.message),
+        };
+        assert_eq!(part("bytes=0-9", 100), Some((0, 9)));
+        assert_eq!(part("Bytes=0-9", 100), Some((0, 9)));
+        assert_eq!(part("BYTES=-5", 100), Some((95, 99)));
+        assert_eq!(part(" bytes=90-", 100), Some((90, 99)));
+        assert_eq!(part("items=0-9", 100), None);
+        assert_eq!(part("bytes", 100), None);
+    }
 }
