@@ -644,6 +644,8 @@ fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
             WordPart::CommandSubst(script) => {
                 let mut p = Printer::default();
                 p.inline_list(script);
+                // A here-document inside keeps its body, on the lines before the `)`.
+                p.flush_heredocs();
                 s.push_str("$(");
                 // `$( (a) )` is a subshell; `$((a) )` would read as arithmetic.
                 if p.out.starts_with('(') {
@@ -655,6 +657,7 @@ fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
             WordPart::ProcessSubst { output, script } => {
                 let mut p = Printer::default();
                 p.inline_list(script);
+                p.flush_heredocs();
                 s.push(if *output { '>' } else { '<' });
                 s.push('(');
                 s.push_str(&p.out);
