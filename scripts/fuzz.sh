@@ -12,7 +12,8 @@
 #                                              then fuzzes SECONDS (default 20): the test
 #                                              suite's short pass
 #   scripts/fuzz.sh cmin TARGET                merges the working corpus into fuzz/corpus/TARGET,
-#                                              keeping only inputs that add coverage
+#                                              keeping only inputs that reach new edges (hit
+#                                              counts aside: the committed seeds stay small)
 #
 # A crash is written to fuzz/artifacts/TARGET/ (ignored by git); reproduce it with
 # `scripts/fuzz.sh run TARGET -- fuzz/artifacts/TARGET/crash-...`, fix its cause, and keep the
@@ -100,7 +101,7 @@ cmin)
     tmp="target/fuzz-cmin-$t"
     rm -rf "$tmp" && mkdir -p "$tmp"
     cargo fuzz run "${BUILD[@]}" "$t" "$tmp" "fuzz/corpus/$t" "target/fuzz-corpus/$t" -- \
-        -merge=1 "${OPTS[@]}"
+        -merge=1 -use_counters=0 "${OPTS[@]}"
     rm -rf "fuzz/corpus/$t" && mv "$tmp" "fuzz/corpus/$t"
     echo "fuzz: fuzz/corpus/$t: $(ls "fuzz/corpus/$t" | wc -l) inputs"
     ;;
