@@ -105,8 +105,8 @@ pub fn print(data: &[u8]) {
 }
 
 /// Tight bounds: a fuzzer's loop must end in a second, and its output, files and processes
-/// stay small.
-fn limits() -> Limits {
+/// stay small (the stdio target's root sandbox has them too).
+pub(crate) fn limits() -> Limits {
     Limits {
         timeout_ms: 1_000,
         memory_bytes: 64 << 20,

@@ -86,14 +86,8 @@ pub fn run(data: &[u8]) {
     };
     let dispatcher = Arc::new(Dispatcher::new(DispatchConfig {
         limits: Limits {
-            timeout_ms: 1_000,
-            memory_bytes: 64 << 20,
-            stdout_bytes: 64 << 10,
-            stderr_bytes: 64 << 10,
-            file_count: 200,
-            fs_bytes: 4 << 20,
             rpc_bytes: 1 << 20,
-            ..Limits::default()
+            ..crate::shell::limits()
         },
         ..DispatchConfig::default()
     }));
