@@ -36,10 +36,7 @@ pub struct Refusal {
 fn refusal(e: crate::error::ApiError) -> Refusal {
     Refusal {
         status: e.status.as_u16(),
-        code: serde_json::to_value(e.code)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
+        code: e.code.as_str().to_string(),
         reason: e
             .details
             .get("reason")
