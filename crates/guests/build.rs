@@ -326,6 +326,14 @@ fn build_command(workspace: &Path, target_dir: &Path) -> Command {
     ] {
         cmd.env_remove(var);
     }
+    // Nor the host target's cfgs, which cargo hands this script as CARGO_CFG_*: the guest
+    // build's scripts get their own for wasm32, but one the guest target lacks (`fuzzing`,
+    // `sanitize`) would reach them unchanged and describe the host build as theirs.
+    for (var, _) in env::vars_os() {
+        if var.to_str().is_some_and(|v| v.starts_with("CARGO_CFG_")) {
+            cmd.env_remove(var);
+        }
+    }
     cmd
 }
 

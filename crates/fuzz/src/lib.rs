@@ -8,6 +8,7 @@
 //! does not allow (an untyped error, a path outside the workspace, a tree that prints
 //! differently from how it parses).
 
+pub mod jq;
 pub mod range;
 pub mod shell;
 pub mod state;
@@ -29,6 +30,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("range", range::run),
     ("ws_stdin", ws::run),
     ("state_import", state::run),
+    ("jq_filter", jq::run),
 ];
 
 /// The target called `name`.

@@ -86,3 +86,8 @@ fn ws_stdin() {
 fn state_import() {
     replay("state_import");
 }
+
+#[test]
+fn jq_filter() {
+    replay("jq_filter");
+}

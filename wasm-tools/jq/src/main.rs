@@ -3,7 +3,8 @@
 //! under another name and works as kislyuk's yq does: YAML documents are turned into JSON, jq
 //! runs over them, and with `-y` its results are written back as YAML.
 
-mod ffi;
+use wasm_jq_c as ffi;
+
 mod yaml;
 mod yq;
 

@@ -1,4 +1,7 @@
-//! The way into jq's C command line (`csrc/cli.c` around jq's main.c).
+//! jq 1.6's C (Debian's jq, the reference), compiled by build.rs, and the ways into it: jq's
+//! command line for the `jq` guest (and yq over it), and jq's compiler alone for the host's
+//! fuzz target of jq's filter parser (crates/fuzz). Its own crate so that the host build of
+//! the C pulls in none of the guest's Rust dependencies.
 
 use std::ffi::{CString, OsString, c_char, c_int, c_void};
 
@@ -10,6 +13,8 @@ unsafe extern "C" {
         out: *mut *mut c_char,
         len: *mut usize,
     ) -> c_int;
+    fn wasmsand_jq_compile(filter: *const c_char, errors: *mut *mut c_char, len: *mut usize)
+    -> c_int;
     fn free(p: *mut c_void);
 }
 
@@ -64,3 +69,43 @@ pub fn jq_captured(args: &[OsString]) -> (i32, Vec<u8>) {
         (code, results)
     }
 }
+
+/// What compiling a filter came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compiled {
+    /// jq has a program: its command line would run it. Without one it exits 3.
+    pub program: bool,
+    /// What jq said, one message per line, as its command line prints them on stderr.
+    pub messages: String,
+}
+
+/// Compiles `filter` as jq's command line would and runs nothing; `None` when there was no
+/// memory to start. A NUL byte ends the filter, as it ends an argument.
+pub fn compile(filter: &[u8]) -> Option<Compiled> {
+    let end = filter.iter().position(|b| *b == 0).unwrap_or(filter.len());
+    let filter = CString::new(&filter[..end]).expect("cut at the first NUL");
+    let mut out: *mut c_char = std::ptr::null_mut();
+    let mut len = 0usize;
+    // SAFETY: `filter` is NUL-terminated and outlives the call; `out` and `len` are valid for
+    // writes, and on return `out` is NULL or a malloc'd buffer of `len` bytes, copied and then
+    // freed once here.
+    let (code, messages) = unsafe {
+        let code = wasmsand_jq_compile(filter.as_ptr(), &mut out, &mut len);
+        let messages = if out.is_null() {
+            Vec::new()
+        } else {
+            let bytes = std::slice::from_raw_parts(out.cast::<u8>(), len).to_vec();
+            free(out.cast());
+            bytes
+        };
+        (code, messages)
+    };
+    (code >= 0).then(|| Compiled {
+        program: code == 1,
+        messages: String::from_utf8_lossy(&messages).into_owned(),
+    })
+}
+
+/// jq 1.6's own test file (`tests/jq.test` of the sources built here): filters with the results
+/// they give, and `%%FAIL` filters with the message jq refuses them with.
+pub const JQ_TESTS: &str = concat!(env!("WASM_JQ_SRC"), "/tests/jq.test");
