@@ -13,8 +13,11 @@ unsafe extern "C" {
         out: *mut *mut c_char,
         len: *mut usize,
     ) -> c_int;
-    fn wasmsand_jq_compile(filter: *const c_char, errors: *mut *mut c_char, len: *mut usize)
-    -> c_int;
+    fn wasmsand_jq_compile(
+        filter: *const c_char,
+        errors: *mut *mut c_char,
+        len: *mut usize,
+    ) -> c_int;
     fn free(p: *mut c_void);
 }
 
