@@ -49,6 +49,12 @@ CI_SKIP=" shell_print "
 # targets run commands bounded at 1 s, killed at 5 s); memory well below the machine's.
 OPTS=(-timeout=30 -rss_limit_mb=3072 -max_len=65536 -print_final_stats=1)
 
+# A target's dictionary of words, when it has one (fuzz/dicts/TARGET.dict, libFuzzer's format).
+dict() {
+    [ -f "fuzz/dicts/$1.dict" ] && printf '%s\n' "-dict=fuzz/dicts/$1.dict"
+    return 0
+}
+
 corpora() {
     local t="$1"
     mkdir -p "target/fuzz-corpus/$t" "fuzz/corpus/$t"
@@ -70,7 +76,8 @@ run)
     fi
     [ "${1:-}" = -- ] && shift
     mapfile -t dirs < <(corpora "$t")
-    cargo fuzz run "${BUILD[@]}" "$t" "${dirs[@]}" -- "${OPTS[@]}" "${secs[@]}" "$@"
+    mapfile -t words < <(dict "$t")
+    cargo fuzz run "${BUILD[@]}" "$t" "${dirs[@]}" -- "${OPTS[@]}" "${words[@]}" "${secs[@]}" "$@"
     ;;
 ci)
     secs="${2:-20}"
@@ -83,9 +90,10 @@ ci)
         fi
         echo "fuzz: $t: replaying its corpus, then ${secs} s of fuzzing"
         mapfile -t dirs < <(corpora "$t")
+        mapfile -t words < <(dict "$t")
         # A fixed seed: the same code and corpus fuzz the same way, so the pass fails when a
         # change broke something, not when a long-standing finding happens to come up.
-        cargo fuzz run "${BUILD[@]}" "$t" "${dirs[@]}" -- "${OPTS[@]}" "-max_total_time=$secs" -seed=1 \
+        cargo fuzz run "${BUILD[@]}" "$t" "${dirs[@]}" -- "${OPTS[@]}" "${words[@]}" "-max_total_time=$secs" -seed=1 \
             >"target/fuzz-$t.log" 2>&1 || failed+=("$t")
         grep -E '^(stat::|INFO: Loaded|Done|==[0-9]+== ERROR)|panicked at' "target/fuzz-$t.log" | head -n 20 || true
     done

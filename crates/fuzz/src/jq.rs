@@ -3,7 +3,7 @@
 //! program with nothing said, or is refused with messages that end in `jq: N compile
 //! error(s)`, after which jq exits 3. Never a crash, an abort (jq's C asserts) or a hang.
 
-use wasm_jq::ffi;
+use wasm_jq_c as ffi;
 
 /// Filters that load modules are not compiled: `import` and `include` read files, and here
 /// that would be the fuzzing machine's files, not a sandbox's. Both are keywords, so a filter
@@ -59,7 +59,7 @@ mod tests {
     /// jq.test's cases: (filter, None) for a filter with results, (filter, Some(message)) for
     /// a `%%FAIL` one (an empty message when it says `IGNORE MSG`).
     fn cases() -> Vec<(String, Option<String>)> {
-        let text = std::fs::read_to_string(wasm_jq::JQ_TESTS).expect("jq-src's jq.test");
+        let text = std::fs::read_to_string(wasm_jq_c::JQ_TESTS).expect("jq-src's jq.test");
         let mut cases = Vec::new();
         let mut lines = text.lines().filter(|l| !l.starts_with('#')).peekable();
         while let Some(line) = lines.next() {
@@ -69,7 +69,11 @@ mod tests {
             if let Some(rest) = line.strip_prefix("%%FAIL") {
                 let filter = lines.next().expect("a %%FAIL filter").to_owned();
                 let message = lines.next().unwrap_or("").to_owned();
-                let message = if rest.contains("IGNORE MSG") { String::new() } else { message };
+                let message = if rest.contains("IGNORE MSG") {
+                    String::new()
+                } else {
+                    message
+                };
                 cases.push((filter, Some(message)));
             } else {
                 cases.push((line.to_owned(), None));
@@ -84,7 +88,7 @@ mod tests {
     #[test]
     fn jq_tests_compile_as_jq_test_says() {
         let cases = cases();
-        assert!(cases.len() > 400, "jq.test read as {} cases", cases.len());
+        assert!(cases.len() > 300, "jq.test read as {} cases", cases.len());
         let mut checked = 0;
         for (filter, fail) in &cases {
             if loads_modules(filter.as_bytes()) {
@@ -109,12 +113,12 @@ mod tests {
             run(filter.as_bytes());
             checked += 1;
         }
-        assert!(checked > 400);
+        assert!(checked > 300);
     }
 
     #[test]
     fn refusals_end_in_the_count() {
-        for (filter, n) in [(".[", 1), ("{(0):1} | $x", 2)] {
+        for (filter, n) in [(".[", 1), ("$a, $b", 2)] {
             let c = ffi::compile(filter.as_bytes()).expect("memory to compile");
             assert!(!c.program);
             let want = if n == 1 {
