@@ -199,6 +199,9 @@ struct Parser<'a> {
     /// Positions of `((` that turned out not to be arithmetic: never tried twice, which keeps
     /// nested `((((` linear instead of exponential.
     not_arith: HashSet<usize>,
+    /// Positions of `${#` that turned out not to be a length (`${#a[i]x}`), for the same
+    /// reason: each failed try re-parsed the rest, doubling the work per nested `${#a[`.
+    not_length: HashSet<usize>,
     backticks: HashMap<usize, Script>,
     /// Extended glob groups are words' text (`shopt -s extglob` in effect for this line).
     extglob: bool,
@@ -289,6 +292,7 @@ impl<'a> Parser<'a> {
             bodies: HashMap::new(),
             second_pass: false,
             not_arith: HashSet::new(),
+            not_length: HashSet::new(),
             backticks: HashMap::new(),
             extglob: false,
             in_cond: 0,
@@ -2419,7 +2423,7 @@ impl<'a> Parser<'a> {
     /// `${#name}`, `${#name[i]}`: `None` (and nothing consumed) when what follows the `#` is
     /// not a parameter closed by `}` (`${#}` is `$#`; `${#-x}` is an operator on it).
     fn param_length(&mut self, open: usize) -> ParseResult<Option<WordPart>> {
-        if self.at(0) != Some(b'#') || self.at(1) == Some(b'}') {
+        if self.at(0) != Some(b'#') || self.at(1) == Some(b'}') || self.not_length.contains(&open) {
             return Ok(None);
         }
         let save = self.pos;
@@ -2431,6 +2435,7 @@ impl<'a> Parser<'a> {
                 return Ok(Some(param_part(param, sub, false, ParamOp::Length)));
             }
         }
+        self.not_length.insert(open);
         self.pos = save;
         Ok(None)
     }

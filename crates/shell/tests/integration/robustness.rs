@@ -93,6 +93,19 @@ fn repeated_failed_arith_attempts_parse() {
     let _ = on_small_stack(move || parse(&src).map(|_| ()));
 }
 
+#[test]
+fn repeated_failed_length_attempts_parse() {
+    // Each `${#a[` whose subscript closes but no `}` follows is a bad substitution, tried once
+    // as a length and then remembered: found by the shell_parse fuzzer, where 40 of them took
+    // longer than the 30 s timeout, the work doubling with each.
+    let src = "${#a[>}; ".repeat(64) + "]v";
+    let parsed = on_small_stack(move || parse(&src).map(|_| ()));
+    assert!(
+        parsed.is_ok(),
+        "bash parses it: each `${{#a[>}}` is a bad substitution"
+    );
+}
+
 const SAMPLES: &[&str] = &[
     "A=1 b=(x [2]=y) cmd a{b,c}d 2>&1 | cat -n && echo $((1+2*3)) || f",
     "cat <<E1; cat <<'E2'\none $x\nE1\ntwo\nE2\n",
