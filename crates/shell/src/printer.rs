@@ -575,7 +575,10 @@ fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
                 while let Some(c) = cs.next() {
                     let escape = match c {
                         '`' => true,
-                        '$' => cs.peek().is_none_or(|&n| starts_expansion(n)),
+                        '$' => match cs.peek() {
+                            Some(&n) => starts_expansion(n),
+                            None => rest_starts_expansion(&parts[i + 1..], in_dq, raw),
+                        },
                         '\\' => cs
                             .peek()
                             .is_none_or(|n| matches!(n, '$' | '`' | '\\' | '\n')),
@@ -594,7 +597,12 @@ fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
                 while let Some(c) = cs.next() {
                     let escape = match c {
                         '"' | '`' => true,
-                        '$' => cs.peek().is_none_or(|&n| starts_expansion(n)),
+                        // At the end of the text, what follows decides: the next part, or the
+                        // closing quote, before which a `$` is plain (`"a$"`).
+                        '$' => match cs.peek() {
+                            Some(&n) => starts_expansion(n),
+                            None => rest_starts_expansion(&parts[i + 1..], in_dq, raw),
+                        },
                         '\\' => cs
                             .peek()
                             .is_none_or(|n| matches!(n, '$' | '`' | '"' | '\\' | '\n')),
@@ -682,6 +690,16 @@ fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
             WordPart::BadSubst(t) => s.push_str(t),
         }
     }
+}
+
+/// Whether the text `parts` print to starts with what a `$` before it would expand with.
+fn rest_starts_expansion(parts: &[WordPart], in_dq: bool, raw: bool) -> bool {
+    if parts.is_empty() {
+        return false;
+    }
+    let mut rest = String::new();
+    parts_text(parts, in_dq, raw, &mut rest);
+    rest.chars().next().is_some_and(starts_expansion)
 }
 
 fn brace_text(b: &BraceExp) -> String {

@@ -1452,8 +1452,9 @@ impl<'a> Parser<'a> {
         }))
     }
 
-    /// The index of the `]` closing the `[` at `open`, if it closes before a blank.
-    fn scan_subscript(&self, open: usize, blanks: bool) -> Option<usize> {
+    /// The index of the `]` closing the `[` at `open`, if it closes before a blank (unless
+    /// `blanks`) or an operator (unless `to_end`).
+    fn scan_subscript(&self, open: usize, blanks: bool, to_end: bool) -> Option<usize> {
         let mut depth = 0usize;
         let mut j = open;
         while j < self.src.len() {
@@ -1492,6 +1493,7 @@ impl<'a> Parser<'a> {
                     }
                 }
                 b'(' => j = self.skip_balanced(j, b'(', b')')?,
+                _ if to_end => {}
                 b' ' | b'\t' if !blanks => return None,
                 b' ' | b'\t' | b'<' | b'>' | b'|' | b'&' => {}
                 c if is_meta(c) => return None,
@@ -1550,8 +1552,10 @@ impl<'a> Parser<'a> {
         let name_end = start + i;
         let mut sub = None;
         if self.at(i) == Some(b'[') {
-            let Some(close) = self.scan_subscript(start + i, prefix) else {
-                if prefix && !self.src[start + i..].contains(&b']') {
+            let Some(close) = self.scan_subscript(start + i, prefix, false) else {
+                // Before the command word bash reads `name[` to its balanced `]` across
+                // anything, and the text ending first is an error (`a[$[]=x`, `a[[]=x`).
+                if prefix && self.scan_subscript(start + i, true, true).is_none() {
                     return Err(self.unclosed(start + i, "]"));
                 }
                 return Ok(None);
@@ -1610,7 +1614,7 @@ impl<'a> Parser<'a> {
                 _ => {}
             }
             if self.at(0) == Some(b'[')
-                && let Some(close) = self.scan_subscript(self.pos, true)
+                && let Some(close) = self.scan_subscript(self.pos, true, false)
                 && (self.src.get(close + 1) == Some(&b'=')
                     || (self.src.get(close + 1) == Some(&b'+')
                         && self.src.get(close + 2) == Some(&b'=')))
@@ -2025,8 +2029,12 @@ impl<'a> Parser<'a> {
     /// itself.
     fn word_escape(&mut self, w: &mut WordScan, mode: Mode) {
         match self.at(1) {
+            // A backslash that ends the input escapes nothing and stands for itself. It is kept
+            // as a quoted backslash, which means the same and prints as `\\`: as bare text it
+            // would join whatever a printer writes after it.
             None => {
-                w.lit.push(b'\\');
+                w.flush();
+                w.parts.push(WordPart::Quoted("\\".to_owned()));
                 self.pos += 1;
             }
             Some(b'\n') => self.pos += 2,

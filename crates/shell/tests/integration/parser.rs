@@ -1346,3 +1346,22 @@ fn error_positions_have_columns() {
     let e = err("echo ok\n  echo )");
     assert_eq!((e.line, e.column), (2, 8));
 }
+
+#[test]
+fn subscript_before_the_command_must_balance_as_bash_reads_it() {
+    // bash reads `name[` before the command word to its balanced `]`, `$[...]` and nested
+    // brackets included; the text ending first is an error even when a `]` appears.
+    for src in ["a[$[]=x", "a[[]=x", "a[x", "a[x)"] {
+        assert!(
+            err(src).message.contains("looking for matching `]'"),
+            "{src}: {:?}",
+            err(src)
+        );
+    }
+    assert_eq!(words_of(&simple("a[x]y")), ["a[x]y"]);
+}
+
+#[test]
+fn backslash_ending_the_input_is_a_quoted_backslash() {
+    assert_eq!(word("a$\\"), [lit("a$"), q("\\")]);
+}
