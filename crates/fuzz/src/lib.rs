@@ -8,6 +8,7 @@
 //! does not allow (an untyped error, a path outside the workspace, a tree that prints
 //! differently from how it parses).
 
+pub mod guest;
 pub mod jq;
 pub mod range;
 pub mod shell;
@@ -31,6 +32,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("ws_stdin", ws::run),
     ("state_import", state::run),
     ("jq_filter", jq::run),
+    ("guest_args", guest::run),
 ];
 
 /// The target called `name`.

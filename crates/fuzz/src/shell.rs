@@ -120,7 +120,7 @@ pub(crate) fn limits() -> Limits {
     }
 }
 
-fn root() -> &'static Sandbox {
+pub(crate) fn root() -> &'static Sandbox {
     static ROOT: OnceLock<Sandbox> = OnceLock::new();
     ROOT.get_or_init(|| {
         let sb = Sandbox::new(SandboxOptions {

@@ -91,3 +91,8 @@ fn state_import() {
 fn jq_filter() {
     replay("jq_filter");
 }
+
+#[test]
+fn guest_args() {
+    replay("guest_args");
+}
