@@ -53,8 +53,8 @@ pub fn jq_captured(args: &[OsString]) -> (i32, Vec<u8>) {
     argv.push(std::ptr::null_mut());
     let mut out: *mut c_char = std::ptr::null_mut();
     let mut len = 0usize;
-    // SAFETY: as in `jq`; `out` and `len` are valid for writes, and on return `out` is NULL
-    // or a malloc'd buffer of `len` bytes that is copied and then freed once here.
+    // SAFETY: as in `jq`; `out` and `len` are valid for writes, and on return they describe
+    // what `take_buffer` asks for.
     unsafe {
         let code = wasmsand_jq_captured(
             (argv.len() - 1) as c_int,
@@ -62,14 +62,23 @@ pub fn jq_captured(args: &[OsString]) -> (i32, Vec<u8>) {
             &mut out,
             &mut len,
         );
-        let results = if out.is_null() {
-            Vec::new()
-        } else {
-            let bytes = std::slice::from_raw_parts(out.cast::<u8>(), len).to_vec();
-            free(out.cast());
-            bytes
-        };
-        (code, results)
+        (code, take_buffer(out, len))
+    }
+}
+
+/// The bytes of a buffer a C call handed over, which is then freed.
+///
+/// # Safety
+/// `out` is NULL or a malloc'd buffer of at least `len` bytes that nothing else frees.
+unsafe fn take_buffer(out: *mut c_char, len: usize) -> Vec<u8> {
+    if out.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: as the caller promises.
+    unsafe {
+        let bytes = std::slice::from_raw_parts(out.cast::<u8>(), len).to_vec();
+        free(out.cast());
+        bytes
     }
 }
 
@@ -90,18 +99,10 @@ pub fn compile(filter: &[u8]) -> Option<Compiled> {
     let mut out: *mut c_char = std::ptr::null_mut();
     let mut len = 0usize;
     // SAFETY: `filter` is NUL-terminated and outlives the call; `out` and `len` are valid for
-    // writes, and on return `out` is NULL or a malloc'd buffer of `len` bytes, copied and then
-    // freed once here.
+    // writes, and on return they describe what `take_buffer` asks for.
     let (code, messages) = unsafe {
         let code = wasmsand_jq_compile(filter.as_ptr(), &mut out, &mut len);
-        let messages = if out.is_null() {
-            Vec::new()
-        } else {
-            let bytes = std::slice::from_raw_parts(out.cast::<u8>(), len).to_vec();
-            free(out.cast());
-            bytes
-        };
-        (code, messages)
+        (code, take_buffer(out, len))
     };
     (code >= 0).then(|| Compiled {
         program: code == 1,
