@@ -255,6 +255,18 @@ impl Printer {
     fn command(&mut self, c: &Command) {
         match c {
             Command::Simple(s) => {
+                // `>f }` runs a command named `}`: printed words first, the `}` would close
+                // a group. The redirections go first, where the source had them.
+                let redirects_first = s.assignments.is_empty()
+                    && !s.redirects.is_empty()
+                    && s.words.first().is_some_and(|w| match w {
+                        Arg::Word(w) => crate::syntax::parser::is_reserved(&word_text(w, false)),
+                        Arg::Assignment(_) => false,
+                    });
+                if redirects_first {
+                    self.redirects(&s.redirects);
+                    self.out.push(' ');
+                }
                 let mut parts: Vec<String> = Vec::new();
                 for a in &s.assignments {
                     parts.push(assignment_text(a));
@@ -266,7 +278,9 @@ impl Printer {
                     });
                 }
                 self.out.push_str(&parts.join(" "));
-                self.redirects(&s.redirects);
+                if !redirects_first {
+                    self.redirects(&s.redirects);
+                }
             }
             Command::Compound(c, redirs) => {
                 self.compound(c);

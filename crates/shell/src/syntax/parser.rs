@@ -279,6 +279,11 @@ const RESERVED: &[&str] = &[
     "select", "function", "in", "time", "{", "}", "!", "[[", "]]", "coproc",
 ];
 
+/// Whether `word` is read as a reserved word where a command starts.
+pub(crate) fn is_reserved(word: &str) -> bool {
+    RESERVED.contains(&word)
+}
+
 impl<'a> Parser<'a> {
     fn new(src: &'a [u8], depth: usize, line_base: usize) -> Self {
         let newlines = newline_offsets(src);
