@@ -265,6 +265,25 @@ fn is_name_start(c: u8) -> bool {
     c.is_ascii_alphabetic() || c == b'_'
 }
 
+/// Whether `word` has an assignment's shape: a name, an optional subscript and an optional `+`,
+/// then `=`.
+fn assigns(word: &[u8]) -> bool {
+    let Some(eq) = word.iter().position(|&c| c == b'=') else {
+        return false;
+    };
+    let mut lhs = &word[..eq];
+    if let Some(l) = lhs.strip_suffix(b"+") {
+        lhs = l;
+    }
+    if let Some(open) = lhs.iter().position(|&c| c == b'[') {
+        if lhs.last() != Some(&b']') {
+            return false;
+        }
+        lhs = &lhs[..open];
+    }
+    lhs.first().is_some_and(|&c| is_name_start(c)) && lhs.iter().all(|&c| is_name_char(c))
+}
+
 fn is_name_char(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_'
 }
@@ -1302,6 +1321,11 @@ impl<'a> Parser<'a> {
                 let name_end = self.pos;
                 self.skip_blanks();
                 if self.at(0) == Some(b'(') {
+                    // bash reads `a=b` before `()` as an assignment, after which `(` is
+                    // unexpected: `a=b() { :; }` is a syntax error (`function a=b` is not).
+                    if assigns(&self.src[start..name_end]) {
+                        return Err(self.unexpected());
+                    }
                     self.pos += 1;
                     self.skip_blanks();
                     if self.at(0) != Some(b')') {

@@ -1365,3 +1365,30 @@ fn subscript_before_the_command_must_balance_as_bash_reads_it() {
 fn backslash_ending_the_input_is_a_quoted_backslash() {
     assert_eq!(word("a$\\"), [lit("a$"), q("\\")]);
 }
+
+#[test]
+fn an_assignment_word_before_parentheses_is_not_a_function_name() {
+    for src in [
+        "a=b() { :; }",
+        "m=%() { :; }",
+        "a[1]=x() { :; }",
+        "a+=1() { :; }",
+    ] {
+        assert!(
+            err(src)
+                .message
+                .contains("syntax error near unexpected token `('"),
+            "{src}: {:?}",
+            err(src)
+        );
+    }
+    // A name with `=` is still a function name after the keyword, as in bash.
+    assert!(matches!(
+        first_command("function a=b { :; }"),
+        Command::FunctionDef(_)
+    ));
+    assert!(matches!(
+        first_command("=a() { :; }"),
+        Command::FunctionDef(_)
+    ));
+}
