@@ -327,8 +327,15 @@ impl Printer {
                         self.out.push('-');
                     }
                     if h.quoted {
-                        self.out.push_str(&format!("'{}'", h.delimiter));
+                        // Only quote removal applies to a delimiter: a `'` in it is closed,
+                        // escaped and reopened.
+                        let d = h.delimiter.replace('\'', "'\\''");
+                        self.out.push_str(&format!("'{d}'"));
                     } else {
+                        // `<< -x` is the delimiter `-x`; `<<-x` would strip tabs for `x`.
+                        if !h.strip_tabs && h.delimiter.starts_with('-') {
+                            self.out.push(' ');
+                        }
                         self.out.push_str(&h.delimiter);
                     }
                     self.heredocs.push(h.clone());
