@@ -455,6 +455,11 @@ for s in "${ALL[@]}"; do
         line="stage $s: FAILED, status $rc (${dt} s)"
         FAILED=$((FAILED + 1))
     fi
+    # A full disk fails whichever stage writes next, far from what filled it: CI logs what
+    # each stage left behind.
+    if in_ci; then
+        line="$line [$(df -Pk target | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }') GB free, target/ $(du -sk target 2>/dev/null | awk '{ printf "%.1f", $1 / 1048576 }') GB]"
+    fi
     echo "$line"
     SUMMARY+=("$line")
 done
