@@ -14,8 +14,9 @@ use wasmsand_shell::ast::Script;
 /// bash's printer writes out (`1>&2`).
 fn shape(s: &Script) -> String {
     const TEXT: &str = r#"\("((?:[^"\\]|\\.)*)"\)"#;
-    static RES: OnceLock<[Regex; 5]> = OnceLock::new();
-    let [lines, plain, quoted, literal, dup] = RES.get_or_init(|| {
+    const PLAIN: &str = r#"\("((?:[^"\\*?\[\]{}~!@+|()]|\\[^\\])*)"\)"#;
+    static RES: OnceLock<[Regex; 7]> = OnceLock::new();
+    let [lines, plain, quoted, literal, quoted_plain, plain_quoted, dup] = RES.get_or_init(|| {
         let re = |p: &str| Regex::new(p).expect("a valid pattern");
         [
             // Positions, `$x` against `${x}`, and an arithmetic text's blanks (its parsed
@@ -23,9 +24,13 @@ fn shape(s: &Script) -> String {
             re(r#"\b(line: \d+|bare: (true|false)|Arith \{ source: "(?:[^"\\]|\\.)*")"#),
             // Quoted text of characters no expansion or pattern reads is plain text (`\$`
             // against `$` before a substitution).
-            re(r#"\bQuoted\("((?:[^"\\*?\[\]{}~!@+|()]|\\[^\\])*)"\)"#),
+            re(&format!(r"\bQuoted{PLAIN}")),
             re(&format!(r"\bQuoted{TEXT}, Quoted{TEXT}")),
             re(&format!(r"\bLiteral{TEXT}, Literal{TEXT}")),
+            // Plain text means the same quoted or not, so it joins quoted text beside it
+            // (`"t[\$"` is `t[` quoted and a plain `$`; printed `"t[$"`, one quoted text).
+            re(&format!(r"\bQuoted{TEXT}, Literal{PLAIN}")),
+            re(&format!(r"\bLiteral{PLAIN}, Quoted{TEXT}")),
             re(
                 r#"Redirect \{ fd: None, fd_var: None, op: (DupWrite|DupRead), target: Word\(Word \{ parts: \[Literal\("(-|\d+)"\)\] \}\) \}"#,
             ),
@@ -35,8 +40,10 @@ fn shape(s: &Script) -> String {
     text = plain.replace_all(&text, r#"Literal("$1")"#).into_owned();
     loop {
         let merged = quoted.replace_all(&text, r#"Quoted("$1$2")"#);
-        let merged = literal
-            .replace_all(&merged, r#"Literal("$1$2")"#)
+        let merged = literal.replace_all(&merged, r#"Literal("$1$2")"#);
+        let merged = quoted_plain.replace_all(&merged, r#"Quoted("$1$2")"#);
+        let merged = plain_quoted
+            .replace_all(&merged, r#"Quoted("$1$2")"#)
             .into_owned();
         if merged == text {
             break;
@@ -86,14 +93,23 @@ pub fn print(data: &[u8]) {
     }
     let (a, b) = (shape(&script), shape(&again));
     if a != b {
+        // Where the trees part, from their common prefix to their common suffix: the
+        // difference may be one part in a long script.
         let at = a
             .bytes()
             .zip(b.bytes())
             .position(|(x, y)| x != y)
             .unwrap_or(a.len().min(b.len()));
+        let tail = a
+            .bytes()
+            .rev()
+            .zip(b.bytes().rev())
+            .take(a.len().min(b.len()) - at)
+            .take_while(|(x, y)| x == y)
+            .count();
         let around = |t: &str| {
-            let lo = t.floor_char_boundary(at.saturating_sub(200));
-            let hi = t.ceil_char_boundary((at + 200).min(t.len()));
+            let lo = t.floor_char_boundary(at.saturating_sub(120));
+            let hi = t.ceil_char_boundary((t.len() - tail + 120).min(t.len()));
             t[lo..hi].to_string()
         };
         panic!(

@@ -3,25 +3,35 @@
 //! spaces per level, `;` between commands, `do`/`then` placement), and scripts compare that
 //! output.
 
+use std::cell::Cell;
+
 use crate::syntax::ast::*;
+
+thread_local! {
+    /// Whether the line being printed has here-documents whose bodies wait for its newline.
+    /// A `$(...)` printed there must not hold a body of its own: its first newline would
+    /// read the waiting bodies first (backticks, whose text is read on its own, can).
+    /// Words are printed by free functions, below the printer that knows this.
+    static DOCS_PENDING: Cell<bool> = const { Cell::new(false) };
+}
 
 /// `name () \n{ \n    body\n}` as `declare -f name` prints it.
 pub(crate) fn function_text(f: &FunctionDef) -> String {
-    let mut p = Printer::default();
+    let mut p = Printer::top();
     p.function(f, false);
     p.out
 }
 
 /// A simple command as `BASH_COMMAND` shows it.
 pub(crate) fn simple_command_text(c: &SimpleCommand) -> String {
-    let mut p = Printer::default();
+    let mut p = Printer::top();
     p.command(&Command::Simple(c.clone()));
     p.out
 }
 
 /// An and-or list on one line, as `jobs` shows a job (heredoc bodies follow it).
 pub(crate) fn and_or_text(ao: &AndOr) -> String {
-    let mut p = Printer::default();
+    let mut p = Printer::top();
     p.and_or(ao);
     p.flush_heredocs();
     p.out.trim_end_matches('\n').to_string()
@@ -29,7 +39,7 @@ pub(crate) fn and_or_text(ao: &AndOr) -> String {
 
 /// A command on one line, as `jobs` shows a coprocess.
 pub(crate) fn command_text(c: &Command) -> String {
-    let mut p = Printer::default();
+    let mut p = Printer::top();
     p.command(c);
     p.flush_heredocs();
     p.out.trim_end_matches('\n').to_string()
@@ -43,7 +53,7 @@ pub fn script_text(s: &Script) -> String {
     let mut p = Printer {
         in_function: true,
         reparsable: true,
-        ..Printer::default()
+        ..Printer::top()
     };
     p.list(s, false);
     p.flush_heredocs();
@@ -52,6 +62,7 @@ pub fn script_text(s: &Script) -> String {
 
 /// A word in source form.
 pub(crate) fn word_source(w: &Word) -> String {
+    DOCS_PENDING.set(false);
     word_text(w, false)
 }
 
@@ -105,9 +116,33 @@ struct Printer {
     /// Text that must parse back to the same tree, where bash's own printing would not
     /// (`script_text`).
     reparsable: bool,
+    /// A here-document body was written that ran to the end of its text without a newline:
+    /// one begun inside backticks, whose text ends at the closing backtick.
+    open_body: bool,
+    /// Here-document bodies were written.
+    wrote_docs: bool,
+    /// Printing the text of backticks, where such a body ends the text as it did in the
+    /// source (no delimiter line, which would become part of it).
+    backticks: bool,
 }
 
 impl Printer {
+    /// A printer for a whole text: no line is waiting for here-document bodies yet (a
+    /// printer before it may have stopped without its newline).
+    fn top() -> Printer {
+        DOCS_PENDING.set(false);
+        Printer::default()
+    }
+
+    /// A printer for the text of a substitution. bash shows that text as it was written,
+    /// which is source and reads back (an unnamed coprocess has no name in it).
+    fn nested() -> Printer {
+        Printer {
+            reparsable: true,
+            ..Printer::default()
+        }
+    }
+
     fn ind(&mut self) {
         for _ in 0..self.indent {
             self.out.push(' ');
@@ -214,11 +249,26 @@ impl Printer {
         if self.heredocs.is_empty() {
             return;
         }
+        DOCS_PENDING.set(false);
+        self.wrote_docs = true;
         for h in std::mem::take(&mut self.heredocs) {
             self.out.push('\n');
-            self.out.push_str(&word_text(&h.body, true));
+            if h.quoted {
+                // A quoted delimiter's body is read as it stands: nothing in it is escaped.
+                for part in &h.body.parts {
+                    if let WordPart::Quoted(t) | WordPart::Literal(t) = part {
+                        self.out.push_str(t);
+                    }
+                }
+            } else {
+                self.out.push_str(&word_text(&h.body, true));
+            }
             // A body the script ended inside has no newline of its own before the delimiter.
             if !self.out.ends_with('\n') {
+                self.open_body = true;
+                if self.backticks {
+                    return;
+                }
                 self.out.push('\n');
             }
             self.out.push_str(&h.delimiter);
@@ -339,6 +389,7 @@ impl Printer {
                         self.out.push_str(&h.delimiter);
                     }
                     self.heredocs.push(h.clone());
+                    DOCS_PENDING.set(true);
                 }
                 RedirTarget::Word(w) => {
                     if !matches!(r.op, RedirOp::DupRead | RedirOp::DupWrite) {
@@ -377,7 +428,10 @@ impl Printer {
                 self.out.push_str("coproc ");
                 // bash names an unnamed simple coprocess too (`coproc COPROC cat`), which
                 // reads back as the command `COPROC`; `script_text` leaves the name out there.
-                if !self.reparsable || matches!(**body, Command::Compound(..)) {
+                // A coprocess of a coprocess has no name either (`coproc coproc cat`).
+                let named = matches!(**body, Command::Compound(ref c, _)
+                    if !matches!(c, CompoundCommand::Coproc { .. }));
+                if !self.reparsable || named {
                     self.out.push_str(name);
                     self.out.push(' ');
                 }
@@ -671,10 +725,33 @@ fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
                 s.push_str(&param_text(pe, next_is_name, in_dq || raw));
             }
             WordPart::CommandSubst(script) => {
-                let mut p = Printer::default();
+                let outer_docs = DOCS_PENDING.replace(false);
+                let mut p = Printer::nested();
                 p.inline_list(script);
                 // A here-document inside keeps its body, on the lines before the `)`.
                 p.flush_heredocs();
+                // A body without a final newline can only have ended at a closing backtick,
+                // and only backticks give it back (`$(...)` needs a delimiter line after it).
+                if p.open_body || (outer_docs && p.wrote_docs) {
+                    let mut p = Printer {
+                        backticks: true,
+                        ..Printer::nested()
+                    };
+                    DOCS_PENDING.set(false);
+                    p.inline_list(script);
+                    p.flush_heredocs();
+                    DOCS_PENDING.set(outer_docs);
+                    s.push('`');
+                    for c in p.out.chars() {
+                        if matches!(c, '\\' | '`') {
+                            s.push('\\');
+                        }
+                        s.push(c);
+                    }
+                    s.push('`');
+                    continue;
+                }
+                DOCS_PENDING.set(outer_docs);
                 s.push_str("$(");
                 // `$( (a) )` is a subshell; `$((a) )` would read as arithmetic.
                 if p.out.starts_with('(') {
@@ -684,9 +761,11 @@ fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
                 s.push(')');
             }
             WordPart::ProcessSubst { output, script } => {
-                let mut p = Printer::default();
+                let outer_docs = DOCS_PENDING.replace(false);
+                let mut p = Printer::nested();
                 p.inline_list(script);
                 p.flush_heredocs();
+                DOCS_PENDING.set(outer_docs);
                 s.push(if *output { '>' } else { '<' });
                 s.push('(');
                 s.push_str(&p.out);
@@ -826,6 +905,10 @@ fn param_text(pe: &ParamExp, braces_needed: bool, in_dq: bool) -> String {
                 ReplaceMode::Prefix => "/#",
                 ReplaceMode::Suffix => "/%",
             };
+            // `${x/}` written `${x//}` would read as the other mode.
+            if pattern.parts.is_empty() && replacement.parts.is_empty() {
+                return format!("${{{bang}{name}{sub}{m}}}");
+            }
             format!(
                 "${{{bang}{name}{sub}{m}{}/{}}}",
                 w(pattern),

@@ -53,7 +53,9 @@ pub fn parse_opts(source: &str, opts: &ParseOptions) -> Result<Script, ParseErro
 pub fn parse_chunk(source: &str, opts: &ParseOptions) -> Result<(Script, bool), ParseError> {
     run_passes(source.as_bytes(), 0, opts.line_base.max(1), opts, |p| {
         let s = p.program()?;
-        Ok((s, p.doc_unterminated))
+        // A here-document whose line is the last, with no newline after it, has no body and
+        // no delimiter: it ran to the end as well (bash warns the same way for both).
+        Ok((s, p.doc_unterminated || !p.pending.is_empty()))
     })
 }
 
@@ -221,6 +223,10 @@ struct Parser<'a> {
     /// Parsing an assignment's value: the words of its `${x-word}` operands expand `~`
     /// after each `:` too (`y=${u-~:~}`), as bash.
     tilde_assign: bool,
+    /// Where a command word that `try_assignment` found to be `name[...]` without an `=`
+    /// ends: bash reads it to the balanced `]` across blanks and operators (`a[; x ]` is one
+    /// word), as it reads a subscript.
+    subscript_word_end: Option<usize>,
     /// A here-document body reached the end of the text without its delimiter.
     doc_unterminated: bool,
 }
@@ -326,6 +332,7 @@ impl<'a> Parser<'a> {
             cmd_aliases: Vec::new(),
             active_aliases: Vec::new(),
             tilde_assign: false,
+            subscript_word_end: None,
             doc_unterminated: false,
         }
     }
@@ -1275,6 +1282,7 @@ impl<'a> Parser<'a> {
                 self.expand_aliases_here(true);
                 if self.cmd_aliases.len() > expanded {
                     // The alias text may start with assignments or redirections of its own.
+                    self.subscript_word_end = None;
                     continue;
                 }
             }
@@ -1584,8 +1592,11 @@ impl<'a> Parser<'a> {
             let Some(close) = self.scan_subscript(start + i, prefix, false) else {
                 // Before the command word bash reads `name[` to its balanced `]` across
                 // anything, and the text ending first is an error (`a[$[]=x`, `a[[]=x`).
-                if prefix && self.scan_subscript(start + i, true, true).is_none() {
-                    return Err(self.unclosed(start + i, "]"));
+                if prefix {
+                    match self.scan_subscript(start + i, true, true) {
+                        None => return Err(self.unclosed(start + i, "]")),
+                        Some(close) => self.subscript_word_end = Some(close + 1),
+                    }
                 }
                 return Ok(None);
             };
@@ -1594,6 +1605,10 @@ impl<'a> Parser<'a> {
         }
         let append = self.at(i) == Some(b'+') && self.at(i + 1) == Some(b'=');
         if !append && self.at(i) != Some(b'=') {
+            // Not an assignment: the command word, which holds the whole `[...]`.
+            if prefix && sub.is_some() {
+                self.subscript_word_end = Some(start + i);
+            }
             return Ok(None);
         }
         let name = lossy(&self.src[start..name_end]);
@@ -1873,23 +1888,37 @@ impl<'a> Parser<'a> {
     /// A command argument: parsed, then brace expansion markers found.
     #[inline(never)]
     fn command_word(&mut self) -> ParseResult<Word> {
-        let parts = self.word_parts(Mode::Normal, Tilde::Start)?;
+        let through = self
+            .subscript_word_end
+            .take()
+            .filter(|&end| end > self.pos)
+            .unwrap_or(0);
+        let saved = std::mem::replace(&mut self.tilde_assign, false);
+        let parts = self.word_parts_in(Mode::Normal, Tilde::Start, through);
+        self.tilde_assign = saved;
+        let parts = parts?;
         let parts = self.braces(parts)?;
         Ok(Word { parts })
     }
 
     fn word_parts(&mut self, mode: Mode, tilde: Tilde) -> ParseResult<Vec<WordPart>> {
         if mode != Mode::Normal {
-            return self.word_parts_in(mode, tilde);
+            return self.word_parts_in(mode, tilde, 0);
         }
         let saved = std::mem::replace(&mut self.tilde_assign, tilde == Tilde::Assign);
-        let r = self.word_parts_in(mode, tilde);
+        let r = self.word_parts_in(mode, tilde, 0);
         self.tilde_assign = saved;
         r
     }
 
     #[inline(never)]
-    fn word_parts_in(&mut self, mode: Mode, tilde: Tilde) -> ParseResult<Vec<WordPart>> {
+    /// `through`: the word does not end before this position (see `subscript_word_end`).
+    fn word_parts_in(
+        &mut self,
+        mode: Mode,
+        tilde: Tilde,
+        through: usize,
+    ) -> ParseResult<Vec<WordPart>> {
         let quoted_ctx = matches!(
             mode,
             Mode::DQuote | Mode::HereDoc | Mode::Param { dq: true, .. }
@@ -1903,6 +1932,7 @@ impl<'a> Parser<'a> {
             ext_depth: 0,
             ext_open: 0,
             squote_in_param: false,
+            through,
         };
         while let Some(c) = self.at(0) {
             if mode == Mode::Normal && self.ext_glob_step(&mut w, c) {
@@ -1943,6 +1973,8 @@ impl<'a> Parser<'a> {
                     w.parts.push(self.backtick(mode == Mode::DQuote)?);
                 }
                 b'$' => match self.dollar(quoted_ctx)? {
+                    // `$\<newline>`, rewritten: the `$` is read again after the continuation.
+                    Some(WordPart::Literal(t)) if t.is_empty() => {}
                     Some(p) => {
                         w.flush();
                         w.parts.push(p);
@@ -2037,7 +2069,8 @@ impl<'a> Parser<'a> {
     fn word_ends_at(&self, w: &WordScan, c: u8, mode: Mode) -> bool {
         match mode {
             Mode::Normal => {
-                w.ext_depth == 0
+                self.pos >= w.through
+                    && w.ext_depth == 0
                     && is_meta(c)
                     && !(self.pos == w.start
                         && matches!(c, b'<' | b'>')
@@ -3034,6 +3067,8 @@ struct WordScan {
     /// Between the single quotes of "${x-'...'}": they stay in the value and hide a `}`, but
     /// `$` still expands inside them.
     squote_in_param: bool,
+    /// The word goes on at least to here, whatever it meets (0: no such end).
+    through: usize,
 }
 
 impl WordScan {
