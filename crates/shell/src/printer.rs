@@ -63,7 +63,7 @@ pub fn script_text(s: &Script) -> String {
 /// A word in source form.
 pub(crate) fn word_source(w: &Word) -> String {
     DOCS_PENDING.set(false);
-    word_text(w, false)
+    word_text(w)
 }
 
 /// Whether a `$` before `c` would start an expansion (or a `$'...'` / `$"..."` string):
@@ -253,16 +253,7 @@ impl Printer {
         self.wrote_docs = true;
         for h in std::mem::take(&mut self.heredocs) {
             self.out.push('\n');
-            if h.quoted {
-                // A quoted delimiter's body is read as it stands: nothing in it is escaped.
-                for part in &h.body.parts {
-                    if let WordPart::Quoted(t) | WordPart::Literal(t) = part {
-                        self.out.push_str(t);
-                    }
-                }
-            } else {
-                self.out.push_str(&word_text(&h.body, true));
-            }
+            self.out.push_str(&h.text);
             // A body the script ended inside has no newline of its own before the delimiter.
             if !self.out.ends_with('\n') {
                 self.open_body = true;
@@ -310,7 +301,7 @@ impl Printer {
                 let redirects_first = s.assignments.is_empty()
                     && !s.redirects.is_empty()
                     && s.words.first().is_some_and(|w| match w {
-                        Arg::Word(w) => crate::syntax::parser::is_reserved(&word_text(w, false)),
+                        Arg::Word(w) => crate::syntax::parser::is_reserved(&word_text(w)),
                         Arg::Assignment(_) => false,
                     });
                 if redirects_first {
@@ -323,7 +314,7 @@ impl Printer {
                 }
                 for w in &s.words {
                     parts.push(match w {
-                        Arg::Word(w) => word_text(w, false),
+                        Arg::Word(w) => word_text(w),
                         Arg::Assignment(a) => assignment_text(a),
                     });
                 }
@@ -395,7 +386,7 @@ impl Printer {
                     if !matches!(r.op, RedirOp::DupRead | RedirOp::DupWrite) {
                         self.out.push(' ');
                     }
-                    self.out.push_str(&word_text(w, false));
+                    self.out.push_str(&word_text(w));
                 }
             }
         }
@@ -472,7 +463,7 @@ impl Printer {
                 let list = match words {
                     Some(ws) => ws
                         .iter()
-                        .map(|w| word_text(w, false))
+                        .map(|w| word_text(w))
                         .collect::<Vec<_>>()
                         .join(" "),
                     None => "\"$@\"".to_string(),
@@ -495,12 +486,12 @@ impl Printer {
             }
             CompoundCommand::Case { word, items } => {
                 self.out
-                    .push_str(&format!("case {} in ", word_text(word, false)));
+                    .push_str(&format!("case {} in ", word_text(word)));
                 self.indent += 4;
                 for item in items {
                     self.newline();
                     let pats: Vec<String> =
-                        item.patterns.iter().map(|w| word_text(w, false)).collect();
+                        item.patterns.iter().map(|w| word_text(w)).collect();
                     self.out.push_str(&pats.join(" | "));
                     self.out.push(')');
                     if !item.body.items.is_empty() {
@@ -575,11 +566,11 @@ impl Printer {
 
 fn cond_text(e: &CondExpr) -> String {
     match e {
-        CondExpr::Word(w) => word_text(w, false),
-        CondExpr::Unary(op, w) => format!("-{op} {}", word_text(w, false)),
+        CondExpr::Word(w) => word_text(w),
+        CondExpr::Unary(op, w) => format!("-{op} {}", word_text(w)),
         CondExpr::Binary(l, op, r) => {
             let op = op.as_str();
-            format!("{} {op} {}", word_text(l, false), word_text(r, false))
+            format!("{} {op} {}", word_text(l), word_text(r))
         }
         CondExpr::Not(e) => format!("! {}", cond_text(e)),
         CondExpr::And(a, b) => format!("{} && {}", cond_text(a), cond_text(b)),
@@ -591,7 +582,7 @@ fn assignment_text(a: &Assignment) -> String {
     let mut s = a.name.clone();
     if let Some(i) = &a.index {
         s.push('[');
-        s.push_str(&word_text(i, false));
+        s.push_str(&word_text(i));
         s.push(']');
     }
     if a.append {
@@ -599,7 +590,7 @@ fn assignment_text(a: &Assignment) -> String {
     }
     s.push('=');
     match &a.value {
-        AssignValue::Scalar(w) => s.push_str(&word_text(w, false)),
+        AssignValue::Scalar(w) => s.push_str(&word_text(w)),
         AssignValue::Array(elems) => s.push_str(&array_literal_text(elems)),
     }
     s
@@ -607,11 +598,11 @@ fn assignment_text(a: &Assignment) -> String {
 
 /// An array literal's element in source form: `v`, `[k]=v` or `[k]+=v`.
 pub(crate) fn array_elem_text(e: &ArrayElem) -> String {
-    let value = word_text(&e.value, false);
+    let value = word_text(&e.value);
     match &e.key {
         Some(k) => format!(
             "[{}]{}={value}",
-            word_text(k, false),
+            word_text(k),
             if e.append { "+" } else { "" }
         ),
         None => value,
@@ -624,15 +615,14 @@ pub(crate) fn array_literal_text(elems: &[ArrayElem]) -> String {
     format!("({})", items.join(" "))
 }
 
-/// A word written back in source form. `raw` is for here-document bodies, whose quoted
-/// text is not requoted.
-fn word_text(w: &Word, raw: bool) -> String {
+/// A word written back in source form.
+fn word_text(w: &Word) -> String {
     let mut s = String::new();
-    parts_text(&w.parts, false, raw, &mut s);
+    parts_text(&w.parts, false, &mut s);
     s
 }
 
-fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
+fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
     for (i, p) in parts.iter().enumerate() {
         match p {
             // A `$` that ends a literal would join the next part (`$$(`, `$'`, `$"`): it is
@@ -642,29 +632,6 @@ fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
                 s.push_str("\\$");
             }
             WordPart::Literal(t) => s.push_str(t),
-            // A here-document body: quotes are plain characters there, and a backslash
-            // escapes only `$`, `` ` ``, `\` and a newline, so those are escaped again and any
-            // other text shows as it was written.
-            WordPart::Quoted(t) if raw => {
-                let mut cs = t.chars().peekable();
-                while let Some(c) = cs.next() {
-                    let escape = match c {
-                        '`' => true,
-                        '$' => match cs.peek() {
-                            Some(&n) => starts_expansion(n),
-                            None => rest_starts_expansion(&parts[i + 1..], in_dq, raw),
-                        },
-                        '\\' => cs
-                            .peek()
-                            .is_none_or(|n| matches!(n, '$' | '`' | '\\' | '\n')),
-                        _ => false,
-                    };
-                    if escape {
-                        s.push('\\');
-                    }
-                    s.push(c);
-                }
-            }
             // Inside double quotes a backslash escapes only `$`, `` ` ``, `"`, `\` and a
             // newline: `"%s\n"` shows as written, not as `"%s\\n"`.
             WordPart::Quoted(t) if in_dq => {
@@ -676,7 +643,7 @@ fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
                         // closing quote, before which a `$` is plain (`"a$"`).
                         '$' => match cs.peek() {
                             Some(&n) => starts_expansion(n),
-                            None => rest_starts_expansion(&parts[i + 1..], in_dq, raw),
+                            None => rest_starts_expansion(&parts[i + 1..], in_dq),
                         },
                         '\\' => cs
                             .peek()
@@ -710,7 +677,7 @@ fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
             }
             WordPart::DoubleQuoted(inner) => {
                 s.push('"');
-                parts_text(inner, true, raw, s);
+                parts_text(inner, true, s);
                 s.push('"');
             }
             WordPart::Param(pe) => {
@@ -721,8 +688,7 @@ fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
                         .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '['),
                     _ => false,
                 };
-                // Inside a here-document an operand word reads as inside double quotes.
-                s.push_str(&param_text(pe, next_is_name, in_dq || raw));
+                s.push_str(&param_text(pe, next_is_name, in_dq));
             }
             WordPart::CommandSubst(script) => {
                 let outer_docs = DOCS_PENDING.replace(false);
@@ -793,19 +759,19 @@ fn parts_text(parts: &[WordPart], in_dq: bool, raw: bool, s: &mut String) {
 }
 
 /// Whether the text `parts` print to starts with what a `$` before it would expand with.
-fn rest_starts_expansion(parts: &[WordPart], in_dq: bool, raw: bool) -> bool {
+fn rest_starts_expansion(parts: &[WordPart], in_dq: bool) -> bool {
     if parts.is_empty() {
         return false;
     }
     let mut rest = String::new();
-    parts_text(parts, in_dq, raw, &mut rest);
+    parts_text(parts, in_dq, &mut rest);
     rest.chars().next().is_some_and(starts_expansion)
 }
 
 fn brace_text(b: &BraceExp) -> String {
     match b {
         BraceExp::List(alts) => {
-            let items: Vec<String> = alts.iter().map(|w| word_text(w, false)).collect();
+            let items: Vec<String> = alts.iter().map(|w| word_text(w)).collect();
             format!("{{{}}}", items.join(","))
         }
         BraceExp::Seq { start, end, step } => match step {
@@ -829,7 +795,7 @@ fn dq_operand_text(w: &Word) -> String {
                     s.push(c);
                 }
             }
-            other => parts_text(std::slice::from_ref(other), true, false, &mut s),
+            other => parts_text(std::slice::from_ref(other), true, &mut s),
         }
     }
     s
@@ -853,15 +819,15 @@ fn param_text(pe: &ParamExp, braces_needed: bool, in_dq: bool) -> String {
         None => String::new(),
         Some(Subscript::At) => "[@]".into(),
         Some(Subscript::Star) => "[*]".into(),
-        Some(Subscript::Index(w)) => format!("[{}]", word_text(w, false)),
+        Some(Subscript::Index(w)) => format!("[{}]", word_text(w)),
     };
     let bang = if pe.indirect { "!" } else { "" };
-    let w = |w: &Word| word_text(w, false);
+    let w = |w: &Word| word_text(w);
     let operand = |wd: &Word| {
         if in_dq {
             dq_operand_text(wd)
         } else {
-            word_text(wd, false)
+            word_text(wd)
         }
     };
     let colon = |c: bool| if c { ":" } else { "" };

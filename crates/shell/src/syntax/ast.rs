@@ -411,6 +411,10 @@ pub struct HereDoc {
     pub strip_tabs: bool,
     /// The body, ending with a newline (unless the script ended before the delimiter).
     pub body: Word,
+    /// The body's text as it was read (after `<<-` removed its tabs): bash prints a
+    /// here-document back as written, and nothing but that text reads back to the same body
+    /// (a substitution in it may hold a here-document whose delimiter line would end it).
+    pub text: String,
 }
 
 /// A shell word: a sequence of parts with their quoting kept.

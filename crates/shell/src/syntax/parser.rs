@@ -196,7 +196,7 @@ struct Parser<'a> {
     newlines: Vec<usize>,
     pending: Vec<PendingDoc>,
     /// Here-document bodies by operator position, collected by the first pass.
-    bodies: HashMap<usize, Word>,
+    bodies: HashMap<usize, (Word, String)>,
     second_pass: bool,
     /// Positions of `((` that turned out not to be arithmetic: never tried twice, which keeps
     /// nested `((((` linear instead of exponential.
@@ -632,7 +632,7 @@ impl<'a> Parser<'a> {
                     Ok(Word { parts })
                 })?
             };
-            self.bodies.insert(doc.op_pos, body);
+            self.bodies.insert(doc.op_pos, (body, lossy(&text)));
         }
         Ok(())
     }
@@ -1461,7 +1461,7 @@ impl<'a> Parser<'a> {
                 quoted,
                 strip_tabs: strip,
             });
-            let body = self.bodies.get(&op_pos).cloned().unwrap_or_default();
+            let (body, text) = self.bodies.get(&op_pos).cloned().unwrap_or_default();
             return Ok(Some(Redirect {
                 fd,
                 fd_var,
@@ -1471,6 +1471,7 @@ impl<'a> Parser<'a> {
                     quoted,
                     strip_tabs: strip,
                     body,
+                    text,
                 }),
             }));
         }
@@ -1657,8 +1658,18 @@ impl<'a> Parser<'a> {
                 Some(c) if is_meta(c) => return Err(self.unexpected()),
                 _ => {}
             }
-            if self.at(0) == Some(b'[')
-                && let Some(close) = self.scan_subscript(self.pos, true, false)
+            // bash reads an element that starts with `[` to its balanced `]` across blanks,
+            // newlines and operators (`([a b]=1 [c;d]=2)`), as a key when `=` follows and as
+            // part of the word otherwise; the text ending first is an error.
+            let close = if self.at(0) == Some(b'[') {
+                match self.scan_subscript(self.pos, true, true) {
+                    Some(close) => Some(close),
+                    None => return Err(self.unclosed(self.pos, "]")),
+                }
+            } else {
+                None
+            };
+            if let Some(close) = close
                 && (self.src.get(close + 1) == Some(&b'=')
                     || (self.src.get(close + 1) == Some(&b'+')
                         && self.src.get(close + 2) == Some(&b'=')))
@@ -1679,6 +1690,7 @@ impl<'a> Parser<'a> {
                 });
                 continue;
             }
+            self.subscript_word_end = close.map(|c| c + 1);
             let value = self.command_word()?;
             elems.push(ArrayElem {
                 key: None,
