@@ -434,6 +434,13 @@ node_ai_sdk() {
 # for each target also run in the cargo stage (crates/fuzz/tests/replay.rs); this stage adds
 # libFuzzer's mutations around them.
 stage_fuzz() {
+    # The fuzz targets build into a target dir of their own (target/fuzz, 4 GB), and this is the
+    # last stage: in a CI run nothing reads the main build's outputs any more, and a CI run of
+    # 2026-12-05 ran out of disk during this build with them still there. Local runs keep them.
+    if in_ci && [ -d target/debug ]; then
+        echo "fuzz: CI run: removing target/debug ($(du -sh target/debug | cut -f1)), which no later stage reads"
+        rm -rf target/debug
+    fi
     scripts/fuzz.sh ci "${WASMSAND_FUZZ_SECONDS:-20}"
 }
 
