@@ -95,7 +95,7 @@ if in_ci; then
 fi
 # The footprint of a cold run of every stage (measured on a cold CI run; the README gives the figure); a full disk shows up
 # as a cascade of unrelated stage failures, so say it before the first build.
-NEED_GB=20
+NEED_GB=16
 mkdir -p target
 free_gb="$(df -Pk target | awk 'NR == 2 { print int($4 / 1048576) }')"
 used_gb="$(du -sk target 2>/dev/null | awk '{ print int($1 / 1048576) }')"

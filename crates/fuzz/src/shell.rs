@@ -9,53 +9,60 @@ use wasmsand::{Limits, Sandbox, SandboxOptions};
 use wasmsand_shell::ast::Script;
 
 /// The tree without what the printer spells differently and means the same: positions (a
-/// reprinted script has its commands on other lines), `$x` against `${x}`, how a text is cut into parts (`"a\\n"`
-/// and `"a\n"` cut theirs differently), and the default descriptor of `>&2` and `<&3`, which
-/// bash's printer writes out (`1>&2`).
+/// reprinted script has its commands on other lines), `$x` against `${x}`, an arithmetic
+/// text's blanks, the default descriptor of `>&2` and `<&3` (which bash's printer writes out,
+/// `1>&2`), and how a text is cut into literal and quoted parts: only which characters are
+/// quoted where quoting changes what they mean.
 fn shape(s: &Script) -> String {
-    const TEXT: &str = r#"\("((?:[^"\\]|\\.)*)"\)"#;
-    const PLAIN: &str = r#"\("((?:[^"\\*?\[\]{}~!@+|()]|\\[^\\])*)"\)"#;
-    static RES: OnceLock<[Regex; 7]> = OnceLock::new();
-    let [lines, plain, quoted, literal, quoted_plain, plain_quoted, dup] = RES.get_or_init(|| {
+    const TEXT: &str = r#"(Literal|Quoted)\("((?:[^"\\]|\\.)*)"\)"#;
+    static RES: OnceLock<[Regex; 5]> = OnceLock::new();
+    let [lines, dup, run, item, char] = RES.get_or_init(|| {
         let re = |p: &str| Regex::new(p).expect("a valid pattern");
         [
             // Positions, `$x` against `${x}`, and an arithmetic text's blanks (its parsed
             // expression stays, and says what it means).
             re(r#"\b(line: \d+|bare: (true|false)|Arith \{ source: "(?:[^"\\]|\\.)*")"#),
-            // Quoted text of characters no expansion or pattern reads is plain text (`\$`
-            // against `$` before a substitution).
-            re(&format!(r"\bQuoted{PLAIN}")),
-            re(&format!(r"\bQuoted{TEXT}, Quoted{TEXT}")),
-            re(&format!(r"\bLiteral{TEXT}, Literal{TEXT}")),
-            // Plain text means the same quoted or not, so it joins quoted text beside it
-            // (`"t[\$"` is `t[` quoted and a plain `$`; printed `"t[$"`, one quoted text).
-            re(&format!(r"\bQuoted{TEXT}, Literal{PLAIN}")),
-            re(&format!(r"\bLiteral{PLAIN}, Quoted{TEXT}")),
             re(
                 r#"Redirect \{ fd: None, fd_var: None, op: (DupWrite|DupRead), target: Word\(Word \{ parts: \[Literal\("(-|\d+)"\)\] \}\) \}"#,
             ),
+            // A run of adjacent text parts, and one part of it.
+            re(&format!(r"\b{TEXT}(?:, {TEXT})*")),
+            re(&format!(r"\b{TEXT}")),
+            // One character of the debug text: an escape or a character.
+            re(r"\\u\{[0-9a-f]+\}|\\.|."),
         ]
     });
-    let mut text = lines.replace_all(&format!("{s:?}"), "_").into_owned();
-    text = plain.replace_all(&text, r#"Literal("$1")"#).into_owned();
-    loop {
-        let merged = quoted.replace_all(&text, r#"Quoted("$1$2")"#);
-        let merged = literal.replace_all(&merged, r#"Literal("$1$2")"#);
-        let merged = quoted_plain.replace_all(&merged, r#"Quoted("$1$2")"#);
-        let merged = plain_quoted
-            .replace_all(&merged, r#"Quoted("$1$2")"#)
-            .into_owned();
-        if merged == text {
-            break;
-        }
-        text = merged;
-    }
-    dup.replace_all(&text, |c: &regex::Captures<'_>| {
+    let tree = format!("{s:?}");
+    let text = lines.replace_all(&tree, "_");
+    let text = dup.replace_all(&text, |c: &regex::Captures<'_>| {
         let fd = if &c[1] == "DupWrite" { 1 } else { 0 };
         format!(
             r#"Redirect {{ fd: Some({fd}), fd_var: None, op: {}, target: Word(Word {{ parts: [Literal("{}")] }}) }}"#,
             &c[1], &c[2]
         )
+    });
+    // A run of text parts becomes one text in which a quoted character is marked only where
+    // quoting changes its meaning (a pattern's or a brace's characters, a tilde, a
+    // backslash): `"t[\$"` (`t[` quoted, then a plain `$`) and `"t[$"` are the same text.
+    run.replace_all(&text, |c: &regex::Captures<'_>| {
+        let mut out = String::from("Text(\"");
+        for part in item.captures_iter(&c[0]) {
+            let quoted = &part[1] == "Quoted";
+            for ch in char.find_iter(&part[2]) {
+                let ch = ch.as_str();
+                let special = matches!(
+                    ch,
+                    "*" | "?" | "[" | "]" | "{" | "}" | "~" | "!" | "@" | "+" | "|" | "(" | ")"
+                        | "\\\\"
+                );
+                if quoted && special {
+                    out.push_str("\u{e000}");
+                }
+                out.push_str(ch);
+            }
+        }
+        out.push_str("\")");
+        out
     })
     .into_owned()
 }

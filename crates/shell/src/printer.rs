@@ -116,9 +116,10 @@ struct Printer {
     /// Text that must parse back to the same tree, where bash's own printing would not
     /// (`script_text`).
     reparsable: bool,
-    /// A here-document body was written that ran to the end of its text without a newline:
-    /// one begun inside backticks, whose text ends at the closing backtick.
-    open_body: bool,
+    /// A here-document body was written that ran to the end of its text without a newline
+    /// (one begun inside backticks, whose text ends at the closing backtick): where the
+    /// output ended after it.
+    open_body: Option<usize>,
     /// Here-document bodies were written.
     wrote_docs: bool,
     /// Printing the text of backticks, where such a body ends the text as it did in the
@@ -254,9 +255,11 @@ impl Printer {
         for h in std::mem::take(&mut self.heredocs) {
             self.out.push('\n');
             self.out.push_str(&h.text);
-            // A body the script ended inside has no newline of its own before the delimiter.
-            if !self.out.ends_with('\n') {
-                self.open_body = true;
+            // A body the script ended inside has no newline of its own before the delimiter,
+            // and one whose delimiter holds a newline always runs to the end (no line can
+            // match it).
+            if !self.out.ends_with('\n') || h.delimiter.contains('\n') {
+                self.open_body = Some(self.out.len());
                 if self.backticks {
                     return;
                 }
@@ -698,15 +701,23 @@ fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
                 p.flush_heredocs();
                 // A body without a final newline can only have ended at a closing backtick,
                 // and only backticks give it back (`$(...)` needs a delimiter line after it).
-                if p.open_body || (outer_docs && p.wrote_docs) {
-                    let mut p = Printer {
-                        backticks: true,
-                        ..Printer::nested()
-                    };
-                    DOCS_PENDING.set(false);
-                    p.inline_list(script);
-                    p.flush_heredocs();
-                    DOCS_PENDING.set(outer_docs);
+                // Only a body that ends the text came from backticks: one followed by more of
+                // the substitution was read from the lines after its `)` (the script ended
+                // inside it).
+                let backticks = (p.open_body.is_some() || (outer_docs && p.wrote_docs))
+                    .then(|| {
+                        let mut b = Printer {
+                            backticks: true,
+                            ..Printer::nested()
+                        };
+                        DOCS_PENDING.set(false);
+                        b.inline_list(script);
+                        b.flush_heredocs();
+                        DOCS_PENDING.set(outer_docs);
+                        b
+                    })
+                    .filter(|b| b.open_body.is_none_or(|end| end == b.out.len()));
+                if let Some(p) = backticks {
                     s.push('`');
                     for c in p.out.chars() {
                         if matches!(c, '\\' | '`') {

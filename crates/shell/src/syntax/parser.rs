@@ -2140,11 +2140,17 @@ impl<'a> Parser<'a> {
     #[inline(never)]
     fn tilde_prefix(&self, tilde: Tilde, mode: Mode) -> Option<(String, usize)> {
         let mut i = 1;
-        while self
-            .at(i)
-            .is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-' | b'+'))
-        {
-            i += 1;
+        let mut user = Vec::new();
+        loop {
+            match self.at(i) {
+                Some(c) if c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-' | b'+') => {
+                    user.push(c);
+                    i += 1;
+                }
+                // bash removes a line continuation before it reads the word (`~ro\<newline>ot`).
+                Some(b'\\') if self.at(i + 1) == Some(b'\n') => i += 2,
+                _ => break,
+            }
         }
         let ok = match self.at(i) {
             None | Some(b'/') => true,
@@ -2157,7 +2163,7 @@ impl<'a> Parser<'a> {
                 _ => false,
             },
         };
-        ok.then(|| (lossy(&self.src[self.pos + 1..self.pos + i]), i))
+        ok.then(|| (lossy(&user), i))
     }
 
     #[inline(never)]
