@@ -76,11 +76,40 @@ fn starts_expansion(c: char) -> bool {
         )
 }
 
+/// Whether the text ends in a blank that separates words: a space after an odd number of
+/// backslashes is part of the word before it (`a\ ` then `3>&1` must not join).
+fn ends_with_blank(out: &str) -> bool {
+    if out.ends_with('\n') {
+        return true;
+    }
+    let Some(rest) = out.strip_suffix(' ') else {
+        return false;
+    };
+    rest.bytes().rev().take_while(|&b| b == b'\\').count() % 2 == 0
+}
+
 /// Whether every `(` of an arithmetic text closes, and no `)` closes nothing.
 fn parens_balance(src: &str) -> bool {
     let mut depth = 0i64;
-    for b in src.bytes() {
+    let mut bytes = src.bytes();
+    while let Some(b) = bytes.next() {
         match b {
+            // Quoted text is a word of the expression, whose parentheses do not count.
+            b'\\' => {
+                bytes.next();
+            }
+            b'\'' => while bytes.next().is_some_and(|c| c != b'\'') {},
+            b'"' => {
+                while let Some(c) = bytes.next() {
+                    match c {
+                        b'"' => break,
+                        b'\\' => {
+                            bytes.next();
+                        }
+                        _ => {}
+                    }
+                }
+            }
             b'(' => depth += 1,
             b')' => {
                 depth -= 1;
@@ -336,7 +365,7 @@ impl Printer {
 
     fn redirects(&mut self, redirs: &[Redirect]) {
         for r in redirs {
-            if !self.out.is_empty() && !self.out.ends_with([' ', '\n']) {
+            if !self.out.is_empty() && !ends_with_blank(&self.out) {
                 self.out.push(' ');
             }
             match (r.fd, r.op) {
@@ -796,7 +825,7 @@ fn brace_text(b: &BraceExp) -> String {
 /// there single quotes are plain characters, so quoted text is shown with backslashes only.
 fn dq_operand_text(w: &Word) -> String {
     let mut s = String::new();
-    for p in &w.parts {
+    for (i, p) in w.parts.iter().enumerate() {
         match p {
             WordPart::Quoted(t) => {
                 for c in t.chars() {
@@ -805,6 +834,11 @@ fn dq_operand_text(w: &Word) -> String {
                     }
                     s.push(c);
                 }
+            }
+            // A `$` ending a literal would join the part after it, as in `parts_text`.
+            WordPart::Literal(t) if t.ends_with('$') && i + 1 < w.parts.len() => {
+                s.push_str(&t[..t.len() - 1]);
+                s.push_str("\\$");
             }
             other => parts_text(std::slice::from_ref(other), true, &mut s),
         }

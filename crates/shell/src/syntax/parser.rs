@@ -1452,9 +1452,11 @@ impl<'a> Parser<'a> {
         if op == RedirOp::HereDoc {
             let wstart = self.pos;
             self.word_parts(Mode::Normal, Tilde::No)?;
-            let raw = &self.src[wstart..self.pos];
+            // bash removes line continuations before it reads the word: they neither quote
+            // the delimiter nor are part of it.
+            let raw = strip_continuations(&self.src[wstart..self.pos]);
             let quoted = raw.iter().any(|c| matches!(c, b'\'' | b'"' | b'\\'));
-            let delimiter = remove_quotes(raw);
+            let delimiter = remove_quotes(&raw);
             self.pending.push(PendingDoc {
                 op_pos,
                 delimiter: delimiter.clone(),
@@ -3146,6 +3148,32 @@ fn utf8_len(b: &[u8]) -> usize {
 }
 
 /// The delimiter of a here-document: its word with quotes removed (no expansion happens).
+/// A word's text without its line continuations (a backslash and a newline, outside single
+/// quotes).
+fn strip_continuations(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut quote = None;
+    let mut i = 0;
+    while i < raw.len() {
+        let c = raw[i];
+        match (quote, c) {
+            (None | Some(b'"'), b'\\') if i + 1 < raw.len() => {
+                if raw[i + 1] != b'\n' {
+                    out.extend_from_slice(&raw[i..i + 2]);
+                }
+                i += 2;
+                continue;
+            }
+            (None, b'\'' | b'"') => quote = Some(c),
+            (Some(q), _) if c == q => quote = None,
+            _ => {}
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
 fn remove_quotes(raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     let mut i = 0;
