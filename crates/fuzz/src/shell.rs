@@ -50,13 +50,9 @@ fn shape(s: &Script) -> String {
             let quoted = &part[1] == "Quoted";
             for ch in char.find_iter(&part[2]) {
                 let ch = ch.as_str();
-                let special = matches!(
-                    ch,
-                    "*" | "?" | "[" | "]" | "{" | "}" | "~" | "!" | "@" | "+" | "|" | "(" | ")"
-                        | "\\\\"
-                );
+                let special = ch == "\\\\" || (ch.len() == 1 && "*?[]{}~!@+|()".contains(ch));
                 if quoted && special {
-                    out.push_str("\u{e000}");
+                    out.push('\u{e000}');
                 }
                 out.push_str(ch);
             }

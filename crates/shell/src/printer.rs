@@ -495,7 +495,7 @@ impl Printer {
                 let list = match words {
                     Some(ws) => ws
                         .iter()
-                        .map(|w| word_text(w))
+                        .map(word_text)
                         .collect::<Vec<_>>()
                         .join(" "),
                     None => "\"$@\"".to_string(),
@@ -517,13 +517,11 @@ impl Printer {
                 self.do_body(body);
             }
             CompoundCommand::Case { word, items } => {
-                self.out
-                    .push_str(&format!("case {} in ", word_text(word)));
+                self.out.push_str(&format!("case {} in ", word_text(word)));
                 self.indent += 4;
                 for item in items {
                     self.newline();
-                    let pats: Vec<String> =
-                        item.patterns.iter().map(|w| word_text(w)).collect();
+                    let pats: Vec<String> = item.patterns.iter().map(word_text).collect();
                     self.out.push_str(&pats.join(" | "));
                     self.out.push(')');
                     if !item.body.items.is_empty() {
@@ -811,7 +809,7 @@ fn rest_starts_expansion(parts: &[WordPart], in_dq: bool) -> bool {
 fn brace_text(b: &BraceExp) -> String {
     match b {
         BraceExp::List(alts) => {
-            let items: Vec<String> = alts.iter().map(|w| word_text(w)).collect();
+            let items: Vec<String> = alts.iter().map(word_text).collect();
             format!("{{{}}}", items.join(","))
         }
         BraceExp::Seq { start, end, step } => match step {
