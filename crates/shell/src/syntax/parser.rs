@@ -1946,6 +1946,7 @@ impl<'a> Parser<'a> {
             ext_depth: 0,
             ext_open: 0,
             squote_in_param: false,
+            squote_open: 0,
             through,
         };
         while let Some(c) = self.at(0) {
@@ -1969,11 +1970,11 @@ impl<'a> Parser<'a> {
                     self.pos = close + 1;
                 }
                 // In "${x-'...'}" the single quotes stay but still hide a `}` (bash prints
-                // `'}'` for "${u-'}'}").
-                b'\''
-                    if matches!(mode, Mode::Param { dq: true, .. })
-                        && (w.squote_in_param || self.src[self.pos + 1..].contains(&b'\'')) =>
-                {
+                // `'}'` for "${u-'}'}"), and one that does not close is an error, as in bash.
+                b'\'' if matches!(mode, Mode::Param { dq: true, .. }) => {
+                    if !w.squote_in_param {
+                        w.squote_open = self.pos;
+                    }
                     w.squote_in_param = !w.squote_in_param;
                     w.lit.push(b'\'');
                     self.pos += 1;
@@ -2045,6 +2046,9 @@ impl<'a> Parser<'a> {
         }
         if w.ext_depth > 0 {
             return Err(self.unclosed(w.ext_open, "("));
+        }
+        if w.squote_in_param {
+            return Err(self.unclosed(w.squote_open, "'"));
         }
         w.flush();
         Ok(w.parts)
@@ -3087,6 +3091,7 @@ struct WordScan {
     /// Between the single quotes of "${x-'...'}": they stay in the value and hide a `}`, but
     /// `$` still expands inside them.
     squote_in_param: bool,
+    squote_open: usize,
     /// The word goes on at least to here, whatever it meets (0: no such end).
     through: usize,
 }
