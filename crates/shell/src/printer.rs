@@ -493,11 +493,7 @@ impl Printer {
                     "select"
                 };
                 let list = match words {
-                    Some(ws) => ws
-                        .iter()
-                        .map(word_text)
-                        .collect::<Vec<_>>()
-                        .join(" "),
+                    Some(ws) => ws.iter().map(word_text).collect::<Vec<_>>().join(" "),
                     None => "\"$@\"".to_string(),
                 };
                 self.out.push_str(&format!("{kw} {var} in {list};"));
