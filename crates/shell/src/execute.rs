@@ -854,9 +854,9 @@ impl Interp {
 
     fn run_arith_for(
         &mut self,
-        init: &Option<Arith>,
-        cond: &Option<Arith>,
-        step: &Option<Arith>,
+        init: &Option<Box<Arith>>,
+        cond: &Option<Box<Arith>>,
+        step: &Option<Box<Arith>>,
         body: &Script,
     ) -> FlowResult {
         let mut status = 0;

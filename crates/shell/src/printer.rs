@@ -19,6 +19,9 @@ thread_local! {
 pub(crate) fn function_text(f: &FunctionDef) -> String {
     let mut p = Printer::top();
     p.function(f, false);
+    // The definition's own here-documents; inside a list they wait for what follows it on
+    // its line (`f() { ...; } <<E &`).
+    p.flush_heredocs();
     p.out
 }
 
@@ -86,41 +89,6 @@ fn ends_with_blank(out: &str) -> bool {
         return false;
     };
     rest.bytes().rev().take_while(|&b| b == b'\\').count() % 2 == 0
-}
-
-/// Whether every `(` of an arithmetic text closes, and no `)` closes nothing.
-fn parens_balance(src: &str) -> bool {
-    let mut depth = 0i64;
-    let mut bytes = src.bytes();
-    while let Some(b) = bytes.next() {
-        match b {
-            // Quoted text is a word of the expression, whose parentheses do not count.
-            b'\\' => {
-                bytes.next();
-            }
-            b'\'' => while bytes.next().is_some_and(|c| c != b'\'') {},
-            b'"' => {
-                while let Some(c) = bytes.next() {
-                    match c {
-                        b'"' => break,
-                        b'\\' => {
-                            bytes.next();
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            b'(' => depth += 1,
-            b')' => {
-                depth -= 1;
-                if depth < 0 {
-                    return false;
-                }
-            }
-            _ => {}
-        }
-    }
-    depth == 0
 }
 
 /// Whether a dup's target is a literal descriptor number or `-`.
@@ -231,7 +199,6 @@ impl Printer {
                 self.out.push('}');
             }
         }
-        self.flush_heredocs();
     }
 
     /// A command list, one command per line.
@@ -505,7 +472,7 @@ impl Printer {
                 step,
                 body,
             } => {
-                fn t(a: &Option<Arith>) -> &str {
+                fn t(a: &Option<Box<Arith>>) -> &str {
                     a.as_ref().map(|a| a.source.trim()).unwrap_or("")
                 }
                 self.out
@@ -691,8 +658,20 @@ fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
                         s.push('\\');
                         s.push(c);
                     }
+                    // Each `'` as `\'` between single-quoted runs: every other byte (a NUL, a
+                    // control character) stays as written, where `$'...'` would make a NUL an
+                    // escape that ends the string.
                     _ if t.contains('\'') => {
-                        s.push_str(&crate::printf::quote_single(t));
+                        for (k, run) in t.split('\'').enumerate() {
+                            if k > 0 {
+                                s.push_str("\\'");
+                            }
+                            if !run.is_empty() {
+                                s.push('\'');
+                                s.push_str(run);
+                                s.push('\'');
+                            }
+                        }
                     }
                     _ => {
                         s.push('\'');
@@ -707,14 +686,7 @@ fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
                 s.push('"');
             }
             WordPart::Param(pe) => {
-                let next_is_name = match parts.get(i + 1) {
-                    Some(WordPart::Literal(t)) | Some(WordPart::Quoted(t)) => t
-                        .chars()
-                        .next()
-                        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '['),
-                    _ => false,
-                };
-                s.push_str(&param_text(pe, next_is_name, in_dq));
+                s.push_str(&param_text(pe, continues_name(parts.get(i + 1)), in_dq));
             }
             WordPart::CommandSubst(script) => {
                 let outer_docs = DOCS_PENDING.replace(false);
@@ -771,8 +743,7 @@ fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
                 s.push_str(&p.out);
                 s.push(')');
             }
-            // `$[...]` (the old form) may hold parentheses that `$((...))` cannot.
-            WordPart::Arith(a) if !parens_balance(&a.source) => {
+            WordPart::Arith(a) if a.bracket => {
                 s.push_str("$[");
                 s.push_str(&a.source);
                 s.push(']');
@@ -789,6 +760,17 @@ fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
             WordPart::Brace(b) => s.push_str(&brace_text(b)),
             WordPart::BadSubst(t) => s.push_str(t),
         }
+    }
+}
+
+/// Whether a part starts with what would join a `$name` before it: `${x}y` is not `$xy`.
+fn continues_name(next: Option<&WordPart>) -> bool {
+    match next {
+        Some(WordPart::Literal(t)) | Some(WordPart::Quoted(t)) => t
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '['),
+        _ => false,
     }
 }
 
@@ -833,6 +815,9 @@ fn dq_operand_text(w: &Word) -> String {
             WordPart::Literal(t) if t.ends_with('$') && i + 1 < w.parts.len() => {
                 s.push_str(&t[..t.len() - 1]);
                 s.push_str("\\$");
+            }
+            WordPart::Param(pe) => {
+                s.push_str(&param_text(pe, continues_name(w.parts.get(i + 1)), true));
             }
             other => parts_text(std::slice::from_ref(other), true, &mut s),
         }
@@ -914,11 +899,8 @@ fn param_text(pe: &ParamExp, braces_needed: bool, in_dq: bool) -> String {
             if pattern.parts.is_empty() && replacement.parts.is_empty() {
                 return format!("${{{bang}{name}{sub}{m}}}");
             }
-            format!(
-                "${{{bang}{name}{sub}{m}{}/{}}}",
-                w(pattern),
-                operand(replacement)
-            )
+            // bash 5.2 reads the replacement as unquoted text even inside double quotes.
+            format!("${{{bang}{name}{sub}{m}{}/{}}}", w(pattern), w(replacement))
         }
         ParamOp::Case {
             upper,

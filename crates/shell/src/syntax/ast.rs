@@ -188,11 +188,11 @@ pub enum CompoundCommand {
     /// `for ((init; cond; step)); do body; done`; an empty part is `None`.
     ArithFor {
         /// Evaluated once before the loop.
-        init: Option<Arith>,
+        init: Option<Box<Arith>>,
         /// Tested before each iteration; `None` counts as true (loop forever).
-        cond: Option<Arith>,
+        cond: Option<Box<Arith>>,
         /// Evaluated after each iteration.
-        step: Option<Arith>,
+        step: Option<Box<Arith>>,
         /// The loop body.
         body: Script,
     },
@@ -647,6 +647,9 @@ pub struct Arith {
     pub source: String,
     /// The parsed expression, or the syntax error message reported when it is evaluated.
     pub expr: Result<ArithExpr, String>,
+    /// Written in the old form, `$[...]`, and printed back in it: its text ends at a `]` and
+    /// may hold what `$((...))` would read otherwise (an unbalanced `(`, a subscript's `]`).
+    pub bracket: bool,
 }
 
 /// A node of a parsed arithmetic expression (64-bit signed, wrapping, as bash).

@@ -662,7 +662,22 @@ impl<'a> Parser<'a> {
         RESERVED
             .iter()
             .copied()
-            .find(|w| self.starts(w) && self.delim_at(w.len()))
+            .find(|w| self.starts(w) && self.delim_after_continuations(w.len()))
+    }
+
+    /// `delim_at`, past any line continuations first: bash removes them before it reads a
+    /// word, so `then\<newline><newline>` is `then` and a newline.
+    fn delim_after_continuations(&self, k: usize) -> bool {
+        let at = self.past_continuations(self.pos + k);
+        self.src.get(at).is_none_or(|&c| is_meta(c))
+    }
+
+    /// The position `pos`, or past the line continuations that start there.
+    fn past_continuations(&self, mut pos: usize) -> usize {
+        while self.src.get(pos) == Some(&b'\\') && self.src.get(pos + 1) == Some(&b'\n') {
+            pos += 2;
+        }
+        pos
     }
 
     fn expect_reserved(&mut self, word: &str) -> ParseResult<()> {
@@ -797,24 +812,27 @@ impl<'a> Parser<'a> {
         self.skip_blanks();
         let line = self.line_at(self.pos);
         // A bare `time` (or `time -p`) times nothing: bash prints the report for an empty
-        // command.
-        if timed
-            && (self.eof()
-                || matches!(
-                    self.peek_op(),
-                    Some((
-                        Op::Newline
-                            | Op::Semi
-                            | Op::Amp
-                            | Op::AndAnd
-                            | Op::OrOr
-                            | Op::RParen
-                            | Op::DSemi
-                            | Op::DSemiAmp
-                            | Op::SemiAmp,
-                        _
+        // command. A bare `!` before a list's end negates nothing (status 1).
+        let bare_bang =
+            negated && (self.eof() || matches!(self.peek_op(), Some((Op::Newline | Op::Semi, _))));
+        if bare_bang
+            || timed
+                && (self.eof()
+                    || matches!(
+                        self.peek_op(),
+                        Some((
+                            Op::Newline
+                                | Op::Semi
+                                | Op::Amp
+                                | Op::AndAnd
+                                | Op::OrOr
+                                | Op::RParen
+                                | Op::DSemi
+                                | Op::DSemiAmp
+                                | Op::SemiAmp,
+                            _
+                        ))
                     ))
-                ))
         {
             let nothing = Command::Simple(SimpleCommand {
                 assignments: Vec::new(),
@@ -842,15 +860,8 @@ impl<'a> Parser<'a> {
                         op: RedirOp::DupWrite,
                         target: RedirTarget::Word(Word::literal("1")),
                     };
-                    match commands.last_mut() {
-                        Some(Command::Simple(s)) => s.redirects.push(dup),
-                        Some(Command::Compound(_, r)) => r.push(dup),
-                        Some(Command::FunctionDef(f)) => {
-                            if let Command::Compound(_, r) = f.body.as_mut() {
-                                r.push(dup);
-                            }
-                        }
-                        None => {}
+                    if let Some(last) = commands.last_mut() {
+                        redirect_stderr_too(last, dup);
                     }
                 }
                 _ => break,
@@ -1110,7 +1121,7 @@ impl<'a> Parser<'a> {
                     parts.push(None)
                 }
                 Some((tokens, stop, _)) => {
-                    parts.push(Some(self.finish_arith(tokens, start, stop)?))
+                    parts.push(Some(Box::new(self.finish_arith(tokens, start, stop)?)))
                 }
                 None => return Err(self.unexpected()),
             }
@@ -1451,7 +1462,11 @@ impl<'a> Parser<'a> {
         }
         if op == RedirOp::HereDoc {
             let wstart = self.pos;
+            let outer = self.pending.len();
             self.word_parts(Mode::Normal, Tilde::No)?;
+            // The delimiter is text (only its quotes are removed): a here-document begun in a
+            // substitution inside it, still waiting for its body, is not the script's.
+            self.pending.truncate(outer);
             // bash removes line continuations before it reads the word: they neither quote
             // the delimiter nor are part of it.
             let raw = strip_continuations(&self.src[wstart..self.pos]);
@@ -1507,12 +1522,7 @@ impl<'a> Parser<'a> {
                     }
                 }
                 b'\\' => j += 1,
-                q @ (b'\'' | b'"') => {
-                    j += 1;
-                    while j < self.src.len() && self.src[j] != q {
-                        j += 1;
-                    }
-                }
+                b'\'' | b'"' => j = self.quoted_end(j),
                 // bash reads a subscript as a balanced text: expansions, parentheses and
                 // blanks are part of it (`a[$(f x)]=v`, `a[(1+2)]=v`, `a[1 + 1]=v`).
                 b'$' if matches!(self.src.get(j + 1), Some(b'(' | b'{')) => {
@@ -1544,6 +1554,25 @@ impl<'a> Parser<'a> {
         None
     }
 
+    /// The index of the quote that closes the one at `at` (or the text's end): a backslash
+    /// escapes within `"..."` and `$'...'`, not within `'...'`.
+    fn quoted_end(&self, at: usize) -> usize {
+        let q = self.src[at];
+        let dollar = at > 0 && self.src[at - 1] == b'$' && {
+            let before = &self.src[..at - 1];
+            before.iter().rev().take_while(|&&c| c == b'\\').count() % 2 == 0
+        };
+        let escapes = q == b'"' || dollar;
+        let mut j = at + 1;
+        while j < self.src.len() && self.src[j] != q {
+            if escapes && self.src[j] == b'\\' {
+                j += 1;
+            }
+            j += 1;
+        }
+        j
+    }
+
     /// The index of the `close` matching the `open` at `at`, past quotes and escapes; `None`
     /// when the text ends (or a line does) first.
     fn skip_balanced(&self, at: usize, open: u8, close: u8) -> Option<usize> {
@@ -1552,15 +1581,7 @@ impl<'a> Parser<'a> {
         while j < self.src.len() {
             match self.src[j] {
                 b'\\' => j += 1,
-                q @ (b'\'' | b'"') => {
-                    j += 1;
-                    while j < self.src.len() && self.src[j] != q {
-                        if q == b'"' && self.src[j] == b'\\' {
-                            j += 1;
-                        }
-                        j += 1;
-                    }
-                }
+                b'\'' | b'"' => j = self.quoted_end(j),
                 c if c == open => depth += 1,
                 c if c == close => {
                     depth -= 1;
@@ -1585,44 +1606,59 @@ impl<'a> Parser<'a> {
         if !self.at(0).is_some_and(is_name_start) {
             return Ok(None);
         }
-        let mut i = 1;
-        while self.at(i).is_some_and(is_name_char) {
-            i += 1;
+        // bash removes line continuations before it reads a word: `a\<newline>b=1` assigns
+        // `ab`.
+        let mut name = Vec::new();
+        let mut q = start;
+        while let Some(&c) = self.src.get(q).filter(|&&c| is_name_char(c)) {
+            name.push(c);
+            q = self.past_continuations(q + 1);
         }
-        let name_end = start + i;
         let mut sub = None;
-        if self.at(i) == Some(b'[') {
-            let Some(close) = self.scan_subscript(start + i, prefix, false) else {
+        if self.src.get(q) == Some(&b'[') {
+            let Some(close) = self.scan_subscript(q, prefix, false) else {
                 // Before the command word bash reads `name[` to its balanced `]` across
                 // anything, and the text ending first is an error (`a[$[]=x`, `a[[]=x`).
                 if prefix {
-                    match self.scan_subscript(start + i, true, true) {
-                        None => return Err(self.unclosed(start + i, "]")),
+                    match self.scan_subscript(q, true, true) {
+                        None => return Err(self.unclosed(q, "]")),
                         Some(close) => self.subscript_word_end = Some(close + 1),
                     }
                 }
                 return Ok(None);
             };
-            sub = Some(start + i + 1);
-            i = close + 1 - start;
+            sub = Some(q + 1);
+            q = self.past_continuations(close + 1);
         }
-        let append = self.at(i) == Some(b'+') && self.at(i + 1) == Some(b'=');
-        if !append && self.at(i) != Some(b'=') {
+        let append = self.src.get(q) == Some(&b'+')
+            && self.src.get(self.past_continuations(q + 1)) == Some(&b'=');
+        if !append && self.src.get(q) != Some(&b'=') {
             // Not an assignment: the command word, which holds the whole `[...]`.
             if prefix && sub.is_some() {
-                self.subscript_word_end = Some(start + i);
+                self.subscript_word_end = Some(q);
             }
             return Ok(None);
         }
-        let name = lossy(&self.src[start..name_end]);
-        let mut value_at = start + i + if append { 2 } else { 1 };
+        let name = lossy(&name);
+        let eq = if append {
+            self.past_continuations(q + 1)
+        } else {
+            q
+        };
+        let mut value_at = eq + 1;
         let index = match sub {
             Some(s) => {
                 self.pos = s;
                 let parts = self.word_parts(Mode::Subscript, Tilde::No)?;
                 // An alias in a `$( )` of the subscript rewrites the text after it.
                 if self.at(0) == Some(b']') {
-                    value_at = self.pos + 1 + if append { 2 } else { 1 };
+                    let q = self.past_continuations(self.pos + 1);
+                    let eq = if append {
+                        self.past_continuations(q + 1)
+                    } else {
+                        q
+                    };
+                    value_at = eq + 1;
                 }
                 Some(Word { parts })
             }
@@ -2287,7 +2323,7 @@ impl<'a> Parser<'a> {
                         .ok_or_else(|| p.unclosed(open, "]"))?;
                     p.finish_arith(tokens, start, end)
                 })?;
-                WordPart::Arith(Box::new(a))
+                WordPart::Arith(Box::new(Arith { bracket: true, ..a }))
             }
             b'{' => {
                 self.pos += 2;
@@ -2334,6 +2370,9 @@ impl<'a> Parser<'a> {
             }
         }
         let mut out: Vec<u8> = Vec::new();
+        // Where an escape made a NUL (`\0`, `\x00`, `\c@`): the string ends there, as C
+        // strings do in bash. A NUL byte written as such is text like any other.
+        let mut nul_at = None;
         loop {
             if self.pos >= end {
                 self.pos = end + 1;
@@ -2347,6 +2386,7 @@ impl<'a> Parser<'a> {
                         continue;
                     };
                     self.pos += 1;
+                    let len = out.len();
                     match e {
                         b'a' => out.push(7),
                         b'b' => out.push(8),
@@ -2417,13 +2457,14 @@ impl<'a> Parser<'a> {
                             out.push(other);
                         }
                     }
+                    if nul_at.is_none() && out[len..].contains(&0) {
+                        nul_at = Some(len + out[len..].iter().position(|b| *b == 0).unwrap_or(0));
+                    }
                 }
                 _ => out.push(c),
             }
         }
-        // A NUL ends the string, as C strings do in bash.
-        let end = out.iter().position(|b| *b == 0).unwrap_or(out.len());
-        Ok(lossy(&out[..end]))
+        Ok(lossy(&out[..nul_at.unwrap_or(out.len())]))
     }
 
     fn param_name(&mut self) -> Option<Param> {
@@ -2456,7 +2497,9 @@ impl<'a> Parser<'a> {
         None
     }
 
-    fn opt_subscript(&mut self, open: usize) -> ParseResult<Option<Subscript>> {
+    /// `None` too, with nothing consumed, for a `[` without its `]`: bash reads such a
+    /// `${...}` to its first `}` and reports a bad substitution when it is expanded.
+    fn opt_subscript(&mut self) -> ParseResult<Option<Subscript>> {
         if self.at(0) != Some(b'[') {
             return Ok(None);
         }
@@ -2468,10 +2511,13 @@ impl<'a> Parser<'a> {
             self.pos += 3;
             return Ok(Some(Subscript::Star));
         }
+        let (save, pending) = (self.pos, self.pending.clone());
         self.pos += 1;
         let parts = self.word_parts(Mode::Subscript, Tilde::No)?;
         if self.at(0) != Some(b']') {
-            return Err(self.unclosed(open, "}"));
+            self.pos = save;
+            self.pending = pending;
+            return Ok(None);
         }
         self.pos += 1;
         Ok(Some(Subscript::Index(Word { parts })))
@@ -2496,7 +2542,7 @@ impl<'a> Parser<'a> {
             return self.bad_subst(open);
         }
         let sub = if matches!(param, Param::Named(_)) {
-            self.opt_subscript(open)?
+            self.opt_subscript()?
         } else {
             None
         };
@@ -2523,7 +2569,7 @@ impl<'a> Parser<'a> {
         let save = self.pos;
         self.pos += 1;
         if let Some(param) = self.param_name() {
-            let sub = self.opt_subscript(open)?;
+            let sub = self.opt_subscript()?;
             if self.at(0) == Some(b'}') {
                 self.pos += 1;
                 return Ok(Some(param_part(param, sub, false, ParamOp::Length)));
@@ -2775,7 +2821,11 @@ impl<'a> Parser<'a> {
         let source = lossy(&self.src[start..end]);
         let budget = MAX_DEPTH.saturating_sub(self.depth);
         match arith::parse_tokens(tokens, &source, budget) {
-            Ok(expr) => Ok(Arith { source, expr }),
+            Ok(expr) => Ok(Arith {
+                source,
+                expr,
+                bracket: false,
+            }),
             Err(arith::TooDeep) => Err(self.err_at(start, DEPTH_MESSAGE)),
         }
     }
@@ -2901,6 +2951,11 @@ impl<'a> Parser<'a> {
                     _ => {}
                 }
                 Tok::Op(op)
+            } else if c == b'\\' && self.at(1).is_some() {
+                // An escaped character is a bad token with its backslash, never an operator:
+                // bash reads `$((n\)))` to its `))` and reports `\)`.
+                self.pos += 1 + utf8_len(&self.src[here + 1..]);
+                Tok::Bad
             } else {
                 self.pos += utf8_len(&self.src[here..]);
                 Tok::Bad
@@ -3213,4 +3268,21 @@ fn remove_quotes(raw: &[u8]) -> Vec<u8> {
         i += 1;
     }
     out
+}
+
+/// `|&`'s `2>&1`, on the command before it. A coprocess's goes on its body, where a
+/// redirection written after `coproc cmd` lands, so that its printed form reads back the same.
+fn redirect_stderr_too(cmd: &mut Command, dup: Redirect) {
+    match cmd {
+        Command::Simple(s) => s.redirects.push(dup),
+        Command::Compound(CompoundCommand::Coproc { body, .. }, _) => {
+            redirect_stderr_too(body, dup)
+        }
+        Command::Compound(_, r) => r.push(dup),
+        Command::FunctionDef(f) => {
+            if let Command::Compound(_, r) = f.body.as_mut() {
+                r.push(dup);
+            }
+        }
+    }
 }
