@@ -3,16 +3,16 @@
 //! spaces per level, `;` between commands, `do`/`then` placement), and scripts compare that
 //! output.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 
 use crate::syntax::ast::*;
 
 thread_local! {
-    /// Whether the line being printed has here-documents whose bodies wait for its newline.
-    /// A `$(...)` printed there must not hold a body of its own: its first newline would
-    /// read the waiting bodies first (backticks, whose text is read on its own, can).
-    /// Words are printed by free functions, below the printer that knows this.
-    static DOCS_PENDING: Cell<bool> = const { Cell::new(false) };
+    /// Here-documents begun inside a substitution whose bodies cannot be written inside it
+    /// (the script ended in them, so no delimiter line closes them before the `)`): as in the
+    /// source, they wait for the newline of the line around it. Words are printed by free
+    /// functions, below the printer that writes that line.
+    static CARRIED: RefCell<Vec<HereDoc>> = const { RefCell::new(Vec::new()) };
 }
 
 /// `name () \n{ \n    body\n}` as `declare -f name` prints it.
@@ -65,8 +65,9 @@ pub fn script_text(s: &Script) -> String {
 
 /// A word in source form.
 pub(crate) fn word_source(w: &Word) -> String {
-    DOCS_PENDING.set(false);
-    word_text(w)
+    let text = word_text(w);
+    CARRIED.take();
+    text
 }
 
 /// Whether a `$` before `c` would start an expansion (or a `$'...'` / `$"..."` string):
@@ -117,8 +118,6 @@ struct Printer {
     /// (one begun inside backticks, whose text ends at the closing backtick): where the
     /// output ended after it.
     open_body: Option<usize>,
-    /// Here-document bodies were written.
-    wrote_docs: bool,
     /// Printing the text of backticks, where such a body ends the text as it did in the
     /// source (no delimiter line, which would become part of it).
     backticks: bool,
@@ -128,7 +127,7 @@ impl Printer {
     /// A printer for a whole text: no line is waiting for here-document bodies yet (a
     /// printer before it may have stopped without its newline).
     fn top() -> Printer {
-        DOCS_PENDING.set(false);
+        CARRIED.take();
         Printer::default()
     }
 
@@ -139,6 +138,17 @@ impl Printer {
             reparsable: true,
             ..Printer::default()
         }
+    }
+
+    /// The text of a substitution whose here-document bodies run to the end of the script:
+    /// without them, which wait for the line around it (`CARRIED`).
+    fn carrying(script: &Script) -> Printer {
+        let mut p = Printer::nested();
+        p.inline_list(script);
+        p.heredocs.extend(CARRIED.take());
+        let docs = std::mem::take(&mut p.heredocs);
+        CARRIED.with_borrow_mut(|c| c.extend(docs));
+        p
     }
 
     fn ind(&mut self) {
@@ -243,11 +253,10 @@ impl Printer {
     }
 
     fn flush_heredocs(&mut self) {
+        self.heredocs.extend(CARRIED.take());
         if self.heredocs.is_empty() {
             return;
         }
-        DOCS_PENDING.set(false);
-        self.wrote_docs = true;
         for h in std::mem::take(&mut self.heredocs) {
             self.out.push('\n');
             self.out.push_str(&h.text);
@@ -258,6 +267,11 @@ impl Printer {
                 self.open_body = Some(self.out.len());
                 if self.backticks {
                     return;
+                }
+                // No line matches a delimiter holding a newline: written out, its lines
+                // would only join the body (where an unquoted one's `${` must then close).
+                if h.delimiter.contains('\n') {
+                    continue;
                 }
                 self.out.push('\n');
             }
@@ -378,8 +392,10 @@ impl Printer {
                         }
                         self.out.push_str(&h.delimiter);
                     }
+                    // Bodies are read in the order their operators are: those carried out of
+                    // the words before this one come first.
+                    self.heredocs.extend(CARRIED.take());
                     self.heredocs.push(h.clone());
-                    DOCS_PENDING.set(true);
                 }
                 RedirTarget::Word(w) => {
                     if !matches!(r.op, RedirOp::DupRead | RedirOp::DupWrite) {
@@ -689,41 +705,33 @@ fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
                 s.push_str(&param_text(pe, continues_name(parts.get(i + 1)), in_dq));
             }
             WordPart::CommandSubst(script) => {
-                let outer_docs = DOCS_PENDING.replace(false);
                 let mut p = Printer::nested();
                 p.inline_list(script);
                 // A here-document inside keeps its body, on the lines before the `)`.
                 p.flush_heredocs();
-                // A body without a final newline can only have ended at a closing backtick,
-                // and only backticks give it back (`$(...)` needs a delimiter line after it).
-                // Only a body that ends the text came from backticks: one followed by more of
-                // the substitution was read from the lines after its `)` (the script ended
-                // inside it).
-                let backticks = (p.open_body.is_some() || (outer_docs && p.wrote_docs))
-                    .then(|| {
-                        let mut b = Printer {
-                            backticks: true,
-                            ..Printer::nested()
-                        };
-                        DOCS_PENDING.set(false);
-                        b.inline_list(script);
-                        b.flush_heredocs();
-                        DOCS_PENDING.set(outer_docs);
-                        b
-                    })
-                    .filter(|b| b.open_body.is_none_or(|end| end == b.out.len()));
-                if let Some(p) = backticks {
-                    s.push('`');
-                    for c in p.out.chars() {
-                        if matches!(c, '\\' | '`') {
-                            s.push('\\');
+                if p.open_body.is_some() {
+                    // A body without a final newline that ends the text can only have ended
+                    // at a closing backtick, and only backticks give it back (`$(...)`
+                    // needs a delimiter line after it).
+                    let mut b = Printer {
+                        backticks: true,
+                        ..Printer::nested()
+                    };
+                    b.inline_list(script);
+                    b.flush_heredocs();
+                    if b.open_body == Some(b.out.len()) {
+                        s.push('`');
+                        for c in b.out.chars() {
+                            if matches!(c, '\\' | '`') {
+                                s.push('\\');
+                            }
+                            s.push(c);
                         }
-                        s.push(c);
+                        s.push('`');
+                        continue;
                     }
-                    s.push('`');
-                    continue;
+                    p = Printer::carrying(script);
                 }
-                DOCS_PENDING.set(outer_docs);
                 s.push_str("$(");
                 // `$( (a) )` is a subshell; `$((a) )` would read as arithmetic.
                 if p.out.starts_with('(') {
@@ -733,11 +741,12 @@ fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
                 s.push(')');
             }
             WordPart::ProcessSubst { output, script } => {
-                let outer_docs = DOCS_PENDING.replace(false);
                 let mut p = Printer::nested();
                 p.inline_list(script);
                 p.flush_heredocs();
-                DOCS_PENDING.set(outer_docs);
+                if p.open_body.is_some() {
+                    p = Printer::carrying(script);
+                }
                 s.push(if *output { '>' } else { '<' });
                 s.push('(');
                 s.push_str(&p.out);

@@ -812,9 +812,11 @@ impl<'a> Parser<'a> {
         self.skip_blanks();
         let line = self.line_at(self.pos);
         // A bare `time` (or `time -p`) times nothing: bash prints the report for an empty
-        // command. A bare `!` before a list's end negates nothing (status 1).
-        let bare_bang =
-            negated && (self.eof() || matches!(self.peek_op(), Some((Op::Newline | Op::Semi, _))));
+        // command. A bare `!` before a `;`, a newline or the end of a script negates nothing
+        // (status 1); the end of a backquoted text is no such end in bash.
+        let bare_bang = negated
+            && ((self.eof() && self.depth == 0)
+                || matches!(self.peek_op(), Some((Op::Newline | Op::Semi, _))));
         if bare_bang
             || timed
                 && (self.eof()
@@ -1554,6 +1556,30 @@ impl<'a> Parser<'a> {
         None
     }
 
+    /// Whether a subscript of `${...}` from `start` to its `]` at `end` is one bash reads:
+    /// its lexer ends the `${` at the first `}` not nested in it, and only the word (which
+    /// ends at a blank or an operator) is read again for the subscript when expanded.
+    fn subscript_in_word(&self, start: usize, end: usize) -> bool {
+        let (mut depth, mut closed) = (0usize, false);
+        let mut j = start;
+        while j < end {
+            match self.src[j] {
+                b'\\' => j += 1,
+                b'\'' | b'"' => j = self.quoted_end(j),
+                b'$' if self.src.get(j + 1) == Some(&b'(') => {
+                    j = self.skip_balanced(j + 1, b'(', b')').unwrap_or(end)
+                }
+                b'{' => depth += 1,
+                b'}' if depth == 0 => closed = true,
+                b'}' => depth -= 1,
+                c if closed && (c == b' ' || c == b'\t' || is_meta(c)) => return false,
+                _ => {}
+            }
+            j += 1;
+        }
+        true
+    }
+
     /// The index of the quote that closes the one at `at` (or the text's end): a backslash
     /// escapes within `"..."` and `$'...'`, not within `'...'`.
     fn quoted_end(&self, at: usize) -> usize {
@@ -2223,6 +2249,17 @@ impl<'a> Parser<'a> {
     /// Body of `$(`, `<(`, `>(`: a script up to the closing parenthesis.
     #[inline(never)]
     fn subst_body(&mut self, _open: usize) -> ParseResult<Script> {
+        // A newline inside reads only the bodies of here-documents begun inside: those of
+        // the line around it follow that line, as in bash. One inside still waiting at the
+        // `)` reads its body after the line too, after theirs.
+        let outer = std::mem::take(&mut self.pending);
+        let r = self.subst_list();
+        let inner = std::mem::replace(&mut self.pending, outer);
+        self.pending.extend(inner);
+        r
+    }
+
+    fn subst_list(&mut self) -> ParseResult<Script> {
         let s = self.list()?;
         self.skip_linebreaks()?;
         match self.at(0) {
@@ -2514,7 +2551,7 @@ impl<'a> Parser<'a> {
         let (save, pending) = (self.pos, self.pending.clone());
         self.pos += 1;
         let parts = self.word_parts(Mode::Subscript, Tilde::No)?;
-        if self.at(0) != Some(b']') {
+        if self.at(0) != Some(b']') || !self.subscript_in_word(save + 1, self.pos) {
             self.pos = save;
             self.pending = pending;
             return Ok(None);
