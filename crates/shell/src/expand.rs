@@ -205,7 +205,7 @@ impl Interp {
                     self.expand_parts(inner, true, out)?;
                 }
                 WordPart::Param(p) => self.expand_param(p, in_dq, out)?,
-                WordPart::CommandSubst(s) => {
+                WordPart::CommandSubst { script: s, .. } => {
                     let text = self.command_subst(s)?;
                     push(out, text, in_dq, !in_dq);
                 }
@@ -1960,7 +1960,7 @@ pub(crate) fn literal_text(w: &Word) -> String {
                 s.push('$');
                 s.push_str(&param_name(&p.param));
             }
-            WordPart::CommandSubst(_) | WordPart::ProcessSubst { .. } => s.push_str("$(...)"),
+            WordPart::CommandSubst { .. } | WordPart::ProcessSubst { .. } => s.push_str("$(...)"),
             WordPart::Arith(a) => {
                 s.push_str("$((");
                 s.push_str(&a.source);

@@ -704,25 +704,25 @@ fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
             WordPart::Param(pe) => {
                 s.push_str(&param_text(pe, continues_name(parts.get(i + 1)), in_dq));
             }
-            WordPart::CommandSubst(script) => {
+            WordPart::CommandSubst { script, backquoted } => {
                 let mut p = Printer::nested();
                 p.inline_list(script);
                 // A here-document inside keeps its body, on the lines before the `)`.
                 p.flush_heredocs();
-                if p.open_body.is_some() {
-                    // A body without a final newline that ends the text can only have ended
-                    // at a closing backtick, and only backticks give it back (`$(...)`
-                    // needs a delimiter line after it).
+                // Backquotes as written; and a body without a final newline that ends the
+                // text can only have ended at a closing backquote, which alone gives it back
+                // (`$(...)` needs a delimiter line after it).
+                if *backquoted || p.open_body.is_some() {
                     let mut b = Printer {
                         backticks: true,
                         ..Printer::nested()
                     };
                     b.inline_list(script);
                     b.flush_heredocs();
-                    if b.open_body == Some(b.out.len()) {
+                    if b.open_body.is_none_or(|end| end == b.out.len()) {
                         s.push('`');
                         for c in b.out.chars() {
-                            if matches!(c, '\\' | '`') {
+                            if matches!(c, '\\' | '`') || (in_dq && c == '"') {
                                 s.push('\\');
                             }
                             s.push(c);
@@ -730,7 +730,9 @@ fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
                         s.push('`');
                         continue;
                     }
-                    p = Printer::carrying(script);
+                    if p.open_body.is_some() {
+                        p = Printer::carrying(script);
+                    }
                 }
                 s.push_str("$(");
                 // `$( (a) )` is a subshell; `$((a) )` would read as arithmetic.

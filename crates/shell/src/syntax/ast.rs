@@ -440,7 +440,13 @@ pub enum WordPart {
     /// `$name`, `$1`, `$@`, `${...}`
     Param(Box<ParamExp>),
     /// `$(...)` or a backquoted command.
-    CommandSubst(Box<Script>),
+    CommandSubst {
+        /// The commands.
+        script: Box<Script>,
+        /// Written in backquotes, and printed back in them, as bash's `declare -f` does:
+        /// their text is read on its own, so it may hold what `$(...)` would read otherwise.
+        backquoted: bool,
+    },
     /// `<(...)` (`output` false) or `>(...)` (`output` true).
     ProcessSubst {
         /// `>(...)`: the command reads what is written to the path.

@@ -2305,14 +2305,20 @@ impl<'a> Parser<'a> {
             }
         }
         if let Some(s) = self.backticks.get(&open) {
-            return Ok(WordPart::CommandSubst(Box::new(s.clone())));
+            return Ok(WordPart::CommandSubst {
+                script: Box::new(s.clone()),
+                backquoted: true,
+            });
         }
         let line = self.line_at(open);
         let s = run_passes(&content, self.depth + 1, line, &self.opts(), |p| {
             p.program()
         })?;
         self.backticks.insert(open, s.clone());
-        Ok(WordPart::CommandSubst(Box::new(s)))
+        Ok(WordPart::CommandSubst {
+            script: Box::new(s),
+            backquoted: true,
+        })
     }
 
     /// At `$`: the expansion, or `None` when the `$` is literal.
@@ -2349,7 +2355,10 @@ impl<'a> Parser<'a> {
                 }
                 self.pos = open + 2;
                 let s = self.nested(|p| p.subst_body(open))?;
-                WordPart::CommandSubst(Box::new(s))
+                WordPart::CommandSubst {
+                    script: Box::new(s),
+                    backquoted: false,
+                }
             }
             b'[' => {
                 self.pos += 2;

@@ -332,7 +332,7 @@ fn heredoc_feeding_a_loop_and_inside_substitution() {
     let WordPart::DoubleQuoted(inner) = &w[0] else {
         panic!()
     };
-    let WordPart::CommandSubst(sub) = &inner[0] else {
+    let WordPart::CommandSubst { script: sub, .. } = &inner[0] else {
         panic!()
     };
     let Command::Simple(c) = &sub.items[0].and_or.first.commands[0] else {
@@ -503,7 +503,7 @@ fn case_command() {
 fn case_inside_command_substitution() {
     // bash -c 'case x in x) echo $(case y in y) echo inner;; esac);; esac'  prints inner
     let w = word("$(case x in x) echo ;; esac)");
-    let WordPart::CommandSubst(s) = &w[0] else {
+    let WordPart::CommandSubst { script: s, .. } = &w[0] else {
         panic!()
     };
     assert!(matches!(
@@ -552,7 +552,7 @@ fn arith_command_and_fallback_to_subshells() {
         CompoundCommand::Subshell(_)
     ));
     let w = word("$((echo a); (echo b))");
-    assert!(matches!(w[0], WordPart::CommandSubst(_)));
+    assert!(matches!(w[0], WordPart::CommandSubst { .. }));
 }
 
 #[test]
@@ -897,19 +897,23 @@ fn bad_substitution_is_deferred() {
 #[test]
 fn command_substitution_and_backticks() {
     let w = word("$(echo a; echo b)");
-    let WordPart::CommandSubst(s) = &w[0] else {
+    let WordPart::CommandSubst { script: s, .. } = &w[0] else {
         panic!()
     };
     assert_eq!(s.items.len(), 2);
     let w = word("`echo \\`echo hi\\``");
-    let WordPart::CommandSubst(s) = &w[0] else {
+    let WordPart::CommandSubst { script: s, .. } = &w[0] else {
         panic!()
     };
     let Command::Simple(c) = &s.items[0].and_or.first.commands[0] else {
         panic!()
     };
-    assert!(matches!(&c.words[1], Arg::Word(w) if matches!(w.parts[0], WordPart::CommandSubst(_))));
-    assert!(matches!(word("$( )")[0], WordPart::CommandSubst(ref s) if s.items.is_empty()));
+    assert!(
+        matches!(&c.words[1], Arg::Word(w) if matches!(w.parts[0], WordPart::CommandSubst { .. }))
+    );
+    assert!(
+        matches!(word("$( )")[0], WordPart::CommandSubst { script: ref s, .. } if s.items.is_empty())
+    );
     assert!(matches!(
         word("<(ls)")[0],
         WordPart::ProcessSubst { output: false, .. }
