@@ -2962,6 +2962,8 @@ impl<'a> Parser<'a> {
                 Tok::Word(Word { parts: vec![p] })
             } else if c == b'$' {
                 match self.dollar(true)? {
+                    // `$\<newline>` became `\<newline>$`: skipped as a blank, then read again.
+                    Some(WordPart::Literal(l)) if l.is_empty() => continue,
                     Some(p) => Tok::Word(Word { parts: vec![p] }),
                     None => {
                         self.pos += 1;
