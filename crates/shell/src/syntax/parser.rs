@@ -204,6 +204,8 @@ struct Parser<'a> {
     /// Positions of `${#` that turned out not to be a length (`${#a[i]x}`), for the same
     /// reason: each failed try re-parsed the rest, doubling the work per nested `${#a[`.
     not_length: HashSet<usize>,
+    /// `[` positions in `${...}` that read as no subscript: tried once, as `not_length`.
+    not_subscript: HashSet<usize>,
     backticks: HashMap<usize, Script>,
     /// Extended glob groups are words' text (`shopt -s extglob` in effect for this line).
     extglob: bool,
@@ -323,6 +325,7 @@ impl<'a> Parser<'a> {
             second_pass: false,
             not_arith: HashSet::new(),
             not_length: HashSet::new(),
+            not_subscript: HashSet::new(),
             backticks: HashMap::new(),
             extglob: false,
             in_cond: 0,
@@ -2557,14 +2560,21 @@ impl<'a> Parser<'a> {
             self.pos += 3;
             return Ok(Some(Subscript::Star));
         }
-        let (save, pending) = (self.pos, self.pending.clone());
-        self.pos += 1;
-        let parts = self.word_parts(Mode::Subscript, Tilde::No)?;
-        if self.at(0) != Some(b']') || !self.subscript_in_word(save + 1, self.pos) {
-            self.pos = save;
-            self.pending = pending;
+        if self.not_subscript.contains(&self.pos) {
             return Ok(None);
         }
+        let (save, pending) = (self.pos, self.pending.clone());
+        self.pos += 1;
+        // Text that does not read as a subscript (a quote left open past the `}`) is no
+        // subscript either: the `${...}` ends at its first `}`.
+        let parts = self.word_parts(Mode::Subscript, Tilde::No);
+        let closed = self.at(0) == Some(b']') && self.subscript_in_word(save + 1, self.pos);
+        let (Ok(parts), true) = (parts, closed) else {
+            self.pos = save;
+            self.pending = pending;
+            self.not_subscript.insert(save);
+            return Ok(None);
+        };
         self.pos += 1;
         Ok(Some(Subscript::Index(Word { parts })))
     }
