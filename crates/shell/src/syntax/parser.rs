@@ -206,6 +206,8 @@ struct Parser<'a> {
     not_length: HashSet<usize>,
     /// `[` positions in `${...}` that read as no subscript: tried once, as `not_length`.
     not_subscript: HashSet<usize>,
+    /// Inside `$(...)` or `<(...)`: a bare `!` is no command before the `)` there.
+    in_subst: usize,
     backticks: HashMap<usize, Script>,
     /// Extended glob groups are words' text (`shopt -s extglob` in effect for this line).
     extglob: bool,
@@ -326,6 +328,7 @@ impl<'a> Parser<'a> {
             not_arith: HashSet::new(),
             not_length: HashSet::new(),
             not_subscript: HashSet::new(),
+            in_subst: 0,
             backticks: HashMap::new(),
             extglob: false,
             in_cond: 0,
@@ -675,6 +678,30 @@ impl<'a> Parser<'a> {
         self.src.get(at).is_none_or(|&c| is_meta(c))
     }
 
+    /// Whether only terminators are left before the end of the substitution being read:
+    /// bash reads a substitution's text without them, so a bare `!` there is followed by
+    /// the `)` (or the end of backquoted text), a syntax error.
+    fn ends_substitution(&self) -> bool {
+        let mut j = self.pos;
+        while let Some(&c) = self.src.get(j) {
+            match c {
+                b' ' | b'\t' | b'\n' | b';' => j += 1,
+                // A comment after a terminator runs to its line's end.
+                b'#' if j > self.pos => {
+                    while self.src.get(j).is_some_and(|&c| c != b'\n') {
+                        j += 1;
+                    }
+                }
+                _ => break,
+            }
+        }
+        match self.src.get(j) {
+            None => self.depth > 0,
+            Some(b')') => self.in_subst > 0,
+            _ => false,
+        }
+    }
+
     /// The position `pos`, or past the line continuations that start there.
     fn past_continuations(&self, mut pos: usize) -> usize {
         while self.src.get(pos) == Some(&b'\\') && self.src.get(pos + 1) == Some(&b'\n') {
@@ -819,7 +846,8 @@ impl<'a> Parser<'a> {
         // (status 1); the end of a backquoted text is no such end in bash.
         let bare_bang = negated
             && ((self.eof() && self.depth == 0)
-                || matches!(self.peek_op(), Some((Op::Newline | Op::Semi, _))));
+                || matches!(self.peek_op(), Some((Op::Newline | Op::Semi, _))))
+            && !self.ends_substitution();
         if bare_bang
             || timed
                 && (self.eof()
@@ -2256,7 +2284,9 @@ impl<'a> Parser<'a> {
         // the line around it follow that line, as in bash. One inside still waiting at the
         // `)` reads its body after the line too, after theirs.
         let outer = std::mem::take(&mut self.pending);
+        self.in_subst += 1;
         let r = self.subst_list();
+        self.in_subst -= 1;
         let inner = std::mem::replace(&mut self.pending, outer);
         self.pending.extend(inner);
         r
