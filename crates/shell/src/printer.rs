@@ -121,6 +121,8 @@ struct Printer {
     /// Printing the text of backticks, where such a body ends the text as it did in the
     /// source (no delimiter line, which would become part of it).
     backticks: bool,
+    /// The command being printed follows `time `, where a first word `-p` is its option.
+    after_time: bool,
 }
 
 impl Printer {
@@ -302,7 +304,9 @@ impl Printer {
             if i > 0 {
                 self.out.push_str(" | ");
             }
+            self.after_time = i == 0 && p.timed && !p.negated;
             self.command(c);
+            self.after_time = false;
         }
     }
 
@@ -311,10 +315,15 @@ impl Printer {
             Command::Simple(s) => {
                 // `>f }` runs a command named `}`: printed words first, the `}` would close
                 // a group. The redirections go first, where the source had them.
+                // So too for a first word `-p` after `time`, which would be its option.
                 let redirects_first = s.assignments.is_empty()
                     && !s.redirects.is_empty()
                     && s.words.first().is_some_and(|w| match w {
-                        Arg::Word(w) => crate::syntax::parser::is_reserved(&word_text(w)),
+                        Arg::Word(w) => {
+                            let text = word_text(w);
+                            crate::syntax::parser::is_reserved(&text)
+                                || (self.after_time && text == "-p")
+                        }
                         Arg::Assignment(_) => false,
                     });
                 if redirects_first {
