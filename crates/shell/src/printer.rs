@@ -714,35 +714,40 @@ fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
                 s.push_str(&param_text(pe, continues_name(parts.get(i + 1)), in_dq));
             }
             WordPart::CommandSubst { script, backquoted } => {
-                let mut p = Printer::nested();
-                p.inline_list(script);
-                // A here-document inside keeps its body, on the lines before the `)`.
-                p.flush_heredocs();
                 // Backquotes as written; and a body without a final newline that ends the
                 // text can only have ended at a closing backquote, which alone gives it back
                 // (`$(...)` needs a delimiter line after it).
-                if *backquoted || p.open_body.is_some() {
-                    let mut b = Printer {
-                        backticks: true,
-                        ..Printer::nested()
-                    };
-                    b.inline_list(script);
-                    b.flush_heredocs();
-                    if b.open_body.is_none_or(|end| end == b.out.len()) {
-                        s.push('`');
-                        for c in b.out.chars() {
-                            if matches!(c, '\\' | '`') || (in_dq && c == '"') {
-                                s.push('\\');
-                            }
-                            s.push(c);
-                        }
-                        s.push('`');
-                        continue;
-                    }
-                    if p.open_body.is_some() {
-                        p = Printer::carrying(script);
-                    }
+                let mut p = None;
+                if !*backquoted {
+                    let mut d = Printer::nested();
+                    d.inline_list(script);
+                    // A here-document inside keeps its body, on the lines before the `)`.
+                    d.flush_heredocs();
+                    p = d.open_body.is_none().then_some(d);
                 }
+                let p = match p {
+                    Some(p) => p,
+                    None => {
+                        let mut b = Printer {
+                            backticks: true,
+                            ..Printer::nested()
+                        };
+                        b.inline_list(script);
+                        b.flush_heredocs();
+                        if b.open_body.is_none_or(|end| end == b.out.len()) {
+                            s.push('`');
+                            for c in b.out.chars() {
+                                if matches!(c, '\\' | '`') || (in_dq && c == '"') {
+                                    s.push('\\');
+                                }
+                                s.push(c);
+                            }
+                            s.push('`');
+                            continue;
+                        }
+                        Printer::carrying(script)
+                    }
+                };
                 s.push_str("$(");
                 // `$( (a) )` is a subshell; `$((a) )` would read as arithmetic.
                 if p.out.starts_with('(') {

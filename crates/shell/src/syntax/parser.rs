@@ -702,6 +702,16 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// Where an assignment's value starts, its `=` or `+=` being at `op`.
+    fn after_assign_op(&self, op: usize, append: bool) -> usize {
+        let eq = if append {
+            self.past_continuations(op + 1)
+        } else {
+            op
+        };
+        eq + 1
+    }
+
     /// The position `pos`, or past the line continuations that start there.
     fn past_continuations(&self, mut pos: usize) -> usize {
         while self.src.get(pos) == Some(&b'\\') && self.src.get(pos + 1) == Some(&b'\n') {
@@ -1697,25 +1707,14 @@ impl<'a> Parser<'a> {
             return Ok(None);
         }
         let name = lossy(&name);
-        let eq = if append {
-            self.past_continuations(q + 1)
-        } else {
-            q
-        };
-        let mut value_at = eq + 1;
+        let mut value_at = self.after_assign_op(q, append);
         let index = match sub {
             Some(s) => {
                 self.pos = s;
                 let parts = self.word_parts(Mode::Subscript, Tilde::No)?;
                 // An alias in a `$( )` of the subscript rewrites the text after it.
                 if self.at(0) == Some(b']') {
-                    let q = self.past_continuations(self.pos + 1);
-                    let eq = if append {
-                        self.past_continuations(q + 1)
-                    } else {
-                        q
-                    };
-                    value_at = eq + 1;
+                    value_at = self.after_assign_op(self.past_continuations(self.pos + 1), append);
                 }
                 Some(Word { parts })
             }
@@ -2536,8 +2535,8 @@ impl<'a> Parser<'a> {
                             out.push(other);
                         }
                     }
-                    if nul_at.is_none() && out[len..].contains(&0) {
-                        nul_at = Some(len + out[len..].iter().position(|b| *b == 0).unwrap_or(0));
+                    if nul_at.is_none() {
+                        nul_at = out[len..].iter().position(|b| *b == 0).map(|i| len + i);
                     }
                 }
                 _ => out.push(c),
