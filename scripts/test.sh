@@ -323,7 +323,7 @@ stage_wasm_tools() {
     # host: the same code, without a wasm runner. Only the crates that have unit tests.
     # Beside the wasm build of the same workspace in the one target dir (crates/guests/build.rs).
     cargo test --manifest-path wasm-tools/Cargo.toml --locked --target-dir target/guests \
-        --target "$(rustc -vV | sed -n 's/^host: //p')" -p guest-rt -p wasm-coreutils -p wasm-textutils -p wasm-awk -p wasm-rg -p wasm-net -p wasm-git -p wasm-jq -p wasm-node "${EXTRA[@]}"
+        --target "$(rustc -vV | sed -n 's/^host: //p')" -p guest-rt -p wasm-coreutils -p wasm-textutils -p wasm-awk -p wasm-rg -p wasm-net -p wasm-git -p wasm-jq -p wasm-jq-c -p wasm-node "${EXTRA[@]}"
 }
 
 stage_python() {

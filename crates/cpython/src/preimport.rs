@@ -99,6 +99,7 @@ pub(crate) fn register(digest: [u8; 32]) {
             input: SOURCE
                 .replace("SUPPORT_DIR", &format!("{:?}", crate::SUPPORT_DIR))
                 .into_bytes(),
+            run: None,
         },
     );
 }

@@ -239,7 +239,7 @@ impl ModuleCache {
             };
             // A module with an image is compiled without its data (see image.rs); the two are a
             // pair, cached under their own name.
-            let image = MemoryImage::build(wasm);
+            let image = MemoryImage::build(wasm, crate::preinit::registered(&hash).is_some());
             let module = match &image {
                 Some(_) => self.load_uncached(&hash, Variant::Stripped, wasm, name)?,
                 None => self.load_uncached(&hash, Variant::Plain, wasm, name)?,

@@ -58,8 +58,10 @@ impl std::fmt::Debug for MemoryImage {
 impl MemoryImage {
     /// The image of `wasm`'s data segments, or `None` when the module does not qualify (little
     /// data, an imported memory, an offset that is not a constant) or the kernel refuses a memfd:
-    /// instantiation then copies as usual, which is always correct.
-    pub(crate) fn build(wasm: &[u8]) -> Option<Arc<MemoryImage>> {
+    /// instantiation then copies as usual, which is always correct. `any_size`: also for a
+    /// module with little data (one whose pre-initialized memory is registered: a deeper image
+    /// is captured only over an image).
+    pub(crate) fn build(wasm: &[u8], any_size: bool) -> Option<Arc<MemoryImage>> {
         if disabled() {
             return None;
         }
@@ -71,7 +73,7 @@ impl MemoryImage {
                 .filter_map(|s| Some((s.offset?, s.data)))
         };
         let total: u64 = active().map(|(_, d)| d.len() as u64).sum();
-        if total < MIN_IMAGE_BYTES {
+        if total < MIN_IMAGE_BYTES && !any_size {
             return None;
         }
         let end = active().map(|(offset, data)| offset + data.len()).max()?;
@@ -420,14 +422,14 @@ mod tests {
 
     #[test]
     fn small_modules_keep_the_plain_path() {
-        assert!(MemoryImage::build(&module(&[(16, vec![1; 1000])], 1)).is_none());
+        assert!(MemoryImage::build(&module(&[(16, vec![1; 1000])], 1), false).is_none());
     }
 
     #[test]
     fn overlapping_segments_apply_in_order() {
         let big = vec![7u8; 5 << 20];
         let wasm = module(&[(0, big.clone()), (100, vec![9; 10])], 100);
-        let image = MemoryImage::build(&wasm).expect("qualifies");
+        let image = MemoryImage::build(&wasm, false).expect("qualifies");
         let mut head = [0u8; 120];
         image.file.read_exact_at(&mut head, 0).unwrap();
         assert_eq!(&head[..100], &[7; 100][..]);
@@ -465,6 +467,8 @@ mod tests {
 
     #[test]
     fn segments_past_the_initial_memory_are_left_to_instantiation() {
-        assert!(MemoryImage::build(&module(&[(65_536 * 80, vec![1; 5 << 20])], 81)).is_none());
+        assert!(
+            MemoryImage::build(&module(&[(65_536 * 80, vec![1; 5 << 20])], 81), false).is_none()
+        );
     }
 }

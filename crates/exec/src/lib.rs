@@ -129,9 +129,11 @@ impl Program {
     /// guest may refuse any other way in after it); else the module's own.
     fn start_image(&self, spec: &RunSpec) -> Option<Arc<image::MemoryImage>> {
         let deeper = self.deeper.ready().filter(|_| {
-            spec.entry_input.is_some()
-                && preinit::registered(&self.hash)
-                    .is_some_and(|p| spec.entry.as_deref() == Some(p.entry.as_str()))
+            preinit::registered(&self.hash).is_some_and(|p| {
+                let entry = spec.entry.as_deref();
+                (spec.entry_input.is_some() && entry == Some(p.entry.as_str()))
+                    || (spec.entry_input.is_none() && entry.is_some() && entry == p.run.as_deref())
+            })
         });
         deeper.or_else(|| self.image.clone())
     }
@@ -348,6 +350,11 @@ impl Exec {
             if spawned.is_err() {
                 tracing::warn!("cannot start the pre-initialization thread");
             }
+        }
+        let mut spec = spec;
+        if spec.entry.is_none() && program.deeper.ready().is_some() {
+            // A command module's runs enter through its run export once its memory is captured.
+            spec.entry = preinit::registered(&program.hash).and_then(|p| p.run.clone());
         }
         self.run_from(program, program.start_image(&spec), spec, false)
             .map(|(outcome, _)| outcome)

@@ -19,6 +19,13 @@
 //! - Host state (WASI descriptors, the working directory) is not in the image: the embedder's
 //!   input must leave none behind that later runs would need (CPython's check: the set of open
 //!   descriptors is the same before and after its imports).
+//! - Copies of the run's host state that the guest keeps in its memory must be dropped by the
+//!   entry before it returns: the C library reads the environment once, at start-up, so jq's
+//!   entry forgets it (`__wasilibc_deinitialize_environ`) and each run reads its own.
+//!
+//! A command module (jq) registers the export that runs a command from the captured memory
+//! ([`Preinit::run`]); a module with a registered capture gets a memory image whatever the size
+//! of its data, since a deeper image is laid over one.
 //!
 //! The capture runs at most once per module per [`crate::Exec`], on a background thread the
 //! first run of the module starts (so no run waits for it), or when
@@ -46,6 +53,12 @@ pub struct Preinit {
     pub entry: String,
     /// What the entry runs.
     pub input: Vec<u8>,
+    /// For a command module (one with `_start`): the export `() -> ()` that runs the command
+    /// from the captured memory. Once the capture is done, runs that would enter at `_start`
+    /// enter here and start from it; `_start` would run the C library's start-up a second time
+    /// over a memory that has had it. `None` for a module whose runs name their entry
+    /// themselves (CPython's `turn`).
+    pub run: Option<String>,
 }
 
 fn registry() -> &'static Mutex<HashMap<[u8; 32], Arc<Preinit>>> {

@@ -31,6 +31,7 @@ mod changes;
 mod det;
 mod files;
 mod net;
+mod preinit;
 mod preview;
 mod process;
 mod spill;
@@ -398,6 +399,7 @@ fn portable_delta(vfs: &Vfs) -> Result<Delta> {
 }
 
 fn exec_for(cache_dir: &Option<PathBuf>) -> &'static Exec {
+    preinit::register();
     static EXECS: OnceLock<Mutex<HashMap<PathBuf, &'static Exec>>> = OnceLock::new();
     match cache_dir {
         None => Exec::shared(),

@@ -25,7 +25,8 @@ pub struct Precompiled {
 pub struct PrecompileError(String);
 
 /// Compiles every embedded guest program and CPython into the module cache of `cache_dir`
-/// (`None`: the default, as [`SandboxOptions::cache_dir`]). CPython is warmed by running
+/// (`None`: the default, as [`SandboxOptions::cache_dir`]), and captures the memories of the
+/// guests whose start-up is done once per process (jq). CPython is warmed by running
 /// `python3 -c pass` in a fresh sandbox, the path every later run takes.
 pub fn precompile(cache_dir: Option<PathBuf>) -> Result<Precompiled, PrecompileError> {
     let exec = exec_for(&cache_dir);
@@ -40,8 +41,12 @@ pub fn precompile(cache_dir: Option<PathBuf>) -> Result<Precompiled, PrecompileE
             continue;
         }
         seen.push(wasm.as_ptr());
-        exec.load(wasm)
+        let program = exec
+            .load(wasm)
             .map_err(|e| PrecompileError(format!("compiling the `{name}` guest: {e}")))?;
+        // A guest whose start-up is done once per process (`preinit.rs`: jq) does it now, so
+        // that no run takes the slow start while the capture is under way.
+        exec.preinitialize(&program);
     }
     let sb = Sandbox::new(SandboxOptions {
         cache_dir,

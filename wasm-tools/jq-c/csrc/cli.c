@@ -41,3 +41,23 @@ int wasmsand_jq_captured(int argc, char **argv, char **out, size_t *len) {
   /* main closes its results stream on its way out, which settles *out and *len. */
   return jq_cli_main(argc, argv);
 }
+
+void wasmsand_prepare_builtins(jq_state *jq);
+#ifdef __wasi__
+void __wasilibc_deinitialize_environ(void);
+#endif
+
+/* Makes jq's builtins ahead of the first program (build.rs, OWN, says why): 0 when done. The
+   state is never torn down: the builtins' source location refers to it. */
+int wasmsand_jq_prepare(void) {
+  jq_state *jq = jq_init();
+  if (!jq)
+    return 1;
+  wasmsand_prepare_builtins(jq);
+#ifdef __wasi__
+  /* The C library read the environment at start-up. This memory is where every later run
+     starts, and a run's environment is its own: it is read again at its first use. */
+  __wasilibc_deinitialize_environ();
+#endif
+  return 0;
+}

@@ -3,9 +3,14 @@
    must not run what it writes (`repeat(.)` never ends). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "jq.h"
 #include "jv.h"
+#include "compile.h"
+#include "locfile.h"
+#include "builtin.h"
+#include "jq_parser.h"
 
 static void wasmsand_collect(void *stream, jv msg) {
   msg = jq_format_error(msg);
@@ -33,4 +38,47 @@ int wasmsand_jq_compile(const char *filter, char **errors, size_t *len) {
   jq_teardown(&jq);
   fclose(messages);
   return compiled;
+}
+
+/* The test that csrc/drop_unreferenced.c keeps what jq's own version keeps: `filter` parsed,
+   every builtin bound in and the unreferenced ones dropped (by jq's version when `original`),
+   then the definitions left, in order, one per line in *out (malloc'd, the caller frees).
+   Returns jq's error count, or -1 when there was no memory. */
+
+extern int wasmsand_original_drop;
+void wasmsand_write_definitions(block b, FILE *out);
+
+static void wasmsand_quiet(void *data, jv msg) {
+  (void)data;
+  jv_free(msg);
+}
+
+int wasmsand_jq_definitions(const char *filter, int original, char **out, size_t *len) {
+  *out = NULL;
+  *len = 0;
+  FILE *stream = open_memstream(out, len);
+  if (!stream)
+    return -1;
+  jq_state *jq = jq_init();
+  if (!jq) {
+    fclose(stream);
+    return -1;
+  }
+  jq_set_error_cb(jq, wasmsand_quiet, NULL);
+  struct locfile *src = locfile_init(jq, "<test>", filter, strlen(filter));
+  block program;
+  int nerrors = jq_parse(src, &program);
+  if (nerrors == 0) {
+    wasmsand_original_drop = original;
+    nerrors = builtins_bind(jq, &program);
+    wasmsand_original_drop = 0;
+    if (nerrors == 0) {
+      wasmsand_write_definitions(program, stream);
+      block_free(program);
+    }
+  }
+  locfile_free(src);
+  jq_teardown(&jq);
+  fclose(stream);
+  return nerrors;
 }

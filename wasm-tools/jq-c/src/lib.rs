@@ -18,7 +18,22 @@ unsafe extern "C" {
         errors: *mut *mut c_char,
         len: *mut usize,
     ) -> c_int;
+    fn wasmsand_jq_prepare() -> c_int;
+    fn wasmsand_jq_definitions(
+        filter: *const c_char,
+        original: c_int,
+        out: *mut *mut c_char,
+        len: *mut usize,
+    ) -> c_int;
     fn free(p: *mut c_void);
+}
+
+/// Makes jq's builtins ahead of time, for the next program this instance compiles (jq makes
+/// them for every program otherwise, which is most of a short run); false when there was no
+/// memory.
+pub fn prepare_builtins() -> bool {
+    // SAFETY: no arguments; it allocates a jq state and the builtins and keeps both.
+    unsafe { wasmsand_jq_prepare() == 0 }
 }
 
 /// argv as C strings, `jq` first (jq names itself with it in its usage text). An argument
@@ -108,6 +123,22 @@ pub fn compile(filter: &[u8]) -> Option<Compiled> {
         program: code == 1,
         messages: String::from_utf8_lossy(&messages).into_owned(),
     })
+}
+
+/// The definitions jq keeps in `filter`'s program once every builtin is bound in and the
+/// unreferenced ones are dropped, in order, one `name/arity` per line: by this crate's one-walk
+/// version, or by jq's own when `original` (the two must agree). `None` when the filter does
+/// not parse or bind, or there was no memory.
+pub fn kept_definitions(filter: &str, original: bool) -> Option<String> {
+    let filter = CString::new(filter.split('\0').next().unwrap_or_default()).ok()?;
+    let mut out: *mut c_char = std::ptr::null_mut();
+    let mut len = 0usize;
+    // SAFETY: as in `compile`.
+    let (code, text) = unsafe {
+        let code = wasmsand_jq_definitions(filter.as_ptr(), original.into(), &mut out, &mut len);
+        (code, take_buffer(out, len))
+    };
+    (code == 0).then(|| String::from_utf8_lossy(&text).into_owned())
 }
 
 /// jq 1.6's own test file (`tests/jq.test` of the sources built here): filters with the results

@@ -15,6 +15,7 @@ mod mutations;
 mod network;
 mod node_git;
 mod os_limits;
+mod pristine;
 mod processes;
 mod python;
 mod python_net;
