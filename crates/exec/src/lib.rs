@@ -16,6 +16,7 @@ mod image;
 mod memory;
 mod preinit;
 mod run;
+pub mod threads;
 mod tool_call;
 mod wasi;
 

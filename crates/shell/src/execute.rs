@@ -343,14 +343,12 @@ impl Interp {
                 }
                 let cmd = cmd.clone();
                 let rt = self.rt.clone();
-                let h = std::thread::Builder::new()
-                    .stack_size(THREAD_STACK)
-                    .spawn(move || {
-                        let s = child.run_as_subshell(|c| c.run_command(&cmd));
-                        drop(child);
-                        rt.pids.release();
-                        s
-                    });
+                let h = wasmsand_exec::threads::spawn(THREAD_STACK, move || {
+                    let s = child.run_as_subshell(|c| c.run_command(&cmd));
+                    drop(child);
+                    rt.pids.release();
+                    s
+                });
                 match h {
                     Ok(h) => handles.push(h),
                     Err(e) => {

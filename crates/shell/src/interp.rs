@@ -1441,11 +1441,10 @@ impl crate::spawn::Spawner for ShellSpawner {
         }
         // Its own thread: the guest that asked is mid-call on this one, inside its store, and
         // a second instance must not run nested in that store's frames.
-        let ran = std::thread::Builder::new()
-            .name("wasmsand-spawn".into())
-            .stack_size(THREAD_STACK)
-            .spawn(move || child.run_as_subshell(|c| c.run_argv(argv)))
-            .map(|h| h.join());
+        let ran = wasmsand_exec::threads::spawn(THREAD_STACK, move || {
+            child.run_as_subshell(|c| c.run_argv(argv))
+        })
+        .map(|h| h.join());
         match ran {
             Ok(Ok(status)) => Ok(status),
             Ok(Err(_)) => Err(Refusal {

@@ -195,30 +195,27 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
     let rt2 = rt.clone();
     // The tree walk recurses with the script's nesting: give it a stack sized for the
     // depth limits rather than whatever the caller's thread has.
-    let result = std::thread::Builder::new()
-        .name("wasmsand-shell".into())
-        .stack_size(THREAD_STACK)
-        .spawn(move || {
-            let mut it = Interp::new(taken, rt2, fds);
-            it.usage = usage2;
-            it.sync_option_vars();
-            // Each run is a `bash -c` of its script.
-            it.st
-                .vars
-                .put("BASH_EXECUTION_STRING", Var::scalar(source.as_str()));
-            let status = run_top(&mut it, &source, SourceKind::DashC);
-            let status = it.finish_shell(status);
-            it.st.status = status;
-            // `set -n` stops this script; a session that never ran anything again would be
-            // stuck, so (as an interactive bash ignores -n) it does not outlive the run.
-            it.st.opts.noexec = false;
-            (it.st, status)
-        })
-        .map_err(|e| e.to_string())
-        .and_then(|h| {
-            h.join()
-                .map_err(|_| "the shell thread panicked".to_string())
-        });
+    let result = wasmsand_exec::threads::spawn(THREAD_STACK, move || {
+        let mut it = Interp::new(taken, rt2, fds);
+        it.usage = usage2;
+        it.sync_option_vars();
+        // Each run is a `bash -c` of its script.
+        it.st
+            .vars
+            .put("BASH_EXECUTION_STRING", Var::scalar(source.as_str()));
+        let status = run_top(&mut it, &source, SourceKind::DashC);
+        let status = it.finish_shell(status);
+        it.st.status = status;
+        // `set -n` stops this script; a session that never ran anything again would be
+        // stuck, so (as an interactive bash ignores -n) it does not outlive the run.
+        it.st.opts.noexec = false;
+        (it.st, status)
+    })
+    .map_err(|e| e.to_string())
+    .and_then(|h| {
+        h.join()
+            .map_err(|_| "the shell thread panicked".to_string())
+    });
     match result {
         Ok((st, status)) => {
             *state = st;
