@@ -1,12 +1,56 @@
 //! Evaluation of arithmetic (`$(( ))`, `(( ))`, `let`, subscripts) and of `[[ ]]` / `test`.
 
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
+
+use parking_lot::Mutex;
 
 use crate::error::ShellError;
 use crate::expand::AErr;
 use crate::interp::{AssignKey, Flow, FlowResult, Interp};
 use crate::syntax::ast::*;
 use crate::vars::Value;
+
+/// The word `"src"` reads as, parsed once per distinct text: arithmetic that holds an
+/// expansion is re-read from its text at every evaluation (as bash does), and a loop evaluates
+/// the same text each time (parsing `$(( s + $(f $i) ))` anew was an eighth of such a loop).
+/// `None` when the text does not read as one word. The parse depends on the text alone.
+fn dq_word(src: &str) -> Option<Arc<Word>> {
+    /// Distinct texts kept; past it the cache starts over. Longer texts are not kept.
+    const KEEP: usize = 1024;
+    const LONGEST: usize = 4096;
+    static CACHE: OnceLock<Mutex<HashMap<String, Option<Arc<Word>>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(hit) = cache.lock().get(src) {
+        return hit.clone();
+    }
+    let word = crate::parse(&format!("echo \"{}\"", dq_escape(src)))
+        .ok()
+        .and_then(|script| {
+            let word = script
+                .items
+                .first()
+                .and_then(|i| i.and_or.first.commands.first())
+                .and_then(|c| match c {
+                    Command::Simple(sc) => sc.words.get(1).cloned(),
+                    _ => None,
+                });
+            match word {
+                Some(Arg::Word(w)) => Some(Arc::new(w)),
+                _ => None,
+            }
+        });
+    if src.len() > LONGEST {
+        return word;
+    }
+    let mut cache = cache.lock();
+    if cache.len() >= KEEP {
+        cache.clear();
+    }
+    cache.insert(src.to_string(), word.clone());
+    word
+}
 
 /// How deep variable values may refer to further expressions (`a=b; b=c; ...`).
 const MAX_ARITH_RECURSION: u32 = 1024;
@@ -41,24 +85,10 @@ impl Interp {
     /// Text expanded as if it were inside double quotes (`$x`, `$(...)`, `$((...))`), as
     /// arithmetic and `${x@P}` expand theirs; text that does not parse stays as it is.
     pub(crate) fn expand_dq_text(&mut self, src: &str) -> FlowResult<String> {
-        let parsed = crate::parse(&format!("echo \"{}\"", dq_escape(src)));
-        Ok(match parsed {
-            Ok(script) => {
-                let word = script
-                    .items
-                    .first()
-                    .and_then(|i| i.and_or.first.commands.first())
-                    .and_then(|c| match c {
-                        Command::Simple(sc) => sc.words.get(1).cloned(),
-                        _ => None,
-                    });
-                match word {
-                    Some(Arg::Word(w)) => self.expand_string(&w)?,
-                    _ => src.to_string(),
-                }
-            }
-            Err(_) => src.to_string(),
-        })
+        match dq_word(src) {
+            Some(w) => self.expand_string(&w),
+            None => Ok(src.to_string()),
+        }
     }
 
     /// An arithmetic error inside a word expansion ends the (sub)shell, as in bash.
