@@ -16,7 +16,7 @@ pub extern "C" fn wasmsand_alloc(len: usize) -> *mut u8 {
 }
 
 /// The sandbox's pre-initialization: jq's builtins made once, in an instance whose memory every
-/// later run starts from (`wasmsand_sandbox`'s registration says how). The input is unused.
+/// later run starts from (`crates/sandbox/src/preinit.rs` registers it). The input is unused.
 /// Returns 0 when done.
 #[unsafe(no_mangle)]
 pub extern "C" fn wasmsand_jq_preinit(_input: *const u8, _len: usize) -> i32 {
@@ -27,10 +27,14 @@ pub extern "C" fn wasmsand_jq_preinit(_input: *const u8, _len: usize) -> i32 {
 /// library's start-up a second time over it.
 #[unsafe(no_mangle)]
 pub extern "C" fn wasmsand_jq_main() {
-    main()
+    run()
 }
 
 fn main() {
+    run()
+}
+
+fn run() {
     guest_rt::enter_pwd();
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let mut is_yq = args.first().is_some_and(|a| guest_rt::tool_name(a) == "yq");
