@@ -214,7 +214,15 @@ fn define_host_functions(
     imports: &mut Imports,
     h: HostFunctions<'_>,
 ) -> Option<FunctionEnv<tool_call::ToolCallEnv>> {
-    wrap_imports(store, imports, h.errno, h.late_memory, h.guard, h.fds);
+    wrap_imports(
+        store,
+        module,
+        imports,
+        h.errno,
+        h.late_memory,
+        h.guard,
+        h.fds,
+    );
     let vfs = h.vfs;
     crate::wasi::modes::define(store, module, imports, vfs.clone(), h.cwd, h.late_memory);
     crate::wasi::modes::define_set_times(
@@ -489,6 +497,7 @@ impl FdOp {
 
 fn wrap_imports(
     store: &mut impl AsStoreMut,
+    module: &wasmer::Module,
     imports: &mut Imports,
     slot: &Arc<ErrnoSlot>,
     memory: &LateMemory,
@@ -496,9 +505,16 @@ fn wrap_imports(
     fds: &Option<Arc<FdTracker>>,
 ) {
     let siblings = Arc::new(Siblings::from_imports(imports));
+    // Only what the module imports: a wrapper is a function and an environment in the run's
+    // store, and most guests import a few of the calls wrapped here.
+    let wanted: Vec<(String, String)> = module
+        .imports()
+        .map(|i| (i.module().to_string(), i.name().to_string()))
+        .collect();
     let targets: Vec<(String, String, Function, Fix)> = imports
         .iter()
         .filter(|(ns, _, _)| matches!(*ns, "wasi_snapshot_preview1" | "wasi_unstable"))
+        .filter(|(ns, name, _)| wanted.iter().any(|(m, n)| m == ns && n == name))
         .filter_map(|(ns, name, ext)| {
             let fix = WRAPPED.iter().find(|(n, _)| *n == name)?.1;
             match ext {

@@ -118,8 +118,16 @@ impl Interp {
             ("SHELLOPTS", self.shellopts()),
             ("BASHOPTS", self.bashopts()),
         ] {
-            // `export SHELLOPTS` stays exported, with the value kept current.
-            let attrs = self.st.vars.get(name).map_or(0, |v| v.attrs);
+            // `export SHELLOPTS` stays exported, with the value kept current. Unchanged (as
+            // at the start of most runs), it is left as it is: a put copies the map's path.
+            let current = self.st.vars.get(name);
+            if let Some(v) = current
+                && v.attrs & crate::vars::ATTR_READONLY != 0
+                && matches!(&v.value, Value::Str(s) if *s == value)
+            {
+                continue;
+            }
+            let attrs = current.map_or(0, |v| v.attrs);
             self.st.vars.put(
                 name,
                 Var {
