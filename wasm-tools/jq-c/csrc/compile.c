@@ -20,17 +20,27 @@ static void wasmsand_collect(void *stream, jv msg) {
 
 /* 1 when `filter` compiles, 0 when it does not, -1 when there was no memory to try; jq's
    messages are gathered in *errors, which is malloc'd and the caller frees. */
-int wasmsand_jq_compile(const char *filter, char **errors, size_t *len) {
-  *errors = NULL;
+/* A stream gathering text in *out (malloc'd, the caller frees) and a jq state, or 0 when
+   there was no memory for either. */
+static int wasmsand_start(char **out, size_t *len, FILE **stream, jq_state **jq) {
+  *out = NULL;
   *len = 0;
-  FILE *messages = open_memstream(errors, len);
-  if (!messages)
-    return -1;
-  jq_state *jq = jq_init();
-  if (!jq) {
-    fclose(messages);
-    return -1;
+  *stream = open_memstream(out, len);
+  if (!*stream)
+    return 0;
+  *jq = jq_init();
+  if (!*jq) {
+    fclose(*stream);
+    return 0;
   }
+  return 1;
+}
+
+int wasmsand_jq_compile(const char *filter, char **errors, size_t *len) {
+  FILE *messages;
+  jq_state *jq;
+  if (!wasmsand_start(errors, len, &messages, &jq))
+    return -1;
   jq_set_error_cb(jq, wasmsand_collect, messages);
   /* No library path: a module is found only where the filter itself says to look. */
   jq_set_attr(jq, jv_string("JQ_LIBRARY_PATH"), jv_array());
@@ -54,16 +64,10 @@ static void wasmsand_quiet(void *data, jv msg) {
 }
 
 int wasmsand_jq_definitions(const char *filter, int original, char **out, size_t *len) {
-  *out = NULL;
-  *len = 0;
-  FILE *stream = open_memstream(out, len);
-  if (!stream)
+  FILE *stream;
+  jq_state *jq;
+  if (!wasmsand_start(out, len, &stream, &jq))
     return -1;
-  jq_state *jq = jq_init();
-  if (!jq) {
-    fclose(stream);
-    return -1;
-  }
   jq_set_error_cb(jq, wasmsand_quiet, NULL);
   struct locfile *src = locfile_init(jq, "<test>", filter, strlen(filter));
   block program;
