@@ -78,8 +78,10 @@ const OWN: &[(&str, &str, &str)] = &[
     // builtins do not depend on the program, so they are made in a function of their own, and
     // `wasmsand_prepare_builtins` can make them ahead of time: the sandbox does it once per
     // process and keeps the guest's memory from then on as the start of every run
-    // (`wasmsand_jq_preinit` in csrc/cli.c). A run consumes the prepared block; a second
-    // compile in the same instance (the host's fuzz target) makes them again.
+    // (`wasmsand_jq_prepare` in csrc/cli.c). A run consumes the prepared block; a second
+    // compile in the same instance (the host's fuzz target) makes them again. The prepared
+    // builtins a program does not use are not freed (`wasmsand_keep_dropped`): freeing them
+    // wrote to every page of them, which the next run then had to get back from the image.
     (
         "builtin.c",
         "  nerrors = builtins_bind_one(jq, &builtins, jq_builtins);\n  assert(!nerrors);\n  \
@@ -105,9 +107,11 @@ const OWN: &[(&str, &str, &str)] = &[
          wasmsand_prepared = wasmsand_make_builtins(jq);\n  \
          wasmsand_is_prepared = 1;\n\
          }\n\n\
+         extern int wasmsand_keep_dropped;\n\n\
          static block wasmsand_builtins(jq_state *jq) {\n  \
          if (!wasmsand_is_prepared)\n    return wasmsand_make_builtins(jq);\n  \
          wasmsand_is_prepared = 0;\n  \
+         wasmsand_keep_dropped = 1;\n  \
          return wasmsand_prepared;\n\
          }\n\n\
          int builtins_bind(jq_state *jq, block* bb) {\n",

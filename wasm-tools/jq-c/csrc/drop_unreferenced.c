@@ -13,6 +13,12 @@
 
 /* Set (by the host's test only) to run jq's own version instead. */
 int wasmsand_original_drop;
+/* Set when the builtins of the program being compiled came from the memory the sandbox
+   prepared (builtin.c), for that one program: the ones it does not use are left where they
+   are instead of freed. The run's memory is thrown
+   away at its end; freeing them only wrote to every page they are on, which the next run
+   then gets back from the prepared image. */
+int wasmsand_keep_dropped;
 block wasmsand_original_drop_unreferenced(block body);
 
 typedef struct {
@@ -134,7 +140,10 @@ block block_drop_unreferenced(block body) {
     else
       unrefd = BLOCK(unrefd, inst_block(cand[k]));
   }
-  block_free(unrefd);
+  if (wasmsand_keep_dropped)
+    wasmsand_keep_dropped = 0;
+  else
+    block_free(unrefd);
   jv_mem_free(cand);
   jv_mem_free(defs);
   jv_mem_free(r.from);

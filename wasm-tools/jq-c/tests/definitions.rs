@@ -2,7 +2,13 @@
 //! own keeps, in the same order, for every filter of jq's own test file and for programs whose
 //! definitions refer to each other, unused, in cycles or from inside closures.
 
+use std::sync::Mutex;
+
 use wasm_jq_c::{JQ_TESTS, kept_definitions};
+
+/// The switches these tests turn (jq's own drop, the prepared builtins) are the C library's
+/// globals: one test at a time.
+static C: Mutex<()> = Mutex::new(());
 
 fn filters() -> Vec<String> {
     let text = std::fs::read_to_string(JQ_TESTS).expect("jq-src has tests/jq.test");
@@ -41,6 +47,7 @@ fn filters() -> Vec<String> {
 
 #[test]
 fn the_one_walk_version_keeps_what_jqs_own_keeps() {
+    let _c = C.lock().unwrap_or_else(|e| e.into_inner());
     let mut compared = 0;
     for filter in filters() {
         let ours = kept_definitions(&filter, false);
@@ -53,6 +60,7 @@ fn the_one_walk_version_keeps_what_jqs_own_keeps() {
 
 #[test]
 fn unused_builtins_are_dropped_and_used_ones_kept() {
+    let _c = C.lock().unwrap_or_else(|e| e.into_inner());
     let kept = kept_definitions("map(.)", false).unwrap();
     assert!(kept.lines().any(|l| l == "map/1"), "{kept}");
     assert!(
@@ -61,4 +69,20 @@ fn unused_builtins_are_dropped_and_used_ones_kept() {
     );
     let none = kept_definitions(".", false).unwrap();
     assert!(none.lines().count() < kept.lines().count(), "{none}");
+}
+
+#[test]
+fn prepared_builtins_serve_one_program_and_the_next_makes_its_own() {
+    let _c = C.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(wasm_jq_c::prepare_builtins());
+    let prepared = wasm_jq_c::compile(b"map(. + 1) | nosuch").unwrap();
+    let plain = wasm_jq_c::compile(b"map(. + 1) | nosuch").unwrap();
+    assert_eq!(prepared, plain);
+    assert!(!plain.program);
+    assert!(
+        plain.messages.contains("nosuch/0 is not defined"),
+        "{}",
+        plain.messages
+    );
+    assert!(wasm_jq_c::compile(b"map(. + 1)").unwrap().program);
 }
