@@ -2,13 +2,14 @@
 """Per-command cost of wasmsand against its peers, measured side by side in one run.
 
     python3 scripts/bench-peers.py [--peers wasmsand,bashkit,just-bash] [--seconds S]
-                                   [--wasmsand-python PY] [--sandboxd PATH] [--markdown]
+                                   [--wasmsand-python PY] [--sandboxd PATH]
+                                   [--process-runs N] [--json FILE]
 
 Each sandbox runs the same command lines in a process of its own (wasmsand: its Python module
 in-process; bashkit: its Python module; just-bash: its npm package under node), one row after
-the other, and the driver prints the median per call of each. Every answer is checked against
-the output real bash gives on this machine: a peer that answers something else gets `wrong`,
-one that lacks the command `—`.
+the other, and the driver prints the median per call of each as a Markdown table. Every answer
+is checked against the output real bash gives on this machine: a peer that answers something
+else is timed all the same and marked `(wrong output)`, one that lacks the command gets `—`.
 
 The peers are installed on first use into throw-away environments under
 `target/bench-peers/` (bashkit from PyPI into a venv, just-bash from npm), at the versions the
