@@ -68,6 +68,7 @@ pub(crate) type Loaded = (
     [u8; 32],
     Option<Arc<MemoryImage>>,
     Arc<crate::preinit::Deeper>,
+    Arc<[(String, String)]>,
 );
 
 type Slot = Arc<OnceLock<Result<Loaded, String>>>;
@@ -245,7 +246,9 @@ impl ModuleCache {
                 None => self.load_uncached(&hash, Variant::Plain, wasm, name)?,
             };
             let deeper = Arc::new(crate::preinit::Deeper::new(wasm, image.is_some()));
-            Ok((module, hash, image, deeper))
+            // Read once here rather than in every run: which WASI calls the run must wrap.
+            let wasi_imports = crate::run::wasi_imports(&module);
+            Ok((module, hash, image, deeper, wasi_imports))
         })
         .clone()
         .map_err(ExecError::Compile)

@@ -122,6 +122,8 @@ pub struct Program {
     hash: [u8; 32],
     image: Option<Arc<image::MemoryImage>>,
     deeper: Arc<preinit::Deeper>,
+    /// The module's imports from WASI's namespaces, `(namespace, name)`.
+    wasi_imports: Arc<[(String, String)]>,
 }
 
 impl Program {
@@ -303,12 +305,13 @@ impl Exec {
 
     /// Compiles `wasm` (or finds it in the cache).
     pub fn load(&self, wasm: &[u8]) -> Result<Program, ExecError> {
-        let (module, hash, image, deeper) = self.inner.cache.load(wasm)?;
+        let (module, hash, image, deeper, wasi_imports) = self.inner.cache.load(wasm)?;
         Ok(Program {
             module,
             hash,
             image,
             deeper,
+            wasi_imports,
         })
     }
 

@@ -108,6 +108,7 @@ pub(crate) fn run(
             guard: &guard,
             calls: &calls,
             fds: &fds,
+            wasi_imports: &program.wasi_imports,
         },
     );
 
@@ -203,6 +204,7 @@ struct HostFunctions<'a> {
     guard: &'a Arc<RunGuard>,
     calls: &'a Arc<AtomicU64>,
     fds: &'a Option<Arc<FdTracker>>,
+    wasi_imports: &'a [(String, String)],
 }
 
 /// Defines what the module imports beyond WASI itself (and wraps WASI's calls that need a
@@ -216,7 +218,7 @@ fn define_host_functions(
 ) -> Option<FunctionEnv<tool_call::ToolCallEnv>> {
     wrap_imports(
         store,
-        module,
+        h.wasi_imports,
         imports,
         h.errno,
         h.late_memory,
@@ -495,9 +497,20 @@ impl FdOp {
     }
 }
 
+/// What `module` imports from WASI's namespaces, `(namespace, name)`.
+pub(crate) fn wasi_imports(module: &wasmer::Module) -> Arc<[(String, String)]> {
+    module
+        .imports()
+        .filter(|i| WASI_NAMESPACES.contains(&i.module()))
+        .map(|i| (i.module().to_string(), i.name().to_string()))
+        .collect()
+}
+
+const WASI_NAMESPACES: [&str; 2] = ["wasi_snapshot_preview1", "wasi_unstable"];
+
 fn wrap_imports(
     store: &mut impl AsStoreMut,
-    module: &wasmer::Module,
+    wanted: &[(String, String)],
     imports: &mut Imports,
     slot: &Arc<ErrnoSlot>,
     memory: &LateMemory,
@@ -507,13 +520,8 @@ fn wrap_imports(
     let siblings = Arc::new(Siblings::from_imports(imports));
     // Only what the module imports: a wrapper is a function and an environment in the run's
     // store, and most guests import a few of the calls wrapped here.
-    let wanted: Vec<(String, String)> = module
-        .imports()
-        .map(|i| (i.module().to_string(), i.name().to_string()))
-        .collect();
     let targets: Vec<(String, String, Function, Fix)> = imports
         .iter()
-        .filter(|(ns, _, _)| matches!(*ns, "wasi_snapshot_preview1" | "wasi_unstable"))
         .filter(|(ns, name, _)| wanted.iter().any(|(m, n)| m == ns && n == name))
         .filter_map(|(ns, name, ext)| {
             let fix = WRAPPED.iter().find(|(n, _)| *n == name)?.1;

@@ -1,4 +1,4 @@
-//! Threads for the work around guests (a run's shell, a pipeline's stages, background jobs),
+//! Threads for the work around guests (a run's shell, a pipeline's stages, a guest's spawn),
 //! kept for the next piece of work when they finish one.
 //!
 //! A run of a builtin used to start a thread and end it: `clone3`, the stack's `mmap` and guard
@@ -78,7 +78,8 @@ pub fn spawn<T: Send + 'static>(
             found.map(|i| pool.waiting.swap_remove(i))
         };
         let Some(w) = waiting else { break };
-        // A thread that timed out after it was taken from the list has gone: try the next.
+        // A listed thread waits for work until it takes itself off the list, so this fails
+        // only if it ended some other way; the work is then offered to the next.
         match w.work.send(work) {
             Ok(()) => return Ok(Handle { result }),
             Err(mpsc::SendError(back)) => work = back,
