@@ -81,6 +81,17 @@ fn main() {
         )
         .unwrap();
     }
+    // Their SHA-256, which the module cache keys them by: computed here once instead of by
+    // every process that loads them.
+    code.push_str("];\n\n/// The SHA-256 of every guest module, by file name.\n");
+    code.push_str("pub static DIGESTS: &[(&str, [u8; 32])] = &[\n");
+    for file in &files {
+        use sha2::{Digest, Sha256};
+        let path = release.join(file);
+        let bytes = fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let digest: [u8; 32] = Sha256::digest(&bytes).into();
+        writeln!(code, "    ({file:?}, {digest:?}),").unwrap();
+    }
     code.push_str("];\n\n/// Every command name and the module file that provides it.\n");
     code.push_str("pub static COMMANDS: &[(&str, &str)] = &[\n");
     code.push_str(&commands);

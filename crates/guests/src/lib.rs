@@ -11,6 +11,11 @@ pub fn file(name: &str) -> Option<&'static [u8]> {
     FILES.iter().find(|(f, _)| *f == name).map(|(_, b)| *b)
 }
 
+/// The SHA-256 of a module file's bytes, computed when the crate was built.
+pub fn sha256(name: &str) -> Option<[u8; 32]> {
+    DIGESTS.iter().find(|(f, _)| *f == name).map(|(_, d)| *d)
+}
+
 /// The module file that provides a command (`sort` → `coreutils.wasm`).
 pub fn file_for_command(command: &str) -> Option<&'static str> {
     COMMANDS
@@ -41,5 +46,14 @@ mod tests {
             assert_eq!(&wasm[..4], b"\0asm", "{name}");
         }
         assert!(wasm_for_command("no-such-command").is_none());
+    }
+
+    #[test]
+    fn the_digests_are_those_of_the_bytes() {
+        use sha2::{Digest, Sha256};
+        for (name, bytes) in FILES {
+            let digest: [u8; 32] = Sha256::digest(bytes).into();
+            assert_eq!(sha256(name), Some(digest), "{name}");
+        }
     }
 }

@@ -12,20 +12,27 @@
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use parking_lot::Mutex;
-use sha2::{Digest, Sha256};
 use wasmsand_exec::{Preinit, RunSpec};
 use wasmsand_vfs::{Vfs, VfsOptions};
 
 /// Registers every guest's pre-initialization, once per process, before any module is loaded
 /// (a module loaded before its registration keeps the plain start for the life of the
-/// process).
+/// process). Also vouches for every guest module's digest, computed when the guests were
+/// built, so that no process hashes them again to find them in the module cache.
 pub(crate) fn register() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        if let Some(wasm) = wasmsand_guests::wasm_for_command("jq") {
+        for (file, wasm) in wasmsand_guests::FILES {
+            if let Some(digest) = wasmsand_guests::sha256(file) {
+                wasmsand_exec::vouch_digest(&Bytes::from_static(wasm), digest, file);
+            }
+        }
+        let jq = wasmsand_guests::file_for_command("jq");
+        if let Some(digest) = jq.and_then(wasmsand_guests::sha256) {
             wasmsand_exec::register_preinit(
-                Sha256::digest(wasm).into(),
+                digest,
                 Preinit {
                     spec: Box::new(|| spec("jq")),
                     alloc: "wasmsand_alloc".into(),
