@@ -35,7 +35,8 @@ pub(crate) fn register() {
                 digest,
                 Preinit {
                     spec: Box::new(|| spec("jq")),
-                    alloc: "wasmsand_alloc".into(),
+                    // guest-rt's, which every guest exports for the tool-call channel.
+                    alloc: "host_alloc".into(),
                     entry: "wasmsand_jq_preinit".into(),
                     input: Vec::new(),
                     run: Some("wasmsand_jq_main".into()),

@@ -8,16 +8,9 @@ use wasm_jq_c as ffi;
 mod yaml;
 mod yq;
 
-/// Room in guest memory for the host's input to [`wasmsand_jq_preinit`] (the protocol of the
-/// sandbox's pre-initialized memories: the host allocates, writes, then calls the entry).
-#[unsafe(no_mangle)]
-pub extern "C" fn wasmsand_alloc(len: usize) -> *mut u8 {
-    Box::leak(vec![0u8; len.max(1)].into_boxed_slice()).as_mut_ptr()
-}
-
 /// The sandbox's pre-initialization: jq's builtins made once, in an instance whose memory every
-/// later run starts from (`crates/sandbox/src/preinit.rs` registers it). The input is unused.
-/// Returns 0 when done.
+/// later run starts from (`crates/sandbox/src/preinit.rs` registers it, with guest-rt's
+/// `host_alloc` making room for the input, which is unused). Returns 0 when done.
 #[unsafe(no_mangle)]
 pub extern "C" fn wasmsand_jq_preinit(_input: *const u8, _len: usize) -> i32 {
     if ffi::prepare_builtins() { 0 } else { 1 }
