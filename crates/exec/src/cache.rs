@@ -69,6 +69,7 @@ pub(crate) type Loaded = (
     Option<Arc<MemoryImage>>,
     Arc<crate::preinit::Deeper>,
     Arc<[(String, String)]>,
+    bool,
 );
 
 type Slot = Arc<OnceLock<Result<Loaded, String>>>;
@@ -248,7 +249,8 @@ impl ModuleCache {
             let deeper = Arc::new(crate::preinit::Deeper::new(wasm, image.is_some()));
             // Read once here rather than in every run: which WASI calls the run must wrap.
             let wasi_imports = crate::run::wasi_imports(&module);
-            Ok((module, hash, image, deeper, wasi_imports))
+            let binds_late = crate::prepared::binds_late(wasm);
+            Ok((module, hash, image, deeper, wasi_imports, binds_late))
         })
         .clone()
         .map_err(ExecError::Compile)

@@ -9,12 +9,14 @@
 //!   per program, capped output, a counted tool-call channel for host calls, and caps on open
 //!   descriptors (per program and per sandbox, `EMFILE` past them).
 
+mod bind;
 mod cache;
 mod engine;
 mod guard;
 mod image;
 mod memory;
 mod preinit;
+mod prepared;
 mod run;
 pub mod threads;
 mod tool_call;
@@ -124,6 +126,8 @@ pub struct Program {
     deeper: Arc<preinit::Deeper>,
     /// The module's imports from WASI's namespaces, `(namespace, name)`.
     wasi_imports: Arc<[(String, String)]>,
+    /// Whether its instances may be made before their run is bound (`prepared.rs`).
+    binds_late: bool,
 }
 
 impl Program {
@@ -305,13 +309,15 @@ impl Exec {
 
     /// Compiles `wasm` (or finds it in the cache).
     pub fn load(&self, wasm: &[u8]) -> Result<Program, ExecError> {
-        let (module, hash, image, deeper, wasi_imports) = self.inner.cache.load(wasm)?;
+        let (module, hash, image, deeper, wasi_imports, binds_late) =
+            self.inner.cache.load(wasm)?;
         Ok(Program {
             module,
             hash,
             image,
             deeper,
             wasi_imports,
+            binds_late,
         })
     }
 

@@ -1,7 +1,7 @@
 //! One run: build the WASI environment over the VFS, instantiate, call the entry point under a
 //! watchdog, and classify how it ended.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -12,16 +12,17 @@ use wasmer::{
     RuntimeError, Store, Value,
 };
 use wasmer_wasix::types::wasi::{Errno as WasiErrno, Filetype as WasiFiletype, Signal};
-use wasmer_wasix::{WasiEnv, WasiError, WasiProcess};
+use wasmer_wasix::{WasiError, WasiProcess};
 
+use crate::bind::{Bound, Late, Strings};
 use crate::guard::{LateMemory, ROOT_FDS, RunGuard};
+use crate::prepared::{self, Key, Prepared};
 use crate::wasi::fds::FdTracker;
-use crate::wasi::file::SharedVfs;
-use crate::wasi::file::{Blocking, ErrnoSlot};
-use crate::wasi::fs::{SharedStdin, Stdio, VfsFs};
+use crate::wasi::file::ErrnoSlot;
+use crate::wasi::fs::Stdio;
 use crate::wasi::paths::{self, Call, Siblings};
 use crate::wasi::stdio::{CancelToken, StdinFile, Wakeable};
-use crate::{ExecError, Exit, Outcome, Process, Program, RunSpec, ToolChannel, tool_call};
+use crate::{ExecError, Exit, Outcome, Process, Program, RunSpec};
 
 fn setup(e: impl std::fmt::Display) -> ExecError {
     ExecError::Setup(e.to_string())
@@ -41,28 +42,15 @@ pub(crate) fn run(
     let _tokio = process.tokio.enter();
 
     // wasix creates a missing working directory; the sandbox's tree is not its to change.
-    match spec.vfs.lock().stat(&spec.cwd) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(setup(format!("{}: not a directory", spec.cwd))),
-        Err(e) => return Err(setup(e)),
-    }
-
-    let mut store = Store::new(engine);
-    crate::guard::drop_interrupts_in_host_code(&mut store);
-    let errno = Arc::new(ErrnoSlot::default());
-    let broken_pipe = Arc::new(crate::wasi::stdio::PipeBreak::default());
-    let stdin = Arc::new(Mutex::new(StdinFile::new(spec.stdin, &errno)));
-    let stdio = Stdio {
-        stdin: stdin.clone(),
-        stdout: spec.stdout,
-        stderr: spec.stderr,
-        errno: errno.clone(),
-        broken_pipe: broken_pipe.clone(),
+    let det = {
+        let vfs = spec.vfs.lock();
+        match vfs.stat(&spec.cwd) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(setup(format!("{}: not a directory", spec.cwd))),
+            Err(e) => return Err(setup(e)),
+        }
+        vfs.deterministic()
     };
-    let (stdout, stderr) = (stdio.output(1), stdio.output(2));
-    let fs: Arc<dyn virtual_fs::FileSystem + Send + Sync> =
-        Arc::new(VfsFs::new(spec.vfs.clone(), errno.clone(), stdio));
-    let argv0 = spec.args.first().cloned().unwrap_or_default();
     // WASI has no working directory; wasi-libc starts at `/`. The guest programs change
     // to `$PWD` first thing, so PWD always names the run's directory (as in a shell).
     let mut env = spec.env;
@@ -70,50 +58,20 @@ pub(crate) fn run(
         Some((_, v)) => v.clone_from(&spec.cwd),
         None => env.push(("PWD".into(), spec.cwd.clone())),
     }
-    let builder = WasiEnv::builder(argv0)
-        .args(spec.args.iter().skip(1))
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Blocking::boxed(SharedStdin(stdin)))
-        .stdout(Blocking::boxed(stdout))
-        .stderr(Blocking::boxed(stderr))
-        .fs(fs)
-        .preopen_dir("/")
-        .map_err(setup)?
-        .current_dir(&spec.cwd)
-        .runtime(process.runtime.clone());
-    let mut func_env = builder.finalize(&mut store).map_err(setup)?;
-    broken_pipe.attach(func_env.data(&store).process.clone());
-    let mut imports = func_env
-        .import_object(&mut store, &program.module)
-        .map_err(setup)?;
-    let late_memory = LateMemory::default();
-    let guard = Arc::new(RunGuard::default());
-    let calls = Arc::new(AtomicU64::new(0));
-    // The guest starts with its standard streams and wasix's two roots.
-    let fds = spec.open_files.map(|caps| {
-        let initial = (0..3).chain(ROOT_FDS.iter().map(|fd| *fd as u32));
-        Arc::new(FdTracker::new(caps, initial))
+    let key = Key {
+        memory_limit: spec.memory_limit,
+        deterministic: det.is_some(),
+    };
+    let args = Strings::new(spec.args.iter().map(|a| a.as_bytes())).map_err(setup)?;
+    let environment = Strings::environment(&env).map_err(setup)?;
+    let for_run = (!program.binds_late).then_some(prepared::ForRun {
+        vfs: &spec.vfs,
+        args: &spec.args,
+        env: &env,
+        cwd: &spec.cwd,
     });
-    let tool_call_env = define_host_functions(
-        &mut store,
-        &program.module,
-        &mut imports,
-        HostFunctions {
-            vfs: &spec.vfs,
-            cwd: &spec.cwd,
-            tool_channel: spec.tool_channel,
-            cancel: spec.cancel.clone(),
-            errno: &errno,
-            late_memory: &late_memory,
-            guard: &guard,
-            calls: &calls,
-            fds: &fds,
-            wasi_imports: &program.wasi_imports,
-        },
-    );
-
-    let instance = match instantiate(&mut store, program, &imports, image, spec.memory_limit)? {
-        Ok(instance) => instance,
+    let made = match prepared::make(process, engine, program, image, &key, for_run)? {
+        Ok(p) => p,
         Err(too_big) => {
             let outcome = Outcome {
                 exit: too_big,
@@ -128,14 +86,42 @@ pub(crate) fn run(
             return Ok((outcome, None));
         }
     };
-    if let Ok(memory) = instance.exports.get_memory("memory") {
-        let _ = late_memory.set(memory.clone());
-    }
-    func_env
-        .initialize(&mut store, instance.clone())
-        .map_err(setup)?;
-    if let Some(env) = &tool_call_env {
-        tool_call::attach(&mut store, env, &instance);
+    let Prepared {
+        mut store,
+        func_env,
+        instance,
+        run,
+        errno,
+        broken_pipe,
+        memory: late_memory,
+        guard,
+        calls,
+        tool_call,
+    } = made;
+
+    // The guest starts with its standard streams and wasix's two roots.
+    let fds = spec.open_files.map(|caps| {
+        let initial = (0..3).chain(ROOT_FDS.iter().map(|fd| *fd as u32));
+        Arc::new(FdTracker::new(caps, initial))
+    });
+    let stdin = Arc::new(Mutex::new(StdinFile::new(spec.stdin, &errno)));
+    run.bind(Bound {
+        vfs: spec.vfs,
+        cwd: spec.cwd,
+        stdio: Stdio {
+            stdin,
+            stdout: spec.stdout,
+            stderr: spec.stderr,
+            errno: errno.clone(),
+            broken_pipe: broken_pipe.clone(),
+        },
+        fds: fds.clone(),
+        det,
+        args,
+        env: environment,
+    });
+    if let Some(env) = &tool_call {
+        crate::tool_call::bind(&mut store, env, spec.tool_channel, spec.cancel.clone());
     }
 
     let wasi_process = func_env.data(&store).process.clone();
@@ -191,86 +177,6 @@ pub(crate) fn run(
     // A capture stopped by the watchdog is not a state to start from.
     let captured = captured.filter(|_| succeeded(&outcome));
     Ok((outcome, captured))
-}
-
-/// What the host functions of a run share with it.
-struct HostFunctions<'a> {
-    vfs: &'a SharedVfs,
-    cwd: &'a str,
-    tool_channel: Option<ToolChannel>,
-    cancel: CancelToken,
-    errno: &'a Arc<ErrnoSlot>,
-    late_memory: &'a LateMemory,
-    guard: &'a Arc<RunGuard>,
-    calls: &'a Arc<AtomicU64>,
-    fds: &'a Option<Arc<FdTracker>>,
-    wasi_imports: &'a [(String, String)],
-}
-
-/// Defines what the module imports beyond WASI itself (and wraps WASI's calls that need a
-/// precise errno): permission bits and times, the deterministic clock, the tool-call channel
-/// Returns the tool-call channel's environment when the module uses it.
-fn define_host_functions(
-    store: &mut Store,
-    module: &wasmer::Module,
-    imports: &mut Imports,
-    h: HostFunctions<'_>,
-) -> Option<FunctionEnv<tool_call::ToolCallEnv>> {
-    wrap_imports(
-        store,
-        h.wasi_imports,
-        imports,
-        h.errno,
-        h.late_memory,
-        h.guard,
-        h.fds,
-    );
-    let vfs = h.vfs;
-    crate::wasi::modes::define(store, module, imports, vfs.clone(), h.cwd, h.late_memory);
-    crate::wasi::modes::define_set_times(
-        store,
-        module,
-        imports,
-        vfs.clone(),
-        h.late_memory,
-        h.guard,
-    );
-    crate::wasi::links::define(store, module, imports, vfs.clone(), h.late_memory, h.guard);
-    crate::wasi::clock::define(store, module, imports, vfs, h.late_memory);
-    tool_call::define(
-        store,
-        module,
-        imports,
-        h.tool_channel,
-        h.cancel,
-        h.calls.clone(),
-        h.guard.clone(),
-    )
-}
-
-/// Instantiates the module, its memory starting from `image` when there is one. `Ok(Err)` is
-/// the run's end when the module's declared initial memory does not fit under the cap.
-fn instantiate(
-    store: &mut Store,
-    program: &Program,
-    imports: &Imports,
-    image: Option<Arc<crate::image::MemoryImage>>,
-    memory_limit: Option<u64>,
-) -> Result<Result<Instance, Exit>, ExecError> {
-    let offered = crate::image::offer(image);
-    let instantiated = Instance::new(store, &program.module, imports);
-    drop(offered);
-    match instantiated {
-        Ok(instance) => Ok(Ok(instance)),
-        Err(e) => {
-            let msg = e.to_string();
-            if memory_limit.is_some() && msg.contains("over the limit") {
-                Ok(Err(Exit::OutOfMemory(msg)))
-            } else {
-                Err(setup(msg))
-            }
-        }
-    }
 }
 
 /// The instance's memory as an image later runs can start from (see `preinit.rs`).
@@ -474,8 +380,9 @@ struct FixEnv {
     memory: LateMemory,
     fix: Fix,
     guard: Arc<RunGuard>,
-    /// The program's descriptor account, and what this call does to its table.
-    fds: Option<(Arc<FdTracker>, FdOp)>,
+    /// What this call does to the descriptor table, counted in the run's account (`Bound::fds`).
+    fd_op: Option<FdOp>,
+    run: Late,
 }
 
 /// The calls that change a guest's descriptor table (see `wasi/fds.rs`).
@@ -508,14 +415,14 @@ pub(crate) fn wasi_imports(module: &wasmer::Module) -> Arc<[(String, String)]> {
 
 const WASI_NAMESPACES: [&str; 2] = ["wasi_snapshot_preview1", "wasi_unstable"];
 
-fn wrap_imports(
+pub(crate) fn wrap_imports(
     store: &mut impl AsStoreMut,
     wanted: &[(String, String)],
     imports: &mut Imports,
     slot: &Arc<ErrnoSlot>,
     memory: &LateMemory,
     guard: &Arc<RunGuard>,
-    fds: &Option<Arc<FdTracker>>,
+    run: &Late,
 ) {
     let siblings = Arc::new(Siblings::from_imports(imports));
     // Only what the module imports: a wrapper is a function and an environment in the run's
@@ -542,7 +449,8 @@ fn wrap_imports(
                 memory: memory.clone(),
                 fix,
                 guard: guard.clone(),
-                fds: fds.clone().zip(FdOp::of(&name)),
+                fd_op: FdOp::of(&name),
+                run: run.clone(),
             },
         );
         let wrapped = Function::new_with_env(store, &env, ty, call_fixed);
@@ -558,7 +466,9 @@ fn call_fixed(mut env: FunctionEnvMut<FixEnv>, args: &[Value]) -> Result<Vec<Val
     let guard = data.guard.clone();
     let memory = data.memory.get().cloned();
     let siblings = data.siblings.clone();
-    let fds = data.fds.clone();
+    let fds = data
+        .fd_op
+        .and_then(|op| Some((data.run.get()?.fds.clone()?, op)));
     slot.clear();
     if let Some((tracker, FdOp::Open)) = &fds
         && tracker.before_open().is_err()

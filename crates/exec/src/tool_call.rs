@@ -121,8 +121,6 @@ pub(crate) fn define(
     store: &mut impl AsStoreMut,
     module: &wasmer::Module,
     imports: &mut Imports,
-    channel: Option<ToolChannel>,
-    cancel: CancelToken,
     calls: Arc<AtomicU64>,
     guard: Arc<RunGuard>,
 ) -> Option<FunctionEnv<ToolCallEnv>> {
@@ -136,8 +134,9 @@ pub(crate) fn define(
         store,
         ToolCallEnv {
             guard,
-            channel,
-            cancel,
+            // The run's, set when it binds the instance (`bind`).
+            channel: None,
+            cancel: CancelToken::new(),
             calls,
             memory: None,
             alloc: None,
@@ -146,6 +145,18 @@ pub(crate) fn define(
     let f = Function::new_typed_with_env(store, &env, tool_call);
     imports.define("host", "call", f);
     Some(env)
+}
+
+/// Gives the instance's channel the run's handler and budget, and its cancel token.
+pub(crate) fn bind(
+    store: &mut impl AsStoreMut,
+    env: &FunctionEnv<ToolCallEnv>,
+    channel: Option<ToolChannel>,
+    cancel: CancelToken,
+) {
+    let data = env.as_mut(store);
+    data.channel = channel;
+    data.cancel = cancel;
 }
 
 /// Hands the channel the instance's memory and allocator.

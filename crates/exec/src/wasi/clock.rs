@@ -6,33 +6,40 @@
 use wasmer::{AsStoreMut, Function, FunctionEnv, FunctionEnvMut, Imports, Module};
 use wasmsand_vfs::SharedDet;
 
+use crate::bind::Late;
 use crate::guard::LateMemory;
-use crate::wasi::file::SharedVfs;
 
 const EFAULT: i32 = 21;
 const EINVAL: i32 = 28;
 
 struct DetEnv {
-    det: SharedDet,
+    run: Late,
     memory: LateMemory,
 }
 
-/// Replaces the module's `clock_time_get` / `random_get` imports when the sandbox is in
-/// deterministic mode; does nothing otherwise.
+impl DetEnv {
+    fn det(&self) -> Option<&SharedDet> {
+        self.run.get()?.det.as_ref()
+    }
+}
+
+/// Replaces the module's `clock_time_get` / `random_get` imports for a run in a
+/// deterministic sandbox (`deterministic`); does nothing otherwise.
 pub(crate) fn define(
     store: &mut impl AsStoreMut,
     module: &Module,
     imports: &mut Imports,
-    vfs: &SharedVfs,
+    deterministic: bool,
+    run: &Late,
     memory: &LateMemory,
 ) {
-    let Some(det) = vfs.lock().deterministic() else {
+    if !deterministic {
         return;
-    };
+    }
     let env = FunctionEnv::new(
         store,
         DetEnv {
-            det,
+            run: run.clone(),
             memory: memory.clone(),
         },
     );
@@ -64,10 +71,10 @@ fn clock_time_get(env: FunctionEnvMut<DetEnv>, clock_id: i32, _precision: i64, o
         return EINVAL;
     }
     let data = env.data();
-    let Some(memory) = data.memory.get() else {
+    let (Some(memory), Some(det)) = (data.memory.get(), data.det()) else {
         return EFAULT;
     };
-    let now = lock(&data.det).now_ns();
+    let now = lock(det).now_ns();
     match memory
         .view(&env)
         .write(u64::from(out as u32), &now.to_le_bytes())
@@ -79,11 +86,11 @@ fn clock_time_get(env: FunctionEnvMut<DetEnv>, clock_id: i32, _precision: i64, o
 
 fn random_get(env: FunctionEnvMut<DetEnv>, buf: i32, len: i32) -> i32 {
     let data = env.data();
-    let Some(memory) = data.memory.get() else {
+    let (Some(memory), Some(det)) = (data.memory.get(), data.det()) else {
         return EFAULT;
     };
     let mut bytes = vec![0u8; len as u32 as usize];
-    lock(&data.det).fill(&mut bytes);
+    lock(det).fill(&mut bytes);
     match memory.view(&env).write(u64::from(buf as u32), &bytes) {
         Ok(()) => 0,
         Err(_) => EFAULT,

@@ -20,6 +20,7 @@ use virtual_fs::{
 use wasmer_wasix::types::wasi::Errno as WasiErrno;
 use wasmsand_vfs::{Device, Errno, Metadata as VfsMetadata, Vfs, VfsError};
 
+use crate::bind::Late;
 use crate::wasi::file::{
     Blocking, ErrnoSlot, OpenFile, SharedVfs, SyncFile, fs_error, nanos, wasi_errno,
 };
@@ -65,12 +66,13 @@ impl Stdio {
     }
 }
 
-/// One run's view of the sandbox filesystem.
+/// One run's view of the sandbox filesystem (the run's, once it is bound).
 #[derive(Clone)]
 pub(crate) struct VfsFs {
-    vfs: SharedVfs,
+    run: Late,
     errno: Arc<ErrnoSlot>,
-    stdio: Stdio,
+    /// The tree wasix's setup sees, before the run is bound.
+    setup: SharedVfs,
 }
 
 impl fmt::Debug for VfsFs {
@@ -80,8 +82,12 @@ impl fmt::Debug for VfsFs {
 }
 
 impl VfsFs {
-    pub(crate) fn new(vfs: SharedVfs, errno: Arc<ErrnoSlot>, stdio: Stdio) -> Self {
-        Self { vfs, errno, stdio }
+    pub(crate) fn new(run: Late, errno: Arc<ErrnoSlot>, setup: SharedVfs) -> Self {
+        Self { run, errno, setup }
+    }
+
+    fn vfs(&self) -> &SharedVfs {
+        self.run.get().map_or(&self.setup, |b| &b.vfs)
     }
 
     fn fail(&self, e: VfsError) -> FsError {
@@ -102,7 +108,7 @@ impl VfsFs {
         op: impl FnOnce(&mut Vfs, &str) -> Result<T, VfsError>,
     ) -> Result<T, FsError> {
         let p = self.path(path)?;
-        let mut vfs = self.vfs.lock();
+        let mut vfs = self.vfs().lock();
         op(&mut vfs, p).map_err(|e| self.fail(e))
     }
 }
@@ -193,12 +199,18 @@ impl FileOpener for VfsFs {
             }
             Ok((v.realpath(p)?, meta))
         })?;
+        let stdio = || {
+            self.run
+                .get()
+                .map(|b| &b.stdio)
+                .ok_or(FsError::EntryNotFound)
+        };
         Ok(match meta.device {
-            Some(Device::Stdin) => Blocking::boxed(SharedStdin(self.stdio.stdin.clone())),
-            Some(Device::Stdout) => Blocking::boxed(self.stdio.output(1)),
-            Some(Device::Stderr) => Blocking::boxed(self.stdio.output(2)),
+            Some(Device::Stdin) => Blocking::boxed(SharedStdin(stdio()?.stdin.clone())),
+            Some(Device::Stdout) => Blocking::boxed(stdio()?.output(1)),
+            Some(Device::Stderr) => Blocking::boxed(stdio()?.output(2)),
             _ => Blocking::boxed(
-                OpenFile::new(self.vfs.clone(), real, conf.append).handle(self.errno.clone()),
+                OpenFile::new(self.vfs().clone(), real, conf.append).handle(self.errno.clone()),
             ),
         })
     }
@@ -231,5 +243,86 @@ impl SyncFile for SharedStdin {
 
     fn special_fd(&self) -> Option<u32> {
         Some(0)
+    }
+}
+
+/// Descriptor 0, 1 or 2 of an instance made before its run: the run's stream, once it is
+/// bound (`bind.rs`).
+pub(crate) struct RunStream {
+    run: Late,
+    fd: u32,
+    /// The writer of descriptor 1 or 2, made at its first use.
+    output: Option<OutputFile>,
+}
+
+impl RunStream {
+    pub(crate) fn new(run: &Late, fd: u32) -> Self {
+        Self {
+            run: run.clone(),
+            fd,
+            output: None,
+        }
+    }
+
+    fn stdio(&self) -> io::Result<&Stdio> {
+        self.run
+            .get()
+            .map(|b| &b.stdio)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))
+    }
+
+    fn output(&mut self) -> io::Result<&mut OutputFile> {
+        if self.output.is_none() {
+            let made = self.stdio()?.output(self.fd);
+            self.output = Some(made);
+        }
+        Ok(self.output.as_mut().expect("made above"))
+    }
+}
+
+impl fmt::Debug for RunStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunStream").field("fd", &self.fd).finish()
+    }
+}
+
+impl SyncFile for RunStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.fd {
+            0 => self.stdio()?.stdin.lock().read(buf),
+            _ => self.output()?.read(buf),
+        }
+    }
+
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self.fd {
+            0 => self.stdio()?.stdin.lock().write(buf),
+            _ => self.output()?.write(buf),
+        }
+    }
+
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        match self.fd {
+            0 => self.stdio()?.stdin.lock().seek(pos),
+            _ => self.output()?.seek(pos),
+        }
+    }
+
+    fn size(&self) -> u64 {
+        match (self.fd, self.stdio()) {
+            (0, Ok(stdio)) => stdio.stdin.lock().size(),
+            _ => 0,
+        }
+    }
+
+    fn read_ready(&self) -> usize {
+        match (self.fd, self.stdio()) {
+            (0, Ok(stdio)) => stdio.stdin.lock().read_ready(),
+            _ => 1,
+        }
+    }
+
+    fn special_fd(&self) -> Option<u32> {
+        Some(self.fd)
     }
 }

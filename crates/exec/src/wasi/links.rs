@@ -20,8 +20,9 @@ use wasmer::{
 };
 use wasmer_wasix::types::wasi::Errno as WasiErrno;
 
+use crate::bind::Late;
 use crate::guard::{LateMemory, ROOT_FDS, RunGuard};
-use crate::wasi::file::{SharedVfs, wasi_errno};
+use crate::wasi::file::wasi_errno;
 
 /// `lookupflags.symlink_follow`.
 const SYMLINK_FOLLOW: i32 = 1;
@@ -32,7 +33,7 @@ const FILESTAT_NLINK: u64 = 24;
 const NS: &str = "wasi_snapshot_preview1";
 
 pub(crate) struct LinkEnv {
-    vfs: SharedVfs,
+    run: Late,
     memory: LateMemory,
     /// wasix's `path_filestat_get` (as the runner already wrapped it).
     filestat: Option<Function>,
@@ -44,7 +45,7 @@ pub(crate) fn define(
     store: &mut impl AsStoreMut,
     module: &Module,
     imports: &mut Imports,
-    vfs: SharedVfs,
+    run: &Late,
     memory: &LateMemory,
     guard: &Arc<RunGuard>,
 ) {
@@ -65,7 +66,7 @@ pub(crate) fn define(
     let env = FunctionEnv::new(
         store,
         LinkEnv {
-            vfs,
+            run: run.clone(),
             memory: memory.clone(),
             filestat,
             guard: guard.clone(),
@@ -108,7 +109,7 @@ fn path_link(
         Err(e) => return e as i32,
     };
     let follow = old_flags & SYMLINK_FOLLOW != 0;
-    match env.data().vfs.lock().link(&old, &new, follow) {
+    match env.data().run.vfs().lock().link(&old, &new, follow) {
         Ok(()) => WasiErrno::Success as i32,
         Err(e) => wasi_errno(e.errno) as i32,
     }
@@ -143,7 +144,7 @@ fn path_filestat_get(
     };
     let data = env.data();
     let meta = {
-        let vfs = data.vfs.lock();
+        let vfs = data.run.vfs().lock();
         if flags & SYMLINK_FOLLOW != 0 {
             vfs.stat(&path)
         } else {

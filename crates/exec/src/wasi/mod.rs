@@ -11,12 +11,14 @@
 //!   counts and shared inode numbers of hard links in `path_filestat_get`); `paths`
 //!   (`path_remove_directory` and `path_rename` where wasix's inode cache gets them wrong);
 //!   `fds` (the caps on open descriptors, counted from `path_open`, `fd_close` and
-//!   `fd_renumber`).
+//!   `fd_renumber`); `args` (`args_*` and `environ_*`, from the run's binding).
 //!
 //! Of the runner these modules know only `guard` (the instance's memory once it exists, when
-//! a host function may call back into the guest); not the watchdog, the module cache or the
-//! tool-call channel.
+//! a host function may call back into the guest) and `bind` (the run an instance serves,
+//! known after the instance is made); not the watchdog, the module cache or the tool-call
+//! channel.
 
+pub(crate) mod args;
 pub(crate) mod clock;
 pub mod fds;
 pub(crate) mod file;

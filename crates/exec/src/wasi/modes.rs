@@ -22,8 +22,9 @@ use wasmer::{
 };
 use wasmer_wasix::types::wasi::Errno as WasiErrno;
 
+use crate::bind::Late;
 use crate::guard::{LateMemory, ROOT_FDS, RunGuard};
-use crate::wasi::file::{SharedVfs, wasi_errno};
+use crate::wasi::file::wasi_errno;
 
 /// Longest path the import reads (Linux's `PATH_MAX`).
 const MAX_PATH: u32 = 4096;
@@ -33,8 +34,7 @@ const ENAMETOOLONG: i32 = 36;
 const EILSEQ: i32 = 84;
 
 pub(crate) struct ModeEnv {
-    vfs: SharedVfs,
-    cwd: String,
+    run: Late,
     memory: LateMemory,
 }
 
@@ -44,8 +44,7 @@ pub(crate) fn define(
     store: &mut impl AsStoreMut,
     module: &Module,
     imports: &mut Imports,
-    vfs: SharedVfs,
-    cwd: &str,
+    run: &Late,
     memory: &LateMemory,
 ) {
     let wants = |name: &str| {
@@ -60,8 +59,7 @@ pub(crate) fn define(
     let env = FunctionEnv::new(
         store,
         ModeEnv {
-            vfs,
-            cwd: cwd.to_string(),
+            run: run.clone(),
             memory: memory.clone(),
         },
     );
@@ -99,7 +97,8 @@ fn guest_path(env: &FunctionEnvMut<ModeEnv>, ptr: i32, len: i32) -> Result<Strin
     Ok(if path.starts_with('/') {
         path
     } else {
-        format!("{}/{path}", data.cwd.trim_end_matches('/'))
+        let cwd = data.run.get().map_or("/", |b| b.cwd.as_str());
+        format!("{}/{path}", cwd.trim_end_matches('/'))
     })
 }
 
@@ -111,7 +110,13 @@ fn path_set_mode(env: FunctionEnvMut<ModeEnv>, ptr: i32, len: i32, mode: i32) ->
         Ok(p) => p,
         Err(code) => return code,
     };
-    match env.data().vfs.lock().chmod(&path, mode as u32 & 0o7777) {
+    match env
+        .data()
+        .run
+        .vfs()
+        .lock()
+        .chmod(&path, mode as u32 & 0o7777)
+    {
         Ok(()) => 0,
         Err(e) => -e.errno.code(),
     }
@@ -122,7 +127,7 @@ fn path_meta(env: FunctionEnvMut<ModeEnv>, ptr: i32, len: i32, follow: i32) -> i
         Ok(p) => p,
         Err(code) => return i64::from(code),
     };
-    let vfs = env.data().vfs.lock();
+    let vfs = env.data().run.vfs().lock();
     let meta = if follow != 0 {
         vfs.stat(&path)
     } else {
@@ -143,7 +148,7 @@ pub(crate) fn define_set_times(
     store: &mut impl AsStoreMut,
     module: &Module,
     imports: &mut Imports,
-    vfs: SharedVfs,
+    run: &Late,
     memory: &LateMemory,
     guard: &Arc<RunGuard>,
 ) {
@@ -158,7 +163,7 @@ pub(crate) fn define_set_times(
         let env = FunctionEnv::new(
             store,
             TimesEnv {
-                vfs: vfs.clone(),
+                run: run.clone(),
                 memory: memory.clone(),
                 original,
                 guard: guard.clone(),
@@ -170,7 +175,7 @@ pub(crate) fn define_set_times(
 }
 
 pub(crate) struct TimesEnv {
-    vfs: SharedVfs,
+    run: Late,
     memory: LateMemory,
     original: Function,
     guard: Arc<RunGuard>,
@@ -232,7 +237,7 @@ fn set_times(
     };
     let atime = pick(SET_ATIM, SET_ATIM_NOW, atim);
     let mtime = pick(SET_MTIM, SET_MTIM_NOW, mtim);
-    match data.vfs.lock().set_times(&path, atime, mtime) {
+    match data.run.vfs().lock().set_times(&path, atime, mtime) {
         Ok(()) => errno(WasiErrno::Success),
         Err(e) => errno(wasi_errno(e.errno)),
     }

@@ -239,3 +239,93 @@ fn memory_images_start_every_run_pristine() {
         assert_eq!(exit(&["g", "grow"]), Exit::Code(0));
     }
 }
+
+/// A module that prints its argv and then its environment, each string as WASI hands it out
+/// (NUL-terminated); `extra` adds imports.
+fn argv_printer(extra: &str) -> wasmsand_exec::Program {
+    let wat = format!(
+        r#"(module
+          (import "wasi_snapshot_preview1" "args_sizes_get" (func $asz (param i32 i32) (result i32)))
+          (import "wasi_snapshot_preview1" "args_get" (func $aget (param i32 i32) (result i32)))
+          (import "wasi_snapshot_preview1" "environ_sizes_get" (func $esz (param i32 i32) (result i32)))
+          (import "wasi_snapshot_preview1" "environ_get" (func $eget (param i32 i32) (result i32)))
+          (import "wasi_snapshot_preview1" "fd_write"
+            (func $fd_write (param i32 i32 i32 i32) (result i32)))
+          {extra}
+          (memory (export "memory") 2)
+          (func $print (param $sizes i32) (param $get i32)
+            ;; count at 0, bytes at 4; pointers at 1024, strings at 8192; iovec at 16
+            (drop (call_indirect (type $two) (i32.const 0) (i32.const 4) (local.get $sizes)))
+            (drop (call_indirect (type $two) (i32.const 1024) (i32.const 8192) (local.get $get)))
+            (i32.store (i32.const 16) (i32.const 8192))
+            (i32.store (i32.const 20) (i32.load (i32.const 4)))
+            (drop (call $fd_write (i32.const 1) (i32.const 16) (i32.const 1) (i32.const 24))))
+          (type $two (func (param i32 i32) (result i32)))
+          (table 4 funcref)
+          (elem (i32.const 0) $asz $aget $esz $eget)
+          (func (export "_start")
+            (call $print (i32.const 0) (i32.const 1))
+            (call $print (i32.const 2) (i32.const 3))))"#
+    );
+    exec().load(wat.as_bytes()).unwrap()
+}
+
+#[test]
+fn argv_and_environment_are_the_runs_whether_the_instance_binds_late_or_not() {
+    let vfs = vfs();
+    // The second has a start function, so its instances get the run's argv from wasix's
+    // builder (as do those of modules importing wasix's own calls); the first's are made
+    // before their run is bound and answer from the binding.
+    let late = argv_printer("");
+    let for_run = argv_printer("(func $nop) (start $nop)");
+    for program in [&late, &for_run] {
+        // Several runs, each with its own argv and environment.
+        for n in 0..4 {
+            let out = OutputBuffer::new(4096);
+            let mut spec = RunSpec::new(
+                vfs.clone(),
+                ["prog".to_string(), format!("arg{n}"), "é x".into()],
+            );
+            spec.env = vec![
+                ("A".into(), format!("{n}")),
+                ("EMPTY".into(), String::new()),
+            ];
+            spec.cwd = "/tmp".into();
+            spec.stdout = out.clone().into();
+            let r = exec().run(program, spec).unwrap();
+            assert_eq!(r.exit, Exit::Code(0));
+            assert_eq!(
+                out.snapshot().as_bytes(),
+                format!("prog\0arg{n}\0é x\0A={n}\0EMPTY=\0PWD=/tmp\0").as_bytes()
+            );
+        }
+    }
+    // A NUL inside an argument or an `=` in a name cannot be handed to a program.
+    for program in [&late, &for_run] {
+        let spec = RunSpec::new(vfs.clone(), ["prog", "a\0b"]);
+        assert!(exec().run(program, spec).is_err());
+        let mut spec = RunSpec::new(vfs.clone(), ["prog"]);
+        spec.env = vec![("A=B".into(), "c".into())];
+        assert!(exec().run(program, spec).is_err());
+    }
+}
+
+/// A start function runs inside instantiation, before the run is bound: such a module gets its
+/// argv from wasix's builder, and its start function's effects are its run's.
+#[test]
+fn a_module_with_a_start_function_still_runs() {
+    let wat = r#"(module
+      (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+      (memory (export "memory") 1)
+      (global $g (mut i32) (i32.const 0))
+      (func $init (global.set $g (i32.const 7)))
+      (start $init)
+      (func (export "_start") (call $exit (global.get $g))))"#;
+    let program = exec().load(wat.as_bytes()).unwrap();
+    for _ in 0..3 {
+        let r = exec()
+            .run(&program, RunSpec::new(vfs(), ["start"]))
+            .unwrap();
+        assert_eq!(r.exit, Exit::Code(7));
+    }
+}

@@ -1,0 +1,105 @@
+//! What an instance learns only when its run begins.
+//!
+//! An instance, with its wasix environment and the host functions around it, is made before
+//! the run it serves is known (`prepared.rs`): ahead of time on a background thread, or just
+//! before the run. What the run brings (its filesystem, streams, argv and environment,
+//! descriptor caps, the deterministic clock) reaches the host functions and files through one
+//! [`Late`], set once when the run takes the instance. No guest code runs before that.
+
+use std::sync::{Arc, LazyLock, OnceLock};
+
+use parking_lot::Mutex;
+use wasmsand_vfs::{SharedDet, Vfs};
+
+use crate::wasi::fds::FdTracker;
+use crate::wasi::file::SharedVfs;
+use crate::wasi::fs::Stdio;
+
+/// One run's side of an instance.
+pub(crate) struct Bound {
+    pub(crate) vfs: SharedVfs,
+    /// The run's working directory, for the `wasmsand` calls that take relative paths.
+    pub(crate) cwd: String,
+    pub(crate) stdio: Stdio,
+    pub(crate) fds: Option<Arc<FdTracker>>,
+    /// The virtual clock and entropy, when the sandbox is deterministic.
+    pub(crate) det: Option<SharedDet>,
+    pub(crate) args: Strings,
+    pub(crate) env: Strings,
+}
+
+/// The run an instance serves, set once by the run.
+#[derive(Clone, Default)]
+pub(crate) struct Late(Arc<OnceLock<Bound>>);
+
+impl Late {
+    /// Binds the instance to its run. An instance serves one run only, so a second binding is
+    /// a bug in the runner.
+    pub(crate) fn bind(&self, bound: Bound) {
+        assert!(self.0.set(bound).is_ok(), "an instance serves one run");
+    }
+
+    pub(crate) fn get(&self) -> Option<&Bound> {
+        self.0.get()
+    }
+
+    /// The run's filesystem; before the binding (where only wasix's setup looks), an empty
+    /// tree.
+    pub(crate) fn vfs(&self) -> &SharedVfs {
+        match self.get() {
+            Some(b) => &b.vfs,
+            None => empty_tree(),
+        }
+    }
+}
+
+/// A tree that holds only `/`, for an instance made ahead: wasix's setup checks that its
+/// preopened root is a directory, and reads nothing else.
+pub(crate) fn empty_tree() -> &'static SharedVfs {
+    static EMPTY: LazyLock<SharedVfs> = LazyLock::new(|| Arc::new(Mutex::new(Vfs::default())));
+    &EMPTY
+}
+
+/// argv or the environment as WASI hands them out: each string with its NUL, end to end.
+pub(crate) struct Strings {
+    pub(crate) blob: Vec<u8>,
+    /// Where each string starts in `blob`.
+    pub(crate) starts: Vec<u32>,
+}
+
+impl Strings {
+    /// The strings, or what is wrong with one of them (a NUL inside cannot be handed out).
+    pub(crate) fn new<'a>(items: impl IntoIterator<Item = &'a [u8]>) -> Result<Self, String> {
+        let mut blob = Vec::new();
+        let mut starts = Vec::new();
+        for item in items {
+            if item.contains(&0) {
+                return Err(format!(
+                    "found a NUL byte in \"{}\"",
+                    String::from_utf8_lossy(item).replace('\0', "\\0")
+                ));
+            }
+            starts.push(u32::try_from(blob.len()).map_err(|_| "argv and environment too large")?);
+            blob.extend_from_slice(item);
+            blob.push(0);
+        }
+        u32::try_from(blob.len()).map_err(|_| "argv and environment too large")?;
+        Ok(Self { blob, starts })
+    }
+
+    /// The environment as `KEY=VALUE` strings; a key holding `=` or a NUL is refused, as the
+    /// kernel's `execve` cannot pass it either.
+    pub(crate) fn environment(env: &[(String, String)]) -> Result<Self, String> {
+        if let Some((key, _)) = env.iter().find(|(k, _)| k.contains(['=', '\0'])) {
+            return Err(format!(
+                "bad environment variable name \"{}\"",
+                key.replace('\0', "\\0")
+            ));
+        }
+        let joined: Vec<Vec<u8>> = env
+            .iter()
+            .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
+            .collect();
+        Self::new(joined.iter().map(Vec::as_slice))
+    }
+}
