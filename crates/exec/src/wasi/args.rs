@@ -5,7 +5,7 @@
 //! that read them are the runner's. They write what wasix's would: the count and the bytes
 //! needed, then the pointers and the NUL-terminated strings.
 
-use wasmer::{AsStoreMut, Function, FunctionEnv, FunctionEnvMut, Imports};
+use wasmer::{AsStoreMut, Function, FunctionEnv, FunctionEnvMut, Imports, MemoryView};
 use wasmer_wasix::types::wasi::Errno;
 
 use crate::bind::{Bound, Late, Strings};
@@ -63,18 +63,24 @@ fn environ_get(env: FunctionEnvMut<ArgsEnv>, pointers: i32, buffer: i32) -> i32 
     strings(&env, |b| &b.env, pointers, buffer) as i32
 }
 
+/// The run's strings `pick` names, and a view of the guest's memory to write them into.
+fn bound<'a>(
+    env: &'a FunctionEnvMut<ArgsEnv>,
+    pick: fn(&Bound) -> &Strings,
+) -> Option<(&'a Strings, MemoryView<'a>)> {
+    let data = env.data();
+    Some((pick(data.run.get()?), data.memory.get()?.view(env)))
+}
+
 fn sizes(
     env: &FunctionEnvMut<ArgsEnv>,
     pick: fn(&Bound) -> &Strings,
     count: i32,
     size: i32,
 ) -> Errno {
-    let data = env.data();
-    let (Some(bound), Some(memory)) = (data.run.get(), data.memory.get()) else {
+    let Some((list, view)) = bound(env, pick) else {
         return Errno::Fault;
     };
-    let list = pick(bound);
-    let view = memory.view(env);
     let count_bytes = (list.starts.len() as u32).to_le_bytes();
     let size_bytes = (list.blob.len() as u32).to_le_bytes();
     match view
@@ -92,11 +98,9 @@ fn strings(
     pointers: i32,
     buffer: i32,
 ) -> Errno {
-    let data = env.data();
-    let (Some(bound), Some(memory)) = (data.run.get(), data.memory.get()) else {
+    let Some((list, view)) = bound(env, pick) else {
         return Errno::Fault;
     };
-    let list = pick(bound);
     let base = buffer as u32;
     let mut table = Vec::with_capacity(list.starts.len() * 4);
     for start in &list.starts {
@@ -105,7 +109,6 @@ fn strings(
         };
         table.extend_from_slice(&at.to_le_bytes());
     }
-    let view = memory.view(env);
     match view
         .write(u64::from(pointers as u32), &table)
         .and_then(|()| view.write(u64::from(base), &list.blob))
