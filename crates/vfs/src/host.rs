@@ -245,10 +245,7 @@ pub(crate) fn mount(
         nlink: md.nlink(),
         listing: OnceLock::new(),
     };
-    let node = Node {
-        kind: Kind::HostDir(Arc::new(dir)),
-        meta: host_meta(&md, mount.ino()),
-    };
+    let node = Node::with_meta(Kind::HostDir(Arc::new(dir)), host_meta(&md, mount.ino()));
     Ok((mount, node))
 }
 
@@ -381,7 +378,7 @@ impl HostDir {
                 // FIFOs, sockets and devices: nothing a sandbox may open on the host.
                 continue;
             };
-            children.insert(Name::from(name.as_str()), Node { kind, meta });
+            children.insert(Name::from(name.as_str()), Node::with_meta(kind, meta));
         }
         Ok(children)
     }

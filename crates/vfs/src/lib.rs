@@ -1263,7 +1263,7 @@ impl Vfs {
                 let now = SystemTime::now();
                 let written = content.len();
                 let node = self.node_mut(&dir, &name, path)?;
-                node.kind = Kind::File(content);
+                node.set_kind(Kind::File(content));
                 node.meta.mtime = now;
                 node.meta.ctime = now;
                 let linked = node.meta.link != 0;

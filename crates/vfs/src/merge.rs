@@ -350,12 +350,12 @@ fn renumber(node: &Node, next_ino: &mut u64) -> Node {
     copy.meta.link = 0;
     *next_ino += 1;
     if let Kind::Dir(children) = &node.kind {
-        copy.kind = Kind::Dir(
+        copy.set_kind(Kind::Dir(
             children
                 .iter()
                 .map(|(name, child)| (name.clone(), renumber(child, next_ino)))
                 .collect(),
-        );
+        ));
     }
     copy
 }

@@ -1,4 +1,5 @@
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -176,16 +177,47 @@ pub(crate) struct Meta {
     pub(crate) host: bool,
 }
 
+/// A directory's link count (2 and one per subdirectory), kept from its first `stat` until
+/// its entries change: counting walks every entry, and a path lookup `stat`s each directory it
+/// passes, so a guest working in a directory of thousands of files paid for all of them at
+/// each step. 0: not counted since the last change.
+#[derive(Default)]
+pub(crate) struct DirLinks(AtomicU64);
+
+impl Clone for DirLinks {
+    fn clone(&self) -> Self {
+        Self(AtomicU64::new(self.0.load(Ordering::Relaxed)))
+    }
+}
+
 /// One node of the tree. Cloning is O(1) whatever it holds.
 #[derive(Clone)]
 pub(crate) struct Node {
     pub(crate) kind: Kind,
     pub(crate) meta: Meta,
+    /// Written only through `children_mut` and `set_kind`, which forget it.
+    links: DirLinks,
 }
 
 impl Node {
+    /// A node of `kind` with `meta` as it is (a mounted folder's, read from the host).
+    pub(crate) fn with_meta(kind: Kind, meta: Meta) -> Self {
+        Self {
+            kind,
+            meta,
+            links: DirLinks::default(),
+        }
+    }
+
+    /// Makes the node one of another kind (a file's new content).
+    pub(crate) fn set_kind(&mut self, kind: Kind) {
+        self.kind = kind;
+        self.links = DirLinks::default();
+    }
+
     pub(crate) fn new(kind: Kind, mode: u32, ino: u64, now: SystemTime) -> Self {
         Self {
+            links: DirLinks::default(),
             kind,
             meta: Meta {
                 mode: mode & 0o7777,
@@ -219,6 +251,7 @@ impl Node {
     /// The entries to change; a host directory becomes the sandbox's own first (its
     /// entries are the host's listing, shared, so this costs O(1) once listed).
     pub(crate) fn children_mut(&mut self) -> Option<&mut Children> {
+        self.links = DirLinks::default();
         if let Kind::HostDir(h) = &self.kind {
             self.kind = Kind::Dir(h.children().clone());
         }
@@ -244,7 +277,14 @@ impl Node {
 
     pub(crate) fn metadata(&self) -> Metadata {
         let nlink = match &self.kind {
-            Kind::Dir(c) => 2 + c.values().filter(|n| n.is_dir()).count() as u64,
+            Kind::Dir(c) => match self.links.0.load(Ordering::Relaxed) {
+                0 => {
+                    let n = 2 + c.values().filter(|n| n.is_dir()).count() as u64;
+                    self.links.0.store(n, Ordering::Relaxed);
+                    n
+                }
+                n => n,
+            },
             // The host's count: listing a directory to count its subdirectories would make
             // every `stat` of a mounted directory read the host.
             Kind::HostDir(h) => h.nlink(),

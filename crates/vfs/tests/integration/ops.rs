@@ -476,3 +476,42 @@ fn umask_applies_to_new_files_and_directories() {
     assert_eq!(v.stat("/a").unwrap().mode, 0o644);
     assert_eq!(v.cow_clone().umask(), 0o027);
 }
+
+/// A directory's link count is kept from one `stat` to the next (counting walks its entries);
+/// every change of its entries, a snapshot restored or a fork's own changes must still show.
+#[test]
+fn directory_link_counts_follow_every_change() {
+    let mut v = fs();
+    let links = |v: &Vfs, p: &str| v.stat(p).unwrap().nlink;
+    v.mkdir("/tmp/d").unwrap();
+    assert_eq!(links(&v, "/tmp/d"), 2);
+    v.mkdir("/tmp/d/a").unwrap();
+    assert_eq!(links(&v, "/tmp/d"), 3);
+    v.write("/tmp/d/f", b"x").unwrap();
+    assert_eq!(
+        links(&v, "/tmp/d"),
+        3,
+        "a file is not a link to the directory"
+    );
+    let before = v.snapshot();
+    v.mkdir("/tmp/d/b").unwrap();
+    assert_eq!(links(&v, "/tmp/d"), 4);
+    v.rename("/tmp/d/b", "/tmp/b").unwrap();
+    assert_eq!(links(&v, "/tmp/d"), 3);
+    v.rename("/tmp/b", "/tmp/d/c").unwrap();
+    assert_eq!(links(&v, "/tmp/d"), 4);
+    // A fork shares the counted node; each side's changes are its own.
+    let mut fork = v.clone();
+    fork.rmdir("/tmp/d/a").unwrap();
+    assert_eq!(links(&fork, "/tmp/d"), 3);
+    assert_eq!(links(&v, "/tmp/d"), 4);
+    v.restore(before).unwrap();
+    assert_eq!(links(&v, "/tmp/d"), 3);
+    // A file overwritten by a directory's name and the other way round.
+    v.unlink("/tmp/d/f").unwrap();
+    v.mkdir("/tmp/d/f").unwrap();
+    assert_eq!(links(&v, "/tmp/d"), 4);
+    v.rmdir("/tmp/d/f").unwrap();
+    v.write("/tmp/d/f", b"y").unwrap();
+    assert_eq!(links(&v, "/tmp/d"), 3);
+}
