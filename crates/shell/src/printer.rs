@@ -159,8 +159,15 @@ impl Printer {
         }
     }
 
+    /// A line break. Bodies of here-documents begun on the line that ends here follow it, as
+    /// bash reads them after the first newline (a function's body printed over several lines
+    /// after `cat <<E ||` would otherwise take the first of its lines for the body).
     fn newline(&mut self) {
-        self.out.push('\n');
+        if self.heredocs.is_empty() && CARRIED.with_borrow(Vec::is_empty) {
+            self.out.push('\n');
+        } else {
+            self.flush_heredocs();
+        }
         self.ind();
     }
 
@@ -194,6 +201,9 @@ impl Printer {
                 self.out.push('}');
                 self.redirects(redirs);
             }
+            // Text that must read back keeps any other body as it is: in braces, a body with
+            // redirections (`f() ( ... ) >out`) would read back as a group around them.
+            other if self.reparsable => self.command(other),
             // bash shows any other body (`f() ( ... )`, `f() if ...`) inside braces.
             other => {
                 self.newline();
