@@ -12,8 +12,8 @@ use parking_lot::Mutex;
 use wasmsand_vfs::{SharedDet, Vfs};
 
 use crate::wasi::fds::FdTracker;
-use crate::wasi::file::SharedVfs;
-use crate::wasi::fs::Stdio;
+use crate::wasi::file::{ErrnoSlot, SharedVfs};
+use crate::wasi::stdio::{Output, OutputFile, PipeBreak, StdinFile};
 
 /// One run's side of an instance.
 pub(crate) struct Bound {
@@ -26,6 +26,26 @@ pub(crate) struct Bound {
     pub(crate) det: Option<SharedDet>,
     pub(crate) args: Strings,
     pub(crate) env: Strings,
+}
+
+/// The streams of one run (descriptors 0-2, and what `/dev/stdin`, `/dev/stdout` and
+/// `/dev/stderr` lead to).
+#[derive(Clone)]
+pub(crate) struct Stdio {
+    pub(crate) stdin: Arc<Mutex<StdinFile>>,
+    pub(crate) stdout: Output,
+    pub(crate) stderr: Output,
+    pub(crate) errno: Arc<ErrnoSlot>,
+    /// Set when a write met a pipe whose reader is gone (see `Exit::status`).
+    pub(crate) broken_pipe: Arc<PipeBreak>,
+}
+
+impl Stdio {
+    /// A writer for descriptor 1 or 2.
+    pub(crate) fn output(&self, fd: u32) -> OutputFile {
+        let out = if fd == 1 { &self.stdout } else { &self.stderr };
+        OutputFile::new(out, fd, &self.errno, &self.broken_pipe)
+    }
 }
 
 /// The run an instance serves, set once by the run.

@@ -248,7 +248,7 @@ impl ModuleCache {
             };
             let deeper = Arc::new(crate::preinit::Deeper::new(wasm, image.is_some()));
             // Read once here rather than in every run: which WASI calls the run must wrap.
-            let wasi_imports = crate::run::wasi_imports(&module);
+            let wasi_imports = crate::wrap::wasi_imports(&module);
             let binds_late = crate::prepared::binds_late(wasm);
             Ok((module, hash, image, deeper, wasi_imports, binds_late))
         })

@@ -21,6 +21,7 @@ mod run;
 pub mod threads;
 mod tool_call;
 mod wasi;
+mod wrap;
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};

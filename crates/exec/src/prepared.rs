@@ -217,7 +217,7 @@ fn define_host_functions(
 ) -> Option<FunctionEnv<ToolCallEnv>> {
     let module = &program.module;
     let wasi_imports = &program.wasi_imports;
-    crate::run::wrap_imports(store, wasi_imports, imports, errno, memory, guard, run);
+    crate::wrap::wrap_imports(store, wasi_imports, imports, errno, memory, guard, run);
     if own_args {
         crate::wasi::args::define(store, wasi_imports, imports, run, memory);
     }

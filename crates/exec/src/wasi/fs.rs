@@ -4,7 +4,7 @@
 //! wasix turns most `io::Error`s from file writes into `EIO`. So every error also lands in an
 //! [`ErrnoSlot`]; the runner wraps the WASI imports that can fail on the filesystem and puts
 //! the real errno back into their result (the `Fix::Errno` and `Fix::PathAt` entries of the
-//! `WRAPPED` table in `run.rs`).
+//! `WRAPPED` table in `wrap.rs`).
 
 use std::fmt;
 use std::io::{self, SeekFrom};
@@ -20,11 +20,11 @@ use virtual_fs::{
 use wasmer_wasix::types::wasi::Errno as WasiErrno;
 use wasmsand_vfs::{Device, Errno, Metadata as VfsMetadata, Vfs, VfsError};
 
-use crate::bind::Late;
+use crate::bind::{Late, Stdio};
 use crate::wasi::file::{
     Blocking, ErrnoSlot, OpenFile, SharedVfs, SyncFile, fs_error, nanos, wasi_errno,
 };
-use crate::wasi::stdio::{Output, OutputFile, StdinFile};
+use crate::wasi::stdio::{OutputFile, StdinFile};
 
 fn metadata(m: &VfsMetadata) -> Metadata {
     let mut ft = FileType::default();
@@ -43,26 +43,6 @@ fn metadata(m: &VfsMetadata) -> Metadata {
         created: nanos(m.ctime),
         modified: nanos(m.mtime),
         len: m.size,
-    }
-}
-
-/// The streams of one run (descriptors 0-2, and what `/dev/stdin`, `/dev/stdout` and
-/// `/dev/stderr` lead to).
-#[derive(Clone)]
-pub(crate) struct Stdio {
-    pub(crate) stdin: Arc<Mutex<StdinFile>>,
-    pub(crate) stdout: Output,
-    pub(crate) stderr: Output,
-    pub(crate) errno: Arc<ErrnoSlot>,
-    /// Set when a write met a pipe whose reader is gone (see `Exit::status`).
-    pub(crate) broken_pipe: Arc<crate::wasi::stdio::PipeBreak>,
-}
-
-impl Stdio {
-    /// A writer for descriptor 1 or 2.
-    pub(crate) fn output(&self, fd: u32) -> OutputFile {
-        let out = if fd == 1 { &self.stdout } else { &self.stderr };
-        OutputFile::new(out, fd, &self.errno, &self.broken_pipe)
     }
 }
 

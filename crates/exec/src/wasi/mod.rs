@@ -7,7 +7,7 @@
 //!   file`.
 //! - `clock` (deterministic `clock_time_get` / `random_get`), `poll` (`poll_oneoff` with a zero
 //!   timeout), `modes` (`wasmsand.path_meta` and `path_filestat_set_times`): imports defined or
-//!   patched by the runner (`run.rs`); `links` (`path_link` through the tree, and the link
+//!   patched by the runner (`wrap.rs`, `prepared.rs`); `links` (`path_link` through the tree, and the link
 //!   counts and shared inode numbers of hard links in `path_filestat_get`); `paths`
 //!   (`path_remove_directory` and `path_rename` where wasix's inode cache gets them wrong);
 //!   `fds` (the caps on open descriptors, counted from `path_open`, `fd_close` and
