@@ -576,6 +576,55 @@ impl<'a> Parser<'a> {
                 _ => break,
             }
         }
+        self.join_split_reserved();
+    }
+
+    /// bash removes line continuations before it reads a word, so `i\<newline>f` is the
+    /// reserved word `if`. A reserved word split so is written whole, its continuations moved
+    /// after it (where `peek_reserved` looks past them); the word's text is the same either way,
+    /// and the line count too.
+    fn join_split_reserved(&mut self) {
+        const LONGEST: usize = 8;
+        let start = self.pos;
+        let mut letters = Vec::with_capacity(LONGEST);
+        let (mut j, mut split) = (start, false);
+        loop {
+            let next = self.past_continuations(j);
+            if next > j && !letters.is_empty() {
+                split = true;
+            }
+            j = next;
+            match self.src.get(j) {
+                Some(&c) if !is_meta(c) && c != b'\\' && letters.len() < LONGEST => {
+                    letters.push(c);
+                    j += 1;
+                }
+                _ => break,
+            }
+        }
+        // `j` is past any continuations after the last letter; the rewrite ends at that letter.
+        let mut end = j;
+        while end >= start + 2 && self.src[end - 2] == b'\\' && self.src[end - 1] == b'\n' {
+            end -= 2;
+        }
+        let word = std::str::from_utf8(&letters).unwrap_or("");
+        let pairs = (end - start - letters.len()) / 2;
+        if !split || pairs == 0 || !RESERVED.contains(&word) || !self.delim_at(j - self.pos) {
+            return;
+        }
+        let src = self.src.to_mut();
+        src[start..start + letters.len()].copy_from_slice(&letters);
+        for i in 0..pairs {
+            let at = start + letters.len() + 2 * i;
+            src[at] = b'\\';
+            src[at + 1] = b'\n';
+        }
+        let first = self.newlines.partition_point(|&n| n < start);
+        for i in 0..pairs {
+            if let Some(n) = self.newlines.get_mut(first + i) {
+                *n = start + letters.len() + 2 * i + 1;
+            }
+        }
     }
 
     fn skip_linebreaks(&mut self) -> ParseResult<()> {
