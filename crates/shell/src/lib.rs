@@ -262,6 +262,10 @@ pub(crate) fn run_top(it: &mut Interp, source: &str, kind: SourceKind<'_>) -> i3
                 if prefix.trim().is_empty() {
                     break;
                 }
+                // A line that a continuation joins to the next is not whole.
+                if ends_in_continuation(&prefix) {
+                    continue;
+                }
                 if let Ok(script) = parse_with(&prefix, extglob) {
                     match run_items(it, &script) {
                         Ok(_) => {}
@@ -318,16 +322,7 @@ pub(crate) fn next_chunk(
         let text: String = lines[start..end].concat();
         let mut opts = it.parse_options();
         opts.line_base = start + 1;
-        // A line ending in a backslash continues on the next one.
-        let continued = text.ends_with("\\\n")
-            && text[..text.len() - 1]
-                .bytes()
-                .rev()
-                .take_while(|&b| b == b'\\')
-                .count()
-                % 2
-                == 1;
-        if continued && end < lines.len() {
+        if ends_in_continuation(&text) && end < lines.len() {
             end += 1;
             continue;
         }
@@ -338,6 +333,19 @@ pub(crate) fn next_chunk(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Whether `text`'s last line ends in a line continuation (an odd run of backslashes before
+/// its newline): that line goes on in the next one, so the text ends inside a line.
+fn ends_in_continuation(text: &str) -> bool {
+    text.ends_with("\\\n")
+        && text[..text.len() - 1]
+            .bytes()
+            .rev()
+            .take_while(|&b| b == b'\\')
+            .count()
+            % 2
+            == 1
 }
 
 fn flow_status(it: &mut Interp, f: Flow) -> i32 {
