@@ -586,34 +586,48 @@ impl<'a> Parser<'a> {
     fn join_split_reserved(&mut self) {
         const LONGEST: usize = 8;
         let start = self.pos;
-        let mut letters = Vec::with_capacity(LONGEST);
-        let (mut j, mut split) = (start, false);
+        // Called before every word: most have no continuation right after their first run of
+        // bytes, and end here.
+        let word_byte = |c: &u8| !is_meta(*c) && *c != b'\\';
+        let run = self.src[start.min(self.src.len())..]
+            .iter()
+            .take(LONGEST)
+            .take_while(|c| word_byte(c))
+            .count();
+        if run == 0 || run == LONGEST || self.src.get(start + run..start + run + 2) != Some(b"\\\n")
+        {
+            return;
+        }
+        let mut buf = [0u8; LONGEST];
+        let (mut len, mut j, mut split) = (0, start, false);
         loop {
             let next = self.past_continuations(j);
-            if next > j && !letters.is_empty() {
+            if next > j && len > 0 {
                 split = true;
             }
             j = next;
             match self.src.get(j) {
-                Some(&c) if !is_meta(c) && c != b'\\' && letters.len() < LONGEST => {
-                    letters.push(c);
+                Some(c) if word_byte(c) && len < LONGEST => {
+                    buf[len] = *c;
+                    len += 1;
                     j += 1;
                 }
                 _ => break,
             }
         }
+        let letters = &buf[..len];
         // `j` is past any continuations after the last letter; the rewrite ends at that letter.
         let mut end = j;
         while end >= start + 2 && self.src[end - 2] == b'\\' && self.src[end - 1] == b'\n' {
             end -= 2;
         }
-        let word = std::str::from_utf8(&letters).unwrap_or("");
+        let word = std::str::from_utf8(letters).unwrap_or("");
         let pairs = (end - start - letters.len()) / 2;
         if !split || pairs == 0 || !RESERVED.contains(&word) || !self.delim_at(j - self.pos) {
             return;
         }
         let src = self.src.to_mut();
-        src[start..start + letters.len()].copy_from_slice(&letters);
+        src[start..start + letters.len()].copy_from_slice(letters);
         for i in 0..pairs {
             let at = start + letters.len() + 2 * i;
             src[at] = b'\\';
