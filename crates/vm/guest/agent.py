@@ -48,6 +48,7 @@ import errno as errno_mod
 import fcntl
 import json
 import os
+import queue
 import select
 import shutil
 import signal
@@ -207,6 +208,16 @@ def uptime_ms():
         return int(float(f.read().split()[0]) * 1000)
 
 
+def read_small(path):
+    """A small kernel file's text in one read (no buffered file object: under emulation
+    that costs a millisecond per file)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 65536).decode()
+    finally:
+        os.close(fd)
+
+
 def write_text(path, text):
     with open(path, "w") as f:
         f.write(text)
@@ -240,6 +251,10 @@ class Cgroups:
     def __init__(self):
         self.ok = False
         self.n = 0
+        # The cgroups of shells not yet ended: a sweep must not take one whose shell has not
+        # joined it yet (it is empty until then), or that shell cannot start.
+        self.live = set()
+        self.lock = threading.Lock()
         try:
             if not os.path.exists(CGROUP_ROOT + "/cgroup.controllers"):
                 return
@@ -264,16 +279,23 @@ class Cgroups:
     def create(self):
         if not self.ok:
             return None
-        self.sweep()
-        self.n += 1
-        path = f"{RUNS_CGROUP}/run-{self.n}-{time.monotonic_ns()}"
-        try:
-            os.mkdir(path)
-            # The whole run is one unit for the OOM killer: a hog dies with its helpers.
-            write_text(path + "/memory.oom.group", "1")
+        with self.lock:
+            self.sweep()
+            self.n += 1
+            path = f"{RUNS_CGROUP}/run-{self.n}-{time.monotonic_ns()}"
+            try:
+                os.mkdir(path)
+                # The whole run is one unit for the OOM killer: a hog dies with its helpers.
+                write_text(path + "/memory.oom.group", "1")
+            except OSError:
+                return None
+            self.live.add(path)
             return path
-        except OSError:
-            return None
+
+    def release(self, path):
+        """The shell of `path` has ended: the next sweep may remove it once it is empty."""
+        with self.lock:
+            self.live.discard(path)
 
     def kill(self, path):
         try:
@@ -286,19 +308,22 @@ class Cgroups:
         out = {}
         for name in ("memory.events", "pids.events"):
             try:
-                with open(f"{path}/{name}") as f:
-                    for line in f:
-                        k, _, v = line.partition(" ")
-                        out[k] = out.get(k, 0) + int(v)
+                text = read_small(f"{path}/{name}")
             except OSError:
-                pass
+                continue
+            for line in text.splitlines():
+                k, _, v = line.partition(" ")
+                try:
+                    out[k] = out.get(k, 0) + int(v)
+                except ValueError:
+                    pass
         return out
 
     def sweep(self):
         """Removes the cgroups of ended runs (a run's survivors keep theirs)."""
         try:
             for d in os.listdir(RUNS_CGROUP):
-                if d.startswith("run-"):
+                if d.startswith("run-") and f"{RUNS_CGROUP}/{d}" not in self.live:
                     try:
                         os.rmdir(f"{RUNS_CGROUP}/{d}")
                     except OSError:
@@ -334,6 +359,8 @@ class Shell:
         except OSError as e:
             for fd in (out_r, out_w, err_r, err_w, in_r, in_w, go_r, go_w):
                 os.close(fd)
+            if self.cgroup:
+                cgroups.release(self.cgroup)
             raise os_failure(e, "cannot start a shell")
         if pid == 0:
             try:
@@ -394,13 +421,16 @@ class Shell:
             os.close(self.go_w)
             self.go_w = None
 
-    def discard_files(self):
+    def finish(self):
+        """After the shell has ended: its command file goes, its cgroup may be swept."""
         if self.cmd_file:
             try:
                 os.unlink(self.cmd_file)
             except OSError:
                 pass
             self.cmd_file = None
+        if self.cgroup:
+            self.cgroups.release(self.cgroup)
 
     def discard(self):
         """A spare that will not run: killed, its pipes closed."""
@@ -420,7 +450,16 @@ class Shell:
             os.waitpid(self.pid, 0)
         except ChildProcessError:
             pass
-        self.discard_files()
+        self.finish()
+
+
+def pidfd_of(pid):
+    """A descriptor that polls readable when `pid` ends (Linux 5.3, Python 3.9), so that a
+    run's end wakes the pump at once; None where there is none (the pump then polls)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def make_temp():
@@ -535,61 +574,81 @@ class Run:
         poller = select.poll()
         for fd in open_fds:
             poller.register(fd, select.POLLIN)
+        pidfd = pidfd_of(sh.pid)
+        if pidfd is not None:
+            poller.register(pidfd, select.POLLIN)
         timed_out = False
         status = None
         kill_at = None
-        while open_fds or status is None:
-            now = time.monotonic()
-            if not timed_out and not self.killed and now - started >= timeout_s:
-                timed_out = True
-                self.kill()
-            if self.killed and kill_at is None:
-                kill_at = now
-            if status is None:
-                try:
-                    wpid, st = os.waitpid(sh.pid, os.WNOHANG)
-                    if wpid == sh.pid:
-                        status = st
-                except ChildProcessError:
-                    status = 0
-            if kill_at is not None and now - kill_at > DRAIN_GRACE_S and status is not None:
-                break
-            if not open_fds:
-                time.sleep(0.002)
-                continue
-            wait_ms = 20 if status is None else 50
-            if not timed_out and not self.killed:
-                wait_ms = max(1, min(wait_ms, int((started + timeout_s - now) * 1000) + 1))
-            for fd, _ in poller.poll(wait_ms):
-                which = open_fds.get(fd)
-                if which is None:
+        try:
+            while True:
+                now = time.monotonic()
+                if not timed_out and not self.killed and now - started >= timeout_s:
+                    timed_out = True
+                    self.kill()
+                if self.killed and kill_at is None:
+                    kill_at = now
+                if status is None:
+                    try:
+                        wpid, st = os.waitpid(sh.pid, os.WNOHANG)
+                        if wpid == sh.pid:
+                            status = st
+                    except ChildProcessError:
+                        status = 0
+                    if status is not None and pidfd is not None:
+                        # An ended process's pidfd stays readable: polled on, it would spin
+                        # while a survivor holds the output open.
+                        poller.unregister(pidfd)
+                        os.close(pidfd)
+                        pidfd = None
+                if status is not None and not open_fds:
+                    break
+                if kill_at is not None and now - kill_at > DRAIN_GRACE_S and status is not None:
+                    break
+                if not open_fds and pidfd is None:
+                    time.sleep(0.002)
                     continue
-                room = caps[which] - sent[which]
-                try:
+                wait_ms = 20 if status is None else 50
+                if pidfd is not None:
+                    # The shell's end wakes the poll; the deadline is what bounds it.
+                    wait_ms = 1000
+                if not timed_out and not self.killed:
+                    wait_ms = max(1, min(wait_ms, int((started + timeout_s - now) * 1000) + 1))
+                elif kill_at is not None:
+                    wait_ms = min(wait_ms, 50)
+                for fd, _ in poller.poll(wait_ms):
+                    which = open_fds.get(fd)
+                    if which is None:
+                        continue
+                    room = caps[which] - sent[which]
+                    try:
+                        if room <= 0:
+                            # Past the cap: drained in the kernel, in big steps, so that a
+                            # program printing gigabytes costs the agent little.
+                            n = self.agent.discard(fd)
+                            data = b"-" if n else b""
+                        else:
+                            data = os.read(fd, CHUNK)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        poller.unregister(fd)
+                        del open_fds[fd]
+                        os.close(fd)
+                        continue
                     if room <= 0:
-                        # Past the cap: drained in the kernel, in big steps, so that a
-                        # program printing gigabytes costs the agent little.
-                        n = self.agent.discard(fd)
-                        data = b"-" if n else b""
-                    else:
-                        data = os.read(fd, CHUNK)
-                except OSError:
-                    data = b""
-                if not data:
-                    poller.unregister(fd)
-                    del open_fds[fd]
-                    os.close(fd)
-                    continue
-                if room <= 0:
-                    truncated[which] = True
-                    continue
-                if len(data) > room:
-                    data = data[:room]
-                    truncated[which] = True
-                sent[which] += len(data)
-                self.agent.port.send(
-                    {"id": self.id, "ev": "out", "fd": which + 1, "data": b64(data)}
-                )
+                        truncated[which] = True
+                        continue
+                    if len(data) > room:
+                        data = data[:room]
+                        truncated[which] = True
+                    sent[which] += len(data)
+                    self.agent.port.send(
+                        {"id": self.id, "ev": "out", "fd": which + 1, "data": b64(data)}
+                    )
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
         for fd in list(open_fds):
             os.close(fd)
         if status is None:
@@ -603,7 +662,7 @@ class Run:
             # that ended by itself keeps the processes it left behind (a server started with
             # `nohup ... &`), as a machine would.
             self.agent.cgroups.kill(sh.cgroup)
-        sh.discard_files()
+        sh.finish()
         return self.answer(status, timed_out, truncated, events, started)
 
     def answer(self, status, timed_out, truncated, events, started):
@@ -629,6 +688,37 @@ class Run:
         }
 
 
+class Workers:
+    """Threads kept for the work that must not hold up the reader (runs, file requests):
+    starting a thread per request costs milliseconds under emulation, handing work to an idle
+    one a fraction of that. A thread is added only when none is idle, so requests in flight
+    never wait for each other."""
+
+    def __init__(self):
+        self.jobs = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.idle = 0
+
+    def submit(self, fn, *args):
+        with self.lock:
+            spawn = self.idle == 0
+            if not spawn:
+                self.idle -= 1
+        self.jobs.put((fn, args))
+        if spawn:
+            threading.Thread(target=self.work, daemon=True).start()
+
+    def work(self):
+        while True:
+            fn, args = self.jobs.get()
+            try:
+                fn(*args)
+            except Exception:  # noqa: BLE001 - each job answers for itself; the thread stays
+                pass
+            with self.lock:
+                self.idle += 1
+
+
 class Agent:
     def __init__(self, port):
         self.port = port
@@ -640,6 +730,7 @@ class Agent:
         self.spare_pending = False
         self.spare_lock = threading.Lock()
         self.spare_ready = threading.Event()
+        self.workers = Workers()
 
     def discard(self, fd):
         """Drops what the pipe `fd` holds (up to 1 MiB); the number of bytes, 0 at its end."""
@@ -652,11 +743,20 @@ class Agent:
 
     def make_spare(self):
         """Starts the next spare shell, unless one is there or on its way."""
+        if self.reserve_spare():
+            self.fill_spare()
+
+    def reserve_spare(self):
+        """Marks the next spare as on its way (True), unless one is there or on its way: a
+        run that comes meanwhile waits for it rather than start a second shell beside it."""
         with self.spare_lock:
             if self.spare is not None or self.spare_pending:
-                return
+                return False
             self.spare_pending = True
             self.spare_ready.clear()
+            return True
+
+    def fill_spare(self):
         sh = None
         try:
             sh = Shell(self.cgroups, None, DEFAULT_CWD)
@@ -703,7 +803,7 @@ class Agent:
             time.sleep(0.02)
 
     def serve(self):
-        threading.Thread(target=self.make_spare, daemon=True).start()
+        self.workers.submit(self.make_spare)
         for line in self.port.lines():
             try:
                 req = json.loads(line)
@@ -717,11 +817,11 @@ class Agent:
                 run = Run(self, req)
                 with self.runs_lock:
                     self.runs[req["id"]] = run
-                threading.Thread(target=self.run_thread, args=(run,), daemon=True).start()
+                self.workers.submit(self.run_thread, run)
             elif op in ("write", "read", "prepare", "list", "remove", "walk"):
                 # These may take long: off the reader, so a ping or a cancel still gets
                 # through.
-                threading.Thread(target=self.answer, args=(req,), daemon=True).start()
+                self.workers.submit(self.answer, req)
             else:
                 self.answer(req)
 
@@ -734,9 +834,12 @@ class Agent:
             answer = {"id": run.id, "ok": False, "error": f"agent: {e!r}"}
         with self.runs_lock:
             self.runs.pop(run.id, None)
+        # The next run's shell is started right after this answer, while the host reads it;
+        # marked as on its way before, so that a run the host sends at once waits for it.
+        reserved = self.reserve_spare()
         self.port.send(answer)
-        # The next run's shell is started now, while the host reads this answer.
-        self.make_spare()
+        if reserved:
+            self.fill_spare()
 
     def answer(self, req):
         try:

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use wasmsand_vm::{Cancel, RunEnd, RunRequest};
+use wasmsand_vm::{Accel, Cancel, RunEnd, RunRequest};
 
 use crate::common::{machine, ok, run_req, sh};
 
@@ -115,6 +115,50 @@ fn a_command_past_its_limit_is_killed_with_everything_it_started() {
     // would (a server started for the next command).
     ok(&m, "nohup sleep 300 >/dev/null 2>&1 &");
     assert_eq!(ok(&m, "pgrep -c -x sleep"), "1\n");
+}
+
+#[test]
+fn a_run_ends_when_its_shell_and_its_output_both_have() {
+    let Some(m) = machine() else { return };
+    // The shell ends first; a child still holding stdout keeps the run going until it
+    // closes it, and what it prints then is the run's.
+    let started = Instant::now();
+    let r = sh(&m, "(sleep 1; echo late) & echo early", 30);
+    assert_eq!(r.outcome.end, RunEnd::Exited);
+    assert_eq!(r.stdout, "early\nlate\n");
+    assert!(started.elapsed() >= Duration::from_secs(1));
+
+    // The output closes first; the run ends when the shell does, with its status.
+    let r = sh(&m, "echo bye; exec >&- 2>&-; sleep 1; exit 4", 30);
+    assert_eq!(
+        (r.outcome.end, r.outcome.exit_code),
+        (RunEnd::Exited, Some(4))
+    );
+    assert_eq!(r.stdout, "bye\n");
+
+    // ... and a shell that never ends with its output closed still meets its deadline.
+    let r = sh(&m, "exec >&- 2>&-; sleep 300", 2);
+    assert_eq!(r.outcome.end, RunEnd::TimedOut);
+    assert_eq!(ok(&m, "echo alive"), "alive\n");
+}
+
+#[test]
+fn address_randomization_is_off_only_where_it_costs_translations() {
+    let Some(m) = machine() else { return };
+    let setting = ok(&m, "cat /proc/sys/kernel/randomize_va_space");
+    // Where one program's code is mapped in two processes of their own.
+    let base = "cat /proc/self/maps | head -n1 | cut -d- -f1";
+    let (a, b) = (ok(&m, base), ok(&m, base));
+    match m.accel() {
+        Accel::Tcg => {
+            assert_eq!(setting, "0\n");
+            assert_eq!(a, b, "same addresses in every process under TCG");
+        }
+        Accel::Kvm => {
+            assert_eq!(setting, "2\n");
+            assert_ne!(a, b, "randomized addresses under KVM");
+        }
+    }
 }
 
 #[test]
