@@ -176,7 +176,7 @@ pub struct HostedRun {
 pub struct HostedEnd {
     /// The host's record of the run (e.g. `GET /v1/runs/{run_id}` of the service).
     pub run_id: String,
-    /// The runtime that ran it (`docker`).
+    /// The runtime that ran it (`docker`, `vm`).
     pub runtime: String,
     /// The image it ran on, as the client named it (or the runtime's default).
     pub base_image: String,

@@ -56,7 +56,8 @@ pub struct RunArgs {
     #[serde(default)]
     pub stdin: Option<String>,
     /// Where the command runs: `wasm` (this server's sandbox, the default) or another runtime
-    /// the server offers (`docker`), for a run without session_id.
+    /// the server offers (`docker`; `vm`, a whole Linux machine under QEMU), for a run
+    /// without session_id.
     #[serde(default)]
     pub runtime: Option<String>,
     /// The image of a run without session_id, e.g. `python:3.11-slim` (the runtime that has
@@ -94,7 +95,7 @@ pub struct PrdFileArg {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrdRunArgs {
-    /// The runtime of a run without session_id (`wasm`, `docker`, ...).
+    /// The runtime of a run without session_id (`wasm`, `docker`, `vm`, ...).
     #[serde(default)]
     pub runtime: Option<String>,
     /// A session (from session_create or the service's POST /sessions): the run uses its
@@ -189,7 +190,7 @@ pub struct RunOutput {
     pub duration_ms: u64,
     /// The session the command ran in; null for a one-off sandbox.
     pub session_id: Option<String>,
-    /// The runtime that ran it (`wasm`, `docker`).
+    /// The runtime that ran it (`wasm`, `docker`, `vm`).
     pub runtime: String,
     /// The image it ran on.
     pub base_image: String,
