@@ -32,6 +32,9 @@ enum Fix {
     RemoveDirectory,
     /// As `Errno`, and a symlink source wasix could not resolve is renamed (`wasi/paths.rs`).
     Rename,
+    /// As `Errno`, and a link whose parent is not a directory is refused before wasix sees it
+    /// (`wasi/paths.rs`).
+    Symlink,
 }
 
 /// WASI calls that can fail on the filesystem or need adjusting, and how.
@@ -61,7 +64,7 @@ const WRAPPED: &[(&str, Fix)] = &[
     ("path_unlink_file", Fix::PathAt(0, 1, 2)),
     ("path_readlink", Fix::PathAt(0, 1, 2)),
     ("path_rename", Fix::Rename),
-    ("path_symlink", Fix::Errno),
+    ("path_symlink", Fix::Symlink),
 ];
 
 /// Errnos that stand for "something the mapping to `FsError` lost"; a precise errno from wasix
@@ -235,6 +238,18 @@ fn call_fixed(mut env: FunctionEnvMut<FixEnv>, args: &[Value]) -> Result<Vec<Val
                 }
             }
             out
+        }
+        (None, Some(memory)) if matches!(fix, Fix::Symlink) => {
+            let mut call = Call {
+                store: &mut store,
+                memory,
+                guard: &guard,
+                siblings: &siblings,
+            };
+            match paths::before_symlink(&mut call, args)? {
+                Some(code) => vec![Value::I32(code)],
+                None => guard.nested(|| original.call(&mut store, args))?.into_vec(),
+            }
         }
         (None, Some(memory)) if matches!(fix, Fix::ZeroClock) => {
             match (args.first(), args.get(2)) {

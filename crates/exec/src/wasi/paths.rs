@@ -1,4 +1,5 @@
-//! `path_remove_directory` and `path_rename` where wasix's inode cache gets them wrong.
+//! `path_remove_directory` and `path_rename` where wasix's inode cache gets them wrong, and
+//! `path_symlink` where wasix panics.
 //!
 //! wasix 0.704 keeps a cache of the directory entries a guest has looked up, and two calls
 //! consult only that cache for their last step:
@@ -14,8 +15,10 @@
 //!   answered ENOENT, the rename is done as what it means for a symlink: the link's text is read,
 //!   a symlink with that text is made at the target (replacing a non-directory there, as
 //!   rename does) and the source is removed.
+//! - `path_symlink` under a parent that is a file (or a symlink to one) reaches an
+//!   `unreachable!` in wasix; the parent is looked up first and ENOTDIR answered, as Linux does.
 //!
-//! Both go through wasix's own imports, so its cache stays consistent with the tree. They need
+//! All go through wasix's own imports, so its cache stays consistent with the tree. They need
 //! guest memory for the answers (a `filestat`, a link's text): a scratch area next to the path
 //! strings is saved, used and put back within the one host call. The guest cannot observe it
 //! while it waits in the call; a module with shared memory (threads) could, so for it nothing
@@ -125,12 +128,24 @@ impl Call<'_, '_> {
         len: i32,
         buf: u64,
     ) -> Result<Option<(u8, u64)>, RuntimeError> {
+        self.stat_with(fd, 0, ptr, len, buf)
+    }
+
+    /// As `lstat`, with wasix's lookup flags (1: follow a final symlink).
+    fn stat_with(
+        &mut self,
+        fd: i32,
+        flags: i32,
+        ptr: i32,
+        len: i32,
+        buf: u64,
+    ) -> Result<Option<(u8, u64)>, RuntimeError> {
         let f = self.siblings.filestat.clone();
         let code = self.call(
             &f,
             &[
                 Value::I32(fd),
-                Value::I32(0),
+                Value::I32(flags),
                 Value::I32(ptr),
                 Value::I32(len),
                 Value::I32(buf as i32),
@@ -169,6 +184,50 @@ pub(crate) fn before_remove_directory(
     });
     Ok(match found.transpose()?.flatten() {
         Some((FILETYPE_SYMLINK, _)) => Some(WasiErrno::Notdir as i32),
+        _ => None,
+    })
+}
+
+/// Before `path_symlink`: ENOTDIR when the new link's parent is not a directory (a file, or
+/// a symlink to one), as Linux answers. wasix 0.704 reaches an `unreachable!` there and
+/// panics. `None`: the call goes on to wasix.
+pub(crate) fn before_symlink(call: &mut Call, args: &[Value]) -> Result<Option<i32>, RuntimeError> {
+    let [
+        Value::I32(old_ptr),
+        Value::I32(old_len),
+        Value::I32(fd),
+        Value::I32(new_ptr),
+        Value::I32(new_len),
+    ] = *args
+    else {
+        return Ok(None);
+    };
+    let mut path = vec![0u8; new_len.max(0) as usize];
+    if call
+        .view()
+        .read(u64::from(new_ptr as u32), &mut path)
+        .is_err()
+    {
+        return Ok(None);
+    }
+    let trimmed = path.len() - path.iter().rev().take_while(|&&c| c == b'/').count();
+    // The parent is the text before the last `/` (the directory `fd` itself when there is
+    // none, and `/` when it is the first byte: both directories).
+    let Some(parent_len) = path[..trimmed].iter().rposition(|&c| c == b'/') else {
+        return Ok(None);
+    };
+    if parent_len == 0 {
+        return Ok(None);
+    }
+    let ranges = [
+        (u64::from(old_ptr as u32), u64::from(old_len as u32)),
+        (u64::from(new_ptr as u32), u64::from(new_len as u32)),
+    ];
+    let parent = call.with_scratch(&ranges, FILESTAT, |call, buf| {
+        call.stat_with(fd, 1, new_ptr, parent_len as i32, buf)
+    });
+    Ok(match parent.transpose()?.flatten() {
+        Some((kind, _)) if kind != FILETYPE_DIRECTORY => Some(WasiErrno::Notdir as i32),
         _ => None,
     })
 }
