@@ -233,8 +233,27 @@ impl Interp {
                     // Only reached where bash does not brace-expand: keep the text.
                     push(out, brace_text(b), in_dq, false);
                 }
-                WordPart::BadSubst(raw) => {
-                    self.err(&format!("{raw}: bad substitution"));
+                WordPart::BadBackquote {
+                    message,
+                    line,
+                    shown,
+                    ..
+                } => {
+                    if !message.is_empty() {
+                        let head =
+                            format!("{}: command substitution: line {line}: ", self.code_file());
+                        let mut text = format!("{head}{message}\n");
+                        if let Some(at) = shown {
+                            text.push_str(&format!("{head}`{at}'\n"));
+                        }
+                        self.err_raw(&text);
+                    }
+                    self.subst_status = Some(2);
+                    self.st.status = 2;
+                    push(out, String::new(), in_dq, !in_dq);
+                }
+                WordPart::BadSubst(b) => {
+                    self.err(&format!("{}: bad substitution", b.context));
                     return Err(Flow::Fatal(1));
                 }
             }
@@ -756,12 +775,14 @@ impl Interp {
         };
         // bash tests `${a[@]:-x}` on the elements joined (by a space for `@`, by IFS's first
         // character for `*`): two empty elements join to a non-null " ".
+        // Through an indirection (`ref='a[@]'; ${!ref:-x}`) bash tests only that there are
+        // elements: `a=("")` is not null there.
         let ifs_sep = self.get_var("IFS").is_none_or(|s| !s.is_empty());
         let is_set_nonnull = |v: &PV, colon: bool| match v {
             PV::Unset => false,
             PV::Str(s) => !colon || !s.is_empty(),
             PV::List(l, star) => {
-                if colon {
+                if colon && !pe.indirect {
                     // Unquoted, several empty words are not null whatever IFS is.
                     l.iter().any(|s| !s.is_empty()) || (l.len() > 1 && (!star || ifs_sep || !in_dq))
                 } else {
@@ -1238,6 +1259,7 @@ impl Interp {
             max_results: self.st.limits.max_glob_results,
             globstar: self.shopt_value("globstar") == Some(true),
             skipdots: self.shopt_value("globskipdots") != Some(false),
+            bytes: self.byte_locale(),
         };
         let mut r = {
             let vfs = self.rt.vfs.lock();
@@ -1951,7 +1973,7 @@ pub(crate) fn literal_text(w: &Word) -> String {
                 parts: inner.clone(),
             })),
             WordPart::Brace(b) => s.push_str(&brace_text(b)),
-            WordPart::BadSubst(t) => s.push_str(t),
+            WordPart::BadSubst(b) => s.push_str(&b.text),
             WordPart::Tilde(u) => {
                 s.push('~');
                 s.push_str(u);
@@ -1960,7 +1982,9 @@ pub(crate) fn literal_text(w: &Word) -> String {
                 s.push('$');
                 s.push_str(&param_name(&p.param));
             }
-            WordPart::CommandSubst { .. } | WordPart::ProcessSubst { .. } => s.push_str("$(...)"),
+            WordPart::CommandSubst { .. }
+            | WordPart::ProcessSubst { .. }
+            | WordPart::BadBackquote { .. } => s.push_str("$(...)"),
             WordPart::Arith(a) => {
                 s.push_str("$((");
                 s.push_str(&a.source);

@@ -844,11 +844,15 @@ impl Interp {
 
     /// `bash: line N: msg` on stderr.
     pub fn err(&mut self, msg: &str) {
-        // bash names the file the failing code comes from: the script, the sourced file, the
-        // file a function was defined in (`environment` for one defined in `-c` text).
-        let file = self.frames.last().map_or("bash", |f| &f.file);
-        let text = format!("{file}: line {}: {}\n", self.line, msg);
+        let text = format!("{}: line {}: {}\n", self.code_file(), self.line, msg);
         let _ = self.write_fd(2, text.as_bytes());
+    }
+
+    /// What bash names in front of an error: the file the failing code comes from (the
+    /// script, the sourced file, the file a function was defined in; `environment` for one
+    /// defined in `-c` text), `bash` at the top of `-c` text.
+    pub(crate) fn code_file(&self) -> &str {
+        self.frames.last().map_or("bash", |f| &f.file)
     }
 
     /// Whether the locale the shell's variables name is C/POSIX (LC_ALL, else LC_CTYPE, else

@@ -13,6 +13,9 @@ thread_local! {
     /// source, they wait for the newline of the line around it. Words are printed by free
     /// functions, below the printer that writes that line.
     static CARRIED: RefCell<Vec<HereDoc>> = const { RefCell::new(Vec::new()) };
+    /// `script_text` is printing, substitutions included: where bash's `declare -f` writes
+    /// text that does not read back as the same tree, the text that does is written.
+    static READ_BACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// `name () \n{ \n    body\n}` as `declare -f name` prints it.
@@ -56,10 +59,14 @@ pub fn script_text(s: &Script) -> String {
     let mut p = Printer {
         in_function: true,
         reparsable: true,
+        whole_text: true,
         ..Printer::top()
     };
+    let outer = READ_BACK.replace(true);
     p.list(s, false);
+    p.one_line = false;
     p.flush_heredocs();
+    READ_BACK.set(outer);
     p.out
 }
 
@@ -123,6 +130,14 @@ struct Printer {
     backticks: bool,
     /// The command being printed follows `time `, where a first word `-p` is its option.
     after_time: bool,
+    /// The whole text is printed (`script_text`): a here-document that can have no end may
+    /// put the rest of it on one line.
+    whole_text: bool,
+    /// A here-document whose delimiter holds a newline was written: no line can end it, so
+    /// its body took all the text after its line, and the source had the rest of the
+    /// commands around it on that line. Everything after it is written on one line, and the
+    /// bodies at the very end; a line break would begin its body there.
+    one_line: bool,
 }
 
 impl Printer {
@@ -163,12 +178,29 @@ impl Printer {
     /// bash reads them after the first newline (a function's body printed over several lines
     /// after `cat <<E ||` would otherwise take the first of its lines for the body).
     fn newline(&mut self) {
+        if self.one_line {
+            self.semicolon();
+            self.out.push(' ');
+            return;
+        }
         if self.heredocs.is_empty() && CARRIED.with_borrow(Vec::is_empty) {
             self.out.push('\n');
         } else {
             self.flush_heredocs();
         }
         self.ind();
+    }
+
+    /// A line break after a word that opens a body (`then`, `do`, `else`, `{`, `in`, a case
+    /// pattern), where one line needs no `;`.
+    fn opener_break(&mut self) {
+        if self.one_line {
+            if !self.out.ends_with(' ') {
+                self.out.push(' ');
+            }
+            return;
+        }
+        self.newline();
     }
 
     /// bash's `semicolon()`: ends a command list unless it already ends with a terminator.
@@ -192,7 +224,7 @@ impl Printer {
         self.out.push_str(" () ");
         match f.body.as_ref() {
             Command::Compound(CompoundCommand::Group(s), redirs) => {
-                self.newline();
+                self.opener_break();
                 self.out.push_str("{ ");
                 self.indent += 4;
                 self.list(s, true);
@@ -206,10 +238,10 @@ impl Printer {
             other if self.reparsable => self.command(other),
             // bash shows any other body (`f() ( ... )`, `f() if ...`) inside braces.
             other => {
-                self.newline();
+                self.opener_break();
                 self.out.push_str("{ ");
                 self.indent += 4;
-                self.newline();
+                self.opener_break();
                 self.command(other);
                 self.flush_heredocs();
                 self.indent -= 4;
@@ -237,7 +269,7 @@ impl Printer {
                     self.newline();
                 }
             } else if first_on_new_line {
-                self.newline();
+                self.opener_break();
             }
             self.and_or(&item.and_or);
             if item.background {
@@ -265,6 +297,9 @@ impl Printer {
     }
 
     fn flush_heredocs(&mut self) {
+        if self.one_line {
+            return;
+        }
         self.heredocs.extend(CARRIED.take());
         if self.heredocs.is_empty() {
             return;
@@ -282,8 +317,11 @@ impl Printer {
                 }
                 // No line matches a delimiter holding a newline: written out, its lines
                 // would only join the body (where an unquoted one's `${` must then close).
+                // Nor do the here-documents after it on the line get a body: it took all
+                // the text there was, so theirs were empty, and their delimiter lines would
+                // join its body too.
                 if h.delimiter.contains('\n') {
-                    continue;
+                    break;
                 }
                 self.out.push('\n');
             }
@@ -405,8 +443,11 @@ impl Printer {
                         let d = h.delimiter.replace('\'', "'\\''");
                         self.out.push_str(&format!("'{d}'"));
                     } else {
-                        // `<< -x` is the delimiter `-x`; `<<-x` would strip tabs for `x`.
-                        if !h.strip_tabs && h.delimiter.starts_with('-') {
+                        // `<< -x` is the delimiter `-x`; `<<-x` would strip tabs for `x`,
+                        // and `<< <(x)` written together would read as `<<<`.
+                        if (!h.strip_tabs && h.delimiter.starts_with('-'))
+                            || h.delimiter.starts_with(['<', '>'])
+                        {
                             self.out.push(' ');
                         }
                         self.out.push_str(&h.delimiter);
@@ -415,6 +456,9 @@ impl Printer {
                     // the words before this one come first.
                     self.heredocs.extend(CARRIED.take());
                     self.heredocs.push(h.clone());
+                    if self.whole_text && h.delimiter.contains('\n') {
+                        self.one_line = true;
+                    }
                 }
                 RedirTarget::Word(w) => {
                     if !matches!(r.op, RedirOp::DupRead | RedirOp::DupWrite) {
@@ -465,6 +509,27 @@ impl Printer {
             CompoundCommand::Subshell(s) => {
                 self.out.push_str("( ");
                 self.list(s, false);
+                // A bare `!` right before the `)` would negate it: a syntax error. bash's
+                // `declare -f` writes it so all the same.
+                let bare_not = READ_BACK.get()
+                    && s.items.last().is_some_and(|i| {
+                        !i.background && i.and_or.rest.is_empty() && {
+                            let p = &i.and_or.first;
+                            p.negated
+                                && match p.commands.as_slice() {
+                                    [] => true,
+                                    [Command::Simple(c)] => {
+                                        c.words.is_empty()
+                                            && c.assignments.is_empty()
+                                            && c.redirects.is_empty()
+                                    }
+                                    _ => false,
+                                }
+                        }
+                    });
+                if bare_not {
+                    self.out.push(';');
+                }
                 self.out.push_str(" )");
             }
             CompoundCommand::If {
@@ -481,7 +546,7 @@ impl Printer {
                 self.inline_list(cond);
                 self.out.push_str("; do");
                 self.indent += 4;
-                self.newline();
+                self.opener_break();
                 self.indent -= 4;
                 self.body(body);
                 self.newline();
@@ -494,11 +559,16 @@ impl Printer {
                 } else {
                     "select"
                 };
-                let list = match words {
-                    Some(ws) => ws.iter().map(word_text).collect::<Vec<_>>().join(" "),
-                    None => "\"$@\"".to_string(),
-                };
-                self.out.push_str(&format!("{kw} {var} in {list};"));
+                match words {
+                    Some(ws) => {
+                        let list = ws.iter().map(word_text).collect::<Vec<_>>().join(" ");
+                        self.out.push_str(&format!("{kw} {var} in {list};"));
+                    }
+                    // Text that must read back keeps the list left out; bash's `declare -f`
+                    // writes the `"$@"` it stands for.
+                    None if READ_BACK.get() => self.out.push_str(&format!("{kw} {var};")),
+                    None => self.out.push_str(&format!("{kw} {var} in \"$@\";")),
+                }
                 self.do_body(body);
             }
             CompoundCommand::ArithFor {
@@ -518,16 +588,18 @@ impl Printer {
                 self.out.push_str(&format!("case {} in ", word_text(word)));
                 self.indent += 4;
                 for item in items {
-                    self.newline();
+                    self.opener_break();
                     let pats: Vec<String> = item.patterns.iter().map(word_text).collect();
                     self.out.push_str(&pats.join(" | "));
                     self.out.push(')');
-                    if !item.body.items.is_empty() {
+                    if item.body.items.is_empty() {
+                        self.opener_break();
+                    } else {
                         self.indent += 4;
                         self.list(&item.body, true);
                         self.indent -= 4;
+                        self.newline();
                     }
-                    self.newline();
                     self.out.push_str(match item.terminator {
                         CaseTerminator::Break => ";;",
                         CaseTerminator::FallThrough => ";&",
@@ -535,7 +607,7 @@ impl Printer {
                     });
                 }
                 self.indent -= 4;
-                self.newline();
+                self.opener_break();
                 self.out.push_str("esac");
             }
             CompoundCommand::Arith(a) => {
@@ -550,10 +622,10 @@ impl Printer {
     }
 
     fn do_body(&mut self, body: &Script) {
-        self.newline();
+        self.opener_break();
         self.out.push_str("do");
         self.indent += 4;
-        self.newline();
+        self.opener_break();
         self.indent -= 4;
         self.body(body);
         self.newline();
@@ -568,14 +640,14 @@ impl Printer {
         self.inline_list(cond);
         self.out.push_str("; then");
         self.indent += 4;
-        self.newline();
+        self.opener_break();
         self.indent -= 4;
         self.body(then);
         if !rest.is_empty() {
             self.newline();
             self.out.push_str("else");
             self.indent += 4;
-            self.newline();
+            self.opener_break();
             self.if_chain(rest, else_body);
             self.out.push(';');
             self.indent -= 4;
@@ -583,7 +655,7 @@ impl Printer {
             self.newline();
             self.out.push_str("else");
             self.indent += 4;
-            self.newline();
+            self.opener_break();
             self.indent -= 4;
             self.body(e);
         }
@@ -723,21 +795,28 @@ fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
             WordPart::Param(pe) => {
                 s.push_str(&param_text(pe, continues_name(parts.get(i + 1)), in_dq));
             }
-            WordPart::CommandSubst { script, backquoted } => {
-                // Backquotes as written; and a body without a final newline that ends the
-                // text can only have ended at a closing backquote, which alone gives it back
-                // (`$(...)` needs a delimiter line after it).
-                let mut p = None;
-                if !*backquoted {
-                    let mut d = Printer::nested();
-                    d.inline_list(script);
-                    // A here-document inside keeps its body, on the lines before the `)`.
-                    d.flush_heredocs();
-                    p = d.open_body.is_none().then_some(d);
-                }
-                let p = match p {
-                    Some(p) => p,
-                    None => {
+            WordPart::CommandSubst {
+                backquoted: Some(b),
+                ..
+            } => {
+                s.push('`');
+                s.push_str(b);
+                s.push('`');
+            }
+            WordPart::CommandSubst {
+                script,
+                backquoted: None,
+            } => {
+                let mut d = Printer::nested();
+                d.inline_list(script);
+                // A here-document inside keeps its body, on the lines before the `)`.
+                d.flush_heredocs();
+                let p = match d.open_body {
+                    None => d,
+                    // A body without a final newline that ends the text can only have ended
+                    // at a closing backquote, which alone gives it back (`$(...)` needs a
+                    // delimiter line after it).
+                    Some(_) => {
                         let mut b = Printer {
                             backticks: true,
                             ..Printer::nested()
@@ -793,7 +872,12 @@ fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
                 s.push_str(u);
             }
             WordPart::Brace(b) => s.push_str(&brace_text(b)),
-            WordPart::BadSubst(t) => s.push_str(t),
+            WordPart::BadSubst(b) => s.push_str(&b.text),
+            WordPart::BadBackquote { raw, .. } => {
+                s.push('`');
+                s.push_str(raw);
+                s.push('`');
+            }
         }
     }
 }

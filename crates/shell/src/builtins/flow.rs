@@ -314,6 +314,9 @@ impl Interp {
                     "posix" => opts.push(crate::execute::StartOption::Set("posix".into(), true)),
                     "rcfile" | "init-file" => i += 1,
                     "norc" | "noprofile" | "login" | "noediting" | "restricted" | "verbose" => {}
+                    // bash prints these and exits, whatever follows.
+                    "help" => return Ok(self.out_str(BASH_HELP)),
+                    "version" => return Ok(self.out_str(BASH_VERSION_TEXT)),
                     _ => {
                         self.err_raw(&format!("bash: --{long}: invalid option\n"));
                         return Ok(2);
@@ -424,3 +427,45 @@ impl Interp {
         self.run_shell_script(&text, arg0, rest, env, invocation, &opts)
     }
 }
+
+/// `bash --help`, as Debian's bash 5.2.15 prints it (its first line has that `-` before the
+/// machine type).
+const BASH_HELP: &str = "GNU bash, version 5.2.15(1)-release-(x86_64-pc-linux-gnu)
+Usage:\tbash [GNU long option] [option] ...
+\tbash [GNU long option] [option] script-file ...
+GNU long options:
+\t--debug
+\t--debugger
+\t--dump-po-strings
+\t--dump-strings
+\t--help
+\t--init-file
+\t--login
+\t--noediting
+\t--noprofile
+\t--norc
+\t--posix
+\t--pretty-print
+\t--rcfile
+\t--restricted
+\t--verbose
+\t--version
+Shell options:
+\t-ilrsD or -c command or -O shopt_option\t\t(invocation only)
+\t-abefhkmnptuvxBCEHPT or -o option
+Type `bash -c \"help set\"' for more information about shell options.
+Type `bash -c help' for more information about shell builtin commands.
+Use the `bashbug' command to report bugs.
+
+bash home page: <http://www.gnu.org/software/bash>
+General help using GNU software: <http://www.gnu.org/gethelp/>
+";
+
+/// `bash --version`.
+const BASH_VERSION_TEXT: &str = "GNU bash, version 5.2.15(1)-release (x86_64-pc-linux-gnu)
+Copyright (C) 2022 Free Software Foundation, Inc.
+License GPLv3+: GNU GPL version 3 or later <http://gnu.org/licenses/gpl.html>
+
+This is free software; you are free to change and redistribute it.
+There is NO WARRANTY, to the extent permitted by law.
+";

@@ -808,6 +808,82 @@ fn shell_words(text: &str) -> Vec<crate::syntax::ast::Word> {
     }
 }
 
+/// `text` cut at its unquoted, unescaped IFS characters, as bash's `split_at_delims` cuts a
+/// `-W` word list: a run of IFS blanks is one delimiter, every other IFS character one each.
+fn ifs_pieces(text: &str, ifs: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let (mut squote, mut dquote) = (false, false);
+    let mut chars = text.chars();
+    let mut last_blank = false;
+    while let Some(c) = chars.next() {
+        if squote {
+            cur.push(c);
+            squote = c != '\'';
+            continue;
+        }
+        let delimiter = !dquote && ifs.contains(c);
+        if delimiter {
+            let blank = matches!(c, ' ' | '\t' | '\n');
+            // A run of blanks is one delimiter, and leading blanks are none.
+            if !(blank && (last_blank || (cur.is_empty() && out.is_empty()))) {
+                out.push(std::mem::take(&mut cur));
+            }
+            last_blank = blank;
+            continue;
+        }
+        last_blank = false;
+        cur.push(c);
+        match c {
+            '\\' => cur.extend(chars.next()),
+            '\'' if !dquote => squote = true,
+            '"' => dquote = !dquote,
+            _ => {}
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+/// `piece` as the text of one shell word: its unquoted blanks and operator characters
+/// quoted, so that parsing it gives the one word bash expands.
+fn one_word(piece: &str) -> String {
+    let mut out = String::with_capacity(piece.len() + 8);
+    let (mut squote, mut dquote) = (false, false);
+    let mut chars = piece.chars();
+    while let Some(c) = chars.next() {
+        if squote {
+            out.push(c);
+            squote = c != '\'';
+            continue;
+        }
+        match c {
+            '\\' => {
+                out.push(c);
+                out.extend(chars.next());
+            }
+            '\'' if !dquote => {
+                squote = true;
+                out.push(c);
+            }
+            '"' => {
+                dquote = !dquote;
+                out.push(c);
+            }
+            ' ' | '\t' | '\n' | ';' | '|' | '&' | '<' | '>' | '(' | ')' if !dquote => {
+                out.push('\'');
+                out.push(c);
+                out.push('\'');
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
 /// What `compgen` can generate: the `-A` action names and their one-letter options.
 const COMPGEN_ACTIONS: &[(&str, char)] = &[
     ("alias", 'a'),
@@ -902,7 +978,14 @@ impl Interp {
             out.extend(matched.into_iter().filter(|m| *m != g));
         }
         if let Some(list) = words {
-            let expanded = self.expand_words(&shell_words(&list))?;
+            // bash splits the list at IFS first (quotes and backslashes protect a
+            // delimiter), then expands each piece as one word.
+            let ifs = self.get_var("IFS").unwrap_or_else(|| " \t\n".into());
+            let mut pieces = Vec::new();
+            for piece in ifs_pieces(&list, &ifs) {
+                pieces.extend(shell_words(&one_word(&piece)));
+            }
+            let expanded = self.expand_words(&pieces)?;
             out.extend(expanded.into_iter().filter(|w| w.starts_with(&word)));
         }
         if let Some(f) = filter {

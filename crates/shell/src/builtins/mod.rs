@@ -282,6 +282,9 @@ static BUILTINS: &[Builtin] = &[
         Some("test [expr]"),
         |i, _, a| Ok(i.b_test(a, false)),
     ),
+    // GNU time's program (`command time`, `env time`, `/usr/bin/time`); the `time` keyword
+    // stays the shell's.
+    program("time", |i, _, a| i.b_time_program(a)),
     program("timeout", |i, _, a| i.b_timeout(a)),
     special("times", Some("times"), |i, _, _| Ok(i.b_times())),
     special(

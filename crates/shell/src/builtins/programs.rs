@@ -51,6 +51,118 @@ impl Interp {
         }
     }
 
+    /// GNU `time [-p] [-f FORMAT] [-o FILE [-a]] [-v] [-q] COMMAND [ARG]...`: runs the command as
+    /// a program and reports on stderr (or FILE) in GNU time's formats. The sandbox measures
+    /// wall-clock time only: user and system time, memory and I/O counts read 0.
+    pub(super) fn b_time_program(&mut self, args: &[String]) -> FlowResult {
+        const DEFAULT: &str = "%Uuser %Ssystem %Eelapsed %PCPU (%Xavgtext+%Davgdata %Mmaxresident)k\n%Iinputs+%Ooutputs (%Fmajor+%Rminor)pagefaults %Wswaps";
+        const PORTABLE: &str = "real %e\nuser %U\nsys %S";
+        const VERBOSE: &str = "\tCommand being timed: \"%C\"\n\tUser time (seconds): %U\n\tSystem time (seconds): %S\n\tPercent of CPU this job got: %P\n\tElapsed (wall clock) time (h:mm:ss or m:ss): %E\n\tAverage shared text size (kbytes): %X\n\tAverage unshared data size (kbytes): %D\n\tAverage stack size (kbytes): %p\n\tAverage total size (kbytes): %K\n\tMaximum resident set size (kbytes): %M\n\tAverage resident set size (kbytes): %t\n\tMajor (requiring I/O) page faults: %F\n\tMinor (reclaiming a frame) page faults: %R\n\tVoluntary context switches: %w\n\tInvoluntary context switches: %c\n\tSwaps: %W\n\tFile system inputs: %I\n\tFile system outputs: %O\n\tSocket messages sent: %s\n\tSocket messages received: %r\n\tSignals delivered: %k\n\tPage size (bytes): %Z\n\tExit status: %x";
+        let usage = |i: &mut Self, what: String| {
+            i.err_raw(&format!(
+                "time: {what}\nTry 'time --help' for more information.\n"
+            ));
+            Ok(125)
+        };
+        // GNU time reads TIME from its environment: the shell's exported variables.
+        let mut format = self
+            .st
+            .vars
+            .environ()
+            .into_iter()
+            .find_map(|(k, v)| (k == "TIME").then_some(v))
+            .unwrap_or_else(|| DEFAULT.to_string());
+        let (mut output, mut append, mut quiet, mut portable) =
+            (None::<String>, false, false, false);
+        let mut i = 0;
+        while let Some(a) = args.get(i) {
+            let next = |i: &mut usize| {
+                *i += 1;
+                args.get(*i).cloned()
+            };
+            match a.as_str() {
+                "--" => {
+                    i += 1;
+                    break;
+                }
+                "-p" | "--portability" => {
+                    format = PORTABLE.into();
+                    portable = true;
+                }
+                "-v" | "--verbose" => format = VERBOSE.into(),
+                "-a" | "--append" => append = true,
+                "-q" | "--quiet" => quiet = true,
+                "-V" | "--version" => {
+                    return Ok(self.out_str(
+                        "time (GNU Time) UNKNOWN\nCopyright (C) 2018 Free Software Foundation, Inc.\nLicense GPLv3+: GNU GPL version 3 or later <https://gnu.org/licenses/gpl.html>.\nThis is free software: you are free to change and redistribute it.\nThere is NO WARRANTY, to the extent permitted by law.\n\nWritten by David Keppel, David MacKenzie, and Assaf Gordon.\n",
+                    ));
+                }
+                "--help" => {
+                    return Ok(self.out_str(
+                        "Usage: time [OPTION...] COMMAND [ARG...]\nRun COMMAND, then print its running time on standard error.\n",
+                    ));
+                }
+                "-f" | "-o" => {
+                    let Some(v) = next(&mut i) else {
+                        return usage(
+                            self,
+                            format!("option requires an argument -- '{}'", &a[1..]),
+                        );
+                    };
+                    if a == "-f" {
+                        format = v;
+                    } else {
+                        output = Some(v);
+                    }
+                }
+                s if s.starts_with("--format=") => format = s["--format=".len()..].into(),
+                s if s.starts_with("--output=") => output = Some(s["--output=".len()..].into()),
+                s if s.starts_with('-') && s.len() > 1 => {
+                    return usage(self, format!("invalid option -- '{}'", &s[1..2]));
+                }
+                _ => break,
+            }
+            i += 1;
+        }
+        let argv = args[i..].to_vec();
+        if argv.is_empty() {
+            return usage(self, "missing program to run".into());
+        }
+        let started = Instant::now();
+        let status = self.run_plain_argv(argv.clone())?;
+        let secs = started.elapsed().as_secs_f64();
+        let mut report = String::new();
+        // POSIX's format (-p) has no such line.
+        let quiet = quiet || portable;
+        if !quiet && status > 128 {
+            report.push_str(&format!("Command terminated by signal {}\n", status - 128));
+        } else if !quiet && status != 0 {
+            report.push_str(&format!("Command exited with non-zero status {status}\n"));
+        }
+        report.push_str(&time_format(&format, secs, status, &argv.join(" ")));
+        report.push('\n');
+        match output {
+            None => self.err_raw(&report),
+            Some(file) => {
+                let path = wasmsand_vfs::path::join(&self.st.cwd, &file);
+                if append {
+                    let old = self.rt.vfs.lock().read(&path).map(|d| d.to_vec());
+                    if let Ok(old) = old {
+                        report = String::from_utf8_lossy(&old).into_owned() + &report;
+                    }
+                }
+                let written = self.rt.vfs.lock().write(&path, report.as_bytes());
+                if let Err(e) = written {
+                    self.err_raw(&format!(
+                        "time: cannot open output file: {}\n",
+                        strerror(e.errno)
+                    ));
+                }
+            }
+        }
+        Ok(status)
+    }
+
     /// `env`: the guest's could not start a program, so the shell runs the command itself
     /// with the modified environment.
     pub(super) fn b_env(&mut self, args: &[String]) -> FlowResult {
@@ -610,6 +722,57 @@ fn split_xargs(text: &str) -> Vec<String> {
     }
     if has {
         out.push(cur);
+    }
+    out
+}
+
+/// GNU time's `%` escapes (and `\n`, `\t`, `\\`) for a run of `secs` seconds that ended with
+/// `status`. What the sandbox does not measure reads 0.
+fn time_format(format: &str, secs: f64, status: i32, command: &str) -> String {
+    let mut out = String::new();
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '%' => match chars.next() {
+                Some('e') => out.push_str(&format!("{secs:.2}")),
+                Some('E') => {
+                    let cs = (secs * 100.0).round() as u64;
+                    let (h, m, s, c) = (cs / 360_000, cs / 6000 % 60, cs / 100 % 60, cs % 100);
+                    if h > 0 {
+                        out.push_str(&format!("{h}:{m:02}:{s:02}"));
+                    } else {
+                        out.push_str(&format!("{m}:{s:02}.{c:02}"));
+                    }
+                }
+                Some('U' | 'S') => out.push_str("0.00"),
+                Some('P') => out.push_str("0%"),
+                Some('x') => out.push_str(&status.to_string()),
+                Some('C') => out.push_str(command),
+                Some('Z') => out.push_str("4096"),
+                Some('%') => out.push('%'),
+                Some(
+                    'M' | 't' | 'K' | 'D' | 'p' | 'X' | 'F' | 'R' | 'W' | 'c' | 'w' | 'I' | 'O'
+                    | 'r' | 's' | 'k',
+                ) => out.push('0'),
+                Some(other) => {
+                    out.push('?');
+                    out.push(other);
+                }
+                None => out.push('?'),
+            },
+            '\\' => match chars.next() {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some('\\') => out.push('\\'),
+                Some(other) => {
+                    out.push('?');
+                    out.push('\\');
+                    out.push(other);
+                }
+                None => out.push('\\'),
+            },
+            c => out.push(c),
+        }
     }
     out
 }

@@ -386,13 +386,8 @@ impl Interp {
         // bash's `readonly -a NAME` of a new name without a value makes it readonly only
         // (`declare -r NAME`), where `declare -ra NAME` makes an empty array.
         let shapes = !(name == "readonly" && was_unset && value.is_none());
-        if shapes && f.assoc && !matches!(var.value, Value::Assoc(_)) {
-            var.value = Value::Assoc(crate::vars::AssocMap::new());
-        } else if shapes && f.array && !matches!(var.value, Value::Indexed(_) | Value::Assoc(_)) {
-            var.value = match std::mem::replace(&mut var.value, Value::Unset) {
-                Value::Str(s) => Value::Indexed(BTreeMap::from([(0, s)])),
-                _ => Value::Indexed(BTreeMap::new()),
-            };
+        if shapes {
+            reshape(&mut var.value, f.array, f.assoc);
         }
         var.attrs = (var.attrs | f.add) & !f.remove;
         if was_unset && value.is_none() && var.is_array() {
@@ -583,11 +578,7 @@ impl Interp {
                 value: Value::Unset,
                 attrs: 0,
             });
-            if assoc && !matches!(var.value, Value::Assoc(_)) {
-                var.value = Value::Assoc(crate::vars::AssocMap::new());
-            } else if array && !matches!(var.value, Value::Indexed(_) | Value::Assoc(_)) {
-                var.value = Value::Indexed(BTreeMap::new());
-            }
+            reshape(&mut var.value, array, assoc);
             var.attrs = (var.attrs | add) & !remove;
             self.st.vars.put(name, var);
             return match value {
@@ -730,5 +721,23 @@ fn decl_usage(name: &str) -> &'static str {
             "typeset [-aAfFgiIlnrtux] name[=value] ... or typeset -p [-aAfFilnrtux] [name ...]"
         }
         _ => "declare [-aAfFgiIlnrtux] name[=value] ... or declare -p [-aAfFilnrtux] [name ...]",
+    }
+}
+
+/// `declare -a`/`-A` of a variable that is not that kind of array yet: a scalar's value
+/// becomes element `0` (key `"0"`), as in bash (`s=w; declare -A s+=([a]=x)` keeps `w`);
+/// an indexed array stays one under `-a`.
+fn reshape(value: &mut Value, array: bool, assoc: bool) {
+    if assoc && !matches!(value, Value::Assoc(_)) {
+        let mut map = crate::vars::AssocMap::new();
+        if let Value::Str(s) = std::mem::replace(value, Value::Unset) {
+            map.insert("0".into(), s);
+        }
+        *value = Value::Assoc(map);
+    } else if array && !matches!(value, Value::Indexed(_) | Value::Assoc(_)) {
+        *value = match std::mem::replace(value, Value::Unset) {
+            Value::Str(s) => Value::Indexed(BTreeMap::from([(0, s)])),
+            _ => Value::Indexed(BTreeMap::new()),
+        };
     }
 }

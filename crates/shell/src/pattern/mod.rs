@@ -339,6 +339,9 @@ pub struct GlobOptions {
     /// `shopt globskipdots` (on by default): `.` and `..` never match; off, a pattern starting
     /// with `.` matches them too.
     pub skipdots: bool,
+    /// The C locale: names and patterns are matched byte by byte, so `?` does not match the
+    /// two bytes of `μ`.
+    pub bytes: bool,
 }
 
 impl Default for GlobOptions {
@@ -350,6 +353,7 @@ impl Default for GlobOptions {
             max_results: 100_000,
             globstar: false,
             skipdots: true,
+            bytes: false,
         }
     }
 }
@@ -419,8 +423,13 @@ pub fn glob(
             current = next;
             continue;
         }
-        let ext = ExtPattern::parse(comp, opts.nocaseglob);
-        let pat = Compiled::new(comp, opts.nocaseglob);
+        let comp = if opts.bytes {
+            crate::interp::bytes_as_chars(comp)
+        } else {
+            comp.clone()
+        };
+        let ext = ExtPattern::parse(&comp, opts.nocaseglob);
+        let pat = Compiled::new(&comp, opts.nocaseglob);
         let explicit_dot = match &ext {
             Some(e) => e.explicit_dot(),
             None => matches!(pat.toks.first(), Some(Tok::Char('.'))),
@@ -442,9 +451,14 @@ pub fn glob(
                 if name.starts_with('.') && !explicit_dot && !opts.dotglob {
                     continue;
                 }
+                let subject = if opts.bytes {
+                    std::borrow::Cow::Owned(crate::interp::bytes_as_chars(&name))
+                } else {
+                    std::borrow::Cow::Borrowed(name.as_str())
+                };
                 let hit = match &ext {
-                    Some(x) => x.matches(&name),
-                    None => pat.matches_str(&name),
+                    Some(x) => x.matches(&subject),
+                    None => pat.matches_str(&subject),
                 };
                 if !hit {
                     continue;

@@ -318,10 +318,10 @@ impl ArithParser<'_> {
             Tok::Num(raw) => {
                 self.pos += 1;
                 match parse_number(&raw) {
-                    Some(n) => Ok(ArithExpr::Number(n)),
-                    None => {
+                    Ok(n) => Ok(ArithExpr::Number(n)),
+                    Err(message) => {
                         self.pos -= 1;
-                        Err(self.error("value too great for base"))
+                        Err(self.error(message))
                     }
                 }
             }
@@ -366,39 +366,60 @@ impl ArithParser<'_> {
 
 /// Bash's integer constants: decimal, `0x` hex, leading-`0` octal and `base#digits` (bases 2
 /// to 64; digits `0-9a-zA-Z@_`, letters case-insensitive up to base 36). Overflow wraps, as in
-/// bash. `None` when a digit is out of range.
-pub fn parse_number(raw: &str) -> Option<i64> {
-    let (base, digits) = if let Some((b, d)) = raw.split_once('#') {
-        let b: u32 = b.parse().ok()?;
-        if !(2..=64).contains(&b) {
-            return None;
+/// bash. The error is bash's message: a digit out of range, a base out of range, a second
+/// base (`2#1#1`, `02#1`: a leading `0` is a base already), a base with no digit after it.
+pub fn parse_number(raw: &str) -> Result<i64, &'static str> {
+    let s = raw.as_bytes();
+    let mut i = 0;
+    let mut base: i64 = 10;
+    let mut found_base = false;
+    if s.first() == Some(&b'0') {
+        i = 1;
+        if s.len() == 1 {
+            return Ok(0);
         }
-        (b, d)
-    } else if let Some(h) = raw.strip_prefix("0x").or_else(|| raw.strip_prefix("0X")) {
-        (16, h)
-    } else if raw.len() > 1 && raw.starts_with('0') {
-        (8, &raw[1..])
-    } else {
-        (10, raw)
-    };
-    if digits.is_empty() {
-        return None;
+        if matches!(s[1], b'x' | b'X') {
+            base = 16;
+            i = 2;
+        } else {
+            base = 8;
+        }
+        found_base = true;
     }
     let mut n: i64 = 0;
-    for c in digits.chars() {
-        let d = match c {
-            '0'..='9' => c as u32 - '0' as u32,
-            'a'..='z' => c as u32 - 'a' as u32 + 10,
-            'A'..='Z' if base <= 36 => c as u32 - 'A' as u32 + 10,
-            'A'..='Z' => c as u32 - 'A' as u32 + 36,
-            '@' => 62,
-            '_' => 63,
-            _ => return None,
-        };
-        if d >= base {
-            return None;
+    while let Some(&c) = s.get(i) {
+        i += 1;
+        if c == b'#' {
+            if found_base {
+                return Err("invalid number");
+            }
+            if !(2..=64).contains(&n) {
+                return Err("invalid arithmetic base");
+            }
+            base = n;
+            n = 0;
+            found_base = true;
+            if !s
+                .get(i)
+                .is_some_and(|&d| d.is_ascii_alphanumeric() || d == b'_' || d == b'@')
+            {
+                return Err("invalid integer constant");
+            }
+            continue;
         }
-        n = n.wrapping_mul(base as i64).wrapping_add(d as i64);
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'z' => c - b'a' + 10,
+            b'A'..=b'Z' if base <= 36 => c - b'A' + 10,
+            b'A'..=b'Z' => c - b'A' + 36,
+            b'@' => 62,
+            b'_' => 63,
+            _ => break,
+        };
+        if i64::from(d) >= base {
+            return Err("value too great for base");
+        }
+        n = n.wrapping_mul(base).wrapping_add(i64::from(d));
     }
-    Some(n)
+    Ok(n)
 }

@@ -443,9 +443,11 @@ pub enum WordPart {
     CommandSubst {
         /// The commands.
         script: Box<Script>,
-        /// Written in backquotes, and printed back in them, as bash's `declare -f` does:
-        /// their text is read on its own, so it may hold what `$(...)` would read otherwise.
-        backquoted: bool,
+        /// Written in backquotes: the text between them, escapes and all, printed back as it
+        /// was written, as bash's `declare -f` does. The text is read on its own, so it may
+        /// hold what `$(...)` would read otherwise, and only the same text is sure to read
+        /// back as the same commands.
+        backquoted: Option<Box<str>>,
     },
     /// `<(...)` (`output` false) or `>(...)` (`output` true).
     ProcessSubst {
@@ -462,9 +464,57 @@ pub enum WordPart {
     /// A brace expansion, only in words bash brace-expands (command arguments, `for` lists,
     /// array elements, redirection targets); the interpreter expands it before anything else.
     Brace(BraceExp),
-    /// `${...}` that bash accepts at parse time but rejects when expanded (`${}`, `${a b}`):
-    /// the raw text, for the runtime error `bash: ${a b}: bad substitution`.
-    BadSubst(String),
+    /// Backquotes whose text does not parse: bash reads backquoted text only when it expands
+    /// it, so the error is the substitution's (`bash: command substitution: line 1: ...`,
+    /// status 2, no output), not the script's.
+    BadBackquote {
+        /// The text between the backquotes, as written.
+        raw: Box<str>,
+        /// The syntax error's message (empty: bash says nothing).
+        message: Box<str>,
+        /// The line of the error, counted as the script's.
+        line: usize,
+        /// For `syntax error near unexpected token`, the line of the text it is on, which bash
+        /// shows after the message.
+        shown: Option<Box<str>>,
+    },
+    /// `${...}` that bash accepts at parse time but rejects when expanded (`${}`, `${a b}`),
+    /// for the runtime error `bash: ${a b}: bad substitution`.
+    BadSubst(BadSubst),
+}
+
+/// A `${...}` bash rejects when it expands it.
+#[derive(Clone)]
+pub struct BadSubst {
+    /// The `${...}` as written.
+    pub text: String,
+    /// What bash's message names: the whole text being expanded around it, as written (the
+    /// word, the text inside `"..."`, an operand, a here-document's body): `a${x!}b: bad
+    /// substitution`. Derived from the source, so neither compared nor shown.
+    pub context: String,
+}
+
+impl From<&str> for BadSubst {
+    fn from(text: &str) -> BadSubst {
+        BadSubst {
+            text: text.into(),
+            context: text.into(),
+        }
+    }
+}
+
+impl PartialEq for BadSubst {
+    fn eq(&self, other: &BadSubst) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for BadSubst {}
+
+impl std::fmt::Debug for BadSubst {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.text.fmt(f)
+    }
 }
 
 /// A brace expansion `{...}` that bash would expand (at least one comma, or a valid range).

@@ -1639,15 +1639,7 @@ impl<'a> Parser<'a> {
                     };
                     j = self.skip_balanced(j + 1, o, c)?;
                 }
-                b'`' => {
-                    j += 1;
-                    while j < self.src.len() && self.src[j] != b'`' {
-                        if self.src[j] == b'\\' {
-                            j += 1;
-                        }
-                        j += 1;
-                    }
-                }
+                b'`' => j = self.backquote_end(j, self.src.len()),
                 b'(' => j = self.skip_balanced(j, b'(', b')')?,
                 _ if to_end => {}
                 b' ' | b'\t' if !blanks => return None,
@@ -1673,6 +1665,8 @@ impl<'a> Parser<'a> {
                 b'$' if self.src.get(j + 1) == Some(&b'(') => {
                     j = self.skip_balanced(j + 1, b'(', b')').unwrap_or(end)
                 }
+                // Backquoted text is part of the word, blanks and all.
+                b'`' => j = self.backquote_end(j, end),
                 b'{' => depth += 1,
                 b'}' if depth == 0 => closed = true,
                 b'}' => depth -= 1,
@@ -1682,6 +1676,19 @@ impl<'a> Parser<'a> {
             j += 1;
         }
         true
+    }
+
+    /// The index of the backquote that closes the one at `at`, an escaped one not counting
+    /// (`end` when none does before it).
+    fn backquote_end(&self, at: usize, end: usize) -> usize {
+        let mut j = at + 1;
+        while j < end && self.src[j] != b'`' {
+            if self.src[j] == b'\\' {
+                j += 1;
+            }
+            j += 1;
+        }
+        j.min(end)
     }
 
     /// The index of the quote that closes the one at `at` (or the text's end): a backslash
@@ -1745,6 +1752,7 @@ impl<'a> Parser<'a> {
             q = self.past_continuations(q + 1);
         }
         let mut sub = None;
+        let mut sub_close = 0;
         if self.src.get(q) == Some(&b'[') {
             let Some(close) = self.scan_subscript(q, prefix, false) else {
                 // Before the command word bash reads `name[` to its balanced `]` across
@@ -1758,6 +1766,7 @@ impl<'a> Parser<'a> {
                 return Ok(None);
             };
             sub = Some(q + 1);
+            sub_close = close;
             q = self.past_continuations(close + 1);
         }
         let append = self.src.get(q) == Some(&b'+')
@@ -1774,7 +1783,17 @@ impl<'a> Parser<'a> {
         let index = match sub {
             Some(s) => {
                 self.pos = s;
+                let len = self.src.len();
                 let parts = self.word_parts(Mode::Subscript, Tilde::No)?;
+                if self.src.len() == len && self.pos != sub_close {
+                    // An expansion in the subscript took its `]` for its own (`a[${b[}x]=v}`):
+                    // the text is no assignment, only a word, read whole.
+                    self.pos = start;
+                    if prefix {
+                        self.subscript_word_end = Some(sub_close + 1);
+                    }
+                    return Ok(None);
+                }
                 // An alias in a `$( )` of the subscript rewrites the text after it.
                 if self.at(0) == Some(b']') {
                     value_at = self.after_assign_op(self.past_continuations(self.pos + 1), append);
@@ -1833,9 +1852,22 @@ impl<'a> Parser<'a> {
             {
                 let append = self.src.get(close + 1) == Some(&b'+');
                 self.pos += 1;
+                let key_at = self.pos;
                 let key = Word {
                     parts: self.word_parts(Mode::Subscript, Tilde::No)?,
                 };
+                if self.pos != close {
+                    // An expansion in the key took its `]`: no key, a word read whole.
+                    self.pos = key_at - 1;
+                    self.subscript_word_end = Some(close + 1);
+                    let value = self.command_word()?;
+                    elems.push(ArrayElem {
+                        key: None,
+                        append: false,
+                        value,
+                    });
+                    continue;
+                }
                 self.pos = close + if append { 3 } else { 2 };
                 let value = Word {
                     parts: self.word_parts(Mode::Normal, Tilde::Assign)?,
@@ -2206,6 +2238,17 @@ impl<'a> Parser<'a> {
             return Err(self.unclosed(w.squote_open, "'"));
         }
         w.flush();
+        // bash names the whole text it was expanding when a `${...}` in it is bad.
+        for p in &mut w.parts {
+            if let WordPart::BadSubst(b) = p
+                && b.context.is_empty()
+            {
+                b.context = self
+                    .src
+                    .get(w.start..self.pos)
+                    .map_or_else(|| b.text.clone(), lossy);
+            }
+        }
         Ok(w.parts)
     }
 
@@ -2370,49 +2413,46 @@ impl<'a> Parser<'a> {
     #[inline(never)]
     fn backtick(&mut self, in_dq: bool) -> ParseResult<WordPart> {
         let open = self.pos;
-        self.pos += 1;
-        let mut content = Vec::new();
-        loop {
-            match self.at(0) {
-                None => return Err(self.unclosed(open, "`")),
-                Some(b'`') => {
-                    self.pos += 1;
-                    break;
-                }
-                Some(b'\\') => match self.at(1) {
-                    Some(c @ (b'$' | b'`' | b'\\')) => {
-                        content.push(c);
-                        self.pos += 2;
-                    }
-                    Some(b'"') if in_dq => {
-                        content.push(b'"');
-                        self.pos += 2;
-                    }
-                    _ => {
-                        content.push(b'\\');
-                        self.pos += 1;
-                    }
-                },
-                Some(c) => {
-                    content.push(c);
-                    self.pos += 1;
-                }
-            }
+        self.pos = self.backquote_end(open, self.src.len());
+        if self.pos >= self.src.len() {
+            return Err(self.unclosed(open, "`"));
         }
+        let raw = &self.src[open + 1..self.pos];
+        self.pos += 1;
+        let backquoted = Some(lossy(raw).into_boxed_str());
         if let Some(s) = self.backticks.get(&open) {
             return Ok(WordPart::CommandSubst {
                 script: Box::new(s.clone()),
-                backquoted: true,
+                backquoted,
             });
         }
+        let content = backquoted_content(raw, in_dq);
         let line = self.line_at(open);
-        let s = run_passes(&content, self.depth + 1, line, &self.opts(), |p| {
+        let s = match run_passes(&content, self.depth + 1, line, &self.opts(), |p| {
             p.program()
-        })?;
+        }) {
+            Ok(s) => s,
+            // Too deep a nesting stays the script's error: it bounds the parser itself.
+            Err(e) if e.message == DEPTH_MESSAGE => return Err(e),
+            // bash numbers its lines as the script's, from the line the backquotes start on.
+            Err(e) => {
+                let shown = (e.kind == ParseErrorKind::UnexpectedToken).then(|| {
+                    let text = String::from_utf8_lossy(&content);
+                    let at = text.lines().nth(e.line.saturating_sub(line)).unwrap_or("");
+                    at.into()
+                });
+                return Ok(WordPart::BadBackquote {
+                    raw: lossy(raw).into_boxed_str(),
+                    message: e.message.into_boxed_str(),
+                    line: e.line,
+                    shown,
+                });
+            }
+        };
         self.backticks.insert(open, s.clone());
         Ok(WordPart::CommandSubst {
             script: Box::new(s),
-            backquoted: true,
+            backquoted,
         })
     }
 
@@ -2452,7 +2492,7 @@ impl<'a> Parser<'a> {
                 let s = self.nested(|p| p.subst_body(open))?;
                 WordPart::CommandSubst {
                     script: Box::new(s),
-                    backquoted: false,
+                    backquoted: None,
                 }
             }
             b'[' => {
@@ -2925,7 +2965,10 @@ impl<'a> Parser<'a> {
                 b'{' => depth += 1,
                 b'}' if depth == 0 => {
                     let end = self.pos.min(self.src.len());
-                    return Ok(WordPart::BadSubst(lossy(&self.src[open..end])));
+                    return Ok(WordPart::BadSubst(BadSubst {
+                        text: lossy(&self.src[open..end]),
+                        context: String::new(),
+                    }));
                 }
                 b'}' => depth -= 1,
                 b'\'' | b'"' => {
@@ -3435,4 +3478,25 @@ fn redirect_stderr_too(cmd: &mut Command, dup: Redirect) {
             }
         }
     }
+}
+
+/// The text a backquoted command is read from: the backslash before `$`, `` ` ``, `\\` (and
+/// `"` inside `"..."`) removed, every other one kept.
+fn backquoted_content(raw: &[u8], in_dq: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let c = raw[i];
+        if c == b'\\'
+            && let Some(&n) = raw.get(i + 1)
+            && (matches!(n, b'$' | b'`' | b'\\') || (in_dq && n == b'"'))
+        {
+            out.push(n);
+            i += 2;
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
 }
