@@ -117,7 +117,10 @@ impl Interp {
     }
 
     fn eval_text_depth(&mut self, text: &str, depth: u32) -> AR {
-        let t = text.trim();
+        // Messages name the text from its first non-blank on, trailing blanks kept, as
+        // bash's do (`let " 1/0 "`: `1/0 : division by 0`).
+        let src = text.trim_start();
+        let t = src.trim_end();
         if t.is_empty() {
             return Ok(0);
         }
@@ -133,11 +136,11 @@ impl Interp {
                 "{t}: expression recursion level exceeded (error token is \"{t}\")"
             )));
         }
-        match crate::parse_arith(t) {
+        match crate::parse_arith(src) {
             Ok(a) => match &a.expr {
                 Ok(e) => {
                     let e = e.clone();
-                    self.eval_ax(&e, depth + 1, t)
+                    self.eval_ax(&e, depth + 1, src)
                 }
                 // A variable's value that is an element with a malformed subscript
                 // (`x='a[1+]'`): the subscript's error, fatal as in bash.
@@ -588,6 +591,38 @@ fn int_compare(op: CondBinOp, a: i64, b: i64) -> bool {
     }
 }
 
+/// The token bash names for a negative exponent: the one its reader had looked ahead to
+/// after the exponent (`2 ** -1 + 0`: `+ 0`), or the exponent's last token when nothing
+/// follows (`2**-1`: `1`). Taken from the text after the last `**`.
+fn exponent_token(src: &str) -> &str {
+    let Some(at) = src.rfind("**") else {
+        return src.trim_start();
+    };
+    let operand = src[at + 2..]
+        .trim_start()
+        .trim_start_matches(['-', '+', '!', '~', ' ', '\t']);
+    let len = if operand.starts_with('(') {
+        let mut depth = 0;
+        operand
+            .char_indices()
+            .find_map(|(i, c)| {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    _ => {}
+                }
+                (depth == 0).then_some(i + 1)
+            })
+            .unwrap_or(operand.len())
+    } else {
+        operand
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '#'))
+            .unwrap_or(operand.len())
+    };
+    let rest = operand[len..].trim_start();
+    if rest.is_empty() { operand } else { rest }
+}
+
 fn binop(op: ArithBinOp, x: i64, y: i64, src: &str) -> AR {
     use ArithBinOp::*;
     Ok(match op {
@@ -609,11 +644,11 @@ fn binop(op: ArithBinOp, x: i64, y: i64, src: &str) -> AR {
             if y == 0 {
                 let token = src
                     .rfind(['/', '%'])
-                    .map(|i| src[i + 1..].trim())
+                    .map(|i| src[i + 1..].trim_start())
                     .unwrap_or("0");
                 return Err(AErr::Msg(format!(
                     "{}: division by 0 (error token is \"{token}\")",
-                    src.trim()
+                    src.trim_start()
                 )));
             }
             if op == Div {
@@ -625,8 +660,9 @@ fn binop(op: ArithBinOp, x: i64, y: i64, src: &str) -> AR {
         Pow => {
             if y < 0 {
                 return Err(AErr::Msg(format!(
-                    "{}: exponent less than 0 (error token is \"{y}\")",
-                    src.trim()
+                    "{}: exponent less than 0 (error token is \"{}\")",
+                    src.trim_start(),
+                    exponent_token(src)
                 )));
             }
             let mut r: i64 = 1;

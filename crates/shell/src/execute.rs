@@ -585,10 +585,16 @@ impl Interp {
                     self.err(&format!("`{}': not a valid identifier", f.name));
                     return Ok(1);
                 }
+                // Posix mode wants a function's name to be a name (bash calls `ns/f` and
+                // `f-x` otherwise), and ends the shell over one that is not.
+                if self.st.opts.extra.contains("posix") && !crate::vars::is_valid_name(&f.name) {
+                    self.err_fatal(&format!("`{}': not a valid identifier", f.name));
+                    return Err(Flow::Exit(2));
+                }
                 // POSIX mode keeps the special builtins from being redefined; bash ends the
                 // shell over it.
                 if self.st.opts.extra.contains("posix") && self.is_special_builtin(&f.name) {
-                    self.err_raw(&format!("bash: `{}': is a special builtin\n", f.name));
+                    self.err_fatal(&format!("`{}': is a special builtin", f.name));
                     return Err(Flow::Exit(2));
                 }
                 if self.st.readonly_functions.contains(&f.name) {
@@ -697,6 +703,12 @@ impl Interp {
                     Ok(false) => Ok(1),
                     // A bad regex is status 2 without a word on stderr, as bash.
                     Err(ShellError::BadRegex) => Ok(2),
+                    // An arithmetic operand that does not evaluate fails the test (status
+                    // 1), and bash names `[[` in front of the expression's message.
+                    Err(ShellError::Arith(m)) => {
+                        self.err(&format!("[[: {m}"));
+                        Ok(1)
+                    }
                     Err(msg) => {
                         self.err(&msg.to_string());
                         Ok(2)
@@ -1177,31 +1189,29 @@ impl Interp {
     /// Finds what `argv[0]` names and runs it.
     fn dispatch(&mut self, cmd: &SimpleCommand, argv: Vec<String>) -> FlowResult {
         let name = argv[0].clone();
-        if !name.contains('/') {
-            // POSIX finds special builtins before functions (`eval() {...}` then runs only
-            // outside posix mode).
-            let special_first = self.st.opts.extra.contains("posix")
-                && self.is_special_builtin(&name)
-                && self.builtin_enabled(&name);
-            if let Some(f) = self
-                .st
-                .functions
-                .get(&name)
-                .filter(|_| !special_first)
-                .cloned()
-            {
-                return self.with_prefix_assignments(&cmd.assignments, true, |me| {
-                    me.call_function(&f, argv)
-                });
+        // POSIX finds special builtins before functions (`eval() {...}` then runs only
+        // outside posix mode).
+        let special_first = self.st.opts.extra.contains("posix")
+            && self.is_special_builtin(&name)
+            && self.builtin_enabled(&name);
+        // bash looks functions up before it treats a slash as a path: `ns/f() {...}` is
+        // called by `ns/f` (only posix mode refuses to define such a name).
+        if let Some(f) = self
+            .st
+            .functions
+            .get(&name)
+            .filter(|_| !special_first)
+            .cloned()
+        {
+            return self
+                .with_prefix_assignments(&cmd.assignments, true, |me| me.call_function(&f, argv));
+        }
+        if !name.contains('/') && self.builtin_enabled(&name) {
+            if self.is_program_builtin(&name) {
+                self.count_hash_hit(&name);
             }
-            if self.builtin_enabled(&name) {
-                if self.is_program_builtin(&name) {
-                    self.count_hash_hit(&name);
-                }
-                return self.with_builtin_bindings(&name, &cmd.assignments, |me| {
-                    me.run_builtin(&name, &argv)
-                });
-            }
+            return self
+                .with_builtin_bindings(&name, &cmd.assignments, |me| me.run_builtin(&name, &argv));
         }
         // The bindings are made one after the other, as bash does: each sees those before it
         // (`A=1 B=$A cmd`), `+=` appends to the shell's value, and the program's environment

@@ -367,7 +367,7 @@ impl Interp {
     }
 
     /// Runs a script in a subshell and returns what it wrote to stdout, and its status.
-    fn capture(&mut self, s: &Script, what: &str) -> FlowResult<(Vec<u8>, i32)> {
+    pub(crate) fn capture(&mut self, s: &Script, what: &str) -> FlowResult<(Vec<u8>, i32)> {
         self.count_process()?;
         let cap = self.st.limits.max_word_bytes as u64;
         // Past the cap the whole run stops: a producer like `cat /dev/zero` would otherwise

@@ -190,6 +190,9 @@ pub struct ShellState {
     pub history: im::Vector<String>,
     /// How many lines of the history file `history -r`/`-n` have read (for `-n`).
     pub history_lines_read: usize,
+    /// `complete`'s specifications by command name. Not kept in a portable state: a new
+    /// bash process starts without them.
+    pub completions: im::HashMap<String, crate::builtins::CompSpec>,
 }
 
 /// One `NAME=value` binding in front of a command while the command runs.
@@ -267,6 +270,7 @@ impl ShellState {
             hashed: im::HashMap::new(),
             history: im::Vector::new(),
             history_lines_read: 0,
+            completions: im::HashMap::new(),
         }
     }
 }
@@ -846,6 +850,16 @@ impl Interp {
     pub fn err(&mut self, msg: &str) {
         let text = format!("{}: line {}: {}\n", self.code_file(), self.line, msg);
         let _ = self.write_fd(2, text.as_bytes());
+    }
+
+    /// An error that ends a posix-mode shell: bash names the file and line in a script and
+    /// only itself at the top of `-c` text.
+    pub(crate) fn err_fatal(&mut self, msg: &str) {
+        if self.frames.is_empty() {
+            self.err_raw(&format!("bash: {msg}\n"));
+        } else {
+            self.err(msg);
+        }
     }
 
     /// What bash names in front of an error: the file the failing code comes from (the

@@ -23,6 +23,7 @@
 //! `timeout` and `which` in `crate::timeout`.
 
 mod args;
+mod complete;
 mod dirs;
 mod flow;
 mod io;
@@ -34,6 +35,8 @@ mod signals;
 pub(crate) mod system;
 mod test;
 mod vars;
+
+pub use complete::CompSpec;
 
 use crate::execute::DeclArg;
 use crate::interp::{FlowResult, Interp};
@@ -147,6 +150,18 @@ static BUILTINS: &[Builtin] = &[
             "compgen [-abcdefgjksuv] [-o option] [-A action] [-G globpat] [-W wordlist] [-F function] [-C command] [-X filterpat] [-P prefix] [-S suffix] [word]",
         ),
         |i, _, a| i.b_compgen(a),
+    ),
+    regular(
+        "complete",
+        Some(
+            "complete [-abcdefgjksuv] [-pr] [-DEI] [-o option] [-A action] [-G globpat] [-W wordlist] [-F function] [-C command] [-X filterpat] [-P prefix] [-S suffix] [name ...]",
+        ),
+        |i, _, a| Ok(i.b_complete(a)),
+    ),
+    regular(
+        "compopt",
+        Some("compopt [-o|+o option] [-DEI] [name ...]"),
+        |i, _, a| Ok(i.b_compopt(a)),
     ),
     special("continue", Some("continue [n]"), |i, n, a| {
         i.b_loop_control(n, a)

@@ -262,6 +262,22 @@ fn signals() -> Vec<(u32, String)> {
     v
 }
 
+/// What `compgen -A signal` offers, in bash's order: the pseudo-signal `EXIT`, the
+/// numbered signals (bash names the two glibc keeps for itself `SIGJUNK(32)` and
+/// `SIGJUNK(33)`), then `DEBUG`, `ERR` and `RETURN`.
+pub(super) fn completion_names() -> Vec<String> {
+    let mut out = vec!["EXIT".to_string()];
+    for (n, name) in signals() {
+        if n == 34 {
+            out.push("SIGJUNK(32)".into());
+            out.push("SIGJUNK(33)".into());
+        }
+        out.push(format!("SIG{name}"));
+    }
+    out.extend(["DEBUG", "ERR", "RETURN"].map(String::from));
+    out
+}
+
 /// A trap's canonical name (`EXIT`, `SIGINT`, `ERR`) from a name or number in any case,
 /// with or without `SIG`.
 fn signal_name(s: &str) -> Option<String> {

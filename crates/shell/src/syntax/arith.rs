@@ -158,11 +158,13 @@ impl ArithParser<'_> {
     /// Bash's message: the whole expression, then what went wrong, then the rest of the
     /// expression from the offending token on.
     fn error(&self, what: &str) -> Fail {
-        let src = self.source.trim();
+        // bash skips the expression's leading blanks and keeps its trailing ones, here and in
+        // the token.
+        let src = self.source.trim_start();
         // At the end bash points at the last token (`1+` -> "+").
         let at = self.pos.min(self.tokens.len().saturating_sub(1));
         let rest = match self.tokens.get(at) {
-            Some(t) => self.source.get(t.start..).unwrap_or("").trim(),
+            Some(t) => self.source.get(t.start..).unwrap_or("").trim_start(),
             None => "",
         };
         Fail::Syntax(format!("{src}: {what} (error token is \"{rest}\")"))
@@ -319,9 +321,14 @@ impl ArithParser<'_> {
                 self.pos += 1;
                 match parse_number(&raw) {
                     Ok(n) => Ok(ArithExpr::Number(n)),
+                    // bash reports a bad constant while it reads it: the text up to the
+                    // constant's end, and the constant.
                     Err(message) => {
-                        self.pos -= 1;
-                        Err(self.error(message))
+                        let end = (tok.start + raw.len()).min(self.source.len());
+                        let src = self.source.get(..end).unwrap_or("").trim_start();
+                        Err(Fail::Syntax(format!(
+                            "{src}: {message} (error token is \"{raw}\")"
+                        )))
                     }
                 }
             }
