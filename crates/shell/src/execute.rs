@@ -604,6 +604,7 @@ impl Interp {
                 // The file this definition runs in, for BASH_SOURCE in its calls: outside any
                 // file, bash names `-c` text `environment` and a script on stdin `main`.
                 let mut def = f.clone();
+                def.line = self.line;
                 def.source = self.frames.last().map(|fr| fr.file.clone());
                 if def.source.is_none() && matches!(self.invocation, Invocation::Stdin { .. }) {
                     def.source = Some(Arc::from("main"));

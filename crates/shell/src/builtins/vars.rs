@@ -546,13 +546,15 @@ impl Interp {
         let mut text = String::new();
         for n in names.drain(..) {
             match self.st.functions.get(&n).cloned() {
-                Some(_) if names_only => {
-                    if items.is_empty() {
-                        text.push_str(&format!("declare -f {n}\n"));
-                    } else {
-                        text.push_str(&format!("{n}\n"));
-                    }
+                Some(_) if names_only && items.is_empty() => {
+                    text.push_str(&format!("declare -f {n}\n"));
                 }
+                // `extdebug` adds where the function was defined.
+                Some(f) if names_only && self.st.opts.extra.contains("extdebug") => {
+                    let file = f.source.as_deref().unwrap_or("environment");
+                    text.push_str(&format!("{n} {} {file}\n", f.line));
+                }
+                Some(_) if names_only => text.push_str(&format!("{n}\n")),
                 Some(f) => {
                     text.push_str(&crate::printer::function_text(&f));
                     text.push('\n');

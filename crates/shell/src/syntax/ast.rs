@@ -137,6 +137,8 @@ pub struct FunctionDef {
     /// The file the definition ran in (`BASH_SOURCE` of its calls); set when it runs, not by
     /// the parser. `None`: outside any file, which bash reports as `environment`.
     pub source: Option<std::sync::Arc<str>>,
+    /// The line the definition ran on (`declare -F` under `extdebug`); set when it runs.
+    pub line: usize,
 }
 
 /// A compound command: a reserved-word construct, a group or a subshell.

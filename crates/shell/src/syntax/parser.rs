@@ -1351,6 +1351,7 @@ impl<'a> Parser<'a> {
             name,
             body: Box::new(body),
             source: None,
+            line: 0,
         }))
     }
 
