@@ -192,7 +192,7 @@ pub struct ShellState {
     pub history_lines_read: usize,
     /// `complete`'s specifications by command name. Not kept in a portable state: a new
     /// bash process starts without them.
-    pub completions: im::HashMap<String, crate::builtins::CompSpec>,
+    pub completions: im::HashMap<String, crate::completion::CompSpec>,
 }
 
 /// One `NAME=value` binding in front of a command while the command runs.

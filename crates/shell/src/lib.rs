@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 mod builtins;
+mod completion;
 mod error;
 mod eval;
 mod execute;

@@ -12,47 +12,9 @@ use std::collections::BTreeMap;
 
 use super::BUILTINS;
 use super::meta::KEYWORDS;
-
-/// The `-o` options in the order bash prints them.
-const OPTIONS: [&str; 8] = [
-    "bashdefault",
-    "default",
-    "dirnames",
-    "filenames",
-    "noquote",
-    "nosort",
-    "nospace",
-    "plusdirs",
-];
-
-/// The actions in the order bash prints them (and generates them): the twelve with a letter
-/// of their own first (printed as that letter), then those only `-A` names.
-const ACTIONS: [(&str, Option<char>); 24] = [
-    ("alias", Some('a')),
-    ("builtin", Some('b')),
-    ("command", Some('c')),
-    ("directory", Some('d')),
-    ("export", Some('e')),
-    ("file", Some('f')),
-    ("group", Some('g')),
-    ("job", Some('j')),
-    ("keyword", Some('k')),
-    ("service", Some('s')),
-    ("user", Some('u')),
-    ("variable", Some('v')),
-    ("arrayvar", None),
-    ("binding", None),
-    ("disabled", None),
-    ("enabled", None),
-    ("function", None),
-    ("helptopic", None),
-    ("hostname", None),
-    ("running", None),
-    ("setopt", None),
-    ("shopt", None),
-    ("signal", None),
-    ("stopped", None),
-];
+use crate::completion::{
+    ACTIONS, CompSpec, DEFAULT_CMD, EMPTY_CMD, INITIAL_WORD, OPTIONS, single_quoted,
+};
 
 /// The order bash generates actions in (`gen_action_completions`): the lists it keeps
 /// first, then the ones readline's functions make, directories last.
@@ -162,76 +124,6 @@ const HELP_TOPICS: &[&str] = &[
     "while",
     "{ ... }",
 ];
-
-/// The names bash keeps the specifications of `-D`, `-E` and `-I` under.
-const DEFAULT_CMD: &str = "_DefaultCmD_";
-const EMPTY_CMD: &str = "_EmptycmD_";
-const INITIAL_WORD: &str = "_InitialWorD_";
-
-/// One completion specification: what `complete` was given for a command.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CompSpec {
-    /// Bits of [`OPTIONS`].
-    options: u8,
-    /// Bits of [`ACTIONS`].
-    actions: u32,
-    glob: Option<String>,
-    words: Option<String>,
-    prefix: Option<String>,
-    suffix: Option<String>,
-    filter: Option<String>,
-    command: Option<String>,
-    function: Option<String>,
-    /// When it was stored: bash lists each bucket of its table newest first.
-    seq: u64,
-}
-
-impl CompSpec {
-    /// The `complete` line that makes this specification for `name`, as bash prints it.
-    fn line(&self, name: &str) -> String {
-        let mut out = String::from("complete ");
-        for (i, o) in OPTIONS.iter().enumerate() {
-            if self.options & (1 << i) != 0 {
-                out.push_str(&format!("-o {o} "));
-            }
-        }
-        for (i, (a, letter)) in ACTIONS.iter().enumerate() {
-            if self.actions & (1 << i) != 0 {
-                match letter {
-                    Some(l) => out.push_str(&format!("-{l} ")),
-                    None => out.push_str(&format!("-A {a} ")),
-                }
-            }
-        }
-        for (flag, v) in [
-            ("-G", &self.glob),
-            ("-W", &self.words),
-            ("-P", &self.prefix),
-            ("-S", &self.suffix),
-            ("-X", &self.filter),
-            ("-C", &self.command),
-        ] {
-            if let Some(v) = v {
-                out.push_str(&format!("{flag} {} ", single_quoted(v)));
-            }
-        }
-        if let Some(f) = &self.function {
-            out.push_str(&format!("-F {f} "));
-        }
-        out.push_str(match name {
-            DEFAULT_CMD => "-D",
-            EMPTY_CMD => "-E",
-            INITIAL_WORD => "-I",
-            n => n,
-        });
-        out
-    }
-}
-
-/// `'text'`, a `'` in it written `'\''`, as bash's `sh_single_quote`.
-fn single_quoted(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
 
 /// What one of the three builtins was given.
 #[derive(Default)]
@@ -860,6 +752,50 @@ fn substitution_end(s: &[char], at: usize) -> Option<usize> {
     Some(s.len())
 }
 
+/// A piece of word-list text: one kept as written (quoted text, an escape, a substitution,
+/// a double quote) or a character standing bare (`true` inside double quotes).
+enum Unit<'a> {
+    Written(&'a [char]),
+    Bare(char, bool),
+}
+
+/// `s` cut into [`Unit`]s the way bash's `skip_to_delim` steps over text.
+fn units(s: &[char]) -> Vec<Unit<'_>> {
+    let mut out = Vec::new();
+    let mut dquote = false;
+    let mut i = 0;
+    while i < s.len() {
+        let c = s[i];
+        let end = match c {
+            '\\' => (i + 2).min(s.len()),
+            '\'' if !dquote => s[i + 1..]
+                .iter()
+                .position(|&q| q == '\'')
+                .map_or(s.len(), |k| i + k + 2),
+            '"' => {
+                dquote = !dquote;
+                i + 1
+            }
+            '$' | '`' => match substitution_end(s, i) {
+                Some(end) => end,
+                None => {
+                    out.push(Unit::Bare(c, dquote));
+                    i += 1;
+                    continue;
+                }
+            },
+            _ => {
+                out.push(Unit::Bare(c, dquote));
+                i += 1;
+                continue;
+            }
+        };
+        out.push(Unit::Written(&s[i..end]));
+        i = end;
+    }
+    out
+}
+
 /// `text` cut at its unquoted, unescaped IFS characters outside substitutions, as bash's
 /// `split_at_delims` cuts a `-W` word list: a run of IFS blanks is one delimiter, every
 /// other IFS character one each.
@@ -867,45 +803,25 @@ fn ifs_pieces(text: &str, ifs: &str) -> Vec<String> {
     let s: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
     let mut cur = String::new();
-    let (mut squote, mut dquote) = (false, false);
     let mut last_blank = false;
-    let mut i = 0;
-    while i < s.len() {
-        let c = s[i];
-        if squote {
-            cur.push(c);
-            squote = c != '\'';
-            i += 1;
-            continue;
-        }
-        if matches!(c, '$' | '`')
-            && let Some(end) = substitution_end(&s, i)
-        {
-            cur.extend(&s[i..end]);
-            last_blank = false;
-            i = end;
-            continue;
-        }
-        i += 1;
-        if !dquote && ifs.contains(c) {
-            let blank = matches!(c, ' ' | '\t' | '\n');
-            // A run of blanks is one delimiter, and leading blanks are none.
-            if !(blank && (last_blank || (cur.is_empty() && out.is_empty()))) {
-                out.push(std::mem::take(&mut cur));
+    for unit in units(&s) {
+        match unit {
+            Unit::Bare(c, false) if ifs.contains(c) => {
+                let blank = matches!(c, ' ' | '\t' | '\n');
+                // A run of blanks is one delimiter, and leading blanks are none.
+                if !(blank && (last_blank || (cur.is_empty() && out.is_empty()))) {
+                    out.push(std::mem::take(&mut cur));
+                }
+                last_blank = blank;
             }
-            last_blank = blank;
-            continue;
-        }
-        last_blank = false;
-        cur.push(c);
-        match c {
-            '\\' => {
-                cur.extend(s.get(i));
-                i += 1;
+            Unit::Bare(c, _) => {
+                last_blank = false;
+                cur.push(c);
             }
-            '\'' if !dquote => squote = true,
-            '"' => dquote = !dquote,
-            _ => {}
+            Unit::Written(w) => {
+                last_blank = false;
+                cur.extend(w);
+            }
         }
     }
     if !cur.is_empty() {
@@ -920,44 +836,18 @@ fn ifs_pieces(text: &str, ifs: &str) -> Vec<String> {
 fn one_word(piece: &str) -> String {
     let s: Vec<char> = piece.chars().collect();
     let mut out = String::with_capacity(piece.len() + 8);
-    let (mut squote, mut dquote) = (false, false);
-    let mut i = 0;
-    while i < s.len() {
-        let c = s[i];
-        if squote {
-            out.push(c);
-            squote = c != '\'';
-            i += 1;
-            continue;
-        }
-        if matches!(c, '$' | '`')
-            && let Some(end) = substitution_end(&s, i)
-        {
-            out.extend(&s[i..end]);
-            i = end;
-            continue;
-        }
-        i += 1;
-        match c {
-            '\\' => {
-                out.push(c);
-                out.extend(s.get(i));
-                i += 1;
-            }
-            '\'' if !dquote => {
-                squote = true;
-                out.push(c);
-            }
-            '"' => {
-                dquote = !dquote;
-                out.push(c);
-            }
-            ' ' | '\t' | '\n' | ';' | '|' | '&' | '<' | '>' | '(' | ')' if !dquote => {
+    for unit in units(&s) {
+        match unit {
+            Unit::Bare(
+                c @ (' ' | '\t' | '\n' | ';' | '|' | '&' | '<' | '>' | '(' | ')'),
+                false,
+            ) => {
                 out.push('\'');
                 out.push(c);
                 out.push('\'');
             }
-            _ => out.push(c),
+            Unit::Bare(c, _) => out.push(c),
+            Unit::Written(w) => out.extend(w),
         }
     }
     out

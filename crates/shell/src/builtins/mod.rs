@@ -36,8 +36,6 @@ pub(crate) mod system;
 mod test;
 mod vars;
 
-pub use complete::CompSpec;
-
 use crate::execute::DeclArg;
 use crate::interp::{FlowResult, Interp};
 
