@@ -108,6 +108,8 @@ impl CompSpec {
 }
 
 /// `'text'`, a `'` in it written `'\''`, as bash's `sh_single_quote`.
+/// Always plain single quotes: unlike `printf::quote_single` (`${x@Q}`, `declare -p`), bash
+/// never switches to `$'...'` here, even for control characters.
 pub(crate) fn single_quoted(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
