@@ -342,12 +342,12 @@ impl Interp {
                     break;
                 }
                 let cmd = cmd.clone();
-                let rt = self.rt.clone();
+                // The slot goes back when the pipeline reaps the stage (below), not when the
+                // stage ends: a stage that ended early must not lend its slot to a later stage
+                // of the same pipeline, or whether a pipeline fits the limit would depend on
+                // how the threads were scheduled.
                 let h = wasmsand_exec::threads::spawn(THREAD_STACK, move || {
-                    let s = child.run_as_subshell(|c| c.run_command(&cmd));
-                    drop(child);
-                    rt.pids.release();
-                    s
+                    child.run_as_subshell(|c| c.run_command(&cmd))
                 });
                 match h {
                     Ok(h) => handles.push(h),
@@ -368,7 +368,14 @@ impl Interp {
             }
         }
         drop(next_in);
-        let mut statuses: Vec<i32> = handles.into_iter().map(|h| h.join().unwrap_or(1)).collect();
+        let mut statuses: Vec<i32> = handles
+            .into_iter()
+            .map(|h| {
+                let s = h.join().unwrap_or(1);
+                self.rt.pids.release();
+                s
+            })
+            .collect();
         self.reap_coprocs();
         if let Some(e) = spawn_error {
             return Err(e);
