@@ -367,9 +367,8 @@ impl Interactive {
             data["limit"] = json!(limit);
         }
         self.log.event("stdin_closed", data);
-        // Only now the program can see end of file: whatever it prints about it comes after
-        // the event in the run's frames.
-        drop(tx);
+        // The audit event is written before the program can see end of file too: a program
+        // that ends on it would otherwise complete its run, and write `completed`, first.
         if let Some(app) = self.app.upgrade()
             && let Some(run) = app.live_run(&self.run_id)
         {
@@ -385,6 +384,9 @@ impl Interactive {
             }
             crate::audit::run_stdin_closed(&app, &run.snapshot(), body);
         }
+        // Only now the program can see end of file: whatever it prints about it comes after
+        // the event in the run's frames.
+        drop(tx);
         true
     }
 
