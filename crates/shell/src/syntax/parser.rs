@@ -1176,6 +1176,9 @@ impl<'a> Parser<'a> {
         if !select && self.starts("((") {
             return self.arith_for();
         }
+        // bash checks the word after an alias whose text ends in a blank for an alias
+        // wherever it is: `alias FOR='for ' eye='i ' IN='in '` spell a loop's every word.
+        self.expand_aliases_here(false);
         if self.delim_at(0) {
             return Err(self.expected_word());
         }
@@ -1183,6 +1186,7 @@ impl<'a> Parser<'a> {
         self.word_parts(Mode::Normal, Tilde::No)?;
         let var = lossy(&self.src[start..self.pos]);
         self.skip_blanks();
+        self.expand_aliases_here(false);
         let mut words = None;
         if self.at(0) == Some(b';') && self.peek_op() == Some((Op::Semi, 1)) {
             self.pos += 1;
@@ -1193,6 +1197,7 @@ impl<'a> Parser<'a> {
                 let mut list = Vec::new();
                 loop {
                     self.skip_blanks();
+                    self.expand_aliases_here(false);
                     match self.at(0) {
                         None | Some(b'\n') => break,
                         Some(b';') if self.peek_op() == Some((Op::Semi, 1)) => {
