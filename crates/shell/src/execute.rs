@@ -34,6 +34,9 @@ impl Interp {
                 self.run_and_or(&item.and_or)?
             };
             self.st.status = status;
+            if self.bashpid() == self.shell_pid() {
+                self.take_pending_signals()?;
+            }
         }
         Ok(status)
     }
@@ -1421,6 +1424,9 @@ impl Interp {
         // bash drops NUL bytes from what it reads as script text.
         let text = &text.replace('\0', "");
         let mut child = self.fork();
+        // A new bash process: `$$` is its own pid from here on.
+        child.outer_shells.push(self.shell_pid());
+        child.nested_shell_pid = Some(child.bashpid());
         child.st.vars = crate::vars::Vars::default();
         // A new bash process remembers no program paths yet.
         child.st.hashed = im::HashMap::new();

@@ -421,7 +421,7 @@ impl Interp {
                 '*' => PV::List(self.st.positional.clone(), true),
                 '#' => PV::Str(self.st.positional.len().to_string()),
                 '?' => PV::Str(self.st.status.to_string()),
-                '$' => PV::Str(self.rt.shell_pid.to_string()),
+                '$' => PV::Str(self.shell_pid().to_string()),
                 '!' => match self.last_bg {
                     Some(p) => PV::Str(p.to_string()),
                     None => PV::Unset,

@@ -374,6 +374,9 @@ pub(crate) struct Runtime {
     pub aborted: AtomicBool,
     pub started: Instant,
     pub shell_pid: u32,
+    /// Signals a subshell sent to the shell (`kill -USR1 $$`): the shell takes them when its
+    /// current command ends, as bash does on its return from waiting for a child.
+    pub pending_signals: Arc<Mutex<Vec<(u32, String)>>>,
 }
 
 /// The run's receipt as it accumulates: atomics, since pipeline stages and background jobs
@@ -699,6 +702,12 @@ pub(crate) struct Interp {
     /// `$BASHPID` of a subshell: numbered from the run's pids the first time it is read, so
     /// subshells that never ask use none.
     pub(crate) subshell_pid: Option<std::cell::OnceCell<u32>>,
+    /// `$$` of a shell started by `bash -c`/`bash FILE` (its `$BASHPID`, and its subshells'
+    /// `$$`); `None` in the run's own shell and its subshells, whose `$$` is the run's.
+    pub(crate) nested_shell_pid: Option<u32>,
+    /// `$$` of the shells around a nested one, outermost first: a signal a script sends one
+    /// of them (`sh -c "kill -USR1 $$"`) waits for that shell.
+    pub(crate) outer_shells: Vec<u32>,
 }
 
 /// Stack for every interpreter thread: the tree walk recurses per nesting level and per
@@ -752,6 +761,8 @@ impl Interp {
             procsubs: Vec::new(),
             last_arg: String::new(),
             subshell_pid: None,
+            nested_shell_pid: None,
+            outer_shells: Vec::new(),
         }
     }
 
@@ -769,6 +780,8 @@ impl Interp {
         child.line_offset = self.line_offset;
         child.last_arg = self.last_arg.clone();
         child.subshell_pid = Some(std::cell::OnceCell::new());
+        child.nested_shell_pid = self.nested_shell_pid;
+        child.outer_shells = self.outer_shells.clone();
         child.temp_hidden = self.temp_hidden.clone();
         child.cond = self.cond;
         child.last_bg = self.last_bg;
@@ -789,6 +802,18 @@ impl Interp {
         self.job_cancel
             .clone()
             .unwrap_or_else(|| self.rt.cancel.clone())
+    }
+
+    /// `$BASHPID`: this shell's or subshell's own pid.
+    pub(crate) fn bashpid(&self) -> u32 {
+        self.subshell_pid
+            .as_ref()
+            .map_or(self.rt.shell_pid, |p| *p.get_or_init(|| self.next_pid()))
+    }
+
+    /// `$$`: the pid of the shell this code runs in, the same in its subshells.
+    pub(crate) fn shell_pid(&self) -> u32 {
+        self.nested_shell_pid.unwrap_or(self.rt.shell_pid)
     }
 
     /// The deadline and cancellation, checked in every loop iteration and command.
@@ -891,12 +916,7 @@ impl Interp {
             "SECONDS" => Some(self.rt.started.elapsed().as_secs().to_string()),
             "LINENO" => Some(self.line.to_string()),
             "_" => Some(self.last_arg.clone()),
-            "BASHPID" => Some(
-                self.subshell_pid
-                    .as_ref()
-                    .map_or(self.rt.shell_pid, |p| *p.get_or_init(|| self.next_pid()))
-                    .to_string(),
-            ),
+            "BASHPID" => Some(self.bashpid().to_string()),
             "SHELLOPTS" => Some(self.shellopts()),
             "BASHOPTS" => Some(self.bashopts()),
             _ => match self.st.vars.get(name) {

@@ -187,6 +187,7 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
         aborted: AtomicBool::new(false),
         started: Instant::now(),
         shell_pid: state.pid,
+        pending_signals: Arc::default(),
     });
     let usage: Arc<interp::UsageCounters> = Arc::default();
     let usage2 = usage.clone();

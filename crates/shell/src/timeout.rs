@@ -290,6 +290,7 @@ impl Interp {
             aborted: AtomicBool::new(false),
             started: parent.started,
             shell_pid: parent.shell_pid,
+            pending_signals: parent.pending_signals.clone(),
         });
         let mut child = self.fork();
         child.rt = inner.clone();

@@ -190,8 +190,22 @@ impl Interp {
             return usage(self);
         }
         let mut status = 0;
+        let bashpid = self.bashpid();
         for p in pids {
-            let own = p.parse::<u32>().ok() == Some(self.rt.shell_pid);
+            let pid = p.parse::<u32>().ok();
+            // From a subshell, `$$` is the shell that started it (and a `bash -c` has the
+            // shells around it): that shell takes the signal when the command it waits for
+            // ends, with its own traps.
+            if let Some(pid) = pid
+                && pid != bashpid
+                && (pid == self.shell_pid() || self.outer_shells.contains(&pid))
+            {
+                if sig != "0" && sig != "EXIT" {
+                    self.rt.pending_signals.lock().push((pid, sig.clone()));
+                }
+                continue;
+            }
+            let own = pid == Some(bashpid);
             if !own {
                 let bare = sig.strip_prefix("SIG").unwrap_or(&sig);
                 let num = match bare {
@@ -217,25 +231,47 @@ impl Interp {
             if sig == "0" || sig == "EXIT" {
                 continue;
             }
-            match self.st.traps.get(&sig).cloned() {
-                Some(action) if action.is_empty() => {}
-                Some(action) => self.run_trap_action(&action)?,
-                None => {
-                    let bare = sig.strip_prefix("SIG").unwrap_or(&sig).to_string();
-                    // Default actions: these are ignored, the rest end the shell.
-                    if matches!(bare.as_str(), "CHLD" | "URG" | "WINCH" | "CONT") {
-                        continue;
-                    }
-                    let n = signals()
-                        .iter()
-                        .find(|(_, s)| *s == bare)
-                        .map(|(k, _)| *k)
-                        .unwrap_or(15);
-                    return Err(Flow::Exit(128 + n as i32));
-                }
-            }
+            self.take_signal(&sig)?;
         }
         Ok(status)
+    }
+
+    /// This shell receives `sig` (canonical name): its trap runs, an ignored signal and one
+    /// ignored by default do nothing, any other ends the shell with 128 + its number.
+    pub(crate) fn take_signal(&mut self, sig: &str) -> FlowResult<()> {
+        match self.st.traps.get(sig).cloned() {
+            Some(action) if action.is_empty() => Ok(()),
+            Some(action) => self.run_trap_action(&action),
+            None => {
+                let bare = sig.strip_prefix("SIG").unwrap_or(sig);
+                if matches!(bare, "CHLD" | "URG" | "WINCH" | "CONT") {
+                    return Ok(());
+                }
+                let n = signals()
+                    .iter()
+                    .find(|(_, s)| *s == bare)
+                    .map(|(k, _)| *k)
+                    .unwrap_or(15);
+                Err(Flow::Exit(128 + n as i32))
+            }
+        }
+    }
+
+    /// The signals subshells sent this shell while it waited, in the order they came.
+    pub(crate) fn take_pending_signals(&mut self) -> FlowResult<()> {
+        let me = self.shell_pid();
+        loop {
+            let next = {
+                let mut q = self.rt.pending_signals.lock();
+                q.iter()
+                    .position(|(pid, _)| *pid == me)
+                    .map(|i| q.remove(i).1)
+            };
+            match next {
+                Some(sig) => self.take_signal(&sig)?,
+                None => return Ok(()),
+            }
+        }
     }
 }
 
