@@ -82,8 +82,8 @@ run)
 ci)
     secs="${2:-20}"
     # The short pass builds the whole tree once for 20 s of fuzzing per target: optimized at
-    # level 1, not 3 (about a third less to compile; the fuzzer runs slower, which costs a short
-    # pass little). The hour-long runs above keep level 3. A build of its own in target/fuzz.
+    # level 1, whose LLVM pipeline is far shorter than level 3's (the fuzzer runs slower, which
+    # costs a short pass little). The hour-long runs above keep level 3.
     export CARGO_PROFILE_RELEASE_OPT_LEVEL="${WASMSAND_FUZZ_CI_OPT_LEVEL:-1}"
     cargo fuzz build "${BUILD[@]}"
     failed=()
