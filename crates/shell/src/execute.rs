@@ -11,6 +11,7 @@ use crate::error::strerror;
 use crate::expand::AssignedValue;
 use crate::interp::{
     Fd, Flow, FlowResult, InSrc, Interp, Invocation, MAX_FD, PIPE_BYTES, Saved, THREAD_STACK,
+    TrapKind,
 };
 use crate::jobs::{Job, JobKind};
 use crate::syntax::ast::*;
@@ -100,25 +101,34 @@ impl Interp {
 
     fn run_err_trap(&mut self) -> FlowResult<()> {
         // Without `set -E` functions do not inherit the ERR trap.
-        if self.in_trap || (!self.funcnames.is_empty() && !self.st.opts.errtrace) {
+        if self.running_traps & TrapKind::Err as u8 != 0
+            || (!self.funcnames.is_empty() && !self.st.opts.errtrace)
+        {
             return Ok(());
         }
         if let Some(action) = self.st.traps.get("ERR").cloned() {
-            self.run_trap_action(&action)?;
+            self.run_trap_action(&action, TrapKind::Err)?;
         }
         Ok(())
     }
 
-    pub(crate) fn run_trap_action(&mut self, action: &str) -> FlowResult<()> {
+    pub(crate) fn run_trap_action(&mut self, action: &str, kind: TrapKind) -> FlowResult<()> {
         let saved = self.st.status;
+        let (was_in_trap, was_running) = (self.in_trap, self.running_traps);
         self.in_trap = true;
-        // `$LINENO` in a trap is the line where it fired.
+        self.running_traps |= kind as u8;
+        // `$LINENO` in a DEBUG, ERR or RETURN trap is the line where it fired; a signal's
+        // trap is read as a text of its own, counted from 1 (as bash reads it).
         let (line, offset) = (self.line, self.line_offset);
-        self.line_offset = line.saturating_sub(1);
+        self.line_offset = match kind {
+            TrapKind::Signal => 0,
+            _ => line.saturating_sub(1),
+        };
         let r = self.eval_text(action);
         self.line_offset = offset;
         self.line = line;
-        self.in_trap = false;
+        self.in_trap = was_in_trap;
+        self.running_traps = was_running;
         match r {
             // An error that abandons a line (bad arithmetic) ends only the trap's action, as
             // in bash: the command it ran before or after goes on.
@@ -144,7 +154,7 @@ impl Interp {
             Some(at_entry) => self.st.opts.functrace || at_entry.as_ref() != Some(&action),
         };
         if applies {
-            self.run_trap_action(&action)?;
+            self.run_trap_action(&action, TrapKind::Return)?;
         }
         Ok(())
     }
@@ -152,16 +162,23 @@ impl Interp {
     /// `BASH_COMMAND` for the traps, and the DEBUG trap, before a simple command runs.
     fn before_command(&mut self, cmd: &SimpleCommand) -> FlowResult<()> {
         let debug = self.st.traps.get("DEBUG").cloned();
-        let wants_text = debug.is_some() || self.st.traps.contains_key("ERR");
+        // Signal traps read it too; EXIT and RETURN traps (common, and cheap to keep cheap)
+        // are left out.
+        let wants_text =
+            debug.is_some() || self.st.traps.keys().any(|k| k != "EXIT" && k != "RETURN");
         if !wants_text {
             return Ok(());
         }
-        let text = crate::printer::simple_command_text(cmd);
-        self.st.vars.put("BASH_COMMAND", Var::scalar(text));
+        // Inside a trap's action `$BASH_COMMAND` stays the command the trap fired at.
+        if !self.in_trap {
+            let text = crate::printer::simple_command_text(cmd);
+            self.st.vars.put("BASH_COMMAND", Var::scalar(text));
+        }
         if let Some(action) = debug
+            && self.running_traps & TrapKind::Debug as u8 == 0
             && (self.funcnames.is_empty() || self.st.opts.functrace)
         {
-            self.run_trap_action(&action)?;
+            self.run_trap_action(&action, TrapKind::Debug)?;
         }
         Ok(())
     }
@@ -169,12 +186,14 @@ impl Interp {
     /// The DEBUG trap before a step that is no simple command (a `for` header, a pipeline
     /// stage run in a subshell), with `$LINENO` at `line`.
     fn debug_trap_at(&mut self, line: usize) -> FlowResult<()> {
-        if self.in_trap || !(self.funcnames.is_empty() || self.st.opts.functrace) {
+        if self.running_traps & TrapKind::Debug as u8 != 0
+            || !(self.funcnames.is_empty() || self.st.opts.functrace)
+        {
             return Ok(());
         }
         if let Some(action) = self.st.traps.get("DEBUG").cloned() {
             self.line = line;
-            self.run_trap_action(&action)?;
+            self.run_trap_action(&action, TrapKind::Debug)?;
         }
         Ok(())
     }
@@ -975,7 +994,7 @@ impl Interp {
     fn run_simple(&mut self, cmd: &SimpleCommand) -> FlowResult {
         self.line = cmd.line + self.line_offset;
         self.subst_status = None;
-        if !self.in_trap && !self.st.traps.is_empty() {
+        if !self.st.traps.is_empty() {
             self.before_command(cmd)?;
         }
         let mut argv: Vec<String> = Vec::new();
@@ -1592,7 +1611,7 @@ impl Interp {
                 _ => self.st.status,
             };
             self.st.status = st;
-            if let Err(e) = self.run_trap_action(&action) {
+            if let Err(e) = self.run_trap_action(&action, TrapKind::Return) {
                 r = Err(e);
             }
         }

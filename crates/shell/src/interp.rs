@@ -329,6 +329,15 @@ pub enum Abort {
     Fork(String),
 }
 
+/// What fired a trap's action (bits of [`Interp::running_traps`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum TrapKind {
+    Debug = 1,
+    Err = 2,
+    Return = 4,
+    Signal = 8,
+}
+
 /// Non-local control flow through the interpreter.
 #[derive(Debug)]
 pub(crate) enum Flow {
@@ -667,6 +676,9 @@ pub(crate) struct Interp {
     /// Status of the last command substitution of the current simple command.
     pub subst_status: Option<i32>,
     pub in_trap: bool,
+    /// The kinds of trap whose action is running ([`TrapKind`] bits): a kind does not fire
+    /// again inside its own action, the others do (an ERR trap inside a DEBUG trap's action).
+    pub(crate) running_traps: u8,
     /// Inside `source`: `return` is allowed.
     pub sourcing: u32,
     /// Set by `exec` without a command: keep this command's redirections.
@@ -746,6 +758,7 @@ impl Interp {
             parent_jobs: Arc::from([]),
             subst_status: None,
             in_trap: false,
+            running_traps: 0,
             sourcing: 0,
             keep_redirs: false,
             temp_hidden: Vec::new(),

@@ -231,6 +231,12 @@ impl Interp {
             if sig == "0" || sig == "EXIT" {
                 continue;
             }
+            // A signal sent from its own trap's action comes after the action, as a handler
+            // blocks its signal: never a trap inside itself without end.
+            if self.running_traps & crate::interp::TrapKind::Signal as u8 != 0 {
+                self.rt.pending_signals.lock().push((bashpid, sig.clone()));
+                continue;
+            }
             self.take_signal(&sig)?;
         }
         Ok(status)
@@ -241,7 +247,7 @@ impl Interp {
     pub(crate) fn take_signal(&mut self, sig: &str) -> FlowResult<()> {
         match self.st.traps.get(sig).cloned() {
             Some(action) if action.is_empty() => Ok(()),
-            Some(action) => self.run_trap_action(&action),
+            Some(action) => self.run_trap_action(&action, crate::interp::TrapKind::Signal),
             None => {
                 let bare = sig.strip_prefix("SIG").unwrap_or(sig);
                 if matches!(bare, "CHLD" | "URG" | "WINCH" | "CONT") {
@@ -259,6 +265,9 @@ impl Interp {
 
     /// The signals subshells sent this shell while it waited, in the order they came.
     pub(crate) fn take_pending_signals(&mut self) -> FlowResult<()> {
+        if self.running_traps & crate::interp::TrapKind::Signal as u8 != 0 {
+            return Ok(());
+        }
         let me = self.shell_pid();
         loop {
             let next = {
