@@ -35,7 +35,7 @@ impl Interp {
                 self.run_and_or(&item.and_or)?
             };
             self.st.status = status;
-            if self.bashpid() == self.shell_pid() {
+            if self.is_shell_itself() {
                 self.take_pending_signals()?;
             }
         }
@@ -101,7 +101,7 @@ impl Interp {
 
     fn run_err_trap(&mut self) -> FlowResult<()> {
         // Without `set -E` functions do not inherit the ERR trap.
-        if self.running_traps & TrapKind::Err as u8 != 0
+        if self.trap_running(TrapKind::Err)
             || (!self.funcnames.is_empty() && !self.st.opts.errtrace)
         {
             return Ok(());
@@ -175,7 +175,7 @@ impl Interp {
             self.st.vars.put("BASH_COMMAND", Var::scalar(text));
         }
         if let Some(action) = debug
-            && self.running_traps & TrapKind::Debug as u8 == 0
+            && !self.trap_running(TrapKind::Debug)
             && (self.funcnames.is_empty() || self.st.opts.functrace)
         {
             self.run_trap_action(&action, TrapKind::Debug)?;
@@ -186,7 +186,7 @@ impl Interp {
     /// The DEBUG trap before a step that is no simple command (a `for` header, a pipeline
     /// stage run in a subshell), with `$LINENO` at `line`.
     fn debug_trap_at(&mut self, line: usize) -> FlowResult<()> {
-        if self.running_traps & TrapKind::Debug as u8 != 0
+        if self.trap_running(TrapKind::Debug)
             || !(self.funcnames.is_empty() || self.st.opts.functrace)
         {
             return Ok(());

@@ -824,6 +824,20 @@ impl Interp {
             .map_or(self.rt.shell_pid, |p| *p.get_or_init(|| self.next_pid()))
     }
 
+    /// Whether this is a shell itself (the run's, or a `bash -c` in it), not a subshell of one.
+    /// Asks without numbering a subshell that never read `$BASHPID`.
+    pub(crate) fn is_shell_itself(&self) -> bool {
+        match &self.subshell_pid {
+            None => true,
+            Some(cell) => cell.get().is_some() && cell.get().copied() == self.nested_shell_pid,
+        }
+    }
+
+    /// Whether an action of a trap of this kind is running.
+    pub(crate) fn trap_running(&self, kind: TrapKind) -> bool {
+        self.running_traps & kind as u8 != 0
+    }
+
     /// `$$`: the pid of the shell this code runs in, the same in its subshells.
     pub(crate) fn shell_pid(&self) -> u32 {
         self.nested_shell_pid.unwrap_or(self.rt.shell_pid)

@@ -233,7 +233,7 @@ impl Interp {
             }
             // A signal sent from its own trap's action comes after the action, as a handler
             // blocks its signal: never a trap inside itself without end.
-            if self.running_traps & crate::interp::TrapKind::Signal as u8 != 0 {
+            if self.trap_running(crate::interp::TrapKind::Signal) {
                 self.rt.pending_signals.lock().push((bashpid, sig.clone()));
                 continue;
             }
@@ -265,7 +265,7 @@ impl Interp {
 
     /// The signals subshells sent this shell while it waited, in the order they came.
     pub(crate) fn take_pending_signals(&mut self) -> FlowResult<()> {
-        if self.running_traps & crate::interp::TrapKind::Signal as u8 != 0 {
+        if self.trap_running(crate::interp::TrapKind::Signal) {
             return Ok(());
         }
         let me = self.shell_pid();
