@@ -222,6 +222,13 @@ impl Interp {
                 self.depth -= 1;
                 r
             }
+            // Read a command at a time: bash drops only that line and reads on.
+            Err(e) if e.drops_line() => {
+                self.enter()?;
+                let r = self.eval_by_lines(src);
+                self.depth -= 1;
+                r
+            }
             Err(e) => {
                 self.err_raw(&e.render_in(src, crate::SourceKind::Eval));
                 Ok(2)
@@ -231,6 +238,7 @@ impl Interp {
 
     /// `eval` text read a complete command at a time, so an alias it defines applies to the
     /// lines after it.
+    /// A bad compound array assignment drops its line, and the text reads on with `$?` 1.
     fn eval_by_lines(&mut self, src: &str) -> FlowResult {
         let lines: Vec<&str> = src.split_inclusive('\n').collect();
         let mut status = 0;
@@ -240,6 +248,12 @@ impl Interp {
                 Ok((script, end)) => {
                     status = self.run_script(&script)?;
                     start = end;
+                }
+                Err(e) if e.drops_line() => {
+                    self.err_raw(&e.render_in(src, crate::SourceKind::Eval));
+                    status = 1;
+                    self.st.status = 1;
+                    start = e.line;
                 }
                 Err(e) => {
                     self.err_raw(&e.render_in(src, crate::SourceKind::Eval));

@@ -254,6 +254,8 @@ pub(crate) fn run_top(it: &mut Interp, source: &str, kind: SourceKind<'_>) -> i3
             Ok(s) => s,
             Err(f) => flow_status(it, f),
         },
+        // Read a command at a time: bash drops only that line and reads on.
+        Err(e) if e.drops_line() => run_by_lines(it, source, kind),
         Err(e) => {
             // bash runs the complete commands before the error: the longest prefix of whole
             // lines that parses (an unfinished `if` at the end fails only at end of file).
@@ -282,6 +284,26 @@ pub(crate) fn run_top(it: &mut Interp, source: &str, kind: SourceKind<'_>) -> i3
     }
 }
 
+/// A bad compound array assignment (`a=( x=() )`): bash reports it, drops the rest of its line
+/// and reads on from the next with `$?` 1, where a shell under `set -e` says only the first
+/// line of the report and exits 2.
+fn drop_line_and_read_on(
+    it: &mut Interp,
+    source: &str,
+    kind: SourceKind<'_>,
+    e: &ParseError,
+) -> Option<i32> {
+    let report = e.render_in(source, kind);
+    if it.st.opts.errexit {
+        let first = report.split_inclusive('\n').next().unwrap_or_default();
+        it.err_raw(first);
+        return Some(2);
+    }
+    it.err_raw(&report);
+    it.st.status = 1;
+    None
+}
+
 /// Reads and runs the script one complete command (one or more whole lines) at a time, as bash
 /// does: what a line defines (aliases, `shopt`) changes how the next lines parse. Used when
 /// aliases may be in play; otherwise the whole script is parsed at once, which is cheaper.
@@ -297,6 +319,13 @@ fn run_by_lines(it: &mut Interp, source: &str, kind: SourceKind<'_>) -> i32 {
                     Err(f) => return flow_status(it, f),
                 }
                 start = end;
+            }
+            Err(e) if e.drops_line() => {
+                if let Some(exit) = drop_line_and_read_on(it, source, kind, &e) {
+                    return exit;
+                }
+                status = 1;
+                start = e.line;
             }
             Err(e) => {
                 it.err_raw(&e.render_in(source, kind));

@@ -31,6 +31,10 @@ pub enum ParseErrorKind {
     /// An error inside `[[ ]]`: bash drops the line without changing `$?` (and says nothing
     /// at all about a missing operand, `message` is then empty).
     Conditional,
+    /// A token that is no word in a compound array assignment's list (`a=( x=() )`): bash
+    /// reports it like an unexpected token, drops the rest of its line, sets `$?` to 1 and
+    /// reads on (a shell under `set -e` exits 2 instead).
+    ArrayLiteral,
     /// Any other.
     Syntax,
 }
@@ -66,6 +70,11 @@ impl ParseError {
         self.kind == ParseErrorKind::Conditional
     }
 
+    /// A bad compound array assignment: the shell drops the line and reads on with `$?` 1.
+    pub fn drops_line(&self) -> bool {
+        self.kind == ParseErrorKind::ArrayLiteral
+    }
+
     /// The full stderr text bash prints for this error in `source` (newline-terminated): the
     /// message, then the offending line for `near unexpected token` errors.
     pub fn render_in(&self, source: &str, kind: SourceKind<'_>) -> String {
@@ -84,7 +93,10 @@ impl ParseError {
             return String::new();
         }
         let mut out = format!("{head}{}\n", self.message);
-        if self.kind == ParseErrorKind::UnexpectedToken {
+        if matches!(
+            self.kind,
+            ParseErrorKind::UnexpectedToken | ParseErrorKind::ArrayLiteral
+        ) {
             let text = source
                 .lines()
                 .nth(self.line.saturating_sub(1))

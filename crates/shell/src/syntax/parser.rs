@@ -1837,7 +1837,12 @@ impl<'a> Parser<'a> {
                     self.pos += 1;
                     return Ok(elems);
                 }
-                Some(c) if is_meta(c) => return Err(self.unexpected()),
+                Some(c) if is_meta(c) => {
+                    return Err(ParseError {
+                        kind: ParseErrorKind::ArrayLiteral,
+                        ..self.unexpected()
+                    });
+                }
                 _ => {}
             }
             // bash reads an element that starts with `[` to its balanced `]` across blanks,
