@@ -36,6 +36,10 @@ export PATH="$TOOLS/bin:$PATH"
 # debug assertions and overflow checks are on. 16 codegen units: a cold build of the whole tree
 # in about half the time of cargo-fuzz's default of one, for fuzzing a little slower.
 BUILD=(-O -a --sanitizer none --codegen-units 16 --target-dir "$ROOT/target/fuzz")
+# The short pass builds the whole tree once for seconds of fuzzing per target: fuzz/Cargo.toml's
+# dev profile, built for build time (the project's driven crates at opt-level 1, the rest at 0).
+# The runs above keep the release profile.
+BUILD_CI=(--dev --sanitizer none --codegen-units 16 --target-dir "$ROOT/target/fuzz")
 
 targets() {
     sed -n 's/^name = "\(.*\)"$/\1/p' fuzz/Cargo.toml | grep -v '^wasmsand-fuzz-targets$'
@@ -81,11 +85,7 @@ run)
     ;;
 ci)
     secs="${2:-20}"
-    # The short pass builds the whole tree once for 20 s of fuzzing per target: optimized at
-    # level 1, whose LLVM pipeline is far shorter than level 3's (the fuzzer runs slower, which
-    # costs a short pass little). The hour-long runs above keep level 3.
-    export CARGO_PROFILE_RELEASE_OPT_LEVEL="${WASMSAND_FUZZ_CI_OPT_LEVEL:-1}"
-    cargo fuzz build "${BUILD[@]}"
+    cargo fuzz build "${BUILD_CI[@]}"
     failed=()
     for t in $(targets); do
         if [[ "$CI_SKIP" == *" $t "* ]]; then
@@ -97,7 +97,7 @@ ci)
         mapfile -t words < <(dict "$t")
         # A fixed seed: the same code and corpus fuzz the same way, so the pass fails when a
         # change broke something, not when a long-standing finding happens to come up.
-        cargo fuzz run "${BUILD[@]}" "$t" "${dirs[@]}" -- "${OPTS[@]}" "${words[@]}" "-max_total_time=$secs" -seed=1 \
+        cargo fuzz run "${BUILD_CI[@]}" "$t" "${dirs[@]}" -- "${OPTS[@]}" "${words[@]}" "-max_total_time=$secs" -seed=1 \
             >"target/fuzz-$t.log" 2>&1 || failed+=("$t")
         grep -E '^(stat::|INFO: Loaded|Done|==[0-9]+== ERROR)|panicked at' "target/fuzz-$t.log" | head -n 20 || true
     done
