@@ -190,6 +190,10 @@ pub struct ShellState {
     pub history: im::Vector<String>,
     /// How many lines of the history file `history -r`/`-n` have read (for `-n`).
     pub history_lines_read: usize,
+    /// Whether the last history entry was added as a line of its own (`history -s`, or a
+    /// command `fc` ran): `fc`'s editing form takes that entry for its own command line and
+    /// removes it, as bash does.
+    pub history_last_added: bool,
     /// `complete`'s specifications by command name. Not kept in a portable state: a new
     /// bash process starts without them.
     pub completions: im::HashMap<String, crate::completion::CompSpec>,
@@ -270,6 +274,7 @@ impl ShellState {
             hashed: im::HashMap::new(),
             history: im::Vector::new(),
             history_lines_read: 0,
+            history_last_added: false,
             completions: im::HashMap::new(),
         }
     }

@@ -180,6 +180,7 @@ impl ShellState {
             hashed: im::HashMap::new(),
             history: im::Vector::new(),
             history_lines_read: 0,
+            history_last_added: false,
             completions: im::HashMap::new(),
         })
     }

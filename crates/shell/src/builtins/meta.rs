@@ -332,6 +332,7 @@ impl Interp {
         if flags.contains('s') {
             if !rest.is_empty() {
                 self.st.history.push_back(rest.join(" "));
+                self.st.history_last_added = true;
                 self.truncate_history();
             }
             return Ok(0);
@@ -370,6 +371,261 @@ impl Interp {
             .map(|(i, line)| format!("{:5}  {line}\n", i + 1))
             .collect();
         Ok(self.out_str(&text))
+    }
+
+    /// `fc`: lists history entries (`-l`, `-n`, `-r`), re-runs one with substitutions (`-s
+    /// [pat=rep ...] [command]`, `-e -`), or writes a range to a file, runs an editor on it
+    /// (`-e ename`, else `$FCEDIT`, `$EDITOR`, `vi`) and runs what the file then holds, each
+    /// line echoed on stderr. A first or last entry is a history number, a negative offset
+    /// from the last entry, or the start of an entry's text. bash's arithmetic of ranges is
+    /// kept, quirks included: a positive number past the entries before the last is the
+    /// first entry as a range's start and the last as its end, and the editing form first
+    /// removes the last entry when it was added as a line (`history -s`), taking it for its
+    /// own command line.
+    pub(super) fn b_fc(&mut self, args: &[String]) -> FlowResult {
+        let (mut listing, mut numbering, mut reverse, mut execute) = (false, true, false, false);
+        let mut ename: Option<String> = None;
+        let mut rest = args;
+        // Options end at the first word that is a number (`fc -l -5`), as in bash.
+        while let Some(a) = rest.first() {
+            if a == "--" {
+                rest = &rest[1..];
+                break;
+            }
+            let numeric = a.strip_prefix('-').unwrap_or(a);
+            if !a.starts_with('-')
+                || a == "-"
+                || (!numeric.is_empty() && numeric.bytes().all(|b| b.is_ascii_digit()))
+            {
+                break;
+            }
+            rest = &rest[1..];
+            let flags: Vec<char> = a[1..].chars().collect();
+            let mut k = 0;
+            while k < flags.len() {
+                match flags[k] {
+                    'l' => listing = true,
+                    'n' => numbering = false,
+                    'r' => reverse = true,
+                    's' => execute = true,
+                    'e' => {
+                        let joined: String = flags[k + 1..].iter().collect();
+                        if !joined.is_empty() {
+                            ename = Some(joined);
+                        } else if let Some(next) = rest.first() {
+                            ename = Some(next.clone());
+                            rest = &rest[1..];
+                        } else {
+                            self.err("fc: -e: option requires an argument");
+                            self.usage("fc");
+                            return Ok(2);
+                        }
+                        k = flags.len();
+                        continue;
+                    }
+                    c => {
+                        self.err(&format!("fc: -{c}: invalid option"));
+                        self.usage("fc");
+                        return Ok(2);
+                    }
+                }
+                k += 1;
+            }
+        }
+        if ename.as_deref() == Some("-") {
+            execute = true;
+        }
+        if execute {
+            return self.fc_rerun(rest);
+        }
+        let count = self.st.history.len();
+        if count == 0 {
+            return Ok(0);
+        }
+        let last = count as i64 - 1;
+        let (mut beg, mut end) = match rest {
+            [] if listing => ((last - 15).max(0), last),
+            [] => (last, last),
+            [first, more @ ..] => {
+                let beg = self.fc_entry(first, listing, true);
+                let end = match more.first() {
+                    Some(second) => self.fc_entry(second, listing, false),
+                    None if listing => Ok(last),
+                    None => beg.clone(),
+                };
+                match (beg, end) {
+                    (Ok(b), Ok(e)) => (b, e),
+                    (Err(msg), _) | (_, Err(msg)) => {
+                        self.err(&format!("fc: {msg}"));
+                        return Ok(1);
+                    }
+                }
+            }
+        };
+        if !listing && self.st.history_last_added {
+            self.st.history.pop_back();
+            let mut last = last;
+            if beg == end && end == last {
+                last -= 1;
+                beg = last;
+                end = last;
+            } else {
+                last -= 1;
+            }
+            if end >= last {
+                end = last;
+            } else if beg >= last {
+                beg = last;
+            }
+        }
+        let (beg, end) = (beg.max(0), end.max(0));
+        let (lo, hi) = if end < beg {
+            reverse = true;
+            (end, beg)
+        } else {
+            (beg, end)
+        };
+        let mut picked: Vec<(i64, String)> = (lo..=hi)
+            .filter_map(|i| self.st.history.get(i as usize).map(|l| (i + 1, l.clone())))
+            .collect();
+        if reverse {
+            picked.reverse();
+        }
+        if listing {
+            let text: String = picked
+                .iter()
+                .map(|(n, line)| match numbering {
+                    true => format!("{n}\t {line}\n"),
+                    false => format!("\t {line}\n"),
+                })
+                .collect();
+            return Ok(self.out_str(&text));
+        }
+        let text: String = picked.iter().map(|(_, l)| format!("{l}\n")).collect();
+        self.fc_edit_and_run(&text, ename)
+    }
+
+    /// The entry a `fc` range names (0-based, possibly out of range below), or bash's message.
+    fn fc_entry(&self, spec: &str, listing: bool, first: bool) -> Result<i64, String> {
+        let last = self.st.history.len() as i64 - 1;
+        let (negative, digits) = match spec.strip_prefix('-') {
+            Some(d) => (true, d),
+            None => (false, spec),
+        };
+        if digits.starts_with(|c: char| c.is_ascii_digit()) {
+            let lead: String = digits.chars().take_while(char::is_ascii_digit).collect();
+            let n: i64 = lead.parse().unwrap_or(i64::MAX / 2);
+            return Ok(match (negative, n) {
+                (_, 0) if negative && listing => last,
+                (_, 0) if negative => return Err("history specification out of range".into()),
+                (_, 0) => last,
+                (true, n) => (last + 1 - n).max(0),
+                (false, n) if n - 1 >= last => {
+                    if first {
+                        0
+                    } else {
+                        last
+                    }
+                }
+                (false, n) => n - 1,
+            });
+        }
+        (0..=last)
+            .rev()
+            .find(|&j| self.st.history[j as usize].starts_with(spec))
+            .ok_or_else(|| "no command found".to_string())
+    }
+
+    /// `fc -s [pat=rep ...] [command]`: the entry with every `pat` replaced, echoed on stderr,
+    /// put in the history in place of the last entry, and run.
+    fn fc_rerun(&mut self, args: &[String]) -> FlowResult {
+        let mut rest = args;
+        let mut subs = Vec::new();
+        while let Some((pat, rep)) = rest.first().and_then(|a| a.split_once('=')) {
+            subs.push((pat.to_string(), rep.to_string()));
+            rest = &rest[1..];
+        }
+        let found = match self.st.history.len() {
+            0 => None,
+            _ => match rest.first() {
+                None => Some(self.st.history.len() as i64 - 1),
+                Some(spec) => self.fc_entry(spec, false, false).ok(),
+            },
+        };
+        let Some(mut command) = found.and_then(|i| self.st.history.get(i as usize).cloned()) else {
+            self.err("fc: no command found");
+            return Ok(1);
+        };
+        for (pat, rep) in &subs {
+            if !pat.is_empty() {
+                command = command.replace(pat.as_str(), rep);
+            }
+        }
+        self.err_raw(&format!("{command}\n"));
+        if !command.is_empty() {
+            self.st.history.pop_back();
+            self.st.history.push_back(command.clone());
+            self.st.history_last_added = true;
+        }
+        self.eval_text(&command)
+    }
+
+    /// `fc`'s editing form: `text` written to a temporary file, the editor run on it, and
+    /// what the file then holds run a command at a time, each echoed on stderr and added to
+    /// the history.
+    fn fc_edit_and_run(&mut self, text: &str, ename: Option<String>) -> FlowResult {
+        let dir = self
+            .get_var("TMPDIR")
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| "/tmp".into());
+        let file = format!("{}/bash-fc.{}", dir.trim_end_matches('/'), self.bashpid());
+        let path = wasmsand_vfs::path::join(&self.st.cwd, &file);
+        let wrote = self.rt.vfs.lock().write(&path, text.as_bytes());
+        if let Err(e) = wrote {
+            self.err(&format!(
+                "fc: {file}: cannot open temp file: {}",
+                strerror(e.errno)
+            ));
+            return Ok(1);
+        }
+        let editor = match ename {
+            Some(e) => e,
+            None => ["FCEDIT", "EDITOR"]
+                .iter()
+                .find_map(|v| self.get_var(v).filter(|e| !e.is_empty()))
+                .unwrap_or_else(|| "vi".into()),
+        };
+        let edited = self.eval_text(&format!("{editor} {file}"));
+        let read = self.rt.vfs.lock().read(&path).map(|d| d.to_vec());
+        let _ = self.rt.vfs.lock().unlink(&path);
+        if edited? != 0 {
+            return Ok(1);
+        }
+        let script = String::from_utf8_lossy(&read.unwrap_or_default()).into_owned();
+        let lines: Vec<&str> = script.split_inclusive('\n').collect();
+        let mut status = 0;
+        let mut start = 0;
+        while start < lines.len() {
+            match crate::next_chunk(self, &lines, start) {
+                Ok((parsed, end)) => {
+                    let chunk: String = lines[start..end].concat();
+                    self.err_raw(&chunk);
+                    let entry = chunk.trim_end_matches('\n');
+                    if !entry.trim().is_empty() {
+                        self.st.history.push_back(entry.to_string());
+                        self.st.history_last_added = true;
+                        self.truncate_history();
+                    }
+                    status = self.run_script(&parsed)?;
+                    start = end;
+                }
+                Err(e) => {
+                    self.err_raw(&e.render_in(&script, crate::SourceKind::Eval));
+                    return Ok(2);
+                }
+            }
+        }
+        Ok(status)
     }
 
     /// `history -a/-n/-r/-w` on the history file.

@@ -200,6 +200,11 @@ static BUILTINS: &[Builtin] = &[
     ),
     regular("false", Some("false"), |_, _, _| Ok(1)),
     regular(
+        "fc",
+        Some("fc [-e ename] [-lnr] [first] [last] or fc -s [pat=rep] [command]"),
+        |i, _, a| i.b_fc(a),
+    ),
+    regular(
         "getopts",
         Some("getopts optstring name [arg ...]"),
         |i, _, a| Ok(i.b_getopts(a)),
