@@ -520,7 +520,7 @@ impl Interp {
                 (_, 0) if negative => return Err("history specification out of range".into()),
                 (_, 0) => last,
                 (true, n) => (last + 1 - n).max(0),
-                (false, n) if n - 1 >= last => {
+                (false, n) if n > last => {
                     if first {
                         0
                     } else {
