@@ -194,6 +194,9 @@ pub struct ShellState {
     /// command `fc` ran): `fc`'s editing form takes that entry for its own command line and
     /// removes it, as bash does.
     pub history_last_added: bool,
+    /// readline's keymaps and variables as `bind` changed them (`None`: readline's defaults).
+    /// Not kept in a portable state, as a new bash process starts with the defaults.
+    pub(crate) readline: Option<Arc<crate::builtins::bind::Readline>>,
     /// `complete`'s specifications by command name. Not kept in a portable state: a new
     /// bash process starts without them.
     pub completions: im::HashMap<String, crate::completion::CompSpec>,
@@ -275,6 +278,7 @@ impl ShellState {
             history: im::Vector::new(),
             history_lines_read: 0,
             history_last_added: false,
+            readline: None,
             completions: im::HashMap::new(),
         }
     }

@@ -181,6 +181,7 @@ impl ShellState {
             history: im::Vector::new(),
             history_lines_read: 0,
             history_last_added: false,
+            readline: None,
             completions: im::HashMap::new(),
         })
     }

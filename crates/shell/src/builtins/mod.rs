@@ -23,6 +23,7 @@
 //! `timeout` and `which` in `crate::timeout`.
 
 mod args;
+pub(crate) mod bind;
 mod complete;
 mod dirs;
 mod flow;
@@ -126,6 +127,13 @@ static BUILTINS: &[Builtin] = &[
         |i, _, a| Ok(i.b_alias(a)),
     ),
     program("bash", |i, _, a| i.b_bash(a)),
+    regular(
+        "bind",
+        Some(
+            "bind [-lpsvPSVX] [-m keymap] [-f filename] [-q name] [-u name] [-r keyseq] [-x keyseq:shell-command] [keyseq:readline-function or readline-command]",
+        ),
+        |i, _, a| i.b_bind(a),
+    ),
     special("break", Some("break [n]"), |i, n, a| i.b_loop_control(n, a)),
     regular(
         "builtin",
