@@ -196,7 +196,7 @@ pub struct ShellState {
     pub history_last_added: bool,
     /// readline's keymaps and variables as `bind` changed them (`None`: readline's defaults).
     /// Not kept in a portable state, as a new bash process starts with the defaults.
-    pub(crate) readline: Option<Arc<crate::builtins::bind::Readline>>,
+    pub(crate) readline: Option<Arc<crate::readline::Readline>>,
     /// `complete`'s specifications by command name. Not kept in a portable state: a new
     /// bash process starts without them.
     pub completions: im::HashMap<String, crate::completion::CompSpec>,

@@ -24,6 +24,7 @@ mod printer;
 pub mod printf;
 mod prompt;
 mod reactor;
+mod readline;
 mod spawn;
 pub mod syntax;
 mod timeout;

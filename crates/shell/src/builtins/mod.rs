@@ -23,7 +23,7 @@
 //! `timeout` and `which` in `crate::timeout`.
 
 mod args;
-pub(crate) mod bind;
+mod bind;
 mod complete;
 mod dirs;
 mod flow;
