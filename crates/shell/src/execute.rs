@@ -404,6 +404,20 @@ impl Interp {
             }
         }
         drop(next_in);
+        // bash runs a last stage that is a `( )` from the shell itself, and when it fails the
+        // shell's ERR trap runs for it there, before the pipeline's status traps again
+        // (earlier stages run in processes of their own, which have no ERR trap).
+        if spawn_error.is_none()
+            && last_status != 0
+            && matches!(
+                cmds.last(),
+                Some(Command::Compound(CompoundCommand::Subshell(_), _))
+            )
+            && self.cond == 0
+        {
+            self.st.status = last_status;
+            self.run_err_trap()?;
+        }
         let mut statuses: Vec<i32> = handles
             .into_iter()
             .map(|h| {
