@@ -1226,12 +1226,21 @@ impl Interp {
                     depth,
                     for_function,
                     claimed: false,
+                    unset: false,
                 }),
         );
         let r = f(self);
+        // A binding `unset` removed has shown what it hid, and what runs after it sees the
+        // variable as the unsets left it: bash ends such a scope without restoring anything.
+        let unset: Vec<bool> = self.temp_hidden[hidden_len.min(self.temp_hidden.len())..]
+            .iter()
+            .map(|t| t.unset)
+            .collect();
         self.temp_hidden.truncate(hidden_len);
-        for (name, old) in saved.into_iter().rev() {
-            if persist && self.st.vars.scalar(&name).is_some() {
+        for (k, (name, old)) in saved.into_iter().enumerate().rev() {
+            if (persist && self.st.vars.scalar(&name).is_some())
+                || unset.get(k).copied().unwrap_or(false)
+            {
                 continue;
             }
             match old {

@@ -215,6 +215,8 @@ pub(crate) struct TempBinding {
     pub for_function: bool,
     /// A `local` of the name in the scope the binding was made in took it over.
     pub claimed: bool,
+    /// `unset` removed it, showing what it hid; an `unset` after that reaches under it.
+    pub unset: bool,
 }
 
 /// A remembered program path: where `name` was found, how often it ran from there, and
@@ -1222,7 +1224,11 @@ impl Interp {
         if name == "GLOBIGNORE" {
             self.st.opts.dotglob = false;
         }
-        if let Some(hidden) = self.visible_temp_binding(name).map(|t| t.hidden.clone()) {
+        // A temporary binding unset shows what it hid, and is gone: the next unset reaches
+        // the binding (or variable) under it, as bash peels its temporary scopes.
+        if let Some(i) = self.visible_temp_index(name) {
+            self.temp_hidden[i].unset = true;
+            let hidden = self.temp_hidden[i].hidden.clone();
             match hidden {
                 Some(v) => self.st.vars.put(name, v),
                 None => {
@@ -1248,14 +1254,10 @@ impl Interp {
     }
 
     /// The `NAME=value cmd` binding `name` reads as now, if no `local` made since hides it.
-    pub(crate) fn visible_temp_binding(&self, name: &str) -> Option<&TempBinding> {
-        self.visible_temp_index(name).map(|i| &self.temp_hidden[i])
-    }
-
     fn visible_temp_index(&self, name: &str) -> Option<usize> {
         self.temp_hidden
             .iter()
-            .rposition(|t| t.name == name)
+            .rposition(|t| t.name == name && !t.unset)
             .filter(|&i| {
                 let t = &self.temp_hidden[i];
                 !t.claimed && !self.st.vars.local_since(name, t.depth)
