@@ -237,8 +237,8 @@ impl Interp {
     }
 
     /// `eval` text read a complete command at a time, so an alias it defines applies to the
-    /// lines after it.
-    /// A bad compound array assignment drops its line, and the text reads on with `$?` 1.
+    /// lines after it. A bad compound array assignment drops its line, and the text reads on
+    /// with `$?` 1.
     fn eval_by_lines(&mut self, src: &str) -> FlowResult {
         let lines: Vec<&str> = src.split_inclusive('\n').collect();
         let mut status = 0;

@@ -44,11 +44,14 @@ impl Interp {
             .collect()
     }
 
-    fn seqs_of(&self, km: (usize, &[u8]), f: &str) -> Vec<Vec<u8>> {
-        self.bindings_of(km)
-            .into_iter()
+    /// The sequences of keymap `km` bound to function `f` (`-p` asks for every function in
+    /// turn: only the matching keys are copied).
+    fn seqs_of(&self, (map, prefix): (usize, &[u8]), f: &str) -> Vec<Vec<u8>> {
+        self.readline().maps[map]
+            .iter()
             .filter(|(_, b)| matches!(b, Binding::Function(n) if same_function(n, f)))
-            .map(|(k, _)| k)
+            .filter_map(|(k, _)| k.strip_prefix(prefix).filter(|r| !r.is_empty()))
+            .map(<[u8]>::to_vec)
             .collect()
     }
 
