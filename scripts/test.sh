@@ -92,10 +92,14 @@ in_ci() { [ "${CI:-}" = true ]; }
 # with it and failed every stage after the cargo build. Local runs keep cargo's default.
 if in_ci; then
     export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+    # pip's cache would keep a second copy of every wheel the venvs install (the frameworks of
+    # the integrations venv among them) on the disk the build needs.
+    export PIP_NO_CACHE_DIR="${PIP_NO_CACHE_DIR:-1}"
 fi
-# The footprint of a cold run of every stage (measured on a cold CI run; the README gives the figure); a full disk shows up
+# The footprint of a cold CI run of every stage, from the stage figures of the CI run of
+# 2026-12-06 less what a CI run now deletes (the README gives the figure); a full disk shows up
 # as a cascade of unrelated stage failures, so say it before the first build.
-NEED_GB=16
+NEED_GB=12
 mkdir -p target
 free_gb="$(df -Pk target | awk 'NR == 2 { print int($4 / 1048576) }')"
 used_gb="$(du -sk target 2>/dev/null | awk '{ print int($1 / 1048576) }')"
@@ -153,7 +157,34 @@ fi
 # much of the tree).
 export SANDBOXD="${SANDBOXD:-$ROOT/target/debug/e2e-sandboxd}"
 need_sandboxd() {
+    if [ "$TEST_BINARIES_DROPPED" = 1 ]; then
+        [ -x "$SANDBOXD" ]
+        return
+    fi
     cargo nextest run --workspace --locked --no-run
+}
+
+# The stages that run the workspace's test binaries. A CI run deletes those binaries and the
+# examples (3.5 GB of a cold run's target/) once the last of these stages has run: nothing after
+# reads them, and the run of 2026-12-06 filled its disk in the python stage with them still there.
+# need_sandboxd then only checks that sandboxd is there, since `--no-run` would build them again.
+NEXTEST_STAGES=(cargo docker vm)
+TEST_BINARIES_DROPPED=0
+drop_test_binaries() {
+    local s rest=0 past=0
+    for s in "${ALL[@]}"; do
+        if [ $past = 1 ] && selected "$s" && [[ " ${NEXTEST_STAGES[*]} " == *" $s "* ]]; then rest=1; fi
+        [ "$s" = "$1" ] && past=1
+    done
+    in_ci && [ $rest = 0 ] && [[ " ${NEXTEST_STAGES[*]} " == *" $1 "* ]] && [ -x "$SANDBOXD" ] || return 0
+    local before
+    before="$(du -sk target/debug | cut -f1)"
+    cargo nextest list --workspace --locked --list-type binaries-only --message-format json 2>/dev/null |
+        python3 -c 'import json, sys; print("\n".join(b["binary-path"] for b in json.load(sys.stdin)["rust-binaries"].values()))' |
+        while read -r bin; do [ "$bin" -ef "$SANDBOXD" ] || rm -f "$bin"; done
+    rm -rf target/debug/examples
+    TEST_BINARIES_DROPPED=1
+    echo "test.sh: CI run: deleted the test binaries and examples ($(((before - $(du -sk target/debug | cut -f1)) / 1024)) MB), which no later stage runs"
 }
 
 # One PostgreSQL cluster for every test that needs one (tests/e2e/sandboxd/cluster): the test
@@ -322,8 +353,16 @@ stage_wasm_tools() {
     # The guests' pure logic (formatting, option parsing, regex translation) is tested on the
     # host: the same code, without a wasm runner. Only the crates that have unit tests.
     # Beside the wasm build of the same workspace in the one target dir (crates/guests/build.rs).
+    # A CI run then deletes that host build (1.7 GB of a cold run), which nothing else reads.
+    local host rc
+    host="$(rustc -vV | sed -n 's/^host: //p')"
     cargo test --manifest-path wasm-tools/Cargo.toml --locked --target-dir target/guests \
-        --target "$(rustc -vV | sed -n 's/^host: //p')" -p guest-rt -p wasm-coreutils -p wasm-textutils -p wasm-awk -p wasm-rg -p wasm-net -p wasm-git -p wasm-jq -p wasm-jq-c -p wasm-node "${EXTRA[@]}"
+        --target "$host" -p guest-rt -p wasm-coreutils -p wasm-textutils -p wasm-awk -p wasm-rg -p wasm-net -p wasm-git -p wasm-jq -p wasm-jq-c -p wasm-node "${EXTRA[@]}"
+    rc=$?
+    if in_ci && [ -n "$host" ]; then
+        rm -rf "target/guests/$host"
+    fi
+    return $rc
 }
 
 stage_python() {
@@ -462,6 +501,7 @@ for s in "${ALL[@]}"; do
         line="stage $s: FAILED, status $rc (${dt} s)"
         FAILED=$((FAILED + 1))
     fi
+    drop_test_binaries "$s"
     # A full disk fails whichever stage writes next, far from what filled it: CI logs what
     # each stage left behind.
     if in_ci; then
