@@ -526,11 +526,13 @@ impl Interp {
                 Ok(d) => {
                     let pid = d.pid();
                     let num = self.next_job_number();
+                    let monitored = self.st.opts.extra.contains("monitor");
                     self.jobs.push(Job {
                         num,
                         pid,
                         text,
                         kind: JobKind::Detached(d),
+                        monitored,
                     });
                     self.last_bg = Some(pid);
                 }
@@ -585,10 +587,12 @@ impl Interp {
         match h {
             Ok(handle) => {
                 let num = self.next_job_number();
+                let monitored = self.st.opts.extra.contains("monitor");
                 self.jobs.push(Job {
                     num,
                     pid,
                     text,
+                    monitored,
                     kind: JobKind::Thread {
                         handle: Some(handle),
                         alive,
@@ -1577,6 +1581,8 @@ impl Interp {
                 },
             );
         }
+        let mut interactive = false;
+        let mut startup = crate::interactive::Startup::default();
         for o in set_opts {
             match o {
                 StartOption::Set(name, on) => {
@@ -1591,7 +1597,9 @@ impl Interp {
                         return Ok(2);
                     }
                 }
-                StartOption::Interactive => child.st.opts.interactive = true,
+                StartOption::Interactive => interactive = true,
+                StartOption::RcFile(f) => startup.rcfile = Some(f.clone()),
+                StartOption::NoRc => startup.norc = true,
             }
         }
         child.sync_option_vars();
@@ -1603,9 +1611,29 @@ impl Interp {
             Invocation::Stdin { seekable: true } => crate::SourceKind::Script("bash"),
             Invocation::File => crate::SourceKind::Script(&name),
         };
+        // A new bash keeps a history of its own, and counts the commands it reads from a
+        // script or its input.
+        child.st.history = im::Vector::new();
+        child.st.history_base = 1;
+        child.st.history_new = 0;
+        child.st.history_offset = 0;
+        child.st.history_lines_read = 0;
+        child.st.history_last_added = false;
+        child.st.command_number = usize::from(!from_dash_c);
+        child.counts_commands = !from_dash_c && !interactive;
+        let reads_input = matches!(invocation, Invocation::Stdin { .. });
         let status = child.run_as_subshell(|c| {
             c.enter()?;
-            let s = crate::run_top(c, text, kind);
+            let s = if interactive {
+                match c.start_interactive(&startup, reads_input) {
+                    Err(f) => crate::flow_status(c, f),
+                    Ok(()) if reads_input => c.run_interactive(text),
+                    Ok(()) => crate::run_top(c, text, kind),
+                }
+            } else {
+                crate::run_top(c, text, kind)
+            };
+            c.save_history();
             c.depth -= 1;
             Ok(s)
         });
@@ -2132,6 +2160,10 @@ pub(crate) enum StartOption {
     Shopt(String, bool),
     /// `bash -i`.
     Interactive,
+    /// `bash --rcfile FILE` (`--init-file FILE`): the file an interactive shell sources.
+    RcFile(String),
+    /// `bash --norc`: an interactive shell sources no start-up file.
+    NoRc,
 }
 
 /// A binding in front of a command is a string: `B=(b b) cmd` gives `cmd` the text `(b b)`,

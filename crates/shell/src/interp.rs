@@ -185,9 +185,21 @@ pub struct ShellState {
     /// run from here until `PATH` is assigned or `hash -r` empties it. Not kept in a
     /// portable state, as a new bash process starts with it empty.
     pub hashed: im::HashMap<String, Hashed>,
-    /// The history list `history -r/-s/-w/-c` works on. A non-interactive shell adds no
-    /// commands to it by itself. Not kept in a portable state.
+    /// The history list `history -r/-s/-w/-c` works on. An interactive shell adds each
+    /// command it reads; a non-interactive one only under `set -o history`. Not kept in a
+    /// portable state.
     pub history: im::Vector<String>,
+    /// The number of the list's first entry: 1, more once `HISTSIZE` dropped older ones.
+    pub history_base: usize,
+    /// How many of the newest entries this shell added and `history -a` has not appended to
+    /// the history file yet (bash's `history_lines_this_session`).
+    pub history_new: usize,
+    /// The entries before the command being read (readline's `where_history`): `\!` in a
+    /// prompt is one more, the number that command has.
+    pub history_offset: usize,
+    /// `\#` in a prompt: the number of the command a shell reading a script or its input
+    /// runs (from 1); 0 in `-c` text, which bash does not count.
+    pub command_number: usize,
     /// How many lines of the history file `history -r`/`-n` have read (for `-n`).
     pub history_lines_read: usize,
     /// Whether the last history entry was added as a line of its own (`history -s`, or a
@@ -278,6 +290,10 @@ impl ShellState {
             disabled_builtins: im::OrdSet::new(),
             hashed: im::HashMap::new(),
             history: im::Vector::new(),
+            history_base: 1,
+            history_new: 0,
+            history_offset: 0,
+            command_number: 0,
             history_lines_read: 0,
             history_last_added: false,
             readline: None,
@@ -731,6 +747,10 @@ pub(crate) struct Interp {
     /// `$$` of the shells around a nested one, outermost first: a signal a script sends one
     /// of them (`sh -c "kill -USR1 $$"`) waits for that shell.
     pub(crate) outer_shells: Vec<u32>,
+    /// This shell reads commands from a script or its input and counts them (`\#`).
+    pub(crate) counts_commands: bool,
+    /// The line of the last command counted (`None` inside: a command without one).
+    pub(crate) counted_line: Option<Option<usize>>,
 }
 
 /// Stack for every interpreter thread: the tree walk recurses per nesting level and per
@@ -787,6 +807,8 @@ impl Interp {
             subshell_pid: None,
             nested_shell_pid: None,
             outer_shells: Vec::new(),
+            counts_commands: false,
+            counted_line: None,
         }
     }
 
@@ -909,8 +931,13 @@ impl Interp {
         }
     }
 
-    /// `bash: line N: msg` on stderr.
+    /// `bash: line N: msg` on stderr; `bash: msg` in an interactive shell, which names no
+    /// line, even for a sourced file's.
     pub fn err(&mut self, msg: &str) {
+        if self.st.opts.interactive {
+            self.err_raw(&format!("bash: {msg}\n"));
+            return;
+        }
         let text = format!("{}: line {}: {}\n", self.code_file(), self.line, msg);
         let _ = self.write_fd(2, text.as_bytes());
     }

@@ -14,6 +14,7 @@ mod error;
 mod eval;
 mod execute;
 mod expand;
+mod interactive;
 mod interp;
 mod jobs;
 mod options;
@@ -315,6 +316,8 @@ fn run_by_lines(it: &mut Interp, source: &str, kind: SourceKind<'_>) -> i32 {
     while start < lines.len() {
         match next_chunk(it, &lines, start) {
             Ok((script, end)) => {
+                it.st.history_offset = it.st.history.len();
+                it.remember(&lines[start..end]);
                 match run_items(it, &script) {
                     Ok(s) => status = s,
                     Err(f) => return flow_status(it, f),
@@ -337,9 +340,13 @@ fn run_by_lines(it: &mut Interp, source: &str, kind: SourceKind<'_>) -> i32 {
     status
 }
 
-/// Whether text must be read a complete command at a time (see [`run_by_lines`]).
+/// Whether text must be read a complete command at a time (see [`run_by_lines`]): aliases
+/// may be in play, or the history list keeps each command read.
 pub(crate) fn needs_line_reading(it: &Interp, source: &str) -> bool {
-    it.st.opts.expand_aliases || source.contains("expand_aliases")
+    it.st.opts.expand_aliases
+        || source.contains("expand_aliases")
+        || it.keeps_history()
+        || source.contains("history")
 }
 
 /// Parses the next complete command of `lines` from line `start` in the shell's current
@@ -405,6 +412,16 @@ fn run_items(it: &mut Interp, script: &ast::Script) -> FlowResult {
     let mut skip_through: Option<usize> = None;
     for (idx, item) in script.items.iter().enumerate() {
         let line = item_line(item);
+        // bash counts the commands it reads from a script or its input (`\#`): the items of
+        // one line are one command.
+        if it.counts_commands {
+            if let Some(prev) = it.counted_line
+                && (line.is_none() || line != prev)
+            {
+                it.st.command_number += 1;
+            }
+            it.counted_line = Some(line);
+        }
         if let (Some(limit), Some(l)) = (skip_through, line)
             && l <= limit
         {

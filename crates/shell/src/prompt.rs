@@ -90,7 +90,11 @@ impl Interp {
                         host
                     }
                 }
-                'j' => self.jobs.len().to_string(),
+                // Jobs still running, a subshell's (`echo "${PS1@P}" | grep`) counting those
+                // of the shell it came from, as bash's copied job table does.
+                'j' => (self.jobs.iter().filter(|j| j.commands_running()).count()
+                    + self.parent_jobs.iter().filter(|v| v.is_running()).count())
+                .to_string(),
                 // No terminal: bash shows "tty".
                 'l' => "tty".to_string(),
                 's' => self
@@ -117,9 +121,15 @@ impl Interp {
                         _ => cwd,
                     }
                 }
-                // No history in a non-interactive shell: the numbers bash shows there.
-                '!' => "1".to_string(),
-                '#' => "0".to_string(),
+                // The number the command being read has in the history; 1 while the shell
+                // keeps none, as in bash.
+                '!' => if self.keeps_history() {
+                    self.st.history_base + self.st.history_offset
+                } else {
+                    1
+                }
+                .to_string(),
+                '#' => self.st.command_number.to_string(),
                 other => {
                     out.push('\\');
                     out.push(other);

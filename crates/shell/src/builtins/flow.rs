@@ -29,6 +29,10 @@ impl Interp {
             return Err(self.too_many_arguments("exit"));
         }
         let s = self.status_arg("exit", args)?;
+        // An interactive shell says it is leaving; its subshells do not.
+        if self.st.opts.interactive && self.is_shell_itself() {
+            self.err_raw("exit\n");
+        }
         Err(Flow::Exit(s))
     }
 
@@ -169,7 +173,13 @@ impl Interp {
                 })
                 .unwrap_or_else(|| wasmsand_vfs::path::join(&self.st.cwd, file))
         };
-        let data = self.rt.vfs.lock().read(&path);
+        self.source_path(file, &path, &args[1..])
+    }
+
+    /// Runs the file at `path` (named `file` in messages and `BASH_SOURCE`) in this shell, with
+    /// `args` as its positional parameters when there are any.
+    pub(crate) fn source_path(&mut self, file: &str, path: &str, args: &[String]) -> FlowResult {
+        let data = self.rt.vfs.lock().read(path);
         let data = match data {
             Ok(d) => d,
             Err(e) => {
@@ -182,22 +192,25 @@ impl Interp {
         let script = match crate::parse(&text) {
             Ok(s) => s,
             Err(e) => {
-                self.err_raw(&format!("{}\n", e.render()));
+                // Named by the file, as bash names it; an interactive shell puts its own
+                // name in front.
+                let mut report = e.render_in(&text, crate::SourceKind::Script(file));
+                if self.st.opts.interactive {
+                    report = report.lines().map(|l| format!("bash: {l}\n")).collect();
+                }
+                self.err_raw(&report);
                 return Ok(2);
             }
         };
         self.enter()?;
-        let saved_pos = if args.len() > 1 {
-            Some(std::mem::replace(
-                &mut self.st.positional,
-                args[1..].to_vec(),
-            ))
-        } else {
+        let saved_pos = if args.is_empty() {
             None
+        } else {
+            Some(std::mem::replace(&mut self.st.positional, args.to_vec()))
         };
         self.sourcing += 1;
         self.frames.push(crate::interp::SourceFrame {
-            file: std::sync::Arc::from(file.as_str()),
+            file: std::sync::Arc::from(file),
             kind: "source".into(),
             line: self.line,
         });
@@ -312,8 +325,16 @@ impl Interp {
             if let Some(long) = a.strip_prefix("--") {
                 match long {
                     "posix" => opts.push(crate::execute::StartOption::Set("posix".into(), true)),
-                    "rcfile" | "init-file" => i += 1,
-                    "norc" | "noprofile" | "login" | "noediting" | "restricted" | "verbose" => {}
+                    "rcfile" | "init-file" => {
+                        i += 1;
+                        let Some(file) = args.get(i) else {
+                            self.err_raw(&format!("bash: {long}: option requires an argument\n"));
+                            return Ok(2);
+                        };
+                        opts.push(crate::execute::StartOption::RcFile(file.clone()));
+                    }
+                    "norc" => opts.push(crate::execute::StartOption::NoRc),
+                    "noprofile" | "login" | "noediting" | "restricted" | "verbose" => {}
                     // bash prints these and exits, whatever follows.
                     "help" => return Ok(self.out_str(BASH_HELP)),
                     "version" => return Ok(self.out_str(BASH_VERSION_TEXT)),

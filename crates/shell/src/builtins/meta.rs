@@ -307,12 +307,12 @@ impl Interp {
                 }
             }
         }
-        self.truncate_history();
+        self.truncate_history(false);
         if let Some(off) = delete {
             let len = self.st.history.len() as i64;
             let pos = match off.parse::<i64>() {
                 Ok(n) if n < 0 => len + n,
-                Ok(n) => n - 1,
+                Ok(n) => n - self.st.history_base as i64,
                 Err(_) => -1,
             };
             if pos < 0 || pos >= len {
@@ -324,6 +324,9 @@ impl Interp {
         }
         if flags.contains('c') {
             self.st.history.clear();
+            self.st.history_new = 0;
+            self.st.history_offset = 0;
+            self.st.history_base = 1;
         }
         if flags.contains('p') {
             let text: String = rest.iter().map(|a| format!("{a}\n")).collect();
@@ -332,8 +335,9 @@ impl Interp {
         if flags.contains('s') {
             if !rest.is_empty() {
                 self.st.history.push_back(rest.join(" "));
+                self.st.history_new += 1;
                 self.st.history_last_added = true;
-                self.truncate_history();
+                self.truncate_history(true);
             }
             return Ok(0);
         }
@@ -368,7 +372,7 @@ impl Interp {
             .iter()
             .enumerate()
             .skip(len.saturating_sub(count))
-            .map(|(i, line)| format!("{:5}  {line}\n", i + 1))
+            .map(|(i, line)| format!("{:5}  {line}\n", i + self.st.history_base))
             .collect();
         Ok(self.out_str(&text))
     }
@@ -464,6 +468,7 @@ impl Interp {
         };
         if !listing && self.st.history_last_added {
             self.st.history.pop_back();
+            self.st.history_new = self.st.history_new.saturating_sub(1);
             let mut last = last;
             if beg == end && end == last {
                 last -= 1;
@@ -486,7 +491,10 @@ impl Interp {
             (beg, end)
         };
         let mut picked: Vec<(i64, String)> = (lo..=hi)
-            .filter_map(|i| self.st.history.get(i as usize).map(|l| (i + 1, l.clone())))
+            .filter_map(|i| {
+                let number = i + self.st.history_base as i64;
+                self.st.history.get(i as usize).map(|l| (number, l.clone()))
+            })
             .collect();
         if reverse {
             picked.reverse();
@@ -508,6 +516,7 @@ impl Interp {
     /// The entry a `fc` range names (0-based, possibly out of range below), or bash's message.
     fn fc_entry(&self, spec: &str, listing: bool, first: bool) -> Result<i64, String> {
         let last = self.st.history.len() as i64 - 1;
+        let base = self.st.history_base as i64;
         let (negative, digits) = match spec.strip_prefix('-') {
             Some(d) => (true, d),
             None => (false, spec),
@@ -520,14 +529,14 @@ impl Interp {
                 (_, 0) if negative => return Err("history specification out of range".into()),
                 (_, 0) => last,
                 (true, n) => (last + 1 - n).max(0),
-                (false, n) if n > last => {
+                (false, n) if n - base > last - 1 => {
                     if first {
                         0
                     } else {
                         last
                     }
                 }
-                (false, n) => n - 1,
+                (false, n) => (n - base).max(0),
             });
         }
         (0..=last)
@@ -613,8 +622,9 @@ impl Interp {
                     let entry = chunk.trim_end_matches('\n');
                     if !entry.trim().is_empty() {
                         self.st.history.push_back(entry.to_string());
+                        self.st.history_new += 1;
                         self.st.history_last_added = true;
-                        self.truncate_history();
+                        self.truncate_history(true);
                     }
                     status = self.run_script(&parsed)?;
                     start = end;
@@ -631,7 +641,19 @@ impl Interp {
     /// `history -a/-n/-r/-w` on the history file.
     fn history_file_op(&mut self, op: char, shown: &str, path: &str) -> i32 {
         if op == 'w' || op == 'a' {
-            let mut text: String = self.st.history.iter().map(|l| format!("{l}\n")).collect();
+            // `-a` appends only what this shell added since the last `-a` or `-w`.
+            let skip = if op == 'a' {
+                self.st.history.len().saturating_sub(self.st.history_new)
+            } else {
+                0
+            };
+            let mut text: String = self
+                .st
+                .history
+                .iter()
+                .skip(skip)
+                .map(|l| format!("{l}\n"))
+                .collect();
             if op == 'a' {
                 let old = self
                     .rt
@@ -644,7 +666,10 @@ impl Interp {
             }
             let written = self.rt.vfs.lock().write(path, text.as_bytes());
             return match written {
-                Ok(_) => 0,
+                Ok(_) => {
+                    self.st.history_new = 0;
+                    0
+                }
                 Err(e) => {
                     self.err(&format!("history: {shown}: {}", strerror(e.errno)));
                     1
@@ -671,20 +696,8 @@ impl Interp {
             self.st.history.push_back((*l).to_string());
         }
         self.st.history_lines_read = lines.len();
-        self.truncate_history();
+        self.truncate_history(true);
         0
-    }
-
-    /// Keeps the list to `$HISTSIZE` entries, the newest.
-    fn truncate_history(&mut self) {
-        if let Some(n) = self
-            .get_var("HISTSIZE")
-            .and_then(|v| v.trim().parse::<usize>().ok())
-        {
-            while self.st.history.len() > n {
-                self.st.history.pop_front();
-            }
-        }
     }
 
     /// Cuts the history file to its last `n` lines (assigning `HISTFILESIZE`).

@@ -127,6 +127,7 @@ static BUILTINS: &[Builtin] = &[
         |i, _, a| Ok(i.b_alias(a)),
     ),
     program("bash", |i, _, a| i.b_bash(a)),
+    regular("bg", Some("bg [job_spec ...]"), |i, n, a| i.b_fg_bg(n, a)),
     regular(
         "bind",
         Some(
@@ -212,6 +213,7 @@ static BUILTINS: &[Builtin] = &[
         Some("fc [-e ename] [-lnr] [first] [last] or fc -s [pat=rep] [command]"),
         |i, _, a| i.b_fc(a),
     ),
+    regular("fg", Some("fg [job_spec]"), |i, n, a| i.b_fg_bg(n, a)),
     regular(
         "getopts",
         Some("getopts optstring name [arg ...]"),
@@ -319,6 +321,7 @@ static BUILTINS: &[Builtin] = &[
         |i, _, a| Ok(i.b_trap(a)),
     ),
     regular("true", Some("true"), |_, _, _| Ok(0)),
+    program("tty", |i, _, a| Ok(i.b_tty(a))),
     regular("type", Some("type [-afptP] name [name ...]"), |i, _, a| {
         Ok(i.b_type(a))
     }),
@@ -467,7 +470,7 @@ impl Interp {
     }
 
     /// `NAME: usage: SYNOPSIS` on stderr, as bash follows a usage error.
-    fn usage(&mut self, name: &str) {
+    pub(crate) fn usage(&mut self, name: &str) {
         if let Some(syn) = lookup(name).and_then(|b| b.synopsis) {
             self.err_raw(&format!("{name}: usage: {syn}\n"));
         }

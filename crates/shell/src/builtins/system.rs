@@ -69,6 +69,35 @@ impl Interp {
             .unwrap_or_else(|| "sandbox".into())
     }
 
+    /// `tty`: the sandbox gives no program a terminal, so standard input is never one. GNU's
+    /// statuses: 1 for not a terminal, 2 for a usage error, 3 for a failed write.
+    pub(super) fn b_tty(&mut self, args: &[String]) -> i32 {
+        let long = [
+            ("silent", 's'),
+            ("quiet", 's'),
+            ("help", 'h'),
+            ("version", 'V'),
+        ];
+        let (letters, operands) = match self.tool_options("tty", args, "s", &long) {
+            Ok(o) => o,
+            Err(_) => return 2,
+        };
+        if letters.contains(&'h') {
+            return self.out_str(TTY_HELP);
+        }
+        if letters.contains(&'V') {
+            return self.out_str(TTY_VERSION);
+        }
+        if let Some(extra) = operands.first() {
+            self.tool_usage_error("tty", &format!("extra operand \u{2018}{extra}\u{2019}"));
+            return 2;
+        }
+        if letters.is_empty() && self.out_str("not a tty\n") != 0 {
+            return 3;
+        }
+        1
+    }
+
     pub(super) fn b_whoami(&mut self, args: &[String]) -> i32 {
         let (_, operands) = match self.tool_options("whoami", args, "", &[]) {
             Ok(o) => o,
@@ -196,3 +225,24 @@ impl Interp {
         self.out_str(&format!("{}\n", picked.join(" ")))
     }
 }
+
+const TTY_HELP: &str = "Usage: tty [OPTION]...
+Print the file name of the terminal connected to standard input.
+
+  -s, --silent, --quiet   print nothing, only return an exit status
+      --help        display this help and exit
+      --version     output version information and exit
+
+GNU coreutils online help: <https://www.gnu.org/software/coreutils/>
+Full documentation <https://www.gnu.org/software/coreutils/tty>
+or available locally via: info '(coreutils) tty invocation'
+";
+
+const TTY_VERSION: &str = "tty (GNU coreutils) 9.1
+Copyright (C) 2022 Free Software Foundation, Inc.
+License GPLv3+: GNU GPL version 3 or later <https://gnu.org/licenses/gpl.html>.
+This is free software: you are free to change and redistribute it.
+There is NO WARRANTY, to the extent permitted by law.
+
+Written by David MacKenzie.
+";

@@ -282,6 +282,83 @@ impl Interp {
         status
     }
 
+    /// `fg` and `bg` in a shell without a terminal, where no job is ever stopped: `fg` says
+    /// the job's command, waits for it and gives its status (a job a signal ended is
+    /// reported as bash reports a foreground one); `bg` finds the job already running. Both
+    /// need job control (`set -m`) and a job started under it. A bare number is a job
+    /// number, as in bash.
+    pub(crate) fn b_fg_bg(&mut self, name: &str, args: &[String]) -> FlowResult {
+        let args = match args.first().map(String::as_str) {
+            Some("--") => &args[1..],
+            _ => args,
+        };
+        if let Some(a) = args.first().filter(|a| a.len() > 1 && a.starts_with('-')) {
+            self.err(&format!("{name}: {a}: invalid option"));
+            self.usage(name);
+            return Ok(2);
+        }
+        if !self.st.opts.extra.contains("monitor") {
+            self.err(&format!("{name}: no job control"));
+            return Ok(1);
+        }
+        let specs: Vec<String> = if args.is_empty() {
+            vec![String::new()]
+        } else if name == "fg" {
+            args[..1].to_vec()
+        } else {
+            args.to_vec()
+        };
+        let mut status = 0;
+        for spec in specs {
+            let lookup = if spec.is_empty() {
+                "%%".to_string()
+            } else if spec.bytes().all(|b| b.is_ascii_digit()) {
+                format!("%{spec}")
+            } else {
+                spec.clone()
+            };
+            let i = match self.resolve(&lookup) {
+                Spec::Job(i) if lookup.starts_with('%') => i,
+                _ => {
+                    let shown = if spec.is_empty() { "current" } else { &spec };
+                    self.err(&format!("{name}: {shown}: no such job"));
+                    status = 1;
+                    continue;
+                }
+            };
+            let num = self.jobs[i].num;
+            if !self.jobs[i].monitored {
+                self.err(&format!("{name}: job {num} started without job control"));
+                status = 1;
+                continue;
+            }
+            if name == "bg" {
+                if self.jobs[i].is_running() {
+                    self.err(&format!("bg: job {num} already in background"));
+                } else {
+                    self.err("bg: job has terminated");
+                    status = 1;
+                }
+                continue;
+            }
+            let mut j = self.jobs.remove(i);
+            let text = j.text.strip_suffix(" &").unwrap_or(&j.text).to_string();
+            if let Err(code) = self.out(format!("{text}\n").as_bytes()) {
+                self.jobs.insert(i, j);
+                return Ok(code);
+            }
+            let waited = self.wait_job(&mut j);
+            match j.killed_by() {
+                Some(15) => self.err_raw("Terminated\n"),
+                Some(_) => self.report_signaled(&j),
+                None => {}
+            }
+            self.reaped.push(j);
+            status = waited?;
+        }
+        Ok(status)
+    }
+
     /// `wait` on job specs and pids; `wait -n` for the next job to end. Afterwards the jobs
     /// that have ended leave the table, as bash cleans it up after a wait.
     pub(crate) fn b_wait(&mut self, args: &[String]) -> FlowResult {

@@ -36,6 +36,8 @@ pub(crate) struct Job {
     /// The command as `jobs` shows it (`sleep 1 &`).
     pub text: String,
     pub kind: JobKind,
+    /// Started under `set -m`: only such a job can be brought back (`fg`, `bg`).
+    pub monitored: bool,
 }
 
 /// What a subshell sees of its parent's jobs: `jobs` in `$(jobs -p)` or `jobs | wc -l` lists

@@ -56,6 +56,8 @@ pub enum SourceKind<'a> {
     Eval,
     /// A script file run by name (`bash x.sh`, `./x.sh`).
     Script(&'a str),
+    /// What an interactive shell reads: bash names neither a line nor the text.
+    Interactive,
 }
 
 impl ParseError {
@@ -84,6 +86,13 @@ impl ParseError {
                 format!("bash: -c: line {}: ", self.line),
             ),
             SourceKind::Eval => ("bash: ".to_string(), "bash: ".to_string()),
+            SourceKind::Interactive => {
+                return if self.message.is_empty() {
+                    String::new()
+                } else {
+                    format!("bash: {}\n", self.message)
+                };
+            }
             SourceKind::Script(name) => (
                 format!("{name}: line {}: ", self.line),
                 format!("{name}: line {}: ", self.line),
