@@ -549,6 +549,7 @@ impl Interp {
         // trap; a list or compound command runs as in a subshell, where failures trap.
         let bare =
             ao.rest.is_empty() && matches!(ao.first.commands.as_slice(), [Command::Simple(_)]);
+        child.job_exec = bare;
         self.start_job_thread(child, text, move |c| {
             if bare {
                 c.run_pipeline(&ao.first)
@@ -571,6 +572,8 @@ impl Interp {
         child.job_cancel = Some(cancel.clone());
         let rt = self.rt.clone();
         let pid = self.next_pid();
+        // The job's `$BASHPID` is its `$!`, as a background process's pid is.
+        child.subshell_pid = Some(std::cell::OnceCell::from(pid));
         let alive = Arc::new(AtomicBool::new(true));
         let alive2 = alive.clone();
         let h = std::thread::Builder::new()
@@ -1483,10 +1486,16 @@ impl Interp {
         self.count_process()?;
         // bash drops NUL bytes from what it reads as script text.
         let text = &text.replace('\0', "");
+        let exec_pid = std::mem::take(&mut self.job_exec).then(|| self.bashpid());
         let mut child = self.fork();
-        // A new bash process: `$$` is its own pid from here on.
+        // A new bash process: `$$` is its own pid from here on (the job's, when it is what a
+        // background job runs).
         child.outer_shells.push(self.shell_pid());
+        if let Some(pid) = exec_pid {
+            child.subshell_pid = Some(std::cell::OnceCell::from(pid));
+        }
         child.nested_shell_pid = Some(child.bashpid());
+        let shell_pid = child.bashpid();
         child.st.vars = crate::vars::Vars::default();
         // A new bash process remembers no program paths yet.
         child.st.hashed = im::HashMap::new();
@@ -1637,6 +1646,7 @@ impl Interp {
             c.depth -= 1;
             Ok(s)
         });
+        self.rt.trapping_shells.lock().remove(&shell_pid);
         drop(child);
         self.check()?;
         Ok(status)
@@ -1644,6 +1654,7 @@ impl Interp {
 
     pub(crate) fn call_function(&mut self, f: &Arc<FunctionDef>, argv: Vec<String>) -> FlowResult {
         self.enter()?;
+        self.job_exec = false;
         let saved_pos = std::mem::replace(&mut self.st.positional, argv[1..].to_vec());
         let saved_loops = std::mem::replace(&mut self.loops, 0);
         self.st.vars.push_frame();

@@ -413,6 +413,11 @@ pub(crate) struct Runtime {
     /// Signals a subshell sent to the shell (`kill -USR1 $$`): the shell takes them when its
     /// current command ends, as bash does on its return from waiting for a child.
     pub pending_signals: Arc<Mutex<Vec<(u32, String)>>>,
+    /// The `bash` shells of the run that set traps, by `$$`, with the signals they trap: a
+    /// `kill` of one such shell's job (`bash -c 'trap ... USR1; sleep 1' & kill -USR1 $!`)
+    /// leaves it the signal, which it takes when its current command ends (as bash defers a
+    /// trapped signal, and SIGINT, until its child returns), instead of ending its thread.
+    pub trapping_shells: Arc<Mutex<std::collections::HashMap<u32, Vec<String>>>>,
 }
 
 /// The run's receipt as it accumulates: atomics, since pipeline stages and background jobs
@@ -751,6 +756,9 @@ pub(crate) struct Interp {
     pub(crate) counts_commands: bool,
     /// The line of the last command counted (`None` inside: a command without one).
     pub(crate) counted_line: Option<Option<usize>>,
+    /// A background job's only command is running: a `bash` it starts takes the job's pid,
+    /// as the job's process would exec it.
+    pub(crate) job_exec: bool,
 }
 
 /// Stack for every interpreter thread: the tree walk recurses per nesting level and per
@@ -809,6 +817,7 @@ impl Interp {
             outer_shells: Vec::new(),
             counts_commands: false,
             counted_line: None,
+            job_exec: false,
         }
     }
 

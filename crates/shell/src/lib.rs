@@ -190,6 +190,7 @@ pub fn run(state: &mut ShellState, source: &str, cfg: RunConfig) -> RunOutcome {
         started: Instant::now(),
         shell_pid: state.pid,
         pending_signals: Arc::default(),
+        trapping_shells: Arc::default(),
     });
     let usage: Arc<interp::UsageCounters> = Arc::default();
     let usage2 = usage.clone();

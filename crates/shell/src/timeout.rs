@@ -291,6 +291,7 @@ impl Interp {
             started: parent.started,
             shell_pid: parent.shell_pid,
             pending_signals: parent.pending_signals.clone(),
+            trapping_shells: parent.trapping_shells.clone(),
         });
         let mut child = self.fork();
         child.rt = inner.clone();

@@ -103,7 +103,30 @@ impl Interp {
                 }
             }
         }
+        self.publish_traps();
         status
+    }
+
+    /// A `bash` of the run (not the run's own shell, nor a subshell) tells the run which
+    /// signals it traps (see [`crate::interp::Runtime::trapping_shells`]).
+    fn publish_traps(&mut self) {
+        if self.nested_shell_pid.is_none() || !self.is_shell_itself() {
+            return;
+        }
+        let pid = self.shell_pid();
+        let mut shells = self.rt.trapping_shells.lock();
+        if self.st.traps.is_empty() {
+            shells.remove(&pid);
+        } else {
+            let trapped = self
+                .st
+                .traps
+                .keys()
+                .filter(|k| k.starts_with("SIG"))
+                .cloned()
+                .collect();
+            shells.insert(pid, trapped);
+        }
     }
 
     /// `kill`: signals can only reach the shell itself (`kill -USR1 $$` runs its trap, or
@@ -206,6 +229,21 @@ impl Interp {
                 continue;
             }
             let own = pid == Some(bashpid);
+            // A job that is a `bash` with traps takes a trapped signal when the command it
+            // runs ends. An untrapped SIGINT it drops: bash, finding that the command it
+            // waited for did not die of it, takes the interrupt as handled and reads on.
+            if !own
+                && sig != "0"
+                && sig != "EXIT"
+                && let Some(job_pid) = self.job_pid(p)
+                && let Some(trapped) = self.rt.trapping_shells.lock().get(&job_pid).cloned()
+                && (trapped.contains(&sig) || sig == "SIGINT")
+            {
+                if trapped.contains(&sig) {
+                    self.rt.pending_signals.lock().push((job_pid, sig.clone()));
+                }
+                continue;
+            }
             if !own {
                 let bare = sig.strip_prefix("SIG").unwrap_or(&sig);
                 let num = match bare {

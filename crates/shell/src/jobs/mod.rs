@@ -480,6 +480,14 @@ impl Interp {
         Ok(j.join())
     }
 
+    /// The pid of the job `arg` (a job spec or a pid) names, if it names one in the table.
+    pub(crate) fn job_pid(&self, arg: &str) -> Option<u32> {
+        match self.resolve(arg) {
+            Spec::Job(i) => Some(self.jobs[i].pid),
+            _ => None,
+        }
+    }
+
     /// `kill` on a job spec or a job's pid; `None` when `arg` names neither.
     pub(crate) fn kill_job(&mut self, arg: &str, signal: u32) -> Option<i32> {
         match self.resolve(arg) {
