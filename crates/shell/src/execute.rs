@@ -542,8 +542,15 @@ impl Interp {
         }
         self.reserve_job()?;
         let mut child = self.fork();
-        // Non-interactive bash gives background jobs /dev/null as stdin.
+        // Non-interactive bash gives background jobs /dev/null as stdin, and without job
+        // control they ignore SIGINT and SIGQUIT for good.
         child.fds.set(0, Some(Fd::In(InSrc::Empty)));
+        if !self.st.opts.extra.contains("monitor") {
+            child.st.traps.insert("SIGINT".into(), String::new());
+            for sig in ["SIGINT", "SIGQUIT"] {
+                child.st.untrappable.insert(sig.into());
+            }
+        }
         let ao = ao.clone();
         // bash's child for `cmd &` runs the one simple command and exits without the ERR
         // trap; a list or compound command runs as in a subshell, where failures trap.
@@ -1496,9 +1503,29 @@ impl Interp {
         }
         child.nested_shell_pid = Some(child.bashpid());
         let shell_pid = child.bashpid();
+        // What this shell ignores, the new one starts ignoring and cannot trap.
+        let ignored: Vec<String> = child
+            .st
+            .traps
+            .iter()
+            .filter(|(k, v)| k.starts_with("SIG") && v.is_empty())
+            .map(|(k, _)| k.clone())
+            .chain(child.st.untrappable.iter().cloned())
+            .collect();
+        child.st.traps = im::OrdMap::new();
+        for sig in ignored {
+            child.st.traps.insert(sig.clone(), String::new());
+            child.st.untrappable.insert(sig);
+        }
+        child.publish_traps();
         child.st.vars = crate::vars::Vars::default();
-        // A new bash process remembers no program paths yet.
+        // A new bash process remembers no program paths yet, and starts with every builtin
+        // enabled, readline's and completion's defaults and no directory stack.
         child.st.hashed = im::HashMap::new();
+        child.st.disabled_builtins = im::OrdSet::new();
+        child.st.readline = None;
+        child.st.completions = im::HashMap::new();
+        child.st.dirstack = Vec::new();
         for (k, v) in env {
             child.st.vars.put(
                 &k,

@@ -164,6 +164,10 @@ pub struct ShellState {
     /// `trap` actions (shell source) by signal or pseudo-signal name (`SIGTERM`, `EXIT`,
     /// `ERR`, ...).
     pub traps: im::OrdMap<String, String>,
+    /// Signals ignored when this shell started, which a non-interactive bash can neither
+    /// trap nor reset: SIGINT and SIGQUIT in a job started without job control, and what
+    /// the shell that started a `bash` ignored.
+    pub untrappable: im::OrdSet<String>,
     /// The `pushd`/`popd` stack below the current directory, its top last (`dirs` prints
     /// `cwd` and then these from the end).
     pub dirstack: Vec<String>,
@@ -281,6 +285,7 @@ impl ShellState {
             positional: Vec::new(),
             arg0: "bash".into(),
             traps: im::OrdMap::new(),
+            untrappable: im::OrdSet::new(),
             dirstack: Vec::new(),
             umask: 0o022,
             limits: ShellLimits::default(),

@@ -165,6 +165,7 @@ impl ShellState {
             positional: p.positional,
             arg0: p.arg0,
             traps: p.traps.into_iter().collect(),
+            untrappable: im::OrdSet::new(),
             dirstack: p.dirstack,
             umask: p.umask & 0o777,
             limits: p.limits,

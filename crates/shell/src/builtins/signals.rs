@@ -94,6 +94,10 @@ impl Interp {
                 status = 1;
                 continue;
             };
+            // Ignored since the shell started: bash changes nothing, and says nothing.
+            if self.st.untrappable.contains(&sig) && !self.st.opts.interactive {
+                continue;
+            }
             match &action {
                 Some(a) => {
                     self.st.traps.insert(sig, a.clone());
@@ -109,7 +113,7 @@ impl Interp {
 
     /// A `bash` of the run (not the run's own shell, nor a subshell) tells the run which
     /// signals it traps (see [`crate::interp::Runtime::trapping_shells`]).
-    fn publish_traps(&mut self) {
+    pub(crate) fn publish_traps(&mut self) {
         if self.nested_shell_pid.is_none() || !self.is_shell_itself() {
             return;
         }

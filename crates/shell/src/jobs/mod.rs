@@ -491,6 +491,8 @@ impl Interp {
     /// `kill` on a job spec or a job's pid; `None` when `arg` names neither.
     pub(crate) fn kill_job(&mut self, arg: &str, signal: u32) -> Option<i32> {
         match self.resolve(arg) {
+            // A job started without job control ignores SIGINT and SIGQUIT.
+            Spec::Job(i) if !self.jobs[i].monitored && matches!(signal, 2 | 3) => Some(0),
             Spec::Job(i) => {
                 if signal != 0 && !matches!(signal, 17 | 23 | 28 | 18) {
                     self.jobs[i].kill(128 + signal as i32);
