@@ -342,12 +342,14 @@ fn run_by_lines(it: &mut Interp, source: &str, kind: SourceKind<'_>) -> i32 {
 }
 
 /// Whether text must be read a complete command at a time (see [`run_by_lines`]): aliases
-/// may be in play, or the history list keeps each command read.
+/// may be in play, or the history list keeps each command read (`set -o history`,
+/// `shopt -so history`, `shopt -o -s history` may turn it on).
 pub(crate) fn needs_line_reading(it: &Interp, source: &str) -> bool {
     it.st.opts.expand_aliases
         || source.contains("expand_aliases")
         || it.keeps_history()
-        || source.contains("history")
+        || source.contains("o history")
+        || source.contains("s history")
 }
 
 /// Parses the next complete command of `lines` from line `start` in the shell's current
