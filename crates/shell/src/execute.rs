@@ -1663,9 +1663,11 @@ impl Interp {
             let s = if interactive {
                 match c.start_interactive(&startup, reads_input) {
                     Err(f) => crate::flow_status(c, f),
-                    Ok(()) if reads_input => c.run_interactive(text),
+                    Ok(()) if reads_input => c.run_interactive(),
                     Ok(()) => crate::run_top(c, text, kind),
                 }
+            } else if reads_input {
+                crate::run_input(c, kind)
             } else {
                 crate::run_top(c, text, kind)
             };

@@ -5,6 +5,7 @@
 //! the shell, and the history list kept and saved to `HISTFILE`. A non-interactive shell
 //! shares the history list's upkeep under `set -o history`.
 
+use crate::input::InputLines;
 use crate::interp::{Flow, Interp};
 use crate::vars::{Value, Var};
 
@@ -118,12 +119,12 @@ impl Interp {
         self.truncate_history(true);
     }
 
-    /// The interactive shell reading `text` (its input): before each command,
+    /// The interactive shell reading its input (see [`InputLines`]): before each command,
     /// `PROMPT_COMMAND`, then the prompt (`PS1`, `PS2` for each further line) and the lines on
     /// stderr; the command goes into the history and runs. A syntax error or a fatal error
     /// ends only that command. At the end of the input: `exit` after the prompt.
-    pub(crate) fn run_interactive(&mut self, text: &str) -> i32 {
-        let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    pub(crate) fn run_interactive(&mut self) -> i32 {
+        let mut input = InputLines::default();
         let mut start = 0;
         let mut status = self.st.status;
         self.st.command_number = 1;
@@ -131,15 +132,20 @@ impl Interp {
             self.prompt_command();
             self.st.history_offset = self.st.history.len();
             let ps1 = self.prompt_text("PS1");
-            if start >= lines.len() {
-                self.err_raw(&format!("{ps1}exit\n"));
-                return status;
-            }
-            let parsed = crate::next_chunk(self, &lines, start);
+            let parsed = match input.next_chunk(self, start) {
+                Ok(Some(parsed)) => parsed,
+                Ok(None) => {
+                    self.err_raw(&format!("{ps1}exit\n"));
+                    return status;
+                }
+                Err(f) => return crate::flow_status(self, f),
+            };
             let end = match &parsed {
                 Ok((_, end)) => *end,
-                Err(e) => e.line.clamp(start + 1, lines.len()),
+                Err(e) => e.line.clamp(start + 1, input.lines.len()),
             };
+            let text = input.text();
+            let lines: Vec<&str> = input.lines.iter().map(String::as_str).collect();
             let mut echo = ps1;
             for (k, line) in lines[start..end].iter().enumerate() {
                 if k > 0 {
@@ -170,12 +176,12 @@ impl Interp {
                     let ps2 = self.prompt_text("PS2");
                     self.err_raw(&format!(
                         "{ps2}{}exit\n",
-                        e.render_in(text, crate::SourceKind::Interactive)
+                        e.render_in(&text, crate::SourceKind::Interactive)
                     ));
                     return 2;
                 }
                 Err(e) => {
-                    self.err_raw(&e.render_in(text, crate::SourceKind::Interactive));
+                    self.err_raw(&e.render_in(&text, crate::SourceKind::Interactive));
                     status = if e.keeps_status() { self.st.status } else { 2 };
                 }
             }

@@ -14,6 +14,7 @@ mod error;
 mod eval;
 mod execute;
 mod expand;
+mod input;
 mod interactive;
 mod interp;
 mod jobs;
@@ -339,6 +340,44 @@ fn run_by_lines(it: &mut Interp, source: &str, kind: SourceKind<'_>) -> i32 {
         }
     }
     status
+}
+
+/// Runs the commands the shell reads from its standard input, one complete command at a time
+/// (see [`input::InputLines`]), as [`run_by_lines`] runs text it has whole.
+pub(crate) fn run_input(it: &mut Interp, kind: SourceKind<'_>) -> i32 {
+    let mut input = input::InputLines::default();
+    let mut status = it.st.status;
+    let mut start = 0;
+    loop {
+        let chunk = match input.next_chunk(it, start) {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => return status,
+            Err(f) => return flow_status(it, f),
+        };
+        match chunk {
+            Ok((script, end)) => {
+                it.st.history_offset = it.st.history.len();
+                let lines: Vec<&str> = input.lines[start..end].iter().map(String::as_str).collect();
+                it.remember(&lines);
+                match run_items(it, &script) {
+                    Ok(s) => status = s,
+                    Err(f) => return flow_status(it, f),
+                }
+                start = end;
+            }
+            Err(e) if e.drops_line() => {
+                if let Some(exit) = drop_line_and_read_on(it, &input.text(), kind, &e) {
+                    return exit;
+                }
+                status = 1;
+                start = e.line;
+            }
+            Err(e) => {
+                it.err_raw(&e.render_in(&input.text(), kind));
+                return if e.keeps_status() { it.st.status } else { 2 };
+            }
+        }
+    }
 }
 
 /// Whether text must be read a complete command at a time (see [`run_by_lines`]): aliases

@@ -315,6 +315,7 @@ impl Interp {
         // word after the options), `-o name`/`-O name` take the next word.
         let mut i = 0;
         let mut dash_c = false;
+        let mut dash_s = false;
         let mut opts: Vec<crate::execute::StartOption> = Vec::new();
         while i < args.len() {
             let a = &args[i];
@@ -366,9 +367,10 @@ impl Interp {
                         });
                     }
                     'i' => opts.push(crate::execute::StartOption::Interactive),
-                    // Login, stdin, restricted and privileged shells are not modelled: the
-                    // flags are accepted and the shell runs as it would.
-                    'l' | 's' | 'r' | 'p' => {}
+                    's' => dash_s = true,
+                    // Login, restricted and privileged shells are not modelled: the flags are
+                    // accepted and the shell runs as it would.
+                    'l' | 'r' | 'p' => {}
                     c => match crate::options::option_letter(c) {
                         Some(name) => opts.push(crate::execute::StartOption::Set(name.into(), on)),
                         None => {
@@ -400,7 +402,7 @@ impl Interp {
             let rest = args.get(i + 1..).map(|s| s.to_vec()).unwrap_or_default();
             return self.run_shell_script(&cmd, arg0, rest, env, Invocation::DashC, &opts);
         }
-        let invocation = if args.get(i).is_some() {
+        let invocation = if args.get(i).is_some() && !dash_s {
             Invocation::File
         } else {
             Invocation::Stdin {
@@ -411,6 +413,8 @@ impl Interp {
             }
         };
         let (text, arg0, rest) = match args.get(i) {
+            // `bash -s ARG...`: the script comes from stdin, the words are its parameters.
+            Some(_) if dash_s => (String::new(), "bash".into(), args[i..].to_vec()),
             Some(file) => {
                 let path = wasmsand_vfs::path::join(&self.st.cwd, file);
                 let data = self.rt.vfs.lock().read(&path);
@@ -430,20 +434,8 @@ impl Interp {
                     }
                 }
             }
-            None => {
-                let mut data = Vec::new();
-                while let Some(b) = self.read_byte(0)? {
-                    data.push(b);
-                    if data.len() > self.st.limits.max_word_bytes {
-                        return Err(self.limit("bash: script on stdin too large".into()));
-                    }
-                }
-                (
-                    String::from_utf8_lossy(&data).into_owned(),
-                    "bash".into(),
-                    Vec::new(),
-                )
-            }
+            // Read by the new shell a command at a time (`crate::input`).
+            None => (String::new(), "bash".into(), Vec::new()),
         };
         self.run_shell_script(&text, arg0, rest, env, invocation, &opts)
     }

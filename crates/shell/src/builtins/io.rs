@@ -168,7 +168,7 @@ impl Interp {
         Ok(fd)
     }
 
-    pub(super) fn read_byte(&mut self, fd: u32) -> FlowResult<Option<u8>> {
+    pub(crate) fn read_byte(&mut self, fd: u32) -> FlowResult<Option<u8>> {
         let mut b = [0u8; 1];
         match self.fds.get(fd).cloned() {
             Some(Fd::In(InSrc::Pipe(p))) => match p.read(&mut b) {
@@ -264,16 +264,31 @@ impl Interp {
                     self.usage("read");
                     return Err(2);
                 };
+                // A bad count or timeout fails before anything is read (status 1), as in
+                // bash: the input stays for whoever reads next.
+                let number = |me: &mut Interp, v: &str| match v.parse::<usize>() {
+                    Ok(n) => Ok(n),
+                    Err(_) => {
+                        me.err(&format!("read: {v}: invalid number"));
+                        Err(1)
+                    }
+                };
                 match c {
                     'p' => o.prompt = Some(v),
                     'a' => o.array = Some(v),
                     'd' => o.delim = v.bytes().next().unwrap_or(0),
-                    'n' => o.nchars = v.parse().ok(),
+                    'n' => o.nchars = Some(number(self, &v)?),
                     'N' => {
-                        o.nchars = v.parse().ok();
+                        o.nchars = Some(number(self, &v)?);
                         o.exact = true;
                     }
-                    't' => o.timeout = v.parse().ok(),
+                    't' => match v.parse::<f64>() {
+                        Ok(t) if t >= 0.0 && t.is_finite() => o.timeout = Some(t),
+                        _ => {
+                            self.err(&format!("read: {v}: invalid timeout specification"));
+                            return Err(1);
+                        }
+                    },
                     'u' => o.fd = self.input_fd("read", &v)?,
                     // `-i text` only matters to readline (`-e`), which has no terminal here.
                     _ => {}
