@@ -294,6 +294,13 @@ impl PipeReader {
     fn available(&self) -> usize {
         self.shared.state.lock().buf.len()
     }
+
+    /// Whether a read would return at once: bytes are waiting, or every writer is gone (end
+    /// of file), as `select` reports a pipe readable (a shell's `read -t 0`).
+    pub fn ready(&self) -> bool {
+        let st = self.shared.state.lock();
+        !st.buf.is_empty() || st.writers == 0
+    }
 }
 
 impl Clone for PipeReader {

@@ -206,10 +206,11 @@ impl Interp {
             let _ = self.write_fd(2, p.as_bytes());
         }
         if o.timeout == Some(0.0) {
-            let ready = matches!(
-                self.fds.get(o.fd),
-                Some(Fd::In(InSrc::Bytes(_) | InSrc::File(_) | InSrc::Empty))
-            );
+            let ready = match self.fds.get(o.fd) {
+                Some(Fd::In(InSrc::Bytes(_) | InSrc::File(_) | InSrc::Empty)) => true,
+                Some(Fd::In(InSrc::Pipe(p))) => p.ready(),
+                _ => false,
+            };
             return Ok(if ready { 0 } else { 1 });
         }
         let Some(line) = self.read_line_for(&o)? else {
