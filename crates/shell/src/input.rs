@@ -13,14 +13,34 @@ use crate::syntax::parser::parse_chunk;
 /// Such a command may then be read together with a few lines after it.
 const LINES_PARSED_ONE_BY_ONE: usize = 256;
 
-/// The lines read so far from descriptor 0, kept for the history and for error messages.
+/// The lines read so far from descriptor 0, kept for the history and for error messages;
+/// or the lines of a text the shell has whole ([`InputLines::from_text`]).
 #[derive(Default)]
 pub(crate) struct InputLines {
     pub lines: Vec<String>,
     eof: bool,
+    /// Read from descriptor 0 (not a text given whole).
+    streaming: bool,
 }
 
 impl InputLines {
+    /// Reads from descriptor 0.
+    pub(crate) fn stdin() -> Self {
+        InputLines {
+            streaming: true,
+            ..Self::default()
+        }
+    }
+
+    /// The lines of `text`, all there already.
+    pub(crate) fn from_text(text: &str) -> Self {
+        InputLines {
+            lines: text.split_inclusive('\n').map(str::to_string).collect(),
+            eof: true,
+            streaming: false,
+        }
+    }
+
     /// Reads one more line from descriptor 0 (a byte at a time, so nothing past it is taken
     /// from whoever reads next); false at the end of the input.
     fn read_line(&mut self, it: &mut Interp) -> FlowResult<bool> {
@@ -91,7 +111,7 @@ impl InputLines {
                 end += 1;
                 if parsed.is_some() {
                     let lines = end - start;
-                    next_parse = if lines > LINES_PARSED_ONE_BY_ONE {
+                    next_parse = if self.streaming && lines > LINES_PARSED_ONE_BY_ONE {
                         start + 2 * (lines - 1)
                     } else {
                         end

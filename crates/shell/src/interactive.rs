@@ -124,7 +124,7 @@ impl Interp {
     /// stderr; the command goes into the history and runs. A syntax error or a fatal error
     /// ends only that command. At the end of the input: `exit` after the prompt.
     pub(crate) fn run_interactive(&mut self) -> i32 {
-        let mut input = InputLines::default();
+        let mut input = InputLines::stdin();
         let mut start = 0;
         let mut status = self.st.status;
         self.st.command_number = 1;

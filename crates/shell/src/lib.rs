@@ -312,40 +312,18 @@ fn drop_line_and_read_on(
 /// does: what a line defines (aliases, `shopt`) changes how the next lines parse. Used when
 /// aliases may be in play; otherwise the whole script is parsed at once, which is cheaper.
 fn run_by_lines(it: &mut Interp, source: &str, kind: SourceKind<'_>) -> i32 {
-    let lines: Vec<&str> = source.split_inclusive('\n').collect();
-    let mut status = it.st.status;
-    let mut start = 0;
-    while start < lines.len() {
-        match next_chunk(it, &lines, start) {
-            Ok((script, end)) => {
-                it.st.history_offset = it.st.history.len();
-                it.remember(&lines[start..end]);
-                match run_items(it, &script) {
-                    Ok(s) => status = s,
-                    Err(f) => return flow_status(it, f),
-                }
-                start = end;
-            }
-            Err(e) if e.drops_line() => {
-                if let Some(exit) = drop_line_and_read_on(it, source, kind, &e) {
-                    return exit;
-                }
-                status = 1;
-                start = e.line;
-            }
-            Err(e) => {
-                it.err_raw(&e.render_in(source, kind));
-                return if e.keeps_status() { it.st.status } else { 2 };
-            }
-        }
-    }
-    status
+    run_lines(it, input::InputLines::from_text(source), kind)
 }
 
 /// Runs the commands the shell reads from its standard input, one complete command at a time
 /// (see [`input::InputLines`]), as [`run_by_lines`] runs text it has whole.
 pub(crate) fn run_input(it: &mut Interp, kind: SourceKind<'_>) -> i32 {
-    let mut input = input::InputLines::default();
+    run_lines(it, input::InputLines::stdin(), kind)
+}
+
+/// A complete command at a time from `input`: each goes into the history (when kept) and runs.
+/// A bad compound array assignment drops its line; any other syntax error ends the script.
+fn run_lines(it: &mut Interp, mut input: input::InputLines, kind: SourceKind<'_>) -> i32 {
     let mut status = it.st.status;
     let mut start = 0;
     loop {
