@@ -89,10 +89,11 @@ pub(crate) struct Strings {
 
 impl Strings {
     /// The strings, or what is wrong with one of them (a NUL inside cannot be handed out).
-    pub(crate) fn new<'a>(items: impl IntoIterator<Item = &'a [u8]>) -> Result<Self, String> {
+    pub(crate) fn new(items: impl IntoIterator<Item = impl AsRef<[u8]>>) -> Result<Self, String> {
         let mut blob = Vec::new();
         let mut starts = Vec::new();
         for item in items {
+            let item = item.as_ref();
             if item.contains(&0) {
                 return Err(format!(
                     "found a NUL byte in \"{}\"",
@@ -118,8 +119,8 @@ impl Strings {
         }
         let joined: Vec<Vec<u8>> = env
             .iter()
-            .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
+            .map(|(k, v)| [&*crate::raw::encode(k), b"=", &crate::raw::encode(v)].concat())
             .collect();
-        Self::new(joined.iter().map(Vec::as_slice))
+        Self::new(joined)
     }
 }

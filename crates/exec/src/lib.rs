@@ -17,6 +17,7 @@ mod image;
 mod memory;
 mod preinit;
 mod prepared;
+pub mod raw;
 mod run;
 pub mod threads;
 mod tool_call;

@@ -141,8 +141,12 @@ pub(crate) fn make(
         .runtime(process.runtime.clone());
     if let Some(r) = &for_run {
         builder = builder
-            .args(r.args.iter().skip(1))
-            .envs(r.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .args(r.args.iter().skip(1).map(|a| crate::raw::encode(a)))
+            .envs(
+                r.env
+                    .iter()
+                    .map(|(k, v)| (crate::raw::encode(k), crate::raw::encode(v))),
+            )
             .current_dir(r.cwd);
     }
     let mut func_env = builder.finalize(&mut store).map_err(setup)?;

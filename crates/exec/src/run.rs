@@ -56,7 +56,7 @@ pub(crate) fn run(
         memory_limit: spec.memory_limit,
         deterministic: det.is_some(),
     };
-    let args = Strings::new(spec.args.iter().map(|a| a.as_bytes())).map_err(setup)?;
+    let args = Strings::new(spec.args.iter().map(|a| crate::raw::encode(a))).map_err(setup)?;
     let environment = Strings::environment(&env).map_err(setup)?;
     let for_run = (!program.binds_late).then_some(prepared::ForRun {
         vfs: &spec.vfs,
