@@ -1434,7 +1434,7 @@ impl Interp {
         argv: Vec<String>,
         env: Vec<(String, String)>,
     ) -> FlowResult {
-        let text = String::from_utf8_lossy(data).into_owned();
+        let text = wasmsand_exec::raw::decode(data);
         let mut interp_argv: Vec<String> = Vec::new();
         if let Some(rest) = text.strip_prefix("#!") {
             let line = rest.lines().next().unwrap_or("").trim();
@@ -1908,8 +1908,10 @@ impl Interp {
                     self.expand_heredoc(&h.body)?
                 };
                 self.check_size(body.len(), "here-document")?;
-                self.fds
-                    .set(fd, Some(Fd::In(bytes_input(body.into_bytes()))));
+                self.fds.set(
+                    fd,
+                    Some(Fd::In(bytes_input(wasmsand_exec::raw::encode_string(body)))),
+                );
                 return Ok(Ok(()));
             }
             RedirTarget::Word(w) => w,
@@ -1918,7 +1920,10 @@ impl Interp {
             let mut s = self.expand_string(word)?;
             s.push('\n');
             self.check_size(s.len(), "here-string")?;
-            self.fds.set(fd, Some(Fd::In(bytes_input(s.into_bytes()))));
+            self.fds.set(
+                fd,
+                Some(Fd::In(bytes_input(wasmsand_exec::raw::encode_string(s)))),
+            );
             return Ok(Ok(()));
         }
         let fields = self.expand_word_fields(word)?;

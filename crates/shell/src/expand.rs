@@ -276,12 +276,12 @@ impl Interp {
         if let Some(w) = only_file_input(s) {
             let (data, status) = self.read_file_input(w, "command substitution")?;
             self.subst_status = Some(status);
-            return Ok(trim_newlines(String::from_utf8_lossy(&data).into_owned()));
+            return Ok(trim_newlines(wasmsand_exec::raw::decode(&data)));
         }
         let (out, status) = self.capture(s, "command substitution")?;
         self.subst_status = Some(status);
         self.st.status = status;
-        let mut text = String::from_utf8_lossy(&out).into_owned();
+        let mut text = wasmsand_exec::raw::decode_vec(out);
         if text.contains('\0') {
             // bash strings cannot hold NUL: it drops them (with a warning).
             self.err("warning: command substitution: ignored null byte in input");
@@ -805,7 +805,7 @@ impl Interp {
                         }
                         0
                     }
-                    PV::Str(s) if self.byte_locale() => s.len(),
+                    PV::Str(s) if self.byte_locale() => wasmsand_exec::raw::byte_len(&s),
                     PV::Str(s) => s.chars().count(),
                     PV::List(l, _) => l.len(),
                 };
@@ -1153,7 +1153,7 @@ impl Interp {
                     'Q' if matches!(value, PV::Unset) => PV::Unset,
                     'Q' => each(value, &mut |s| crate::printf::quote_single(s)),
                     'E' => each(value, &mut |s| {
-                        String::from_utf8_lossy(&crate::printf::echo_escapes(s).0).into_owned()
+                        wasmsand_exec::raw::decode_vec(crate::printf::echo_escapes(s).0)
                     }),
                     'P' => match value {
                         PV::Str(s) => PV::Str(self.prompt_expand(&s)?),
@@ -2255,7 +2255,9 @@ pub(crate) fn regex_escape(s: &str) -> String {
 /// How `set -x` shows a word: bare when safe, else single-quoted as bash does.
 pub(crate) fn quote_for_trace(s: &str) -> String {
     crate::printf::quote_unless(s, |c| {
-        c.is_ascii_alphanumeric() || "_-./=:,+@%^".contains(c) || !c.is_ascii()
+        c.is_ascii_alphanumeric()
+            || "_-./=:,+@%^".contains(c)
+            || (!c.is_ascii() && wasmsand_exec::raw::raw_byte(c).is_none())
     })
 }
 

@@ -70,7 +70,7 @@ impl InputLines {
         }
         // bash drops NUL bytes from what it reads as script text.
         self.lines
-            .push(String::from_utf8_lossy(&buf).replace('\0', ""));
+            .push(wasmsand_exec::raw::decode_vec(buf).replace('\0', ""));
         Ok(true)
     }
 

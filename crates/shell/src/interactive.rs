@@ -109,7 +109,7 @@ impl Interp {
         let Ok(data) = self.rt.vfs.lock().read(&path) else {
             return;
         };
-        let text = String::from_utf8_lossy(&data).into_owned();
+        let text = wasmsand_exec::raw::decode(&data);
         let mut count = 0;
         for line in text.lines() {
             self.st.history.push_back(line.to_string());
@@ -301,7 +301,7 @@ impl Interp {
                 .read(&path)
                 .map(|d| d.to_vec())
                 .unwrap_or_default();
-            let mut old = String::from_utf8_lossy(&old).into_owned();
+            let mut old = wasmsand_exec::raw::decode_vec(old);
             if !old.is_empty() && !old.ends_with('\n') {
                 old.push('\n');
             }
@@ -314,7 +314,13 @@ impl Interp {
             text.push('\n');
         }
         // A file the shell cannot write is left as it is, as bash leaves it.
-        if self.rt.vfs.lock().write(&path, text.as_bytes()).is_ok() {
+        if self
+            .rt
+            .vfs
+            .lock()
+            .write(&path, wasmsand_exec::raw::encode(&text))
+            .is_ok()
+        {
             self.st.history_new = 0;
             if let Some(n) = self
                 .get_var("HISTFILESIZE")

@@ -654,14 +654,17 @@ pub(crate) struct SourceFrame {
 /// A string's bytes, one char each (U+0000..U+00FF): what the C locale's byte-wise
 /// matching, lengths and offsets work on.
 pub(crate) fn bytes_as_chars(s: &str) -> String {
-    s.bytes().map(char::from).collect()
+    wasmsand_exec::raw::encode(s)
+        .iter()
+        .map(|&b| char::from(b))
+        .collect()
 }
 
 /// The inverse of [`bytes_as_chars`]: bytes a C-locale operation split in the middle of a
-/// character become U+FFFD, as the shell's strings are UTF-8.
+/// character stay the bytes they are.
 pub(crate) fn chars_as_bytes(s: &str) -> String {
     let bytes: Vec<u8> = s.chars().map(|c| c as u32 as u8).collect();
-    String::from_utf8_lossy(&bytes).into_owned()
+    wasmsand_exec::raw::decode_vec(bytes)
 }
 
 /// How a shell was started: a few of bash's behaviours depend on it (`$-` has `c` or `s`,
@@ -953,7 +956,7 @@ impl Interp {
             return;
         }
         let text = format!("{}: line {}: {}\n", self.code_file(), self.line, msg);
-        let _ = self.write_fd(2, text.as_bytes());
+        let _ = self.write_fd(2, &wasmsand_exec::raw::encode(&text));
     }
 
     /// An error that ends a posix-mode shell: bash names the file and line in a script and
@@ -984,7 +987,7 @@ impl Interp {
     }
 
     pub fn err_raw(&mut self, text: &str) {
-        let _ = self.write_fd(2, text.as_bytes());
+        let _ = self.write_fd(2, &wasmsand_exec::raw::encode(text));
     }
 
     // ---- variables ----
@@ -1125,6 +1128,8 @@ impl Interp {
                 return self.assign(&target, key, value, append);
             }
         }
+        // Raw bytes that meet in one value are the character they spell, as in bash.
+        let value = wasmsand_exec::raw::normalize(value);
         if value.len() > self.st.limits.max_word_bytes {
             return Err(ShellError::TooLarge {
                 name: name.to_string(),
@@ -1181,7 +1186,7 @@ impl Interp {
                 Value::Indexed(m) => {
                     let slot = m.entry(0).or_default();
                     if append && !int_append {
-                        slot.push_str(&value)
+                        wasmsand_exec::raw::push_str(slot, &value)
                     } else {
                         *slot = value
                     }
@@ -1189,12 +1194,12 @@ impl Interp {
                 Value::Assoc(m) => {
                     let slot = m.slot("0".into());
                     if append && !int_append {
-                        slot.push_str(&value)
+                        wasmsand_exec::raw::push_str(slot, &value)
                     } else {
                         *slot = value
                     }
                 }
-                Value::Str(s) if append && !int_append => s.push_str(&value),
+                Value::Str(s) if append && !int_append => wasmsand_exec::raw::push_str(s, &value),
                 v => *v = Value::Str(value),
             },
             Some(AssignKey::Index(i)) => {
@@ -1222,7 +1227,7 @@ impl Interp {
                 };
                 let slot = m.entry(i).or_default();
                 if append && !int_append {
-                    slot.push_str(&value)
+                    wasmsand_exec::raw::push_str(slot, &value)
                 } else {
                     *slot = value
                 }
@@ -1238,7 +1243,7 @@ impl Interp {
                 };
                 let slot = m.slot(k);
                 if append && !int_append {
-                    slot.push_str(&value)
+                    wasmsand_exec::raw::push_str(slot, &value)
                 } else {
                     *slot = value
                 }

@@ -759,9 +759,14 @@ fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
             WordPart::Quoted(t) => {
                 let mut cs = t.chars();
                 match (cs.next(), cs.next()) {
-                    // One quoted control character shows in single quotes, as bash's source
-                    // would have it; any other one, a quote too, after a backslash.
-                    (Some(c), None) if !c.is_alphanumeric() && !c.is_control() => {
+                    // One quoted control character or raw byte shows in single quotes, as
+                    // bash's source would have it; any other one, a quote too, after a
+                    // backslash.
+                    (Some(c), None)
+                        if !c.is_alphanumeric()
+                            && !c.is_control()
+                            && wasmsand_exec::raw::raw_byte(c).is_none() =>
+                    {
                         s.push('\\');
                         s.push(c);
                     }

@@ -179,10 +179,12 @@ pub fn quote_single(s: &str) -> String {
 }
 
 fn is_unprintable(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}')
+        || wasmsand_exec::raw::raw_byte(c).is_some()
 }
 
-fn needs_ansi_c(s: &str) -> bool {
+pub(crate) fn needs_ansi_c(s: &str) -> bool {
     s.chars().any(is_unprintable)
 }
 
@@ -202,8 +204,9 @@ fn ansi_c_quote(s: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '\'' => out.push_str("\\'"),
             c if is_unprintable(c) => {
-                let mut buf = [0u8; 4];
-                for b in c.encode_utf8(&mut buf).bytes() {
+                let mut bytes = Vec::new();
+                push_char(&mut bytes, c);
+                for b in bytes {
                     out.push_str(&format!("\\{b:03o}"));
                 }
             }
@@ -336,8 +339,10 @@ fn read_digits(chars: &[char], i: usize, radix: u32, max: usize) -> (u32, usize)
 }
 
 fn push_char(out: &mut Vec<u8>, c: char) {
-    let mut buf = [0u8; 4];
-    out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+    match wasmsand_exec::raw::raw_byte(c) {
+        Some(b) => out.push(b),
+        None => out.extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes()),
+    }
 }
 
 /// Encodes a code point the way bash does for `\u`/`\U`: plain UTF-8, also for surrogates and
@@ -647,7 +652,10 @@ impl State<'_> {
                 self.res.out.extend_from_slice(s.as_bytes());
             }
             'c' => {
-                let b = self.take().and_then(|a| a.bytes().next()).unwrap_or(0);
+                let b = self
+                    .take()
+                    .and_then(|a| wasmsand_exec::raw::encode(a).first().copied())
+                    .unwrap_or(0);
                 let spec = Spec {
                     precision: None,
                     ..spec
@@ -655,8 +663,8 @@ impl State<'_> {
                 self.put_str(&[b], &spec);
             }
             's' => {
-                let a = self.take().unwrap_or("").to_owned();
-                self.put_str(a.as_bytes(), &spec);
+                let a = wasmsand_exec::raw::encode(self.take().unwrap_or("")).into_owned();
+                self.put_str(&a, &spec);
             }
             'b' => {
                 let a: Vec<char> = self.take().unwrap_or("").chars().collect();

@@ -49,7 +49,9 @@ pub(crate) fn prepare(
         // As the exec layer sets it for every run.
         vars.insert("PWD".into(), cwd.into());
         let vars = serde_json::Value::Object(vars).to_string();
-        let source = format!("_wasmsand_run({PYTHON_ARGV0:?}, {args}, {vars})\n");
+        let source = python_literals(&format!(
+            "_wasmsand_run({PYTHON_ARGV0:?}, {args}, {vars})\n"
+        ));
         return Entry {
             function: Some("turn".into()),
             argv,
@@ -113,6 +115,23 @@ for f in [*gc.get_objects(), sys.stdout, sys.stderr]:
             pass
 os._exit(r if isinstance(r, int) else 1)
 ";
+
+/// Raw bytes in the arguments and the environment as the surrogates Python's own decoding of
+/// them gives (`surrogateescape`), so `os.fsencode` hands the program the bytes back. JSON
+/// has no spelling for a lone surrogate; Python's `\udcXX` escape is one.
+fn python_literals(source: &str) -> String {
+    if !wasmsand_exec::raw::has_raw(source) {
+        return source.to_owned();
+    }
+    let mut out = String::with_capacity(source.len() + 16);
+    for c in source.chars() {
+        match wasmsand_exec::raw::raw_byte(c) {
+            Some(b) => out.push_str(&format!("\\udc{b:02x}")),
+            None => out.push(c),
+        }
+    }
+    out
+}
 
 fn python_argv(argv: Vec<String>) -> Vec<String> {
     let prelude = PRELUDE.replace("ARGV0", &format!("{PYTHON_ARGV0:?}"));

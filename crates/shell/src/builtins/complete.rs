@@ -497,7 +497,7 @@ impl Interp {
             return Ok(Vec::new());
         };
         let (out, _) = self.capture(&script, "compgen -C")?;
-        Ok(String::from_utf8_lossy(&out)
+        Ok(wasmsand_exec::raw::decode(&out)
             .lines()
             .map(str::to_string)
             .collect())

@@ -188,7 +188,7 @@ impl Interp {
             }
         };
         // bash drops NUL bytes from what it reads as script text.
-        let text = String::from_utf8_lossy(&data).replace('\0', "");
+        let text = wasmsand_exec::raw::decode(&data).replace('\0', "");
         let script = match crate::parse(&text) {
             Ok(s) => s,
             Err(e) => {
@@ -424,7 +424,7 @@ impl Interp {
                         return Ok(126);
                     }
                     Ok(d) => (
-                        String::from_utf8_lossy(&d).into_owned(),
+                        wasmsand_exec::raw::decode(&d),
                         file.clone(),
                         args[i + 1..].to_vec(),
                     ),

@@ -42,7 +42,7 @@ impl Interp {
                     };
                 }
             } else {
-                out.extend_from_slice(a.as_bytes());
+                wasmsand_exec::raw::encode_into(a, &mut out);
             }
         }
         if newline {
@@ -111,7 +111,7 @@ impl Interp {
             Some(v) => {
                 // A variable ends at a NUL byte, as a C string does in bash.
                 let end = p.out.iter().position(|&b| b == 0).unwrap_or(p.out.len());
-                let text = String::from_utf8_lossy(&p.out[..end]).into_owned();
+                let text = wasmsand_exec::raw::decode(&p.out[..end]);
                 if let Err(m) = self.assign_named(&v, text) {
                     self.err(&format!("printf: {m}"));
                     return Ok(1);
@@ -203,7 +203,7 @@ impl Interp {
             Err(status) => return Ok(status),
         };
         if let Some(p) = &o.prompt {
-            let _ = self.write_fd(2, p.as_bytes());
+            let _ = self.write_fd(2, &wasmsand_exec::raw::encode(p));
         }
         if o.timeout == Some(0.0) {
             let ready = match self.fds.get(o.fd) {
@@ -318,7 +318,7 @@ impl Interp {
         if !line.got_delim && line.buf.is_empty() {
             return Ok(None);
         }
-        Ok(Some(String::from_utf8_lossy(&line.buf).into_owned()))
+        Ok(Some(wasmsand_exec::raw::decode(&line.buf)))
     }
 
     /// Reads up to the delimiter, the end of input or `-n`/`-N` characters; `None` when `-t`'s
@@ -379,7 +379,7 @@ impl Interp {
     /// 1 when the input ended before the delimiter, even when some text was read.
     fn read_store(&mut self, o: &ReadOptions, line: ReadLine) -> FlowResult {
         let at_eof = !line.got_delim && o.nchars.is_none_or(|n| line.count < n);
-        let text = String::from_utf8_lossy(&line.buf).into_owned();
+        let text = wasmsand_exec::raw::decode(&line.buf);
         let ifs = self.get_var("IFS").unwrap_or_else(|| " \t\n".into());
         let status = i32::from(at_eof);
         let esc = escaped_chars(&text, &line.buf, &line.escaped);
@@ -568,7 +568,7 @@ impl Interp {
                 if seen >= skip {
                     // An element is a C string: a NUL inside the line ends it.
                     let keep = line.iter().position(|&c| c == 0).unwrap_or(line.len());
-                    let text = String::from_utf8_lossy(&line[..keep]).into_owned();
+                    let text = wasmsand_exec::raw::decode(&line[..keep]);
                     if let Some(cb) = &callback
                         && (stored + 1).is_multiple_of(quantum)
                     {

@@ -589,7 +589,11 @@ impl Interp {
             .unwrap_or_else(|| "/tmp".into());
         let file = format!("{}/bash-fc.{}", dir.trim_end_matches('/'), self.bashpid());
         let path = wasmsand_vfs::path::join(&self.st.cwd, &file);
-        let wrote = self.rt.vfs.lock().write(&path, text.as_bytes());
+        let wrote = self
+            .rt
+            .vfs
+            .lock()
+            .write(&path, wasmsand_exec::raw::encode(text));
         if let Err(e) = wrote {
             self.err(&format!(
                 "fc: {file}: cannot open temp file: {}",
@@ -610,7 +614,7 @@ impl Interp {
         if edited? != 0 {
             return Ok(1);
         }
-        let script = String::from_utf8_lossy(&read.unwrap_or_default()).into_owned();
+        let script = wasmsand_exec::raw::decode(&read.unwrap_or_default());
         let lines: Vec<&str> = script.split_inclusive('\n').collect();
         let mut status = 0;
         let mut start = 0;
@@ -662,9 +666,13 @@ impl Interp {
                     .read(path)
                     .map(|d| d.to_vec())
                     .unwrap_or_default();
-                text = String::from_utf8_lossy(&old).into_owned() + &text;
+                text = wasmsand_exec::raw::decode(&old) + &text;
             }
-            let written = self.rt.vfs.lock().write(path, text.as_bytes());
+            let written = self
+                .rt
+                .vfs
+                .lock()
+                .write(path, wasmsand_exec::raw::encode(&text));
             return match written {
                 Ok(_) => {
                     self.st.history_new = 0;
@@ -684,7 +692,7 @@ impl Interp {
                 return 1;
             }
         };
-        let text = String::from_utf8_lossy(&data).into_owned();
+        let text = wasmsand_exec::raw::decode(&data);
         let lines: Vec<&str> = text.lines().collect();
         // `-n` reads only the lines past those already read.
         let skip = if op == 'n' {
@@ -708,14 +716,14 @@ impl Interp {
         let path = wasmsand_vfs::path::join(&self.st.cwd, &file);
         let mut vfs = self.rt.vfs.lock();
         if let Ok(data) = vfs.read(&path) {
-            let text = String::from_utf8_lossy(&data).into_owned();
+            let text = wasmsand_exec::raw::decode(&data);
             let lines: Vec<&str> = text.lines().collect();
             if lines.len() > n {
                 let kept: String = lines[lines.len() - n..]
                     .iter()
                     .map(|l| format!("{l}\n"))
                     .collect();
-                let _ = vfs.write(&path, kept.as_bytes());
+                let _ = vfs.write(&path, wasmsand_exec::raw::encode(&kept));
             }
         }
     }

@@ -477,7 +477,7 @@ impl Interp {
     }
 
     pub(crate) fn out_str(&mut self, s: &str) -> i32 {
-        match self.out(s.as_bytes()) {
+        match self.out(&wasmsand_exec::raw::encode(s)) {
             Ok(()) => 0,
             Err(st) => st,
         }

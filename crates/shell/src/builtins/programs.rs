@@ -148,10 +148,14 @@ impl Interp {
                 if append {
                     let old = self.rt.vfs.lock().read(&path).map(|d| d.to_vec());
                     if let Ok(old) = old {
-                        report = String::from_utf8_lossy(&old).into_owned() + &report;
+                        report = wasmsand_exec::raw::decode(&old) + &report;
                     }
                 }
-                let written = self.rt.vfs.lock().write(&path, report.as_bytes());
+                let written = self
+                    .rt
+                    .vfs
+                    .lock()
+                    .write(&path, wasmsand_exec::raw::encode(&report));
                 if let Err(e) = written {
                     self.err_raw(&format!(
                         "time: cannot open output file: {}\n",
@@ -244,7 +248,7 @@ impl Interp {
                 return Err(self.limit("xargs: input too large".into()));
             }
         }
-        let text = String::from_utf8_lossy(&input).into_owned();
+        let text = wasmsand_exec::raw::decode(&input);
         // Items, grouped by the input lines that end them when -L counts lines.
         let lines: Vec<Vec<String>> = match (o.delim, &o.replace) {
             (Some(d), _) => vec![

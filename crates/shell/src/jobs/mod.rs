@@ -343,7 +343,7 @@ impl Interp {
             }
             let mut j = self.jobs.remove(i);
             let text = j.text.strip_suffix(" &").unwrap_or(&j.text).to_string();
-            if let Err(code) = self.out(format!("{text}\n").as_bytes()) {
+            if let Err(code) = self.out(&wasmsand_exec::raw::encode(&format!("{text}\n"))) {
                 self.jobs.insert(i, j);
                 return Ok(code);
             }

@@ -2653,10 +2653,18 @@ impl<'a> Parser<'a> {
                         nul_at = out[len..].iter().position(|b| *b == 0).map(|i| len + i);
                     }
                 }
-                _ => out.push(c),
+                _ => match wasmsand_exec::raw::raw_byte_at(&self.src[self.pos - 1..]) {
+                    Some(b) => {
+                        out.push(b);
+                        self.pos += 3;
+                    }
+                    None => out.push(c),
+                },
             }
         }
-        Ok(lossy(&out[..nul_at.unwrap_or(out.len())]))
+        Ok(wasmsand_exec::raw::decode(
+            &out[..nul_at.unwrap_or(out.len())],
+        ))
     }
 
     fn param_name(&mut self) -> Option<Param> {

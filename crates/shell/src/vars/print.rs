@@ -10,7 +10,7 @@ use crate::printf::{quote_double, quote_single, quote_unless};
 /// A value in `declare -p` form: double quotes, or `$'...'` when it holds a control
 /// character (scalars, array elements and keys alike).
 fn decl_quote(s: &str) -> String {
-    if s.chars().any(|c| c.is_control()) {
+    if crate::printf::needs_ansi_c(s) {
         quote_single(s)
     } else {
         quote_double(s)
