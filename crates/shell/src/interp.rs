@@ -1271,8 +1271,13 @@ impl Interp {
             self.st.opts.dotglob = false;
         }
         // A temporary binding unset shows what it hid, and is gone: the next unset reaches
-        // the binding (or variable) under it, as bash peels its temporary scopes.
-        if let Some(i) = self.visible_temp_index(name) {
+        // the binding (or variable) under it, as bash peels its temporary scopes. One a
+        // `local` took over is a local of the builtin's scope: unset there, it stays declared
+        // (below); unset from a function called since, it is peeled the same way.
+        let peel = self.top_temp_index(name).filter(|&i| {
+            !self.temp_hidden[i].claimed || self.temp_hidden[i].depth < self.st.vars.frame_count()
+        });
+        if let Some(i) = peel {
             self.temp_hidden[i].unset = true;
             let hidden = self.temp_hidden[i].hidden.clone();
             match hidden {
@@ -1283,7 +1288,7 @@ impl Interp {
             }
             return Ok(());
         }
-        if self.st.vars.is_local_here(name) {
+        if self.is_local_here(name) {
             // A local stays declared (and shadowing) after unset, as in bash.
             if let Some(v) = self.st.vars.get_mut(name) {
                 v.value = Value::Unset;
@@ -1299,14 +1304,28 @@ impl Interp {
         Ok(())
     }
 
-    /// The `NAME=value cmd` binding `name` reads as now, if no `local` made since hides it.
-    fn visible_temp_index(&self, name: &str) -> Option<usize> {
+    /// The innermost `NAME=value cmd` binding of `name` still in force, if no function called
+    /// since made a `local` of the name that hides it.
+    fn top_temp_index(&self, name: &str) -> Option<usize> {
         self.temp_hidden
             .iter()
             .rposition(|t| t.name == name && !t.unset)
-            .filter(|&i| {
+            .filter(|&i| !self.st.vars.local_since(name, self.temp_hidden[i].depth))
+    }
+
+    /// The `NAME=value cmd` binding `name` reads as now, unless a `local` took it over.
+    fn visible_temp_index(&self, name: &str) -> Option<usize> {
+        self.top_temp_index(name)
+            .filter(|&i| !self.temp_hidden[i].claimed)
+    }
+
+    /// Whether `name` is local to the innermost function, or to the scope of a builtin's
+    /// bindings made in it (`v=x eval 'local v'`).
+    pub(crate) fn is_local_here(&self, name: &str) -> bool {
+        self.st.vars.is_local_here(name)
+            || self.top_temp_index(name).is_some_and(|i| {
                 let t = &self.temp_hidden[i];
-                !t.claimed && !self.st.vars.local_since(name, t.depth)
+                t.claimed && t.depth == self.st.vars.frame_count()
             })
     }
 
@@ -1315,23 +1334,36 @@ impl Interp {
     /// binding was for, it replaces the binding, so an `unset` from a callee shows what the
     /// binding hid.
     pub(crate) fn make_local_var(&mut self, name: &str, with_value: bool) {
+        let frames = self.st.vars.frame_count();
+        if self.is_local_here(name) && !self.st.vars.is_local_here(name) {
+            return;
+        }
         let idx = self.visible_temp_index(name);
+        // A binding made in this same function for a builtin (`v=x eval 'local v=y'`) is
+        // taken over by the local, value and export attribute included: bash makes the local
+        // in the builtin's scope, so it ends with the builtin, hides the function's own local
+        // of the name, and never outlives the function.
+        if let Some(i) = idx
+            && self.temp_hidden[i].depth == frames
+            && !self.temp_hidden[i].for_function
+        {
+            self.temp_hidden[i].claimed = true;
+            return;
+        }
         let already_local = self.st.vars.is_local_here(name);
         let visible = self.st.vars.get(name).cloned();
         self.st.vars.make_local(name);
         let Some(i) = idx else {
             return;
         };
-        let frames = self.st.vars.frame_count();
         let t = &mut self.temp_hidden[i];
-        // A binding made in this same function (for `eval`, say) is taken over by the local.
-        if t.depth == frames {
-            t.claimed = true;
-        }
         if already_local {
             return;
         }
         if t.for_function && t.depth + 1 == frames {
+            // The binding is gone, replaced by the local: an unset after the local's reaches
+            // what the binding hid, and the call's end restores nothing of it.
+            t.unset = true;
             let hidden = t.hidden.clone();
             self.st.vars.set_saved(name, hidden);
         }
@@ -1469,6 +1501,7 @@ impl Interp {
         if let Ok(outcome) = &ran {
             self.usage.add(outcome);
         }
+
         match ran {
             Ok(outcome) => match outcome.exit {
                 Exit::Code(c) => Ok(c),

@@ -2,7 +2,7 @@
 //! `bash`/`sh` (a script run in a child shell).
 
 use crate::error::strerror;
-use crate::interp::{Flow, FlowResult, Interp, Invocation};
+use crate::interp::{Fd, Flow, FlowResult, Interp, Invocation};
 
 impl Interp {
     /// What a special builtin given too many arguments does: in `bash -c` text it ends the
@@ -179,7 +179,13 @@ impl Interp {
     /// Runs the file at `path` (named `file` in messages and `BASH_SOURCE`) in this shell, with
     /// `args` as its positional parameters when there are any.
     pub(crate) fn source_path(&mut self, file: &str, path: &str, args: &[String]) -> FlowResult {
-        let data = self.rt.vfs.lock().read(path);
+        // The shell's own input descriptors by name, as bash opens them: `source /dev/stdin`
+        // runs what is left on its standard input.
+        let data =
+            match input_fd_path(path).filter(|&fd| matches!(self.fds.get(fd), Some(Fd::In(_)))) {
+                Some(fd) => Ok(bytes::Bytes::from(self.read_fd_to_end(fd, "source")?)),
+                None => self.rt.vfs.lock().read(path),
+            };
         let data = match data {
             Ok(d) => d,
             Err(e) => {
@@ -406,10 +412,7 @@ impl Interp {
             Invocation::File
         } else {
             Invocation::Stdin {
-                seekable: matches!(
-                    self.fds.get(0),
-                    Some(crate::interp::Fd::In(crate::interp::InSrc::File(_)))
-                ),
+                seekable: matches!(self.fds.get(0), Some(Fd::In(crate::interp::InSrc::File(_)))),
             }
         };
         let (text, arg0, rest) = match args.get(i) {
@@ -482,3 +485,15 @@ License GPLv3+: GNU GPL version 3 or later <http://gnu.org/licenses/gpl.html>
 This is free software; you are free to change and redistribute it.
 There is NO WARRANTY, to the extent permitted by law.
 ";
+
+/// The descriptor a path names when it is one of the shell's own (`/dev/stdin`, `/dev/fd/N`,
+/// `/proc/self/fd/N`).
+fn input_fd_path(path: &str) -> Option<u32> {
+    if path == "/dev/stdin" {
+        return Some(0);
+    }
+    path.strip_prefix("/dev/fd/")
+        .or_else(|| path.strip_prefix("/proc/self/fd/"))
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|n| n.parse().ok())
+}

@@ -168,6 +168,41 @@ impl Interp {
         Ok(fd)
     }
 
+    /// Everything left on input descriptor `fd` (what `source /dev/stdin` runs), up to the
+    /// word limit.
+    pub(crate) fn read_fd_to_end(&mut self, fd: u32, what: &str) -> FlowResult<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match self.fds.get(fd).cloned() {
+                Some(Fd::In(InSrc::Pipe(p))) => match p.read(&mut buf) {
+                    Ok(n) => n,
+                    Err(_) => {
+                        self.check()?;
+                        0
+                    }
+                },
+                Some(Fd::In(InSrc::File(f))) => f.read(&mut buf).unwrap_or(0),
+                Some(Fd::In(InSrc::Bytes(c))) => {
+                    let mut g = c.lock();
+                    let (data, pos) = &mut *g;
+                    let rest = &data[(*pos).min(data.len())..];
+                    out.extend_from_slice(rest);
+                    *pos = data.len();
+                    0
+                }
+                _ => 0,
+            };
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+            self.check_size(out.len(), what)?;
+        }
+        self.check_size(out.len(), what)?;
+        Ok(out)
+    }
+
     pub(crate) fn read_byte(&mut self, fd: u32) -> FlowResult<Option<u8>> {
         let mut b = [0u8; 1];
         match self.fds.get(fd).cloned() {

@@ -353,7 +353,7 @@ impl Interp {
             return Ok(true);
         }
         if let Some(existing) = self.st.vars.get(&var_name).map(|v| &v.value) {
-            let stays_visible = !make_local || self.st.vars.is_local_here(&var_name);
+            let stays_visible = !make_local || self.is_local_here(&var_name);
             if stays_visible && f.assoc && matches!(existing, Value::Indexed(_)) {
                 self.err(&format!(
                     "{name}: {var_name}: cannot convert indexed to associative array"
