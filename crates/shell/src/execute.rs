@@ -284,6 +284,10 @@ impl Interp {
     fn run_pipeline(&mut self, p: &Pipeline) -> FlowResult {
         let mark = self.procsubs.len();
         let r = self.run_pipeline_inner(p);
+        // Each command of a pipeline is a child bash waits for.
+        if p.commands.len() > 1 {
+            self.forget_ended_jobs();
+        }
         let finished = self.finish_process_substs(mark);
         let status = r?;
         finished?;
@@ -533,6 +537,8 @@ impl Interp {
                         text,
                         kind: JobKind::Detached(d),
                         monitored,
+                        notified: false,
+                        started: None,
                     });
                     self.last_bg = Some(pid);
                 }
@@ -583,9 +589,20 @@ impl Interp {
         child.subshell_pid = Some(std::cell::OnceCell::from(pid));
         let alive = Arc::new(AtomicBool::new(true));
         let alive2 = alive.clone();
+        // As forks happen one after the other: a job is under way before the next one
+        // starts, so `a & b &` begins with a, as in bash, rather than with whichever thread
+        // the scheduler runs first. The shell itself goes on at once (`a & b` runs b while a
+        // starts).
+        for j in &mut self.jobs {
+            if let Some(rx) = j.started.take() {
+                let _ = rx.recv();
+            }
+        }
+        let (started, on_start) = std::sync::mpsc::sync_channel::<()>(1);
         let h = std::thread::Builder::new()
             .stack_size(THREAD_STACK)
             .spawn(move || {
+                let _ = started.send(());
                 let s = child.run_as_subshell(body);
                 // Ended before its descriptors close: whoever reads the end of its output
                 // finds it no longer running (a coprocess is then reaped at once).
@@ -603,6 +620,8 @@ impl Interp {
                     pid,
                     text,
                     monitored,
+                    notified: false,
+                    started: Some(on_start),
                     kind: JobKind::Thread {
                         handle: Some(handle),
                         alive,
@@ -1288,19 +1307,27 @@ impl Interp {
                 .with_prefix_assignments(&cmd.assignments, true, |me| me.call_function(&f, argv));
         }
         if !name.contains('/') && self.builtin_enabled(&name) {
-            if self.is_program_builtin(&name) {
+            let program = self.is_program_builtin(&name);
+            if program {
                 self.count_hash_hit(&name);
             }
-            return self
+            let r = self
                 .with_builtin_bindings(&name, &cmd.assignments, |me| me.run_builtin(&name, &argv));
+            // A program in bash: the shell waited for a child.
+            if program {
+                self.forget_ended_jobs();
+            }
+            return r;
         }
         // The bindings are made one after the other, as bash does: each sees those before it
         // (`A=1 B=$A cmd`), `+=` appends to the shell's value, and the program's environment
         // is the shell's with them.
-        self.prefix_bindings(&cmd.assignments, false, false, |me| {
+        let r = self.prefix_bindings(&cmd.assignments, false, false, |me| {
             let env = me.st.vars.environ();
             me.run_external(argv, env)
-        })
+        });
+        self.forget_ended_jobs();
+        r
     }
 
     /// A builtin that is a program in bash is looked up as bash looks up the program, so

@@ -88,7 +88,9 @@ impl Interp {
         }
     }
 
-    /// Drops the jobs that have ended: a non-interactive bash forgets them silently.
+    /// Moves the jobs that have ended out of the table, reporting those a signal ended. They
+    /// stay known, ended and unreported, to `jobs` and `wait -n` until one of those reports
+    /// or collects them, as bash keeps them.
     fn reap_jobs(&mut self) {
         let (running, ended): (Vec<Job>, Vec<Job>) = std::mem::take(&mut self.jobs)
             .into_iter()
@@ -98,7 +100,19 @@ impl Interp {
             self.report_signaled(j);
         }
         self.reaped.extend(ended);
-        // bash too remembers a bounded number of ended pids.
+        self.forget_oldest();
+    }
+
+    /// A job `wait` collected: gone for `jobs` and `wait -n`, while `wait PID` still answers
+    /// with its status.
+    fn collected(&mut self, mut j: Job) {
+        j.notified = true;
+        self.reaped.push(j);
+        self.forget_oldest();
+    }
+
+    /// bash too remembers a bounded number of ended pids.
+    fn forget_oldest(&mut self) {
         if self.reaped.len() > REMEMBERED_PIDS {
             let extra = self.reaped.len() - REMEMBERED_PIDS;
             for mut j in self.reaped.drain(..extra) {
@@ -130,6 +144,9 @@ impl Interp {
     pub(crate) fn b_jobs(&mut self, args: &[String]) -> i32 {
         let mut long = false;
         let mut pids_only = false;
+        let mut running_only = false;
+        let mut stopped_only = false;
+        let mut changed_only = false;
         let mut operands: Vec<&String> = Vec::new();
         let mut opts_done = false;
         for a in args {
@@ -140,8 +157,10 @@ impl Interp {
                         match c {
                             'l' => long = true,
                             'p' => pids_only = true,
-                            // Every job in the table is running: ended ones are dropped.
-                            'r' | 's' | 'n' => {}
+                            'r' => running_only = true,
+                            // No job is ever stopped in the sandbox.
+                            's' => stopped_only = true,
+                            'n' => changed_only = true,
                             _ => {
                                 self.err(&format!("jobs: -{c}: invalid option"));
                                 self.err_raw("jobs: usage: jobs [-lnprs] [jobspec ...] or jobs -x command [args]\n");
@@ -161,19 +180,51 @@ impl Interp {
                 .filter(|v| v.is_running())
                 .cloned()
                 .collect();
-            return self.print_jobs(&views, &operands, long, pids_only);
+            let states = vec![None; views.len()];
+            return self
+                .print_jobs(&views, &states, &operands, long, pids_only)
+                .0;
         }
-        let views: Vec<JobView> = self.jobs.iter().map(Job::view).collect();
-        self.print_jobs(&views, &operands, long, pids_only)
+        // Jobs that ended and were not reported yet are listed with how they ended, once.
+        let mut rows: Vec<(JobView, Option<String>, Option<usize>)> =
+            self.jobs.iter().map(|j| (j.view(), None, None)).collect();
+        for i in 0..self.reaped.len() {
+            if !self.reaped[i].notified {
+                let state = ended_state(&mut self.reaped[i]);
+                let mut view = self.reaped[i].view();
+                view.text = view.text.strip_suffix(" &").unwrap_or(&view.text).into();
+                rows.push((view, Some(state), Some(i)));
+            }
+        }
+        rows.sort_by_key(|r| r.0.num);
+        if stopped_only {
+            rows.clear();
+        } else if running_only {
+            rows.retain(|r| r.1.is_none());
+        } else if changed_only {
+            rows.retain(|r| r.1.is_some());
+        }
+        let views: Vec<JobView> = rows.iter().map(|r| r.0.clone()).collect();
+        let states: Vec<Option<String>> = rows.iter().map(|r| r.1.clone()).collect();
+        let (status, listed) = self.print_jobs(&views, &states, &operands, long, pids_only);
+        for k in listed {
+            if let Some(i) = rows[k].2 {
+                self.reaped[i].notified = true;
+            }
+        }
+        status
     }
 
+    /// Lists `views` (`states` holds how each ended, `None` while it runs); the status and
+    /// which rows it listed.
     fn print_jobs(
         &mut self,
         views: &[JobView],
+        states: &[Option<String>],
         operands: &[&String],
         long: bool,
         pids_only: bool,
-    ) -> i32 {
+    ) -> (i32, Vec<usize>) {
         let (cur, prev) = current_of(views);
         let mut picked: Vec<usize> = Vec::new();
         let mut status = 0;
@@ -191,8 +242,9 @@ impl Interp {
             }
         }
         let mut text = String::new();
-        for i in picked {
+        for &i in &picked {
             let j = &views[i];
+            let state = states[i].as_deref().unwrap_or("Running");
             if pids_only {
                 text.push_str(&format!("{}\n", j.pid));
                 continue;
@@ -207,14 +259,14 @@ impl Interp {
             if long {
                 text.push_str(&format!(
                     "[{}]{mark} {} {:<24}{}\n",
-                    j.num, j.pid, "Running", j.text
+                    j.num, j.pid, state, j.text
                 ));
             } else {
-                text.push_str(&format!("[{}]{mark}  {:<24}{}\n", j.num, "Running", j.text));
+                text.push_str(&format!("[{}]{mark}  {:<24}{}\n", j.num, state, j.text));
             }
         }
         let s = self.out_str(&text);
-        if s != 0 { s } else { status }
+        (if s != 0 { s } else { status }, picked)
     }
 
     pub(crate) fn b_disown(&mut self, args: &[String]) -> i32 {
@@ -365,7 +417,23 @@ impl Interp {
         let r = self.wait_builtin(args);
         self.reap_jobs();
         self.reap_coprocs();
+        self.forget_ended_jobs();
         r
+    }
+
+    /// `bash -c` text forgets the jobs that have ended whenever it waits for a child (a
+    /// program in the foreground, `wait`): they are then gone for `jobs` and `wait -n`, though
+    /// `wait PID` still answers. A script file or standard input keeps them until `jobs`
+    /// reports them, as POSIX asks of a shell that is not interactive.
+    pub(crate) fn forget_ended_jobs(&mut self) {
+        if self.invocation != crate::interp::Invocation::DashC {
+            return;
+        }
+        for j in self.jobs.iter_mut().chain(self.reaped.iter_mut()) {
+            if !j.notified && !j.is_running() {
+                j.notified = true;
+            }
+        }
     }
 
     fn wait_builtin(&mut self, args: &[String]) -> FlowResult {
@@ -393,12 +461,15 @@ impl Interp {
             return self.wait_next(operands, var.as_deref());
         }
         if operands.is_empty() {
-            // `wait` without operands waits for every job and returns 0.
+            // `wait` without operands waits for every job and returns 0. The jobs stay known
+            // as ended but unreported: `jobs` lists them once, `wait -n` still returns them.
             let mut jobs = std::mem::take(&mut self.jobs);
             for j in jobs.iter_mut() {
                 self.wait_job(j)?;
                 self.report_signaled(j);
             }
+            self.reaped.extend(jobs);
+            self.forget_oldest();
             return Ok(0);
         }
         let mut status = 0;
@@ -411,9 +482,13 @@ impl Interp {
                     if let Some(v) = &var {
                         let _ = self.set_var(v, j.pid.to_string());
                     }
+                    self.collected(j);
                     s
                 }
-                Spec::Reaped(i) => self.reaped[i].join(),
+                Spec::Reaped(i) => {
+                    self.reaped[i].notified = true;
+                    self.reaped[i].join()
+                }
                 Spec::NoSuchJob => {
                     self.err(&format!("wait: {a}: no such job"));
                     127
@@ -436,18 +511,28 @@ impl Interp {
         for a in operands {
             match self.resolve(a) {
                 Spec::Job(i) => wanted.push(self.jobs[i].pid),
-                // `wait -n` takes any word for a job name.
-                Spec::Invalid | Spec::NoSuchJob => self.err(&format!("wait: {a}: no such job")),
-                Spec::NotChild => self.err(&format!("wait: pid {a} is not a child of this shell")),
-                Spec::Reaped(_) => {}
+                Spec::Reaped(i) if !self.reaped[i].notified => wanted.push(self.reaped[i].pid),
+                // `wait -n` takes any word for a job name, and knows no job it has collected.
+                Spec::Invalid | Spec::NoSuchJob | Spec::NotChild | Spec::Reaped(_) => {
+                    self.err(&format!("wait: {a}: no such job"))
+                }
             }
         }
-        // Only jobs running now count: bash has already reaped (and forgotten, for `-n`) the
-        // ones that ended before.
-        self.reap_jobs();
+        let wants = |pid: u32| wanted.is_empty() || wanted.contains(&pid);
+        // A job that ended before and was neither reported nor collected is the next to
+        // end, the earliest first, as bash keeps such jobs until then.
+        if let Some(i) = self.reaped.iter().position(|j| !j.notified && wants(j.pid)) {
+            let j = &mut self.reaped[i];
+            j.notified = true;
+            let (s, pid) = (j.join(), j.pid);
+            if let Some(v) = var {
+                let _ = self.set_var(v, pid.to_string());
+            }
+            return Ok(s);
+        }
         loop {
             let candidates: Vec<usize> = (0..self.jobs.len())
-                .filter(|&i| wanted.is_empty() || wanted.contains(&self.jobs[i].pid))
+                .filter(|&i| !self.jobs[i].notified && wants(self.jobs[i].pid))
                 .collect();
             if candidates.is_empty() {
                 return Ok(127);
@@ -459,6 +544,7 @@ impl Interp {
                 if let Some(v) = var {
                     let _ = self.set_var(v, j.pid.to_string());
                 }
+                self.collected(j);
                 return Ok(s);
             }
             self.check()?;
@@ -550,6 +636,16 @@ impl Interp {
 }
 
 /// What glibc's `strsignal` calls signal `n`, which bash prints for a job a signal ended.
+/// How `jobs` shows a job that ended: `Done`, `Exit N`, or what ended it (`Killed`).
+fn ended_state(j: &mut Job) -> String {
+    let status = j.join();
+    match j.killed_by() {
+        Some(sig) => signal_description(sig).map_or_else(|| format!("Signal {sig}"), Into::into),
+        None if status == 0 => "Done".into(),
+        None => format!("Exit {status}"),
+    }
+}
+
 fn signal_description(n: i32) -> Option<&'static str> {
     const DESCRIPTIONS: [&str; 31] = [
         "Hangup",

@@ -38,6 +38,12 @@ pub(crate) struct Job {
     pub kind: JobKind,
     /// Started under `set -m`: only such a job can be brought back (`fg`, `bg`).
     pub monitored: bool,
+    /// Its end was reported (`jobs` listed it as done) or collected (`wait` named it, `wait
+    /// -n` returned it): bash then forgets it for `jobs` and `wait -n`.
+    pub notified: bool,
+    /// Answers once the job's thread runs; the next job waits for it (see
+    /// `start_job_thread`).
+    pub started: Option<std::sync::mpsc::Receiver<()>>,
 }
 
 /// What a subshell sees of its parent's jobs: `jobs` in `$(jobs -p)` or `jobs | wc -l` lists
