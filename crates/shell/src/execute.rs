@@ -370,6 +370,11 @@ impl Interp {
                 self.debug_trap_at(s.line + self.line_offset)?;
             }
             let mut child = self.fork();
+            // A simple command of a pipeline runs in a child bash does not count as a
+            // subshell environment.
+            if matches!(cmd, Command::Simple(_)) {
+                child.subshell_depth = self.subshell_depth;
+            }
             if let Some(r) = next_in.take() {
                 child.fds.set(0, Some(Fd::In(InSrc::Pipe(r))));
             }
@@ -1529,6 +1534,7 @@ impl Interp {
             child.subshell_pid = Some(std::cell::OnceCell::from(pid));
         }
         child.nested_shell_pid = Some(child.bashpid());
+        child.subshell_depth = 0;
         let shell_pid = child.bashpid();
         // What this shell ignores, the new one starts ignoring and cannot trap.
         let ignored: Vec<String> = child

@@ -327,6 +327,24 @@ pub(crate) fn bash_variables(vars: &mut Vars) {
             vars.put(k, Var::scalar(v));
         }
     }
+    // Each new bash is one level deeper than the shell whose environment it got.
+    let level = vars
+        .get("SHLVL")
+        .filter(|v| v.has(ATTR_EXPORT))
+        .and_then(Var::scalar_value)
+        .map_or(0, |s| s.trim().parse::<i64>().unwrap_or(0));
+    let level = if level < 0 {
+        0
+    } else {
+        level.saturating_add(1)
+    };
+    vars.put(
+        "SHLVL",
+        Var {
+            value: Value::Str(if level >= 1000 { 1 } else { level }.to_string()),
+            attrs: ATTR_EXPORT,
+        },
+    );
     for (k, v) in [("UID", "1000"), ("EUID", "1000"), ("PPID", "1")] {
         vars.put(
             k,
@@ -754,6 +772,8 @@ pub(crate) struct Interp {
     /// `$BASHPID` of a subshell: numbered from the run's pids the first time it is read, so
     /// subshells that never ask use none.
     pub(crate) subshell_pid: Option<std::cell::OnceCell<u32>>,
+    /// `$BASH_SUBSHELL`: how many subshells deep this shell runs (0 in a new bash).
+    pub(crate) subshell_depth: u32,
     /// `$$` of a shell started by `bash -c`/`bash FILE` (its `$BASHPID`, and its subshells'
     /// `$$`); `None` in the run's own shell and its subshells, whose `$$` is the run's.
     pub(crate) nested_shell_pid: Option<u32>,
@@ -821,6 +841,7 @@ impl Interp {
             procsubs: Vec::new(),
             last_arg: String::new(),
             subshell_pid: None,
+            subshell_depth: 0,
             nested_shell_pid: None,
             outer_shells: Vec::new(),
             counts_commands: false,
@@ -843,6 +864,7 @@ impl Interp {
         child.line_offset = self.line_offset;
         child.last_arg = self.last_arg.clone();
         child.subshell_pid = Some(std::cell::OnceCell::new());
+        child.subshell_depth = self.subshell_depth + 1;
         child.nested_shell_pid = self.nested_shell_pid;
         child.outer_shells = self.outer_shells.clone();
         child.temp_hidden = self.temp_hidden.clone();
@@ -995,6 +1017,18 @@ impl Interp {
     pub fn get_var(&self, name: &str) -> Option<String> {
         match name {
             "RANDOM" => Some((random_from(&self.rt.vfs) % 32768).to_string()),
+            "SRANDOM" => Some(random_from(&self.rt.vfs).to_string()),
+            "BASH_SUBSHELL" => Some(self.subshell_depth.to_string()),
+            "EPOCHSECONDS" | "EPOCHREALTIME" => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                Some(if name == "EPOCHSECONDS" {
+                    now.as_secs().to_string()
+                } else {
+                    format!("{}.{:06}", now.as_secs(), now.subsec_micros())
+                })
+            }
             "SECONDS" => Some(self.rt.started.elapsed().as_secs().to_string()),
             "LINENO" => Some(self.line.to_string()),
             "_" => Some(self.last_arg.clone()),
