@@ -5,12 +5,13 @@ A benchmark, not a CI test. The suites are upstream's text and are NOT part of t
 fetch them yourself (jq: github.com/jqlang/jq, its tests/ directory; BusyBox:
 github.com/mirror/busybox, its testsuite/ directory; Oils: github.com/oils-for-unix/oils, its
 spec/ directory, e.g. `git archive HEAD spec | tar -x -C /tmp/upstream/oils` from a clone, with
-`git rev-parse HEAD > /tmp/upstream/oils/COMMIT` if the copy is not a git work tree) and point
+`git rev-parse HEAD > /tmp/upstream/oils/COMMIT` if the copy is not a git work tree; brush:
+github.com/reubeno/brush, its brush-shell/tests/cases/ directory, the same way) and point
 `record` at the checkouts. The expected results are recorded from the real programs on this
 machine, so everything recorded lives under target/upstream-suites/ (git-ignored):
 
     scripts/upstream-suites.py record --jq /tmp/upstream/jq --busybox /tmp/upstream/busybox \
-        --oils /tmp/upstream/oils
+        --oils /tmp/upstream/oils --brush /tmp/upstream/brush
     scripts/upstream-suites.py run [--suite oils] [--tool sed] [--case SUBSTRING] [--bin PATH] \
         [-v]
 
@@ -57,6 +58,18 @@ record
            (killed by signal N: 128+N). Every file is recorded twice: cases whose output
            differs, or shows the current date/time or the process id of bash or of its parent,
            are tagged and skipped; oils.json lists the dropped cases with the reason.
+  brush    The brush shell's compatibility cases (brush-shell/tests/cases/compat/**/*.yaml),
+           which brush's harness compares with bash, measure the sandbox's shell against GNU
+           bash the way that harness runs bash: `bash --norc --noprofile ARGS` (a case may drop
+           a default argument) with the case's `stdin` as input, an environment of exactly
+           LC_ALL=C, PS1='test$ ', PATH=/usr/local/bin:/usr/bin:/bin, the case's variables and
+           its HOME, in a fresh directory (BRUSH_WORK/FILE/NNN) holding the file's common test
+           files and the case's own. Cases brush skips, that need a terminal, that are checked
+           against a fixed expectation instead of bash, that copy files from brush's tree, or
+           whose bash version bounds exclude 5.2.15 are dropped (brush.json lists them with the
+           reason); `known_failure` (brush's own failures) is ignored, as bash is the reference.
+           bash's stdout and exit status are the reference; every case is recorded twice and
+           tagged skip when the runs differ or show the time or a pid.
 
 run
   Replays each recorded case in the sandbox through one long-lived `e2e-sandboxd` JSON-RPC
@@ -64,7 +77,8 @@ run
   runs in a fork of it, with the recorded files written in, `input` and `expected` written like
   testing.sh does, and `eval "$CMD" > actual` run with the recorded stdin bytes. The root
   sandbox gets the Oils spec/testdata and spec/bin too; each Oils case runs in a fork, in its
-  $TMP, as `env -i PATH=... bash` with the case's code as stdin bytes (bash's stdout comes back
+  $TMP, as `env -i PATH=... bash` with the case's code as stdin bytes (a brush case: `env -i
+  ... bash ARGS` in its directory, its files written in first; bash's stdout comes back
   as the RPC's text; when that has a U+FFFD, which may stand for invalid UTF-8, the case runs
   again in a new fork with bash's stdout redirected to a file, whose bytes count). stdout bytes
   and exit status are compared with the reference (jq: exact text, and JSON-value equality
@@ -116,6 +130,9 @@ OILS_WORK = "/tmp/upstream-suites.oils"  # the Oils checkout's root ($REPO_ROOT)
 OILS_SPEC = OILS_WORK + "/spec"  # spec/testdata and spec/bin only
 OILS_TMP = OILS_WORK + "/_tmp/spec-tmp"  # each case's $TMP and cwd: FILE/NN-bash
 OILS_CAPTURE = OILS_WORK + "/stdout"  # run: bash's stdout, when the RPC's text cannot carry it
+BRUSH_WORK = "/tmp/upstream-suites.brush"  # each case's cwd: FILE-STEM/NNN, same on both
+BRUSH_PATH = "/usr/local/bin:/usr/bin:/bin"
+BRUSH_BASH_VERSION = (5, 2, 15)
 DEFAULT_BIN = REPO / "target" / "debug" / "e2e-sandboxd"
 
 # The sandbox's own environment (`env` in a fresh sandbox); the host recording runs with the same.
@@ -133,7 +150,7 @@ SANDBOX_ENV = {
 LOCALE_VARS = ["LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES",
                "LC_NUMERIC", "LC_TIME", "TZ", "POSIXLY_CORRECT"]
 BUILTIN_APPLETS = {"echo", "printf", "test", "["}
-SUITES = ("jq", "busybox", "oils")
+SUITES = ("jq", "busybox", "oils", "brush")
 
 
 def b64(data: bytes) -> str:
@@ -1129,6 +1146,145 @@ def record_oils(src: Path) -> dict:
             "per_file": per_file, "dropped": dropped, "cases": cases}
 
 
+def brush_env(case: dict, case_dir: str) -> dict:
+    """What brush's harness gives bash: a cleared environment with LC_ALL=C, a fixed PS1, a
+    PATH, the case's variables and its HOME (relative to the case's directory)."""
+    env = {"LC_ALL": "C", "PS1": "test$ ", "PATH": BRUSH_PATH}
+    env.update({k: str(v) for k, v in (case.get("env") or {}).items()})
+    if case.get("home_dir"):
+        env["HOME"] = os.path.join(case_dir, str(case["home_dir"]))
+    return env
+
+
+def brush_args(case: dict) -> list[str]:
+    removed = set(case.get("removed_default_args") or [])
+    return [a for a in ("--norc", "--noprofile") if a not in removed] + \
+        [str(a) for a in case.get("args") or []]
+
+
+def brush_unusable(case: dict, files: list) -> str | None:
+    """Why brush's harness would not compare this case with bash, or why it cannot be
+    replayed here; None when it is a plain comparison."""
+    if case.get("skip"):
+        return "skipped upstream"
+    if case.get("pty"):
+        return "needs a terminal"
+    if "linux" in (case.get("incompatible_os") or []):
+        return "incompatible with Linux upstream"
+    if case.get("skip_oracle") or case.get("snapshot") or case.get("expected_stdout") is not None:
+        return "checked against a fixed expectation, not bash"
+    if any(f.get("source_path") for f in files):
+        return "copies a file from brush's tree"
+    def ver(s):
+        return tuple(int(x) for x in re.findall(r"\d+", str(s))[:3])
+    if case.get("min_oracle_version") and ver(case["min_oracle_version"]) > BRUSH_BASH_VERSION:
+        return f"needs bash {case['min_oracle_version']}"
+    if case.get("max_oracle_version") and ver(case["max_oracle_version"]) < BRUSH_BASH_VERSION:
+        return f"needs bash up to {case['max_oracle_version']}"
+    return None
+
+
+def brush_files(case_dir: str, files: list) -> list[tuple[str, str, bytes | None, int]]:
+    out = []
+    for f in files:
+        p = os.path.join(case_dir, str(f["path"]))
+        mode = 0o755 if f.get("executable") else 0o644
+        out.append((p, "file", str(f.get("contents", "")).encode(), mode))
+    return out
+
+
+def run_host_brush(case: dict, case_dir: str, files, timeout: float = 10):
+    shutil.rmtree(case_dir, ignore_errors=True)
+    os.makedirs(case_dir)
+    for p, _, data, mode in files:
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        Path(p).write_bytes(data)
+        os.chmod(p, mode)
+    p = subprocess.Popen(["bash", *brush_args(case)], env=brush_env(case, case_dir),
+                         cwd=case_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = p.communicate(str(case.get("stdin") or "").encode(), timeout=timeout)
+        res = {"stdout": out, "status": p.returncode, "stderr": err, "pid": p.pid}
+    except subprocess.TimeoutExpired:
+        res = None
+    try:
+        os.killpg(p.pid, 9)
+    except OSError:
+        pass
+    if res is None:
+        p.communicate()
+    return res
+
+
+def record_brush(src: Path) -> dict:
+    import yaml  # only the recording needs it (Debian: python3-yaml)
+    root = src / "brush-shell" / "tests" / "cases" / "compat"
+    if not root.is_dir():
+        sys.exit(f"{root}: not a brush checkout (no brush-shell/tests/cases/compat)")
+    version = subprocess.run(["bash", "-c", "echo $BASH_VERSION"], capture_output=True,
+                             text=True).stdout.strip()
+    leaks = time_leak_patterns()
+    shutil.rmtree(BRUSH_WORK, ignore_errors=True)
+    cases, dropped, per_file = [], [], {}
+    for f in sorted(root.rglob("*.yaml")):
+        rel = f.relative_to(root).as_posix()
+        stem = rel[:-len(".yaml")].replace("/", "-")
+        doc = yaml.safe_load(f.read_text()) or {}
+        common = doc.get("common_test_files") or []
+        if doc.get("incompatible_configs"):
+            per_file[rel] = {"cases": len(doc.get("cases") or []), "kept": 0,
+                             "why": "incompatible configurations upstream"}
+            continue
+        parsed = doc.get("cases") or []
+        kept = 0
+        for i, case in enumerate(parsed):
+            cid = f"{rel}#{i}"
+            name = str(case.get("name", cid))
+            case_dir = f"{BRUSH_WORK}/{stem}/{i:03d}"
+            all_files = list(common) + list(case.get("test_files") or [])
+            why = brush_unusable(case, all_files)
+            if why:
+                dropped.append({"id": cid, "name": name, "why": why})
+                continue
+            files = brush_files(case_dir, all_files)
+            r1 = run_host_brush(case, case_dir, files)
+            time.sleep(0.01)
+            r2 = run_host_brush(case, case_dir, files)
+            if r1 is None:
+                dropped.append({"id": cid, "name": name, "why": "bash timed out (10 s)"})
+                continue
+            skip = None
+            if r2 is None or (r2["stdout"], r2["status"]) != (r1["stdout"], r1["status"]):
+                skip = "nondeterministic: two bash runs differ"
+            elif any(p.search(r1["stdout"]) for p in leaks):
+                skip = "time-dependent: the reference shows the current date/time"
+            elif any(re.search(rb"(?<!\d)%d(?!\d)" % pid, r1["stdout"])
+                     for pid in (r1["pid"], os.getpid())):
+                skip = "shows a process id ($$ or $PPID)"
+            if not skip:
+                kept += 1
+            status = r1["status"]
+            code = str(case.get("stdin") or "").encode()
+            cases.append({
+                "id": cid, "suite": "brush", "tool": stem, "file": rel, "index": i,
+                "name": name, "command": code.decode(), "code_b64": b64(code),
+                "args": brush_args(case), "env": brush_env(case, case_dir), "cwd": case_dir,
+                "files": [{"path": p, "data_b64": b64(d or b""), "mode": m}
+                          for p, _, d, m in files],
+                "ref": {"stdout_b64": b64(r1["stdout"]),
+                        "exit": 128 - status if status < 0 else status,
+                        "stderr": text(r1["stderr"])[:2000]},
+                "skip": skip,
+            })
+        shutil.rmtree(f"{BRUSH_WORK}/{stem}", ignore_errors=True)
+        per_file[rel] = {"cases": len(parsed), "kept": kept}
+        print(f"  {rel}: {kept}/{len(parsed)} kept", file=sys.stderr)
+    return {"suite": "brush", "source": {"repo": "reubeno/brush", "commit": git_head(src)},
+            "reference": f"GNU bash {version} (/bin/bash)", "recorded": now_iso(),
+            "work": BRUSH_WORK, "per_file": per_file, "dropped": dropped, "cases": cases}
+
+
 def cmd_record(a) -> None:
     os.makedirs(OUT, exist_ok=True)
     if a.jq:
@@ -1145,6 +1301,14 @@ def cmd_record(a) -> None:
         cs = data["cases"]
         print(f"busybox: {len(cs)} cases, {sum(1 for c in cs if c['skip'])} tagged skip",
               file=sys.stderr)
+    if a.brush:
+        print("recording brush ...", file=sys.stderr)
+        data = record_brush(Path(a.brush))
+        (OUT / "brush.json").write_text(json.dumps(data, indent=1))
+        cs = data["cases"]
+        n_skip = sum(1 for c in cs if c["skip"])
+        print(f"brush: kept {len(cs) - n_skip} cases, dropped {len(data['dropped'])}; "
+              f"{n_skip} tagged skip", file=sys.stderr)
     if a.oils:
         print("recording oils ...", file=sys.stderr)
         data = record_oils(Path(a.oils))
@@ -1385,6 +1549,48 @@ class Runner:
                 "errorClass": r.get("errorClass"), "run_stdout": r.get("stdout", "")}
 
 
+    def run_brush(self, c: dict) -> dict:
+        """The case's code on the stdin of `bash ARGS` in a fork, in its directory with its
+        files, with the environment brush's harness gives (`env -i`). As for Oils, stdout
+        that the RPC's text cannot carry comes again through a file."""
+        got = self._run_brush(c, capture=False)
+        if "\ufffd" in got["run_stdout"] or got.get("truncated"):
+            got = self._run_brush(c, capture=True)
+        return got
+
+    def _run_brush(self, c: dict, capture: bool) -> dict:
+        sid = self.sb.call("sandbox.fork")["sandboxId"]
+        try:
+            cwd = c["cwd"]
+            self.sb.call("files.mkdir", {"path": cwd, "sandboxId": sid})
+            self.apply_files(sid, [(f["path"], "file", unb64(f["data_b64"]), f["mode"])
+                                   for f in c["files"]])
+            cmd = "env -i " + " ".join(f"{k}={sh_quote(v)}" for k, v in c["env"].items()) \
+                + " bash " + " ".join(sh_quote(x) for x in c["args"])
+            if capture:
+                cmd += " > " + sh_quote(BRUSH_WORK + "/stdout")
+            r = self.sb.call("run", {"command": cmd, "cwd": cwd, "stdinBase64": c["code_b64"],
+                                     "sandboxId": sid, "usage": False,
+                                     "timeoutMs": self.a.timeout * 1000},
+                             wait=self.a.timeout + 60)
+            got = {"stdout": r.get("stdout", "").encode("utf-8", "surrogateescape"),
+                   "exit": r.get("exitCode"), "stderr": r.get("stderr", ""),
+                   "errorClass": r.get("errorClass"), "run_stdout": r.get("stdout", ""),
+                   "truncated": bool((r.get("truncated") or {}).get("stdout"))}
+            if capture:
+                got["stdout_via_file"] = True
+                try:
+                    got["stdout"] = unb64(self.sb.call(
+                        "files.read", {"path": BRUSH_WORK + "/stdout", "sandboxId": sid})["data"])
+                except RpcError:
+                    pass
+            return got
+        finally:
+            try:
+                self.sb.call("sandbox.destroy", {"sandboxId": sid})
+            except (RpcError, Hang):
+                pass
+
     def run_oils(self, c: dict) -> dict:
         """The case's code on the stdin of `bash` in a fork, with sh_spec.py's environment only
         (`env -i`) and its $TMP as cwd. The RPC's stdout is text (invalid UTF-8 arrives as
@@ -1468,7 +1674,7 @@ def cmd_run(a) -> None:
         st["cases"] += 1
         try:
             got = {"jq": runner.run_jq, "busybox": runner.run_bb,
-                   "oils": runner.run_oils}[c["suite"]](c)
+                   "oils": runner.run_oils, "brush": runner.run_brush}[c["suite"]](c)
         except Hang as e:
             got = {"stdout": b"", "exit": None, "stderr": f"harness: {e}", "errorClass": "HANG"}
             runner.restart()
@@ -1504,6 +1710,10 @@ def cmd_run(a) -> None:
             elif c["suite"] == "oils":
                 f.update(file=c["file"], line=c["line"], cwd=c["cwd"],
                          annotation=c["annotation"])
+                if got.get("stdout_via_file"):
+                    f["stdout_via_file"] = True
+            elif c["suite"] == "brush":
+                f.update(file=c["file"], cwd=c["cwd"], args=c["args"])
                 if got.get("stdout_via_file"):
                     f["stdout_via_file"] = True
             else:
@@ -1576,6 +1786,8 @@ def main() -> None:
     r.add_argument("--jq", metavar="DIR", help="a jq checkout (with tests/)")
     r.add_argument("--busybox", metavar="DIR", help="a BusyBox checkout (with testsuite/)")
     r.add_argument("--oils", metavar="DIR", help="an Oils checkout (with spec/)")
+    r.add_argument("--brush", metavar="DIR",
+                   help="a brush checkout (with brush-shell/tests/cases/compat)")
     x = sub.add_parser("run", help="replay the recorded cases in the sandbox")
     x.add_argument("--suite", action="append", choices=SUITES,
                    help="only this suite (repeatable; default: every recorded one)")
@@ -1590,8 +1802,8 @@ def main() -> None:
     x.add_argument("-v", "--verbose", action="store_true", help="print each failure's diff")
     a = ap.parse_args()
     if a.cmd == "record":
-        if not (a.jq or a.busybox or a.oils):
-            ap.error("record needs --jq DIR, --busybox DIR and/or --oils DIR")
+        if not (a.jq or a.busybox or a.oils or a.brush):
+            ap.error("record needs --jq DIR, --busybox DIR, --oils DIR and/or --brush DIR")
         cmd_record(a)
     else:
         cmd_run(a)
