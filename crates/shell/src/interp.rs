@@ -1233,7 +1233,12 @@ impl Interp {
                         *slot = value
                     }
                 }
-                Value::Str(s) if append && !int_append => wasmsand_exec::raw::push_str(s, &value),
+                // bash converts the whole appended value (`declare -u v=ab; v+=c` is `ABC`
+                // after `declare -u` left `ab` as it was).
+                Value::Str(s) if append && !int_append => {
+                    wasmsand_exec::raw::push_str(s, &value);
+                    *s = apply_case_attrs(attrs, std::mem::take(s));
+                }
                 v => *v = Value::Str(value),
             },
             Some(AssignKey::Index(i)) => {

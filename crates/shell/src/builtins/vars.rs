@@ -24,6 +24,8 @@ struct DeclFlags {
     /// `-a`, `-A`: declare an indexed or associative array.
     array: bool,
     assoc: bool,
+    /// `+a`, `+A`: an array cannot be turned back into a scalar.
+    unarray: bool,
     /// `-p`: print the declarations.
     print: bool,
     /// `-g`: in a function, the global binding.
@@ -222,10 +224,12 @@ impl Interp {
                         // `+a`/`+A` cannot take the attribute away; they declare no array.
                         'a' => {
                             f.array |= on;
+                            f.unarray |= !on;
                             0
                         }
                         'A' => {
                             f.assoc |= on;
+                            f.unarray |= !on;
                             0
                         }
                         'p' => {
@@ -343,6 +347,18 @@ impl Interp {
             && (value.is_some() || f.remove & ATTR_READONLY != 0)
         {
             self.err(&format!("{name}: {var_name}: readonly variable"));
+            return Ok(false);
+        }
+        if f.unarray
+            && self
+                .st
+                .vars
+                .get(&var_name)
+                .is_some_and(|v| matches!(v.value, Value::Indexed(_) | Value::Assoc(_)))
+        {
+            self.err(&format!(
+                "{name}: {var_name}: cannot destroy array variables in this way"
+            ));
             return Ok(false);
         }
         if f.add & ATTR_NAMEREF != 0 {
