@@ -342,6 +342,31 @@ impl Interp {
             self.err(&format!("{name}: `{shown}': not a valid identifier"));
             return Ok(false);
         }
+        // Attributes given to a nameref's name without -n/+n go to the variable it names (the
+        // array, for `arr[2]`), as bash follows the reference; a local of the name in a
+        // function that does not own the nameref is a variable of its own.
+        let var_name = if (f.add | f.remove) & ATTR_NAMEREF == 0
+            && (!make_local || self.is_local_here(&var_name))
+            && self
+                .st
+                .vars
+                .get(&var_name)
+                .is_some_and(|v| v.has(ATTR_NAMEREF))
+            && !self.ref_is_circular(&var_name)
+        {
+            let (target, sub) = self.resolve_ref(&var_name);
+            // `export` and `readonly` of a reference to an element change nothing.
+            if sub.is_some() && matches!(name, "export" | "readonly") {
+                return Ok(true);
+            }
+            if is_valid_name(&target) {
+                target
+            } else {
+                var_name
+            }
+        } else {
+            var_name
+        };
         if let Some(v) = self.st.vars.get(&var_name)
             && v.has(ATTR_READONLY)
             && (value.is_some() || f.remove & ATTR_READONLY != 0)
