@@ -21,7 +21,7 @@ fn shape(s: &Script) -> String {
         [
             // Positions, `$x` against `${x}`, and an arithmetic text's blanks (its parsed
             // expression stays, and says what it means).
-            re(r#"\b(line: \d+|bare: (true|false)|Arith \{ source: "(?:[^"\\]|\\.)*")"#),
+            re(r#"\b((?:end_)?line: \d+|bare: (true|false)|Arith \{ source: "(?:[^"\\]|\\.)*")"#),
             re(
                 r#"Redirect \{ fd: None, fd_var: None, op: (DupWrite|DupRead), target: Word\(Word \{ parts: \[Literal\("(-|\d+)"\)\] \}\) \}"#,
             ),

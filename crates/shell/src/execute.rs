@@ -198,7 +198,18 @@ impl Interp {
         Ok(())
     }
 
-    /// `eval`: the text's lines count on from the line of the `eval` itself.
+    /// `eval`: the text's first line is the line the `eval` command ends on, as bash has
+    /// read the whole command when it runs it.
+    pub(crate) fn eval_command_text(&mut self, src: &str) -> FlowResult {
+        let offset = self.line_offset;
+        self.line_offset = self.end_line.max(self.line).saturating_sub(1);
+        let r = self.eval_text(src);
+        self.line_offset = offset;
+        r
+    }
+
+    /// Text run in the shell (a prompt command, a `mapfile` callback): its lines count on
+    /// from the line it runs at.
     pub(crate) fn eval_string(&mut self, src: &str) -> FlowResult {
         let (line, offset) = (self.line, self.line_offset);
         self.line_offset = line;
@@ -700,6 +711,7 @@ impl Interp {
                 // file, bash names `-c` text `environment` and a script on stdin `main`.
                 let mut def = f.clone();
                 def.line = self.line;
+                def.line_offset = self.line_offset;
                 def.source = self.frames.last().map(|fr| fr.file.clone());
                 if def.source.is_none() && matches!(self.invocation, Invocation::Stdin { .. }) {
                     def.source = Some(Arc::from("main"));
@@ -1059,6 +1071,7 @@ impl Interp {
 
     fn run_simple(&mut self, cmd: &SimpleCommand) -> FlowResult {
         self.line = cmd.line + self.line_offset;
+        self.end_line = cmd.end_line + self.line_offset;
         self.subst_status = None;
         if !self.st.traps.is_empty() {
             self.before_command(cmd)?;
@@ -1732,7 +1745,11 @@ impl Interp {
         self.saved_opts.push(None);
         self.return_traps.push(return_trap_before.clone());
         let call_line = self.line;
+        // The body's lines are those of the text that defined it, whatever `eval` or trap
+        // text the call comes from.
+        let caller_offset = std::mem::replace(&mut self.line_offset, f.line_offset);
         let mut r = self.run_command(&f.body);
+        self.line_offset = caller_offset;
         // Back in the caller, `$LINENO` (in an ERR trap for the call, say) is the call's line.
         self.line = call_line;
         self.return_traps.pop();

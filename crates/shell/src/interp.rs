@@ -757,6 +757,8 @@ pub(crate) struct Interp {
     pub inherited_traps: Option<im::OrdMap<String, String>>,
     /// Added to parsed line numbers: `eval` text and traps count from where they ran.
     pub line_offset: usize,
+    /// The line the running simple command ends on (see `SimpleCommand::end_line`).
+    pub(crate) end_line: usize,
     /// Per function call: the options `local -` saved, restored on return.
     pub saved_opts: Vec<Option<Options>>,
     /// Per function call: the RETURN trap when it was entered.
@@ -835,6 +837,7 @@ impl Interp {
             getopts_char: 0,
             inherited_traps: None,
             line_offset: 0,
+            end_line: 0,
             saved_opts: Vec::new(),
             return_traps: Vec::new(),
             usage: Arc::default(),
@@ -862,6 +865,7 @@ impl Interp {
         child.frames = self.frames.clone();
         child.line = self.line;
         child.line_offset = self.line_offset;
+        child.end_line = self.end_line;
         child.last_arg = self.last_arg.clone();
         child.subshell_pid = Some(std::cell::OnceCell::new());
         child.subshell_depth = self.subshell_depth + 1;

@@ -98,7 +98,7 @@ impl Interp {
         };
         let src = args.join(" ");
         // An error that abandons the rest of a line abandons only the eval'd text.
-        match self.eval_string(&src) {
+        match self.eval_command_text(&src) {
             Err(Flow::Fatal(s)) => Ok(s),
             r => r,
         }

@@ -80,6 +80,9 @@ pub struct SimpleCommand {
     pub redirects: Vec<Redirect>,
     /// 1-based line of the command's first token (for `$LINENO` and error messages).
     pub line: usize,
+    /// The line its last word ends on: an `eval`'s text counts its lines from there, as bash
+    /// has read the whole command when it runs it.
+    pub end_line: usize,
 }
 
 /// A command word. Arguments of declaration builtins (`declare`, `typeset`, `local`, `export`,
@@ -139,6 +142,9 @@ pub struct FunctionDef {
     pub source: Option<std::sync::Arc<str>>,
     /// The line the definition ran on (`declare -F` under `extdebug`); set when it runs.
     pub line: usize,
+    /// What the body's own line numbers count from: the line an `eval`'d or trap text that
+    /// defined it started on (0 in a file); set when it runs.
+    pub line_offset: usize,
 }
 
 /// A compound command: a reserved-word construct, a group or a subshell.

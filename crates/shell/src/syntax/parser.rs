@@ -945,6 +945,7 @@ impl<'a> Parser<'a> {
                 words: Vec::new(),
                 redirects: Vec::new(),
                 line,
+                end_line: line,
             });
             return Ok(Pipeline {
                 negated,
@@ -1357,6 +1358,7 @@ impl<'a> Parser<'a> {
             body: Box::new(body),
             source: None,
             line: 0,
+            line_offset: 0,
         }))
     }
 
@@ -1476,6 +1478,7 @@ impl<'a> Parser<'a> {
             words,
             redirects,
             line,
+            end_line: self.line_at(self.pos),
         }))
     }
 
