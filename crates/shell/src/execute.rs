@@ -1748,7 +1748,18 @@ impl Interp {
         // The body's lines are those of the text that defined it, whatever `eval` or trap
         // text the call comes from.
         let caller_offset = std::mem::replace(&mut self.line_offset, f.line_offset);
-        let mut r = self.run_command(&f.body);
+        // Under `set -T` the DEBUG trap runs once more as the function starts, still for the
+        // call (`$BASH_COMMAND` is the call's text), as bash runs it.
+        let entry = match self.st.traps.get("DEBUG").cloned() {
+            Some(action) if self.st.opts.functrace && !self.trap_running(TrapKind::Debug) => {
+                self.run_trap_action(&action, TrapKind::Debug)
+            }
+            _ => Ok(()),
+        };
+        let mut r = match entry {
+            Ok(()) => self.run_command(&f.body),
+            Err(e) => Err(e),
+        };
         self.line_offset = caller_offset;
         // Back in the caller, `$LINENO` (in an ERR trap for the call, say) is the call's line.
         self.line = call_line;
@@ -1761,11 +1772,11 @@ impl Interp {
             && let Some(action) = self.st.traps.get("RETURN").cloned()
             && (self.st.opts.functrace || return_trap_before.as_ref() != Some(&action))
         {
-            let st = match &r {
-                Ok(s) | Err(Flow::Return(s)) => *s,
-                _ => self.st.status,
-            };
-            self.st.status = st;
+            // `$?` there is the status before `return` ran (the last command's), as in bash;
+            // the call still returns what `return` said.
+            if let Ok(s) = &r {
+                self.st.status = *s;
+            }
             if let Err(e) = self.run_trap_action(&action, TrapKind::Return) {
                 r = Err(e);
             }
