@@ -1064,6 +1064,17 @@ def run_host_bash(code: bytes, case_dir: str, legacy_tmp: bool, timeout: float =
     return res
 
 
+def bash_skip_reason(r1: dict, r2: dict | None, leaks: list[re.Pattern]) -> str | None:
+    """Why a case bash ran twice cannot be a reference, if it cannot."""
+    if r2 is None or (r2["stdout"], r2["status"]) != (r1["stdout"], r1["status"]):
+        return "nondeterministic: two bash runs differ"
+    if any(p.search(r1["stdout"]) for p in leaks):
+        return "time-dependent: the reference shows the current date/time"
+    if any(re.search(rb"(?<!\d)%d(?!\d)" % pid, r1["stdout"]) for pid in (r1["pid"], os.getpid())):
+        return "shows a process id ($$ or $PPID)"
+    return None
+
+
 def oils_passes(exp: dict, r: dict) -> bool:
     return (r["status"] == exp["status"] and all(r["stdout"] == s for s in exp["stdout"])
             and b"Traceback (most recent" not in r["stderr"])
@@ -1112,14 +1123,7 @@ def record_oils(src: Path) -> dict:
             if why:
                 dropped.append({"id": cid, "name": c["desc"], "why": why})
                 continue
-            skip = None
-            if r2 is None or (r2["stdout"], r2["status"]) != (r1["stdout"], r1["status"]):
-                skip = "nondeterministic: two bash runs differ"
-            elif any(p.search(r1["stdout"]) for p in leaks):
-                skip = "time-dependent: the reference shows the current date/time"
-            elif any(re.search(rb"(?<!\d)%d(?!\d)" % pid, r1["stdout"])
-                     for pid in (r1["pid"], os.getpid())):
-                skip = "shows a process id ($$ or $PPID)"
+            skip = bash_skip_reason(r1, r2, leaks)
             if not skip:
                 kept += 1
             status = r1["status"]
@@ -1254,14 +1258,7 @@ def record_brush(src: Path) -> dict:
             if r1 is None:
                 dropped.append({"id": cid, "name": name, "why": "bash timed out (10 s)"})
                 continue
-            skip = None
-            if r2 is None or (r2["stdout"], r2["status"]) != (r1["stdout"], r1["status"]):
-                skip = "nondeterministic: two bash runs differ"
-            elif any(p.search(r1["stdout"]) for p in leaks):
-                skip = "time-dependent: the reference shows the current date/time"
-            elif any(re.search(rb"(?<!\d)%d(?!\d)" % pid, r1["stdout"])
-                     for pid in (r1["pid"], os.getpid())):
-                skip = "shows a process id ($$ or $PPID)"
+            skip = bash_skip_reason(r1, r2, leaks)
             if not skip:
                 kept += 1
             status = r1["status"]
@@ -1551,70 +1548,45 @@ class Runner:
 
     def run_brush(self, c: dict) -> dict:
         """The case's code on the stdin of `bash ARGS` in a fork, in its directory with its
-        files, with the environment brush's harness gives (`env -i`). As for Oils, stdout
-        that the RPC's text cannot carry comes again through a file."""
-        got = self._run_brush(c, capture=False)
-        if "\ufffd" in got["run_stdout"] or got.get("truncated"):
-            got = self._run_brush(c, capture=True)
-        return got
-
-    def _run_brush(self, c: dict, capture: bool) -> dict:
-        sid = self.sb.call("sandbox.fork")["sandboxId"]
-        try:
-            cwd = c["cwd"]
-            self.sb.call("files.mkdir", {"path": cwd, "sandboxId": sid})
+        files, with the environment brush's harness gives (`env -i`)."""
+        def setup(sid):
+            self.sb.call("files.mkdir", {"path": c["cwd"], "sandboxId": sid})
             self.apply_files(sid, [(f["path"], "file", unb64(f["data_b64"]), f["mode"])
                                    for f in c["files"]])
-            cmd = "env -i " + " ".join(f"{k}={sh_quote(v)}" for k, v in c["env"].items()) \
-                + " bash " + " ".join(sh_quote(x) for x in c["args"])
-            if capture:
-                cmd += " > " + sh_quote(BRUSH_WORK + "/stdout")
-            r = self.sb.call("run", {"command": cmd, "cwd": cwd, "stdinBase64": c["code_b64"],
-                                     "sandboxId": sid, "usage": False,
-                                     "timeoutMs": self.a.timeout * 1000},
-                             wait=self.a.timeout + 60)
-            got = {"stdout": r.get("stdout", "").encode("utf-8", "surrogateescape"),
-                   "exit": r.get("exitCode"), "stderr": r.get("stderr", ""),
-                   "errorClass": r.get("errorClass"), "run_stdout": r.get("stdout", ""),
-                   "truncated": bool((r.get("truncated") or {}).get("stdout"))}
-            if capture:
-                got["stdout_via_file"] = True
-                try:
-                    got["stdout"] = unb64(self.sb.call(
-                        "files.read", {"path": BRUSH_WORK + "/stdout", "sandboxId": sid})["data"])
-                except RpcError:
-                    pass
-            return got
-        finally:
-            try:
-                self.sb.call("sandbox.destroy", {"sandboxId": sid})
-            except (RpcError, Hang):
-                pass
+        cmd = "env -i " + " ".join(f"{k}={sh_quote(v)}" for k, v in c["env"].items()) \
+            + " bash " + " ".join(sh_quote(x) for x in c["args"])
+        return self.run_bash_case(c, cmd, setup, BRUSH_WORK + "/stdout")
 
     def run_oils(self, c: dict) -> dict:
         """The case's code on the stdin of `bash` in a fork, with sh_spec.py's environment only
-        (`env -i`) and its $TMP as cwd. The RPC's stdout is text (invalid UTF-8 arrives as
-        U+FFFD), so when the answer has a U+FFFD the case runs again in a new fork with
-        bash's stdout redirected to a file, and that file's bytes are the stdout."""
-        got = self._run_oils(c, capture=False)
+        (`env -i`) and its $TMP as cwd."""
+        def setup(sid):
+            self.sb.call("files.mkdir", {"path": c["cwd"], "sandboxId": sid})
+            if c["legacy_tmp_dir"]:
+                self.sb.call("files.mkdir", {"path": c["cwd"] + "/_tmp", "sandboxId": sid})
+        cmd = "env -i " + " ".join(f"{k}={sh_quote(v)}" for k, v in oils_env(c["cwd"]).items()) \
+            + " bash"
+        return self.run_bash_case(c, cmd, setup, OILS_CAPTURE)
+
+    def run_bash_case(self, c: dict, cmd: str, setup, capture_path: str) -> dict:
+        """`cmd` with the case's code on stdin, in a fork prepared by `setup`. The RPC's stdout
+        is text (invalid UTF-8 arrives as U+FFFD), so when the answer has a U+FFFD the case
+        runs again in a new fork with bash's stdout redirected to `capture_path`, and that
+        file's bytes are the stdout."""
+        got = self._run_bash_case(c, cmd, setup, None)
         if "\ufffd" in got["run_stdout"] or got.get("truncated"):
-            got = self._run_oils(c, capture=True)
+            got = self._run_bash_case(c, cmd, setup, capture_path)
         return got
 
-    def _run_oils(self, c: dict, capture: bool) -> dict:
+    def _run_bash_case(self, c: dict, cmd: str, setup, capture: str | None) -> dict:
         sid = self.sb.call("sandbox.fork")["sandboxId"]
         try:
-            cwd = c["cwd"]
-            self.sb.call("files.mkdir", {"path": cwd, "sandboxId": sid})
-            if c["legacy_tmp_dir"]:
-                self.sb.call("files.mkdir", {"path": cwd + "/_tmp", "sandboxId": sid})
-            cmd = "env -i " + " ".join(f"{k}={sh_quote(v)}" for k, v in oils_env(cwd).items()) \
-                + " bash"
+            setup(sid)
             if capture:
-                cmd += " > " + OILS_CAPTURE
-            r = self.sb.call("run", {"command": cmd, "cwd": cwd, "stdinBase64": c["code_b64"],
-                                     "sandboxId": sid, "usage": False,
-                                     "timeoutMs": self.a.timeout * 1000},
+                cmd += " > " + sh_quote(capture)
+            r = self.sb.call("run", {"command": cmd, "cwd": c["cwd"],
+                                     "stdinBase64": c["code_b64"], "sandboxId": sid,
+                                     "usage": False, "timeoutMs": self.a.timeout * 1000},
                              wait=self.a.timeout + 60)
             got = {"stdout": r.get("stdout", "").encode("utf-8", "surrogateescape"),
                    "exit": r.get("exitCode"), "stderr": r.get("stderr", ""),
@@ -1623,7 +1595,7 @@ class Runner:
             if capture:
                 got["stdout_via_file"] = True
                 try:
-                    got["stdout"] = unb64(self.sb.call("files.read", {"path": OILS_CAPTURE,
+                    got["stdout"] = unb64(self.sb.call("files.read", {"path": capture,
                                                                       "sandboxId": sid})["data"])
                 except RpcError:
                     pass
