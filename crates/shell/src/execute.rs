@@ -113,6 +113,12 @@ impl Interp {
     }
 
     pub(crate) fn run_trap_action(&mut self, action: &str, kind: TrapKind) -> FlowResult<()> {
+        self.run_trap_status(action, kind).map(|_| ())
+    }
+
+    /// Runs a trap's action and gives the status it ended with; `$?` after it is what it
+    /// was before.
+    fn run_trap_status(&mut self, action: &str, kind: TrapKind) -> FlowResult {
         let saved = self.st.status;
         let (was_in_trap, was_running) = (self.in_trap, self.running_traps);
         self.in_trap = true;
@@ -132,12 +138,26 @@ impl Interp {
         match r {
             // An error that abandons a line (bad arithmetic) ends only the trap's action, as
             // in bash: the command it ran before or after goes on.
-            Ok(_) | Err(Flow::Fatal(_)) => {
+            Ok(s) | Err(Flow::Fatal(s)) => {
                 self.st.status = saved;
-                Ok(())
+                Ok(s)
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// The DEBUG trap's action. Whether the command it fired for runs: under `extdebug` a
+    /// status other than 0 skips it, and 2 in a function or sourced file returns from that,
+    /// as bash's debugger support does.
+    fn run_debug_trap(&mut self, action: &str) -> FlowResult<bool> {
+        let status = self.run_trap_status(action, TrapKind::Debug)?;
+        if status == 0 || !self.st.opts.extdebug {
+            return Ok(true);
+        }
+        if status == 2 && (self.st.vars.in_function() || self.sourcing > 0) {
+            return Err(Flow::Return(2));
+        }
+        Ok(false)
     }
 
     /// The RETURN trap at the end of a `source`: at the top level, under `set -T`, or in a
@@ -159,15 +179,16 @@ impl Interp {
         Ok(())
     }
 
-    /// `BASH_COMMAND` for the traps, and the DEBUG trap, before a simple command runs.
-    fn before_command(&mut self, cmd: &SimpleCommand) -> FlowResult<()> {
+    /// `BASH_COMMAND` for the traps, and the DEBUG trap, before a simple command runs;
+    /// whether the command runs (see [`Self::run_debug_trap`]).
+    fn before_command(&mut self, cmd: &SimpleCommand) -> FlowResult<bool> {
         let debug = self.st.traps.get("DEBUG").cloned();
         // Signal traps read it too; EXIT and RETURN traps (common, and cheap to keep cheap)
         // are left out.
         let wants_text =
             debug.is_some() || self.st.traps.keys().any(|k| k != "EXIT" && k != "RETURN");
         if !wants_text {
-            return Ok(());
+            return Ok(true);
         }
         // Inside a trap's action `$BASH_COMMAND` stays the command the trap fired at.
         if !self.in_trap {
@@ -178,24 +199,26 @@ impl Interp {
             && !self.trap_running(TrapKind::Debug)
             && (self.funcnames.is_empty() || self.st.opts.functrace)
         {
-            self.run_trap_action(&action, TrapKind::Debug)?;
+            return self.run_debug_trap(&action);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// The DEBUG trap before a step that is no simple command (a `for` header, a pipeline
-    /// stage run in a subshell), with `$LINENO` at `line`.
-    fn debug_trap_at(&mut self, line: usize) -> FlowResult<()> {
+    /// stage run in a subshell), with `$LINENO` at `line`; whether the step runs.
+    fn debug_trap_at(&mut self, line: usize) -> FlowResult<bool> {
         if self.trap_running(TrapKind::Debug)
             || !(self.funcnames.is_empty() || self.st.opts.functrace)
         {
-            return Ok(());
+            return Ok(true);
         }
-        if let Some(action) = self.st.traps.get("DEBUG").cloned() {
-            self.line = line;
-            self.run_trap_action(&action, TrapKind::Debug)?;
+        match self.st.traps.get("DEBUG").cloned() {
+            Some(action) => {
+                self.line = line;
+                self.run_debug_trap(&action)
+            }
+            None => Ok(true),
         }
-        Ok(())
     }
 
     /// `eval`: the text's first line is the line the `eval` command ends on, as bash has
@@ -376,10 +399,12 @@ impl Interp {
         let mut spawn_error = None;
         for (i, cmd) in cmds.iter().enumerate() {
             // bash runs the DEBUG trap for a stage that is a simple command in the shell
-            // itself, before the stage's subshell starts (which has no DEBUG trap).
-            if let Command::Simple(s) = cmd {
-                self.debug_trap_at(s.line + self.line_offset)?;
-            }
+            // itself, before the stage's subshell starts (which has no DEBUG trap). A stage
+            // the trap skips (`extdebug`) ends at once with status 0.
+            let skip = match cmd {
+                Command::Simple(s) => !self.debug_trap_at(s.line + self.line_offset)?,
+                _ => false,
+            };
             let mut child = self.fork();
             // A simple command of a pipeline runs in a child bash does not count as a
             // subshell environment.
@@ -403,6 +428,9 @@ impl Interp {
                 // of the same pipeline, or whether a pipeline fits the limit would depend on
                 // how the threads were scheduled.
                 let h = wasmsand_exec::threads::spawn(THREAD_STACK, move || {
+                    if skip {
+                        return 0;
+                    }
                     child.run_as_subshell(|c| c.run_command(&cmd))
                 });
                 match h {
@@ -413,6 +441,8 @@ impl Interp {
                         break;
                     }
                 }
+            } else if skip {
+                last_status = 0;
             } else if self.st.opts.lastpipe {
                 let saved = std::mem::replace(&mut self.fds, child.fds.clone());
                 drop(child);
@@ -787,22 +817,20 @@ impl Interp {
                 r
             }
             // bash runs the DEBUG trap before these three as before a simple command.
-            CompoundCommand::Case { word, items } => {
-                self.debug_trap_at(self.line)?;
-                self.run_case(word, items)
+            CompoundCommand::Case { .. } | CompoundCommand::Arith(_) | CompoundCommand::Cond(_)
+                if !self.debug_trap_at(self.line)? =>
+            {
+                Ok(0)
             }
-            CompoundCommand::Arith(a) => {
-                self.debug_trap_at(self.line)?;
-                match self.arith(a)? {
-                    Ok(v) => Ok((v == 0) as i32),
-                    Err(msg) => {
-                        self.err(&format!("((: {msg}"));
-                        Ok(1)
-                    }
+            CompoundCommand::Case { word, items } => self.run_case(word, items),
+            CompoundCommand::Arith(a) => match self.arith(a)? {
+                Ok(v) => Ok((v == 0) as i32),
+                Err(msg) => {
+                    self.err(&format!("((: {msg}"));
+                    Ok(1)
                 }
-            }
+            },
             CompoundCommand::Cond(c) => {
-                self.debug_trap_at(self.line)?;
                 if self.st.opts.xtrace {
                     self.trace(&["[[ ... ]]".to_string()]);
                 }
@@ -890,7 +918,10 @@ impl Interp {
         let header_line = self.line;
         for item in items {
             self.check()?;
-            self.debug_trap_at(header_line)?;
+            // Under `extdebug` a DEBUG trap that fails skips the iteration.
+            if !self.debug_trap_at(header_line)? {
+                continue;
+            }
             // A nameref loop variable is pointed at each word in turn.
             if is_ref && let Some(v) = self.st.vars.get_mut(var) {
                 v.value = crate::vars::Value::Str(item);
@@ -980,8 +1011,10 @@ impl Interp {
         let mut status = 0;
         // The DEBUG trap runs before each of the header's expressions, at the header's line.
         let header_line = self.line;
-        self.debug_trap_at(header_line)?;
-        if let Some(a) = init
+        // Under `extdebug` an expression whose DEBUG trap fails is not evaluated, and a
+        // condition skipped so counts as 0, as in bash.
+        if self.debug_trap_at(header_line)?
+            && let Some(a) = init
             && let Err(m) = self.arith(a)?
         {
             self.err(&format!("((: {m}"));
@@ -992,7 +1025,9 @@ impl Interp {
         loop {
             self.check()?;
             self.line = header_line;
-            self.debug_trap_at(header_line)?;
+            if !self.debug_trap_at(header_line)? {
+                break;
+            }
             if let Some(a) = cond {
                 match self.arith(a)? {
                     Ok(0) => break,
@@ -1011,8 +1046,8 @@ impl Interp {
                 }
             }
             self.line = header_line;
-            self.debug_trap_at(header_line)?;
-            if let Some(a) = step
+            if self.debug_trap_at(header_line)?
+                && let Some(a) = step
                 && let Err(m) = self.arith(a)?
             {
                 self.err(&format!("((: {m}"));
@@ -1073,8 +1108,8 @@ impl Interp {
         self.line = cmd.line + self.line_offset;
         self.end_line = cmd.end_line + self.line_offset;
         self.subst_status = None;
-        if !self.st.traps.is_empty() {
-            self.before_command(cmd)?;
+        if !self.st.traps.is_empty() && !self.before_command(cmd)? {
+            return Ok(0);
         }
         let mut argv: Vec<String> = Vec::new();
         let mut decl_args: Vec<DeclArg> = Vec::new();
@@ -1112,7 +1147,7 @@ impl Interp {
         }
         if argv.is_empty() {
             let r = self.run_assignments_only(cmd);
-            self.last_arg.clear();
+            self.set_last_arg(String::new());
             return r;
         }
         if self.st.opts.xtrace {
@@ -1149,12 +1184,26 @@ impl Interp {
             Ok(Err(status)) => Ok(status),
             Err(e) => Err(e),
         };
-        self.last_arg = last;
+        self.set_last_arg(last);
         if std::mem::take(&mut self.keep_redirs) {
             return r;
         }
         self.restore_fds(saved);
         r
+    }
+
+    /// `$_` after a simple command: its last word. A readonly `_` keeps its value (bash
+    /// complains each time); a `_` the script set (`export _=x`) gives way to it and loses its
+    /// attributes, as bash rebinds it.
+    fn set_last_arg(&mut self, last: String) {
+        if let Some(v) = self.st.vars.get("_") {
+            if v.has(crate::vars::ATTR_READONLY) {
+                self.err("_: readonly variable");
+                return;
+            }
+            self.st.vars.remove("_");
+        }
+        self.last_arg = last;
     }
 
     fn run_assignments_only(&mut self, cmd: &SimpleCommand) -> FlowResult {
@@ -1581,7 +1630,7 @@ impl Interp {
                 },
             );
         }
-        for (k, v) in [("IFS", " \t\n"), ("PS4", "+ "), ("OPTIND", "1")] {
+        for (k, v) in [("IFS", " \t\n"), ("PS4", "+ ")] {
             child.st.vars.put(k, Var::scalar(v));
         }
         // A bash started without PATH in its environment sets its built-in default (not
@@ -1685,6 +1734,19 @@ impl Interp {
             }
         }
         child.sync_option_vars();
+        // A shell that is not interactive drops the prompts it was given, as bash does. `$_`
+        // starts as the environment's `_` (the path the parent shell ran it by), else as the
+        // name bash was run by.
+        if !interactive {
+            child.st.vars.remove("PS1");
+            child.st.vars.remove("PS2");
+        }
+        child.last_arg = child
+            .st
+            .vars
+            .remove("_")
+            .and_then(|v| v.scalar_value().map(str::to_string))
+            .unwrap_or_else(|| "bash".into());
         let name = child.st.arg0.clone();
         let kind = match invocation {
             Invocation::DashC => crate::SourceKind::DashC,
@@ -1750,14 +1812,21 @@ impl Interp {
         let caller_offset = std::mem::replace(&mut self.line_offset, f.line_offset);
         // Under `set -T` the DEBUG trap runs once more as the function starts, still for the
         // call (`$BASH_COMMAND` is the call's text), as bash runs it.
+        // Under `extdebug` the call's arguments join `BASH_ARGV`, and a DEBUG trap that
+        // fails there skips the body.
+        let pushed_args = self.st.opts.extdebug;
+        if pushed_args {
+            self.push_bash_args(&argv[1..]);
+        }
         let entry = match self.st.traps.get("DEBUG").cloned() {
             Some(action) if self.st.opts.functrace && !self.trap_running(TrapKind::Debug) => {
-                self.run_trap_action(&action, TrapKind::Debug)
+                self.run_debug_trap(&action)
             }
-            _ => Ok(()),
+            _ => Ok(true),
         };
         let mut r = match entry {
-            Ok(()) => self.run_command(&f.body),
+            Ok(true) => self.run_command(&f.body),
+            Ok(false) => Ok(0),
             Err(e) => Err(e),
         };
         self.line_offset = caller_offset;
@@ -1784,6 +1853,9 @@ impl Interp {
         self.funcnames.pop();
         self.frames.pop();
         self.st.vars.pop_frame();
+        if pushed_args {
+            self.pop_bash_args();
+        }
         self.sync_bash_source();
         self.set_funcname();
         self.loops = saved_loops;
@@ -1825,11 +1897,70 @@ impl Interp {
         )
     }
 
+    /// `BASH_ARGV`/`BASH_ARGC` set up as bash does on first need: the positional parameters
+    /// of that moment become their outermost frame, which later `set --` does not change.
+    pub(crate) fn init_bash_argv(&mut self) {
+        if self.bash_argv.is_none() {
+            self.bash_argv = Some(vec![self.st.positional.clone()]);
+            self.sync_bash_argv();
+        }
+    }
+
+    /// A use of `BASH_ARGV`/`BASH_ARGC` outside any function sets them up (bash's dynamic
+    /// variables do so at the top level only).
+    pub(crate) fn touch_bash_argv(&mut self, name: &str) {
+        if self.bash_argv.is_none()
+            && matches!(name, "BASH_ARGV" | "BASH_ARGC")
+            && self.funcnames.is_empty()
+        {
+            self.init_bash_argv();
+        }
+    }
+
+    pub(crate) fn push_bash_args(&mut self, args: &[String]) {
+        self.init_bash_argv();
+        if let Some(frames) = &mut self.bash_argv {
+            frames.push(args.to_vec());
+        }
+        self.sync_bash_argv();
+    }
+
+    pub(crate) fn pop_bash_args(&mut self) {
+        if let Some(frames) = &mut self.bash_argv
+            && frames.len() > 1
+        {
+            frames.pop();
+            self.sync_bash_argv();
+        }
+    }
+
+    /// `BASH_ARGV` holds every frame's arguments, the innermost frame's last one first;
+    /// `BASH_ARGC` how many each frame has, innermost first.
+    fn sync_bash_argv(&mut self) {
+        let Some(frames) = &self.bash_argv else {
+            return;
+        };
+        let argv = frames.iter().rev().flat_map(|f| f.iter().rev().cloned());
+        let argc = frames.iter().rev().map(|f| f.len().to_string());
+        for (name, values) in [
+            ("BASH_ARGV", argv.collect::<Vec<_>>()),
+            ("BASH_ARGC", argc.collect()),
+        ] {
+            let value = crate::vars::Value::Indexed((0..).zip(values).collect());
+            self.st.vars.put(name, Var { value, attrs: 0 });
+        }
+    }
+
     /// `FUNCNAME`: what each frame is, innermost first (`main` for a script, `source` for a
     /// sourced file); set only while a function runs, as in bash.
     pub(crate) fn set_funcname(&mut self) {
         if self.funcnames.is_empty() {
-            self.st.vars.remove("FUNCNAME");
+            // Outside functions bash keeps it declared without a value.
+            let none = Var {
+                value: crate::vars::Value::Indexed(Default::default()),
+                attrs: crate::vars::ATTR_NOVALUE,
+            };
+            self.st.vars.put("FUNCNAME", none);
             return;
         }
         let value = self.frames_array(|f| f.kind.clone());

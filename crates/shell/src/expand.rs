@@ -470,6 +470,20 @@ impl Interp {
     }
 
     fn named_value(&mut self, name: &str, sub: &Option<Subscript>) -> FlowResult<PV> {
+        self.touch_bash_argv(name);
+        // The arrays bash computes when read are made for this read only.
+        if matches!(name, "BASH_ALIASES" | "BASH_CMDS" | "GROUPS" | "DIRSTACK")
+            && let Some(v) = self.dynamic_var(name)
+        {
+            self.st.vars.put(name, v);
+            let r = self.named_value_stored(name, sub);
+            self.st.vars.remove(name);
+            return r;
+        }
+        self.named_value_stored(name, sub)
+    }
+
+    fn named_value_stored(&mut self, name: &str, sub: &Option<Subscript>) -> FlowResult<PV> {
         let (resolved, ref_sub) = self.resolve_ref(name);
         if let (Some(k), None) = (&ref_sub, sub) {
             // A reference to `a[i+1]`, `a[$k]` or `a[@]` reads as that subscript written
@@ -584,7 +598,15 @@ impl Interp {
                     return true;
                 };
                 let name = &self.resolve_ref(name).0;
-                let keys = match self.st.vars.get(name).map(|v| &v.value) {
+                self.touch_bash_argv(name);
+                let dynamic = self.dynamic_var(name);
+                let keys = match self
+                    .st
+                    .vars
+                    .get(name)
+                    .or(dynamic.as_ref())
+                    .map(|v| &v.value)
+                {
                     Some(Value::Indexed(m)) => m.keys().map(|k| k.to_string()).collect(),
                     Some(Value::Assoc(m)) => m.keys().cloned().collect(),
                     Some(Value::Str(_)) => vec!["0".to_string()],

@@ -99,6 +99,10 @@ pub struct Options {
     /// its line instead of ending the shell.
     #[serde(default)]
     pub interactive: bool,
+    /// `shopt -s extdebug`: a DEBUG trap's status can skip the command or return from the
+    /// function, and `BASH_ARGV`/`BASH_ARGC` follow every call.
+    #[serde(default)]
+    pub extdebug: bool,
 }
 
 impl Default for Options {
@@ -133,6 +137,7 @@ impl Default for Options {
             functrace: false,
             extra,
             interactive: false,
+            extdebug: false,
         }
     }
 }
@@ -260,7 +265,7 @@ impl ShellState {
                 },
             );
         }
-        for (k, v) in [("IFS", " \t\n"), ("PS4", "+ "), ("OPTIND", "1")] {
+        for (k, v) in [("IFS", " \t\n"), ("PS4", "+ ")] {
             if vars.get(k).is_none() {
                 vars.put(k, Var::scalar(v));
             }
@@ -350,7 +355,53 @@ pub(crate) fn bash_variables(vars: &mut Vars) {
             k,
             Var {
                 value: Value::Str(v.into()),
-                attrs: ATTR_READONLY,
+                attrs: ATTR_READONLY | crate::vars::ATTR_INTEGER,
+            },
+        );
+    }
+    vars.put(
+        "OPTIND",
+        Var {
+            value: Value::Str("1".into()),
+            attrs: crate::vars::ATTR_INTEGER,
+        },
+    );
+    vars.put("COMP_WORDBREAKS", Var::scalar(" \t\n\"'@><=;|&(:"));
+    vars.put(
+        "BASH_LOADABLES_PATH",
+        Var::scalar("/usr/local/lib/bash:/usr/lib/bash:/opt/local/lib/bash:/usr/pkg/lib/bash:/opt/pkg/lib/bash:."),
+    );
+    // bash names a terminal type when the environment has none (not exported), and exports
+    // OLDPWD without a value until the first `cd`.
+    if vars.get("TERM").is_none() {
+        vars.put("TERM", Var::scalar("dumb"));
+    }
+    if vars.get("OLDPWD").is_none() {
+        vars.put(
+            "OLDPWD",
+            Var {
+                value: Value::Unset,
+                attrs: ATTR_EXPORT,
+            },
+        );
+    }
+    // Declared at the top level too, without a value.
+    vars.put(
+        "FUNCNAME",
+        Var {
+            value: Value::Indexed(Default::default()),
+            attrs: crate::vars::ATTR_NOVALUE,
+        },
+    );
+    // `$0` by another name (read through `Interp::get_var`).
+    vars.put("BASH_ARGV0", Var::scalar(""));
+    // Declared from the start, set up on first need (see `Interp::init_bash_argv`).
+    for k in ["BASH_ARGV", "BASH_ARGC"] {
+        vars.put(
+            k,
+            Var {
+                value: Value::Indexed(Default::default()),
+                attrs: 0,
             },
         );
     }
@@ -362,6 +413,28 @@ pub(crate) fn bash_variables(vars: &mut Vars) {
         },
     );
 }
+
+/// The variables bash computes when they are read (see [`Interp::dynamic_var`]).
+pub(crate) const DYNAMIC_VARS: [&str; 15] = [
+    "BASHPID",
+    "BASH_ALIASES",
+    "BASH_CMDS",
+    "BASH_COMMAND",
+    "BASH_SUBSHELL",
+    "DIRSTACK",
+    "EPOCHREALTIME",
+    "EPOCHSECONDS",
+    "GROUPS",
+    "HISTCMD",
+    "LINENO",
+    "RANDOM",
+    "SECONDS",
+    "SRANDOM",
+    "_",
+];
+
+/// The group the sandbox's user is in (`$GROUPS`, `id -g`).
+pub(crate) const SANDBOX_GID: u32 = 1000;
 
 /// Why a whole run stopped early.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -739,6 +812,9 @@ pub(crate) struct Interp {
     pub(crate) running_traps: u8,
     /// Inside `source`: `return` is allowed.
     pub sourcing: u32,
+    /// The frames of `BASH_ARGV`/`BASH_ARGC`, outermost first; `None` until bash would set
+    /// them up (`shopt -s extdebug`, `source`, their first use at the top level).
+    pub(crate) bash_argv: Option<Vec<Vec<String>>>,
     /// Set by `exec` without a command: keep this command's redirections.
     pub keep_redirs: bool,
     /// The `NAME=value cmd` bindings in force while cmd runs, innermost last: `unset NAME`
@@ -829,6 +905,7 @@ impl Interp {
             in_trap: false,
             running_traps: 0,
             sourcing: 0,
+            bash_argv: None,
             keep_redirs: false,
             temp_hidden: Vec::new(),
             assoc_literal: false,
@@ -863,6 +940,7 @@ impl Interp {
         child.invocation = self.invocation;
         child.funcnames = self.funcnames.clone();
         child.frames = self.frames.clone();
+        child.bash_argv = self.bash_argv.clone();
         child.line = self.line;
         child.line_offset = self.line_offset;
         child.end_line = self.end_line;
@@ -1023,6 +1101,7 @@ impl Interp {
             "RANDOM" => Some((random_from(&self.rt.vfs) % 32768).to_string()),
             "SRANDOM" => Some(random_from(&self.rt.vfs).to_string()),
             "BASH_SUBSHELL" => Some(self.subshell_depth.to_string()),
+            "BASH_ARGV0" if self.st.vars.get(name).is_some() => Some(self.st.arg0.clone()),
             "EPOCHSECONDS" | "EPOCHREALTIME" => {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -1035,7 +1114,14 @@ impl Interp {
             }
             "SECONDS" => Some(self.rt.started.elapsed().as_secs().to_string()),
             "LINENO" => Some(self.line.to_string()),
-            "_" => Some(self.last_arg.clone()),
+            "HISTCMD" if self.st.vars.get(name).is_none() => {
+                Some(self.history_number().to_string())
+            }
+            // A `_` the running command assigned, or a readonly one, is the variable's.
+            "_" => match self.st.vars.get("_") {
+                Some(v) => v.scalar_value().map(str::to_string),
+                None => Some(self.last_arg.clone()),
+            },
             "BASHPID" => Some(self.bashpid().to_string()),
             "SHELLOPTS" => Some(self.shellopts()),
             "BASHOPTS" => Some(self.bashopts()),
@@ -1054,6 +1140,65 @@ impl Interp {
                 Some(v) => v.scalar_value().map(str::to_string),
                 None => None,
             },
+        }
+    }
+
+    /// bash's dynamic variables that exist only when read: what `declare -p` shows for one
+    /// of them, `None` for any other name (or one the script declared itself).
+    pub(crate) fn dynamic_var(&self, name: &str) -> Option<Var> {
+        if !DYNAMIC_VARS.contains(&name) || self.st.vars.get(name).is_some() {
+            return None;
+        }
+        let int = |v: String| Var {
+            value: Value::Str(v),
+            attrs: crate::vars::ATTR_INTEGER,
+        };
+        let list = |items: Vec<String>| Value::Indexed((0..).zip(items).collect());
+        Some(match name {
+            "BASHPID" => int(self.bashpid().to_string()),
+            "RANDOM" | "SRANDOM" => int(self.get_var(name)?),
+            "HISTCMD" => int(self.history_number().to_string()),
+            "BASH_ALIASES" | "BASH_CMDS" => {
+                let mut m = crate::vars::AssocMap::new();
+                if name == "BASH_ALIASES" {
+                    for (k, v) in &self.st.aliases {
+                        m.insert(k.clone(), v.clone());
+                    }
+                } else {
+                    let mut hashed: Vec<_> = self.st.hashed.iter().collect();
+                    hashed.sort_by_key(|(_, h)| h.seq);
+                    for (k, h) in hashed {
+                        m.insert(k.clone(), h.path.clone());
+                    }
+                }
+                Var {
+                    value: Value::Assoc(m),
+                    attrs: 0,
+                }
+            }
+            "GROUPS" => Var {
+                value: list(vec![SANDBOX_GID.to_string()]),
+                attrs: 0,
+            },
+            "DIRSTACK" => {
+                let mut all = vec![self.st.cwd.clone()];
+                all.extend(self.st.dirstack.iter().rev().cloned());
+                Var {
+                    value: list(all),
+                    attrs: 0,
+                }
+            }
+            _ => Var::scalar(self.get_var(name).unwrap_or_default()),
+        })
+    }
+
+    /// `$HISTCMD`: the history number of the command running, 0 when the shell keeps no
+    /// history.
+    pub(crate) fn history_number(&self) -> usize {
+        if self.keeps_history() {
+            self.st.history_base + self.st.history.len().saturating_sub(1)
+        } else {
+            0
         }
     }
 

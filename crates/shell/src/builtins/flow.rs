@@ -215,6 +215,14 @@ impl Interp {
             Some(std::mem::replace(&mut self.st.positional, args.to_vec()))
         };
         self.sourcing += 1;
+        // bash puts the file's name on `BASH_ARGV` when `source` has no arguments, and the
+        // arguments when it has some under `extdebug`.
+        let pushed_args = args.is_empty() || self.st.opts.extdebug;
+        if args.is_empty() {
+            self.push_bash_args(&[file.to_string()]);
+        } else if pushed_args {
+            self.push_bash_args(args);
+        }
         self.frames.push(crate::interp::SourceFrame {
             file: std::sync::Arc::from(file),
             kind: "source".into(),
@@ -226,6 +234,9 @@ impl Interp {
         let mut r = self.run_script(&script);
         self.line_offset = offset;
         self.frames.pop();
+        if pushed_args {
+            self.pop_bash_args();
+        }
         self.sync_bash_source();
         self.set_funcname();
         self.sourcing -= 1;

@@ -80,6 +80,7 @@ impl Interp {
             "nocasematch" => o.nocasematch,
             "expand_aliases" => o.expand_aliases,
             "lastpipe" => o.lastpipe,
+            "extdebug" => o.extdebug,
             n if SHOPT_OPTIONS.iter().any(|(k, _)| *k == n) => o.extra.contains(n),
             _ => return None,
         })
@@ -95,6 +96,17 @@ impl Interp {
             "nocasematch" => &mut o.nocasematch,
             "expand_aliases" => &mut o.expand_aliases,
             "lastpipe" => &mut o.lastpipe,
+            // As in bash, extdebug turns function and error tracing on and off with it.
+            "extdebug" => {
+                o.extdebug = on;
+                o.functrace = on;
+                o.errtrace = on;
+                if on {
+                    self.init_bash_argv();
+                }
+                self.sync_exported_option_vars();
+                return true;
+            }
             n if SHOPT_OPTIONS.iter().any(|(k, _)| *k == n) => {
                 if on {
                     o.extra.insert(n.to_string());

@@ -168,63 +168,238 @@ impl Interp {
     }
 
     /// `env`: the guest's could not start a program, so the shell runs the command itself
-    /// with the modified environment.
+    /// with the modified environment (GNU's options; the signal ones are accepted and mean
+    /// nothing here, as no signal reaches a guest from outside).
     pub(super) fn b_env(&mut self, args: &[String]) -> FlowResult {
         let mut env = self.st.vars.environ();
+        // What the shell exports to a program it runs: `_` is the program's path.
+        env.retain(|(k, _)| k != "_");
+        env.push(("_".into(), "/usr/bin/env".into()));
+        env.sort();
+        let mut args: Vec<String> = args.to_vec();
+        let (mut null, mut debug, mut chdir) = (false, false, None::<String>);
+        let mut notes = String::new();
+        let fail = |me: &mut Self, msg: &str| {
+            me.err_raw(&format!(
+                "env: {msg}\nTry 'env --help' for more information.\n"
+            ));
+            Ok(125)
+        };
         let mut i = 0;
         while i < args.len() {
-            let a = args[i].as_str();
-            if a == "-i" || a == "-" || a == "--ignore-environment" {
+            let a = args[i].clone();
+            if a == "-" {
                 env.clear();
-            } else if a == "-u" || a == "--unset" {
+                notes.push_str("cleaning environ\n");
                 i += 1;
-                if let Some(n) = args.get(i) {
-                    env.retain(|(k, _)| k != n);
+                break;
+            }
+            if a == "--" {
+                i += 1;
+                break;
+            }
+            if let Some(long) = a.strip_prefix("--") {
+                let (name, value) = match long.split_once('=') {
+                    Some((n, v)) => (n, Some(v.to_string())),
+                    None => (long, None),
+                };
+                const LONG: [&str; 12] = [
+                    "ignore-environment",
+                    "null",
+                    "unset",
+                    "chdir",
+                    "split-string",
+                    "block-signal",
+                    "default-signal",
+                    "ignore-signal",
+                    "list-signal-handling",
+                    "debug",
+                    "help",
+                    "version",
+                ];
+                let matches: Vec<&str> = LONG
+                    .iter()
+                    .copied()
+                    .filter(|l| l.starts_with(name))
+                    .collect();
+                let full = match matches.as_slice() {
+                    [one] => *one,
+                    _ if LONG.contains(&name) => name,
+                    [] => return fail(self, &format!("unrecognized option '{a}'")),
+                    _ => return fail(self, &format!("option '{a}' is ambiguous")),
+                };
+                let needs_value = matches!(full, "unset" | "chdir" | "split-string");
+                let value = match value {
+                    Some(v) if needs_value || full.ends_with("-signal") => Some(v),
+                    Some(_) => {
+                        return fail(
+                            self,
+                            &format!("option '--{full}' doesn't allow an argument"),
+                        );
+                    }
+                    None if needs_value => {
+                        i += 1;
+                        match args.get(i) {
+                            Some(v) => Some(v.clone()),
+                            None => {
+                                return fail(
+                                    self,
+                                    &format!("option '--{full}' requires an argument"),
+                                );
+                            }
+                        }
+                    }
+                    None => None,
+                };
+                match full {
+                    "help" => return Ok(self.out_str(ENV_HELP)),
+                    "version" => return Ok(self.out_str(ENV_VERSION)),
+                    "ignore-environment" => {
+                        env.clear();
+                        notes.push_str("cleaning environ\n");
+                    }
+                    "null" => null = true,
+                    "debug" => debug = true,
+                    "unset" => {
+                        let n = value.unwrap_or_default();
+                        env.retain(|(k, _)| *k != n);
+                        notes.push_str(&format!("unset:    {n}\n"));
+                    }
+                    "chdir" => chdir = value,
+                    "split-string" => {
+                        let words = split_env_string(&value.unwrap_or_default(), &env);
+                        args.splice(i + 1..i + 1, words);
+                    }
+                    _ => {}
                 }
-            } else if let Some(n) = a.strip_prefix("-u") {
-                env.retain(|(k, _)| k != n);
-            } else if a == "--" {
                 i += 1;
+                continue;
+            }
+            if !(a.starts_with('-') && a.len() > 1) {
                 break;
-            } else if a.starts_with('-') && a.len() > 1 {
-                self.err_raw(&format!("env: invalid option -- '{}'\n", &a[1..]));
-                return Ok(125);
-            } else if let Some((k, v)) = a.split_once('=') {
-                env.retain(|(name, _)| name != k);
-                env.push((k.to_string(), v.to_string()));
-            } else {
-                break;
+            }
+            // Short options, several in one word; one that takes a value takes the rest of
+            // the word or the next one.
+            let letters: Vec<char> = a[1..].chars().collect();
+            let mut j = 0;
+            while j < letters.len() {
+                let c = letters[j];
+                j += 1;
+                match c {
+                    'i' => {
+                        env.clear();
+                        notes.push_str("cleaning environ\n");
+                    }
+                    '0' => null = true,
+                    'v' => debug = true,
+                    'u' | 'C' | 'S' => {
+                        let rest: String = letters[j..].iter().collect();
+                        j = letters.len();
+                        let value = if !rest.is_empty() {
+                            rest
+                        } else {
+                            i += 1;
+                            match args.get(i) {
+                                Some(v) => v.clone(),
+                                None => {
+                                    return fail(
+                                        self,
+                                        &format!("option requires an argument -- '{c}'"),
+                                    );
+                                }
+                            }
+                        };
+                        match c {
+                            'u' => {
+                                env.retain(|(k, _)| *k != value);
+                                notes.push_str(&format!("unset:    {value}\n"));
+                            }
+                            'C' => chdir = Some(value),
+                            _ => {
+                                let words = split_env_string(&value, &env);
+                                args.splice(i + 1..i + 1, words);
+                            }
+                        }
+                    }
+                    _ => return fail(self, &format!("invalid option -- '{c}'")),
+                }
             }
             i += 1;
         }
-        let cmd = &args[i.min(args.len())..];
+        while let Some((k, v)) = args.get(i).and_then(|a| a.split_once('=')) {
+            notes.push_str(&format!("setenv:   {k}={v}\n"));
+            let (k, v) = (k.to_string(), v.to_string());
+            env.retain(|(name, _)| *name != k);
+            env.push((k, v));
+            i += 1;
+        }
+        let cmd = args[i.min(args.len())..].to_vec();
         if cmd.is_empty() {
-            let text: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+            if chdir.is_some() {
+                return fail(self, "must specify command with --chdir (-C)");
+            }
+            if debug {
+                self.err_raw(&notes);
+            }
+            let end = if null { '\0' } else { '\n' };
+            let text: String = env.iter().map(|(k, v)| format!("{k}={v}{end}")).collect();
             return Ok(self.out_str(&text));
         }
+        if null {
+            return fail(self, "cannot specify --null (-0) with command");
+        }
+        if let Some(dir) = &chdir {
+            notes.push_str(&format!("chdir:    '{dir}'\n"));
+        }
+        if debug {
+            notes.push_str(&format!("executing: {}\n", cmd[0]));
+            for (n, a) in cmd.iter().enumerate() {
+                notes.push_str(&format!("   arg[{n}]= '{a}'\n"));
+            }
+            self.err_raw(&notes);
+        }
         let name = cmd[0].clone();
-        if self.builtin_enabled(&name) || self.st.functions.contains_key(&name) {
-            // A subshell whose exported variables are exactly `env`.
-            let mut child = self.fork();
-            for (k, _) in child.st.vars.environ() {
-                child.st.vars.remove(&k);
+        let runs_in_shell = self.builtin_enabled(&name) || self.st.functions.contains_key(&name);
+        if !runs_in_shell && chdir.is_none() {
+            return self.run_external(cmd, env);
+        }
+        // A subshell whose exported variables are exactly `env`, in the directory asked for.
+        let mut child = self.fork();
+        if let Some(dir) = chdir {
+            let target = wasmsand_vfs::path::join(&child.st.cwd, &dir);
+            let is_dir = child.rt.vfs.lock().stat(&target).map(|m| m.file_type);
+            if !matches!(is_dir, Ok(wasmsand_vfs::FileType::Dir)) {
+                let why = match is_dir {
+                    Ok(_) => "Not a directory".to_string(),
+                    Err(e) => strerror(e.errno).to_string(),
+                };
+                self.err_raw(&format!("env: cannot change directory to '{dir}': {why}\n"));
+                return Ok(125);
             }
-            for (k, v) in &env {
-                child.st.vars.put(
-                    k,
-                    Var {
-                        value: Value::Str(v.clone()),
-                        attrs: ATTR_EXPORT,
-                    },
-                );
-            }
-            let cmd = cmd.to_vec();
-            let s = child.run_as_subshell(|c| c.run_argv(cmd));
+            child.st.cwd = target;
+        }
+        for (k, _) in child.st.vars.environ() {
+            child.st.vars.remove(&k);
+        }
+        for (k, v) in &env {
+            child.st.vars.put(
+                k,
+                Var {
+                    value: Value::Str(v.clone()),
+                    attrs: ATTR_EXPORT,
+                },
+            );
+        }
+        if !runs_in_shell {
+            let s = child.run_as_subshell(|c| c.run_external(cmd, env));
             drop(child);
             self.check()?;
             return Ok(s);
         }
-        self.run_external(cmd.to_vec(), env)
+        let s = child.run_as_subshell(|c| c.run_argv(cmd));
+        drop(child);
+        self.check()?;
+        Ok(s)
     }
 
     pub(super) fn b_xargs(&mut self, args: &[String]) -> FlowResult {
@@ -780,3 +955,97 @@ fn time_format(format: &str, secs: f64, status: i32, command: &str) -> String {
     }
     out
 }
+
+/// `env -S STRING`: words split at blanks, with GNU's quotes, backslash escapes and `${NAME}`
+/// from the environment being built.
+fn split_env_string(text: &str, env: &[(String, String)]) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur: Option<String> = None;
+    let mut chars = text.chars().peekable();
+    let mut quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (None, ' ' | '\t' | '\n') => {
+                if let Some(w) = cur.take() {
+                    words.push(w);
+                }
+            }
+            (None, '#') if cur.is_none() => break,
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                cur.get_or_insert_with(String::new);
+            }
+            (Some(q), _) if c == q => quote = None,
+            (Some('\''), _) => cur.get_or_insert_with(String::new).push(c),
+            (_, '\\') => {
+                let Some(n) = chars.next() else { break };
+                let w = cur.get_or_insert_with(String::new);
+                match n {
+                    'n' => w.push('\n'),
+                    't' => w.push('\t'),
+                    'r' => w.push('\r'),
+                    'f' => w.push('\x0c'),
+                    'v' => w.push('\x0b'),
+                    '_' if quote.is_none() => {
+                        words.push(std::mem::take(w));
+                        cur = None;
+                    }
+                    '_' => w.push(' '),
+                    'c' => break,
+                    other => w.push(other),
+                }
+            }
+            (_, '$') if chars.peek() == Some(&'{') => {
+                chars.next();
+                let name: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                let value = env
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.as_str());
+                cur.get_or_insert_with(String::new)
+                    .push_str(value.unwrap_or(""));
+            }
+            _ => cur.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(cur);
+    words
+}
+
+const ENV_HELP: &str = "Usage: env [OPTION]... [-] [NAME=VALUE]... [COMMAND [ARG]...]
+Set each NAME to VALUE in the environment and run COMMAND.
+
+Mandatory arguments to long options are mandatory for short options too.
+  -i, --ignore-environment  start with an empty environment
+  -0, --null           end each output line with NUL, not newline
+  -u, --unset=NAME     remove variable from the environment
+  -C, --chdir=DIR      change working directory to DIR
+  -S, --split-string=S  process and split S into separate arguments;
+                        used to pass multiple arguments on shebang lines
+      --block-signal[=SIG]    block delivery of SIG signal(s) to COMMAND
+      --default-signal[=SIG]  reset handling of SIG signal(s) to the default
+      --ignore-signal[=SIG]   set handling of SIG signal(s) to do nothing
+      --list-signal-handling  list non default signal handling to stderr
+  -v, --debug          print verbose information for each processing step
+      --help        display this help and exit
+      --version     output version information and exit
+
+A mere - implies -i.  If no COMMAND, print the resulting environment.
+
+SIG may be a signal name like 'PIPE', or a signal number like '13'.
+Without SIG, all known signals are included.  Multiple signals can be
+comma-separated.
+
+GNU coreutils online help: <https://www.gnu.org/software/coreutils/>
+Full documentation <https://www.gnu.org/software/coreutils/env>
+or available locally via: info '(coreutils) env invocation'
+";
+
+const ENV_VERSION: &str = "env (GNU coreutils) 9.1
+Copyright (C) 2022 Free Software Foundation, Inc.
+License GPLv3+: GNU GPL version 3 or later <https://gnu.org/licenses/gpl.html>.
+This is free software: you are free to change and redistribute it.
+There is NO WARRANTY, to the extent permitted by law.
+
+Written by Richard Mlynarik, David MacKenzie, and Assaf Gordon.
+";

@@ -591,7 +591,7 @@ impl Interp {
                     text.push_str(&format!("declare -f {n}\n"));
                 }
                 // `extdebug` adds where the function was defined.
-                Some(f) if names_only && self.st.opts.extra.contains("extdebug") => {
+                Some(f) if names_only && self.st.opts.extdebug => {
                     let file = f.source.as_deref().unwrap_or("environment");
                     text.push_str(&format!("{n} {} {file}\n", f.line));
                 }
@@ -680,9 +680,27 @@ impl Interp {
             matches!(name, "declare" | "typeset") && filter == 0 && !array && !assoc && !print;
         let locals_only = name == "local";
         let mut text = String::new();
-        for n in self.st.vars.names() {
-            let Some(v) = self.st.vars.get(&n) else {
-                continue;
+        let mut names = self.st.vars.names();
+        if !locals_only {
+            names.extend(
+                crate::interp::DYNAMIC_VARS
+                    .iter()
+                    .filter(|n| self.st.vars.get(n).is_none())
+                    .map(|n| n.to_string()),
+            );
+            names.sort();
+        }
+        for n in names {
+            let dynamic;
+            let v = match self.st.vars.get(&n) {
+                Some(v) => v,
+                None => match self.dynamic_var(&n) {
+                    Some(v) => {
+                        dynamic = v;
+                        &dynamic
+                    }
+                    None => continue,
+                },
             };
             if v.attrs & filter != filter
                 || (array && !matches!(v.value, Value::Indexed(_)))
@@ -710,9 +728,14 @@ impl Interp {
                 DeclArg::Plain(s) => s.clone(),
                 DeclArg::Assign(a, _) => a.name.clone(),
             };
+            self.touch_bash_argv(&n);
             // `local -p NAME` shows only the function's own locals.
             let visible = name != "local" || self.st.vars.is_local_here(&n);
-            let Some(v) = self.st.vars.get(&n).filter(|_| visible).cloned() else {
+            let var = match self.st.vars.get(&n) {
+                None => self.dynamic_var(&n),
+                v => v.cloned(),
+            };
+            let Some(v) = var.filter(|_| visible) else {
                 self.err(&format!("{name}: {n}: not found"));
                 status = 1;
                 continue;
