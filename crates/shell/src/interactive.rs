@@ -222,6 +222,9 @@ impl Interp {
         if !self.keeps_history() {
             return;
         }
+        // Whether this line is the history's last entry, which `fc` and `history -s` then
+        // take for their own command line (bash's `hist_last_line_added`).
+        self.st.history_last_added = false;
         let entry = join_history_lines(lines);
         if entry.trim().is_empty() {
             return;
@@ -252,7 +255,8 @@ impl Interp {
         }
         self.st.history.push_back(entry);
         self.st.history_new += 1;
-        self.st.history_last_added = false;
+        self.st.history_last_added = true;
+        self.st.history_pushed = false;
         self.truncate_history(true);
     }
 

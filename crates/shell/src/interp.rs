@@ -211,10 +211,13 @@ pub struct ShellState {
     pub command_number: usize,
     /// How many lines of the history file `history -r`/`-n` have read (for `-n`).
     pub history_lines_read: usize,
-    /// Whether the last history entry was added as a line of its own (`history -s`, or a
-    /// command `fc` ran): `fc`'s editing form takes that entry for its own command line and
-    /// removes it, as bash does.
+    /// Whether the last history entry is the command line running (or what `history -s` or
+    /// `fc` put in its place): `fc` counts back from the entry before it and its editing form
+    /// removes it, `history -s` replaces it, as bash does.
     pub history_last_added: bool,
+    /// Whether `history -s` already replaced the running command line's entry (a second
+    /// one in the same line adds beside it).
+    pub history_pushed: bool,
     /// readline's keymaps and variables as `bind` changed them (`None`: readline's defaults).
     /// Not kept in a portable state, as a new bash process starts with the defaults.
     pub(crate) readline: Option<Arc<crate::readline::Readline>>,
@@ -306,6 +309,7 @@ impl ShellState {
             command_number: 0,
             history_lines_read: 0,
             history_last_added: false,
+            history_pushed: false,
             readline: None,
             completions: im::HashMap::new(),
         }

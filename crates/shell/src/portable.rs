@@ -186,6 +186,7 @@ impl ShellState {
             command_number: 0,
             history_lines_read: 0,
             history_last_added: false,
+            history_pushed: false,
             readline: None,
             completions: im::HashMap::new(),
         })

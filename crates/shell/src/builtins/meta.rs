@@ -334,9 +334,18 @@ impl Interp {
         }
         if flags.contains('s') {
             if !rest.is_empty() {
+                // The `history -s` line itself gives way to the entry (once).
+                if self.keeps_history()
+                    && self.st.history_last_added
+                    && !self.st.history_pushed
+                    && self.st.history.pop_back().is_some()
+                {
+                    self.st.history_new = self.st.history_new.saturating_sub(1);
+                }
                 self.st.history.push_back(rest.join(" "));
                 self.st.history_new += 1;
                 self.st.history_last_added = true;
+                self.st.history_pushed = true;
                 self.truncate_history(true);
             }
             return Ok(0);
@@ -446,15 +455,17 @@ impl Interp {
         if count == 0 {
             return Ok(0);
         }
-        let last = count as i64 - 1;
+        let last = self.fc_last();
         let (mut beg, mut end) = match rest {
             [] if listing => ((last - 15).max(0), last),
             [] => (last, last),
             [first, more @ ..] => {
                 let beg = self.fc_entry(first, listing, true);
+                let real_last = count as i64 - 1;
                 let end = match more.first() {
                     Some(second) => self.fc_entry(second, listing, false),
-                    None if listing => Ok(last),
+                    None if listing && beg != Ok(real_last) => Ok(last),
+                    None if listing => Ok(real_last),
                     None => beg.clone(),
                 };
                 match (beg, end) {
@@ -466,17 +477,13 @@ impl Interp {
                 }
             }
         };
+        // "When not listing, the fc command that caused the editing shall not be entered
+        // into the history list" (POSIX); what it runs is entered instead.
         if !listing && self.st.history_last_added {
             self.st.history.pop_back();
             self.st.history_new = self.st.history_new.saturating_sub(1);
-            let mut last = last;
-            if beg == end && end == last {
-                last -= 1;
-                beg = last;
-                end = last;
-            } else {
-                last -= 1;
-            }
+            self.st.history_last_added = false;
+            let last = last.min(self.st.history.len() as i64 - 1);
             if end >= last {
                 end = last;
             } else if beg >= last {
@@ -513,9 +520,19 @@ impl Interp {
         self.fc_edit_and_run(&text, ename)
     }
 
+    /// The last entry `fc` works on: the one before its own command line when that is in
+    /// the history.
+    fn fc_last(&self) -> i64 {
+        // bash's `i - rh - hist_last_line_added`, backed up to the last entry there is.
+        let count = self.st.history.len() as i64;
+        let last = count - self.keeps_history() as i64 - self.st.history_last_added as i64;
+        last.min(count - 1).max(0)
+    }
+
     /// The entry a `fc` range names (0-based, possibly out of range below), or bash's message.
     fn fc_entry(&self, spec: &str, listing: bool, first: bool) -> Result<i64, String> {
-        let last = self.st.history.len() as i64 - 1;
+        let last = self.fc_last();
+        let real_last = self.st.history.len() as i64 - 1;
         let base = self.st.history_base as i64;
         let (negative, digits) = match spec.strip_prefix('-') {
             Some(d) => (true, d),
@@ -525,11 +542,11 @@ impl Interp {
             let lead: String = digits.chars().take_while(char::is_ascii_digit).collect();
             let n: i64 = lead.parse().unwrap_or(i64::MAX / 2);
             return Ok(match (negative, n) {
-                (_, 0) if negative && listing => last,
+                (_, 0) if negative && listing => real_last,
                 (_, 0) if negative => return Err("history specification out of range".into()),
                 (_, 0) => last,
                 (true, n) => (last + 1 - n).max(0),
-                (false, n) if n - base > last - 1 => {
+                (false, n) if n - base < 0 || n - base > last - 1 => {
                     if first {
                         0
                     } else {
@@ -557,7 +574,7 @@ impl Interp {
         let found = match self.st.history.len() {
             0 => None,
             _ => match rest.first() {
-                None => Some(self.st.history.len() as i64 - 1),
+                None => Some(self.fc_last()),
                 Some(spec) => self.fc_entry(spec, false, false).ok(),
             },
         };
@@ -571,9 +588,12 @@ impl Interp {
             }
         }
         self.err_raw(&format!("{command}\n"));
+        // The command takes the place of the `fc -s` line in the history.
         if !command.is_empty() {
             self.st.history.pop_back();
-            self.st.history.push_back(command.clone());
+            self.st
+                .history
+                .push_back(command.trim_end_matches('\n').to_string());
             self.st.history_last_added = true;
         }
         self.eval_text(&command)
