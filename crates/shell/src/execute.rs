@@ -1166,7 +1166,15 @@ impl Interp {
         let r = match self.apply_redirects(&cmd.redirects) {
             Ok(Ok(s)) => {
                 saved = s;
-                if is_decl && self.is_declaration_builtin(&argv[0]) {
+                // A function of the name, or `enable -n`, takes the words as plain arguments.
+                let declaration = is_decl
+                    && self.is_declaration_builtin(&argv[0])
+                    && self.builtin_enabled(&argv[0])
+                    && !self.st.functions.contains_key(&argv[0]);
+                if is_decl && !declaration {
+                    let argv = decl_args.iter().map(DeclArg::text).collect();
+                    self.dispatch(cmd, argv)
+                } else if declaration {
                     // The command word itself is no operand: `export X=1` must not declare
                     // a variable named `export`.
                     let mut decl_args = decl_args;
@@ -2371,6 +2379,26 @@ pub(crate) fn bytes_input(data: Vec<u8>) -> InSrc {
 pub(crate) enum DeclArg {
     Plain(String),
     Assign(Assignment, AssignedValue),
+}
+
+impl DeclArg {
+    /// The argument as one word, for a command that is no declaration after all.
+    pub(crate) fn text(&self) -> String {
+        match self {
+            DeclArg::Plain(s) => s.clone(),
+            DeclArg::Assign(a, v) => {
+                let op = if a.append { "+=" } else { "=" };
+                match v {
+                    AssignedValue::Scalar(s) => format!("{}{op}{s}", a.name),
+                    AssignedValue::Elem(k, s) => format!("{}[{k}]{op}{s}", a.name),
+                    AssignedValue::Array(items) => {
+                        let items: Vec<&str> = items.iter().map(|(_, _, v)| v.as_str()).collect();
+                        format!("{}{op}({})", a.name, items.join(" "))
+                    }
+                }
+            }
+        }
+    }
 }
 
 // Subshells move interpreters to other threads.

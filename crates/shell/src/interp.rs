@@ -1813,7 +1813,16 @@ pub(crate) enum AssignKey {
 }
 
 pub(crate) fn apply_case_attrs(attrs: u8, value: String) -> String {
-    if attrs & crate::vars::ATTR_LOWER != 0 {
+    if attrs & crate::vars::ATTR_CAPCASE == crate::vars::ATTR_CAPCASE {
+        let mut chars = value.chars();
+        match chars.next() {
+            Some(first) => first
+                .to_uppercase()
+                .chain(chars.flat_map(char::to_lowercase))
+                .collect(),
+            None => value,
+        }
+    } else if attrs & crate::vars::ATTR_LOWER != 0 {
         value.to_lowercase()
     } else if attrs & crate::vars::ATTR_UPPER != 0 {
         value.to_uppercase()

@@ -162,6 +162,10 @@ pub(crate) fn quote_unless(s: &str, safe: impl Fn(char) -> bool) -> String {
 /// What `${x@Q}` and `declare -p` print for `s`: single quotes (`'it'\''s'`), or the
 /// `$'...'` form when `s` holds control characters.
 pub fn quote_single(s: &str) -> String {
+    // bash's sh_single_quote writes a lone quote as `\'`.
+    if s == "'" {
+        return "\\'".into();
+    }
     if needs_ansi_c(s) {
         return ansi_c_quote(s);
     }

@@ -16,7 +16,7 @@ use crate::vars::{
 use crate::vars::print::{declare_line, set_line};
 
 /// What a declaration builtin's options ask for.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct DeclFlags {
     /// Attributes to give (`-x`, `-r`, ...) and to take away (`+x`, ...).
     add: u8,
@@ -28,6 +28,8 @@ struct DeclFlags {
     unarray: bool,
     /// `-p`: print the declarations.
     print: bool,
+    /// `-c`: capitalize.
+    capcase: bool,
     /// `-g`: in a function, the global binding.
     global: bool,
     /// `-f`, `-F`: functions (with bodies, or names only).
@@ -153,7 +155,7 @@ impl Interp {
             return Ok(self.declare_function_attrs(name, &f, &items));
         }
         if f.funcs || f.func_names {
-            return Ok(self.print_functions(&items, f.func_names));
+            return Ok(self.print_functions(&items, f.func_names, f.print));
         }
         if items.is_empty() {
             return Ok(self.list_declarations(name, f.add, f.array, f.assoc, f.print));
@@ -168,7 +170,17 @@ impl Interp {
             && name != "readonly";
         let mut status = 0;
         for item in items {
+            let var_name = match &item {
+                DeclArg::Plain(s) => s.split(['=', '[', '+']).next().unwrap_or("").to_string(),
+                DeclArg::Assign(a, _) => a.name.clone(),
+            };
             if !self.declare_item(name, &f, make_local, item)? {
+                status = 1;
+            } else if f.array && f.assoc {
+                // bash makes the associative array `-aA` asks for, then refuses the -a.
+                self.err(&format!(
+                    "{name}: {var_name}: cannot convert associative to indexed array"
+                ));
                 status = 1;
             }
         }
@@ -220,6 +232,10 @@ impl Interp {
                         'i' => ATTR_INTEGER,
                         'l' => ATTR_LOWER,
                         'u' => ATTR_UPPER,
+                        'c' if name != "export" && name != "readonly" => {
+                            f.capcase = on;
+                            0
+                        }
                         't' => ATTR_TRACE,
                         // `+a`/`+A` cannot take the attribute away; they declare no array.
                         'a' => {
@@ -271,6 +287,13 @@ impl Interp {
             }
             items.push(a);
         }
+        // -l with -u cancel out, as in bash; -c is both bits (see ATTR_CAPCASE).
+        if f.add & crate::vars::ATTR_CAPCASE == crate::vars::ATTR_CAPCASE {
+            f.add &= !crate::vars::ATTR_CAPCASE;
+        }
+        if f.capcase {
+            f.add |= crate::vars::ATTR_CAPCASE;
+        }
         Ok((f, items))
     }
 
@@ -318,17 +341,27 @@ impl Interp {
             }
             return Ok(true);
         }
+        let mut f = f.clone();
         let (var_name, shown, value) = match item {
-            DeclArg::Plain(s) => match self.plain_declaration(&s, f.array || f.assoc)? {
+            DeclArg::Plain(s) => match self.plain_declaration(&s, &f, make_local)? {
                 PlainDecl::Name(n) => (n, s, None),
+                // `declare 'a[5]'` declares an array.
+                PlainDecl::ArrayName(n) => {
+                    f.array |= !f.assoc;
+                    (n, s, None)
+                }
                 PlainDecl::Assign(a, v) => (a.name.clone(), s, Some((a, v))),
                 PlainDecl::Invalid => {
                     self.err(&format!("{name}: `{s}': not a valid identifier"));
                     return Ok(false);
                 }
             },
-            DeclArg::Assign(a, v) => (a.name.clone(), a.name.clone(), Some((a, v))),
+            DeclArg::Assign(a, v) => {
+                let v = self.reread_declared_value(&a, v, &f, make_local)?;
+                (a.name.clone(), a.name.clone(), Some((a, v)))
+            }
         };
+        let f = &f;
         // `export`/`readonly` take names, never array elements.
         if matches!(name, "export" | "readonly")
             && let Some((_, AssignedValue::Elem(k, _))) = &value
@@ -434,10 +467,12 @@ impl Interp {
         if was_unset && value.is_none() && var.is_array() {
             var.attrs |= crate::vars::ATTR_NOVALUE;
         }
-        if f.add & ATTR_UPPER != 0 {
-            var.attrs &= !ATTR_LOWER;
-        } else if f.add & ATTR_LOWER != 0 {
-            var.attrs &= !ATTR_UPPER;
+        // The last case attribute asked for wins; -c is both bits.
+        match f.add & crate::vars::ATTR_CAPCASE {
+            crate::vars::ATTR_CAPCASE => var.attrs |= crate::vars::ATTR_CAPCASE,
+            ATTR_UPPER => var.attrs &= !ATTR_LOWER,
+            ATTR_LOWER => var.attrs &= !ATTR_UPPER,
+            _ => {}
         }
         let readonly_after = var.attrs & ATTR_READONLY != 0;
         let mut ok = true;
@@ -459,11 +494,108 @@ impl Interp {
         Ok(ok)
     }
 
-    /// A declaration argument that came from an expansion (`export "$n=$v"`, `local $x`,
-    /// `builtin declare a=1`): bash splits it at its first `=` as it would an assignment
-    /// word. A `(...)` value is an array literal only for arrays (bash 5.2).
-    fn plain_declaration(&mut self, s: &str, array: bool) -> FlowResult<PlainDecl> {
+    /// Whether a declaration's `name=(...)` is an array literal: only for an array, the
+    /// variable the declaration assigns (a new local is none yet; `-g` means the global).
+    fn declares_array(&mut self, name: &str, f: &DeclFlags, make_local: bool) -> bool {
+        if f.array || f.assoc {
+            return true;
+        }
+        if f.global && self.st.vars.in_function() {
+            return self
+                .st
+                .vars
+                .with_global(name, |g| g.as_ref().is_some_and(Var::is_array));
+        }
+        if make_local && !self.is_local_here(name) {
+            return false;
+        }
+        self.st.vars.get(name).is_some_and(Var::is_array)
+    }
+
+    /// Whether the variable a declaration assigns is (or becomes) an associative array.
+    fn declares_assoc(&self, name: &str, f: &DeclFlags) -> bool {
+        f.assoc
+            || self
+                .st
+                .vars
+                .get(name)
+                .is_some_and(|v| matches!(v.value, Value::Assoc(_)))
+    }
+
+    /// An assignment word of a declaration, as bash's declaration builtins read it again: a
+    /// quoted `(...)` value of an array is an array literal (`declare -a a='(x y)'`), and an
+    /// associative array's subscript is expanded a second time (`declare m[$k]=v`).
+    fn reread_declared_value(
+        &mut self,
+        a: &crate::syntax::ast::Assignment,
+        v: AssignedValue,
+        f: &DeclFlags,
+        make_local: bool,
+    ) -> FlowResult<AssignedValue> {
+        match v {
+            AssignedValue::Scalar(s)
+                if s.starts_with('(')
+                    && s.ends_with(')')
+                    && self.declares_array(&a.name, f, make_local) =>
+            {
+                Ok(match self.array_literal(&a.name, &s)? {
+                    Some((_, v)) => v,
+                    None => AssignedValue::Scalar(s),
+                })
+            }
+            AssignedValue::Elem(k, s) if self.declares_assoc(&a.name, f) => {
+                let k = self.expand_dq_text(&k)?;
+                Ok(AssignedValue::Elem(k, s))
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// `name=(...)` parsed and expanded as an array assignment, if it is one.
+    fn array_literal(
+        &mut self,
+        name: &str,
+        val: &str,
+    ) -> FlowResult<Option<(crate::syntax::ast::Assignment, AssignedValue)>> {
+        if let Ok(script) = crate::parse(&format!("{name}={val}"))
+            && let Some(crate::syntax::ast::ListItem {
+                and_or:
+                    crate::syntax::ast::AndOr {
+                        first: crate::syntax::ast::Pipeline { commands, .. },
+                        ..
+                    },
+                ..
+            }) = script.items.first()
+            && let Some(crate::syntax::ast::Command::Simple(sc)) = commands.first()
+            && let Some(parsed) = sc.assignments.first()
+            && matches!(parsed.value, crate::syntax::ast::AssignValue::Array(_))
+        {
+            let a = parsed.clone();
+            let v = self.eval_assignment(&a)?;
+            return Ok(Some((a, v)));
+        }
+        Ok(None)
+    }
+
+    /// A declaration argument that came from an expansion or quotes (`export "$n=$v"`,
+    /// `declare 'a=(x y)'`, `builtin declare a=1`): bash splits it at its first `=` as it
+    /// would an assignment word. A `(...)` value is an array literal only for arrays (bash
+    /// 5.2), for the whole array even after a subscript; an associative array's subscript is
+    /// expanded.
+    fn plain_declaration(
+        &mut self,
+        s: &str,
+        f: &DeclFlags,
+        make_local: bool,
+    ) -> FlowResult<PlainDecl> {
         let Some(eq) = s.find('=') else {
+            if let Some(i) = s.find('[')
+                && s.ends_with(']')
+                && i + 1 < s.len() - 1
+                && is_valid_name(&s[..i])
+            {
+                return Ok(PlainDecl::ArrayName(s[..i].to_string()));
+            }
             return Ok(PlainDecl::Name(s.to_string()));
         };
         let (lhs, val) = (&s[..eq], &s[eq + 1..]);
@@ -480,35 +612,24 @@ impl Interp {
         if !is_valid_name(name) {
             return Ok(PlainDecl::Invalid);
         }
-        let is_array_var = self.st.vars.get(name).is_some_and(|v| v.is_array());
-        let mut a = crate::syntax::ast::Assignment {
+        let a = crate::syntax::ast::Assignment {
             name: name.to_string(),
             index: None,
             append,
             value: crate::syntax::ast::AssignValue::Scalar(crate::syntax::ast::Word::default()),
         };
-        if index.is_none()
-            && (array || is_array_var)
-            && val.starts_with('(')
+        if val.starts_with('(')
             && val.ends_with(')')
-            && let Ok(script) = crate::parse(&format!("{name}={val}"))
-            && let Some(crate::syntax::ast::ListItem {
-                and_or:
-                    crate::syntax::ast::AndOr {
-                        first: crate::syntax::ast::Pipeline { commands, .. },
-                        ..
-                    },
-                ..
-            }) = script.items.first()
-            && let Some(crate::syntax::ast::Command::Simple(sc)) = commands.first()
-            && let Some(parsed) = sc.assignments.first()
-            && matches!(parsed.value, crate::syntax::ast::AssignValue::Array(_))
+            && self.declares_array(name, f, make_local)
+            && let Some((mut parsed, v)) = self.array_literal(name, val)?
         {
-            a.value = parsed.value.clone();
-            let v = self.eval_assignment(&a)?;
-            return Ok(PlainDecl::Assign(a, v));
+            parsed.append = append;
+            return Ok(PlainDecl::Assign(parsed, v));
         }
         let v = match index {
+            Some(k) if self.declares_assoc(name, f) => {
+                AssignedValue::Elem(self.expand_dq_text(&k)?, val.to_string())
+            }
             Some(k) => AssignedValue::Elem(k, val.to_string()),
             None => AssignedValue::Scalar(val.to_string()),
         };
@@ -569,7 +690,7 @@ impl Interp {
         Ok(())
     }
 
-    fn print_functions(&mut self, items: &[DeclArg], names_only: bool) -> i32 {
+    fn print_functions(&mut self, items: &[DeclArg], names_only: bool, print: bool) -> i32 {
         let mut names: Vec<String> = if items.is_empty() {
             let mut v: Vec<String> = self.st.functions.keys().cloned().collect();
             v.sort();
@@ -594,6 +715,9 @@ impl Interp {
                 Some(f) if names_only && self.st.opts.extdebug => {
                     let file = f.source.as_deref().unwrap_or("environment");
                     text.push_str(&format!("{n} {} {file}\n", f.line));
+                }
+                Some(_) if names_only && print => {
+                    text.push_str(&format!("declare -f {n}\n"));
                 }
                 Some(_) if names_only => text.push_str(&format!("{n}\n")),
                 Some(f) => {
@@ -702,7 +826,8 @@ impl Interp {
                     None => continue,
                 },
             };
-            if v.attrs & filter != filter
+            // Several attributes list the variables that have any of them.
+            if (filter != 0 && v.attrs & filter == 0)
                 || (array && !matches!(v.value, Value::Indexed(_)))
                 || (assoc && !matches!(v.value, Value::Assoc(_)))
                 || (locals_only && !self.st.vars.is_local_here(&n))
@@ -724,10 +849,8 @@ impl Interp {
         let mut text = String::new();
         let mut status = 0;
         for a in items {
-            let n = match a {
-                DeclArg::Plain(s) => s.clone(),
-                DeclArg::Assign(a, _) => a.name.clone(),
-            };
+            // An assignment is no name to show: bash says the whole word is not found.
+            let n = a.text();
             self.touch_bash_argv(&n);
             // `local -p NAME` shows only the function's own locals.
             let visible = name != "local" || self.st.vars.is_local_here(&n);
@@ -774,6 +897,8 @@ impl Interp {
 /// What a declaration argument from an expansion turned out to be.
 enum PlainDecl {
     Name(String),
+    /// `name[sub]` without a value.
+    ArrayName(String),
     Assign(crate::syntax::ast::Assignment, AssignedValue),
     Invalid,
 }

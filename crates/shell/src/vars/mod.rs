@@ -27,6 +27,8 @@ pub const ATTR_NAMEREF: u8 = 32;
 pub const ATTR_TRACE: u8 = 64;
 /// An array declared (`declare -a x`) but never assigned: `declare -p` shows no `=()`.
 pub const ATTR_NOVALUE: u8 = 128;
+/// `declare -c`: capitalized. bash never has -l and -u together, so both bits mean this.
+pub const ATTR_CAPCASE: u8 = ATTR_LOWER | ATTR_UPPER;
 
 /// What a variable holds.
 #[derive(Debug, Clone, PartialEq, Eq)]

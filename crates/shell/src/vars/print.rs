@@ -46,10 +46,17 @@ fn attr_flags(v: &Var) -> String {
         (ATTR_READONLY, 'r'),
         (ATTR_TRACE, 't'),
         (ATTR_EXPORT, 'x'),
+        (super::ATTR_CAPCASE, 'c'),
         (ATTR_LOWER, 'l'),
         (ATTR_UPPER, 'u'),
     ] {
-        if v.has(bit) {
+        let case = v.attrs & super::ATTR_CAPCASE;
+        let shown = match bit {
+            super::ATTR_CAPCASE => case == bit,
+            ATTR_LOWER | ATTR_UPPER => case == bit,
+            _ => v.has(bit),
+        };
+        if shown {
             f.push(c);
         }
     }
