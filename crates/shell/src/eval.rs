@@ -448,6 +448,11 @@ impl Interp {
                     return Ok(n <= self.st.positional.len());
                 }
                 let (rname, rsub) = self.resolve_ref(name);
+                // bash looks a reference to an element up as a variable named `a[2]`: never
+                // set.
+                if key.is_none() && rsub.is_some() {
+                    return Ok(false);
+                }
                 let key = key.map(str::to_string).or(rsub);
                 let value = self.st.vars.get(&rname).map(|v| v.value.clone());
                 let key = match (&value, key) {

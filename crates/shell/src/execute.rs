@@ -1309,7 +1309,20 @@ impl Interp {
         }
         let mut saved = Vec::new();
         for a in assigns {
-            let a = &prefix_binding(a);
+            let mut a = prefix_binding(a);
+            // Through a reference the binding is the named variable's, put back after.
+            if self
+                .st
+                .vars
+                .get(&a.name)
+                .is_some_and(|v| v.has(crate::vars::ATTR_NAMEREF))
+                && !self.ref_is_circular(&a.name)
+                && let (target, None) = self.resolve_ref(&a.name)
+                && crate::vars::is_valid_name(&target)
+            {
+                a.to_mut().name = target;
+            }
+            let a = &a;
             let v = self.eval_assignment(a)?;
             let before = self.st.vars.get(&a.name).cloned();
             // bash reports a binding it cannot make (a readonly name) and runs the command

@@ -484,6 +484,16 @@ impl Interp {
     }
 
     fn named_value_stored(&mut self, name: &str, sub: &Option<Subscript>) -> FlowResult<PV> {
+        // A cycle, or a chain longer than bash follows, leads nowhere.
+        if self
+            .st
+            .vars
+            .get(name)
+            .is_some_and(|v| v.has(crate::vars::ATTR_NAMEREF))
+            && self.ref_is_circular(name)
+        {
+            return Ok(PV::Unset);
+        }
         let (resolved, ref_sub) = self.resolve_ref(name);
         if let (Some(k), None) = (&ref_sub, sub) {
             // A reference to `a[i+1]`, `a[$k]` or `a[@]` reads as that subscript written
@@ -597,7 +607,12 @@ impl Interp {
                 let Param::Named(name) = &pe.param else {
                     return true;
                 };
-                let name = &self.resolve_ref(name).0;
+                let (name, ref_sub) = &self.resolve_ref(name);
+                // A reference to an element has no keys of its own (bash 5.2).
+                if ref_sub.is_some() {
+                    self.push_value(PV::List(Vec::new(), *star), in_dq, out);
+                    return true;
+                }
                 self.touch_bash_argv(name);
                 let dynamic = self.dynamic_var(name);
                 let keys = match self
@@ -638,9 +653,14 @@ impl Interp {
             && let Some(v) = self.st.vars.get(n)
             && v.has(crate::vars::ATTR_NAMEREF)
         {
-            let target = v
-                .scalar_value()
-                .map_or(PV::Unset, |t| PV::Str(t.to_string()));
+            // The name the chain ends at (an element: `a[1]`).
+            let target = match v.scalar_value() {
+                Some(t) if !t.is_empty() && !self.ref_is_circular(n) => match self.resolve_ref(n) {
+                    (t, Some(k)) => PV::Str(format!("{t}[{k}]")),
+                    (t, None) => PV::Str(t),
+                },
+                t => t.map_or(PV::Unset, |t| PV::Str(t.to_string())),
+            };
             let v = match &pe.op {
                 ParamOp::None => target,
                 op => self.apply_op(op, target, false)?,
@@ -812,13 +832,19 @@ impl Interp {
                 }
             }
         };
+        // bash 5.2 reads a reference to an array element unset or not without `set -u`
+        // complaining, and measures it as 0 long.
+        let element_ref = !pe.indirect
+            && sub.is_none()
+            && matches!(&param, Param::Named(n) if self.st.vars.get(n).is_some_and(|v| v.has(crate::vars::ATTR_NAMEREF)) && self.resolve_ref(n).1.is_some());
         match &pe.op {
             ParamOp::None => {
-                if matches!(value, PV::Unset) && self.st.opts.nounset {
+                if matches!(value, PV::Unset) && self.st.opts.nounset && !element_ref {
                     return Err(self.unbound(&param, &sub));
                 }
                 self.push_value(value, in_dq, out);
             }
+            ParamOp::Length if element_ref => push(out, "0".into(), in_dq, !in_dq),
             ParamOp::Length => {
                 let n = match value {
                     PV::Unset => {

@@ -437,6 +437,9 @@ pub(crate) const DYNAMIC_VARS: [&str; 15] = [
     "_",
 ];
 
+/// How many references bash follows from a nameref to the variable it names.
+const NAMEREF_MAX: usize = 8;
+
 /// The group the sandbox's user is in (`$GROUPS`, `id -g`).
 pub(crate) const SANDBOX_GID: u32 = 1000;
 
@@ -1136,7 +1139,10 @@ impl Interp {
                 Some(v) if v.has(ATTR_NAMEREF) => {
                     let (target, sub) = self.resolve_ref(name);
                     match sub {
-                        None if target == name => v.scalar_value().map(str::to_string),
+                        // A reference to itself (`x=x; declare -n x`) reads as unset.
+                        None if target == name => {
+                            v.scalar_value().filter(|t| *t != name).map(str::to_string)
+                        }
                         None => self.get_var(&target),
                         Some(k) => self.element_value(&target, &k),
                     }
@@ -1211,9 +1217,9 @@ impl Interp {
     /// its own end.
     pub fn resolve_ref(&self, name: &str) -> (String, Option<String>) {
         let mut cur = name.to_string();
-        // A fixed depth bounds the walk, so a cycle ends it too; reads and assignments ask
-        // `ref_is_circular` first and treat a cycle as bash does.
-        for _ in 0..16 {
+        // bash's depth bounds the walk, so a cycle ends it too; reads and assignments ask
+        // `ref_is_circular` first and treat a cycle, or a chain too long, as bash does.
+        for _ in 0..NAMEREF_MAX {
             let Some(v) = self.st.vars.get(&cur) else {
                 break;
             };
@@ -1242,6 +1248,10 @@ impl Interp {
         let mut seen: Vec<&str> = vec![name];
         let mut cur = name;
         while let Some(v) = self.st.vars.get(cur) {
+            // More references than bash follows resolve to nothing, as a cycle does.
+            if seen.len() > NAMEREF_MAX && v.has(ATTR_NAMEREF) {
+                return true;
+            }
             let Value::Str(t) = &v.value else {
                 return false;
             };
@@ -1340,11 +1350,26 @@ impl Interp {
             self.truncate_history_file(n);
         }
         let value = if attrs & crate::vars::ATTR_INTEGER != 0 {
+            // `+=` adds to the value there is: the variable's, or the element's.
             let base = if append {
-                match (&existing, &key) {
-                    (Some(v), None) => v.scalar_value().unwrap_or("0").to_string(),
-                    _ => "0".into(),
-                }
+                let current = match (existing.as_ref().map(|v| &v.value), &key) {
+                    (Some(Value::Str(s)), None) => Some(s.as_str()),
+                    (Some(Value::Indexed(m)), None) => m.get(&0).map(String::as_str),
+                    (Some(Value::Assoc(m)), None) => m.get("0").map(String::as_str),
+                    (Some(Value::Indexed(m)), Some(AssignKey::Index(i))) => {
+                        let i = if *i < 0 {
+                            m.keys().next_back().map_or(*i, |top| top + 1 + i)
+                        } else {
+                            *i
+                        };
+                        m.get(&i).map(String::as_str)
+                    }
+                    (Some(Value::Assoc(m)), Some(AssignKey::Key(k))) => {
+                        m.get(k).map(String::as_str)
+                    }
+                    _ => None,
+                };
+                current.unwrap_or("0").to_string()
             } else {
                 "0".into()
             };

@@ -73,6 +73,15 @@ impl Interp {
                 continue;
             }
             let (name, key) = if nameref && key.is_none() {
+                // `unset -n` leaves a variable that is no reference alone (bash 5.2).
+                if self
+                    .st
+                    .vars
+                    .get(&name)
+                    .is_some_and(|v| !v.has(ATTR_NAMEREF))
+                {
+                    continue;
+                }
                 (name, None)
             } else {
                 let (target, sub) = self.resolve_ref(&name);
@@ -419,7 +428,12 @@ impl Interp {
             ));
             return Ok(false);
         }
-        if f.add & ATTR_NAMEREF != 0 {
+        // bash refuses a reference that is an integer without a word, and makes an array
+        // of one asked for as a reference array.
+        if f.add & ATTR_NAMEREF != 0 && f.add & ATTR_INTEGER != 0 {
+            return Ok(false);
+        }
+        if f.add & ATTR_NAMEREF != 0 && !(f.array || f.assoc) {
             if let Err(m) = self.declare_nameref(&var_name, f.add, make_local, value) {
                 self.err(&format!("{name}: {m}"));
                 return Ok(false);
@@ -464,6 +478,9 @@ impl Interp {
             reshape(&mut var.value, f.array, f.assoc);
         }
         var.attrs = (var.attrs | f.add) & !f.remove;
+        if f.array || f.assoc {
+            var.attrs &= !ATTR_NAMEREF;
+        }
         if was_unset && value.is_none() && var.is_array() {
             var.attrs |= crate::vars::ATTR_NOVALUE;
         }
@@ -669,7 +686,9 @@ impl Interp {
                     "`{t}': invalid variable name for name reference"
                 )));
             }
-            if t == name {
+            // Only a target given in the declaration is checked: `x=x; declare -n x` is let
+            // through, as in bash.
+            if t == name && target.is_some() {
                 return Err(ShellError::Usage(format!(
                     "{name}: nameref variable self references not allowed"
                 )));
