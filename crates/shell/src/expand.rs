@@ -54,6 +54,39 @@ impl From<Flow> for AErr {
 
 impl Interp {
     /// Full expansion of several words into fields (command arguments, `for` lists).
+    /// Where `~user` leads: a home directory, `~+`/`~-` the current and previous
+    /// directory, `~N`/`~+N`/`~-N` an entry of the directory stack (as `dirs +N`/`-N`
+    /// counts); `None` where bash leaves the word as it is.
+    pub(crate) fn tilde_dir(&self, user: &str) -> Option<String> {
+        match user {
+            // Without HOME, bash falls back on the user's home directory.
+            "" => Some(self.get_var("HOME").unwrap_or_else(|| "/home/user".into())),
+            "+" => Some(self.st.cwd.clone()),
+            "-" => self.get_var("OLDPWD"),
+            "user" => Some("/home/user".into()),
+            "root" => Some("/root".into()),
+            u => {
+                let (from_right, digits) = match u.as_bytes()[0] {
+                    b'+' => (false, &u[1..]),
+                    b'-' => (true, &u[1..]),
+                    _ => (false, u),
+                };
+                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                let n: usize = digits.parse().ok()?;
+                let mut all = vec![self.st.cwd.clone()];
+                all.extend(self.st.dirstack.iter().rev().cloned());
+                let i = if from_right {
+                    all.len().checked_sub(n + 1)?
+                } else {
+                    n
+                };
+                all.get(i).cloned()
+            }
+        }
+    }
+
     pub(crate) fn expand_words(&mut self, words: &[Word]) -> FlowResult<Vec<String>> {
         let mut out = Vec::new();
         for w in words {
@@ -218,15 +251,7 @@ impl Interp {
                     push(out, v.to_string(), in_dq, !in_dq);
                 }
                 WordPart::Tilde(user) => {
-                    let v = match user.as_str() {
-                        // Without HOME, bash falls back on the user's home directory.
-                        "" => self.get_var("HOME").unwrap_or_else(|| "/home/user".into()),
-                        "+" => self.st.cwd.clone(),
-                        "-" => self.get_var("OLDPWD").unwrap_or_else(|| "~-".into()),
-                        "user" => "/home/user".into(),
-                        "root" => "/root".into(),
-                        u => format!("~{u}"),
-                    };
+                    let v = self.tilde_dir(user).unwrap_or_else(|| format!("~{user}"));
                     push(out, v, true, false);
                 }
                 WordPart::Brace(b) => {

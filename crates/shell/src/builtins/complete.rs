@@ -417,8 +417,11 @@ impl Interp {
             for piece in ifs_pieces(list, &ifs) {
                 pieces.extend(shell_words(&one_word(&piece)));
             }
-            let expanded = self.expand_words(&pieces)?;
-            out.extend(expanded.into_iter().filter(|w| w.starts_with(word)));
+            // Expanded as words are, but never as patterns.
+            let noglob = std::mem::replace(&mut self.st.opts.noglob, true);
+            let expanded = self.expand_words(&pieces);
+            self.st.opts.noglob = noglob;
+            out.extend(expanded?.into_iter().filter(|w| w.starts_with(word)));
         }
         if let Some(f) = &spec.function {
             out.extend(self.completion_function(f, cmd, word)?);
@@ -427,9 +430,11 @@ impl Interp {
             out.extend(self.completion_command(c, cmd, word)?);
         }
         if let Some(f) = &spec.filter {
-            let (keep, pat) = match f.strip_prefix('!') {
-                Some(p) => (true, p),
-                None => (false, f.as_str()),
+            // A leading `!` negates the filter, unless extglob reads `!(...)` as a pattern.
+            let negated = f.starts_with('!') && !(self.extglob() && f.starts_with("!("));
+            let (keep, pat) = match negated {
+                true => (true, &f[1..]),
+                false => (false, f.as_str()),
             };
             let pat = with_word(pat, word);
             let pat = if self.extglob() {
@@ -448,6 +453,24 @@ impl Interp {
                 *w = format!("{pre}{w}{suf}");
             }
         }
+        // The options that fall back on names of files: directories when nothing matched
+        // (`dirnames`) or always (`plusdirs`), then readline's file names (`default`) when
+        // still nothing did. (`bashdefault`'s command and variable names give compgen none.)
+        let has = |o: &str| {
+            OPTIONS
+                .iter()
+                .position(|n| *n == o)
+                .is_some_and(|b| spec.options & (1 << b) != 0)
+        };
+        if out.is_empty() && has("dirnames") {
+            out = self.file_names(true, word);
+        }
+        if has("plusdirs") {
+            out.extend(self.file_names(true, word));
+        }
+        if out.is_empty() && has("default") {
+            out = self.file_names(false, word);
+        }
         Ok(out)
     }
 
@@ -460,8 +483,16 @@ impl Interp {
             self.err(&format!("compgen: {f}: function not found"));
             return Ok(Vec::new());
         };
-        let names = ["COMP_WORDS", "COMP_CWORD", "COMP_LINE", "COMP_POINT"];
-        for (n, v) in names.iter().zip([None, Some("-1"), Some(""), Some("0")]) {
+        let names = [
+            "COMP_WORDS",
+            "COMP_CWORD",
+            "COMP_LINE",
+            "COMP_POINT",
+            "COMP_KEY",
+            "COMP_TYPE",
+        ];
+        let values = [None, Some("-1"), Some(""), Some("0"), Some("0"), Some("0")];
+        for (n, v) in names.iter().zip(values) {
             let value = match v {
                 Some(s) => Value::Str(s.into()),
                 None => Value::Indexed(BTreeMap::new()),
@@ -572,9 +603,15 @@ impl Interp {
                 .filter(starts)
                 .collect(),
             "user" | "group" => self.account_names(action == "group", word),
+            "binding" => owned(
+                &mut crate::readline::defaults()
+                    .functions
+                    .iter()
+                    .map(String::as_str),
+            ),
             "command" => self.command_names(word),
             "directory" | "file" => self.file_names(action == "directory", word),
-            // Jobs, services, host names and readline bindings: none here.
+            // Jobs, services and host names: none here.
             _ => Vec::new(),
         }
     }
@@ -627,9 +664,24 @@ impl Interp {
             Some(k) => (&word[..=k], &word[k + 1..]),
             None => ("", word),
         };
+        // `~/` and `~user/` are looked up where they lead and shown as written.
+        let looked_up = match dir_part.strip_prefix('~') {
+            Some(rest) => {
+                let (user, tail) = rest.split_once('/').unwrap_or((rest, ""));
+                match self.tilde_dir(user) {
+                    Some(home) => format!("{home}/{tail}"),
+                    None => dir_part.to_string(),
+                }
+            }
+            None => dir_part.to_string(),
+        };
         let dir = wasmsand_vfs::path::join(
             &self.st.cwd,
-            if dir_part.is_empty() { "." } else { dir_part },
+            if looked_up.is_empty() {
+                "."
+            } else {
+                &looked_up
+            },
         );
         let vfs = self.rt.vfs.lock();
         let Ok(entries) = vfs.readdir(&dir) else {
@@ -637,9 +689,8 @@ impl Interp {
         };
         entries
             .into_iter()
-            .filter(|e| {
-                e.name.starts_with(base) && (base.starts_with('.') || !e.name.starts_with('.'))
-            })
+            // readline's match-hidden-files (on by default) offers dot files too.
+            .filter(|e| e.name.starts_with(base) && e.name != "." && e.name != "..")
             .filter(|e| {
                 !dirs_only
                     || vfs

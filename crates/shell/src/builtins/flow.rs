@@ -36,6 +36,35 @@ impl Interp {
         Err(Flow::Exit(s))
     }
 
+    /// `logout`: `exit` for a login shell (`bash -l`), refused in any other.
+    pub(super) fn b_logout(&mut self, args: &[String]) -> FlowResult {
+        if self.shopt_value("login_shell") != Some(true) {
+            self.err("logout: not login shell: use `exit'");
+            return Ok(1);
+        }
+        self.b_exit(args)
+    }
+
+    /// `suspend`: no shell in a sandbox can be stopped (nothing would continue it), so it is
+    /// refused as bash refuses a shell without job control, `-f` too.
+    pub(super) fn b_suspend(&mut self, args: &[String]) -> i32 {
+        match args.first().map(String::as_str) {
+            None | Some("-f") | Some("--") => {
+                self.err("suspend: cannot suspend: no job control");
+                1
+            }
+            Some(a) if a.starts_with('-') => {
+                self.err(&format!("suspend: {a}: invalid option"));
+                self.usage("suspend");
+                2
+            }
+            Some(_) => {
+                self.err("suspend: too many arguments");
+                2
+            }
+        }
+    }
+
     pub(super) fn b_return(&mut self, args: &[String]) -> FlowResult {
         if args.len() > 1 {
             return Err(self.too_many_arguments("return"));

@@ -248,6 +248,7 @@ static BUILTINS: &[Builtin] = &[
         Some("local [option] name[=value] ..."),
         declaration_args,
     ),
+    regular("logout", Some("logout [n]"), |i, _, a| i.b_logout(a)),
     regular(
         "mapfile",
         Some(
@@ -305,6 +306,11 @@ static BUILTINS: &[Builtin] = &[
     special("source", Some("source filename [arguments]"), |i, n, a| {
         i.b_source(n, a)
     }),
+    regular(
+        "suspend",
+        Some("suspend [-f]"),
+        |i, _, a| Ok(i.b_suspend(a)),
+    ),
     regular(
         "test",
         Some("test [expr]"),

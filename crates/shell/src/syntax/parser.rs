@@ -2207,7 +2207,7 @@ impl<'a> Parser<'a> {
                             && w.lit.last() == Some(&b':')
                             && self.src[self.pos - 1] == b':')) =>
                 {
-                    match self.tilde_prefix(tilde, mode) {
+                    match self.tilde_prefix(mode) {
                         Some((user, len)) => {
                             w.flush();
                             w.parts.push(WordPart::Tilde(user));
@@ -2356,7 +2356,7 @@ impl<'a> Parser<'a> {
 
     /// `~user` at the current position: the user name and the length consumed.
     #[inline(never)]
-    fn tilde_prefix(&self, tilde: Tilde, mode: Mode) -> Option<(String, usize)> {
+    fn tilde_prefix(&self, mode: Mode) -> Option<(String, usize)> {
         let mut i = 1;
         let mut user = Vec::new();
         loop {
@@ -2372,7 +2372,9 @@ impl<'a> Parser<'a> {
         }
         let ok = match self.at(i) {
             None | Some(b'/') => true,
-            Some(b':') => tilde == Tilde::Assign || matches!(mode, Mode::Param { .. }),
+            // A colon ends the prefix in any word (`~:x` is `$HOME:x`); only assignments
+            // expand tildes after one.
+            Some(b':') => true,
             Some(b'}') => matches!(mode, Mode::Param { .. }),
             Some(c) => match mode {
                 Mode::Normal => is_meta(c),
