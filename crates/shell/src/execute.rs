@@ -885,9 +885,15 @@ impl Interp {
                 self.cond += 1;
                 let c = self.run_script(cond);
                 self.cond -= 1;
+                // `break N`/`continue N` in the condition act on the loops around as from
+                // the body. A plain `continue` there succeeds, so it ends `until`; `while`
+                // skips its body and tests again, as bash's pending continue does.
                 let c = match c {
                     Ok(c) => c,
+                    Err(Flow::Break(n)) if n > 1 => return Err(Flow::Break(n - 1)),
                     Err(Flow::Break(_)) => break,
+                    Err(Flow::Continue(n)) if n > 1 => return Err(Flow::Continue(n - 1)),
+                    Err(Flow::Continue(_)) if until => break,
                     Err(Flow::Continue(_)) => continue,
                     Err(e) => return Err(e),
                 };
