@@ -769,10 +769,13 @@ fn without_double_quotes(src: &str) -> String {
 /// expansions live.
 fn dq_escape(s: &str) -> String {
     let mut out = String::new();
+    // A quote after a backslash is escaped already (`\"` in a prompt is `"`).
+    let mut escaped = false;
     for c in s.chars() {
-        if c == '"' {
+        if c == '"' && !escaped {
             out.push('\\');
         }
+        escaped = c == '\\' && !escaped;
         out.push(c);
     }
     out

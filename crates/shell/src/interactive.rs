@@ -213,7 +213,11 @@ impl Interp {
     /// A prompt variable expanded as bash shows it (`\u`, `$var`, ...); empty when unset.
     fn prompt_text(&mut self, name: &str) -> String {
         let raw = self.get_var(name).unwrap_or_default();
-        self.prompt_expand(&raw).unwrap_or(raw)
+        // A command substitution in the prompt leaves `$?` as the last command set it.
+        let status = self.st.status;
+        let text = self.prompt_expand(&raw).unwrap_or(raw);
+        self.st.status = status;
+        text
     }
 
     /// Adds a command read as `lines` to the history, joined as bash's `cmdhist` joins the

@@ -1110,9 +1110,7 @@ impl Interp {
             "BASH_SUBSHELL" => Some(self.subshell_depth.to_string()),
             "BASH_ARGV0" if self.st.vars.get(name).is_some() => Some(self.st.arg0.clone()),
             "EPOCHSECONDS" | "EPOCHREALTIME" => {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default();
+                let now = std::time::Duration::from_nanos(wall_clock_ns(&self.rt.vfs));
                 Some(if name == "EPOCHSECONDS" {
                     now.as_secs().to_string()
                 } else {
@@ -1865,6 +1863,18 @@ pub(crate) fn write_output(o: &Output, data: &[u8]) -> Result<(), ShellError> {
         }
         Output::Pipe(p) => p.write_all(data).map_err(|e| ShellError::io(&e)),
         Output::File(f) => f.write(data).map_err(|e| ShellError::Fs(e.errno)),
+    }
+}
+
+/// The wall clock as the run's programs see it: the sandbox's virtual clock in deterministic
+/// mode (what `date` reads), else the host's. Nanoseconds since the Unix epoch.
+pub(crate) fn wall_clock_ns(vfs: &SharedVfs) -> u64 {
+    let det = vfs.lock().deterministic();
+    match det {
+        Some(d) => d.lock().unwrap_or_else(|e| e.into_inner()).now_ns(),
+        None => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
     }
 }
 

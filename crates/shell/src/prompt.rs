@@ -10,6 +10,10 @@ impl Interp {
     /// `${x@P}` of the text `s`.
     pub(crate) fn prompt_expand(&mut self, s: &str) -> FlowResult<String> {
         let decoded = self.decode_prompt(s);
+        // `shopt -u promptvars`: the escapes only, the backslashes they left removed.
+        if self.shopt_value("promptvars") == Some(false) {
+            return Ok(unescape_prompt(&decoded));
+        }
         self.expand_dq_text(&decoded)
     }
 
@@ -158,9 +162,26 @@ impl Interp {
 
     /// The current time as `strftime` would format it, in the zone of an exported `TZ`.
     fn prompt_time(&self, fmt: &str) -> String {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
+        let now = (crate::interp::wall_clock_ns(&self.rt.vfs) / 1_000_000_000) as i64;
         crate::printf::format_time(fmt, now, self.clock_zone().as_deref())
     }
+}
+
+/// A decoded prompt without the expansion step: a backslash before `\\`, `$`, `` ` `` or `"`
+/// goes, as the double-quoted reading would have removed it.
+fn unescape_prompt(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\'
+            && let Some(&n) = chars.peek()
+            && matches!(n, '\\' | '$' | '`' | '"')
+        {
+            out.push(n);
+            chars.next();
+            continue;
+        }
+        out.push(c);
+    }
+    out
 }

@@ -83,10 +83,7 @@ impl Interp {
             self.usage("printf");
             return Ok(2);
         };
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
+        let now = (crate::interp::wall_clock_ns(&self.rt.vfs) / 1_000_000_000) as i64;
         let start = now - self.rt.started.elapsed().as_secs() as i64;
         let tz = self.clock_zone();
         let p = crate::printf::printf_in_zone(fmt, &args[1..], now, start, tz.as_deref());
