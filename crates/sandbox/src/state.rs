@@ -359,6 +359,7 @@ fn device_code(d: Device) -> u8 {
         Device::Stdin => 3,
         Device::Stdout => 4,
         Device::Stderr => 5,
+        Device::Full => 6,
     }
 }
 
@@ -370,6 +371,7 @@ fn device_of(c: u8) -> Option<Device> {
         3 => Device::Stdin,
         4 => Device::Stdout,
         5 => Device::Stderr,
+        6 => Device::Full,
         _ => return None,
     })
 }

@@ -2268,6 +2268,16 @@ impl Interp {
         }
         let abs = wasmsand_vfs::path::join(&self.st.cwd, target);
         let vfs = self.rt.vfs.lock();
+        // A `<( )` of this command is read from what it wrote: its file goes when the
+        // command ends, and `exec 3< <(...)` keeps reading after that.
+        if self
+            .procsubs
+            .iter()
+            .any(|(p, reader)| *p == abs && reader.is_none())
+            && let Ok(data) = vfs.read(&abs)
+        {
+            return Ok(InSrc::Bytes(Arc::new(Mutex::new((data, 0)))));
+        }
         match vfs.stat(&abs) {
             Ok(_) => {}
             Err(e) => {

@@ -343,6 +343,7 @@ impl Vfs {
         for (name, dev) in [
             ("/dev/null", Device::Null),
             ("/dev/zero", Device::Zero),
+            ("/dev/full", Device::Full),
             ("/dev/urandom", Device::Urandom),
             ("/dev/stdin", Device::Stdin),
             ("/dev/stdout", Device::Stdout),
@@ -372,7 +373,7 @@ impl Vfs {
                 Ok(c.to_bytes())
             }
             Kind::Dir(_) | Kind::HostDir(_) => Err(VfsError::plain(Errno::EISDIR, path)),
-            Kind::Device(Device::Zero | Device::Urandom) => Err(VfsError::new(
+            Kind::Device(Device::Zero | Device::Full | Device::Urandom) => Err(VfsError::new(
                 Errno::EINVAL,
                 path,
                 "device has no end; read it with read_at",
@@ -406,6 +407,7 @@ impl Vfs {
                 drop(w);
                 return self.write(path, data);
             }
+            Some(Kind::Device(Device::Full)) => return Err(VfsError::plain(Errno::ENOSPC, path)),
             Some(Kind::Device(_)) => return Ok(()),
             Some(_) => file_len(existing(&w, path)?, path)?,
         };
@@ -462,7 +464,7 @@ impl Vfs {
                 })
             }
             Kind::Dir(_) | Kind::HostDir(_) => Err(VfsError::plain(Errno::EISDIR, path)),
-            Kind::Device(Device::Zero) => Ok(Bytes::from(vec![0u8; len])),
+            Kind::Device(Device::Zero | Device::Full) => Ok(Bytes::from(vec![0u8; len])),
             Kind::Device(Device::Urandom) => {
                 let mut buf = vec![0u8; len];
                 if let Some(det) = &self.det {
@@ -480,11 +482,14 @@ impl Vfs {
     }
 
     /// Writes `data` at `offset` in an existing file, filling any gap with zeros. Returns the
-    /// bytes written. Writes to a device vanish.
+    /// bytes written. Writes to a device vanish (`/dev/full` refuses them with `ENOSPC`).
     pub fn write_at(&mut self, path: &str, offset: u64, data: &[u8]) -> VfsResult<usize> {
         let w = self.resolve(path, true)?;
         let node = existing(&w, path)?;
-        if let Kind::Device(_) = node.kind {
+        if let Kind::Device(d) = node.kind {
+            if d == Device::Full && !data.is_empty() {
+                return Err(VfsError::plain(Errno::ENOSPC, path));
+            }
             return Ok(data.len());
         }
         let old_len = file_len(node, path)?;
@@ -1246,6 +1251,7 @@ impl Vfs {
                     Kind::Dir(_) | Kind::HostDir(_) => {
                         return Err(VfsError::plain(Errno::EISDIR, path));
                     }
+                    Kind::Device(Device::Full) => return Err(VfsError::plain(Errno::ENOSPC, path)),
                     Kind::Device(_) => return Ok(()),
                     Kind::File(_) if w.trailing_slash => {
                         return Err(VfsError::plain(Errno::ENOTDIR, path));

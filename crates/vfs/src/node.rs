@@ -58,6 +58,9 @@ pub enum Device {
     Zero,
     /// Reads give random bytes, writes vanish.
     Urandom,
+    /// `/dev/full`: reads give zero bytes, writes fail with `ENOSPC` (for testing what a
+    /// program does when its output cannot be written).
+    Full,
     /// `/dev/stdin`, `/dev/stdout`, `/dev/stderr`: the running program's own streams. The
     /// filesystem only marks them (they act like `Null` here); whoever runs programs connects
     /// them to the program's descriptors 0, 1 and 2.

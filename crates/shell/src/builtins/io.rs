@@ -57,6 +57,15 @@ impl Interp {
     pub(super) fn b_printf(&mut self, args: &[String]) -> FlowResult {
         let mut args = args;
         let mut var = None;
+        // `-vNAME` is `-v NAME`.
+        let attached: Vec<String>;
+        if let Some(first) = args.first()
+            && let Some(name) = first.strip_prefix("-v")
+            && !name.is_empty()
+        {
+            attached = [vec!["-v".to_string(), name.to_string()], args[1..].to_vec()].concat();
+            args = &attached;
+        }
         if args.first().map(String::as_str) == Some("-v") {
             match args.get(1) {
                 Some(v) => {
@@ -77,6 +86,13 @@ impl Interp {
         }
         if args.first().map(String::as_str) == Some("--") {
             args = &args[1..];
+        } else if let Some(a) = args.first()
+            && a.starts_with('-')
+            && a.len() > 1
+        {
+            self.err(&format!("printf: {}: invalid option", &a[..2]));
+            self.usage("printf");
+            return Ok(2);
         }
         let Some(fmt) = args.first() else {
             // Only the usage line, with no "bash: line N:" before it, as bash.
@@ -416,7 +432,12 @@ impl Interp {
         let status = i32::from(at_eof);
         let esc = escaped_chars(&text, &line.buf, &line.escaped);
         if let Some(arr) = &o.array {
-            let fields = split_read(&text, &esc, &ifs, usize::MAX);
+            // `-N` reads one unsplit element.
+            let fields = if o.exact {
+                vec![text]
+            } else {
+                split_read(&text, &esc, &ifs, usize::MAX)
+            };
             let items = fields.into_iter().map(|f| (None, f)).collect();
             if let Err(m) = self.assign_array_fresh(arr, items) {
                 self.err(&format!("read: {m}"));
@@ -452,11 +473,30 @@ impl Interp {
         Ok(status)
     }
 
+    /// The variable an array builtin (`read -a`, `mapfile`) fills: the one a reference names.
+    fn array_target(&self, name: &str) -> String {
+        if self
+            .st
+            .vars
+            .get(name)
+            .is_some_and(|v| v.has(crate::vars::ATTR_NAMEREF))
+            && !self.ref_is_circular(name)
+            && let (target, None) = self.resolve_ref(name)
+            && is_valid_name(&target)
+        {
+            return target;
+        }
+        name.to_string()
+    }
+
     fn assign_array_fresh(
         &mut self,
         name: &str,
         items: Vec<(Option<String>, String)>,
     ) -> Result<(), ShellError> {
+        // Through a reference, the array is the variable it names.
+        let resolved = self.array_target(name);
+        let name = resolved.as_str();
         if let Some(v) = self.st.vars.get(name)
             && v.has(ATTR_READONLY)
         {
@@ -558,6 +598,16 @@ impl Interp {
         }
         if !is_valid_name(&target) {
             self.err(&format!("{name}: `{target}': not a valid identifier"));
+            return Ok(1);
+        }
+        let target = self.array_target(&target);
+        if self
+            .st
+            .vars
+            .get(&target)
+            .is_some_and(|v| matches!(v.value, Value::Assoc(_)))
+        {
+            self.err(&format!("{name}: {target}: not an indexed array"));
             return Ok(1);
         }
         if origin.is_none() {

@@ -156,6 +156,8 @@ impl Interp {
                 if a == "0" {
                     // Signal 0 is the EXIT trap's number.
                     text.push_str("EXIT\n");
+                } else if a.eq_ignore_ascii_case("EXIT") {
+                    text.push_str("0\n");
                 } else if let Ok(n) = a.parse::<u32>() {
                     let n = if n > 128 { n - 128 } else { n };
                     match table.iter().find(|(k, _)| *k == n) {
