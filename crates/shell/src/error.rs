@@ -53,6 +53,9 @@ pub enum ShellError {
     /// `{name}>file` with every descriptor from 10 up in use.
     #[error("{0}: Too many open files")]
     TooManyFiles(String),
+    /// A failure whose message was printed where it happened.
+    #[error("")]
+    Reported,
     /// `{name}>file` where `name` cannot take the descriptor's number (readonly).
     #[error("{0}: cannot assign fd to variable")]
     FdVariable(String),

@@ -97,6 +97,7 @@ impl Interp {
             Ok(v) => Ok(v),
             Err(m) => {
                 self.err(&m.to_string());
+                self.arith_fatal = true;
                 Err(Flow::Fatal(1))
             }
         }

@@ -183,13 +183,7 @@ impl Interp {
     /// whether the command runs (see [`Self::run_debug_trap`]).
     fn before_command(&mut self, cmd: &SimpleCommand) -> FlowResult<bool> {
         let debug = self.st.traps.get("DEBUG").cloned();
-        // Signal traps read it too; EXIT and RETURN traps (common, and cheap to keep cheap)
-        // are left out.
-        let wants_text =
-            debug.is_some() || self.st.traps.keys().any(|k| k != "EXIT" && k != "RETURN");
-        if !wants_text {
-            return Ok(true);
-        }
+        // Every trap may read it (an EXIT trap under `set -e` shows the command that failed).
         // Inside a trap's action `$BASH_COMMAND` stays the command the trap fired at.
         if !self.in_trap {
             let text = crate::printer::simple_command_text(cmd);
@@ -2030,7 +2024,9 @@ impl Interp {
             match self.redirect(r, &mut saved) {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
-                    self.err(&e.to_string());
+                    if !matches!(e, ShellError::Reported) {
+                        self.err(&e.to_string());
+                    }
                     self.restore_fds(saved);
                     return Ok(Err(1));
                 }
@@ -2124,7 +2120,11 @@ impl Interp {
                 let body = if h.quoted {
                     crate::expand::literal_text(&h.body)
                 } else {
-                    self.expand_heredoc(&h.body)?
+                    // An unset variable under `set -u` fails the command only (bash reads on).
+                    match self.expand_heredoc(&h.body) {
+                        Err(Flow::Unbound) => return Ok(Err(ShellError::Reported)),
+                        other => other?,
+                    }
                 };
                 self.check_size(body.len(), "here-document")?;
                 self.fds.set(
@@ -2185,7 +2185,9 @@ impl Interp {
                     }
                     return Ok(Ok(()));
                 }
-                if r.op == RedirOp::DupRead {
+                // A file name after `>&` is only bash's `&>` when no descriptor other than 1
+                // was given.
+                if r.op == RedirOp::DupRead || r.fd.is_some_and(|n| n != 1) {
                     return Ok(Err(ShellError::AmbiguousRedirect(target)));
                 }
                 // `>& file` is `&> file` when no descriptor was given.

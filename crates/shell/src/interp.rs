@@ -819,6 +819,9 @@ pub(crate) struct Interp {
     pub(crate) running_traps: u8,
     /// Inside `source`: `return` is allowed.
     pub sourcing: u32,
+    /// The line being abandoned was abandoned by an arithmetic error, which `set -e` does
+    /// not turn into an exit (bash goes on with the next line).
+    pub(crate) arith_fatal: bool,
     /// The frames of `BASH_ARGV`/`BASH_ARGC`, outermost first; `None` until bash would set
     /// them up (`shopt -s extdebug`, `source`, their first use at the top level).
     pub(crate) bash_argv: Option<Vec<Vec<String>>>,
@@ -912,6 +915,7 @@ impl Interp {
             in_trap: false,
             running_traps: 0,
             sourcing: 0,
+            arith_fatal: false,
             bash_argv: None,
             keep_redirs: false,
             temp_hidden: Vec::new(),
@@ -1386,7 +1390,8 @@ impl Interp {
             value: Value::Unset,
             attrs: 0,
         });
-        if self.st.opts.allexport {
+        // `set -a` exports what is assigned as a whole, not an array's element.
+        if self.st.opts.allexport && key.is_none() {
             var.attrs |= ATTR_EXPORT;
         }
         var.attrs &= !crate::vars::ATTR_NOVALUE;

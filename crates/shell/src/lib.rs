@@ -341,6 +341,10 @@ fn run_lines(it: &mut Interp, mut input: input::InputLines, kind: SourceKind<'_>
                     Ok(s) => status = s,
                     Err(f) => return flow_status(it, f),
                 }
+                // `set -t`: one command read and run, then the shell exits.
+                if it.st.opts.extra.contains("onecmd") {
+                    return status;
+                }
                 start = end;
             }
             Err(e) if e.drops_line() => {
@@ -453,10 +457,14 @@ fn run_items(it: &mut Interp, script: &ast::Script) -> FlowResult {
         };
         // Run one at a time, the item cannot see that a `disown` follows it.
         it.disown_follows = item.background && jobs::disowned_next(script, idx);
+        it.arith_fatal = false;
         match it.run_script(&one) {
             Ok(s) => status = s,
-            // Under `set -e` the abandoned line's failure ends the shell, as in bash.
-            Err(Flow::Fatal(s)) if it.st.opts.errexit => return Err(Flow::Exit(s)),
+            // Under `set -e` the abandoned line's failure ends the shell, as in bash, unless
+            // an arithmetic error abandoned it.
+            Err(Flow::Fatal(s)) if it.st.opts.errexit && !it.arith_fatal => {
+                return Err(Flow::Exit(s));
+            }
             Err(Flow::Fatal(s)) => {
                 status = s;
                 it.st.status = s;

@@ -381,7 +381,12 @@ impl Interp {
                         opts.push(crate::execute::StartOption::RcFile(file.clone()));
                     }
                     "norc" => opts.push(crate::execute::StartOption::NoRc),
-                    "noprofile" | "login" | "noediting" | "restricted" | "verbose" => {}
+                    // What the shell was started as, for `shopt login_shell`.
+                    "login" => opts.push(crate::execute::StartOption::Shopt(
+                        "login_shell".into(),
+                        true,
+                    )),
+                    "noprofile" | "noediting" | "restricted" | "verbose" => {}
                     // bash prints these and exits, whatever follows.
                     "help" => return Ok(self.out_str(BASH_HELP)),
                     "version" => return Ok(self.out_str(BASH_VERSION_TEXT)),
@@ -414,7 +419,11 @@ impl Interp {
                     }
                     'i' => opts.push(crate::execute::StartOption::Interactive),
                     's' => dash_s = true,
-                    // Login, restricted and privileged shells are not modelled: the flags are
+                    'l' if on => opts.push(crate::execute::StartOption::Shopt(
+                        "login_shell".into(),
+                        true,
+                    )),
+                    // Restricted and privileged shells are not modelled: the flags are
                     // accepted and the shell runs as it would.
                     'l' | 'r' | 'p' => {}
                     c => match crate::options::option_letter(c) {

@@ -893,7 +893,7 @@ impl<'a> Parser<'a> {
 
     #[inline(never)]
     fn pipeline(&mut self) -> ParseResult<Pipeline> {
-        let (mut timed, mut negated) = (false, false);
+        let (mut timed, mut negated, mut bang) = (false, false, false);
         loop {
             self.skip_blanks();
             match self.peek_reserved() {
@@ -908,6 +908,7 @@ impl<'a> Parser<'a> {
                 Some("!") => {
                     self.pos += 1;
                     negated = !negated;
+                    bang = true;
                 }
                 _ => break,
             }
@@ -917,7 +918,7 @@ impl<'a> Parser<'a> {
         // A bare `time` (or `time -p`) times nothing: bash prints the report for an empty
         // command. A bare `!` before a `;`, a newline or the end of a script negates nothing
         // (status 1); the end of a backquoted text is no such end in bash.
-        let bare_bang = negated
+        let bare_bang = bang
             && ((self.eof() && self.depth == 0)
                 || matches!(self.peek_op(), Some((Op::Newline | Op::Semi, _))))
             && !self.ends_substitution();
@@ -1204,6 +1205,10 @@ impl<'a> Parser<'a> {
                         Some(b';') if self.peek_op() == Some((Op::Semi, 1)) => {
                             self.pos += 1;
                             break;
+                        }
+                        // A process substitution is a word there too.
+                        Some(b'<' | b'>') if self.at(1) == Some(b'(') => {
+                            list.push(self.command_word()?)
                         }
                         Some(c) if is_meta(c) => return Err(self.unexpected()),
                         _ => list.push(self.command_word()?),
