@@ -520,8 +520,26 @@ impl Interp {
                 self.st.traps.insert(sig.clone(), action.clone());
             }
         }
+        // A job started without job control ignores SIGINT and SIGQUIT. As in bash, it may
+        // trap SIGINT again only when the shell that started it trapped it; a bash it starts
+        // can do neither.
+        let async_job = std::mem::take(&mut self.async_ignores);
+        if async_job {
+            self.st.traps.insert("SIGINT".into(), String::new());
+            if !parent.get("SIGINT").is_some_and(|a| !a.is_empty()) {
+                self.st.untrappable.insert("SIGINT".into());
+            }
+            self.st.untrappable.insert("SIGQUIT".into());
+        }
+        // `trap -p` lists the parent's traps; in a job that is a list or a compound command
+        // SIGINT shows as ignored, as bash's child has set up its signals by then (one
+        // simple command still shows the parent's).
         if !parent.is_empty() {
-            self.inherited_traps = Some(parent);
+            let mut shown = parent;
+            if async_job && !self.job_exec {
+                shown.insert("SIGINT".into(), String::new());
+            }
+            self.inherited_traps = Some(shown);
         }
         let r = f(self);
         // A pipeline stage is run as a command, not a pipeline: its `<( )` files end here.
@@ -591,12 +609,7 @@ impl Interp {
         // Non-interactive bash gives background jobs /dev/null as stdin, and without job
         // control they ignore SIGINT and SIGQUIT for good.
         child.fds.set(0, Some(Fd::In(InSrc::Empty)));
-        if !self.st.opts.extra.contains("monitor") {
-            child.st.traps.insert("SIGINT".into(), String::new());
-            for sig in ["SIGINT", "SIGQUIT"] {
-                child.st.untrappable.insert(sig.into());
-            }
-        }
+        child.async_ignores = !self.st.opts.extra.contains("monitor");
         let ao = ao.clone();
         // bash's child for `cmd &` runs the one simple command and exits without the ERR
         // trap; a list or compound command runs as in a subshell, where failures trap.
@@ -781,8 +794,20 @@ impl Interp {
                 let Some(items) = self.loop_words(var, words.as_deref())? else {
                     return Ok(1);
                 };
+                // The DEBUG trap sees the header as written (`for i in 1 2`).
+                let header = (self.st.traps.contains_key("DEBUG") && !self.in_trap).then(|| {
+                    let mut header = format!("for {var}");
+                    if let Some(ws) = words {
+                        header.push_str(" in");
+                        for w in ws.iter() {
+                            header.push(' ');
+                            header.push_str(&crate::expand::source_text(w));
+                        }
+                    }
+                    header
+                });
                 self.loops += 1;
-                let r = self.run_for(var, items, body);
+                let r = self.run_for(var, items, body, header.as_deref());
                 self.loops -= 1;
                 r
             }
@@ -908,7 +933,13 @@ impl Interp {
         r
     }
 
-    fn run_for(&mut self, var: &str, items: Vec<String>, body: &Script) -> FlowResult {
+    fn run_for(
+        &mut self,
+        var: &str,
+        items: Vec<String>,
+        body: &Script,
+        header: Option<&str>,
+    ) -> FlowResult {
         let mut status = 0;
         let is_ref = self
             .st
@@ -918,6 +949,9 @@ impl Interp {
         let header_line = self.line;
         for item in items {
             self.check()?;
+            if let Some(h) = header {
+                self.st.vars.put("BASH_COMMAND", Var::scalar(h.to_string()));
+            }
             // Under `extdebug` a DEBUG trap that fails skips the iteration.
             if !self.debug_trap_at(header_line)? {
                 continue;

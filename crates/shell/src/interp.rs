@@ -819,6 +819,8 @@ pub(crate) struct Interp {
     pub(crate) running_traps: u8,
     /// Inside `source`: `return` is allowed.
     pub sourcing: u32,
+    /// A background job about to start without job control: it ignores SIGINT.
+    pub(crate) async_ignores: bool,
     /// The line being abandoned was abandoned by an arithmetic error, which `set -e` does
     /// not turn into an exit (bash goes on with the next line).
     pub(crate) arith_fatal: bool,
@@ -915,6 +917,7 @@ impl Interp {
             in_trap: false,
             running_traps: 0,
             sourcing: 0,
+            async_ignores: false,
             arith_fatal: false,
             bash_argv: None,
             keep_redirs: false,
@@ -952,6 +955,10 @@ impl Interp {
         child.funcnames = self.funcnames.clone();
         child.frames = self.frames.clone();
         child.bash_argv = self.bash_argv.clone();
+        // A subshell of a subshell that set no trap still lists the traps from above.
+        if self.st.traps.is_empty() {
+            child.inherited_traps = self.inherited_traps.clone();
+        }
         child.line = self.line;
         child.line_offset = self.line_offset;
         child.end_line = self.end_line;
