@@ -521,12 +521,12 @@ impl Interp {
             }
         }
         // A job started without job control ignores SIGINT and SIGQUIT. As in bash, it may
-        // trap SIGINT again only when the shell that started it trapped it; a bash it starts
-        // can do neither.
+        // trap SIGINT again only when the shell that started it has trapped it before; a
+        // bash it starts can do neither.
         let async_job = std::mem::take(&mut self.async_ignores);
         if async_job {
             self.st.traps.insert("SIGINT".into(), String::new());
-            if !parent.get("SIGINT").is_some_and(|a| !a.is_empty()) {
+            if !self.int_trapped {
                 self.st.untrappable.insert("SIGINT".into());
             }
             self.st.untrappable.insert("SIGQUIT".into());

@@ -821,6 +821,11 @@ pub(crate) struct Interp {
     pub sourcing: u32,
     /// A background job about to start without job control: it ignores SIGINT.
     pub(crate) async_ignores: bool,
+    /// Runs what `env` started: its environment is exactly what `env` was given.
+    pub(crate) exact_env: bool,
+    /// This shell has trapped SIGINT at some point: a job it starts without job control may
+    /// trap it again (bash then knows the signal's original handling).
+    pub(crate) int_trapped: bool,
     /// The line being abandoned was abandoned by an arithmetic error, which `set -e` does
     /// not turn into an exit (bash goes on with the next line).
     pub(crate) arith_fatal: bool,
@@ -918,6 +923,8 @@ impl Interp {
             running_traps: 0,
             sourcing: 0,
             async_ignores: false,
+            exact_env: false,
+            int_trapped: false,
             arith_fatal: false,
             bash_argv: None,
             keep_redirs: false,
@@ -955,6 +962,7 @@ impl Interp {
         child.funcnames = self.funcnames.clone();
         child.frames = self.frames.clone();
         child.bash_argv = self.bash_argv.clone();
+        child.int_trapped = self.int_trapped;
         // A subshell of a subshell that set no trap still lists the traps from above.
         if self.st.traps.is_empty() {
             child.inherited_traps = self.inherited_traps.clone();
@@ -1106,6 +1114,18 @@ impl Interp {
             .iter()
             .find_map(|v| self.st.vars.scalar(v).filter(|s| !s.is_empty()));
         matches!(locale, None | Some("C" | "POSIX"))
+    }
+
+    /// Whether the locale the shell's variables name uses UTF-8, where GNU programs quote
+    /// names as ‘this’ rather than 'this'.
+    pub(crate) fn utf8_locale(&self) -> bool {
+        ["LC_ALL", "LC_CTYPE", "LANG"]
+            .iter()
+            .find_map(|v| self.st.vars.scalar(v).filter(|s| !s.is_empty()))
+            .is_some_and(|l| {
+                let l = l.to_ascii_lowercase();
+                l.contains("utf-8") || l.contains("utf8")
+            })
     }
 
     pub fn err_raw(&mut self, text: &str) {

@@ -172,10 +172,13 @@ impl Interp {
     /// nothing here, as no signal reaches a guest from outside).
     pub(super) fn b_env(&mut self, args: &[String]) -> FlowResult {
         let mut env = self.st.vars.environ();
-        // What the shell exports to a program it runs: `_` is the program's path.
-        env.retain(|(k, _)| k != "_");
-        env.push(("_".into(), "/usr/bin/env".into()));
-        env.sort();
+        // What a shell exports to a program it runs: `_` is the program's path (not when
+        // `env` itself ran this one: that environment is exactly what it was given).
+        if !self.exact_env {
+            env.retain(|(k, _)| k != "_");
+            env.push(("_".into(), "/usr/bin/env".into()));
+            env.sort();
+        }
         let mut args: Vec<String> = args.to_vec();
         let (mut null, mut debug, mut chdir) = (false, false, None::<String>);
         let mut notes = String::new();
@@ -348,13 +351,19 @@ impl Interp {
         if null {
             return fail(self, "cannot specify --null (-0) with command");
         }
+        // GNU quotes as the locale does: ‘’ in a UTF-8 one.
+        let (open, close) = if self.utf8_locale() {
+            ("‘", "’")
+        } else {
+            ("'", "'")
+        };
         if let Some(dir) = &chdir {
-            notes.push_str(&format!("chdir:    '{dir}'\n"));
+            notes.push_str(&format!("chdir:    {open}{dir}{close}\n"));
         }
         if debug {
             notes.push_str(&format!("executing: {}\n", cmd[0]));
             for (n, a) in cmd.iter().enumerate() {
-                notes.push_str(&format!("   arg[{n}]= '{a}'\n"));
+                notes.push_str(&format!("   arg[{n}]= {open}{a}{close}\n"));
             }
             self.err_raw(&notes);
         }
@@ -365,6 +374,7 @@ impl Interp {
         }
         // A subshell whose exported variables are exactly `env`, in the directory asked for.
         let mut child = self.fork();
+        child.exact_env = true;
         if let Some(dir) = chdir {
             let target = wasmsand_vfs::path::join(&child.st.cwd, &dir);
             let is_dir = child.rt.vfs.lock().stat(&target).map(|m| m.file_type);
@@ -373,7 +383,9 @@ impl Interp {
                     Ok(_) => "Not a directory".to_string(),
                     Err(e) => strerror(e.errno).to_string(),
                 };
-                self.err_raw(&format!("env: cannot change directory to '{dir}': {why}\n"));
+                self.err_raw(&format!(
+                    "env: cannot change directory to {open}{dir}{close}: {why}\n"
+                ));
                 return Ok(125);
             }
             child.st.cwd = target;

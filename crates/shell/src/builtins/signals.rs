@@ -100,6 +100,9 @@ impl Interp {
             }
             match &action {
                 Some(a) => {
+                    if sig == "SIGINT" && !a.is_empty() {
+                        self.int_trapped = true;
+                    }
                     self.st.traps.insert(sig, a.clone());
                 }
                 None => {
