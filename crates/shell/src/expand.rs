@@ -54,6 +54,22 @@ impl From<Flow> for AErr {
 
 impl Interp {
     /// Full expansion of several words into fields (command arguments, `for` lists).
+    /// The variable a `declare -n` name reads (itself when it is none, or leads to an
+    /// element or nowhere).
+    fn reference_target(&self, name: &str) -> String {
+        if self
+            .st
+            .vars
+            .get(name)
+            .is_some_and(|v| v.has(crate::vars::ATTR_NAMEREF))
+            && !self.ref_is_circular(name)
+            && let (target, None) = self.resolve_ref(name)
+        {
+            return target;
+        }
+        name.to_string()
+    }
+
     /// Where `~user` leads: a home directory, `~+`/`~-` the current and previous
     /// directory, `~N`/`~+N`/`~-N` an entry of the directory stack (as `dirs +N`/`-N`
     /// counts); `None` where bash leaves the word as it is.
@@ -301,7 +317,12 @@ impl Interp {
         if let Some(w) = only_file_input(s) {
             let (data, status) = self.read_file_input(w, "command substitution")?;
             self.subst_status = Some(status);
-            return Ok(trim_newlines(wasmsand_exec::raw::decode(&data)));
+            let mut text = wasmsand_exec::raw::decode(&data);
+            if text.contains('\0') {
+                self.err("warning: command substitution: ignored null byte in input");
+                text.retain(|c| c != '\0');
+            }
+            return Ok(trim_newlines(text));
         }
         let (out, status) = self.capture(s, "command substitution")?;
         self.subst_status = Some(status);
@@ -703,6 +724,14 @@ impl Interp {
         let (param, sub) = if pe.indirect {
             let target = match self.param_value(&pe.param, &pe.subscript)? {
                 PV::Str(s) => s,
+                // A declared array's empty `a[@]` leads nowhere, as an unset variable does.
+                PV::List(l, _)
+                    if l.is_empty()
+                        && matches!(&pe.param, Param::Named(n) if self.st.vars.get(n).is_some()) =>
+                {
+                    unset_target = true;
+                    String::new()
+                }
                 PV::List(l, _) => l.join(" "),
                 PV::Unset => {
                     // bash: a name never declared cannot be followed (the line is
@@ -944,6 +973,8 @@ impl Interp {
                 let Param::Named(name) = &param else {
                     unreachable!()
                 };
+                // Through a reference, the attributes of the variable it names.
+                let name = &self.reference_target(name);
                 let letters = self
                     .st
                     .vars
@@ -956,16 +987,29 @@ impl Interp {
                 };
                 self.push_value(v, in_dq, out);
             }
-            ParamOp::Transform('A')
-                if matches!(&param, Param::Named(_))
-                    && !matches!(sub, Some(Subscript::Index(_))) =>
-            {
+            ParamOp::Transform('A') if matches!(&param, Param::Named(_)) => {
                 let Param::Named(name) = &param else {
                     unreachable!()
                 };
+                let name = &self.reference_target(name);
                 let var = self.st.vars.get(name).cloned();
                 let text = match var {
                     None => String::new(),
+                    // An array named without `[@]`, or one element of it: bash recreates
+                    // that element as the variable (`declare -ai a='2'`).
+                    Some(v)
+                        if v.is_array()
+                            && !matches!(sub, Some(Subscript::At | Subscript::Star)) =>
+                    {
+                        let flags = crate::vars::print::attr_letters(&v);
+                        match &value {
+                            PV::Str(s) => format!(
+                                "declare -{flags} {name}={}",
+                                crate::printf::quote_single(s)
+                            ),
+                            _ => format!("declare -{flags} {name}"),
+                        }
+                    }
                     Some(v) => crate::vars::print::assignment_form(name, &v),
                 };
                 push(out, text, in_dq, !in_dq);
@@ -1208,7 +1252,9 @@ impl Interp {
                 let pat = pattern_text(self.expand_pattern(pw)?);
                 let rep = pattern_text(self.expand_replacement(replacement)?);
                 let mode = *mode;
-                each(value, &mut |s| replace(s, &pat, &rep, mode))
+                // `shopt -s nocasematch` applies to pattern substitution too (bash 5.2).
+                let nocase = self.st.opts.nocasematch;
+                each(value, &mut |s| replace(s, &pat, &rep, mode, nocase))
             }
             ParamOp::Case {
                 upper,
@@ -2242,16 +2288,24 @@ fn replace_in_windows(s: &str, pat: &str, rep: &str, mode: ReplaceMode, n: usize
     out
 }
 
-fn replace(s: &str, pat: &str, rep: &str, mode: ReplaceMode) -> String {
+fn replace(s: &str, pat: &str, rep: &str, mode: ReplaceMode, nocase: bool) -> String {
     if matches!(mode, ReplaceMode::First | ReplaceMode::All) && miscounted_by_bash(pat) {
         return replace_in_windows(s, pat, rep, mode, fixed_match_len(pat, true).unwrap_or(0));
     }
+    // Anchored matches ignore case on ASCII text, where lowering keeps every offset.
+    let folded;
+    let (text, pat) = if nocase && s.is_ascii() && pat.is_ascii() {
+        folded = (s.to_ascii_lowercase(), pat.to_ascii_lowercase());
+        (folded.0.as_str(), folded.1.as_str())
+    } else {
+        (s, pat)
+    };
     match mode {
-        ReplaceMode::Prefix => match pattern::strip_prefix_len(s, pat, true) {
+        ReplaceMode::Prefix => match pattern::strip_prefix_len(text, pat, true) {
             Some(n) => format!("{}{}", substitute(rep, &s[..n]), &s[n..]),
             None => s.to_string(),
         },
-        ReplaceMode::Suffix => match pattern::strip_suffix_start(s, pat, true) {
+        ReplaceMode::Suffix => match pattern::strip_suffix_start(text, pat, true) {
             Some(n) => format!("{}{}", &s[..n], substitute(rep, &s[n..])),
             None => s.to_string(),
         },
@@ -2262,7 +2316,7 @@ fn replace(s: &str, pat: &str, rep: &str, mode: ReplaceMode) -> String {
             let mut out = String::new();
             let mut pos = 0;
             while pos <= s.len() {
-                match pattern::find(s, pat, pos) {
+                match pattern::find_opts(s, pat, pos, nocase) {
                     Some((a, b)) => {
                         out.push_str(&s[pos..a]);
                         out.push_str(&substitute(rep, &s[a..b]));

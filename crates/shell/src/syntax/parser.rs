@@ -3314,7 +3314,7 @@ fn brace_seq(atoms: &[Atom]) -> Option<BraceExp> {
         return None;
     }
     let is_int = |f: &str| {
-        let d = f.strip_prefix('-').unwrap_or(f);
+        let d = f.strip_prefix(['-', '+']).unwrap_or(f);
         !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit())
     };
     let is_char = |f: &str| f.len() == 1 && f.as_bytes()[0].is_ascii_alphabetic();
