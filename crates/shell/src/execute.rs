@@ -1345,15 +1345,8 @@ impl Interp {
         for a in assigns {
             let mut a = prefix_binding(a);
             // Through a reference the binding is the named variable's, put back after.
-            if self
-                .st
-                .vars
-                .get(&a.name)
-                .is_some_and(|v| v.has(crate::vars::ATTR_NAMEREF))
-                && !self.ref_is_circular(&a.name)
-                && let (target, None) = self.resolve_ref(&a.name)
-                && crate::vars::is_valid_name(&target)
-            {
+            let target = self.reference_target(&a.name);
+            if target != a.name {
                 a.to_mut().name = target;
             }
             let a = &a;

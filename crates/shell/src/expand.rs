@@ -53,23 +53,6 @@ impl From<Flow> for AErr {
 }
 
 impl Interp {
-    /// Full expansion of several words into fields (command arguments, `for` lists).
-    /// The variable a `declare -n` name reads (itself when it is none, or leads to an
-    /// element or nowhere).
-    fn reference_target(&self, name: &str) -> String {
-        if self
-            .st
-            .vars
-            .get(name)
-            .is_some_and(|v| v.has(crate::vars::ATTR_NAMEREF))
-            && !self.ref_is_circular(name)
-            && let (target, None) = self.resolve_ref(name)
-        {
-            return target;
-        }
-        name.to_string()
-    }
-
     /// Where `~user` leads: a home directory, `~+`/`~-` the current and previous
     /// directory, `~N`/`~+N`/`~-N` an entry of the directory stack (as `dirs +N`/`-N`
     /// counts); `None` where bash leaves the word as it is.
@@ -103,6 +86,7 @@ impl Interp {
         }
     }
 
+    /// Full expansion of several words into fields (command arguments, `for` lists).
     pub(crate) fn expand_words(&mut self, words: &[Word]) -> FlowResult<Vec<String>> {
         let mut out = Vec::new();
         for w in words {

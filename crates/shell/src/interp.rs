@@ -1271,6 +1271,19 @@ impl Interp {
         (cur, None)
     }
 
+    /// The variable a `declare -n` name stands for (the name itself when it is no
+    /// reference, or one that leads to an element or nowhere).
+    pub(crate) fn reference_target(&self, name: &str) -> String {
+        if self.st.vars.get(name).is_some_and(|v| v.has(ATTR_NAMEREF))
+            && !self.ref_is_circular(name)
+            && let (target, None) = self.resolve_ref(name)
+            && crate::vars::is_valid_name(&target)
+        {
+            return target;
+        }
+        name.to_string()
+    }
+
     /// Whether `name`'s `declare -n` chain comes back to a name it already passed
     /// (`declare -n a=b b=a`). A reference to itself is refused when it is declared.
     pub fn ref_is_circular(&self, name: &str) -> bool {

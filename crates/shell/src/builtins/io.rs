@@ -473,29 +473,13 @@ impl Interp {
         Ok(status)
     }
 
-    /// The variable an array builtin (`read -a`, `mapfile`) fills: the one a reference names.
-    fn array_target(&self, name: &str) -> String {
-        if self
-            .st
-            .vars
-            .get(name)
-            .is_some_and(|v| v.has(crate::vars::ATTR_NAMEREF))
-            && !self.ref_is_circular(name)
-            && let (target, None) = self.resolve_ref(name)
-            && is_valid_name(&target)
-        {
-            return target;
-        }
-        name.to_string()
-    }
-
     fn assign_array_fresh(
         &mut self,
         name: &str,
         items: Vec<(Option<String>, String)>,
     ) -> Result<(), ShellError> {
         // Through a reference, the array is the variable it names.
-        let resolved = self.array_target(name);
+        let resolved = self.reference_target(name);
         let name = resolved.as_str();
         if let Some(v) = self.st.vars.get(name)
             && v.has(ATTR_READONLY)
@@ -600,7 +584,7 @@ impl Interp {
             self.err(&format!("{name}: `{target}': not a valid identifier"));
             return Ok(1);
         }
-        let target = self.array_target(&target);
+        let target = self.reference_target(&target);
         if self
             .st
             .vars

@@ -256,7 +256,13 @@ impl Interp {
                 };
                 match full {
                     "help" => return Ok(self.out_str(ENV_HELP)),
-                    "version" => return Ok(self.out_str(ENV_VERSION)),
+                    "version" => {
+                        let text = super::system::coreutils_version(
+                            "env",
+                            "Richard Mlynarik, David MacKenzie, and Assaf Gordon",
+                        );
+                        return Ok(self.out_str(&text));
+                    }
                     "ignore-environment" => {
                         env.clear();
                         notes.push_str("cleaning environ\n");
@@ -1051,13 +1057,4 @@ comma-separated.
 GNU coreutils online help: <https://www.gnu.org/software/coreutils/>
 Full documentation <https://www.gnu.org/software/coreutils/env>
 or available locally via: info '(coreutils) env invocation'
-";
-
-const ENV_VERSION: &str = "env (GNU coreutils) 9.1
-Copyright (C) 2022 Free Software Foundation, Inc.
-License GPLv3+: GNU GPL version 3 or later <https://gnu.org/licenses/gpl.html>.
-This is free software: you are free to change and redistribute it.
-There is NO WARRANTY, to the extent permitted by law.
-
-Written by Richard Mlynarik, David MacKenzie, and Assaf Gordon.
 ";

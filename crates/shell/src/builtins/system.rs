@@ -86,7 +86,7 @@ impl Interp {
             return self.out_str(TTY_HELP);
         }
         if letters.contains(&'V') {
-            return self.out_str(TTY_VERSION);
+            return self.out_str(&coreutils_version("tty", "David MacKenzie"));
         }
         if let Some(extra) = operands.first() {
             self.tool_usage_error("tty", &format!("extra operand \u{2018}{extra}\u{2019}"));
@@ -238,11 +238,16 @@ Full documentation <https://www.gnu.org/software/coreutils/tty>
 or available locally via: info '(coreutils) tty invocation'
 ";
 
-const TTY_VERSION: &str = "tty (GNU coreutils) 9.1
+/// `--version` of a GNU coreutils program the shell stands in for (Debian 12's 9.1).
+pub(super) fn coreutils_version(tool: &str, authors: &str) -> String {
+    format!(
+        "{tool} (GNU coreutils) 9.1
 Copyright (C) 2022 Free Software Foundation, Inc.
 License GPLv3+: GNU GPL version 3 or later <https://gnu.org/licenses/gpl.html>.
 This is free software: you are free to change and redistribute it.
 There is NO WARRANTY, to the extent permitted by law.
 
-Written by David MacKenzie.
-";
+Written by {authors}.
+"
+    )
+}
