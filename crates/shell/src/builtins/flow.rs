@@ -87,17 +87,14 @@ impl Interp {
             Some(a) => match a.trim().parse::<i64>() {
                 Ok(n) if n > 0 => n.min(u32::MAX as i64) as u32,
                 Ok(_) => {
-                    // bash reports the count and still leaves the loop.
+                    // bash reports the count and leaves every loop it is in, with status 1
+                    // (`continue 0` too).
                     self.err(&format!("{name}: {a}: loop count out of range"));
                     self.st.status = 1;
                     if self.loops == 0 {
                         return Ok(1);
                     }
-                    return Err(if name == "break" {
-                        Flow::Break(1)
-                    } else {
-                        Flow::Continue(1)
-                    });
+                    return Err(Flow::Break(self.loops));
                 }
                 Err(_) => {
                     self.err(&format!("{name}: {a}: numeric argument required"));

@@ -17,6 +17,10 @@ const HIGH_FD: u32 = 63;
 
 impl Interp {
     pub(crate) fn start_coproc(&mut self, name: &str, body: &Command) -> FlowResult {
+        if !crate::vars::is_valid_name(name) {
+            self.err(&format!("`{name}': not a valid identifier"));
+            return Ok(1);
+        }
         self.reap_coprocs();
         let older: Vec<String> = self
             .coprocs

@@ -1027,7 +1027,9 @@ impl<'a> Parser<'a> {
             .take_while(|&&c| is_name_char(c))
             .count();
         let mut name = String::from("COPROC");
-        if len > 0 && !self.src[start].is_ascii_digit() && self.delim_at(len) {
+        // bash takes any such word before a compound command for the name, and refuses a
+        // bad one (`123bad`) only when the coprocess starts.
+        if len > 0 && self.delim_at(len) {
             self.pos += len;
             self.skip_blanks();
             if self.at_compound_start() {
