@@ -332,9 +332,12 @@ impl Interp {
             }
             args = &owned;
         }
-        if clear_env {
-            owned = args.to_vec();
-            let status = self.run_external(owned, Vec::new())?;
+        // `exec -c CMD` runs CMD with an empty environment, as `env -i` does (a `bash` it
+        // starts sees no exported variable either).
+        if clear_env && !args.is_empty() {
+            let mut with_env = vec!["-i".to_string(), "--".to_string()];
+            with_env.extend(args.iter().cloned());
+            let status = self.b_env(&with_env)?;
             return Err(Flow::Exit(status));
         }
         if args.is_empty() {
