@@ -1110,22 +1110,23 @@ impl Interp {
     /// LANG; none at all is C too), where bash measures, slices and matches strings byte by
     /// byte: `?` does not match a two-byte `μ` and `${#s}` counts its bytes.
     pub(crate) fn byte_locale(&self) -> bool {
-        let locale = ["LC_ALL", "LC_CTYPE", "LANG"]
+        matches!(self.ctype_locale(), None | Some("C" | "POSIX"))
+    }
+
+    /// The character locale the shell's variables name: LC_ALL, else LC_CTYPE, else LANG.
+    fn ctype_locale(&self) -> Option<&str> {
+        ["LC_ALL", "LC_CTYPE", "LANG"]
             .iter()
-            .find_map(|v| self.st.vars.scalar(v).filter(|s| !s.is_empty()));
-        matches!(locale, None | Some("C" | "POSIX"))
+            .find_map(|v| self.st.vars.scalar(v).filter(|s| !s.is_empty()))
     }
 
     /// Whether the locale the shell's variables name uses UTF-8, where GNU programs quote
     /// names as ‘this’ rather than 'this'.
     pub(crate) fn utf8_locale(&self) -> bool {
-        ["LC_ALL", "LC_CTYPE", "LANG"]
-            .iter()
-            .find_map(|v| self.st.vars.scalar(v).filter(|s| !s.is_empty()))
-            .is_some_and(|l| {
-                let l = l.to_ascii_lowercase();
-                l.contains("utf-8") || l.contains("utf8")
-            })
+        self.ctype_locale().is_some_and(|l| {
+            let l = l.to_ascii_lowercase();
+            l.contains("utf-8") || l.contains("utf8")
+        })
     }
 
     pub fn err_raw(&mut self, text: &str) {
