@@ -44,7 +44,19 @@ fn every_registered_builtin_is_a_builtin_to_type_command_and_help() {
                 assert_eq!(r.exit_code, 0, "help -s {}: {}", b.name, r.stderr);
                 assert_eq!(r.stdout, format!("{}: {s}\n", b.name));
             }
-            None => assert_eq!(r.exit_code, 1, "help -s {} should find nothing", b.name),
+            // A program is no help topic, but its name may begin others (`sh`: shift and
+            // shopt, as bash's second pass finds them); `time` is bash's keyword.
+            None => {
+                let own = format!("{}: ", b.name);
+                let is_topic = r.stdout.lines().any(|l| l.starts_with(&own));
+                assert_eq!(
+                    is_topic,
+                    b.name == "time",
+                    "help -s {}: {}",
+                    b.name,
+                    r.stdout
+                );
+            }
         }
     }
 }

@@ -389,7 +389,9 @@ impl Interp {
                     "noprofile" | "noediting" | "restricted" | "verbose" => {}
                     // bash prints these and exits, whatever follows.
                     "help" => return Ok(self.out_str(BASH_HELP)),
-                    "version" => return Ok(self.out_str(BASH_VERSION_TEXT)),
+                    "version" => {
+                        return Ok(self.out_str(&format!("{BASH_VERSION_LINE}{BASH_VERSION_TEXT}")));
+                    }
                     _ => {
                         self.err_raw(&format!("bash: --{long}: invalid option\n"));
                         return Ok(2);
@@ -526,8 +528,12 @@ bash home page: <http://www.gnu.org/software/bash>
 General help using GNU software: <http://www.gnu.org/gethelp/>
 ";
 
-/// `bash --version`.
-const BASH_VERSION_TEXT: &str = "GNU bash, version 5.2.15(1)-release (x86_64-pc-linux-gnu)
+/// The first line of `bash --version`, which `help` prints too.
+pub(super) const BASH_VERSION_LINE: &str =
+    "GNU bash, version 5.2.15(1)-release (x86_64-pc-linux-gnu)";
+
+/// `bash --version`, after its first line.
+const BASH_VERSION_TEXT: &str = "
 Copyright (C) 2022 Free Software Foundation, Inc.
 License GPLv3+: GNU GPL version 3 or later <http://gnu.org/licenses/gpl.html>
 

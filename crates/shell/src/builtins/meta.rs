@@ -6,6 +6,61 @@ use crate::interp::{FlowResult, Interp};
 
 use super::{BUILTINS, builtin_table, lookup};
 
+/// What `help` prints above its list, as bash does.
+const HELP_BANNER: &str =
+    "These shell commands are defined internally.  Type `help' to see this list.
+Type `help name' to find out more about the function `name'.
+Use `info bash' to find out more about the shell in general.
+Use `man -k' or `info' to find out more about commands not in this list.
+
+A star (*) next to a name means that the command is disabled.
+
+";
+
+/// The compound commands and other topics bash's `help` knows beside its builtins, by the
+/// names its table sorts them by.
+const GRAMMAR_TOPICS: [(&str, &str); 15] = [
+    ("%", "job_spec [&]"),
+    ("((", "(( expression ))"),
+    ("[[", "[[ expression ]]"),
+    (
+        "case",
+        "case WORD in [PATTERN [| PATTERN]...) COMMANDS ;;]... esac",
+    ),
+    ("coproc", "coproc [NAME] command [redirections]"),
+    ("for", "for NAME [in WORDS ... ] ; do COMMANDS; done"),
+    ("for ((", "for (( exp1; exp2; exp3 )); do COMMANDS; done"),
+    (
+        "function",
+        "function name { COMMANDS ; } or name () { COMMANDS ; }",
+    ),
+    (
+        "if",
+        "if COMMANDS; then COMMANDS; [ elif COMMANDS; then COMMANDS; ]... [ else COMMANDS; ] fi",
+    ),
+    ("select", "select NAME [in WORDS ... ;] do COMMANDS; done"),
+    ("time", "time [-p] pipeline"),
+    ("until", "until COMMANDS; do COMMANDS-2; done"),
+    (
+        "variables",
+        "variables - Names and meanings of some shell variables",
+    ),
+    ("while", "while COMMANDS; do COMMANDS-2; done"),
+    ("{", "{ COMMANDS ; }"),
+];
+
+/// `help`'s topics: the shell's own builtins and the grammar, sorted as bash sorts them.
+fn help_topics() -> Vec<(&'static str, &'static str)> {
+    let mut all: Vec<(&str, &str)> = BUILTINS
+        .iter()
+        .filter(|b| !b.program)
+        .filter_map(|b| Some((b.name, b.synopsis?)))
+        .chain(GRAMMAR_TOPICS)
+        .collect();
+    all.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    all
+}
+
 impl Interp {
     pub(super) fn b_builtin(&mut self, args: &[String]) -> FlowResult {
         let args = match self.no_options("builtin", args) {
@@ -242,30 +297,88 @@ impl Interp {
             return 2;
         }
         let topics: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-        let mut text = String::new();
-        let mut status = 0;
-        let helped = || BUILTINS.iter().filter_map(|b| Some((b.name, b.synopsis?)));
+        let table = help_topics();
         if topics.is_empty() {
-            for (_, syn) in helped() {
-                text.push_str(&format!(" {syn}\n"));
-            }
+            let text = self.help_listing(&table);
+            return self.out_str(&text);
         }
+        let mut text = String::new();
+        let mut found = 0;
+        let mut last = "";
         for t in topics {
-            let hits: Vec<(&str, &str)> = helped()
+            last = t;
+            // bash's two passes: names the word matches as a pattern, else names it begins.
+            let mut hits: Vec<&(&str, &str)> = table
+                .iter()
                 .filter(|(n, _)| crate::pattern::matches(t, n))
                 .collect();
             if hits.is_empty() {
-                self.err(&format!(
-                    "help: no help topics match `{t}'.  Try `help help' or `man -k {t}' or `info {t}'."
-                ));
-                status = 1;
+                hits = table
+                    .iter()
+                    .filter(|(n, _)| n.starts_with(t.as_str()))
+                    .collect();
             }
+            found += hits.len();
             for (n, syn) in hits {
                 text.push_str(&format!("{n}: {syn}\n"));
             }
         }
+        if found == 0 {
+            self.err(&format!(
+                "help: no help topics match `{last}'.  Try `help help' or `man -k {last}' or `info {last}'."
+            ));
+        }
         let s = self.out_str(&text);
-        if s != 0 { s } else { status }
+        if s != 0 {
+            s
+        } else if found == 0 {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// `help` alone: bash's banner, then every topic's synopsis in two columns of half the
+    /// screen's width, cut with a `>`, a `*` in front of a disabled builtin.
+    fn help_listing(&self, table: &[(&str, &str)]) -> String {
+        let width = self
+            .get_var("COLUMNS")
+            .and_then(|c| c.trim().parse::<usize>().ok())
+            .filter(|&c| c > 0)
+            .unwrap_or(80)
+            / 2;
+        let width = if width <= 3 { 40 } else { width.min(128) };
+        let cell = |i: usize, room: usize| {
+            let (name, syn) = table[i];
+            let mut b = vec![0u8; width + 1];
+            b[0] = if self.st.disabled_builtins.contains(name) {
+                b'*'
+            } else {
+                b' '
+            };
+            let syn = syn.as_bytes();
+            let n = syn.len().min(room);
+            b[1..1 + n].copy_from_slice(&syn[..n]);
+            b[room] = b'>';
+            b[room + 1] = 0;
+            let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+            String::from_utf8_lossy(&b[..end]).into_owned()
+        };
+        let mut text = format!("{}\n{HELP_BANNER}", super::flow::BASH_VERSION_LINE);
+        let total = table.len();
+        let height = total.div_ceil(2);
+        for i in 0..height {
+            let first = cell(i, width - 2);
+            text.push_str(&first);
+            if i * 2 >= total || i + height >= total {
+                text.push('\n');
+                continue;
+            }
+            text.push_str(&" ".repeat(width.saturating_sub(first.len())));
+            text.push_str(&cell(i + height, width - 3));
+            text.push('\n');
+        }
+        text
     }
 
     /// `history`: a non-interactive bash keeps no history, so there is never anything to

@@ -241,7 +241,11 @@ static BUILTINS: &[Builtin] = &[
         Some("jobs [-lnprs] [jobspec ...] or jobs -x command [args]"),
         |i, _, a| Ok(i.b_jobs(a)),
     ),
-    regular("kill", None, |i, _, a| i.b_kill(a)),
+    regular(
+        "kill",
+        Some("kill [-s sigspec | -n signum | -sigspec] pid | jobspec ... or kill -l [sigspec]"),
+        |i, _, a| i.b_kill(a),
+    ),
     regular("let", Some("let arg [arg ...]"), |i, _, a| i.b_let(a)),
     declaration(
         "local",

@@ -140,7 +140,7 @@ impl Interp {
     /// ends it as the signal's default action would); other processes are threads here.
     pub(super) fn b_kill(&mut self, args: &[String]) -> FlowResult {
         let usage = |me: &mut Interp| {
-            me.err_raw("kill: usage: kill [-s sigspec | -n signum | -sigspec] pid | jobspec ... or kill -l [sigspec]\n");
+            me.usage("kill");
             Ok(2)
         };
         if args.is_empty() {
