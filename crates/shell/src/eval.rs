@@ -394,6 +394,8 @@ impl Interp {
     fn regex_match(&mut self, text: &str, re: &str) -> Result<bool, ShellError> {
         let compiled = regex::RegexBuilder::new(&posix_brackets(re))
             .size_limit(1 << 20)
+            // POSIX's regcomp without REG_NEWLINE: `.` matches a newline too.
+            .dot_matches_new_line(true)
             .case_insensitive(self.st.opts.nocasematch)
             .build();
         let compiled = match compiled {
@@ -489,11 +491,11 @@ impl Interp {
             }
             'o' => return Ok(self.option_value(arg).unwrap_or(false)),
             'R' => {
-                return Ok(self
-                    .st
-                    .vars
-                    .get(arg)
-                    .is_some_and(|v| v.has(crate::vars::ATTR_NAMEREF)));
+                return Ok(self.st.vars.get(arg).is_some_and(|v| {
+                    v.has(crate::vars::ATTR_NAMEREF)
+                        && !v.has(crate::vars::ATTR_NOVALUE)
+                        && !matches!(v.value, Value::Unset)
+                }));
             }
             't' => return Ok(false),
             _ => {}

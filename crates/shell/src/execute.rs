@@ -323,7 +323,7 @@ impl Interp {
     }
 
     fn run_pipeline_inner(&mut self, p: &Pipeline) -> FlowResult {
-        self.line = p.line + self.line_offset;
+        self.line = self.abs_line(p.line);
         let started = p.timed.then(std::time::Instant::now);
         // bash ignores errexit inside `! pipeline` only when it is on as the pipeline starts:
         // a `set -e` run inside `! f` with errexit off takes effect there.
@@ -396,7 +396,7 @@ impl Interp {
             // itself, before the stage's subshell starts (which has no DEBUG trap). A stage
             // the trap skips (`extdebug`) ends at once with status 0.
             let skip = match cmd {
-                Command::Simple(s) => !self.debug_trap_at(s.line + self.line_offset)?,
+                Command::Simple(s) => !self.debug_trap_at(self.abs_line(s.line))?,
                 _ => false,
             };
             let mut child = self.fork();
@@ -534,7 +534,7 @@ impl Interp {
         // `trap -p` lists the parent's traps; in a job that is a list or a compound command
         // SIGINT shows as ignored, as bash's child has set up its signals by then (one
         // simple command still shows the parent's).
-        if !parent.is_empty() {
+        if !parent.is_empty() && !self.in_procsub {
             let mut shown = parent;
             if async_job && !self.job_exec {
                 shown.insert("SIGINT".into(), String::new());
@@ -1139,8 +1139,8 @@ impl Interp {
     // ---- simple commands ----
 
     fn run_simple(&mut self, cmd: &SimpleCommand) -> FlowResult {
-        self.line = cmd.line + self.line_offset;
-        self.end_line = cmd.end_line + self.line_offset;
+        self.line = self.abs_line(cmd.line);
+        self.end_line = self.abs_line(cmd.end_line);
         self.subst_status = None;
         if !self.st.traps.is_empty() && !self.before_command(cmd)? {
             return Ok(0);
@@ -1264,7 +1264,7 @@ impl Interp {
                             .collect();
                         let ps4 = self.get_var("PS4").unwrap_or_else(|| "+ ".into());
                         let line = format!("{ps4}{}=({})\n", a.name, body.join(" "));
-                        self.err_raw(&line);
+                        self.trace_raw(&line);
                     }
                 }
             }
@@ -1684,12 +1684,42 @@ impl Interp {
         // A bash started without PATH in its environment sets its built-in default (not
         // exported).
         if child.st.vars.get("PATH").is_none() {
-            child.st.vars.put(
-                "PATH",
-                Var::scalar("/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin:."),
-            );
+            child
+                .st
+                .vars
+                .put("PATH", Var::scalar(crate::interp::DEFAULT_PATH));
         }
         crate::interp::bash_variables(&mut child.st.vars);
+        if let Some(path) = set_opts
+            .iter()
+            .find_map(|o| match o {
+                StartOption::Name(n) => Some(n),
+                _ => None,
+            })
+            .and_then(|n| child.find_in_path(n))
+        {
+            child.st.vars.put("BASH", Var::scalar(path));
+        }
+        // An OLDPWD from the environment that names no directory is kept exported, with
+        // no value, as bash does.
+        if let Some(old) = child.get_var("OLDPWD") {
+            let full = wasmsand_vfs::path::join(&child.st.cwd, &old);
+            let is_dir = child
+                .rt
+                .vfs
+                .lock()
+                .stat(&full)
+                .is_ok_and(|m| m.file_type == wasmsand_vfs::FileType::Dir);
+            if !is_dir {
+                child.st.vars.put(
+                    "OLDPWD",
+                    Var {
+                        value: crate::vars::Value::Unset,
+                        attrs: ATTR_EXPORT,
+                    },
+                );
+            }
+        }
         if from_dash_c {
             child
                 .st
@@ -1779,6 +1809,7 @@ impl Interp {
                 StartOption::Interactive => interactive = true,
                 StartOption::RcFile(f) => startup.rcfile = Some(f.clone()),
                 StartOption::NoRc => startup.norc = true,
+                StartOption::Name(_) => {}
             }
         }
         child.sync_option_vars();
@@ -1857,7 +1888,13 @@ impl Interp {
         let call_line = self.line;
         // The body's lines are those of the text that defined it, whatever `eval` or trap
         // text the call comes from.
-        let caller_offset = std::mem::replace(&mut self.line_offset, f.line_offset);
+        // An interactive bash counts them from the definition's line, as 1.
+        let body_offset = if self.st.opts.interactive {
+            f.line_offset.wrapping_add(1).wrapping_sub(f.line)
+        } else {
+            f.line_offset
+        };
+        let caller_offset = std::mem::replace(&mut self.line_offset, body_offset);
         // Under `set -T` the DEBUG trap runs once more as the function starts, still for the
         // call (`$BASH_COMMAND` is the call's text), as bash runs it.
         // Under `extdebug` the call's arguments join `BASH_ARGV`, and a DEBUG trap that
@@ -1918,12 +1955,13 @@ impl Interp {
 
     /// `BASH_SOURCE` (the file of each frame) and `BASH_LINENO` (the line each was entered
     /// from), innermost first; unset when no file runs and no function is called.
+    /// The line a command parsed at `line` of its text runs on. The offset wraps below zero
+    /// for an interactive shell's function bodies, which count from their definition.
+    pub(crate) fn abs_line(&self, line: usize) -> usize {
+        line.wrapping_add(self.line_offset)
+    }
+
     pub(crate) fn sync_bash_source(&mut self) {
-        if self.frames.is_empty() {
-            self.st.vars.remove("BASH_SOURCE");
-            self.st.vars.remove("BASH_LINENO");
-            return;
-        }
         let files = self.frames_array(|f| f.file.to_string());
         let lines = self.frames_array(|f| f.line.to_string());
         for (name, value) in [("BASH_SOURCE", files), ("BASH_LINENO", lines)] {
@@ -2019,7 +2057,7 @@ impl Interp {
     fn trace_assignment(&mut self, name: &str, value: &str) {
         let ps4 = self.get_var("PS4").unwrap_or_else(|| "+ ".into());
         let line = format!("{ps4}{name}={}\n", crate::expand::quote_for_trace(value));
-        self.err_raw(&line);
+        self.trace_raw(&line);
     }
 
     /// `set -x`: the command on stderr after `PS4`.
@@ -2034,7 +2072,7 @@ impl Interp {
             line.push_str(&crate::expand::quote_for_trace(w));
         }
         line.push('\n');
-        self.err_raw(&line);
+        self.trace_raw(&line);
     }
 
     // ---- redirections ----
@@ -2487,6 +2525,9 @@ pub(crate) enum StartOption {
     RcFile(String),
     /// `bash --norc`: an interactive shell sources no start-up file.
     NoRc,
+    /// The name the shell was started by (`bash`, `sh`), which bash finds in `PATH` for
+    /// `$BASH`.
+    Name(String),
 }
 
 /// A binding in front of a command is a string: `B=(b b) cmd` gives `cmd` the text `(b b)`,

@@ -426,6 +426,7 @@ impl Interp {
         {
             child.st.opts.errexit = false;
         }
+        child.in_procsub = what == "process substitution";
         let status = child.run_as_subshell(|c| c.run_script(s));
         drop(child);
         let out = buf.take();

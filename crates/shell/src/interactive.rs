@@ -217,7 +217,8 @@ impl Interp {
         let status = self.st.status;
         let text = self.prompt_expand(&raw).unwrap_or(raw);
         self.st.status = status;
-        text
+        // Readline shows the prompt without its markers of invisible text.
+        text.replace(['\u{1}', '\u{2}'], "")
     }
 
     /// Adds a command read as `lines` to the history, joined as bash's `cmdhist` joins the

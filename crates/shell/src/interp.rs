@@ -273,6 +273,11 @@ impl ShellState {
                 vars.put(k, Var::scalar(v));
             }
         }
+        // Without PATH in its environment bash sets its built-in default (not exported); an
+        // unset PATH later finds programs in the working directory only.
+        if vars.get("PATH").is_none() {
+            vars.put("PATH", Var::scalar(DEFAULT_PATH));
+        }
         bash_variables(&mut vars);
         vars.put(
             "PWD",
@@ -315,6 +320,10 @@ impl ShellState {
         }
     }
 }
+
+/// bash's built-in search path, set when its environment has no PATH.
+pub(crate) const DEFAULT_PATH: &str =
+    "/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin:.";
 
 /// The variables bash sets for itself. Scripts test `$BASH_VERSION` to know they run under
 /// bash, and `$OSTYPE`/`$MACHTYPE` to pick a platform; the values are those of the bash the
@@ -386,6 +395,16 @@ pub(crate) fn bash_variables(vars: &mut Vars) {
             Var {
                 value: Value::Unset,
                 attrs: ATTR_EXPORT,
+            },
+        );
+    }
+    // The call stack's arrays exist, empty, outside any function or sourced file.
+    for name in ["BASH_SOURCE", "BASH_LINENO"] {
+        vars.put(
+            name,
+            Var {
+                value: Value::Indexed(Default::default()),
+                attrs: 0,
             },
         );
     }
@@ -826,6 +845,14 @@ pub(crate) struct Interp {
     /// This shell has trapped SIGINT at some point: a job it starts without job control may
     /// trap it again (bash then knows the signal's original handling).
     pub(crate) int_trapped: bool,
+    /// The subshell of a process substitution, whose `trap -p` lists only its own traps
+    /// (bash's `$(...)` and `( )` list the parent's).
+    pub(crate) in_procsub: bool,
+    /// A builtin runs through `command`, which keeps a special builtin's failure from
+    /// ending a POSIX-mode shell.
+    pub(crate) via_command: bool,
+    /// The descriptor `BASH_XTRACEFD` names, where `set -x` writes instead of stderr.
+    pub(crate) xtrace_fd: Option<u32>,
     /// The line being abandoned was abandoned by an arithmetic error, which `set -e` does
     /// not turn into an exit (bash goes on with the next line).
     pub(crate) arith_fatal: bool,
@@ -925,6 +952,9 @@ impl Interp {
             async_ignores: false,
             exact_env: false,
             int_trapped: false,
+            xtrace_fd: None,
+            via_command: false,
+            in_procsub: false,
             arith_fatal: false,
             bash_argv: None,
             keep_redirs: false,
@@ -963,6 +993,7 @@ impl Interp {
         child.frames = self.frames.clone();
         child.bash_argv = self.bash_argv.clone();
         child.int_trapped = self.int_trapped;
+        child.xtrace_fd = self.xtrace_fd;
         // A subshell of a subshell that set no trap still lists the traps from above.
         if self.st.traps.is_empty() {
             child.inherited_traps = self.inherited_traps.clone();
@@ -1131,6 +1162,55 @@ impl Interp {
 
     pub fn err_raw(&mut self, text: &str) {
         let _ = self.write_fd(2, &wasmsand_exec::raw::encode(text));
+    }
+
+    /// `set -x` output: to `BASH_XTRACEFD`'s descriptor when it names one, else stderr.
+    pub(crate) fn trace_raw(&mut self, text: &str) {
+        let fd = self.xtrace_fd.unwrap_or(2);
+        let _ = self.write_fd(fd, &wasmsand_exec::raw::encode(text));
+    }
+
+    /// bash checks `BASH_XTRACEFD` when it is assigned: an open descriptor becomes the trace
+    /// file, an empty value (or unsetting it) closes the one there was and goes back to
+    /// stderr, anything else is refused and changes nothing.
+    fn xtrace_fd_assigned(&mut self) {
+        let value = self.get_var("BASH_XTRACEFD").unwrap_or_default();
+        if value.is_empty() {
+            self.xtrace_reset();
+            return;
+        }
+        match value.parse::<u32>() {
+            Ok(fd) if !value.starts_with('+') && self.fds.get(fd).is_some() => {
+                self.xtrace_fd = Some(fd)
+            }
+            _ => self.err(&format!(
+                "BASH_XTRACEFD: {value}: invalid value for trace file descriptor"
+            )),
+        }
+    }
+
+    /// POSIX: assigning OPTIND 1 restarts `getopts`; bash also restarts it for 0, a
+    /// negative or empty value and anything `atoi` reads as 0, even in the middle of `-abc`.
+    fn optind_assigned(&mut self) {
+        let value = self.get_var("OPTIND").unwrap_or_default();
+        let t = value.trim_start();
+        let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+        let n = digits
+            .bytes()
+            .take_while(u8::is_ascii_digit)
+            .fold(0i64, |n, d| {
+                n.saturating_mul(10).saturating_add(i64::from(d - b'0'))
+            });
+        if n <= 1 || t.starts_with('-') {
+            self.getopts_char = 0;
+        }
+    }
+
+    /// bash closes the trace descriptor when it lets it go, even when that is stderr.
+    fn xtrace_reset(&mut self) {
+        if let Some(fd) = self.xtrace_fd.take() {
+            self.fds.set(fd, None);
+        }
     }
 
     // ---- variables ----
@@ -1437,6 +1517,7 @@ impl Interp {
         }
         var.attrs &= !crate::vars::ATTR_NOVALUE;
         let int_append = attrs & crate::vars::ATTR_INTEGER != 0;
+        let whole = key.is_none();
         match key {
             None => match &mut var.value {
                 Value::Indexed(m) => {
@@ -1515,6 +1596,12 @@ impl Interp {
             self.st.opts.dotglob = true;
         }
         self.st.vars.put(name, var);
+        if name == "BASH_XTRACEFD" && whole {
+            self.xtrace_fd_assigned();
+        }
+        if name == "OPTIND" && whole {
+            self.optind_assigned();
+        }
         Ok(())
     }
 
@@ -1530,6 +1617,12 @@ impl Interp {
         // bash: unsetting GLOBIGNORE turns `dotglob` off.
         if name == "GLOBIGNORE" {
             self.st.opts.dotglob = false;
+        }
+        if name == "BASH_XTRACEFD" {
+            self.xtrace_reset();
+        }
+        if name == "OPTIND" {
+            self.getopts_char = 0;
         }
         // A temporary binding unset shows what it hid, and is gone: the next unset reaches
         // the binding (or variable) under it, as bash peels its temporary scopes. One a
@@ -1664,7 +1757,7 @@ impl Interp {
         let path = path
             .map(str::to_string)
             .or_else(|| self.get_var("PATH"))
-            .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+            .unwrap_or_default();
         let vfs = self.rt.vfs.lock();
         // As bash: the first executable file, else the first plain file (`type` shows it,
         // running it is "Permission denied").

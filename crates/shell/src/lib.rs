@@ -482,7 +482,7 @@ fn run_items(it: &mut Interp, script: &ast::Script) -> FlowResult {
     Ok(status)
 }
 
-fn item_line(item: &ast::ListItem) -> Option<usize> {
+pub(crate) fn item_line(item: &ast::ListItem) -> Option<usize> {
     fn cmd_line(c: &ast::Command) -> Option<usize> {
         match c {
             ast::Command::Simple(s) => Some(s.line),

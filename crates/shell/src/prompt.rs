@@ -48,8 +48,14 @@ impl Interp {
                     out.push('\\');
                     continue;
                 }
-                // Readline's invisible-text markers: nothing outside a terminal.
-                '[' | ']' => continue,
+                // Readline's invisible-text markers (\001, \002) where bash edits lines, in
+                // an interactive shell; nothing elsewhere.
+                '[' | ']' => {
+                    if self.st.opts.interactive {
+                        out.push(if e == '[' { '\u{1}' } else { '\u{2}' });
+                    }
+                    continue;
+                }
                 '$' => {
                     out.push_str(if USER.0 == 0 { "#" } else { "\\$" });
                     continue;

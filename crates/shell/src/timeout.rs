@@ -430,9 +430,7 @@ impl Interp {
                 Vec::new()
             };
         }
-        let path = self
-            .get_var("PATH")
-            .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        let path = self.get_var("PATH").unwrap_or_default();
         let mut out = Vec::new();
         for dir in path.split(':') {
             let cand = if dir.is_empty() {

@@ -69,7 +69,10 @@ impl Interp {
         }
         let set = |me: &mut Interp, name: &str, v: String| {
             if !name.is_empty() {
+                // getopts moving OPTIND on is not the script resetting it.
+                let ch = me.getopts_char;
                 let _ = me.set_var(name, v);
+                me.getopts_char = ch;
             }
         };
         let Some(arg) = params.get(optind - 1).cloned() else {

@@ -2,7 +2,7 @@
 
 use crate::error::ShellError;
 use crate::interp::Interp;
-use crate::vars::{ATTR_EXPORT, ATTR_READONLY, Value, Var};
+use crate::vars::{ATTR_READONLY, Value, Var};
 
 impl Interp {
     pub(super) fn b_cd(&mut self, args: &[String]) -> i32 {
@@ -126,24 +126,22 @@ impl Interp {
             wasmsand_vfs::path::normalize(&joined)
         };
         drop(vfs);
-        let old = std::mem::replace(&mut self.st.cwd, new.clone());
-        let _ = self.assign_exported_if_set("OLDPWD", old);
-        let _ = self.assign_exported_if_set("PWD", new);
+        self.st.cwd = new.clone();
+        // OLDPWD is what `$PWD` said, nothing when it was unset.
+        let old = self.get_var("PWD");
+        let _ = self.assign_keeping_attrs("OLDPWD", old);
+        let _ = self.assign_keeping_attrs("PWD", Some(new));
         Ok(())
     }
 
-    fn assign_exported_if_set(&mut self, name: &str, v: String) -> Result<(), ShellError> {
-        let attrs = self
-            .st
-            .vars
-            .get(name)
-            .map(|v| v.attrs)
-            .unwrap_or(ATTR_EXPORT);
+    /// bash's `cd` binds PWD and OLDPWD as they are: exported if they were, a new one not.
+    fn assign_keeping_attrs(&mut self, name: &str, v: Option<String>) -> Result<(), ShellError> {
+        let attrs = self.st.vars.get(name).map(|v| v.attrs).unwrap_or(0);
         self.st.vars.put(
             name,
             Var {
-                value: Value::Str(v),
-                attrs: attrs & !ATTR_READONLY | (attrs & ATTR_EXPORT),
+                value: v.map_or(Value::Unset, Value::Str),
+                attrs: attrs & !ATTR_READONLY,
             },
         );
         Ok(())

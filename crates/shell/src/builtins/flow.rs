@@ -216,6 +216,14 @@ impl Interp {
             Ok(d) => d,
             Err(e) => {
                 self.err(&format!("{file}: {}", strerror(e.errno)));
+                // A special builtin's failure ends a POSIX-mode script, unless `command`
+                // ran it.
+                if self.st.opts.extra.contains("posix")
+                    && !self.st.opts.interactive
+                    && !self.via_command
+                {
+                    return Err(Flow::Exit(1));
+                }
                 return Ok(1);
             }
         };
@@ -257,7 +265,11 @@ impl Interp {
         self.sync_bash_source();
         self.set_funcname();
         let offset = std::mem::replace(&mut self.line_offset, 0);
-        let mut r = self.run_script(&script);
+        let mut r = if self.st.opts.interactive {
+            self.run_lines_discarding(&script)
+        } else {
+            self.run_script(&script)
+        };
         self.line_offset = offset;
         self.frames.pop();
         if pushed_args {
@@ -279,6 +291,35 @@ impl Interp {
             Err(Flow::Return(s)) => Ok(s),
             other => other,
         }
+    }
+
+    /// An interactive bash reads a sourced file a line at a time, as it reads its input: an
+    /// expansion error abandons that line (status 1) and the file goes on.
+    fn run_lines_discarding(&mut self, script: &crate::syntax::ast::Script) -> FlowResult {
+        let mut status = 0;
+        let mut skip_through: Option<usize> = None;
+        for item in &script.items {
+            let line = crate::item_line(item);
+            if let (Some(limit), Some(l)) = (skip_through, line)
+                && l <= limit
+            {
+                continue;
+            }
+            skip_through = None;
+            let one = crate::syntax::ast::Script {
+                items: vec![item.clone()],
+            };
+            match self.run_script(&one) {
+                Ok(s) => status = s,
+                Err(Flow::Unbound) => {
+                    status = 1;
+                    self.st.status = 1;
+                    skip_through = Some(self.line.max(line.unwrap_or(0)));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(status)
     }
 
     pub(super) fn b_exec(&mut self, args: &[String]) -> FlowResult {
@@ -345,6 +386,9 @@ impl Interp {
             self.keep_redirs = true;
             return Ok(0);
         }
+        // bash's `exec` hands the program the exported variables only, without the `_`
+        // it adds for a command it runs.
+        self.exact_env = true;
         let status = if self.builtin_enabled(&args[0]) {
             self.run_builtin(&args[0].clone(), args)?
         } else if let Some(f) = self.st.functions.get(&args[0]).cloned() {
@@ -356,13 +400,13 @@ impl Interp {
         Err(Flow::Exit(status))
     }
 
-    pub(super) fn b_bash(&mut self, args: &[String]) -> FlowResult {
+    pub(super) fn b_bash(&mut self, name: &str, args: &[String]) -> FlowResult {
         // bash's invocation: option words first (`-c` is a flag: the command is the first
         // word after the options), `-o name`/`-O name` take the next word.
         let mut i = 0;
         let mut dash_c = false;
         let mut dash_s = false;
-        let mut opts: Vec<crate::execute::StartOption> = Vec::new();
+        let mut opts = vec![crate::execute::StartOption::Name(name.to_string())];
         while i < args.len() {
             let a = &args[i];
             if a == "--" || a == "-" {

@@ -132,7 +132,8 @@ impl Interp {
             let mut text = String::new();
             for b in builtin_table() {
                 let is_off = self.st.disabled_builtins.contains(b.name);
-                if (special && !b.special) || !(all || is_off == off) {
+                // The programs the shell runs itself are files to bash, not its builtins.
+                if b.program || (special && !b.special) || !(all || is_off == off) {
                     continue;
                 }
                 let flag = if is_off { "-n " } else { "" };
@@ -250,6 +251,8 @@ impl Interp {
             {
                 continue;
             }
+            // bash forgets what it remembered before it looks again.
+            self.st.hashed.remove(n);
             match self.find_in_path(n) {
                 Some(p) => self.remember_path(n, &p, 0),
                 None if self.builtin_enabled(n) => {}
@@ -947,9 +950,7 @@ impl Interp {
         if name.is_empty() {
             return Vec::new();
         }
-        let path = self
-            .get_var("PATH")
-            .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        let path = self.get_var("PATH").unwrap_or_default();
         let mut out: Vec<String> = Vec::new();
         for dir in path.split(':') {
             let shown = if dir.is_empty() {
@@ -987,7 +988,11 @@ impl Interp {
                     .flatten()
             };
             let found = if force_path {
-                let files = self.path_files(&n);
+                // bash answers from the `hash` table first, with or without -a.
+                let files = match self.st.hashed.get(&n) {
+                    Some(h) => vec![h.path.clone()],
+                    None => self.path_files(&n),
+                };
                 let files = if all {
                     files
                 } else if files.is_empty() {
@@ -1124,7 +1129,10 @@ impl Interp {
             return Ok(if found { 0 } else { status.max(1) });
         }
         if self.builtin_enabled(name) {
-            return self.run_builtin(&name.clone(), rest);
+            let outer = std::mem::replace(&mut self.via_command, true);
+            let r = self.run_builtin(&name.clone(), rest);
+            self.via_command = outer;
+            return r;
         }
         let env = self.st.vars.environ();
         self.run_external_in(rest.to_vec(), env, search)

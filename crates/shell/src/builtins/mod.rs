@@ -33,6 +33,7 @@ mod meta;
 mod options;
 mod programs;
 mod signals;
+pub(crate) use signals::signal_number;
 pub(crate) mod system;
 mod test;
 mod vars;
@@ -126,7 +127,7 @@ static BUILTINS: &[Builtin] = &[
         Some("alias [-p] [name[=value] ... ]"),
         |i, _, a| Ok(i.b_alias(a)),
     ),
-    program("bash", |i, _, a| i.b_bash(a)),
+    program("bash", |i, n, a| i.b_bash(n, a)),
     regular("bg", Some("bg [job_spec ...]"), |i, n, a| i.b_fg_bg(n, a)),
     regular(
         "bind",
@@ -299,7 +300,7 @@ static BUILTINS: &[Builtin] = &[
         |i, _, a| Ok(i.b_set(a)),
     ),
     program("setsid", |i, n, a| i.b_nohup(n, a)),
-    program("sh", |i, _, a| i.b_bash(a)),
+    program("sh", |i, n, a| i.b_bash(n, a)),
     special("shift", Some("shift [n]"), |i, _, a| i.b_shift(a)),
     regular(
         "shopt",

@@ -300,11 +300,7 @@ impl Interp {
                 if matches!(bare, "CHLD" | "URG" | "WINCH" | "CONT") {
                     return Ok(());
                 }
-                let n = signals()
-                    .iter()
-                    .find(|(_, s)| *s == bare)
-                    .map(|(k, _)| *k)
-                    .unwrap_or(15);
+                let n = signal_number(bare).unwrap_or(15);
                 Err(Flow::Exit(128 + n as i32))
             }
         }
@@ -329,6 +325,15 @@ impl Interp {
             }
         }
     }
+}
+
+/// The number of a signal by its canonical name (`SIGINT`).
+pub(crate) fn signal_number(sig: &str) -> Option<u32> {
+    let bare = sig.strip_prefix("SIG").unwrap_or(sig);
+    signals()
+        .into_iter()
+        .find(|(_, s)| s == bare)
+        .map(|(n, _)| n)
 }
 
 /// Linux's signals as `trap -l` lists them: number and name without `SIG`.

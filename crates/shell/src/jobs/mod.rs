@@ -464,9 +464,24 @@ impl Interp {
             // `wait` without operands waits for every job and returns 0. The jobs stay known
             // as ended but unreported: `jobs` lists them once, `wait -n` still returns them.
             let mut jobs = std::mem::take(&mut self.jobs);
-            for j in jobs.iter_mut() {
-                self.wait_job(j)?;
-                self.report_signaled(j);
+            for i in 0..jobs.len() {
+                let job = &jobs[i];
+                let interrupted = match self.trapped_signal_during(&|_| job.is_running()) {
+                    Ok(x) => x,
+                    Err(e) => {
+                        self.jobs = jobs;
+                        return Err(e);
+                    }
+                };
+                if let Some(status) = interrupted {
+                    // The jobs not waited for stay running in the table.
+                    let rest = jobs.split_off(i);
+                    self.reaped.extend(jobs);
+                    self.jobs = rest;
+                    return Ok(status);
+                }
+                self.wait_job(&mut jobs[i])?;
+                self.report_signaled(&jobs[i]);
             }
             self.reaped.extend(jobs);
             self.forget_oldest();
@@ -476,6 +491,11 @@ impl Interp {
         for a in operands {
             status = match self.resolve(a) {
                 Spec::Job(i) => {
+                    if let Some(status) =
+                        self.trapped_signal_during(&|me: &Interp| me.jobs[i].is_running())?
+                    {
+                        return Ok(status);
+                    }
                     let mut j = self.jobs.remove(i);
                     let s = self.wait_job(&mut j)?;
                     self.report_signaled(&j);
@@ -550,6 +570,42 @@ impl Interp {
             self.check()?;
             std::thread::sleep(Duration::from_millis(2));
         }
+    }
+
+    /// bash's `wait` returns as soon as a signal this shell traps arrives, with 128 + its
+    /// number, and the trap runs. Only a shell with such a trap waits in slices to see one
+    /// come; `None` when `running` ended first.
+    fn trapped_signal_during(
+        &mut self,
+        running: &dyn Fn(&Interp) -> bool,
+    ) -> FlowResult<Option<i32>> {
+        let trapped = |me: &Interp, sig: &str| me.st.traps.get(sig).is_some_and(|a| !a.is_empty());
+        if !self.is_shell_itself()
+            || !self
+                .st
+                .traps
+                .keys()
+                .any(|k| k.starts_with("SIG") && trapped(self, k))
+        {
+            return Ok(None);
+        }
+        let me = self.shell_pid();
+        while running(self) {
+            let sig = {
+                let mut q = self.rt.pending_signals.lock();
+                q.iter()
+                    .position(|(pid, sig)| *pid == me && trapped(self, sig))
+                    .map(|i| q.remove(i).1)
+            };
+            if let Some(sig) = sig {
+                let n = crate::builtins::signal_number(&sig).unwrap_or(15);
+                self.take_signal(&sig)?;
+                return Ok(Some(128 + n as i32));
+            }
+            self.check()?;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(None)
     }
 
     /// Waits for one job; a job on the host's side is waited for in slices so that the run's

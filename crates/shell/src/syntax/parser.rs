@@ -208,6 +208,9 @@ struct Parser<'a> {
     not_subscript: HashSet<usize>,
     /// Inside `$(...)` or `<(...)`: a bare `!` is no command before the `)` there.
     in_subst: usize,
+    /// Reading `"..."` inside the word of a double-quoted `${...}`: there bash lets a
+    /// backslash quote any character (`"${v:+"x\xy"}"` is `xxy`).
+    dq_in_dq_param: bool,
     backticks: HashMap<usize, Script>,
     /// Extended glob groups are words' text (`shopt -s extglob` in effect for this line).
     extglob: bool,
@@ -329,6 +332,7 @@ impl<'a> Parser<'a> {
             not_length: HashSet::new(),
             not_subscript: HashSet::new(),
             in_subst: 0,
+            dq_in_dq_param: false,
             backticks: HashMap::new(),
             extglob: false,
             in_cond: 0,
@@ -2189,7 +2193,11 @@ impl<'a> Parser<'a> {
                 }
                 b'"' if !matches!(mode, Mode::DQuote | Mode::HereDoc) => {
                     w.flush();
-                    w.parts.push(self.double_quoted()?);
+                    let nested = matches!(mode, Mode::Param { dq: true, .. });
+                    let outer = std::mem::replace(&mut self.dq_in_dq_param, nested);
+                    let part = self.double_quoted();
+                    self.dq_in_dq_param = outer;
+                    w.parts.push(part?);
                 }
                 b'`' => {
                     w.flush();
@@ -2337,7 +2345,7 @@ impl<'a> Parser<'a> {
                 self.pos += 1;
             }
             Some(b'\n') => self.pos += 2,
-            Some(n) if w.quoted => {
+            Some(n) if w.quoted && !(mode == Mode::DQuote && self.dq_in_dq_param) => {
                 let special = matches!(n, b'$' | b'`' | b'\\')
                     || (n == b'"' && matches!(mode, Mode::DQuote | Mode::Param { dq: true, .. }))
                     || (n == b'}' && matches!(mode, Mode::Param { .. }));
@@ -2412,9 +2420,11 @@ impl<'a> Parser<'a> {
         // the line around it follow that line, as in bash. One inside still waiting at the
         // `)` reads its body after the line too, after theirs.
         let outer = std::mem::take(&mut self.pending);
+        let outer_dq = std::mem::take(&mut self.dq_in_dq_param);
         self.in_subst += 1;
         let r = self.subst_list();
         self.in_subst -= 1;
+        self.dq_in_dq_param = outer_dq;
         let inner = std::mem::replace(&mut self.pending, outer);
         self.pending.extend(inner);
         r
@@ -2620,19 +2630,34 @@ impl<'a> Parser<'a> {
                                 b'u' => 4,
                                 _ => 8,
                             };
+                            // bash's `\x{HHH}`: any number of digits, the last two
+                            // count; a missing `}` is no error, and no digits make a NUL.
+                            let braced = e == b'x' && self.at_before(end) == Some(b'{');
+                            if braced {
+                                self.pos += 1;
+                            }
                             let mut v: u32 = 0;
                             let mut n = 0;
-                            while n < max {
+                            while braced || n < max {
                                 match self.at_before(end).and_then(|d| (d as char).to_digit(16)) {
                                     Some(d) => {
-                                        v = v * 16 + d;
+                                        v = if braced {
+                                            (v * 16 + d) & 0xFF
+                                        } else {
+                                            v * 16 + d
+                                        };
                                         self.pos += 1;
                                         n += 1;
                                     }
                                     None => break,
                                 }
                             }
-                            if n == 0 {
+                            if braced {
+                                if self.at_before(end) == Some(b'}') {
+                                    self.pos += 1;
+                                }
+                                out.push(v as u8);
+                            } else if n == 0 {
                                 out.push(b'\\');
                                 out.push(e);
                             } else if e == b'x' {
@@ -2745,6 +2770,13 @@ impl<'a> Parser<'a> {
     /// `${...}` with the position after `${`; `open` is the `$`.
     #[inline(never)]
     fn param_brace(&mut self, open: usize, in_dq: bool) -> ParseResult<WordPart> {
+        let outer = std::mem::take(&mut self.dq_in_dq_param);
+        let r = self.param_brace_in(open, in_dq);
+        self.dq_in_dq_param = outer;
+        r
+    }
+
+    fn param_brace_in(&mut self, open: usize, in_dq: bool) -> ParseResult<WordPart> {
         if let Some(length) = self.param_length(open)? {
             return Ok(length);
         }
