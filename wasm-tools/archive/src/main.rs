@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod codec;
+mod lzw;
 mod squeeze;
 mod untar;
 
@@ -14,8 +15,11 @@ use flate2::write::GzEncoder;
 use squeeze::Family;
 use std::ffi::OsString;
 use std::fs::{self, File};
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Component, Path, PathBuf};
+
+/// The suffixes gunzip takes off a compressed file's name.
+const GZ_SUFFIXES: &[&str] = &[".gz", "-gz", ".z", "-z", "_z", ".Z", ".tgz", ".taz"];
 
 const TOOLS: &[&str] = &[
     "gzip", "gunzip", "zcat", "tar", "bzip2", "bunzip2", "bzcat", "xz", "unxz", "xzcat",
@@ -177,7 +181,10 @@ fn gzip(args: &[String], mut mode: Mode) -> i32 {
     let mut code = 0;
     for f in &files {
         if let Err(msg) = gzip_one(f, mode, &o, tool) {
-            if !msg.is_empty() {
+            // A message of gzip's own decoder is whole already (`\ngzip: stdin: ...`).
+            if msg.starts_with('\n') {
+                eprintln!("{msg}");
+            } else if !msg.is_empty() {
                 eprintln!("{tool}: {msg}");
             }
             code = 1;
@@ -198,7 +205,7 @@ fn gzip_one(f: &str, mode: Mode, o: &GzOpts, tool: &str) -> Result<(), String> {
         if compress && f.ends_with(".gz") && !o.stdout && !o.force {
             return Err(format!("{f} already has .gz suffix -- unchanged"));
         }
-        if !compress && !o.stdout && !f.ends_with(".gz") && !f.ends_with(".tgz") {
+        if !compress && !o.stdout && !GZ_SUFFIXES.iter().any(|s| f.ends_with(s)) {
             return Err(format!("{f}: unknown suffix -- ignored"));
         }
         Box::new(BufReader::new(
@@ -210,10 +217,14 @@ fn gzip_one(f: &str, mode: Mode, o: &GzOpts, tool: &str) -> Result<(), String> {
     } else {
         let t = if compress {
             format!("{f}.gz")
-        } else if let Some(s) = f.strip_suffix(".tgz") {
+        } else if let Some(s) = f.strip_suffix(".tgz").or_else(|| f.strip_suffix(".taz")) {
             format!("{s}.tar")
         } else {
-            f.trim_end_matches(".gz").to_string()
+            GZ_SUFFIXES
+                .iter()
+                .find_map(|s| f.strip_suffix(s))
+                .unwrap_or(f)
+                .to_string()
         };
         if Path::new(&t).exists() && !o.force {
             return Err(format!("{t} already exists; not overwritten"));
@@ -237,11 +248,25 @@ fn gzip_one(f: &str, mode: Mode, o: &GzOpts, tool: &str) -> Result<(), String> {
         let mut input = input;
         io::copy(&mut input, &mut enc).and_then(|_| enc.finish().map(|_| ()))
     } else {
-        let mut dec = MultiGzDecoder::new(input);
-        if o.test || o.list {
-            io::copy(&mut dec, &mut io::sink()).map(|_| ())
+        // gzip also reads compress's `.Z` files, told apart by their magic.
+        let mut input = BufReader::new(input);
+        let is_z = input
+            .fill_buf()
+            .map(|b| b.starts_with(&lzw::MAGIC))
+            .unwrap_or(false);
+        let sink: &mut dyn Write = if o.test || o.list {
+            &mut io::sink()
         } else {
-            io::copy(&mut dec, &mut out).map(|_| ())
+            &mut out
+        };
+        if is_z {
+            let mut data = Vec::new();
+            input.read_to_end(&mut data).and_then(|_| {
+                let text = lzw::decompress(&data).map_err(io::Error::other)?;
+                sink.write_all(&text)
+            })
+        } else {
+            io::copy(&mut MultiGzDecoder::new(input), sink).map(|_| ())
         }
     };
     let result = result.and_then(|_| out.flush());
@@ -252,6 +277,11 @@ fn gzip_one(f: &str, mode: Mode, o: &GzOpts, tool: &str) -> Result<(), String> {
         Err(Some(e)) => {
             if !compress && e.kind() == io::ErrorKind::InvalidInput {
                 return Err(format!("{f}: not in gzip format"));
+            }
+            if let Some(m) = e.get_ref().and_then(|m| m.downcast_ref::<lzw::Error>()) {
+                // zcat and gunzip are gzip to GNU, which says so, and calls `-` stdin.
+                let name = if f == "-" { "stdin" } else { f };
+                return Err(format!("\ngzip: {name}: {m}"));
             }
             let _ = tool;
             Err(format!("{f}: {}", errno_text(&e)))
@@ -714,7 +744,7 @@ fn tar_read(o: &TarOpts, op: TarOp) -> io::Result<i32> {
     let mut raw = BufReader::new(raw);
     // Like GNU tar, recognise compressed input by its magic number whatever the options say.
     let (sniffed, empty) = {
-        let head = io::BufRead::fill_buf(&mut raw)?;
+        let head = raw.fill_buf()?;
         (Codec::sniff(head), head.is_empty())
     };
     if empty && let Some(codec) = o.codec {
