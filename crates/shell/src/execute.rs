@@ -1702,23 +1702,16 @@ impl Interp {
         }
         // An OLDPWD from the environment that names no directory is kept exported, with
         // no value, as bash does.
-        if let Some(old) = child.get_var("OLDPWD") {
-            let full = wasmsand_vfs::path::join(&child.st.cwd, &old);
-            let is_dir = child
-                .rt
-                .vfs
-                .lock()
-                .stat(&full)
-                .is_ok_and(|m| m.file_type == wasmsand_vfs::FileType::Dir);
-            if !is_dir {
-                child.st.vars.put(
-                    "OLDPWD",
-                    Var {
-                        value: crate::vars::Value::Unset,
-                        attrs: ATTR_EXPORT,
-                    },
-                );
-            }
+        if let Some(old) = child.get_var("OLDPWD")
+            && !child.is_dir(&old)
+        {
+            child.st.vars.put(
+                "OLDPWD",
+                Var {
+                    value: crate::vars::Value::Unset,
+                    attrs: ATTR_EXPORT,
+                },
+            );
         }
         if from_dash_c {
             child

@@ -1747,6 +1747,16 @@ impl Interp {
         );
     }
 
+    /// Whether `path` (from the working directory) is a directory.
+    pub(crate) fn is_dir(&self, path: &str) -> bool {
+        let full = wasmsand_vfs::path::join(&self.st.cwd, path);
+        self.rt
+            .vfs
+            .lock()
+            .stat(&full)
+            .is_ok_and(|m| m.file_type == wasmsand_vfs::FileType::Dir)
+    }
+
     /// Resolves a command name to a program file in the VFS through `$PATH`.
     pub fn find_in_path(&self, name: &str) -> Option<String> {
         self.find_in(name, None)
@@ -1911,13 +1921,7 @@ impl crate::spawn::Spawner for ShellSpawner {
         let mut child = self.0.lock().fork();
         if let Some(dir) = cwd {
             let dir = wasmsand_vfs::path::join(&child.st.cwd, dir);
-            let is_dir = child
-                .rt
-                .vfs
-                .lock()
-                .stat(&dir)
-                .is_ok_and(|m| m.file_type == wasmsand_vfs::FileType::Dir);
-            if !is_dir {
+            if !child.is_dir(&dir) {
                 return Err(Refusal {
                     kind: "cwd",
                     message: format!("{dir}: No such file or directory"),

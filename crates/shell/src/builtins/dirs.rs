@@ -70,14 +70,7 @@ impl Interp {
                 } else {
                     format!("{}/{target}", dir.trim_end_matches('/'))
                 };
-                let abs = wasmsand_vfs::path::join(&self.st.cwd, &candidate);
-                let is_dir = self
-                    .rt
-                    .vfs
-                    .lock()
-                    .stat(&abs)
-                    .is_ok_and(|m| m.file_type == wasmsand_vfs::FileType::Dir);
-                if is_dir && self.change_dir(&candidate, physical).is_ok() {
+                if self.is_dir(&candidate) && self.change_dir(&candidate, physical).is_ok() {
                     if !dir.is_empty() {
                         let cwd = self.st.cwd.clone();
                         return self.out_str(&format!("{cwd}\n"));

@@ -33,7 +33,6 @@ mod meta;
 mod options;
 mod programs;
 mod signals;
-pub(crate) use signals::signal_number;
 pub(crate) mod system;
 mod test;
 mod vars;

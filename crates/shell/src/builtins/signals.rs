@@ -306,6 +306,13 @@ impl Interp {
         }
     }
 
+    /// [`Self::take_signal`] for a builtin that a trapped signal interrupts (`wait`): its
+    /// status is then 128 + the signal's number.
+    pub(crate) fn take_signal_status(&mut self, sig: &str) -> FlowResult<i32> {
+        self.take_signal(sig)?;
+        Ok(128 + signal_number(sig).unwrap_or(15) as i32)
+    }
+
     /// The signals subshells sent this shell while it waited, in the order they came.
     pub(crate) fn take_pending_signals(&mut self) -> FlowResult<()> {
         if self.trap_running(crate::interp::TrapKind::Signal) {
@@ -328,7 +335,7 @@ impl Interp {
 }
 
 /// The number of a signal by its canonical name (`SIGINT`).
-pub(crate) fn signal_number(sig: &str) -> Option<u32> {
+fn signal_number(sig: &str) -> Option<u32> {
     let bare = sig.strip_prefix("SIG").unwrap_or(sig);
     signals()
         .into_iter()

@@ -598,9 +598,7 @@ impl Interp {
                     .map(|i| q.remove(i).1)
             };
             if let Some(sig) = sig {
-                let n = crate::builtins::signal_number(&sig).unwrap_or(15);
-                self.take_signal(&sig)?;
-                return Ok(Some(128 + n as i32));
+                return self.take_signal_status(&sig).map(Some);
             }
             self.check()?;
             std::thread::sleep(Duration::from_millis(2));
