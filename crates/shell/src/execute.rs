@@ -1557,6 +1557,14 @@ impl Interp {
             // a link (`ln -s /bin/ls myls`) or a remembered path (`hash -p /bin/true t`), it
             // is told the name of the file it really is.
             let mut argv = argv;
+            // bash gives a program it runs `_` as the path it ran (not through `exec`, nor
+            // `env`, whose environment is exactly what they were given).
+            let mut env = env;
+            if !self.exact_env {
+                env.retain(|(k, _)| k != "_");
+                let ran = if name.contains('/') { &name } else { &path };
+                env.push(("_".into(), ran.clone()));
+            }
             let real = self.rt.vfs.lock().realpath(&path).unwrap_or(path);
             let real_name = real.rsplit('/').next().unwrap_or(&real);
             if argv[0].rsplit('/').next() != Some(real_name) {

@@ -376,7 +376,10 @@ impl Interp {
         let name = cmd[0].clone();
         let runs_in_shell = self.builtin_enabled(&name) || self.st.functions.contains_key(&name);
         if !runs_in_shell && chdir.is_none() {
-            return self.run_external(cmd, env);
+            let outer = std::mem::replace(&mut self.exact_env, true);
+            let r = self.run_external(cmd, env);
+            self.exact_env = outer;
+            return r;
         }
         // A subshell whose exported variables are exactly `env`, in the directory asked for.
         let mut child = self.fork();
