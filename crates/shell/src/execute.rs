@@ -1954,14 +1954,14 @@ impl Interp {
         }
     }
 
-    /// `BASH_SOURCE` (the file of each frame) and `BASH_LINENO` (the line each was entered
-    /// from), innermost first; unset when no file runs and no function is called.
     /// The line a command parsed at `line` of its text runs on. The offset wraps below zero
     /// for an interactive shell's function bodies, which count from their definition.
     pub(crate) fn abs_line(&self, line: usize) -> usize {
         line.wrapping_add(self.line_offset)
     }
 
+    /// `BASH_SOURCE` (the file of each frame) and `BASH_LINENO` (the line each was entered
+    /// from), innermost first; empty arrays when no file runs and no function is called.
     pub(crate) fn sync_bash_source(&mut self) {
         let files = self.frames_array(|f| f.file.to_string());
         let lines = self.frames_array(|f| f.line.to_string());

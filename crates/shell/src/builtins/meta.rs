@@ -351,21 +351,19 @@ impl Interp {
             .unwrap_or(80)
             / 2;
         let width = if width <= 3 { 40 } else { width.min(128) };
+        // bash copies a synopsis with strncpy into `room` places and writes `>` on the last:
+        // one that reaches it is cut there, even one that just fits.
         let cell = |i: usize, room: usize| {
             let (name, syn) = table[i];
-            let mut b = vec![0u8; width + 1];
-            b[0] = if self.st.disabled_builtins.contains(name) {
-                b'*'
+            let flag = if self.st.disabled_builtins.contains(name) {
+                '*'
             } else {
-                b' '
+                ' '
             };
-            let syn = syn.as_bytes();
-            let n = syn.len().min(room);
-            b[1..1 + n].copy_from_slice(&syn[..n]);
-            b[room] = b'>';
-            b[room + 1] = 0;
-            let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-            String::from_utf8_lossy(&b[..end]).into_owned()
+            match syn.get(..room - 1) {
+                Some(head) if syn.len() + 1 >= room => format!("{flag}{head}>"),
+                _ => format!("{flag}{syn}"),
+            }
         };
         let mut text = format!("{}\n{HELP_BANNER}", super::flow::BASH_VERSION_LINE);
         let total = table.len();

@@ -463,25 +463,17 @@ impl Interp {
         if operands.is_empty() {
             // `wait` without operands waits for every job and returns 0. The jobs stay known
             // as ended but unreported: `jobs` lists them once, `wait -n` still returns them.
-            let mut jobs = std::mem::take(&mut self.jobs);
-            for i in 0..jobs.len() {
-                let job = &jobs[i];
-                let interrupted = match self.trapped_signal_during(&|_| job.is_running()) {
-                    Ok(x) => x,
-                    Err(e) => {
-                        self.jobs = jobs;
-                        return Err(e);
-                    }
-                };
-                if let Some(status) = interrupted {
-                    // The jobs not waited for stay running in the table.
-                    let rest = jobs.split_off(i);
-                    self.reaped.extend(jobs);
-                    self.jobs = rest;
+            // A trapped signal interrupts the wait while the jobs are still in the table.
+            for i in 0..self.jobs.len() {
+                let running = |me: &Interp| me.jobs.get(i).is_some_and(Job::is_running);
+                if let Some(status) = self.trapped_signal_during(&running)? {
                     return Ok(status);
                 }
-                self.wait_job(&mut jobs[i])?;
-                self.report_signaled(&jobs[i]);
+            }
+            let mut jobs = std::mem::take(&mut self.jobs);
+            for j in jobs.iter_mut() {
+                self.wait_job(j)?;
+                self.report_signaled(j);
             }
             self.reaped.extend(jobs);
             self.forget_oldest();
@@ -491,9 +483,8 @@ impl Interp {
         for a in operands {
             status = match self.resolve(a) {
                 Spec::Job(i) => {
-                    if let Some(status) =
-                        self.trapped_signal_during(&|me: &Interp| me.jobs[i].is_running())?
-                    {
+                    let running = |me: &Interp| me.jobs.get(i).is_some_and(Job::is_running);
+                    if let Some(status) = self.trapped_signal_during(&running)? {
                         return Ok(status);
                     }
                     let mut j = self.jobs.remove(i);
