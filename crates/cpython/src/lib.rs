@@ -156,11 +156,50 @@ fn load(dir: &Path) -> Result<Artifacts, ArtifactsError> {
             );
             wasmsand_exec::vouch_digest(bytes, digest, &what);
             if name == "python-snapshot.wasm" {
-                preimport::register(digest);
+                preimport::register(digest, depends(&a));
             }
         }
     }
     Ok(a)
+}
+
+/// What the pre-import's capture reads besides the snapshot and its input: every file
+/// [`install`] lays out (the zip and pip's wheel by digest, remembered per file as the
+/// snapshot's is), where, and the capture's environment. `None` without a cache directory to
+/// remember digests in: each process then captures anew rather than hashing 56 MB.
+fn depends(a: &Artifacts) -> Option<Vec<u8>> {
+    let mut d = Vec::new();
+    let mut text = |t: &str| {
+        d.extend_from_slice(t.as_bytes());
+        d.push(0);
+    };
+    for path in BIN_PATHS.iter().chain(PIP_PATHS) {
+        text(path);
+    }
+    text(STDLIB_PATH);
+    text(SUPPORT_DIR);
+    text(PIP_WHEEL_PATH);
+    text(PIP_SCRIPT);
+    for (name, source) in SUPPORT_MODULES {
+        text(name);
+        text(source);
+    }
+    for (key, value) in preimport::ENV {
+        text(key);
+        text(value);
+    }
+    d.extend(digest::memoized(
+        &a.dir.join("python-stdlib.zip"),
+        &a.stdlib,
+    )?);
+    match &a.pip {
+        Some(pip) => d.extend(digest::memoized(
+            &a.dir.join(env!("WASMSAND_PIP_WHEEL")),
+            pip,
+        )?),
+        None => d.extend_from_slice(b"no pip"),
+    }
+    Some(d)
 }
 
 /// Installs `python3`, `python` and the stdlib zip into a filesystem layout, sharing the mapped

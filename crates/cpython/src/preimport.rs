@@ -89,7 +89,16 @@ _preimport()
 del _preimport
 "#;
 
-pub(crate) fn register(digest: [u8; 32]) {
+/// The capture's environment.
+pub(crate) const ENV: [(&str, &str); 3] = [
+    ("HOME", "/home/user"),
+    ("TMPDIR", "/tmp"),
+    ("LANG", "C.UTF-8"),
+];
+
+/// `depends`: what the capture reads besides the module and [`SOURCE`] (see
+/// `wasmsand_exec::Preinit::depends`).
+pub(crate) fn register(digest: [u8; 32], depends: Option<Vec<u8>>) {
     wasmsand_exec::register_preinit(
         digest,
         Preinit {
@@ -100,6 +109,7 @@ pub(crate) fn register(digest: [u8; 32]) {
                 .replace("SUPPORT_DIR", &format!("{:?}", crate::SUPPORT_DIR))
                 .into_bytes(),
             run: None,
+            depends,
         },
     );
 }
@@ -111,11 +121,7 @@ fn spec() -> RunSpec {
         tracing::warn!("cannot lay out the pre-import filesystem: {e}");
     }
     let mut spec = RunSpec::new(Arc::new(Mutex::new(vfs)), ["python3"]);
-    spec.env = vec![
-        ("HOME".into(), "/home/user".into()),
-        ("TMPDIR".into(), "/tmp".into()),
-        ("LANG".into(), "C.UTF-8".into()),
-    ];
+    spec.env = ENV.map(|(k, v)| (k.into(), v.into())).to_vec();
     spec.deadline = Some(Instant::now() + Duration::from_secs(120));
     spec
 }

@@ -11,6 +11,12 @@
 //! An entry that is short, has another magic, names another wasm or engine, fails its checksum
 //! or that wasmer refuses is recompiled and rewritten: a broken cache costs time, never
 //! correctness.
+//!
+//! The same directory keeps captured memories (`preinit.rs`): `<key>.memory` is the memory's
+//! bytes (sparse: its zero pages are holes) followed by `CAPTURE_MAGIC`, the capture's key,
+//! the memory's size, the image's length and the xxh3-128 of the image, checked as a module
+//! entry is. A process that finds one starts its runs from it at once instead of capturing
+//! again (CPython's `import numpy`: a new process's first dozen runs waited for it).
 
 use std::collections::HashMap;
 use std::fs;
@@ -32,6 +38,11 @@ use crate::image::MemoryImage;
 const MAGIC: &[u8; 16] = b"wasmsand-cwasm3\n";
 /// Magic, wasm SHA-256, engine fingerprint, image checksum.
 const TRAILER: usize = MAGIC.len() + 32 + 16 + 16;
+
+const CAPTURE_MAGIC: &[u8; 16] = b"wasmsand-memory1";
+/// Magic, capture key, memory size, image length, image checksum.
+const CAPTURE_TRAILER: usize = CAPTURE_MAGIC.len() + 32 + 8 + 8 + 16;
+const OS_PAGE: usize = 4096;
 
 /// Environment variable naming the on-disk cache directory.
 pub const CACHE_DIR_ENV: &str = "WASMSAND_CACHE_DIR";
@@ -75,7 +86,7 @@ pub(crate) type Loaded = (
 type Slot = Arc<OnceLock<Result<Loaded, String>>>;
 
 /// What is compiled for a given wasm: the module itself, or the module without its active data
-/// segments when a memory image supplies them.
+/// segments (and its names: see `image::strip`) when a memory image supplies them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Variant {
     Plain,
@@ -240,13 +251,25 @@ impl ModuleCache {
                 ),
             };
             // A module with an image is compiled without its data (see image.rs); the two are a
-            // pair, cached under their own name.
-            let image = MemoryImage::build(wasm, crate::preinit::registered(&hash).is_some());
-            let module = match &image {
-                Some(_) => self.load_uncached(&hash, Variant::Stripped, wasm, name)?,
-                None => self.load_uncached(&hash, Variant::Plain, wasm, name)?,
+            // pair, cached under their own name. The image is written on a second thread while
+            // the module loads: for CPython each is about half of a process's first load.
+            let planned = MemoryImage::plan(wasm, crate::preinit::registered(&hash).is_some());
+            let (image, module) = match planned {
+                Some(planned) => std::thread::scope(|scope| {
+                    let writer = scope.spawn(|| planned.write());
+                    let stripped = self.load_uncached(&hash, Variant::Stripped, wasm, name.clone());
+                    match writer.join().ok().flatten() {
+                        Some(image) => Ok::<_, String>((Some(image), stripped?)),
+                        // No memfd after all: the module that copies its own data.
+                        None => Ok((None, self.load_uncached(&hash, Variant::Plain, wasm, name)?)),
+                    }
+                })?,
+                None => (None, self.load_uncached(&hash, Variant::Plain, wasm, name)?),
             };
             let deeper = Arc::new(crate::preinit::Deeper::new(wasm, image.is_some()));
+            if let Some(image) = self.saved_capture(&hash, &deeper, image.as_ref()) {
+                let _ = deeper.image.set(Some(image));
+            }
             // Read once here rather than in every run: which WASI calls the run must wrap.
             let wasi_imports = crate::wrap::wasi_imports(&module);
             let binds_late = crate::prepared::binds_late(wasm);
@@ -254,6 +277,44 @@ impl ModuleCache {
         })
         .clone()
         .map_err(ExecError::Compile)
+    }
+
+    /// A capture of the module with SHA-256 `hash` kept by an earlier process, if one may be
+    /// used: the module qualifies, has an image to lay it over, and its registered
+    /// [`crate::Preinit`] may be kept ([`crate::Preinit::capture_key`]).
+    fn saved_capture(
+        &self,
+        hash: &[u8; 32],
+        deeper: &crate::preinit::Deeper,
+        image: Option<&Arc<MemoryImage>>,
+    ) -> Option<Arc<MemoryImage>> {
+        let dir = self.dir.as_ref()?;
+        image?;
+        deeper.qualified.as_ref().ok()?;
+        let key = crate::preinit::registered(hash)?.capture_key(hash)?;
+        let path = capture_path(dir, &key);
+        match read_capture(&path, &key) {
+            Ok(found) => found,
+            Err(why) => {
+                self.rejected.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(path = %path.display(), "capturing again: saved memory unusable: {why}");
+                None
+            }
+        }
+    }
+
+    /// Keeps `image`, just captured for the module with SHA-256 `hash`, for later processes.
+    /// Best effort: without it they capture again.
+    pub(crate) fn save_capture(&self, hash: &[u8; 32], image: &MemoryImage) {
+        let Some(dir) = &self.dir else {
+            return;
+        };
+        let Some(key) = crate::preinit::registered(hash).and_then(|p| p.capture_key(hash)) else {
+            return;
+        };
+        if let Err(e) = write_capture(dir, &key, image) {
+            tracing::warn!(dir = %dir.display(), "could not keep a captured memory: {e}");
+        }
     }
 
     /// What an entry for `variant` must carry besides the wasm digest: the engine configuration
@@ -267,7 +328,8 @@ impl ModuleCache {
     fn entry_path(&self, dir: &Path, hash: &[u8; 32], variant: Variant) -> PathBuf {
         let tag = match variant {
             Variant::Plain => "",
-            Variant::Stripped => "-nodata",
+            // Named apart from the entries of earlier versions, which kept the name section.
+            Variant::Stripped => "-nodata-nonames",
         };
         dir.join(format!("{}-{}{tag}.cwasm", hex(hash), self.key_suffix))
     }
@@ -342,19 +404,7 @@ impl ModuleCache {
         if wasm_digest != hash || fingerprint != self.fingerprint(variant) {
             return Err("entry of another module or engine".into());
         }
-        let memo = verified_memo(path, &meta);
-        if !memo.as_ref().is_some_and(|(memo, identity)| {
-            fs::read_to_string(memo).ok().as_ref() == Some(identity)
-        }) {
-            if checksum_of(&file, image_len)
-                .map_err(|e| e.to_string())?
-                .to_le_bytes()
-                != checksum
-            {
-                return Err("checksum mismatch".into());
-            }
-            remember_verified(memo);
-        }
+        verify(&file, path, &meta, image_len, checksum)?;
         // Through the descriptor already checked, not the name: another process may rename a
         // fresh entry over it meanwhile.
         let by_fd = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
@@ -393,6 +443,122 @@ impl ModuleCache {
         }
         Ok(())
     }
+}
+
+fn capture_path(dir: &Path, key: &[u8; 32]) -> PathBuf {
+    dir.join(format!("{}.memory", hex(key)))
+}
+
+/// The capture saved at `path` under `key`: `Ok(None)` when there is none, `Err` when there is
+/// one that cannot be used.
+fn read_capture(path: &Path, key: &[u8; 32]) -> Result<Option<Arc<MemoryImage>>, String> {
+    use std::os::unix::fs::FileExt;
+    let file = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    let Some(len) = meta.len().checked_sub(CAPTURE_TRAILER as u64) else {
+        return Err("not a saved memory".into());
+    };
+    let mut trailer = [0u8; CAPTURE_TRAILER];
+    file.read_exact_at(&mut trailer, len)
+        .map_err(|e| e.to_string())?;
+    let (magic, rest) = trailer.split_at(CAPTURE_MAGIC.len());
+    let (saved_key, rest) = rest.split_at(32);
+    let (memory_bytes, rest) = rest.split_at(8);
+    let (image_len, checksum) = rest.split_at(8);
+    if magic != CAPTURE_MAGIC || saved_key != key {
+        return Err("not the saved memory of this module and input".into());
+    }
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    let (memory_bytes, image_len) = (word(memory_bytes), word(image_len));
+    if image_len != len
+        || len % OS_PAGE as u64 != 0
+        || memory_bytes < len
+        || memory_bytes % crate::WASM_PAGE != 0
+        || memory_bytes > 1 << 32
+    {
+        return Err("inconsistent sizes".into());
+    }
+    verify(&file, path, &meta, len, checksum)?;
+    Ok(Some(MemoryImage::from_saved(
+        file,
+        len as usize,
+        memory_bytes as usize,
+    )))
+}
+
+/// Writes `image` under `key` in `dir`: its non-zero pages (the rest stay holes), then the
+/// trailer; aside, then renamed into place.
+fn write_capture(dir: &Path, key: &[u8; 32], image: &MemoryImage) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    fs::create_dir_all(dir)?;
+    let (tmp_path, tmp) = tempfile_in(dir)?;
+    let result = (|| {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut at = 0usize;
+        while at < image.len {
+            let n = (image.len - at).min(buf.len());
+            let chunk = &mut buf[..n];
+            image.read_at(chunk, at as u64)?;
+            hasher.update(chunk);
+            for (i, page) in chunk.chunks(OS_PAGE).enumerate() {
+                if page.iter().any(|b| *b != 0) {
+                    tmp.write_all_at(page, (at + i * OS_PAGE) as u64)?;
+                }
+            }
+            at += n;
+        }
+        tmp.set_len(image.len as u64)?;
+        let mut trailer = Vec::with_capacity(CAPTURE_TRAILER);
+        trailer.extend_from_slice(CAPTURE_MAGIC);
+        trailer.extend_from_slice(key);
+        trailer.extend_from_slice(&(image.memory_bytes as u64).to_le_bytes());
+        trailer.extend_from_slice(&(image.len as u64).to_le_bytes());
+        trailer.extend_from_slice(&hasher.digest128().to_le_bytes());
+        tmp.write_all_at(&trailer, image.len as u64)?;
+        tmp.sync_all()?;
+        let path = capture_path(dir, key);
+        fs::rename(&tmp_path, &path)?;
+        if let Ok(meta) = fs::metadata(&path) {
+            remember_verified(verified_memo(&path, &meta));
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp_path);
+    }
+    result
+}
+
+/// Checks that the first `len` bytes of `file` (at `path`) have the xxh3-128 `checksum`,
+/// unless the memo says this very file was verified before.
+fn verify(
+    file: &fs::File,
+    path: &Path,
+    meta: &fs::Metadata,
+    len: u64,
+    checksum: &[u8],
+) -> Result<(), String> {
+    let memo = verified_memo(path, meta);
+    if memo
+        .as_ref()
+        .is_some_and(|(memo, identity)| fs::read_to_string(memo).ok().as_ref() == Some(identity))
+    {
+        return Ok(());
+    }
+    if checksum_of(file, len)
+        .map_err(|e| e.to_string())?
+        .to_le_bytes()
+        != checksum
+    {
+        return Err("checksum mismatch".into());
+    }
+    remember_verified(memo);
+    Ok(())
 }
 
 /// The xxh3-128 of the first `len` bytes of `file`, read in chunks (not mapped: a verification

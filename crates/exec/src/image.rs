@@ -61,30 +61,34 @@ impl MemoryImage {
     /// instantiation then copies as usual, which is always correct. `any_size`: also for a
     /// module with little data (one whose pre-initialized memory is registered: a deeper image
     /// is captured only over an image).
+    #[cfg(test)]
     pub(crate) fn build(wasm: &[u8], any_size: bool) -> Option<Arc<MemoryImage>> {
+        Self::plan(wasm, any_size)?.write()
+    }
+
+    /// Whether `wasm` gets an image (as [`MemoryImage::build`] decides), without writing it yet:
+    /// the writing (CPython's 16 MB of data into the memfd's fresh pages) can then overlap the
+    /// loading of the compiled module. Writing may still fail, when the kernel refuses a memfd.
+    pub(crate) fn plan(wasm: &[u8], any_size: bool) -> Option<Planned<'_>> {
         if disabled() {
             return None;
         }
         let layout = Layout::read(wasm)?;
-        let active = || {
-            layout
-                .segments
-                .iter()
-                .filter_map(|s| Some((s.offset?, s.data)))
-        };
-        let total: u64 = active().map(|(_, d)| d.len() as u64).sum();
+        let planned = Planned { layout, len: 0 };
+        let total: u64 = planned.active().map(|(_, d)| d.len() as u64).sum();
         if total < MIN_IMAGE_BYTES && !any_size {
             return None;
         }
-        let end = active().map(|(offset, data)| offset + data.len()).max()?;
+        let end = planned
+            .active()
+            .map(|(offset, data)| offset + data.len())
+            .max()?;
         let len = end.div_ceil(OS_PAGE) * OS_PAGE;
-        if len as u64 > layout.initial_bytes {
+        if len as u64 > planned.layout.initial_bytes {
             // Instantiation will trap on the out-of-bounds segment; let it, on the plain path.
             return None;
         }
-        let file = memfd(len)?;
-        write_coalesced(&file, active()).ok()?;
-        Some(Self::sealed(file, len, 0))
+        Some(Planned { len, ..planned })
     }
 
     /// The image of a live instance's linear memory `memory` (all of it, as it is now): what a
@@ -117,6 +121,18 @@ impl MemoryImage {
             }
         }
         Some(Self::sealed(file, len, memory.len()))
+    }
+
+    /// An image kept in a file (a capture saved by an earlier process: `cache.rs`), `len`
+    /// bytes of it, for memories of `memory_bytes`. The file is mapped as it is, as the
+    /// module cache's code is: entries are renamed into place and never written again.
+    pub(crate) fn from_saved(file: File, len: usize, memory_bytes: usize) -> Arc<MemoryImage> {
+        Self::sealed(file, len, memory_bytes)
+    }
+
+    /// Reads the image's bytes at `offset` into `buf`.
+    pub(crate) fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.file.read_exact_at(buf, offset)
     }
 
     fn sealed(file: File, len: usize, memory_bytes: usize) -> Arc<MemoryImage> {
@@ -166,6 +182,27 @@ impl MemoryImage {
         // SAFETY: see above.
         let to = unsafe { std::slice::from_raw_parts_mut(base.add(range.start), range.len()) };
         self.file.read_exact_at(to, range.start as u64)
+    }
+}
+
+/// An image decided on and not yet written (see [`MemoryImage::plan`]).
+pub(crate) struct Planned<'a> {
+    layout: Layout<'a>,
+    len: usize,
+}
+
+impl Planned<'_> {
+    fn active(&self) -> impl Iterator<Item = (usize, &[u8])> {
+        self.layout
+            .segments
+            .iter()
+            .filter_map(|s| Some((s.offset?, s.data)))
+    }
+
+    pub(crate) fn write(self) -> Option<Arc<MemoryImage>> {
+        let file = memfd(self.len)?;
+        write_coalesced(&file, self.active()).ok()?;
+        Some(MemoryImage::sealed(file, self.len, 0))
     }
 }
 
@@ -269,8 +306,14 @@ impl<'a> Layout<'a> {
 /// `wasm` without its active data segments, for compiling a module that will only ever be
 /// instantiated over its [`MemoryImage`]. Passive segments keep their indices (`memory.init` and
 /// `data.drop` name them): active ones before the last passive one become empty passive
-/// segments, the ones after it are dropped, and the data count follows. Every other section is
-/// copied byte for byte. `None` if the module cannot be read.
+/// segments, the ones after it are dropped, and the data count follows.
+///
+/// The `name` section and DWARF's `.debug_*` sections go too. wasmer keeps every function's name
+/// in the compiled module's metadata and a copy of every custom section beside it, and a process
+/// reads and rebuilds all of it before its first run: for CPython's 89 000 functions that was
+/// 14 MB of names, a third of loading the module from the cache. Names serve only wasmer's
+/// trap backtraces, which the sandbox never shows. Every other section is copied byte for byte.
+/// `None` if the module cannot be read.
 pub(crate) fn strip(wasm: &[u8]) -> Option<Vec<u8>> {
     let layout = Layout::read(wasm)?;
     let keep = layout
@@ -306,6 +349,7 @@ pub(crate) fn strip(wasm: &[u8]) -> Option<Vec<u8>> {
                 push_section(&mut out, DATA_COUNT_SECTION, &count);
             }
             DATA_SECTION => push_section(&mut out, DATA_SECTION, &data),
+            CUSTOM_SECTION if only_for_debuggers(&section[1 + header..])? => {}
             _ => out.extend_from_slice(section),
         }
         at = end;
@@ -313,8 +357,17 @@ pub(crate) fn strip(wasm: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+const CUSTOM_SECTION: u8 = 0;
 const DATA_SECTION: u8 = 11;
 const DATA_COUNT_SECTION: u8 = 12;
+
+/// Whether a custom section (its contents: the name, then the payload) serves only debuggers
+/// and backtraces.
+fn only_for_debuggers(contents: &[u8]) -> Option<bool> {
+    let (len, header) = read_leb128(contents)?;
+    let name = contents.get(header..header.checked_add(usize::try_from(len).ok()?)?)?;
+    Some(name == b"name" || name.starts_with(b".debug_"))
+}
 
 fn push_section(out: &mut Vec<u8>, id: u8, contents: &[u8]) {
     out.push(id);
@@ -365,7 +418,8 @@ fn memfd(len: usize) -> Option<File> {
 }
 
 /// No write, resize or new writable mapping can change the image once built, so an instance
-/// can never see another's writes through it. Best effort: private mappings never write back.
+/// can never see another's writes through it. Best effort: private mappings never write back,
+/// and a file that is not a memfd (a saved capture) refuses seals.
 fn seal(file: &File) {
     // SAFETY: fcntl on a descriptor we own.
     unsafe {
@@ -513,6 +567,33 @@ mod tests {
         );
         // Still a valid module that wasmer accepts.
         wasmer::Module::new(&wasmer::Engine::default(), &stripped).unwrap();
+        let custom = |wasm: &[u8]| -> Vec<String> {
+            Parser::new(0)
+                .parse_all(wasm)
+                .filter_map(|p| match p {
+                    Ok(Payload::CustomSection(c)) => Some(c.name().to_string()),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut named = wasm.to_vec();
+        for (name, body) in [
+            ("name", &b"\x01\x04\x01\x00\x01f"[..]),
+            (".debug_info", b"x"),
+            ("producers", b"\x00"),
+        ] {
+            let mut contents = Vec::new();
+            leb128(&mut contents, name.len() as u64);
+            contents.extend_from_slice(name.as_bytes());
+            contents.extend_from_slice(body);
+            push_section(&mut named, CUSTOM_SECTION, &contents);
+        }
+        assert_eq!(custom(&named), ["name", ".debug_info", "producers"]);
+        assert_eq!(
+            custom(&strip(&named).unwrap()),
+            ["producers"],
+            "names and DWARF are dropped, other custom sections kept"
+        );
         // Without passive segments, nothing is left.
         let plain = wasmer::wat2wasm(br#"(module (memory 1) (data (i32.const 0) "x"))"#).unwrap();
         let stripped = strip(&plain).unwrap();

@@ -394,7 +394,10 @@ impl Exec {
                 spec.entry = Some(preinit.entry.clone());
                 spec.entry_input = Some((preinit.alloc.clone(), preinit.input.clone()));
                 match self.run_from(program, program.image.clone(), spec, true) {
-                    Ok((_, Some(image))) => Some(image),
+                    Ok((_, Some(image))) => {
+                        self.inner.cache.save_capture(&program.hash, &image);
+                        Some(image)
+                    }
                     Ok((outcome, None)) => {
                         tracing::warn!(
                             exit = ?outcome.exit,

@@ -59,6 +59,40 @@ pub struct Preinit {
     /// over a memory that has had it. `None` for a module whose runs name their entry
     /// themselves (CPython's `turn`).
     pub run: Option<String>,
+    /// What the capture reads besides the module, its entry and its input, as bytes that
+    /// change whenever any of it does: the digests of the files `spec` lays out, and
+    /// anything else of `spec` that is not fixed. `Some` lets the capture be kept in the module
+    /// cache's directory and started from by later processes at once (see
+    /// [`Preinit::capture_key`]); `None` captures anew in every process.
+    pub depends: Option<Vec<u8>>,
+}
+
+/// Part of every capture's key: bumped when what the runner hands a guest during a capture
+/// (its WASI answers, the way the entry is called) changes so that the same module, input and
+/// files could leave another memory, so that captures of earlier versions are not used.
+const CAPTURE_FORMAT: u32 = 1;
+
+impl Preinit {
+    /// The name a capture of the module with SHA-256 `module` is kept under on disk: a digest
+    /// of everything the captured memory is a function of. `None` when it may not be kept.
+    pub(crate) fn capture_key(&self, module: &[u8; 32]) -> Option<[u8; 32]> {
+        use sha2::{Digest, Sha256};
+        let depends = self.depends.as_ref()?;
+        let mut h = Sha256::new();
+        let mut part = |bytes: &[u8]| {
+            h.update((bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        };
+        part(&CAPTURE_FORMAT.to_le_bytes());
+        part(crate::engine::engine_fingerprint().as_bytes());
+        part(module);
+        part(self.alloc.as_bytes());
+        part(self.entry.as_bytes());
+        part(self.run.as_deref().unwrap_or("\0").as_bytes());
+        part(&self.input);
+        part(depends);
+        Some(h.finalize().into())
+    }
 }
 
 fn registry() -> &'static Mutex<HashMap<[u8; 32], Arc<Preinit>>> {

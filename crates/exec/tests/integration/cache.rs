@@ -201,3 +201,92 @@ fn two_processes_filling_the_cache_at_once_leave_it_sound() {
         }
     }
 }
+
+fn jq() -> &'static [u8] {
+    wasmsand_guests::wasm_for_command("jq").unwrap()
+}
+
+/// Registers jq's capture as the sandbox does, keepable on disk.
+fn register_jq() {
+    let digest = wasmsand_guests::sha256(wasmsand_guests::file_for_command("jq").unwrap()).unwrap();
+    wasmsand_exec::register_preinit(
+        digest,
+        wasmsand_exec::Preinit {
+            spec: Box::new(|| wasmsand_exec::RunSpec::new(super::common::vfs(), ["jq"])),
+            alloc: "host_alloc".into(),
+            entry: "wasmsand_jq_preinit".into(),
+            input: Vec::new(),
+            run: Some("wasmsand_jq_main".into()),
+            depends: Some(b"test".to_vec()),
+        },
+    );
+}
+
+fn run_jq(e: &Exec, program: &wasmsand_exec::Program) -> String {
+    let out = wasmsand_exec::OutputBuffer::new(1 << 16);
+    let mut spec = wasmsand_exec::RunSpec::new(super::common::vfs(), ["jq", "-n", "[1,2,3] | add"]);
+    spec.stdout = out.clone().into();
+    let outcome = e.run(program, spec).unwrap();
+    assert_eq!(outcome.exit, wasmsand_exec::Exit::Code(0));
+    String::from_utf8(out.snapshot().as_bytes().to_vec()).unwrap()
+}
+
+fn saved_memories(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    entries_in(dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "memory"))
+        .collect()
+}
+
+/// A capture is kept beside the module: the next process starts from it before its first
+/// run instead of capturing again.
+#[test]
+fn a_captured_memory_is_kept_for_later_processes() {
+    register_jq();
+    let dir = tempfile::tempdir().unwrap();
+    let a = exec_at(dir.path());
+    let first = a.load(jq()).unwrap();
+    assert!(!first.is_preinitialized());
+    assert!(a.preinitialize(&first));
+    assert_eq!(saved_memories(dir.path()).len(), 1);
+    assert_eq!(run_jq(&a, &first), "6\n");
+
+    let b = exec_at(dir.path());
+    let later = b.load(jq()).unwrap();
+    assert!(
+        later.is_preinitialized(),
+        "started from the saved memory at once"
+    );
+    assert_eq!(run_jq(&b, &later), "6\n");
+    assert_eq!(b.cache_stats().rejected_entries, 0);
+}
+
+// Threat: T-CACHE-POISON (docs/security.md)
+#[test]
+fn a_broken_saved_memory_is_captured_again_never_used() {
+    register_jq();
+    let dir = tempfile::tempdir().unwrap();
+    let a = exec_at(dir.path());
+    assert!(a.preinitialize(&a.load(jq()).unwrap()));
+    let saved = saved_memories(dir.path()).remove(0);
+    let good = std::fs::read(&saved).unwrap();
+    let mut flipped = good.clone();
+    let page = good.iter().position(|b| *b != 0).unwrap();
+    flipped[page] ^= 0x55;
+    for broken in [
+        flipped,
+        good[..good.len() - 1].to_vec(),
+        b"garbage".to_vec(),
+    ] {
+        replace_file(&saved, &broken);
+        let e = exec_at(dir.path());
+        let program = e.load(jq()).unwrap();
+        assert!(!program.is_preinitialized());
+        assert_eq!(e.cache_stats().rejected_entries, 1);
+        assert!(e.preinitialize(&program));
+        assert_eq!(run_jq(&e, &program), "6\n");
+        // Captured again and kept again.
+        assert_eq!(std::fs::read(&saved).unwrap(), good);
+        assert!(exec_at(dir.path()).load(jq()).unwrap().is_preinitialized());
+    }
+}
