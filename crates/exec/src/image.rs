@@ -23,8 +23,8 @@ use std::fs::File;
 use std::ops::Range;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use wasmparser::{Chunk, DataKind, Operator, Parser, Payload, TypeRef};
 
@@ -43,6 +43,22 @@ pub(crate) struct MemoryImage {
     /// Size of the linear memory an instance starts with, when larger than the module's
     /// declared minimum: a memory captured after the guest grew it (see [`MemoryImage::capture`]).
     pub(crate) memory_bytes: usize,
+    /// The whole image mapped read-only once, for putting pages back after a run (`restore`):
+    /// a copy from a mapping instead of a `pread` per run of dirty pages, whose system calls
+    /// and page-cache lookups were most of the reset. Null until first used or when the
+    /// kernel refused the mapping.
+    view: OnceLock<usize>,
+}
+
+impl Drop for MemoryImage {
+    fn drop(&mut self) {
+        if let Some(&view) = self.view.get()
+            && view != 0
+        {
+            // SAFETY: the mapping `view` made, of `len` bytes, which nothing borrows any more.
+            unsafe { libc::munmap(view as *mut libc::c_void, self.len) };
+        }
+    }
 }
 
 impl std::fmt::Debug for MemoryImage {
@@ -143,6 +159,7 @@ impl MemoryImage {
             file,
             len,
             memory_bytes,
+            view: OnceLock::new(),
         })
     }
 
@@ -181,7 +198,39 @@ impl MemoryImage {
         debug_assert!(range.end <= self.len);
         // SAFETY: see above.
         let to = unsafe { std::slice::from_raw_parts_mut(base.add(range.start), range.len()) };
-        self.file.read_exact_at(to, range.start as u64)
+        match self.view() {
+            // SAFETY: the view holds the image's `len` bytes, and `range` lies within them.
+            Some(view) => unsafe {
+                std::ptr::copy_nonoverlapping(view.add(range.start), to.as_mut_ptr(), to.len());
+                Ok(())
+            },
+            None => self.file.read_exact_at(to, range.start as u64),
+        }
+    }
+
+    /// The image mapped read-only (shared: the pages are the file's own, so they stay mapped
+    /// from one reset to the next), or `None` when the kernel refuses.
+    fn view(&self) -> Option<*const u8> {
+        let view = *self.view.get_or_init(|| {
+            // SAFETY: a fresh read-only mapping of the whole image file; a sealed memfd
+            // refuses writable shared mappings only.
+            let ptr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    self.len,
+                    libc::PROT_READ,
+                    libc::MAP_SHARED,
+                    self.file.as_raw_fd(),
+                    0,
+                )
+            };
+            if ptr == libc::MAP_FAILED {
+                0
+            } else {
+                ptr as usize
+            }
+        });
+        (view != 0).then_some(view as *const u8)
     }
 }
 
@@ -215,7 +264,7 @@ fn is_zero(bytes: &[u8]) -> bool {
 /// `WASMSAND_MEMORY_IMAGES=0` turns images off (instantiation copies segments as wasmer does):
 /// for comparing the two paths in benchmarks, and a way out should a kernel refuse the mappings.
 fn disabled() -> bool {
-    static DISABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    static DISABLED: OnceLock<bool> = OnceLock::new();
     *DISABLED.get_or_init(|| std::env::var_os("WASMSAND_MEMORY_IMAGES").is_some_and(|v| v == "0"))
 }
 
