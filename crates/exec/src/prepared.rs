@@ -222,6 +222,7 @@ fn define_host_functions(
     let module = &program.module;
     let wasi_imports = &program.wasi_imports;
     crate::wrap::wrap_imports(store, wasi_imports, imports, errno, memory, guard, run);
+    crate::wasi::exit::define(store, wasi_imports, imports);
     if own_args {
         crate::wasi::args::define(store, wasi_imports, imports, run, memory);
     }

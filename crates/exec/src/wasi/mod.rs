@@ -11,7 +11,8 @@
 //!   counts and shared inode numbers of hard links in `path_filestat_get`); `paths`
 //!   (`path_remove_directory` and `path_rename` where wasix's inode cache gets them wrong);
 //!   `fds` (the caps on open descriptors, counted from `path_open`, `fd_close` and
-//!   `fd_renumber`); `args` (`args_*` and `environ_*`, from the run's binding).
+//!   `fd_renumber`); `args` (`args_*` and `environ_*`, from the run's binding); `exit`
+//!   (`proc_exit` without the backtrace wasmer would take for it).
 //!
 //! Of the runner these modules know only `guard` (the instance's memory once it exists, when
 //! a host function may call back into the guest) and `bind` (the run an instance serves,
@@ -20,6 +21,7 @@
 
 pub(crate) mod args;
 pub(crate) mod clock;
+pub(crate) mod exit;
 pub mod fds;
 pub(crate) mod file;
 pub(crate) mod fs;
