@@ -11,12 +11,14 @@
 //! exactly its own initial size accessible. That is what a fresh mapping gives, so no state of
 //! one run can reach the next (tests/integration/isolation.rs checks it across modules).
 //!
-//! A module with a [`MemoryImage`] (CPython) gets a region whose start is the image mapped
-//! copy-on-write: its data segments are not copied at all. A released region is reset in
-//! place: the pages the run wrote (private copies, found in `/proc/self/pagemap`) get the
-//! image's bytes back and stay resident, so the next run writes them without a copy-on-write
-//! fault; the pages it only read stay mapped. It then reads as the image again and zero past
-//! it. Such regions wait in their own pool, for instances of the same image only.
+//! A module with a [`MemoryImage`] (one with 64 KiB of data or more: CPython, the coreutils,
+//! jq) gets a region whose start is the image mapped copy-on-write: its data segments are not
+//! copied at all. A released region is reset in place: the pages the run wrote (private
+//! copies, found in `/proc/self/pagemap`) get the image's bytes back and stay resident, so the
+//! next run writes them without a copy-on-write fault; the pages it only read stay mapped. It
+//! then reads as the image again and zero past it. Such regions wait in their own pool, for
+//! instances of the same image only, the least recently returned making room for a new one;
+//! a small one is reset on the run's thread, a large one (CPython's) on a thread of its own.
 
 use std::ops::Range;
 use std::ptr::NonNull;
@@ -47,6 +49,13 @@ const POOL_SIZE: usize = 8;
 /// Resident (zeroed) bytes a pooled region may keep, from its start.
 const MAX_KEEP: usize = 8 << 20;
 const OS_PAGE: usize = 4096;
+
+/// Image regions kept for reuse, of all images together.
+const IMAGE_POOL_SIZE: usize = 12;
+
+/// Image regions up to this size are reset on the run's own thread, as plain ones are scrubbed:
+/// the next run of the same small guest follows at once and wants the region back warm.
+const INLINE_RESET_MAX: usize = 4 << 20;
 
 /// Private pages (copies of the image's) an image region may keep between runs.
 const MAX_PRIVATE_PAGES: usize = MAX_KEEP / OS_PAGE;
@@ -409,7 +418,8 @@ impl PooledMemory {
                     let at = pool.iter().position(|r| {
                         r.len == len && r.image.as_ref().is_some_and(|i| i.id == image.id)
                     });
-                    at.map(|i| pool.swap_remove(i))
+                    // In order: the pool's front is the region put back longest ago.
+                    at.map(|i| pool.remove(i))
                 };
                 match pooled {
                     Some(r) => r,
@@ -523,10 +533,10 @@ impl Drop for PooledMemory {
         let Some(region) = self.region.take() else {
             return;
         };
-        if region.image.is_some() {
-            reset_later(region);
-        } else {
-            recycle(region);
+        match &region.image {
+            Some(image) if image.len > INLINE_RESET_MAX => reset_later(region),
+            Some(_) => reset_and_pool(region),
+            None => recycle(region),
         }
     }
 }
@@ -571,12 +581,19 @@ fn reset_later(region: Region) {
     }
 }
 
+/// Resets an image region and pools it, in place of the one put back longest ago when the
+/// pool is full: each module with an image has regions of its own, and the modules a sandbox
+/// runs change (a full pool of regions no run wants would leave every new one cold).
 fn reset_and_pool(mut region: Region) {
     if region.reset_to_image() {
-        let mut pool = IMAGE_POOL.lock();
-        if pool.len() < POOL_SIZE {
+        let evicted = {
+            let mut pool = IMAGE_POOL.lock();
+            let evicted = (pool.len() >= IMAGE_POOL_SIZE).then(|| pool.remove(0));
             pool.push(region);
-        }
+            evicted
+        };
+        // Unmapped outside the lock.
+        drop(evicted);
     }
 }
 

@@ -165,48 +165,59 @@ fn memory_of_one_run_never_reaches_the_next() {
 }
 
 /// A module with more data than the memory-image threshold (so instantiation maps an image):
-/// `_start` exits with the image's byte at 5 MiB + 8 plus a byte past the image, then writes
-/// both; with an argument it grows the memory instead and exits with (then writes) the new
-/// page's first byte.
-fn image_guest() -> wasmsand_exec::Program {
-    static WASM: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-    let wasm = WASM.get_or_init(|| {
-        // A 5 MiB segment of 0x01 bytes then one byte 42, all in a data section.
-        let filler = "\\01".repeat(5 << 20);
-        let wat = format!(
-            r#"(module
-              (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
-              (import "wasi_snapshot_preview1" "args_sizes_get"
-                (func $sizes (param i32 i32) (result i32)))
-              (memory (export "memory") 100)
-              (data (i32.const 0) "{filler}")
-              (data (i32.const 5242888) "\2a")
-              (func (export "_start")
-                (local $v i32)
-                (drop (call $sizes (i32.const 5300000) (i32.const 5300004)))
-                (if (i32.gt_u (i32.load (i32.const 5300000)) (i32.const 1))
-                  (then
-                    (drop (memory.grow (i32.const 1)))
-                    (local.set $v (i32.load8_u (i32.const 6553600)))
-                    (i32.store8 (i32.const 6553600) (i32.const 55))
-                    (call $exit (local.get $v))))
-                ;; 42 from the image plus what lies past the image (zero unless a run leaked).
-                (local.set $v (i32.add (i32.load8_u (i32.const 5242888))
-                                       (i32.load8_u (i32.const 6000000))))
-                (i32.store8 (i32.const 5242888) (i32.const 43))
-                (i32.store8 (i32.const 6000000) (i32.const 99))
-                (i32.store8 (i32.const 6553599) (i32.const 77))
-                (call $exit (local.get $v))))"#
-        );
-        wasmer::wat2wasm(wat.as_bytes()).unwrap().to_vec()
-    });
-    exec().load(wasm).unwrap()
+/// `filler` bytes of `fill`, then one byte 42 eight bytes past them. `_start` exits with that
+/// byte plus a byte past the image, then writes both; with an argument it grows the memory
+/// instead and exits with (then writes) the new page's first byte. 5 MiB of filler makes an
+/// image reset on a thread of its own, 256 KiB one reset on the run's thread.
+fn image_guest(filler: usize, fill: u8) -> wasmsand_exec::Program {
+    let marker = filler + 8;
+    let image_end = (marker + 1).div_ceil(4096) * 4096;
+    let sizes = image_end + 8192;
+    let past = sizes + 65536;
+    let pages = (past + 2 * 65536) / 65536 + 1;
+    let grown = pages * 65536;
+    let filler = format!("\\{fill:02x}").repeat(filler);
+    let wat = format!(
+        r#"(module
+          (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+          (import "wasi_snapshot_preview1" "args_sizes_get"
+            (func $sizes (param i32 i32) (result i32)))
+          (memory (export "memory") {pages})
+          (data (i32.const 0) "{filler}")
+          (data (i32.const {marker}) "\2a")
+          (func (export "_start")
+            (local $v i32)
+            (drop (call $sizes (i32.const {sizes}) (i32.const {sizes_len})))
+            (if (i32.gt_u (i32.load (i32.const {sizes})) (i32.const 1))
+              (then
+                (drop (memory.grow (i32.const 1)))
+                (local.set $v (i32.load8_u (i32.const {grown})))
+                (i32.store8 (i32.const {grown}) (i32.const 55))
+                (call $exit (local.get $v))))
+            ;; 42 from the image plus what lies past the image (zero unless a run leaked).
+            (local.set $v (i32.add (i32.load8_u (i32.const {marker}))
+                                   (i32.load8_u (i32.const {past}))))
+            (i32.store8 (i32.const {marker}) (i32.const 43))
+            (i32.store8 (i32.const {past}) (i32.const 99))
+            (i32.store8 (i32.const {last}) (i32.const 77))
+            (call $exit (local.get $v))))"#,
+        sizes_len = sizes + 4,
+        last = grown - 1,
+    );
+    exec()
+        .load(&wasmer::wat2wasm(wat.as_bytes()).unwrap())
+        .unwrap()
 }
 
 // Threat: T-LEAK-RUNS (docs/security.md)
 #[test]
 fn memory_images_start_every_run_pristine() {
-    let program = image_guest();
+    for filler in [5 << 20, 256 << 10] {
+        images_start_every_run_pristine(image_guest(filler, 1));
+    }
+}
+
+fn images_start_every_run_pristine(program: wasmsand_exec::Program) {
     let exit = |args: &[&str]| {
         exec()
             .run(&program, RunSpec::new(vfs(), args.iter().copied()))
@@ -327,5 +338,19 @@ fn a_module_with_a_start_function_still_runs() {
             .run(&program, RunSpec::new(vfs(), ["start"]))
             .unwrap();
         assert_eq!(r.exit, Exit::Code(7));
+    }
+}
+
+// Threat: T-LEAK-RUNS (docs/security.md)
+#[test]
+fn more_images_than_the_pool_keeps_each_start_pristine() {
+    // Regions of one image serve that image only; with more images in turn than the pool
+    // keeps, regions are dropped and made again, and every run still starts from its own.
+    let programs: Vec<_> = (0..16u8).map(|i| image_guest(128 << 10, i + 1)).collect();
+    for _ in 0..3 {
+        for program in &programs {
+            let r = exec().run(program, RunSpec::new(vfs(), ["g"])).unwrap();
+            assert_eq!(r.exit, Exit::Code(42));
+        }
     }
 }
