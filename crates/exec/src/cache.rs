@@ -382,25 +382,13 @@ impl ModuleCache {
         hash: &[u8; 32],
         variant: Variant,
     ) -> Result<Option<Module>, String> {
-        use std::os::unix::fs::FileExt;
-        let file = match fs::File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e.to_string()),
+        let Some((file, meta, image_len, trailer)) =
+            open_with_trailer::<TRAILER>(path, MAGIC, "not a wasmsand cache entry")?
+        else {
+            return Ok(None);
         };
-        let meta = file.metadata().map_err(|e| e.to_string())?;
-        let Some(image_len) = meta.len().checked_sub(TRAILER as u64) else {
-            return Err("not a wasmsand cache entry".into());
-        };
-        let mut trailer = [0u8; TRAILER];
-        file.read_exact_at(&mut trailer, image_len)
-            .map_err(|e| e.to_string())?;
-        let (magic, rest) = trailer.split_at(MAGIC.len());
-        let (wasm_digest, rest) = rest.split_at(32);
+        let (wasm_digest, rest) = trailer[MAGIC.len()..].split_at(32);
         let (fingerprint, checksum) = rest.split_at(16);
-        if magic != MAGIC {
-            return Err("not a wasmsand cache entry".into());
-        }
         if wasm_digest != hash || fingerprint != self.fingerprint(variant) {
             return Err("entry of another module or engine".into());
         }
@@ -445,13 +433,15 @@ impl ModuleCache {
     }
 }
 
-fn capture_path(dir: &Path, key: &[u8; 32]) -> PathBuf {
-    dir.join(format!("{}.memory", hex(key)))
-}
-
-/// The capture saved at `path` under `key`: `Ok(None)` when there is none, `Err` when there is
-/// one that cannot be used.
-fn read_capture(path: &Path, key: &[u8; 32]) -> Result<Option<Arc<MemoryImage>>, String> {
+/// The file at `path`, its metadata, the length of what precedes its trailer of `N` bytes,
+/// and the trailer, which starts with `magic`: `Ok(None)` when there is no file, `Err(not)`
+/// when it is too short or the magic is another.
+#[allow(clippy::type_complexity)]
+fn open_with_trailer<const N: usize>(
+    path: &Path,
+    magic: &[u8],
+    not: &str,
+) -> Result<Option<(fs::File, fs::Metadata, u64, [u8; N])>, String> {
     use std::os::unix::fs::FileExt;
     let file = match fs::File::open(path) {
         Ok(f) => f,
@@ -459,17 +449,34 @@ fn read_capture(path: &Path, key: &[u8; 32]) -> Result<Option<Arc<MemoryImage>>,
         Err(e) => return Err(e.to_string()),
     };
     let meta = file.metadata().map_err(|e| e.to_string())?;
-    let Some(len) = meta.len().checked_sub(CAPTURE_TRAILER as u64) else {
-        return Err("not a saved memory".into());
+    let Some(len) = meta.len().checked_sub(N as u64) else {
+        return Err(not.into());
     };
-    let mut trailer = [0u8; CAPTURE_TRAILER];
+    let mut trailer = [0u8; N];
     file.read_exact_at(&mut trailer, len)
         .map_err(|e| e.to_string())?;
-    let (magic, rest) = trailer.split_at(CAPTURE_MAGIC.len());
-    let (saved_key, rest) = rest.split_at(32);
+    if !trailer.starts_with(magic) {
+        return Err(not.into());
+    }
+    Ok(Some((file, meta, len, trailer)))
+}
+
+fn capture_path(dir: &Path, key: &[u8; 32]) -> PathBuf {
+    dir.join(format!("{}.memory", hex(key)))
+}
+
+/// The capture saved at `path` under `key`: `Ok(None)` when there is none, `Err` when there is
+/// one that cannot be used.
+fn read_capture(path: &Path, key: &[u8; 32]) -> Result<Option<Arc<MemoryImage>>, String> {
+    let Some((file, meta, len, trailer)) =
+        open_with_trailer::<CAPTURE_TRAILER>(path, CAPTURE_MAGIC, "not a saved memory")?
+    else {
+        return Ok(None);
+    };
+    let (saved_key, rest) = trailer[CAPTURE_MAGIC.len()..].split_at(32);
     let (memory_bytes, rest) = rest.split_at(8);
     let (image_len, checksum) = rest.split_at(8);
-    if magic != CAPTURE_MAGIC || saved_key != key {
+    if saved_key != key {
         return Err("not the saved memory of this module and input".into());
     }
     let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
