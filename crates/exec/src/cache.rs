@@ -504,28 +504,14 @@ fn write_capture(dir: &Path, key: &[u8; 32], image: &MemoryImage) -> std::io::Re
     fs::create_dir_all(dir)?;
     let (tmp_path, tmp) = tempfile_in(dir)?;
     let result = (|| {
-        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-        let mut buf = vec![0u8; 1 << 20];
-        let mut at = 0usize;
-        while at < image.len {
-            let n = (image.len - at).min(buf.len());
-            let chunk = &mut buf[..n];
-            image.read_at(chunk, at as u64)?;
-            hasher.update(chunk);
-            for (i, page) in chunk.chunks(OS_PAGE).enumerate() {
-                if page.iter().any(|b| *b != 0) {
-                    tmp.write_all_at(page, (at + i * OS_PAGE) as u64)?;
-                }
-            }
-            at += n;
-        }
+        let checksum = image.write_sparse(&tmp)?;
         tmp.set_len(image.len as u64)?;
         let mut trailer = Vec::with_capacity(CAPTURE_TRAILER);
         trailer.extend_from_slice(CAPTURE_MAGIC);
         trailer.extend_from_slice(key);
         trailer.extend_from_slice(&(image.memory_bytes as u64).to_le_bytes());
         trailer.extend_from_slice(&(image.len as u64).to_le_bytes());
-        trailer.extend_from_slice(&hasher.digest128().to_le_bytes());
+        trailer.extend_from_slice(&checksum.to_le_bytes());
         tmp.write_all_at(&trailer, image.len as u64)?;
         tmp.sync_all()?;
         let path = capture_path(dir, key);

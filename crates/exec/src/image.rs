@@ -77,39 +77,37 @@ impl std::fmt::Debug for MemoryImage {
 }
 
 impl MemoryImage {
-    /// The image of `wasm`'s data segments, or `None` when the module does not qualify (little
-    /// data, an imported memory, an offset that is not a constant) or the kernel refuses a memfd:
-    /// instantiation then copies as usual, which is always correct. `any_size`: also for a
-    /// module with little data (one whose pre-initialized memory is registered: a deeper image
-    /// is captured only over an image).
+    /// [`MemoryImage::plan`] and [`Planned::write`] at once.
     #[cfg(test)]
     pub(crate) fn build(wasm: &[u8], any_size: bool) -> Option<Arc<MemoryImage>> {
         Self::plan(wasm, any_size)?.write()
     }
 
-    /// Whether `wasm` gets an image (as [`MemoryImage::build`] decides), without writing it yet:
-    /// the writing (CPython's 16 MB of data into the memfd's fresh pages) can then overlap the
-    /// loading of the compiled module. Writing may still fail, when the kernel refuses a memfd.
+    /// The image of `wasm`'s data segments, decided on and not yet written, or `None` when the
+    /// module does not qualify (little data, an imported memory, an offset that is not a
+    /// constant): instantiation then copies as usual, which is always correct. `any_size`: also
+    /// for a module with little data (one whose pre-initialized memory is registered: a deeper
+    /// image is captured only over an image). Writing it apart lets the writing (CPython's
+    /// 16 MB of data into a memfd's fresh pages) overlap the loading of the compiled module.
     pub(crate) fn plan(wasm: &[u8], any_size: bool) -> Option<Planned<'_>> {
         if disabled() {
             return None;
         }
         let layout = Layout::read(wasm)?;
-        let planned = Planned { layout, len: 0 };
-        let total: u64 = planned.active().map(|(_, d)| d.len() as u64).sum();
+        let total: u64 = layout.active().map(|(_, d)| d.len() as u64).sum();
         if total < MIN_IMAGE_BYTES && !any_size {
             return None;
         }
-        let end = planned
+        let end = layout
             .active()
             .map(|(offset, data)| offset + data.len())
             .max()?;
         let len = end.div_ceil(OS_PAGE) * OS_PAGE;
-        if len as u64 > planned.layout.initial_bytes {
+        if len as u64 > layout.initial_bytes {
             // Instantiation will trap on the out-of-bounds segment; let it, on the plain path.
             return None;
         }
-        Some(Planned { len, ..planned })
+        Some(Planned { layout, len })
     }
 
     /// The image of a live instance's linear memory `memory` (all of it, as it is now): what a
@@ -151,9 +149,39 @@ impl MemoryImage {
         Self::sealed(file, len, memory_bytes)
     }
 
-    /// Reads the image's bytes at `offset` into `buf`.
-    pub(crate) fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        self.file.read_exact_at(buf, offset)
+    /// Writes the image into the empty file `to` from its start, one write per run of non-zero
+    /// pages (the rest stay holes, as in the memfd [`MemoryImage::capture`] wrote), and returns
+    /// the xxh3-128 of all its `len` bytes.
+    pub(crate) fn write_sparse(&self, to: &File) -> std::io::Result<u128> {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut at = 0;
+        while at < self.len {
+            let chunk = &mut buf[..(self.len - at).min(1 << 20)];
+            self.file.read_exact_at(chunk, at as u64)?;
+            let chunk = &*chunk;
+            hasher.update(chunk);
+            // The image's length is whole pages, and so is every chunk.
+            let pages = chunk.len() / OS_PAGE;
+            let zero = |p: usize| is_zero(&chunk[p * OS_PAGE..(p + 1) * OS_PAGE]);
+            let mut page = 0;
+            while page < pages {
+                let start = page;
+                while page < pages && !zero(page) {
+                    page += 1;
+                }
+                if page > start {
+                    to.write_all_at(
+                        &chunk[start * OS_PAGE..page * OS_PAGE],
+                        (at + start * OS_PAGE) as u64,
+                    )?;
+                } else {
+                    page += 1;
+                }
+            }
+            at += chunk.len();
+        }
+        Ok(hasher.digest128())
     }
 
     fn sealed(file: File, len: usize, memory_bytes: usize) -> Arc<MemoryImage> {
@@ -246,16 +274,10 @@ pub(crate) struct Planned<'a> {
 }
 
 impl Planned<'_> {
-    fn active(&self) -> impl Iterator<Item = (usize, &[u8])> {
-        self.layout
-            .segments
-            .iter()
-            .filter_map(|s| Some((s.offset?, s.data)))
-    }
-
+    /// The image, or `None` when the kernel refuses a memfd.
     pub(crate) fn write(self) -> Option<Arc<MemoryImage>> {
         let file = memfd(self.len)?;
-        write_coalesced(&file, self.active()).ok()?;
+        write_coalesced(&file, self.layout.active()).ok()?;
         Some(MemoryImage::sealed(file, self.len, 0))
     }
 }
@@ -287,6 +309,13 @@ struct Segment<'a> {
 }
 
 impl<'a> Layout<'a> {
+    /// The active segments, `(offset, bytes)`, in module order.
+    fn active(&self) -> impl Iterator<Item = (usize, &'a [u8])> + '_ {
+        self.segments
+            .iter()
+            .filter_map(|s| Some((s.offset?, s.data)))
+    }
+
     fn read(wasm: &'a [u8]) -> Option<Layout<'a>> {
         let mut initial_bytes = None;
         let mut segments = Vec::new();
