@@ -99,6 +99,16 @@ fn ends_with_blank(out: &str) -> bool {
     rest.bytes().rev().take_while(|&b| b == b'\\').count() % 2 == 0
 }
 
+/// Whether a simple command's words, printed after `coproc `, would read as a named
+/// coprocess.
+fn reads_as_coproc_name(words: &[Arg]) -> bool {
+    let text = |w: Option<&Arg>| match w {
+        Some(Arg::Word(w)) => word_text(w),
+        _ => String::new(),
+    };
+    crate::syntax::parser::reads_as_coproc_name(&text(words.first()), &text(words.get(1)))
+}
+
 /// Whether a dup's target is a literal descriptor number or `-`.
 fn dup_target_is_fd(t: &RedirTarget) -> bool {
     match t {
@@ -130,6 +140,10 @@ struct Printer {
     backticks: bool,
     /// The command being printed follows `time `, where a first word `-p` is its option.
     after_time: bool,
+    /// The command being printed is an unnamed coprocess's, after `coproc `: a first word
+    /// that is a name, before a word that starts a compound command, would be read as the
+    /// coprocess's name.
+    after_coproc: bool,
     /// The whole text is printed (`script_text`): a here-document that can have no end may
     /// put the rest of it on one line.
     whole_text: bool,
@@ -364,16 +378,19 @@ impl Printer {
                 // `>f }` runs a command named `}`: printed words first, the `}` would close
                 // a group. The redirections go first, where the source had them.
                 // So too for a first word `-p` after `time`, which would be its option.
+                // And for `coproc <<E n {`, a simple command `n {`: printed words first,
+                // `coproc n {` would read as a coprocess named `n`.
+                let after_coproc = std::mem::take(&mut self.after_coproc);
                 let redirects_first = s.assignments.is_empty()
                     && !s.redirects.is_empty()
-                    && s.words.first().is_some_and(|w| match w {
+                    && (s.words.first().is_some_and(|w| match w {
                         Arg::Word(w) => {
                             let text = word_text(w);
                             crate::syntax::parser::is_reserved(&text)
                                 || (self.after_time && text == "-p")
                         }
                         Arg::Assignment(_) => false,
-                    });
+                    }) || (after_coproc && reads_as_coproc_name(&s.words)));
                 if redirects_first {
                     self.redirects(&s.redirects);
                     self.out.push(' ');
@@ -503,8 +520,11 @@ impl Printer {
                 if !self.reparsable || named {
                     self.out.push_str(name);
                     self.out.push(' ');
+                } else {
+                    self.after_coproc = true;
                 }
                 self.command(body);
+                self.after_coproc = false;
             }
             CompoundCommand::Subshell(s) => {
                 self.out.push_str("( ");

@@ -316,6 +316,15 @@ pub(crate) fn is_reserved(word: &str) -> bool {
     RESERVED.contains(&word)
 }
 
+/// The reserved words that start a compound command (a `(` does too).
+const COMPOUND_STARTS: &[&str] = &["if", "while", "until", "for", "select", "case", "{", "[["];
+
+/// Whether `coproc WORDS...` reads its first word as the coprocess's name: a word of name
+/// characters before a compound command.
+pub(crate) fn reads_as_coproc_name(first: &str, second: &str) -> bool {
+    !first.is_empty() && first.bytes().all(is_name_char) && COMPOUND_STARTS.contains(&second)
+}
+
 impl<'a> Parser<'a> {
     fn new(src: &'a [u8], depth: usize, line_base: usize) -> Self {
         let newlines = newline_offsets(src);
@@ -1051,10 +1060,9 @@ impl<'a> Parser<'a> {
 
     fn at_compound_start(&self) -> bool {
         self.at(0) == Some(b'(')
-            || matches!(
-                self.peek_reserved(),
-                Some("if" | "while" | "until" | "for" | "select" | "case" | "{" | "[[")
-            )
+            || self
+                .peek_reserved()
+                .is_some_and(|w| COMPOUND_STARTS.contains(&w))
     }
 
     /// A compound command and the redirections after it.
@@ -3034,11 +3042,22 @@ impl<'a> Parser<'a> {
                     }));
                 }
                 b'}' => depth -= 1,
-                b'\'' | b'"' => {
-                    while self.at(0).is_some_and(|d| d != c) {
-                        self.pos += 1;
+                b'\'' | b'"' => self.pos = self.quoted_end(self.pos - 1) + 1,
+                // bash's lexer reads the `${...}` as a balanced text: backquotes and `$(...)`
+                // in it are read whole (a `}` inside them closes nothing), and one left open
+                // is a syntax error, whatever the `${...}` turns out to mean.
+                b'`' => {
+                    let end = self.backquote_end(self.pos - 1, self.src.len());
+                    if end >= self.src.len() {
+                        return Err(self.unclosed(self.pos - 1, "`"));
                     }
-                    self.pos += 1;
+                    self.pos = end + 1;
+                }
+                b'$' if self.at(0) == Some(b'(') => {
+                    match self.skip_balanced(self.pos, b'(', b')') {
+                        Some(end) => self.pos = end + 1,
+                        None => return Err(self.unclosed(self.pos, ")")),
+                    }
                 }
                 _ => {}
             }
