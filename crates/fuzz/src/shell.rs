@@ -10,13 +10,13 @@ use wasmsand_shell::ast::Script;
 
 /// The tree without what the printer spells differently and means the same: positions (a
 /// reprinted script has its commands on other lines), `$x` against `${x}`, an arithmetic
-/// text's blanks, the default descriptor of `>&2` and `<&3` (which bash's printer writes out,
+/// text's blanks (in its error's message too), the default descriptor of `>&2` and `<&3` (which bash's printer writes out,
 /// `1>&2`), and how a text is cut into literal and quoted parts: only which characters are
 /// quoted where quoting changes what they mean.
 fn shape(s: &Script) -> String {
     const TEXT: &str = r#"(Literal|Quoted)\("((?:[^"\\]|\\.)*)"\)"#;
-    static RES: OnceLock<[Regex; 5]> = OnceLock::new();
-    let [lines, dup, run, item, char] = RES.get_or_init(|| {
+    static RES: OnceLock<[Regex; 6]> = OnceLock::new();
+    let [lines, dup, run, item, char, arith_err] = RES.get_or_init(|| {
         let re = |p: &str| Regex::new(p).expect("a valid pattern");
         [
             // Positions, `$x` against `${x}`, and an arithmetic text's blanks (its parsed
@@ -30,9 +30,19 @@ fn shape(s: &Script) -> String {
             re(&format!(r"\b{TEXT}")),
             // One character of the debug text: an escape or a character.
             re(r"\\u\{[0-9a-f]+\}|\\.|."),
+            // An arithmetic text's error, which quotes the text, blanks and all.
+            re(r#"expr: Err\("((?:[^"\\]|\\.)*)"\)"#),
         ]
     });
     let tree = format!("{s:?}");
+    let tree = arith_err.replace_all(&tree, |c: &regex::Captures<'_>| {
+        let kept: String = char
+            .find_iter(&c[1])
+            .map(|ch| ch.as_str())
+            .filter(|ch| !matches!(*ch, " " | "\\t" | "\\n"))
+            .collect();
+        format!("expr: Err(\"{kept}\")")
+    });
     let text = lines.replace_all(&tree, "_");
     let text = dup.replace_all(&text, |c: &regex::Captures<'_>| {
         let fd = if &c[1] == "DupWrite" { 1 } else { 0 };

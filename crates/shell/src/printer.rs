@@ -359,8 +359,16 @@ impl Printer {
         if p.timed {
             self.out.push_str("time ");
         }
+        // `! !` negates nothing twice: a pipeline of one empty command, which bash's
+        // `declare -f` writes as nothing at all, and nothing reads back as no pipeline.
+        let twice_negated = READ_BACK.get()
+            && !p.negated
+            && matches!(p.commands.as_slice(), [Command::Simple(c)]
+                if c.words.is_empty() && c.assignments.is_empty() && c.redirects.is_empty());
         if p.negated {
             self.out.push_str("! ");
+        } else if twice_negated {
+            self.out.push_str("! ! ");
         }
         for (i, c) in p.commands.iter().enumerate() {
             if i > 0 {
