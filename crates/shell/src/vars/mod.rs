@@ -8,6 +8,7 @@
 pub(crate) mod print;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock};
 
 // The attribute bits of [`Var::attrs`], one per `declare` flag.
 /// `export`/`declare -x`: passed to programs in their environment (when it has a string
@@ -189,12 +190,83 @@ struct Frame {
     saved: HashMap<String, Option<Var>>,
 }
 
+/// The variables the shell itself rewrites all the time: the call stack's arrays on every
+/// function call and return, `PIPESTATUS` after every pipeline.
+const BUSY: [&str; 4] = ["BASH_SOURCE", "BASH_LINENO", "FUNCNAME", "PIPESTATUS"];
+
+/// The visible variables: a persistent map, and the busy variables beside it.
+///
+/// A command substitution runs in a fork that shares the map's nodes with its parent, so its
+/// first write copies the path to the written entry, every entry of each node on it
+/// included, and dropping the fork frees them again. `$(f x)` writes the call stack's
+/// arrays twice (the call and the return) and `PIPESTATUS` once per command, and often
+/// nothing else: kept out of the map, they cost a fork no copy at all.
+#[derive(Debug, Clone, Default)]
+struct Table {
+    map: im::HashMap<String, Var>,
+    busy: [Option<Arc<Var>>; 4],
+}
+
+fn busy_slot(name: &str) -> Option<usize> {
+    BUSY.iter().position(|b| *b == name)
+}
+
+/// `BUSY` as the map's keys are, for [`Table::iter`].
+fn busy_names() -> &'static [String; 4] {
+    static NAMES: LazyLock<[String; 4]> = LazyLock::new(|| BUSY.map(String::from));
+    &NAMES
+}
+
+impl Table {
+    fn get(&self, name: &str) -> Option<&Var> {
+        match busy_slot(name) {
+            Some(i) => self.busy[i].as_deref(),
+            None => self.map.get(name),
+        }
+    }
+
+    fn get_mut(&mut self, name: &str) -> Option<&mut Var> {
+        match busy_slot(name) {
+            Some(i) => self.busy[i].as_mut().map(Arc::make_mut),
+            None => self.map.get_mut(name),
+        }
+    }
+
+    fn insert(&mut self, name: String, var: Var) {
+        match busy_slot(&name) {
+            Some(i) => self.busy[i] = Some(Arc::new(var)),
+            None => {
+                self.map.insert(name, var);
+            }
+        }
+    }
+
+    fn remove(&mut self, name: &str) -> Option<Var> {
+        match busy_slot(name) {
+            Some(i) => self.busy[i].take().map(Arc::unwrap_or_clone),
+            None => self.map.remove(name),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&String, &Var)> {
+        let busy = busy_names()
+            .iter()
+            .zip(&self.busy)
+            .filter_map(|(k, v)| Some((k, v.as_deref()?)));
+        self.map.iter().chain(busy)
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &String> {
+        self.iter().map(|(k, _)| k)
+    }
+}
+
 /// The variable table of one shell session, with the `local` frames of the functions
 /// running. Cloning it is cheap (a persistent map), which is how a subshell or a fork gets
 /// its own copy.
 #[derive(Debug, Clone, Default)]
 pub struct Vars {
-    map: im::HashMap<String, Var>,
+    map: Table,
     frames: Vec<Frame>,
 }
 
