@@ -45,10 +45,6 @@ targets() {
     sed -n 's/^name = "\(.*\)"$/\1/p' fuzz/Cargo.toml | grep -v '^wasmsand-fuzz-targets$'
 }
 
-# Targets the short pass leaves out, until their open findings are fixed (docs/fuzzing.md,
-# "Open findings"): a pass that fails on a known finding would say nothing new.
-CI_SKIP=" shell_print "
-
 # libFuzzer's options for every run: a run of any target ends in seconds (the shell and stdio
 # targets run commands bounded at 1 s, killed at 5 s); memory well below the machine's.
 OPTS=(-timeout=30 -rss_limit_mb=3072 -max_len=65536 -print_final_stats=1)
@@ -88,10 +84,6 @@ ci)
     cargo fuzz build "${BUILD_CI[@]}"
     failed=()
     for t in $(targets); do
-        if [[ "$CI_SKIP" == *" $t "* ]]; then
-            echo "fuzz: $t: left out of the short pass (open findings, docs/fuzzing.md)"
-            continue
-        fi
         echo "fuzz: $t: replaying its corpus, then ${secs} s of fuzzing"
         mapfile -t dirs < <(corpora "$t")
         mapfile -t words < <(dict "$t")

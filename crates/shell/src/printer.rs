@@ -99,6 +99,12 @@ fn ends_with_blank(out: &str) -> bool {
     rest.bytes().rev().take_while(|&b| b == b'\\').count() % 2 == 0
 }
 
+/// An arithmetic text without the blanks around it, which arithmetic skips; other white
+/// space (a form feed) is an error there and stays.
+fn trim_blanks(text: &str) -> &str {
+    text.trim_matches([' ', '\t', '\n'])
+}
+
 /// Whether a simple command's words, printed after `coproc `, would read as a named
 /// coprocess.
 fn reads_as_coproc_name(words: &[Arg]) -> bool {
@@ -336,6 +342,12 @@ impl Printer {
                 // join its body too.
                 if h.delimiter.contains('\n') {
                     break;
+                }
+                // An unquoted body the script ended inside a line continuation of: the
+                // newline written after it would join the delimiter's line to the body.
+                let escapes = self.out.bytes().rev().take_while(|&b| b == b'\\').count();
+                if !h.quoted && escapes % 2 == 1 {
+                    self.out.push('\n');
                 }
                 self.out.push('\n');
             }
@@ -606,7 +618,7 @@ impl Printer {
                 body,
             } => {
                 fn t(a: &Option<Box<Arith>>) -> &str {
-                    a.as_ref().map(|a| a.source.trim()).unwrap_or("")
+                    a.as_ref().map(|a| trim_blanks(&a.source)).unwrap_or("")
                 }
                 self.out
                     .push_str(&format!("for (({}; {}; {}))", t(init), t(cond), t(step)));
@@ -639,7 +651,8 @@ impl Printer {
                 self.out.push_str("esac");
             }
             CompoundCommand::Arith(a) => {
-                self.out.push_str(&format!("(( {} ))", a.source.trim()));
+                self.out
+                    .push_str(&format!("(( {} ))", trim_blanks(&a.source)));
             }
             CompoundCommand::Cond(e) => {
                 self.out.push_str("[[ ");
@@ -887,6 +900,10 @@ fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
                 }
                 s.push(if *output { '>' } else { '<' });
                 s.push('(');
+                // As in `$( (a) )`: a subshell first is kept apart from the `(`.
+                if p.out.starts_with('(') {
+                    s.push(' ');
+                }
                 s.push_str(&p.out);
                 s.push(')');
             }

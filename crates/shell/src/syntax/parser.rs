@@ -2967,7 +2967,9 @@ impl<'a> Parser<'a> {
 
     /// `${x/pattern/replacement}` and its `//`, `/#`, `/%` forms, at the first `/`.
     fn param_replace(&mut self, open: usize) -> ParseResult<ParamOp> {
-        self.pos += 1;
+        // bash removes line continuations before it reads the operator: `${x/\<newline>#a}`
+        // is `${x/#a}`.
+        self.pos = self.past_continuations(self.pos + 1);
         let mode = match self.at(0) {
             Some(b'/') => ReplaceMode::All,
             Some(b'#') => ReplaceMode::Prefix,
@@ -2975,7 +2977,7 @@ impl<'a> Parser<'a> {
             _ => ReplaceMode::First,
         };
         if mode != ReplaceMode::First {
-            self.pos += 1;
+            self.pos = self.past_continuations(self.pos + 1);
         }
         // bash: a pattern is never empty after `//`, so a `/` there is its first character
         // (`${x////c}` replaces `/` with `c`).
