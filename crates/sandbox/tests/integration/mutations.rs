@@ -63,13 +63,16 @@ fn mangled_scripts_never_crash_the_interpreter() {
         "/tests/conformance/expected.json"
     );
     let cases: Vec<Case> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let sb = Sandbox::new(SandboxOptions {
-        limits: Limits {
-            timeout_ms: 2_000,
-            ..Limits::default()
-        },
-        ..Default::default()
-    });
+    let new_sandbox = || {
+        Sandbox::new(SandboxOptions {
+            limits: Limits {
+                timeout_ms: 2_000,
+                ..Limits::default()
+            },
+            ..Default::default()
+        })
+    };
+    let mut sb = new_sandbox();
     // MUTATION_SEED / MUTATION_COUNT explore further without changing what CI runs.
     let seed = std::env::var("MUTATION_SEED")
         .ok()
@@ -104,9 +107,17 @@ fn mangled_scripts_never_crash_the_interpreter() {
         let check = sb
             .run("unset -f : echo printf cd true false set exit; trap - EXIT ERR RETURN DEBUG; set +euo pipefail; set +f; cd /home/user; echo alive")
             .unwrap();
+        if check.stdout.ends_with("alive\n") {
+            continue;
+        }
+        // Under `extdebug` a DEBUG trap that fails skips the command it runs before, `trap`
+        // and `shopt` included: a trap whose text no longer parses leaves a shell that runs
+        // nothing, in bash as here. The only state a script may leave that no command can
+        // undo; the next cases get a new sandbox.
         assert!(
-            check.stdout.ends_with("alive\n"),
+            script.contains("extdebug") && script.contains("DEBUG"),
             "after case {i}: {script:?}: {check:?}"
         );
+        sb = new_sandbox();
     }
 }
