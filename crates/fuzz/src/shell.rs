@@ -10,9 +10,9 @@ use wasmsand_shell::ast::Script;
 
 /// The tree without what the printer spells differently and means the same: positions (a
 /// reprinted script has its commands on other lines), `$x` against `${x}`, an arithmetic
-/// text's blanks (in its error's message too), the default descriptor of `>&2` and `<&3` (which bash's printer writes out,
-/// `1>&2`), and how a text is cut into literal and quoted parts: only which characters are
-/// quoted where quoting changes what they mean.
+/// text's blanks (in its error's message too), the default descriptor of `>&2` and `<&3`
+/// (which bash's printer writes out, `1>&2`), and how a text is cut into literal and quoted
+/// parts: only which characters are quoted where quoting changes what they mean.
 fn shape(s: &Script) -> String {
     const TEXT: &str = r#"(Literal|Quoted)\("((?:[^"\\]|\\.)*)"\)"#;
     static RES: OnceLock<[Regex; 6]> = OnceLock::new();
