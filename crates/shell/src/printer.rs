@@ -180,7 +180,12 @@ impl Printer {
     /// The text of a substitution whose here-document bodies run to the end of the script:
     /// without them, which wait for the line around it (`CARRIED`).
     fn carrying(script: &Script) -> Printer {
-        let mut p = Printer::nested();
+        // A body no line can end takes the whole text after the line around the
+        // substitution, so the rest of the substitution stays on that line, as at the top.
+        let mut p = Printer {
+            whole_text: true,
+            ..Printer::nested()
+        };
         p.inline_list(script);
         p.heredocs.extend(CARRIED.take());
         let docs = std::mem::take(&mut p.heredocs);
@@ -198,7 +203,7 @@ impl Printer {
     /// bash reads them after the first newline (a function's body printed over several lines
     /// after `cat <<E ||` would otherwise take the first of its lines for the body).
     fn newline(&mut self) {
-        if self.one_line {
+        if self.holds_line() {
             self.semicolon();
             self.out.push(' ');
             return;
@@ -214,7 +219,7 @@ impl Printer {
     /// A line break after a word that opens a body (`then`, `do`, `else`, `{`, `in`, a case
     /// pattern), where one line needs no `;`.
     fn opener_break(&mut self) {
-        if self.one_line {
+        if self.holds_line() {
             if !self.out.ends_with(' ') {
                 self.out.push(' ');
             }
@@ -316,8 +321,17 @@ impl Printer {
         }
     }
 
+    /// Whether the rest of the text stays on the current line (`one_line`): also once a
+    /// substitution on it carried out a body that no line can end.
+    fn holds_line(&mut self) -> bool {
+        if !self.one_line && self.whole_text {
+            self.one_line = CARRIED.with_borrow(|c| c.iter().any(|h| h.delimiter.contains('\n')));
+        }
+        self.one_line
+    }
+
     fn flush_heredocs(&mut self) {
-        if self.one_line {
+        if self.holds_line() {
             return;
         }
         self.heredocs.extend(CARRIED.take());
