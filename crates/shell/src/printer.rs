@@ -777,6 +777,69 @@ fn word_text(w: &Word) -> String {
     s
 }
 
+/// Prints the text of a substitution apart from the here-documents carried out of the words
+/// before it: the substitution's own printers write the bodies they find waiting, and those
+/// belong to the line around it. Its own carried bodies follow the earlier ones, in the order
+/// their operators are read.
+fn apart(print: impl FnOnce() -> String) -> String {
+    let before = CARRIED.take();
+    let text = print();
+    CARRIED.with_borrow_mut(|carried| {
+        let own = std::mem::replace(carried, before);
+        carried.extend(own);
+    });
+    text
+}
+
+/// `$(...)`, or backquotes where only they give a here-document's body back.
+fn command_subst_text(script: &Script, in_dq: bool) -> String {
+    let mut d = Printer::nested();
+    d.inline_list(script);
+    // A here-document inside keeps its body, on the lines before the `)`.
+    d.flush_heredocs();
+    let p = match d.open_body {
+        None => d,
+        // A body without a final newline that ends the text can only have ended at a closing
+        // backquote, which alone gives it back (`$(...)` needs a delimiter line after it).
+        Some(_) => {
+            let mut b = Printer {
+                backticks: true,
+                ..Printer::nested()
+            };
+            b.inline_list(script);
+            b.flush_heredocs();
+            if b.open_body.is_none_or(|end| end == b.out.len()) {
+                let mut s = String::from('`');
+                for c in b.out.chars() {
+                    if matches!(c, '\\' | '`') || (in_dq && c == '"') {
+                        s.push('\\');
+                    }
+                    s.push(c);
+                }
+                s.push('`');
+                return s;
+            }
+            Printer::carrying(script)
+        }
+    };
+    // `$( (a) )` is a subshell; `$((a) )` would read as arithmetic.
+    let gap = if p.out.starts_with('(') { " " } else { "" };
+    format!("$({gap}{})", p.out)
+}
+
+/// `<(...)` or `>(...)`.
+fn process_subst_text(output: bool, script: &Script) -> String {
+    let mut p = Printer::nested();
+    p.inline_list(script);
+    p.flush_heredocs();
+    if p.open_body.is_some() {
+        p = Printer::carrying(script);
+    }
+    // As in `$( (a) )`: a subshell first is kept apart from the `(`.
+    let gap = if p.out.starts_with('(') { " " } else { "" };
+    format!("{}({gap}{})", if output { '>' } else { '<' }, p.out)
+}
+
 fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
     for (i, p) in parts.iter().enumerate() {
         match p {
@@ -866,60 +929,9 @@ fn parts_text(parts: &[WordPart], in_dq: bool, s: &mut String) {
             WordPart::CommandSubst {
                 script,
                 backquoted: None,
-            } => {
-                let mut d = Printer::nested();
-                d.inline_list(script);
-                // A here-document inside keeps its body, on the lines before the `)`.
-                d.flush_heredocs();
-                let p = match d.open_body {
-                    None => d,
-                    // A body without a final newline that ends the text can only have ended
-                    // at a closing backquote, which alone gives it back (`$(...)` needs a
-                    // delimiter line after it).
-                    Some(_) => {
-                        let mut b = Printer {
-                            backticks: true,
-                            ..Printer::nested()
-                        };
-                        b.inline_list(script);
-                        b.flush_heredocs();
-                        if b.open_body.is_none_or(|end| end == b.out.len()) {
-                            s.push('`');
-                            for c in b.out.chars() {
-                                if matches!(c, '\\' | '`') || (in_dq && c == '"') {
-                                    s.push('\\');
-                                }
-                                s.push(c);
-                            }
-                            s.push('`');
-                            continue;
-                        }
-                        Printer::carrying(script)
-                    }
-                };
-                s.push_str("$(");
-                // `$( (a) )` is a subshell; `$((a) )` would read as arithmetic.
-                if p.out.starts_with('(') {
-                    s.push(' ');
-                }
-                s.push_str(&p.out);
-                s.push(')');
-            }
+            } => s.push_str(&apart(|| command_subst_text(script, in_dq))),
             WordPart::ProcessSubst { output, script } => {
-                let mut p = Printer::nested();
-                p.inline_list(script);
-                p.flush_heredocs();
-                if p.open_body.is_some() {
-                    p = Printer::carrying(script);
-                }
-                s.push(if *output { '>' } else { '<' });
-                s.push('(');
-                // As in `$( (a) )`: a subshell first is kept apart from the `(`.
-                if p.out.starts_with('(') {
-                    s.push(' ');
-                }
-                s.push_str(&p.out);
-                s.push(')');
+                s.push_str(&apart(|| process_subst_text(*output, script)));
             }
             WordPart::Arith(a) if a.bracket => {
                 s.push_str("$[");
