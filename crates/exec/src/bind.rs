@@ -4,9 +4,9 @@
 //! the run it serves is known (`prepared.rs`): ahead of time on a background thread, or just
 //! before the run. What the run brings (its filesystem, streams, argv and environment,
 //! descriptor caps, the deterministic clock) reaches the host functions and files through one
-//! [`Late`], set once when the run takes the instance. No guest code runs before that.
+//! [`Late`], set when the run takes the instance. No guest code runs before that.
 
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock};
 
 use parking_lot::Mutex;
 use wasmsand_vfs::{SharedDet, Vfs};
@@ -48,27 +48,36 @@ impl Stdio {
     }
 }
 
-/// The run an instance serves, set once by the run.
+/// The run an instance serves, set by the run and cleared after it: an instance kept for
+/// another run (`kept.rs`) serves them one after the other.
 #[derive(Clone, Default)]
-pub(crate) struct Late(Arc<OnceLock<Bound>>);
+pub(crate) struct Late(Arc<Mutex<Option<Arc<Bound>>>>);
 
 impl Late {
-    /// Binds the instance to its run. An instance serves one run only, so a second binding is
-    /// a bug in the runner.
+    /// Binds the instance to its run. An instance serves one run at a time, so binding one
+    /// that is bound is a bug in the runner.
     pub(crate) fn bind(&self, bound: Bound) {
-        assert!(self.0.set(bound).is_ok(), "an instance serves one run");
+        let mut slot = self.0.lock();
+        assert!(slot.is_none(), "an instance serves one run at a time");
+        *slot = Some(Arc::new(bound));
     }
 
-    pub(crate) fn get(&self) -> Option<&Bound> {
-        self.0.get()
+    /// Ends the binding, once the run is over: what it held (its tree, streams, argv) goes
+    /// with it.
+    pub(crate) fn clear(&self) {
+        self.0.lock().take();
+    }
+
+    pub(crate) fn get(&self) -> Option<Arc<Bound>> {
+        self.0.lock().clone()
     }
 
     /// The run's filesystem; before the binding (where only wasix's setup looks), an empty
     /// tree.
-    pub(crate) fn vfs(&self) -> &SharedVfs {
+    pub(crate) fn vfs(&self) -> SharedVfs {
         match self.get() {
-            Some(b) => &b.vfs,
-            None => empty_tree(),
+            Some(b) => b.vfs.clone(),
+            None => empty_tree().clone(),
         }
     }
 }

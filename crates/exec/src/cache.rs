@@ -73,13 +73,16 @@ pub struct CacheStats {
     pub rejected_entries: u64,
 }
 
-/// A loaded module: its code, the wasm's SHA-256, and its initial-memory image if it has one.
+/// A loaded module: its code, the wasm's SHA-256, its initial-memory image if it has one, what
+/// pre-initialization needs, its WASI imports, whether it binds late and whether its instances
+/// may be put back in place after a run.
 pub(crate) type Loaded = (
     Module,
     [u8; 32],
     Option<Arc<MemoryImage>>,
     Arc<crate::preinit::Deeper>,
     Arc<[(String, String)]>,
+    bool,
     bool,
 );
 
@@ -273,7 +276,22 @@ impl ModuleCache {
             // Read once here rather than in every run: which WASI calls the run must wrap.
             let wasi_imports = crate::wrap::wasi_imports(&module);
             let binds_late = crate::prepared::binds_late(wasm);
-            Ok((module, hash, image, deeper, wasi_imports, binds_late))
+            // The marker is the stripped module's own, so it holds only with its image.
+            let resets_in_place = binds_late
+                && image.is_some()
+                && module
+                    .custom_sections(crate::image::RESETS_IN_PLACE)
+                    .next()
+                    .is_some();
+            Ok((
+                module,
+                hash,
+                image,
+                deeper,
+                wasi_imports,
+                binds_late,
+                resets_in_place,
+            ))
         })
         .clone()
         .map_err(ExecError::Compile)
@@ -328,8 +346,9 @@ impl ModuleCache {
     fn entry_path(&self, dir: &Path, hash: &[u8; 32], variant: Variant) -> PathBuf {
         let tag = match variant {
             Variant::Plain => "",
-            // Named apart from the entries of earlier versions, which kept the name section.
-            Variant::Stripped => "-nodata-nonames",
+            // Named apart from the entries of earlier versions, which kept the name section or
+            // did not export the globals a reset in place needs.
+            Variant::Stripped => "-nodata-nonames-resets",
         };
         dir.join(format!("{}-{}{tag}.cwasm", hex(hash), self.key_suffix))
     }

@@ -45,6 +45,11 @@ impl RunGuard {
         result
     }
 
+    /// Ready for another run of a kept instance.
+    pub(crate) fn reset(&self) {
+        self.stopping.store(false, Ordering::SeqCst);
+    }
+
     pub(crate) fn begin_stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
     }

@@ -395,10 +395,14 @@ impl<'a> Layout<'a> {
 /// in the compiled module's metadata and a copy of every custom section beside it, and a process
 /// reads and rebuilds all of it before its first run: for CPython's 89 000 functions that was
 /// 14 MB of names, a third of loading the module from the cache. Names serve only wasmer's
-/// trap backtraces, which the sandbox never shows. Every other section is copied byte for byte.
+/// trap backtraces, which the sandbox never shows. Every other section is copied byte for byte,
+/// except for a module whose instance can be put back in place (see [`in_place_globals`]): its
+/// mutable globals are exported as `__wasmsand_global_<index>` and a custom section
+/// [`RESETS_IN_PLACE`] marks it.
 /// `None` if the module cannot be read.
 pub(crate) fn strip(wasm: &[u8]) -> Option<Vec<u8>> {
     let layout = Layout::read(wasm)?;
+    let in_place = in_place_globals(wasm);
     let keep = layout
         .segments
         .iter()
@@ -433,16 +437,107 @@ pub(crate) fn strip(wasm: &[u8]) -> Option<Vec<u8>> {
             }
             DATA_SECTION => push_section(&mut out, DATA_SECTION, &data),
             CUSTOM_SECTION if only_for_debuggers(&section[1 + header..])? => {}
+            EXPORT_SECTION if in_place.as_ref().is_some_and(|g| !g.is_empty()) => {
+                let globals = in_place.as_deref().unwrap_or_default();
+                let contents = &section[1 + header..];
+                let (count, count_len) = read_leb128(contents)?;
+                let mut exports = Vec::new();
+                leb128(&mut exports, count + globals.len() as u64);
+                exports.extend_from_slice(&contents[count_len..]);
+                for index in globals {
+                    let name = global_export(*index);
+                    leb128(&mut exports, name.len() as u64);
+                    exports.extend_from_slice(name.as_bytes());
+                    exports.push(GLOBAL_KIND);
+                    leb128(&mut exports, u64::from(*index));
+                }
+                push_section(&mut out, EXPORT_SECTION, &exports);
+            }
             _ => out.extend_from_slice(section),
         }
         at = end;
     }
+    if in_place.is_some() {
+        let mut marker = Vec::new();
+        leb128(&mut marker, RESETS_IN_PLACE.len() as u64);
+        marker.extend_from_slice(RESETS_IN_PLACE.as_bytes());
+        push_section(&mut out, CUSTOM_SECTION, &marker);
+    }
     Some(out)
+}
+
+/// The custom section that marks a stripped module whose instances may be put back in place
+/// after a run and serve the next one: its memory reset to its image and its mutable globals
+/// to their values at instantiation (exported by [`strip`] for that).
+pub(crate) const RESETS_IN_PLACE: &str = "wasmsand-resets-in-place";
+
+/// How the names [`strip`] exports mutable globals under begin.
+pub(crate) const GLOBAL_EXPORT_PREFIX: &str = "__wasmsand_global_";
+
+/// The name [`strip`] exports the mutable global `index` under.
+fn global_export(index: u32) -> String {
+    format!("{GLOBAL_EXPORT_PREFIX}{index}")
+}
+
+/// The mutable globals of a module whose whole state between two runs is its one memory and
+/// its globals, so that an instance put back to its image and its globals' first values is
+/// one freshly made: `None` if a run could change anything else. That is a table (set,
+/// grown, filled, copied or initialized by the code), a passive segment the code drops (the
+/// next run's `memory.init` or `table.init` would trap), or anything imported but functions
+/// (an imported memory or global is not the instance's to put back). The whole code is read,
+/// once, when the module is compiled.
+fn in_place_globals(wasm: &[u8]) -> Option<Vec<u32>> {
+    let mut globals = Vec::new();
+    let mut memories = 0;
+    let mut exports = false;
+    for payload in Parser::new(0).parse_all(wasm) {
+        match payload.ok()? {
+            Payload::ImportSection(imports) => {
+                for import in imports.into_imports() {
+                    if !matches!(import.ok()?.ty, TypeRef::Func(_)) {
+                        return None;
+                    }
+                }
+            }
+            Payload::MemorySection(m) => memories += m.count(),
+            Payload::GlobalSection(section) => {
+                for (index, global) in section.into_iter().enumerate() {
+                    if global.ok()?.ty.mutable {
+                        globals.push(u32::try_from(index).ok()?);
+                    }
+                }
+            }
+            Payload::ExportSection(_) => exports = true,
+            Payload::CodeSectionEntry(body) => {
+                let mut ops = body.get_operators_reader().ok()?;
+                while !ops.eof() {
+                    if matches!(
+                        ops.read().ok()?,
+                        Operator::TableSet { .. }
+                            | Operator::TableGrow { .. }
+                            | Operator::TableFill { .. }
+                            | Operator::TableCopy { .. }
+                            | Operator::TableInit { .. }
+                            | Operator::ElemDrop { .. }
+                            | Operator::DataDrop { .. }
+                    ) {
+                        return None;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    // Globals are exported by adding to the export section, which such a module has (its
+    // memory and entry point are exported).
+    (memories == 1 && exports).then_some(globals)
 }
 
 const CUSTOM_SECTION: u8 = 0;
 const DATA_SECTION: u8 = 11;
 const DATA_COUNT_SECTION: u8 = 12;
+const EXPORT_SECTION: u8 = 7;
+const GLOBAL_KIND: u8 = 3;
 
 /// Whether a custom section (its contents: the name, then the payload) serves only debuggers
 /// and backtraces.
@@ -630,6 +725,70 @@ mod tests {
         assert!(got == expected);
     }
 
+    /// A module is marked for reuse in place only when nothing but its memory and globals
+    /// can carry a run's state to the next; then its mutable globals are exported.
+    #[test]
+    fn only_modules_whose_state_is_memory_and_globals_reset_in_place() {
+        let module = |body: &str| {
+            let wat = format!(
+                r#"(module {body} (memory (export "memory") 2) (data (i32.const 0) "a")
+                (global $sp (mut i32) (i32.const 4096)) (global $k i32 (i32.const 1))
+                (global $n (mut i64) (i64.const 7)) (table 2 funcref)
+                (func $g) (elem (i32.const 0) $g) (elem $passive funcref (ref.func $g))
+                (data $passive "p")
+                (func (export "_start") (global.set $sp (i32.const 8))))"#
+            );
+            let wasm = wasmer::wat2wasm(wat.as_bytes()).unwrap().to_vec();
+            let stripped = strip(&wasm).unwrap();
+            let module = wasmer::Module::new(&wasmer::Engine::default(), &stripped).unwrap();
+            let marked = module.custom_sections(RESETS_IN_PLACE).next().is_some();
+            let mut exported: Vec<String> = module
+                .exports()
+                .map(|e| e.name().to_string())
+                .filter(|n| n.starts_with(GLOBAL_EXPORT_PREFIX))
+                .collect();
+            exported.sort();
+            (marked, exported)
+        };
+        let globals = vec![global_export(0), global_export(2)];
+        assert_eq!(module(""), (true, globals.clone()));
+        assert_eq!(
+            module("(func (memory.init $passive (i32.const 0) (i32.const 0) (i32.const 1)))"),
+            (true, globals),
+            "copying a passive segment that is never dropped leaves nothing behind"
+        );
+        for (body, why) in [
+            (
+                "(func (table.set 0 (i32.const 1) (ref.null func)))",
+                "table.set",
+            ),
+            (
+                "(func (drop (table.grow 0 (ref.null func) (i32.const 1))))",
+                "table.grow",
+            ),
+            (
+                "(func (table.fill 0 (i32.const 0) (ref.null func) (i32.const 1)))",
+                "table.fill",
+            ),
+            (
+                "(func (table.copy (i32.const 0) (i32.const 1) (i32.const 1)))",
+                "table.copy",
+            ),
+            (
+                "(func (table.init $passive (i32.const 0) (i32.const 0) (i32.const 1)))",
+                "table.init",
+            ),
+            ("(func (elem.drop $passive))", "elem.drop"),
+            ("(func (data.drop $passive))", "data.drop"),
+            (
+                r#"(import "host" "g" (global (mut i32)))"#,
+                "an imported global",
+            ),
+        ] {
+            assert_eq!(module(body), (false, vec![]), "{why}");
+        }
+    }
+
     #[test]
     fn stripping_drops_active_data_and_keeps_passive_indices() {
         let wat = r#"(module (memory 2)
@@ -674,7 +833,7 @@ mod tests {
         assert_eq!(custom(&named), ["name", ".debug_info", "producers"]);
         assert_eq!(
             custom(&strip(&named).unwrap()),
-            ["producers"],
+            ["producers", RESETS_IN_PLACE],
             "names and DWARF are dropped, other custom sections kept"
         );
         // Without passive segments, nothing is left.

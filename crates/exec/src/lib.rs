@@ -14,6 +14,7 @@ mod cache;
 mod engine;
 mod guard;
 mod image;
+mod kept;
 mod memory;
 mod preinit;
 mod prepared;
@@ -117,6 +118,9 @@ pub struct Outcome {
     /// An open was refused with `EMFILE` because its sandbox's pool ([`OpenFiles::pool`])
     /// was all held.
     pub pool_open_files_capped: bool,
+    /// The run was served by an instance an earlier run of the program on this thread had
+    /// left, put back as new (see `kept.rs`), rather than by one made for it.
+    pub kept_instance: bool,
 }
 
 /// A compiled program, cheap to clone and to run many times.
@@ -130,6 +134,9 @@ pub struct Program {
     wasi_imports: Arc<[(String, String)]>,
     /// Whether its instances may be made before their run is bound (`prepared.rs`).
     binds_late: bool,
+    /// Whether an instance may be put back in place after a run and serve the next
+    /// (`kept.rs`).
+    resets_in_place: bool,
 }
 
 impl Program {
@@ -311,7 +318,7 @@ impl Exec {
 
     /// Compiles `wasm` (or finds it in the cache).
     pub fn load(&self, wasm: &[u8]) -> Result<Program, ExecError> {
-        let (module, hash, image, deeper, wasi_imports, binds_late) =
+        let (module, hash, image, deeper, wasi_imports, binds_late, resets_in_place) =
             self.inner.cache.load(wasm)?;
         Ok(Program {
             module,
@@ -320,6 +327,7 @@ impl Exec {
             deeper,
             wasi_imports,
             binds_late,
+            resets_in_place,
         })
     }
 

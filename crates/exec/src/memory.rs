@@ -329,6 +329,8 @@ pub(crate) struct PooledMemory {
     definition: NonNull<VMMemoryDefinition>,
     ty: MemoryType,
     style: MemoryStyle,
+    /// The size it started with, which a reset in place returns it to.
+    initial: usize,
 }
 
 impl std::fmt::Debug for Region {
@@ -443,6 +445,7 @@ impl PooledMemory {
             definition,
             ty: *ty,
             style: *style,
+            initial: bytes,
         })
     }
 
@@ -498,10 +501,31 @@ impl LinearMemory for PooledMemory {
         Ok(())
     }
 
+    /// Puts an image memory back as it was made: the image's bytes, zero past them, the
+    /// initial size (wasmer's own memories go to no size at all; only the sandbox calls this,
+    /// for an instance that will serve another run: `kept.rs`). A memory without an image
+    /// cannot be, and is left unusable (no size) with an error, as is one the kernel refused
+    /// to reset.
     fn reset(&mut self) -> Result<(), MemoryError> {
+        let restored = self
+            .region
+            .as_mut()
+            .filter(|r| r.image.is_some())
+            .is_some_and(|r| r.reset_to_image() && r.set_accessible(self.initial).is_ok());
+        let length = if restored { self.initial } else { 0 };
         // SAFETY: as in `grow`.
-        unsafe { self.definition.as_mut().current_length = 0 };
-        Ok(())
+        unsafe { self.definition.as_mut().current_length = length };
+        if restored {
+            Ok(())
+        } else {
+            // Dropped, not pooled: its pages may hold the run's data.
+            if let Some(region) = self.region.take() {
+                drop(region);
+            }
+            Err(MemoryError::Region(
+                "the memory cannot be reset in place".into(),
+            ))
+        }
     }
 
     fn vmmemory(&self) -> NonNull<VMMemoryDefinition> {

@@ -19,8 +19,8 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use wasmer::{Engine, FunctionEnv, Imports, Instance, Store};
-use wasmer_wasix::{WasiEnv, WasiFunctionEnv};
+use wasmer::{Engine, Extern, FunctionEnv, Global, Imports, Instance, Store, Value};
+use wasmer_wasix::{WasiEnv, WasiEnvBuilder, WasiFunctionEnv};
 use wasmparser::{Chunk, Parser, Payload};
 
 use crate::bind::Late;
@@ -44,6 +44,9 @@ pub(crate) struct Prepared {
     pub(crate) guard: Arc<RunGuard>,
     pub(crate) calls: Arc<AtomicU64>,
     pub(crate) tool_call: Option<FunctionEnv<ToolCallEnv>>,
+    /// For an instance that may be put back in place (`kept.rs`): its mutable globals, with
+    /// the values instantiation gave them, and its memory's first size.
+    pub(crate) first_state: Option<(Vec<(Global, Value)>, usize)>,
 }
 
 /// For a module whose instances must know their run when made (see the module's words): what
@@ -119,36 +122,7 @@ pub(crate) fn make(
     let run = Late::default();
     let errno = Arc::new(ErrnoSlot::default());
     let broken_pipe = Arc::new(PipeBreak::default());
-    // wasix's setup reads the working directory it is given (and creates it when missing: the
-    // run checked that it exists); without one, it looks at the root only.
-    let setup_tree = for_run
-        .as_ref()
-        .map_or_else(|| crate::bind::empty_tree().clone(), |r| r.vfs.clone());
-    let fs: Arc<dyn virtual_fs::FileSystem + Send + Sync> =
-        Arc::new(VfsFs::new(run.clone(), errno.clone(), setup_tree));
-    let stream = |fd| Blocking::boxed(RunStream::new(&run, fd));
-    let argv0 = for_run
-        .as_ref()
-        .and_then(|r| r.args.first().cloned())
-        .unwrap_or_default();
-    let mut builder = WasiEnv::builder(argv0)
-        .stdin(stream(0))
-        .stdout(stream(1))
-        .stderr(stream(2))
-        .fs(fs)
-        .preopen_dir("/")
-        .map_err(setup)?
-        .runtime(process.runtime.clone());
-    if let Some(r) = &for_run {
-        builder = builder
-            .args(r.args.iter().skip(1).map(|a| crate::raw::encode(a)))
-            .envs(
-                r.env
-                    .iter()
-                    .map(|(k, v)| (crate::raw::encode(k), crate::raw::encode(v))),
-            )
-            .current_dir(r.cwd);
-    }
+    let builder = wasi_builder(process, &run, &errno, for_run.as_ref())?;
     let mut func_env = builder.finalize(&mut store).map_err(setup)?;
     broken_pipe.attach(func_env.data(&store).process.clone());
     let mut imports = func_env
@@ -184,6 +158,21 @@ pub(crate) fn make(
     if let Some(env) = &tool_call {
         crate::tool_call::attach(&mut store, env, &instance);
     }
+    let first_state = program
+        .resets_in_place
+        .then(|| {
+            let globals = instance
+                .exports
+                .iter()
+                .filter(|(name, _)| name.starts_with(crate::image::GLOBAL_EXPORT_PREFIX))
+                .filter_map(|(_, export)| match export {
+                    Extern::Global(g) => Some((g.clone(), g.get(&mut store))),
+                    _ => None,
+                })
+                .collect();
+            Some((globals, memory.get()?.view(&store).data_size() as usize))
+        })
+        .flatten();
     Ok(Ok(Prepared {
         store,
         func_env,
@@ -195,7 +184,98 @@ pub(crate) fn make(
         guard,
         calls,
         tool_call,
+        first_state,
     }))
+}
+
+/// wasix's builder for an instance's environment: its streams and root lead to the run bound
+/// to `run`; `for_run` for a module that does not bind late.
+fn wasi_builder(
+    process: &Process,
+    run: &Late,
+    errno: &Arc<ErrnoSlot>,
+    for_run: Option<&ForRun<'_>>,
+) -> Result<WasiEnvBuilder, ExecError> {
+    // wasix's setup reads the working directory it is given (and creates it when missing: the
+    // run checked that it exists); without one, it looks at the root only.
+    let setup_tree = for_run.map_or_else(|| crate::bind::empty_tree().clone(), |r| r.vfs.clone());
+    let fs: Arc<dyn virtual_fs::FileSystem + Send + Sync> =
+        Arc::new(VfsFs::new(run.clone(), errno.clone(), setup_tree));
+    let stream = |fd| Blocking::boxed(RunStream::new(run, fd));
+    let argv0 = for_run
+        .and_then(|r| r.args.first().cloned())
+        .unwrap_or_default();
+    let mut builder = WasiEnv::builder(argv0)
+        .stdin(stream(0))
+        .stdout(stream(1))
+        .stderr(stream(2))
+        .fs(fs)
+        .preopen_dir("/")
+        .map_err(setup)?
+        .runtime(process.runtime.clone());
+    if let Some(r) = for_run {
+        builder = builder
+            .args(r.args.iter().skip(1).map(|a| crate::raw::encode(a)))
+            .envs(
+                r.env
+                    .iter()
+                    .map(|(k, v)| (crate::raw::encode(k), crate::raw::encode(v))),
+            )
+            .current_dir(r.cwd);
+    }
+    Ok(builder)
+}
+
+impl Prepared {
+    /// Puts an instance whose run ended back as [`make`] made it, to serve another run
+    /// (`kept.rs`): its memory back to its image and first size, its mutable globals to their
+    /// first values, a new wasix environment (descriptors, the process, its exit), and every
+    /// part of the run's binding let go. False when any part could not be, and the instance
+    /// must be dropped.
+    pub(crate) fn reset(&mut self, process: &Process) -> bool {
+        let Some((globals, size)) = &self.first_state else {
+            return false;
+        };
+        let Some(memory) = self.memory.get() else {
+            return false;
+        };
+        // A memory that is not the pool's would reset to no size, and say so only this way.
+        if memory.reset(&mut self.store).is_err()
+            || memory.view(&self.store).data_size() as usize != *size
+        {
+            return false;
+        }
+        for (global, value) in globals {
+            if global.set(&mut self.store, value.clone()).is_err() {
+                return false;
+            }
+        }
+        let Ok(builder) = wasi_builder(process, &self.run, &self.errno, None) else {
+            return false;
+        };
+        let Ok(env) = builder.build() else {
+            return false;
+        };
+        // The last run's environment (already through `on_exit`) is dropped here.
+        *self.func_env.data_mut(&mut self.store) = env;
+        if self
+            .func_env
+            .initialize(&mut self.store, self.instance.clone())
+            .is_err()
+        {
+            return false;
+        }
+        self.broken_pipe
+            .attach(self.func_env.data(&self.store).process.clone());
+        self.run.clear();
+        self.errno.clear();
+        self.guard.reset();
+        self.calls.store(0, std::sync::atomic::Ordering::SeqCst);
+        if let Some(env) = &self.tool_call {
+            crate::tool_call::bind(&mut self.store, env, None, Default::default());
+        }
+        true
+    }
 }
 
 fn setup(e: impl std::fmt::Display) -> ExecError {

@@ -13,7 +13,8 @@ use wasmer_wasix::{WasiError, WasiProcess};
 
 use crate::bind::{Bound, Stdio, Strings};
 use crate::guard::{ROOT_FDS, RunGuard};
-use crate::prepared::{self, Key, Prepared};
+use crate::kept;
+use crate::prepared::{self, Key};
 use crate::wasi::fds::FdTracker;
 use crate::wasi::stdio::{CancelToken, StdinFile, Wakeable};
 use crate::{ExecError, Exit, Outcome, Process, Program, RunSpec};
@@ -64,113 +65,137 @@ pub(crate) fn run(
         env: &env,
         cwd: &spec.cwd,
     });
-    let made = match prepared::make(process, engine, program, image, &key, for_run)? {
-        Ok(p) => p,
-        Err(too_big) => {
-            let outcome = Outcome {
-                exit: too_big,
-                elapsed: started.elapsed(),
-                tool_calls: 0,
-                cpu_time: Duration::ZERO,
-                peak_memory: 0,
-                memory_capped: true,
-                open_files_capped: false,
-                pool_open_files_capped: false,
-            };
-            return Ok((outcome, None));
-        }
+    // A program whose instances are put back in place after a run takes the one its last run
+    // on this thread left, if any.
+    let kept_as = (program.resets_in_place && !capture)
+        .then(|| image.as_ref().map(|i| kept::Slot::new(program, i, &key)))
+        .flatten();
+    let kept = kept_as.as_ref().and_then(kept::take);
+    let kept_instance = kept.is_some();
+    let made = match kept {
+        Some(p) => p,
+        None => match prepared::make(process, engine, program, image, &key, for_run)? {
+            Ok(p) => p,
+            Err(too_big) => {
+                let outcome = Outcome {
+                    exit: too_big,
+                    elapsed: started.elapsed(),
+                    tool_calls: 0,
+                    cpu_time: Duration::ZERO,
+                    peak_memory: 0,
+                    memory_capped: true,
+                    open_files_capped: false,
+                    pool_open_files_capped: false,
+                    kept_instance: false,
+                };
+                return Ok((outcome, None));
+            }
+        },
     };
-    let Prepared {
-        mut store,
-        func_env,
-        instance,
-        run,
-        errno,
-        broken_pipe,
-        memory: late_memory,
-        guard,
-        calls,
-        tool_call,
-    } = made;
+    let mut made = made;
 
     // The guest starts with its standard streams and wasix's two roots.
     let fds = spec.open_files.map(|caps| {
         let initial = (0..3).chain(ROOT_FDS.iter().map(|fd| *fd as u32));
         Arc::new(FdTracker::new(caps, initial))
     });
-    let stdin = Arc::new(Mutex::new(StdinFile::new(spec.stdin, &errno)));
-    run.bind(Bound {
+    let stdin = Arc::new(Mutex::new(StdinFile::new(spec.stdin, &made.errno)));
+    made.run.bind(Bound {
         vfs: spec.vfs,
         cwd: spec.cwd,
         stdio: Stdio {
             stdin,
             stdout: spec.stdout,
             stderr: spec.stderr,
-            errno: errno.clone(),
-            broken_pipe: broken_pipe.clone(),
+            errno: made.errno.clone(),
+            broken_pipe: made.broken_pipe.clone(),
         },
         fds: fds.clone(),
         det,
         args,
         env: environment,
     });
-    if let Some(env) = &tool_call {
-        crate::tool_call::bind(&mut store, env, spec.tool_channel, spec.cancel.clone());
+    if let Some(env) = &made.tool_call {
+        crate::tool_call::bind(&mut made.store, env, spec.tool_channel, spec.cancel.clone());
     }
 
-    let wasi_process = func_env.data(&store).process.clone();
+    let wasi_process = made.func_env.data(&made.store).process.clone();
     let watchdog = Watchdog::start(
         spec.deadline,
         spec.cancel.clone(),
-        store.interrupter(),
+        made.store.interrupter(),
         wasi_process,
-        guard,
+        made.guard.clone(),
     );
     crate::memory::take_growth_refused();
     let cpu_before = thread_cpu_time();
     let result = match (spec.entry.as_deref(), &spec.entry_input) {
         (Some(entry), Some((alloc, input))) => {
-            call_with_input(&mut store, &instance, alloc, entry, input)
+            call_with_input(&mut made.store, &made.instance, alloc, entry, input)
         }
-        (entry, _) => call_entry(&mut store, &instance, entry),
+        (entry, _) => call_entry(&mut made.store, &made.instance, entry),
     };
-    let captured = match (capture, &result, late_memory.get()) {
+    let captured = match (capture, &result, made.memory.get()) {
         (true, Ok(values), Some(memory)) if matches!(values.first(), Some(Value::I32(0))) => {
-            capture_memory(&store, memory)
+            capture_memory(&made.store, memory)
         }
         _ => None,
     };
     let cpu_time = thread_cpu_time().saturating_sub(cpu_before);
     let memory_capped = crate::memory::take_growth_refused();
     let fired = watchdog.finish();
-    let peak_memory = late_memory.get().map_or(0, |m| m.view(&store).data_size());
+    let peak_memory = made
+        .memory
+        .get()
+        .map_or(0, |m| m.view(&made.store).data_size());
 
+    // Only an instance whose guest ended on its own, by returning or exiting, is kept: one
+    // stopped by the watchdog, a trap or a memory cap may have left wasix or the engine
+    // mid-way through something.
+    let keep = fired.is_none() && (result.is_ok() || exited(&result));
     let exit = match fired {
         Some(exit) => exit,
         // On Linux the first write to a pipe without a reader kills the writer with SIGPIPE,
         // which a shell reports as 141 (and `set -o pipefail` sees); the guest got EPIPE and
         // may have exited on its own terms, so the status is made what it would have been.
-        None if broken_pipe.happened() => Exit::Code(141),
-        None => classify(result, &mut store, &instance, spec.memory_limit),
+        None if made.broken_pipe.happened() => Exit::Code(141),
+        None => classify(result, &mut made.store, &made.instance, spec.memory_limit),
     };
+    let keep = keep && matches!(exit, Exit::Code(_)) && !memory_capped;
     let code = exit.status();
-    func_env.on_exit(&mut store, Some((code as u16).into()));
+    made.func_env
+        .on_exit(&mut made.store, Some((code as u16).into()));
     let memory_capped = memory_capped || matches!(exit, Exit::OutOfMemory(_));
     let (open_files_capped, pool_open_files_capped) =
         fds.as_ref().map_or((false, false), |t| t.capped());
     let outcome = Outcome {
         exit,
         elapsed: started.elapsed(),
-        tool_calls: calls.load(Ordering::SeqCst),
+        tool_calls: made.calls.load(Ordering::SeqCst),
         cpu_time,
         peak_memory,
         memory_capped,
         open_files_capped,
         pool_open_files_capped,
+        kept_instance,
     };
+    if let Some(slot) = kept_as.filter(|_| keep)
+        && made.reset(process)
+    {
+        kept::keep(slot, made);
+    }
     // A capture stopped by the watchdog is not a state to start from.
     let captured = captured.filter(|_| succeeded(&outcome));
     Ok((outcome, captured))
+}
+
+/// Whether the guest ended by calling `proc_exit` (a trap that carries its status).
+fn exited(result: &Result<Box<[Value]>, RuntimeError>) -> bool {
+    result
+        .as_ref()
+        .err()
+        .and_then(|e| e.downcast_ref::<WasiError>())
+        .is_some_and(|e| matches!(e, WasiError::Exit(_)))
 }
 
 /// The instance's memory as an image later runs can start from (see `preinit.rs`).

@@ -8,6 +8,8 @@
 use wasmer::{AsStoreMut, Function, FunctionEnv, FunctionEnvMut, Imports, MemoryView};
 use wasmer_wasix::types::wasi::Errno;
 
+use std::sync::Arc;
+
 use crate::bind::{Bound, Late, Strings};
 use crate::guard::LateMemory;
 
@@ -67,9 +69,20 @@ fn environ_get(env: FunctionEnvMut<ArgsEnv>, pointers: i32, buffer: i32) -> i32 
 fn bound<'a>(
     env: &'a FunctionEnvMut<ArgsEnv>,
     pick: fn(&Bound) -> &Strings,
-) -> Option<(&'a Strings, MemoryView<'a>)> {
+) -> Option<(Picked, MemoryView<'a>)> {
     let data = env.data();
-    Some((pick(data.run.get()?), data.memory.get()?.view(env)))
+    Some((Picked(data.run.get()?, pick), data.memory.get()?.view(env)))
+}
+
+/// One of the run's string lists, held with the run's binding it is part of.
+struct Picked(Arc<Bound>, fn(&Bound) -> &Strings);
+
+impl std::ops::Deref for Picked {
+    type Target = Strings;
+
+    fn deref(&self) -> &Strings {
+        (self.1)(&self.0)
+    }
 }
 
 fn sizes(

@@ -18,8 +18,8 @@ struct DetEnv {
 }
 
 impl DetEnv {
-    fn det(&self) -> Option<&SharedDet> {
-        self.run.get()?.det.as_ref()
+    fn det(&self) -> Option<SharedDet> {
+        self.run.get()?.det.clone()
     }
 }
 
@@ -74,7 +74,7 @@ fn clock_time_get(env: FunctionEnvMut<DetEnv>, clock_id: i32, _precision: i64, o
     let (Some(memory), Some(det)) = (data.memory.get(), data.det()) else {
         return EFAULT;
     };
-    let now = lock(det).now_ns();
+    let now = lock(&det).now_ns();
     match memory
         .view(&env)
         .write(u64::from(out as u32), &now.to_le_bytes())
@@ -90,7 +90,7 @@ fn random_get(env: FunctionEnvMut<DetEnv>, buf: i32, len: i32) -> i32 {
         return EFAULT;
     };
     let mut bytes = vec![0u8; len as u32 as usize];
-    lock(det).fill(&mut bytes);
+    lock(&det).fill(&mut bytes);
     match memory.view(&env).write(u64::from(buf as u32), &bytes) {
         Ok(()) => 0,
         Err(_) => EFAULT,

@@ -66,8 +66,10 @@ impl VfsFs {
         Self { run, errno, setup }
     }
 
-    fn vfs(&self) -> &SharedVfs {
-        self.run.get().map_or(&self.setup, |b| &b.vfs)
+    fn vfs(&self) -> SharedVfs {
+        self.run
+            .get()
+            .map_or_else(|| self.setup.clone(), |b| b.vfs.clone())
     }
 
     fn fail(&self, e: VfsError) -> FsError {
@@ -88,7 +90,8 @@ impl VfsFs {
         op: impl FnOnce(&mut Vfs, &str) -> Result<T, VfsError>,
     ) -> Result<T, FsError> {
         let p = self.path(path)?;
-        let mut vfs = self.vfs().lock();
+        let tree = self.vfs();
+        let mut vfs = tree.lock();
         op(&mut vfs, p).map_err(|e| self.fail(e))
     }
 }
@@ -182,7 +185,7 @@ impl FileOpener for VfsFs {
         let stdio = || {
             self.run
                 .get()
-                .map(|b| &b.stdio)
+                .map(|b| b.stdio.clone())
                 .ok_or(FsError::EntryNotFound)
         };
         Ok(match meta.device {
@@ -244,10 +247,10 @@ impl RunStream {
         }
     }
 
-    fn stdio(&self) -> io::Result<&Stdio> {
+    fn stdio(&self) -> io::Result<Stdio> {
         self.run
             .get()
-            .map(|b| &b.stdio)
+            .map(|b| b.stdio.clone())
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))
     }
 

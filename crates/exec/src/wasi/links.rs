@@ -144,7 +144,8 @@ fn path_filestat_get(
     };
     let data = env.data();
     let meta = {
-        let vfs = data.run.vfs().lock();
+        let tree = data.run.vfs();
+        let vfs = tree.lock();
         if flags & SYMLINK_FOLLOW != 0 {
             vfs.stat(&path)
         } else {

@@ -97,7 +97,8 @@ fn guest_path(env: &FunctionEnvMut<ModeEnv>, ptr: i32, len: i32) -> Result<Strin
     Ok(if path.starts_with('/') {
         path
     } else {
-        let cwd = data.run.get().map_or("/", |b| b.cwd.as_str());
+        let run = data.run.get();
+        let cwd = run.as_ref().map_or("/", |b| b.cwd.as_str());
         format!("{}/{path}", cwd.trim_end_matches('/'))
     })
 }
@@ -127,7 +128,8 @@ fn path_meta(env: FunctionEnvMut<ModeEnv>, ptr: i32, len: i32, follow: i32) -> i
         Ok(p) => p,
         Err(code) => return i64::from(code),
     };
-    let vfs = env.data().run.vfs().lock();
+    let tree = env.data().run.vfs();
+    let vfs = tree.lock();
     let meta = if follow != 0 {
         vfs.stat(&path)
     } else {

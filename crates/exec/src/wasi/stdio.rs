@@ -568,13 +568,15 @@ impl SyncFile for StdinFile {
 #[derive(Default)]
 pub(crate) struct PipeBreak {
     hit: AtomicBool,
-    process: std::sync::OnceLock<wasmer_wasix::WasiProcess>,
+    process: Mutex<Option<wasmer_wasix::WasiProcess>>,
 }
 
 impl PipeBreak {
-    /// The process to signal; known only once the wasix environment exists.
+    /// The process to signal; known only once the wasix environment exists. A kept instance
+    /// gets a new environment, and this is cleared, for each run.
     pub(crate) fn attach(&self, process: wasmer_wasix::WasiProcess) {
-        let _ = self.process.set(process);
+        self.hit.store(false, Ordering::SeqCst);
+        *self.process.lock() = Some(process);
     }
 
     pub(crate) fn happened(&self) -> bool {
@@ -583,7 +585,8 @@ impl PipeBreak {
 
     fn hit(&self) {
         self.hit.store(true, Ordering::SeqCst);
-        if let Some(p) = self.process.get() {
+        let process = self.process.lock().clone();
+        if let Some(p) = process {
             p.signal_process(wasmer_wasix::types::wasi::Signal::Sigpipe);
         }
     }

@@ -354,3 +354,78 @@ fn more_images_than_the_pool_keeps_each_start_pristine() {
         }
     }
 }
+
+/// A module that an instance put back in place may serve again (an image: 64 KiB of data; its
+/// state only its memory and globals). `_start` exits with the descriptor its open of `/tmp/k`
+/// got (5: the first after the streams and wasix's two roots), plus 100 when its mutable global
+/// is not the module's 1000, plus 50 when the open failed; before that it leaves the global at
+/// 5 and the descriptor open, and exits from a call three deep. With an argument it traps.
+fn kept_guest() -> wasmsand_exec::Program {
+    let filler = "\\01".repeat(64 << 10);
+    let wat = format!(
+        r#"(module
+          (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+          (import "wasi_snapshot_preview1" "args_sizes_get"
+            (func $sizes (param i32 i32) (result i32)))
+          (import "wasi_snapshot_preview1" "path_open"
+            (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+          (memory (export "memory") 4)
+          (data (i32.const 0) "{filler}")
+          (data (i32.const 70000) "tmp/k")
+          (global $g (mut i32) (i32.const 1000))
+          (func $down (param $n i32) (param $code i32)
+            (if (local.get $n)
+              (then (call $down (i32.sub (local.get $n) (i32.const 1)) (local.get $code))))
+            (call $exit (local.get $code)))
+          (func (export "_start")
+            (local $code i32)
+            (drop (call $sizes (i32.const 70100) (i32.const 70104)))
+            (if (i32.gt_u (i32.load (i32.const 70100)) (i32.const 1)) (then unreachable))
+            (if (i32.ne (global.get $g) (i32.const 1000))
+              (then (local.set $code (i32.const 100))))
+            (global.set $g (i32.const 5))
+            (if (call $open (i32.const 4) (i32.const 0) (i32.const 70000) (i32.const 5)
+                  (i32.const 1) (i64.const 66) (i64.const 66) (i32.const 0) (i32.const 70200))
+              (then (local.set $code (i32.add (local.get $code) (i32.const 50)))))
+            (local.set $code (i32.add (local.get $code) (i32.load (i32.const 70200))))
+            (call $down (i32.const 3) (local.get $code))))"#
+    );
+    exec()
+        .load(&wasmer::wat2wasm(wat.as_bytes()).unwrap())
+        .unwrap()
+}
+
+// Threat: T-LEAK-RUNS (docs/security.md)
+#[test]
+fn an_instance_kept_for_the_next_run_starts_it_as_a_new_one() {
+    let program = kept_guest();
+    let run = |args: &[&str]| {
+        exec()
+            .run(&program, RunSpec::new(vfs(), args.iter().copied()))
+            .unwrap()
+    };
+    // The first run on this thread makes its instance; the next ones get it back with the
+    // global at its first value and none of the last run's descriptors open.
+    let first = run(&["k"]);
+    assert_eq!(first.exit, Exit::Code(5));
+    assert!(!first.kept_instance);
+    for i in 0..5 {
+        let r = run(&["k"]);
+        assert_eq!(r.exit, Exit::Code(5), "run {i}");
+        assert!(r.kept_instance, "run {i} made a new instance");
+    }
+    // A run that trapped leaves nothing to keep: the next one makes its instance.
+    assert!(matches!(run(&["k", "trap"]).exit, Exit::Trap(_)));
+    let after = run(&["k"]);
+    assert_eq!(after.exit, Exit::Code(5));
+    assert!(!after.kept_instance);
+    // Instances are kept per thread: another thread makes its own.
+    let program = program.clone();
+    std::thread::spawn(move || {
+        let r = exec().run(&program, RunSpec::new(vfs(), ["k"])).unwrap();
+        assert_eq!(r.exit, Exit::Code(5));
+        assert!(!r.kept_instance);
+    })
+    .join()
+    .unwrap();
+}
