@@ -105,11 +105,20 @@ fn trim_blanks(text: &str) -> &str {
     text.trim_matches([' ', '\t', '\n'])
 }
 
+/// A word's text for a decision about how to print it: the bodies its substitutions carry
+/// are left for when it is printed, or they would be written twice.
+fn word_looked_at(w: &Word) -> String {
+    let before = CARRIED.take();
+    let text = word_text(w);
+    CARRIED.set(before);
+    text
+}
+
 /// Whether a simple command's words, printed after `coproc `, would read as a named
 /// coprocess.
 fn reads_as_coproc_name(words: &[Arg]) -> bool {
     let text = |w: Option<&Arg>| match w {
-        Some(Arg::Word(w)) => word_text(w),
+        Some(Arg::Word(w)) => word_looked_at(w),
         _ => String::new(),
     };
     crate::syntax::parser::reads_as_coproc_name(&text(words.first()), &text(words.get(1)))
@@ -419,7 +428,7 @@ impl Printer {
                     && !s.redirects.is_empty()
                     && (s.words.first().is_some_and(|w| match w {
                         Arg::Word(w) => {
-                            let text = word_text(w);
+                            let text = word_looked_at(w);
                             crate::syntax::parser::is_reserved(&text)
                                 || (self.after_time && text == "-p")
                         }

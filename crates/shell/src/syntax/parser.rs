@@ -206,6 +206,9 @@ struct Parser<'a> {
     not_length: HashSet<usize>,
     /// `[` positions in `${...}` that read as no subscript: tried once, as `not_length`.
     not_subscript: HashSet<usize>,
+    /// Where the `$(` whose `(` is at a position ends when parsed (`subst_end`), shared with
+    /// the parsers that find it: nested subscripts are read once each, not once per level.
+    subst_ends: std::rc::Rc<std::cell::RefCell<HashMap<usize, Option<usize>>>>,
     /// Inside `$(...)` or `<(...)`: a bare `!` is no command before the `)` there.
     in_subst: usize,
     /// Reading `"..."` inside the word of a double-quoted `${...}`: there bash lets a
@@ -340,6 +343,7 @@ impl<'a> Parser<'a> {
             not_arith: HashSet::new(),
             not_length: HashSet::new(),
             not_subscript: HashSet::new(),
+            subst_ends: Default::default(),
             in_subst: 0,
             dq_in_dq_param: false,
             backticks: HashMap::new(),
@@ -366,6 +370,7 @@ impl<'a> Parser<'a> {
 
     fn set_src(&mut self, src: std::borrow::Cow<'a, [u8]>) {
         self.newlines = newline_offsets(&src);
+        self.subst_ends = Default::default();
         self.src = src;
     }
 
@@ -1659,6 +1664,13 @@ impl<'a> Parser<'a> {
                 b'\'' | b'"' => j = self.quoted_end(j),
                 // bash reads a subscript as a balanced text: expansions, parentheses and
                 // blanks are part of it (`a[$(f x)]=v`, `a[(1+2)]=v`, `a[1 + 1]=v`).
+                // A command substitution ends where parsing it ends: its text may hold
+                // anything (`${)}`, here-documents, words with subscripts of their own).
+                b'$' if self.src.get(j + 1) == Some(&b'(')
+                    && self.src.get(j + 2) != Some(&b'(') =>
+                {
+                    j = self.subst_end(j + 1)?;
+                }
                 b'$' if matches!(self.src.get(j + 1), Some(b'(' | b'{')) => {
                     let (o, c) = if self.src[j + 1] == b'(' {
                         (b'(', b')')
@@ -1738,8 +1750,38 @@ impl<'a> Parser<'a> {
         j
     }
 
+    /// The index of the `)` that ends the command substitution whose `(` is at `open`, as
+    /// parsing its text finds it (`None` when that fails): a lexical scan cannot tell, and
+    /// the word read after the scan parses it.
+    fn subst_end(&self, open: usize) -> Option<usize> {
+        if let Some(end) = self.subst_ends.borrow().get(&open) {
+            return *end;
+        }
+        // Alias expansion rewrites the text a parser reads, and positions with it.
+        if self.aliases.is_some() {
+            return self.skip_balanced(open, b'(', b')');
+        }
+        if self.depth + 1 > MAX_DEPTH {
+            return None;
+        }
+        // Made over no text, then given this one and its line offsets: finding them again
+        // would cost a pass over the whole text for every substitution looked at.
+        let mut p = Parser::new(&[], self.depth + 1, self.line_base);
+        p.src = std::borrow::Cow::Borrowed(&self.src);
+        p.newlines.clone_from(&self.newlines);
+        p.extglob = self.extglob;
+        p.aliases = self.aliases.clone();
+        p.subst_ends = self.subst_ends.clone();
+        p.pos = open + 1;
+        let end = p.subst_body(open).ok().map(|_| p.pos - 1);
+        self.subst_ends.borrow_mut().insert(open, end);
+        end
+    }
+
     /// The index of the `close` matching the `open` at `at`, past quotes and escapes; `None`
-    /// when the text ends (or a line does) first.
+    /// when the text ends (or a line does) first. As bash's lexer reads a balanced text,
+    /// backquotes, `$(...)` and `${...}` inside are read whole: a `)` in `$(${)})` or a `}` in
+    /// `${x:-$(})}` closes nothing.
     fn skip_balanced(&self, at: usize, open: u8, close: u8) -> Option<usize> {
         let mut depth = 0usize;
         let mut j = at;
@@ -1747,6 +1789,22 @@ impl<'a> Parser<'a> {
             match self.src[j] {
                 b'\\' => j += 1,
                 b'\'' | b'"' => j = self.quoted_end(j),
+                b'`' => {
+                    j = self.backquote_end(j, self.src.len());
+                    if j >= self.src.len() {
+                        return None;
+                    }
+                }
+                b'$' if depth > 0 && matches!(self.src.get(j + 1), Some(b'(' | b'{')) => {
+                    let (o, c) = if self.src[j + 1] == b'(' {
+                        (b'(', b')')
+                    } else {
+                        (b'{', b'}')
+                    };
+                    if o != open {
+                        j = self.skip_balanced(j + 1, o, c)?;
+                    }
+                }
                 c if c == open => depth += 1,
                 c if c == close => {
                     depth -= 1;
