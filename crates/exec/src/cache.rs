@@ -73,20 +73,7 @@ pub struct CacheStats {
     pub rejected_entries: u64,
 }
 
-/// A loaded module: its code, the wasm's SHA-256, its initial-memory image if it has one, what
-/// pre-initialization needs, its WASI imports, whether it binds late and whether its instances
-/// may be put back in place after a run.
-pub(crate) type Loaded = (
-    Module,
-    [u8; 32],
-    Option<Arc<MemoryImage>>,
-    Arc<crate::preinit::Deeper>,
-    Arc<[(String, String)]>,
-    bool,
-    bool,
-);
-
-type Slot = Arc<OnceLock<Result<Loaded, String>>>;
+type Slot = Arc<OnceLock<Result<crate::Program, String>>>;
 
 /// What is compiled for a given wasm: the module itself, or the module without its active data
 /// segments (and its names: see `image::strip`) when a memory image supplies them.
@@ -225,7 +212,7 @@ impl ModuleCache {
 
     /// The compiled module for `wasm`. Concurrent loads of the same bytes wait for one
     /// compile instead of each doing it.
-    pub(crate) fn load(&self, wasm: &[u8]) -> Result<Loaded, ExecError> {
+    pub(crate) fn load(&self, wasm: &[u8]) -> Result<crate::Program, ExecError> {
         let known = vouched(wasm);
         let key = match &known {
             Some((digest, _)) => Key::Sha256(*digest),
@@ -283,7 +270,7 @@ impl ModuleCache {
                     .custom_sections(crate::image::RESETS_IN_PLACE)
                     .next()
                     .is_some();
-            Ok((
+            Ok(crate::Program {
                 module,
                 hash,
                 image,
@@ -291,7 +278,7 @@ impl ModuleCache {
                 wasi_imports,
                 binds_late,
                 resets_in_place,
-            ))
+            })
         })
         .clone()
         .map_err(ExecError::Compile)

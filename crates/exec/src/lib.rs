@@ -318,17 +318,7 @@ impl Exec {
 
     /// Compiles `wasm` (or finds it in the cache).
     pub fn load(&self, wasm: &[u8]) -> Result<Program, ExecError> {
-        let (module, hash, image, deeper, wasi_imports, binds_late, resets_in_place) =
-            self.inner.cache.load(wasm)?;
-        Ok(Program {
-            module,
-            hash,
-            image,
-            deeper,
-            wasi_imports,
-            binds_late,
-            resets_in_place,
-        })
+        self.inner.cache.load(wasm)
     }
 
     /// How this executor's loads were answered so far.
