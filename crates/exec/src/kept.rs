@@ -13,6 +13,11 @@
 //! sandbox happen on the process's kept threads, so the next `wc` finds the one the last left
 //! on the same thread. Each thread keeps a few, and the process a bounded number (each holds
 //! its memory's pages), the least recently used going first.
+//!
+//! An instance is kept as its run left it, the run's binding let go, and put back when the
+//! thread has nothing else to do: a kept thread does it once its work is handed back
+//! ([`settle`], from `threads.rs`), off the caller's wait; a run that wants it first does it
+//! itself ([`take`]).
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -50,21 +55,37 @@ impl Slot {
     }
 }
 
-/// A kept instance. Dropped inside the process's runtime, as a run drops its own: wasix's
-/// environment may reach the runtime as it goes.
+/// A kept instance. Dropped inside the process's runtime, as a run drops its own, where the
+/// thread still has one: at a thread's end the runtime's thread-local context may be gone
+/// before this (entering it would panic, and a panic there aborts the process). A kept thread
+/// lets go of its instances before it ends ([`clear`]).
 struct Entry {
     slot: Slot,
     prepared: Option<Prepared>,
+    /// Not put back yet since its run.
+    dirty: bool,
 }
 
 impl Drop for Entry {
     fn drop(&mut self) {
         if let Some(prepared) = self.prepared.take() {
             KEPT.fetch_sub(1, Ordering::SeqCst);
-            let _tokio = crate::process().tokio.enter();
+            let context = match tokio::runtime::Handle::try_current() {
+                Ok(_) => true,
+                Err(e) => !e.is_thread_local_destroyed(),
+            };
+            let _tokio = context.then(|| crate::process().tokio.enter());
             drop(prepared);
         }
     }
+}
+
+/// Drops every instance this thread keeps: for a thread about to end.
+pub(crate) fn clear() {
+    let kept = THREAD
+        .try_with(|kept| std::mem::take(&mut *kept.borrow_mut()))
+        .unwrap_or_default();
+    drop(kept);
 }
 
 thread_local! {
@@ -72,32 +93,45 @@ thread_local! {
     static THREAD: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The instance this thread keeps for `slot`, if any (it is no longer kept: the run owns it).
+/// The instance this thread keeps for `slot`, put back as new, if any (it is no longer kept:
+/// the run owns it).
 pub(crate) fn take(slot: &Slot) -> Option<Prepared> {
-    THREAD
+    let entry = THREAD
         .try_with(|kept| {
             let mut kept = kept.borrow_mut();
             let at = kept.iter().rposition(|e| e.slot == *slot)?;
-            let mut entry = kept.remove(at);
-            KEPT.fetch_sub(1, Ordering::SeqCst);
-            entry.prepared.take()
+            Some(kept.remove(at))
         })
         .ok()
-        .flatten()
+        .flatten()?;
+    ready(entry)
 }
 
-/// Keeps an instance that was put back in place, for the next run on this thread that wants
-/// `slot`. Dropped instead when the process keeps as many as it may.
+/// An entry's instance, put back first if its run left it so; `None` when it cannot be (the
+/// instance is dropped).
+fn ready(mut entry: Entry) -> Option<Prepared> {
+    let mut prepared = entry.prepared.take()?;
+    KEPT.fetch_sub(1, Ordering::SeqCst);
+    if entry.dirty && !prepared.reset(crate::process()) {
+        let _tokio = crate::process().tokio.enter();
+        drop(prepared);
+        return None;
+    }
+    Some(prepared)
+}
+
+/// Keeps an instance as its run left it (its binding let go), for the next run on this thread
+/// that wants `slot`. Dropped instead when the process keeps as many as it may.
 pub(crate) fn keep(slot: Slot, prepared: Prepared) {
-    let mut entry = Entry {
-        slot,
-        prepared: None,
-    };
     if KEPT.fetch_add(1, Ordering::SeqCst) >= IN_PROCESS {
         KEPT.fetch_sub(1, Ordering::SeqCst);
         return;
     }
-    entry.prepared = Some(prepared);
+    let entry = Entry {
+        slot,
+        prepared: Some(prepared),
+        dirty: true,
+    };
     let evicted = THREAD
         .try_with(|kept| {
             let mut kept = kept.borrow_mut();
@@ -109,4 +143,37 @@ pub(crate) fn keep(slot: Slot, prepared: Prepared) {
         .flatten();
     // Dropped outside the borrow: dropping it may run wasix code.
     drop(evicted);
+}
+
+/// Puts back every instance this thread keeps as its run left it: for a thread whose work is
+/// done, so that the next run finds its instance ready.
+pub(crate) fn settle() {
+    let dirty: Vec<Entry> = THREAD
+        .try_with(|kept| {
+            let mut kept = kept.borrow_mut();
+            let (dirty, clean) = std::mem::take(&mut *kept)
+                .into_iter()
+                .partition(|e| e.dirty);
+            *kept = clean;
+            dirty
+        })
+        .unwrap_or_default();
+    for entry in dirty {
+        let slot = entry.slot;
+        let Some(prepared) = ready(entry) else {
+            continue;
+        };
+        if KEPT.fetch_add(1, Ordering::SeqCst) >= IN_PROCESS {
+            KEPT.fetch_sub(1, Ordering::SeqCst);
+            let _tokio = crate::process().tokio.enter();
+            drop(prepared);
+            continue;
+        }
+        let entry = Entry {
+            slot,
+            prepared: Some(prepared),
+            dirty: false,
+        };
+        let _ = THREAD.try_with(|kept| kept.borrow_mut().push(entry));
+    }
 }

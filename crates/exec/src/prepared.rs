@@ -227,6 +227,15 @@ fn wasi_builder(
 }
 
 impl Prepared {
+    /// Lets go of what the run bound (its tree, streams, argv, tool channel) as soon as the
+    /// run is over, before the instance waits to be put back (`kept.rs`).
+    pub(crate) fn release(&mut self) {
+        self.run.clear();
+        if let Some(env) = &self.tool_call {
+            crate::tool_call::bind(&mut self.store, env, None, Default::default());
+        }
+    }
+
     /// Puts an instance whose run ended back as [`make`] made it, to serve another run
     /// (`kept.rs`): its memory back to its image and first size, its mutable globals to their
     /// first values, a new wasix environment (descriptors, the process, its exit), and every
@@ -267,13 +276,10 @@ impl Prepared {
         }
         self.broken_pipe
             .attach(self.func_env.data(&self.store).process.clone());
-        self.run.clear();
+        self.release();
         self.errno.clear();
         self.guard.reset();
         self.calls.store(0, std::sync::atomic::Ordering::SeqCst);
-        if let Some(env) = &self.tool_call {
-            crate::tool_call::bind(&mut self.store, env, None, Default::default());
-        }
         true
     }
 }

@@ -179,9 +179,8 @@ pub(crate) fn run(
         pool_open_files_capped,
         kept_instance,
     };
-    if let Some(slot) = kept_as.filter(|_| keep)
-        && made.reset(process)
-    {
+    if let Some(slot) = kept_as.filter(|_| keep) {
+        made.release();
         kept::keep(slot, made);
     }
     // A capture stopped by the watchdog is not a state to start from.

@@ -104,10 +104,11 @@ fn serve(id: u64, stack_size: usize, me: Sender<Work>, work: Receiver<Work>) {
     let mut next = work.recv().ok();
     while let Some(w) = next.take() {
         w();
-        release_stack(stack);
         {
             let mut pool = POOL.lock();
             if pool.waiting.len() >= MAX_IDLE {
+                drop(pool);
+                crate::kept::clear();
                 return;
             }
             pool.waiting.push(Waiting {
@@ -116,6 +117,12 @@ fn serve(id: u64, stack_size: usize, me: Sender<Work>, work: Receiver<Work>) {
                 work: me.clone(),
             });
         }
+        // The work's result is handed back: instances its runs left are put back now, while
+        // the caller goes on, rather than by the next run that wants one. Listed as waiting
+        // first, so that new work comes to this thread, where they are kept, and queues behind
+        // this.
+        crate::kept::settle();
+        release_stack(stack);
         next = match work.recv_timeout(IDLE_FOR) {
             Ok(w) => Some(w),
             Err(RecvTimeoutError::Timeout) => {
@@ -135,6 +142,7 @@ fn serve(id: u64, stack_size: usize, me: Sender<Work>, work: Receiver<Work>) {
             Err(RecvTimeoutError::Disconnected) => None,
         };
     }
+    crate::kept::clear();
 }
 
 /// The lowest address of this thread's stack and its size, from the thread's attributes.
