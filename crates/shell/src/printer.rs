@@ -100,9 +100,20 @@ fn ends_with_blank(out: &str) -> bool {
 }
 
 /// An arithmetic text without the blanks around it, which arithmetic skips; other white
-/// space (a form feed) is an error there and stays.
+/// space (a form feed) is an error there and stays, and so does the blank after an odd run of
+/// backslashes (`\<newline>` is a line continuation, `\` alone an error).
 fn trim_blanks(text: &str) -> &str {
-    text.trim_matches([' ', '\t', '\n'])
+    const BLANKS: [char; 3] = [' ', '\t', '\n'];
+    let mut end = text.trim_end_matches(BLANKS).len();
+    let escapes = text[..end]
+        .bytes()
+        .rev()
+        .take_while(|&b| b == b'\\')
+        .count();
+    if escapes % 2 == 1 && end < text.len() {
+        end += 1;
+    }
+    text[..end].trim_start_matches(BLANKS)
 }
 
 /// A word's text for a decision about how to print it: the bodies its substitutions carry
