@@ -278,7 +278,14 @@ impl Interp {
                     push(out, String::new(), in_dq, !in_dq);
                 }
                 WordPart::BadSubst(b) => {
-                    self.err(&format!("{}: bad substitution", b.context));
+                    if in_dq && subscript_never_closes(&b.text) {
+                        self.err(&format!(
+                            "bad substitution: no closing `}}' in \"{}\"",
+                            b.context
+                        ));
+                    } else {
+                        self.err(&format!("{}: bad substitution", b.context));
+                    }
                     return Err(Flow::Fatal(1));
                 }
             }
@@ -2450,4 +2457,24 @@ pub(crate) enum AssignedValue {
     Elem(String, String),
     /// `(a b [k]=v [k]+=v)`: elements with their expanded keys and whether they append.
     Array(Vec<(Option<String>, bool, String)>),
+}
+
+/// Whether a bad `${...}` is a parameter with a subscript after which no `}` comes (`${m[}`,
+/// `${m[x}y]`): inside double quotes bash, reading the text again when it expands it, reports
+/// the `}` it cannot find there.
+fn subscript_never_closes(text: &str) -> bool {
+    let Some(rest) = text.strip_prefix("${") else {
+        return false;
+    };
+    let name = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        .count();
+    if name == 0 || rest.as_bytes().get(name) != Some(&b'[') {
+        return false;
+    }
+    match rest[name..].find(']') {
+        None => true,
+        Some(close) => !rest[name + close..].contains('}'),
+    }
 }
