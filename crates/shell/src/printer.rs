@@ -135,6 +135,12 @@ fn reads_as_coproc_name(words: &[Arg]) -> bool {
     crate::syntax::parser::reads_as_coproc_name(&text(words.first()), &text(words.get(1)))
 }
 
+/// Whether no line can end a here-document: its delimiter holds a newline, or it strips tabs
+/// and its delimiter begins with one (each line loses its leading tabs before the compare).
+fn endless(h: &HereDoc) -> bool {
+    h.delimiter.contains('\n') || (h.strip_tabs && h.delimiter.starts_with('\t'))
+}
+
 /// Whether a dup's target is a literal descriptor number or `-`.
 fn dup_target_is_fd(t: &RedirTarget) -> bool {
     match t {
@@ -345,7 +351,7 @@ impl Printer {
     /// substitution on it carried out a body that no line can end.
     fn holds_line(&mut self) -> bool {
         if !self.one_line && self.whole_text {
-            self.one_line = CARRIED.with_borrow(|c| c.iter().any(|h| h.delimiter.contains('\n')));
+            self.one_line = CARRIED.with_borrow(|c| c.iter().any(endless));
         }
         self.one_line
     }
@@ -364,7 +370,7 @@ impl Printer {
             // A body the script ended inside has no newline of its own before the delimiter,
             // and one whose delimiter holds a newline always runs to the end (no line can
             // match it).
-            if !self.out.ends_with('\n') || h.delimiter.contains('\n') {
+            if !self.out.ends_with('\n') || endless(&h) {
                 self.open_body = Some(self.out.len());
                 if self.backticks {
                     return;
@@ -374,7 +380,7 @@ impl Printer {
                 // Nor do the here-documents after it on the line get a body: it took all
                 // the text there was, so theirs were empty, and their delimiter lines would
                 // join its body too.
-                if h.delimiter.contains('\n') {
+                if endless(&h) {
                     break;
                 }
                 // An unquoted body the script ended inside a line continuation of: the
@@ -527,7 +533,7 @@ impl Printer {
                     // the words before this one come first.
                     self.heredocs.extend(CARRIED.take());
                     self.heredocs.push(h.clone());
-                    if self.whole_text && h.delimiter.contains('\n') {
+                    if self.whole_text && endless(h) {
                         self.one_line = true;
                     }
                 }
