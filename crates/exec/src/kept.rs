@@ -146,34 +146,15 @@ pub(crate) fn keep(slot: Slot, prepared: Prepared) {
 }
 
 /// Puts back every instance this thread keeps as its run left it: for a thread whose work is
-/// done, so that the next run finds its instance ready.
+/// done, so that the next run finds its instance ready. One that cannot be is dropped.
 pub(crate) fn settle() {
-    let dirty: Vec<Entry> = THREAD
-        .try_with(|kept| {
-            let mut kept = kept.borrow_mut();
-            let (dirty, clean) = std::mem::take(&mut *kept)
-                .into_iter()
-                .partition(|e| e.dirty);
-            *kept = clean;
-            dirty
-        })
-        .unwrap_or_default();
-    for entry in dirty {
-        let slot = entry.slot;
-        let Some(prepared) = ready(entry) else {
-            continue;
-        };
-        if KEPT.fetch_add(1, Ordering::SeqCst) >= IN_PROCESS {
-            KEPT.fetch_sub(1, Ordering::SeqCst);
-            let _tokio = crate::process().tokio.enter();
-            drop(prepared);
-            continue;
-        }
-        let entry = Entry {
-            slot,
-            prepared: Some(prepared),
-            dirty: false,
-        };
-        let _ = THREAD.try_with(|kept| kept.borrow_mut().push(entry));
-    }
+    let _tokio = crate::process().tokio.enter();
+    let _ = THREAD.try_with(|kept| {
+        kept.borrow_mut().retain_mut(|e| {
+            !std::mem::take(&mut e.dirty)
+                || e.prepared
+                    .as_mut()
+                    .is_some_and(|p| p.reset(crate::process()))
+        });
+    });
 }
